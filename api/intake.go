@@ -1,0 +1,182 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/ledger"
+)
+
+// intakeBody is the delivery body of DESIGN §7.
+type intakeBody struct {
+	ExternalID *string          `json:"external_id"`
+	Revision   *json.Number     `json:"revision"`
+	Text       *string          `json:"text"`
+	Metadata   *json.RawMessage `json:"metadata"`
+}
+
+// IntakeResponse is the answer to an accepted or duplicate delivery.
+type IntakeResponse struct {
+	JobID     string `json:"job_id"`
+	ReportID  string `json:"report_id"`
+	Revision  int64  `json:"revision"`
+	State     string `json:"state"`
+	Duplicate bool   `json:"duplicate"`
+}
+
+const maxExternalID = 256
+
+func (s *Server) intake(w http.ResponseWriter, r *http.Request) {
+	status := s.intakeStatus(w, r)
+	s.cfg.Metrics.Intake.WithLabelValues(strconv.Itoa(status)).Inc()
+}
+
+// intakeStatus serves one delivery and returns the status it answered.
+// Order: source, size, signature over the raw bytes, media type, then
+// parsing. Nothing is stored unless every check passes.
+func (s *Server) intakeStatus(w http.ResponseWriter, r *http.Request) int {
+	fail := func(status int, slug, detail string) int {
+		s.problem(w, r, status, slug, detail)
+		return status
+	}
+	src := s.sources[r.PathValue("source")]
+	if src == nil {
+		return fail(http.StatusNotFound, "unknown-source", "no such source")
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.BodyLimit))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return fail(http.StatusRequestEntityTooLarge, "body-too-large", "the body is larger than "+strconv.FormatInt(s.cfg.BodyLimit, 10)+" bytes")
+		}
+		return fail(http.StatusBadRequest, "unreadable-body", "the body could not be read")
+	}
+	if err := src.Verifier.Verify(r.Header, body); err != nil {
+		return fail(http.StatusUnauthorized, "invalid-signature", err.Error())
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+			return fail(http.StatusUnprocessableEntity, "unsupported-media", "only application/json text reports are supported; audio and other media are not")
+		}
+	}
+	if !utf8.Valid(body) {
+		return fail(http.StatusBadRequest, "invalid-body", "the body is not valid UTF-8")
+	}
+	var in intakeBody
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	if err := dec.Decode(&in); err != nil {
+		return fail(http.StatusBadRequest, "invalid-body", jsonProblem(err))
+	}
+	if dec.More() {
+		return fail(http.StatusBadRequest, "invalid-body", "the body holds more than one JSON value")
+	}
+	p := ledger.AcceptParams{
+		TenantID: src.Tenant, SourceID: src.ID, Identity: src.Identity, Revisions: src.Revisions,
+		DeliveryKey: r.Header.Get("webhook-id"), BodySHA256: stet.SHA256Hex(body),
+		PolicyID: src.PolicyID, PolicyHash: src.PolicyHash, ProfileID: src.ProfileID, ProfileVersion: src.ProfileVersion,
+		Now: s.clock.Now(),
+	}
+	if in.Text == nil {
+		return fail(http.StatusBadRequest, "invalid-body", "text is required")
+	}
+	if strings.TrimSpace(*in.Text) == "" {
+		return fail(http.StatusBadRequest, "invalid-body", "text is empty")
+	}
+	if strings.ContainsRune(*in.Text, utf8.RuneError) {
+		// Invalid escapes such as a lone surrogate decode to U+FFFD.
+		return fail(http.StatusBadRequest, "invalid-body", "text is not valid UTF-8")
+	}
+	p.Text = stet.NewText(*in.Text)
+	switch src.Identity {
+	case stet.IdentityExternalID:
+		if in.ExternalID == nil || *in.ExternalID == "" {
+			return fail(http.StatusBadRequest, "invalid-body", "external_id is required for this source")
+		}
+		if len(*in.ExternalID) > maxExternalID || strings.ContainsFunc(*in.ExternalID, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+			return fail(http.StatusBadRequest, "invalid-body", "external_id must be at most 256 bytes without control characters")
+		}
+		p.ExternalID = *in.ExternalID
+	case stet.IdentityContent:
+		if in.ExternalID != nil {
+			return fail(http.StatusBadRequest, "invalid-body", "external_id must be absent: this source identifies reports by content")
+		}
+	}
+	switch src.Revisions {
+	case stet.RevisionsExplicit:
+		if in.Revision == nil {
+			return fail(http.StatusBadRequest, "invalid-body", "revision is required for this source")
+		}
+		n, err := strconv.ParseInt(in.Revision.String(), 10, 64)
+		if err != nil || n < 1 {
+			return fail(http.StatusBadRequest, "invalid-body", "revision must be a positive integer")
+		}
+		p.Revision = n
+	case stet.RevisionsContent:
+		if in.Revision != nil {
+			return fail(http.StatusBadRequest, "invalid-body", "revision must be absent: stet numbers this source's revisions")
+		}
+	}
+	if in.Metadata != nil {
+		m := bytes.TrimSpace(*in.Metadata)
+		if len(m) > 0 && m[0] != '{' && !bytes.Equal(m, []byte("null")) {
+			return fail(http.StatusBadRequest, "invalid-body", "metadata must be an object")
+		}
+		if len(m) > 0 && m[0] == '{' {
+			p.Metadata = json.RawMessage(m)
+		}
+	}
+
+	res, err := s.cfg.Acceptor.Accept(r.Context(), p)
+	if err != nil {
+		s.log.Error("intake failed", "source", src.ID, "tenant", src.Tenant, "err", err)
+		w.Header().Set("Retry-After", "1")
+		return fail(http.StatusServiceUnavailable, "unavailable", "the delivery was not stored; retry later")
+	}
+	switch res.Outcome {
+	case ledger.OutcomeAccepted:
+		s.log.Info("delivery accepted", "source", src.ID, "tenant", src.Tenant, "report_id", res.ReportID, "revision", res.Revision, "job_id", res.JobID)
+		writeJSON(w, http.StatusAccepted, IntakeResponse{JobID: res.JobID, ReportID: res.ReportID, Revision: res.Revision, State: string(stet.JobAccepted)})
+		return http.StatusAccepted
+	case ledger.OutcomeDuplicate:
+		s.log.Info("duplicate delivery", "source", src.ID, "tenant", src.Tenant, "report_id", res.ReportID, "revision", res.Revision, "job_id", res.JobID)
+		writeJSON(w, http.StatusOK, IntakeResponse{JobID: res.JobID, ReportID: res.ReportID, Revision: res.Revision, State: string(res.State), Duplicate: true})
+		return http.StatusOK
+	case ledger.OutcomeDeliveryConflict:
+		return fail(http.StatusConflict, "delivery-conflict", "this webhook-id was already delivered with a different body")
+	case ledger.OutcomeRevisionConflict:
+		return fail(http.StatusConflict, "revision-conflict", "this revision was already delivered with different content; send a new revision")
+	default:
+		s.log.Error("intake: unknown outcome", "outcome", string(res.Outcome))
+		return fail(http.StatusInternalServerError, "internal", "internal error")
+	}
+}
+
+// jsonProblem describes a JSON decoding error without quoting the input.
+func jsonProblem(err error) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return "malformed JSON at byte " + strconv.FormatInt(se.Offset, 10)
+	case errors.As(err, &te):
+		return "field " + te.Field + " has the wrong type"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "malformed JSON: the body ends early"
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		// The field name comes from the body, so it is not echoed.
+		return "the body has a field this API does not accept (allowed: external_id, revision, text, metadata)"
+	default:
+		return "malformed JSON"
+	}
+}

@@ -1,0 +1,378 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/ledger"
+)
+
+// AttemptView is one processor call in a job view.
+type AttemptView struct {
+	N            int    `json:"n"`
+	Processor    string `json:"processor"`
+	Model        string `json:"model,omitempty"`
+	Status       string `json:"status"`
+	StatusCode   int    `json:"status_code"`
+	FailureClass string `json:"failure_class"`
+	RequestID    string `json:"request_id"`
+	InputTokens  int    `json:"input_tokens"`
+	OutputTokens int    `json:"output_tokens"`
+	LatencyMS    int64  `json:"latency_ms"`
+	InputSHA256  string `json:"input_sha256,omitempty"`
+	StartedAt    string `json:"started_at"`
+}
+
+// JobView is GET /v1/jobs/{job_id}.
+type JobView struct {
+	JobID             string        `json:"job_id"`
+	ReportID          string        `json:"report_id"`
+	Source            string        `json:"source"`
+	Revision          int64         `json:"revision"`
+	ExtractionVersion string        `json:"extraction_version"`
+	State             string        `json:"state"`
+	FailureClass      string        `json:"failure_class,omitempty"`
+	PolicyID          string        `json:"policy_id"`
+	PolicyHash        string        `json:"policy_hash"`
+	Attempts          []AttemptView `json:"attempts"`
+	ReviewRecordID    *string       `json:"review_record_id"`
+	Stages            StageTimes    `json:"stages"`
+	Artifact          *ArtifactView `json:"artifact"`
+}
+
+// StageTimes are when a job reached each stage (RFC 3339, UTC; absent if not yet).
+type StageTimes struct {
+	AcceptedAt   string `json:"accepted_at"`
+	ExtractingAt string `json:"extracting_at,omitempty"`
+	ExtractedAt  string `json:"extracted_at,omitempty"`
+	CommittedAt  string `json:"committed_at,omitempty"`
+}
+
+// ArtifactView is an artifact's metadata, never its content.
+type ArtifactView struct {
+	ID            string `json:"id"`
+	Processor     string `json:"processor"`
+	Model         string `json:"model,omitempty"`
+	SchemaVersion string `json:"schema_version"`
+	AttemptN      int    `json:"attempt_n"`
+	CreatedAt     string `json:"created_at"`
+}
+
+func ts(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+// NewJobView shapes a job for the API and the CLI.
+func NewJobView(d *ledger.JobDetail) JobView {
+	j := d.Job
+	v := JobView{
+		JobID: j.ID, ReportID: j.ReportID, Source: j.SourceID, Revision: j.Revision, ExtractionVersion: j.ExtractionVersion,
+		State: string(j.State), FailureClass: string(j.FailureClass), PolicyID: j.PolicyID, PolicyHash: j.PolicyHash,
+		Attempts: []AttemptView{},
+		Stages:   StageTimes{AcceptedAt: ts(j.CreatedAt), ExtractingAt: ts(j.ExtractingAt), ExtractedAt: ts(j.ExtractedAt), CommittedAt: ts(j.CommittedAt)},
+	}
+	if j.ReviewRecordID != "" {
+		id := j.ReviewRecordID
+		v.ReviewRecordID = &id
+	}
+	for _, a := range d.Attempts {
+		v.Attempts = append(v.Attempts, AttemptView{
+			N: a.N, Processor: a.Processor, Model: a.Model, Status: string(a.Status), StatusCode: a.StatusCode,
+			FailureClass: string(a.FailureClass), RequestID: a.RequestID, InputTokens: a.InputTokens, OutputTokens: a.OutputTokens,
+			LatencyMS: a.LatencyMS, InputSHA256: a.InputSHA256, StartedAt: ts(a.StartedAt),
+		})
+	}
+	if a := d.Artifact; a != nil {
+		v.Artifact = &ArtifactView{ID: a.ID, Processor: a.Processor, Model: a.Model, SchemaVersion: a.SchemaVersion, AttemptN: a.AttemptN, CreatedAt: ts(a.CreatedAt)}
+	}
+	return v
+}
+
+func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
+	tok := tokenOf(r)
+	d, err := s.db.GetJob(r.Context(), tok.Tenant, r.PathValue("job_id"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if !s.audit(w, r, "job.read", "job", d.Job.ID) {
+		return
+	}
+	writeJSON(w, http.StatusOK, NewJobView(d))
+}
+
+// ReportView is GET /v1/sources/{source}/reports/{external_id} and GET /v1/reports/{report_id}.
+type ReportView struct {
+	ReportID   string         `json:"report_id"`
+	Source     string         `json:"source"`
+	ExternalID *string        `json:"external_id"`
+	Revisions  []RevisionView `json:"revisions"`
+}
+
+// RevisionView is one revision of a report.
+type RevisionView struct {
+	Revision       int64   `json:"revision"`
+	JobID          string  `json:"job_id"`
+	State          string  `json:"state"`
+	ReviewRecordID *string `json:"review_record_id"`
+	Authoritative  bool    `json:"authoritative"`
+	ReceivedAt     string  `json:"received_at"`
+}
+
+// NewReportView shapes a report for the API and the CLI.
+func NewReportView(d *ledger.ReportDetail) ReportView {
+	v := ReportView{ReportID: d.Report.ID, Source: d.Report.SourceID, Revisions: []RevisionView{}}
+	if d.Report.ExternalID != "" {
+		e := d.Report.ExternalID
+		v.ExternalID = &e
+	}
+	for _, rv := range d.Revisions {
+		x := RevisionView{Revision: rv.Revision, JobID: rv.JobID, State: string(rv.State), Authoritative: rv.Authoritative, ReceivedAt: ts(rv.ReceivedAt)}
+		if rv.ReviewRecordID != "" {
+			id := rv.ReviewRecordID
+			x.ReviewRecordID = &id
+		}
+		v.Revisions = append(v.Revisions, x)
+	}
+	return v
+}
+
+func (s *Server) getReportByExternalID(w http.ResponseWriter, r *http.Request) {
+	tok := tokenOf(r)
+	d, err := s.db.GetReport(r.Context(), ledger.ReportLookup{Tenant: tok.Tenant, SourceID: r.PathValue("source"), ExternalID: r.PathValue("external_id")})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if !s.audit(w, r, "report.read", "report", d.Report.ID) {
+		return
+	}
+	writeJSON(w, http.StatusOK, NewReportView(d))
+}
+
+func (s *Server) getReport(w http.ResponseWriter, r *http.Request) {
+	tok := tokenOf(r)
+	d, err := s.db.GetReport(r.Context(), ledger.ReportLookup{Tenant: tok.Tenant, ReportID: r.PathValue("report_id")})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if !s.audit(w, r, "report.read", "report", d.Report.ID) {
+		return
+	}
+	writeJSON(w, http.StatusOK, NewReportView(d))
+}
+
+// RecordView is one review record.
+type RecordView struct {
+	ID             string          `json:"id"`
+	JobID          string          `json:"job_id"`
+	ReportID       string          `json:"report_id"`
+	Source         string          `json:"source"`
+	Revision       int64           `json:"revision"`
+	Kind           string          `json:"kind"`
+	State          string          `json:"state"`
+	Authoritative  bool            `json:"authoritative"`
+	Classification json.RawMessage `json:"classification"`
+	FailureClass   *string         `json:"failure_class"`
+	Decision       *string         `json:"decision,omitempty"`
+	DecidedBy      string          `json:"decided_by,omitempty"`
+	DecidedAt      string          `json:"decided_at,omitempty"`
+	Note           string          `json:"note,omitempty"`
+	CreatedAt      string          `json:"created_at"`
+}
+
+// NewRecordView shapes a review record.
+func NewRecordView(r *stet.ReviewRecord) RecordView {
+	v := RecordView{ID: r.ID, JobID: r.JobID, ReportID: r.ReportID, Source: r.SourceID, Revision: r.Revision,
+		Kind: string(r.Kind), State: string(r.State), Authoritative: r.Authoritative, Classification: r.Classification,
+		DecidedBy: r.DecidedBy, DecidedAt: ts(r.DecidedAt), Note: r.Note, CreatedAt: ts(r.CreatedAt)}
+	if len(v.Classification) == 0 {
+		v.Classification = json.RawMessage("null")
+	}
+	if r.FailureClass != "" {
+		f := string(r.FailureClass)
+		v.FailureClass = &f
+	}
+	if r.Decision != "" {
+		d := string(r.Decision)
+		v.Decision = &d
+	}
+	return v
+}
+
+func (s *Server) listReview(w http.ResponseWriter, r *http.Request) {
+	tok := tokenOf(r)
+	q := r.URL.Query()
+	f := ledger.ReviewFilter{Tenant: tok.Tenant, Source: q.Get("source"), After: q.Get("cursor")}
+	if st := q.Get("state"); st != "" {
+		if st != string(stet.RecordPending) && st != string(stet.RecordDecided) {
+			s.problem(w, r, http.StatusBadRequest, "invalid-query", "state must be pending or decided")
+			return
+		}
+		f.State = stet.RecordState(st)
+	}
+	if l := q.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > 500 {
+			s.problem(w, r, http.StatusBadRequest, "invalid-query", "limit must be between 1 and 500")
+			return
+		}
+		f.Limit = n
+	}
+	recs, next, err := s.db.ListReview(r.Context(), f)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := struct {
+		Records    []RecordView `json:"records"`
+		NextCursor *string      `json:"next_cursor"`
+	}{Records: []RecordView{}}
+	for _, rec := range recs {
+		out.Records = append(out.Records, NewRecordView(rec))
+	}
+	if next != "" {
+		out.NextCursor = &next
+	}
+	if !s.audit(w, r, "review.list", "review_record", strconv.Itoa(len(recs))+" records") {
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) getReview(w http.ResponseWriter, r *http.Request) {
+	tok := tokenOf(r)
+	rec, err := s.db.GetReview(r.Context(), tok.Tenant, r.PathValue("id"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if !s.audit(w, r, "review.read", "review_record", rec.ID) {
+		return
+	}
+	writeJSON(w, http.StatusOK, NewRecordView(rec))
+}
+
+type decisionBody struct {
+	Decision       stet.Decision   `json:"decision"`
+	Classification json.RawMessage `json:"classification"`
+	Note           string          `json:"note"`
+}
+
+const maxNote = 4096
+
+func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
+	tok := tokenOf(r)
+	var in decisionBody
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 256<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		s.problem(w, r, http.StatusBadRequest, "invalid-body", jsonProblem(err))
+		return
+	}
+	if !slices.Contains(stet.Decisions, in.Decision) {
+		s.problem(w, r, http.StatusBadRequest, "invalid-body", "decision must be approve, override or reject")
+		return
+	}
+	if len(in.Note) > maxNote {
+		s.problem(w, r, http.StatusBadRequest, "invalid-body", "note is longer than 4096 bytes")
+		return
+	}
+	rec, err := s.db.GetReview(r.Context(), tok.Tenant, r.PathValue("id"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	class := bytes.TrimSpace(in.Classification)
+	if bytes.Equal(class, []byte("null")) {
+		class = nil
+	}
+	needClass := in.Decision == stet.DecisionOverride || (in.Decision == stet.DecisionApprove && rec.Kind == stet.RecordManual)
+	switch {
+	case needClass && len(class) == 0:
+		s.problem(w, r, http.StatusBadRequest, "invalid-body", "classification is required for an override, and to approve a manual record")
+		return
+	case len(class) > 0 && in.Decision == stet.DecisionReject:
+		s.problem(w, r, http.StatusBadRequest, "invalid-body", "a rejection carries no classification")
+		return
+	case len(class) > 0 && in.Decision == stet.DecisionApprove && rec.Kind == stet.RecordExtracted:
+		s.problem(w, r, http.StatusBadRequest, "invalid-body", "approve keeps the extracted classification; use override to change it")
+		return
+	}
+	if len(class) > 0 {
+		src := s.sources[rec.SourceID]
+		if src == nil || src.Schema == nil {
+			s.problem(w, r, http.StatusConflict, "unknown-profile", "the record's source is no longer configured")
+			return
+		}
+		if problems := src.Schema.Validate(class); len(problems) > 0 {
+			s.problem(w, r, http.StatusBadRequest, "invalid-classification", "classification does not match the profile schema: "+joinProblems(problems))
+			return
+		}
+	}
+	out, err := s.db.Decide(r.Context(), ledger.DecideParams{
+		Tenant: tok.Tenant, RecordID: rec.ID, Decision: in.Decision, Classification: json.RawMessage(class),
+		Note: in.Note, Actor: "token:" + tok.Name, Now: s.clock.Now(),
+	})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, NewRecordView(out))
+}
+
+func joinProblems(ps []string) string {
+	if len(ps) > 5 {
+		ps = append(ps[:5:5], "…")
+	}
+	out := ""
+	for i, p := range ps {
+		if i > 0 {
+			out += "; "
+		}
+		out += p
+	}
+	return out
+}
+
+func (s *Server) invariants(w http.ResponseWriter, r *http.Request) {
+	vs, err := s.db.CheckInvariants(r.Context(), ledger.CheckParams{Now: s.clock.Now(), SLA: s.cfg.SLA, LeaseGrace: time.Minute})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	tok := tokenOf(r)
+	out := struct {
+		OK         bool               `json:"ok"`
+		Violations []ledger.Violation `json:"violations"`
+	}{OK: true, Violations: []ledger.Violation{}}
+	for _, v := range vs {
+		if v.TenantID == tok.Tenant {
+			out.Violations = append(out.Violations, v)
+		}
+	}
+	out.OK = len(out.Violations) == 0
+	writeJSON(w, http.StatusOK, out)
+}
+
+// audit appends an audit entry for a read before the answer is written. It
+// fails closed: a read that cannot be audited is not answered.
+func (s *Server) audit(w http.ResponseWriter, r *http.Request, action, objectType, objectID string) bool {
+	tok := tokenOf(r)
+	err := s.db.Audit(r.Context(), ledger.AuditEntry{Tenant: tok.Tenant, Actor: "token:" + tok.Name, Action: action,
+		ObjectType: objectType, ObjectID: objectID, Now: s.clock.Now()})
+	if err != nil {
+		s.fail(w, r, &stet.Error{Code: stet.EUnavailable, Message: "the read could not be audited; retry later", Cause: err})
+		return false
+	}
+	return true
+}

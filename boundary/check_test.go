@@ -1,0 +1,55 @@
+package boundary
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/stetlabs/stet"
+)
+
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	policy := &stet.Policy{ID: "standard", Processors: []string{"local-rules", "openai-eu"}}
+	regional := &stet.Policy{ID: "eu-only", Processors: []string{"local-rules", "openai-eu", "openai-us"}, Regions: []string{"local", "EU"}}
+	tests := []struct {
+		name     string
+		policy   *stet.Policy
+		info     stet.ProcessorInfo
+		wantCode string // "" means permitted
+	}{
+		{"primary", policy, stet.ProcessorInfo{ID: "local-rules", Region: "local"}, ""},
+		{"fallback", policy, stet.ProcessorInfo{ID: "openai-eu", Region: "eu"}, ""},
+		{"no regions means any region", policy, stet.ProcessorInfo{ID: "openai-eu", Region: "us"}, ""},
+		{"not listed", policy, stet.ProcessorInfo{ID: "openai-us", Region: "us"}, CodeProcessorNotPermitted},
+		{"empty id", policy, stet.ProcessorInfo{Region: "local"}, CodeProcessorNotPermitted},
+		{"case of id matters", policy, stet.ProcessorInfo{ID: "Local-Rules", Region: "local"}, CodeProcessorNotPermitted},
+		{"nil policy", nil, stet.ProcessorInfo{ID: "local-rules", Region: "local"}, CodeProcessorNotPermitted},
+		{"region permitted", regional, stet.ProcessorInfo{ID: "openai-eu", Region: "eu"}, ""},
+		{"region outside", regional, stet.ProcessorInfo{ID: "openai-us", Region: "us"}, CodeRegionNotPermitted},
+		{"region undeclared", regional, stet.ProcessorInfo{ID: "openai-eu"}, CodeRegionNotPermitted},
+		{"id checked before region", regional, stet.ProcessorInfo{ID: "gemini", Region: "eu"}, CodeProcessorNotPermitted},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			err := Check(tt.policy, tt.info)
+			if tt.wantCode == "" {
+				if err != nil {
+					t.Errorf("Check(%v, %q) = %v, want nil", tt.policy, tt.info.ID, err)
+				}
+				return
+			}
+			var pe *stet.ProcessorError
+			if !errors.As(err, &pe) || pe.Class != stet.FailureBoundary || pe.Code != tt.wantCode {
+				t.Fatalf("Check(%v, %q) = %v, want a boundary error with code %s", tt.policy, tt.info.ID, err, tt.wantCode)
+			}
+			if stet.ClassOf(err) != stet.FailureBoundary {
+				t.Errorf("ClassOf(Check(...)) = %s, want boundary", stet.ClassOf(err))
+			}
+			if !strings.Contains(err.Error(), tt.wantCode) {
+				t.Errorf("Check(...).Error() = %q, want it to name %s", err.Error(), tt.wantCode)
+			}
+		})
+	}
+}

@@ -1,0 +1,244 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/api"
+	"github.com/stetlabs/stet/config"
+	"github.com/stetlabs/stet/ledger"
+	"github.com/stetlabs/stet/metrics"
+	"github.com/stetlabs/stet/pipeline"
+	"github.com/stetlabs/stet/processor/openai"
+	"github.com/stetlabs/stet/processor/rules"
+)
+
+// app is everything one stet process runs, wired from a config.
+type app struct {
+	cfg      *config.Config
+	db       *ledger.DB
+	log      *slog.Logger
+	metrics  *metrics.Metrics
+	pipeline *pipeline.Pipeline
+	api      *api.Server
+	unlock   func()
+}
+
+type appOptions struct {
+	role    string // api | worker | all
+	logger  *slog.Logger
+	migrate bool
+	clock   stet.Clock
+	// pollInterval overrides River's fetch poll interval (benchmarks, tests).
+	pollInterval time.Duration
+}
+
+// loadConfig loads a config, printing every problem to stderr.
+func loadConfig(path string, stderr io.Writer) (*config.Config, bool) {
+	cfg, err := config.Load(path, os.Getenv)
+	if err != nil {
+		fmt.Fprintln(stderr, "stet:", err)
+		return nil, false
+	}
+	return cfg, true
+}
+
+// loadOperatorConfig loads a config for a command that never serves or
+// calls a processor: secret variables may be unset.
+func loadOperatorConfig(path string, stderr io.Writer) (*config.Config, bool) {
+	cfg, err := config.LoadWithoutSecrets(path, os.Getenv)
+	if err != nil {
+		fmt.Fprintln(stderr, "stet:", err)
+		return nil, false
+	}
+	return cfg, true
+}
+
+func newLogger(w io.Writer, level string) *slog.Logger {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(level))
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
+}
+
+// openApp opens the ledger, migrates if asked, and builds the pipeline and
+// the API. It starts nothing.
+func openApp(ctx context.Context, cfg *config.Config, o appOptions) (*app, error) {
+	if o.logger == nil {
+		o.logger = slog.New(slog.DiscardHandler)
+	}
+	if o.clock == nil {
+		o.clock = stet.SystemClock{}
+	}
+	a := &app{cfg: cfg, log: o.logger, unlock: func() {}}
+	if path, ok := strings.CutPrefix(cfg.Database, "sqlite://"); ok && o.role != "" {
+		// One SQLite file is for one process: a second serve on the same
+		// file would fight over the single writer.
+		unlock, err := lockFile(strings.SplitN(path, "?", 2)[0] + ".lock")
+		if err != nil {
+			return nil, err
+		}
+		a.unlock = unlock
+	}
+	db, err := ledger.Open(ctx, cfg.Database)
+	if err != nil {
+		a.unlock()
+		return nil, err
+	}
+	a.db = db
+	if o.migrate {
+		if err := migrateAll(ctx, db); err != nil {
+			a.close()
+			return nil, err
+		}
+	}
+	a.metrics = metrics.New(db, o.logger)
+
+	procs := map[string]stet.Processor{}
+	for i := range cfg.Processors {
+		pc := &cfg.Processors[i]
+		p, err := newProcessor(pc, cfg)
+		if err != nil {
+			a.close()
+			return nil, err
+		}
+		if p == nil {
+			o.logger.Warn("processor kind not available in this build; jobs routed to it are blocked", "processor", pc.ID, "kind", pc.Kind)
+			continue
+		}
+		procs[pc.ID] = p
+	}
+	var profiles []*pipeline.Profile
+	for i := range cfg.Profiles {
+		p, err := pipeline.NewProfile(*cfg.Profiles[i].Domain())
+		if err != nil {
+			a.close()
+			return nil, err
+		}
+		profiles = append(profiles, p)
+	}
+	var policies []*stet.Policy
+	for i := range cfg.Policies {
+		policies = append(policies, cfg.Policies[i].Domain())
+	}
+	role := cmp(o.role, "all")
+	pl, err := pipeline.New(pipeline.Config{
+		DB: db, Processors: procs, Profiles: profiles, Policies: policies,
+		Logger: o.logger, Metrics: a.metrics, Clock: o.clock,
+		Concurrency: cfg.Workers.Concurrency, JobTimeout: cfg.Workers.JobTimeout.Std(),
+		RescueAfter: cfg.Workers.RescueAfter.Std(), MaxAttempts: cfg.Workers.MaxAttempts,
+		PollInterval: o.pollInterval,
+		Work:         role == "worker" || role == "all",
+	})
+	if err != nil {
+		a.close()
+		return nil, err
+	}
+	a.pipeline = pl
+
+	if o.role == "" {
+		return a, nil // an operator command: no API
+	}
+	var sources []*api.Source
+	for i := range cfg.Sources {
+		s := &cfg.Sources[i]
+		v, err := api.NewVerifier(s.Secrets, o.clock)
+		if err != nil {
+			a.close()
+			return nil, fmt.Errorf("source %s: %w", s.ID, err)
+		}
+		prof := cfg.Profile(s.Profile)
+		pol := cfg.Policy(s.Policy).Domain()
+		sources = append(sources, &api.Source{
+			ID: s.ID, Tenant: s.Tenant, Identity: s.Identity, Revisions: s.Revisions, Verifier: v,
+			PolicyID: pol.ID, PolicyHash: pol.Hash(), ProfileID: prof.ID, ProfileVersion: prof.Version, Schema: prof.Validator,
+		})
+	}
+	var tokens []api.Token
+	for _, t := range cfg.Tenants {
+		for _, tok := range t.Tokens {
+			tokens = append(tokens, api.Token{Name: tok.Name, Tenant: t.ID, Role: tok.Role, Value: tok.Value})
+		}
+	}
+	a.api = api.New(api.Config{
+		DB: db, Acceptor: pl, Sources: sources, Tokens: tokens, Logger: o.logger, Metrics: a.metrics,
+		Clock: o.clock, BodyLimit: int64(cfg.BodyLimit),
+	})
+	return a, nil
+}
+
+func cmp(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+// newProcessor builds a processor from its config; nil for kinds this build
+// does not have yet (their jobs are blocked, never re-routed).
+func newProcessor(pc *config.Processor, cfg *config.Config) (stet.Processor, error) {
+	switch pc.Kind {
+	case config.KindRules:
+		return rules.New(rules.Params{ID: pc.ID, RulesPath: pc.Rules})
+	case config.KindOpenAI:
+		return openai.New(openai.Config{
+			ID: pc.ID, BaseURL: pc.BaseURL, APIKey: pc.APIKey, Model: pc.Model, Region: pc.Region,
+			Retention: pc.Retention, ZeroRetention: pc.ZeroRetention, Subprocessors: pc.Subprocessors,
+			Timeout: pc.Timeout.Std(),
+		})
+	default:
+		return nil, nil
+	}
+}
+
+func migrateAll(ctx context.Context, db *ledger.DB) error {
+	if _, err := db.Migrate(ctx); err != nil {
+		return fmt.Errorf("migrate ledger: %w", err)
+	}
+	if err := pipeline.Migrate(ctx, db); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (a *app) close() {
+	if a.db != nil {
+		a.db.Close()
+	}
+	a.unlock()
+}
+
+// lockFile takes an exclusive advisory lock, or fails at once.
+func lockFile(path string) (func(), error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("another stet process is using this SQLite database (%s is locked); one SQLite file is for one process — scale out on PostgreSQL", path)
+		}
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
+}
+
+// configFlag adds the --config flag.
+func configFlag(fs *flag.FlagSet) *string {
+	return fs.String("config", "stet.yaml", "path of the YAML config file")
+}
+
+func migrateRiver(ctx context.Context, db *ledger.DB) error { return pipeline.Migrate(ctx, db) }

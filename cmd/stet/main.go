@@ -1,0 +1,80 @@
+// Command stet runs stet: crash-safe, exactly-once structured extraction
+// over sensitive documents. It wires every package together; flags and
+// subcommands live here and nowhere else.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Exit codes.
+const (
+	exitOK        = 0
+	exitFailure   = 1 // the command ran and found a problem (a violation, a failed drill)
+	exitUsage     = 2 // bad flags or an invalid config: nothing was started
+	exitUnhealthy = 3 // the database could not be reached or migrated
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+const usage = `stet: crash-safe, exactly-once structured extraction over sensitive documents.
+
+Usage: stet <command> [flags]
+
+Commands:
+  quickstart   run the quickstart: stet on SQLite with the rules processor, sample reports posted
+  serve        run the API and stage workers (--role api|worker|all)
+  migrate      apply the ledger's and River's migrations
+  inspect      show a job's or report's stage timeline and attempts (no text)
+  resume       re-enqueue a job from its last durable stage
+  check        check the ledger's invariants; exit 1 if any is violated
+  bench        run a benchmark: intake | pipeline
+  version      print the version
+
+Run 'stet <command> -h' for a command's flags.
+`
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "serve":
+		return cmdServe(ctx, rest, stdout, stderr)
+	case "quickstart":
+		return cmdQuickstart(ctx, rest, stdout, stderr)
+	case "migrate":
+		return cmdMigrate(ctx, rest, stdout, stderr)
+	case "inspect":
+		return cmdInspect(ctx, rest, stdout, stderr)
+	case "resume":
+		return cmdResume(ctx, rest, stdout, stderr)
+	case "check":
+		return cmdCheck(ctx, rest, stdout, stderr)
+	case "bench":
+		return cmdBench(ctx, rest, stdout, stderr)
+	case "version":
+		fmt.Fprintln(stdout, "stet", version)
+		return exitOK
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	default:
+		fmt.Fprintf(stderr, "stet: unknown command %q\n\n%s", cmd, usage)
+		return exitUsage
+	}
+}
+
+var version = "dev"

@@ -1,0 +1,191 @@
+// Package config loads and validates stet's YAML configuration (DESIGN §8).
+//
+// Load resolves relative paths against the config file's folder, reads
+// secrets only from the environment variables the file names, compiles every
+// profile schema, and reports every problem with its key path. It must never
+// put a secret's value or document text in an error.
+package config
+
+import (
+	"encoding/json"
+	"slices"
+	"time"
+
+	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/schema"
+)
+
+// Config is a loaded, validated configuration.
+type Config struct {
+	// Path is the absolute path of the file this was loaded from.
+	Path string `yaml:"-"`
+
+	Database   string      `yaml:"database"`
+	Listen     string      `yaml:"listen"`
+	BodyLimit  ByteSize    `yaml:"body_limit"` // intake body limit; default 1 MiB
+	Tenants    []Tenant    `yaml:"tenants"`
+	Sources    []Source    `yaml:"sources"`
+	Profiles   []Profile   `yaml:"profiles"`
+	Processors []Processor `yaml:"processors"`
+	Policies   []Policy    `yaml:"policies"`
+	Workers    Workers     `yaml:"workers"`
+}
+
+// Tenant is one tenant and its API tokens.
+type Tenant struct {
+	ID     string  `yaml:"id"`
+	Tokens []Token `yaml:"tokens"`
+}
+
+// Token is one bearer token. Value is read from TokenEnv at load.
+type Token struct {
+	Name     string    `yaml:"name"`
+	Role     stet.Role `yaml:"role"`
+	TokenEnv string    `yaml:"token_env"`
+	Value    string    `yaml:"-"`
+}
+
+// Source is one webhook source.
+type Source struct {
+	ID        string            `yaml:"id"`
+	Tenant    string            `yaml:"tenant"`
+	SecretEnv string            `yaml:"secret_env"`
+	Identity  stet.IdentityMode `yaml:"identity"`  // default external_id
+	Revisions stet.RevisionMode `yaml:"revisions"` // default explicit
+	Profile   string            `yaml:"profile"`
+	Policy    string            `yaml:"policy"`
+	Mode      stet.DispatchMode `yaml:"mode"` // default sync
+	// Secrets are the whsec_ secrets read from SecretEnv. The variable may
+	// hold several, separated by spaces or commas, for rotation.
+	Secrets []string `yaml:"-"`
+}
+
+// Profile is one extraction profile.
+type Profile struct {
+	ID      string `yaml:"id"`
+	Version int    `yaml:"version"`
+	Schema  string `yaml:"schema"` // path, resolved to absolute at load
+	Prompt  string `yaml:"prompt"` // path, resolved to absolute at load
+	// Loaded content.
+	SchemaJSON json.RawMessage `yaml:"-"`
+	PromptText string          `yaml:"-"`
+	// Validator is the compiled schema, ready to check outputs.
+	Validator *schema.Schema `yaml:"-"`
+}
+
+// Limits are a processor's provider limits.
+type Limits struct {
+	RPM         int `yaml:"rpm"`
+	TPM         int `yaml:"tpm"`
+	Concurrency int `yaml:"concurrency"`
+}
+
+// Processor is one configured processor. Kind-specific keys are validated
+// by kind; keys a kind does not use are an error.
+type Processor struct {
+	ID            string   `yaml:"id"`
+	Kind          string   `yaml:"kind"`     // rules | openai | anthropic | gemini | infrai | azure-content-safety
+	Rules         string   `yaml:"rules"`    // rules: path, resolved to absolute
+	BaseURL       string   `yaml:"base_url"` // http kinds
+	APIKeyEnv     string   `yaml:"api_key_env"`
+	Model         string   `yaml:"model"`
+	Region        string   `yaml:"region"`
+	Retention     string   `yaml:"retention"` // "none", "0", or a duration such as 30d
+	ZeroRetention bool     `yaml:"zero_data_retention"`
+	Subprocessors []string `yaml:"subprocessors"`
+	Timeout       Duration `yaml:"timeout"` // one call; default 60s
+	Limits        Limits   `yaml:"limits"`
+	// APIKey is read from APIKeyEnv at load.
+	APIKey string `yaml:"-"`
+}
+
+// Retention is a policy's retention for text and artifacts.
+type Retention struct {
+	Text      Duration `yaml:"text"`
+	Artifacts Duration `yaml:"artifacts"`
+}
+
+// Policy is one approved data-handling policy.
+type Policy struct {
+	ID            string                 `yaml:"id"`
+	Processors    []string               `yaml:"processors"`
+	Minimize      []stet.IdentifierClass `yaml:"minimize"`
+	Names         []string               `yaml:"names"`
+	Retention     Retention              `yaml:"retention"`
+	ReplayHorizon Duration               `yaml:"replay_horizon"`
+	Regions       []string               `yaml:"regions"`
+}
+
+// Workers are stage-worker settings.
+type Workers struct {
+	Concurrency int      `yaml:"concurrency"`  // default 8
+	JobTimeout  Duration `yaml:"job_timeout"`  // default 2m
+	RescueAfter Duration `yaml:"rescue_after"` // default 5m
+	MaxAttempts int      `yaml:"max_attempts"` // transient attempts before manual; default 5
+}
+
+// Duration is a time.Duration that also accepts a day suffix ("30d").
+type Duration time.Duration
+
+// ByteSize is a size in bytes that also accepts KiB/MiB suffixes ("1MiB").
+type ByteSize int64
+
+// Tenant returns the tenant with the given id, or nil.
+func (c *Config) Tenant(id string) *Tenant {
+	return find(c.Tenants, id, func(t *Tenant) string { return t.ID })
+}
+
+// Source returns the source with the given id, or nil.
+func (c *Config) Source(id string) *Source {
+	return find(c.Sources, id, func(s *Source) string { return s.ID })
+}
+
+// Profile returns the profile with the given id, or nil.
+func (c *Config) Profile(id string) *Profile {
+	return find(c.Profiles, id, func(p *Profile) string { return p.ID })
+}
+
+// Processor returns the processor with the given id, or nil.
+func (c *Config) Processor(id string) *Processor {
+	return find(c.Processors, id, func(p *Processor) string { return p.ID })
+}
+
+// Policy returns the policy with the given id, or nil.
+func (c *Config) Policy(id string) *Policy {
+	return find(c.Policies, id, func(p *Policy) string { return p.ID })
+}
+
+func find[T any](items []T, id string, key func(*T) string) *T {
+	for i := range items {
+		if key(&items[i]) == id {
+			return &items[i]
+		}
+	}
+	return nil
+}
+
+// Domain returns the policy as the domain type whose hash is recorded on
+// every revision. The slices are copies.
+func (p *Policy) Domain() *stet.Policy {
+	return &stet.Policy{
+		ID:                p.ID,
+		Processors:        slices.Clone(p.Processors),
+		Minimize:          slices.Clone(p.Minimize),
+		Names:             slices.Clone(p.Names),
+		TextRetention:     p.Retention.Text.Std(),
+		ArtifactRetention: p.Retention.Artifacts.Std(),
+		ReplayHorizon:     p.ReplayHorizon.Std(),
+		Regions:           slices.Clone(p.Regions),
+	}
+}
+
+// Domain returns the profile as the domain type, with the loaded schema and
+// prompt text.
+func (p *Profile) Domain() *stet.Profile {
+	return &stet.Profile{
+		ID:      p.ID,
+		Version: p.Version,
+		Schema:  slices.Clone(p.SchemaJSON),
+		Prompt:  p.PromptText,
+	}
+}

@@ -1,0 +1,30 @@
+// Package crash holds stet's crash-injection points for the recovery drills.
+//
+// When the environment variable STET_CRASH_AT names a point, the process
+// kills itself with SIGKILL the first time it reaches that point: a real
+// crash at an exact place, with no chance to clean up. Unset, a point costs
+// one string comparison. It must never be set in production.
+package crash
+
+import (
+	"os"
+	"syscall"
+)
+
+// Points where a drill may crash the process.
+const (
+	AfterAccept   = "after_accept"   // the intake transaction committed; the answer is not sent
+	MidCall       = "mid_call"       // the provider call is under way
+	AfterArtifact = "after_artifact" // the artifact is saved; the commit has not run
+	MidCommit     = "mid_commit"     // inside the commit transaction, before it commits
+)
+
+var at = os.Getenv("STET_CRASH_AT")
+
+// Point kills the process if STET_CRASH_AT names this point.
+func Point(name string) {
+	if at != "" && at == name {
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {} // SIGKILL is not instant; never run past the point
+	}
+}

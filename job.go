@@ -1,0 +1,177 @@
+package stet
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// JobState is the stage a job has reached. See DESIGN §2.
+type JobState string
+
+// Job states.
+const (
+	JobAccepted   JobState = "accepted"   // revision, job and extract task committed
+	JobExtracting JobState = "extracting" // a worker holds the attempt token
+	JobWaiting    JobState = "waiting"    // rate limited or dispatch paused; no attempt spent
+	JobBatched    JobState = "batched"    // assigned to a provider batch
+	JobExtracted  JobState = "extracted"  // the artifact is saved; commit pending
+	JobCommitted  JobState = "committed"  // the review record is written
+	JobManual     JobState = "manual"     // terminal extraction failure; a manual record is written
+	JobBlocked    JobState = "blocked"    // boundary violation or processor auth/quota: no call made
+	JobCancelled  JobState = "cancelled"  // deleted
+)
+
+// JobStates lists every job state.
+var JobStates = []JobState{JobAccepted, JobExtracting, JobWaiting, JobBatched, JobExtracted, JobCommitted, JobManual, JobBlocked, JobCancelled}
+
+// Valid reports whether s is a known state.
+func (s JobState) Valid() bool { return slices.Contains(JobStates, s) }
+
+// Terminal reports whether a job in state s will do no more work on its own.
+func (s JobState) Terminal() bool {
+	switch s {
+	case JobCommitted, JobManual, JobCancelled:
+		return true
+	case JobAccepted, JobExtracting, JobWaiting, JobBatched, JobExtracted, JobBlocked:
+		return false
+	default:
+		panic(fmt.Sprintf("unknown job state %q", string(s)))
+	}
+}
+
+// Job is one extraction job: one per revision and extraction version.
+type Job struct {
+	ID                string
+	RevisionID        string
+	ReportID          string
+	TenantID          string
+	SourceID          string
+	Revision          int64
+	ExtractionVersion string
+	ProfileID         string
+	ProfileVersion    int
+	PolicyID          string
+	PolicyHash        string
+	State             JobState
+	Attempt           int64 // the fencing token: bumped at every claim
+	LeaseUntil        time.Time
+	FailureClass      FailureClass
+	ReviewRecordID    string
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+	ExtractingAt      time.Time // zero if never claimed
+	ExtractedAt       time.Time
+	CommittedAt       time.Time
+}
+
+// AttemptStatus is the outcome of one processor call as the ledger saw it.
+type AttemptStatus string
+
+// Attempt statuses.
+const (
+	AttemptSucceeded  AttemptStatus = "succeeded"  // the output became the job's artifact
+	AttemptFailed     AttemptStatus = "failed"     // the call failed with a failure class
+	AttemptSuperseded AttemptStatus = "superseded" // a stale worker's result; never the artifact
+	AttemptRepair     AttemptStatus = "repair"     // invalid output that led to a repair request
+)
+
+// Attempt records one processor call.
+type Attempt struct {
+	JobID        string
+	N            int   // 1, 2, 3… per job
+	Token        int64 // the job's attempt token when the call was made
+	Processor    string
+	Model        string
+	RequestID    string
+	StatusCode   int
+	Status       AttemptStatus
+	FailureClass FailureClass
+	InputTokens  int
+	OutputTokens int
+	LatencyMS    int64
+	InputSHA256  string // SHA-256 of the minimized input that was sent
+	StartedAt    time.Time
+}
+
+// Artifact is the authoritative, validated result of a job's extraction.
+type Artifact struct {
+	ID            string
+	JobID         string
+	Raw           []byte          // the processor's raw response body; purged with retention
+	Output        json.RawMessage // normalized JSON, valid against the profile schema
+	SchemaVersion string
+	Processor     string
+	Model         string
+	CreatedAt     time.Time
+}
+
+// RecordKind says how a review record came to be.
+type RecordKind string
+
+// Record kinds.
+const (
+	RecordExtracted RecordKind = "extracted" // from a validated artifact
+	RecordManual    RecordKind = "manual"    // extraction failed for good; a person classifies it
+)
+
+// RecordState is where a review record is in human review.
+type RecordState string
+
+// Record states.
+const (
+	RecordPending RecordState = "pending"
+	RecordDecided RecordState = "decided"
+)
+
+// Decision is a reviewer's verdict on a record.
+type Decision string
+
+// Decisions.
+const (
+	DecisionApprove  Decision = "approve"
+	DecisionOverride Decision = "override"
+	DecisionReject   Decision = "reject"
+)
+
+// Decisions lists every decision.
+var Decisions = []Decision{DecisionApprove, DecisionOverride, DecisionReject}
+
+// ReviewRecord is the destination record a human reviews: one per job.
+type ReviewRecord struct {
+	ID             string
+	JobID          string
+	ReportID       string
+	TenantID       string
+	SourceID       string
+	Revision       int64
+	Kind           RecordKind
+	State          RecordState
+	Authoritative  bool
+	Classification json.RawMessage // the artifact's output; null for manual records until decided
+	FailureClass   FailureClass    // why a manual record is manual
+	Decision       Decision
+	DecidedBy      string
+	DecidedAt      time.Time
+	Note           string
+	CreatedAt      time.Time
+}
+
+// Role is what a bearer token may do.
+type Role string
+
+// Roles, weakest first.
+const (
+	RoleReader   Role = "reader"
+	RoleReviewer Role = "reviewer"
+	RoleOperator Role = "operator"
+)
+
+// Roles lists every role, weakest first.
+var Roles = []Role{RoleReader, RoleReviewer, RoleOperator}
+
+// Allows reports whether a token with role r may act as role need.
+func (r Role) Allows(need Role) bool {
+	return slices.Index(Roles, r) >= slices.Index(Roles, need) && slices.Contains(Roles, r)
+}

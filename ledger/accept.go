@@ -1,0 +1,214 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/stetlabs/stet"
+)
+
+// AcceptParams is one intake delivery, already verified and parsed.
+type AcceptParams struct {
+	TenantID    string
+	SourceID    string
+	Identity    stet.IdentityMode
+	Revisions   stet.RevisionMode
+	ExternalID  string // empty for content identity
+	Revision    int64  // the source's revision; 0 when stet numbers them
+	Text        stet.Text
+	Metadata    json.RawMessage
+	DeliveryKey string // webhook-id
+	BodySHA256  string // SHA-256 of the raw delivery body
+
+	PolicyID       string
+	PolicyHash     string
+	ProfileID      string
+	ProfileVersion int
+	Now            time.Time
+}
+
+// Outcome is what intake decided about one delivery.
+type Outcome string
+
+// Outcomes.
+const (
+	OutcomeAccepted         Outcome = "accepted"          // a new job: 202
+	OutcomeDuplicate        Outcome = "duplicate"         // resolves to an existing job: 200
+	OutcomeDeliveryConflict Outcome = "delivery_conflict" // same webhook-id, another body: 409
+	OutcomeRevisionConflict Outcome = "revision_conflict" // same identity and revision, other content: 409
+)
+
+// AcceptResult is the outcome of one delivery.
+type AcceptResult struct {
+	Outcome  Outcome
+	JobID    string
+	ReportID string
+	Revision int64
+	State    stet.JobState
+}
+
+// ErrRetryItem means a concurrent writer won a race on a unique constraint
+// inside this item; roll back to the item's savepoint and run it again.
+var ErrRetryItem = errors.New("concurrent intake of the same identity; retry")
+
+// IdentityHash returns the identity hash of a report: the SHA-256 of the
+// external ID, or of the exact input bytes for content-identity sources.
+func IdentityHash(mode stet.IdentityMode, externalID string, text stet.Text) string {
+	if mode == stet.IdentityContent {
+		return stet.SHA256Hex([]byte("content\x00" + text.Reveal()))
+	}
+	return stet.SHA256Hex([]byte("external_id\x00" + externalID))
+}
+
+// Accept records one delivery inside tx: the delivery receipt, the report,
+// the revision and the job. Unique constraints decide every race. newJob is
+// true when the caller must enqueue the extract task in the same tx.
+//
+// On ErrRetryItem the caller rolls back to a savepoint taken before the call
+// and calls Accept again.
+func Accept(ctx context.Context, tx Querier, p AcceptParams) (res AcceptResult, newJob bool, err error) {
+	now := micros(p.Now)
+
+	// 1. The delivery receipt: the same webhook-id answers as before.
+	var d struct {
+		bodySHA, jobID, reportID string
+		revision                 int64
+	}
+	err = tx.QueryRowContext(ctx, `SELECT body_sha256, job_id, report_id, revision FROM deliveries
+		WHERE source_id = $1 AND delivery_key = $2`, p.SourceID, p.DeliveryKey).
+		Scan(&d.bodySHA, &d.jobID, &d.reportID, &d.revision)
+	switch {
+	case err == nil:
+		if d.bodySHA != p.BodySHA256 {
+			return AcceptResult{Outcome: OutcomeDeliveryConflict}, false, nil
+		}
+		state, err := jobState(ctx, tx, d.jobID)
+		if err != nil {
+			return res, false, err
+		}
+		return AcceptResult{Outcome: OutcomeDuplicate, JobID: d.jobID, ReportID: d.reportID, Revision: d.revision, State: state}, false, nil
+	case errors.Is(err, sql.ErrNoRows):
+	default:
+		return res, false, fmt.Errorf("read delivery: %w", err)
+	}
+
+	// 2. The report: one row per identity.
+	identity := IdentityHash(p.Identity, p.ExternalID, p.Text)
+	reportID := stet.NewID("rep", p.Now)
+	var got string
+	err = tx.QueryRowContext(ctx, `INSERT INTO reports (id, tenant_id, source_id, external_id, identity_hash, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $6)
+		ON CONFLICT (tenant_id, source_id, identity_hash) DO NOTHING RETURNING id`,
+		reportID, p.TenantID, p.SourceID, nullString(p.ExternalID), identity, now).Scan(&got)
+	switch {
+	case err == nil:
+	case errors.Is(err, sql.ErrNoRows):
+		if err := tx.QueryRowContext(ctx, `SELECT id FROM reports WHERE tenant_id = $1 AND source_id = $2 AND identity_hash = $3`,
+			p.TenantID, p.SourceID, identity).Scan(&reportID); err != nil {
+			return res, false, fmt.Errorf("read report: %w", err)
+		}
+	default:
+		return res, false, fmt.Errorf("insert report: %w", err)
+	}
+
+	// 3. The revision.
+	contentSHA := p.Text.SHA256()
+	revision := p.Revision
+	if p.Revisions == stet.RevisionsContent {
+		// The same content as any earlier revision is that revision: a late
+		// replay must not become a new revision.
+		var existing int64
+		err := tx.QueryRowContext(ctx, `SELECT revision FROM revisions WHERE report_id = $1 AND content_sha256 = $2 ORDER BY revision LIMIT 1`,
+			reportID, contentSHA).Scan(&existing)
+		switch {
+		case err == nil:
+			revision = existing
+		case errors.Is(err, sql.ErrNoRows):
+			if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(revision), 0) + 1 FROM revisions WHERE report_id = $1`, reportID).Scan(&revision); err != nil {
+				return res, false, fmt.Errorf("next revision: %w", err)
+			}
+		default:
+			return res, false, fmt.Errorf("read revision: %w", err)
+		}
+	}
+	revisionID := stet.NewID("rev", p.Now)
+	var metadata sql.NullString
+	if len(p.Metadata) > 0 {
+		metadata = sql.NullString{String: string(p.Metadata), Valid: true}
+	}
+	err = tx.QueryRowContext(ctx, `INSERT INTO revisions (id, report_id, revision, content_sha256, text, metadata,
+			policy_id, policy_hash, profile_id, profile_version, received_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+		ON CONFLICT (report_id, revision) DO NOTHING RETURNING id`,
+		revisionID, reportID, revision, contentSHA, p.Text.Reveal(), metadata,
+		p.PolicyID, p.PolicyHash, p.ProfileID, p.ProfileVersion, now).Scan(&got)
+	switch {
+	case err == nil:
+	case errors.Is(err, sql.ErrNoRows):
+		var sha string
+		if err := tx.QueryRowContext(ctx, `SELECT id, content_sha256 FROM revisions WHERE report_id = $1 AND revision = $2`,
+			reportID, revision).Scan(&revisionID, &sha); err != nil {
+			return res, false, fmt.Errorf("read revision: %w", err)
+		}
+		if sha != contentSHA {
+			if p.Revisions == stet.RevisionsContent {
+				// Another delivery took this number for other content.
+				return res, false, ErrRetryItem
+			}
+			return AcceptResult{Outcome: OutcomeRevisionConflict, ReportID: reportID, Revision: revision}, false, nil
+		}
+	default:
+		return res, false, fmt.Errorf("insert revision: %w", err)
+	}
+
+	// 4. The job: one per revision and extraction version.
+	extractionVersion := (&stet.Profile{ID: p.ProfileID, Version: p.ProfileVersion}).ExtractionVersion()
+	jobID := stet.NewID("job", p.Now)
+	outcome := OutcomeAccepted
+	state := stet.JobAccepted
+	err = tx.QueryRowContext(ctx, `INSERT INTO jobs (id, revision_id, report_id, tenant_id, source_id, revision,
+			extraction_version, state, attempt, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, 'accepted', 0, $8, $8)
+		ON CONFLICT (revision_id, extraction_version) DO NOTHING RETURNING id`,
+		jobID, revisionID, reportID, p.TenantID, p.SourceID, revision, extractionVersion, now).Scan(&got)
+	switch {
+	case err == nil:
+		newJob = true
+	case errors.Is(err, sql.ErrNoRows):
+		outcome = OutcomeDuplicate
+		var s string
+		if err := tx.QueryRowContext(ctx, `SELECT id, state FROM jobs WHERE revision_id = $1 AND extraction_version = $2`,
+			revisionID, extractionVersion).Scan(&jobID, &s); err != nil {
+			return res, false, fmt.Errorf("read job: %w", err)
+		}
+		state = stet.JobState(s)
+	default:
+		return res, false, fmt.Errorf("insert job: %w", err)
+	}
+
+	// 5. The receipt, so the same webhook-id answers the same.
+	err = tx.QueryRowContext(ctx, `INSERT INTO deliveries (source_id, delivery_key, body_sha256, job_id, report_id, revision, received_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)
+		ON CONFLICT (source_id, delivery_key) DO NOTHING RETURNING job_id`,
+		p.SourceID, p.DeliveryKey, p.BodySHA256, jobID, reportID, revision, now).Scan(&got)
+	switch {
+	case err == nil:
+	case errors.Is(err, sql.ErrNoRows):
+		return res, false, ErrRetryItem // a concurrent delivery with the same webhook-id won
+	default:
+		return res, false, fmt.Errorf("insert delivery: %w", err)
+	}
+	return AcceptResult{Outcome: outcome, JobID: jobID, ReportID: reportID, Revision: revision, State: state}, newJob, nil
+}
+
+func jobState(ctx context.Context, q Querier, jobID string) (stet.JobState, error) {
+	var s string
+	if err := q.QueryRowContext(ctx, `SELECT state FROM jobs WHERE id = $1`, jobID).Scan(&s); err != nil {
+		return "", fmt.Errorf("read job state: %w", err)
+	}
+	return stet.JobState(s), nil
+}

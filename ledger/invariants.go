@@ -1,0 +1,80 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Invariant names, numbered as in DESIGN §6.
+const (
+	InvNoRecordAfterSLA  = "no_record_after_sla" // 1
+	InvManyAuthoritative = "many_authoritative"  // 2
+	InvHeldPastLease     = "held_past_lease"     // 3
+)
+
+// Violation is one broken invariant. It carries IDs only: never text, never
+// the external ID.
+type Violation struct {
+	Invariant         int    `json:"invariant"`
+	Name              string `json:"name"`
+	TenantID          string `json:"tenant_id"`
+	SourceID          string `json:"source_id"`
+	ReportID          string `json:"report_id"`
+	Revision          int64  `json:"revision,omitempty"`
+	JobID             string `json:"job_id,omitempty"`
+	Stage             string `json:"stage,omitempty"`
+	ExtractionVersion string `json:"extraction_version,omitempty"`
+	Count             int    `json:"count,omitempty"`
+}
+
+// CheckParams tunes the invariant checks.
+type CheckParams struct {
+	Now        time.Time
+	SLA        time.Duration // an accepted revision must have a record within this
+	LeaseGrace time.Duration // a lease expired longer than this is a violation
+	Limit      int           // at most this many violations per invariant
+}
+
+// CheckInvariants runs invariants 1–3 of DESIGN §6 on the writer pool (the
+// answer decides alerts).
+func (db *DB) CheckInvariants(ctx context.Context, p CheckParams) ([]Violation, error) {
+	if p.Limit <= 0 {
+		p.Limit = 100
+	}
+	var out []Violation
+	scan := func(inv int, name, query string, args ...any) error {
+		rows, err := db.w.QueryContext(ctx, query, args...)
+		if err != nil {
+			return fmt.Errorf("check %s: %w", name, err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			v := Violation{Invariant: inv, Name: name}
+			if err := rows.Scan(&v.TenantID, &v.SourceID, &v.ReportID, &v.Revision, &v.JobID, &v.Stage, &v.ExtractionVersion, &v.Count); err != nil {
+				return fmt.Errorf("check %s: %w", name, err)
+			}
+			out = append(out, v)
+		}
+		return rows.Err()
+	}
+	err := scan(1, InvNoRecordAfterSLA, `SELECT j.tenant_id, j.source_id, j.report_id, j.revision, j.id, j.state, j.extraction_version, 0
+		FROM jobs j LEFT JOIN review_records r ON r.job_id = j.id
+		WHERE r.id IS NULL AND j.state <> 'cancelled' AND j.created_at < $1
+		ORDER BY j.created_at LIMIT $2`, micros(p.Now.Add(-p.SLA)), p.Limit)
+	if err != nil {
+		return nil, err
+	}
+	err = scan(2, InvManyAuthoritative, `SELECT MIN(tenant_id), MIN(source_id), report_id, MAX(revision), '', '', '', COUNT(*)
+		FROM review_records WHERE authoritative GROUP BY report_id HAVING COUNT(*) > 1 LIMIT $1`, p.Limit)
+	if err != nil {
+		return nil, err
+	}
+	err = scan(3, InvHeldPastLease, `SELECT tenant_id, source_id, report_id, revision, id, state, extraction_version, 0
+		FROM jobs WHERE state = 'extracting' AND lease_until < $1 ORDER BY lease_until LIMIT $2`,
+		micros(p.Now.Add(-p.LeaseGrace)), p.Limit)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}

@@ -1,0 +1,114 @@
+// Package ledger is stet's durable ledger over database/sql: reports,
+// revisions, deliveries, jobs, attempts, artifacts, review records and the
+// audit log, in SQLite (embedded default) or PostgreSQL (scale-out).
+//
+// The ledger is the memo of every stage result. Its unique constraints, not
+// read-then-write checks, decide identity: two racing writers always resolve
+// to one row. Stage writes are fenced on the job's attempt token.
+//
+// SQL is shared between the dialects; what differs lives in dialect.go. The
+// ledger never logs, and it never puts document text in an error.
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/stetlabs/stet"
+)
+
+// Querier is what the ledger's statements run on: a *sql.DB or a *sql.Tx.
+type Querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// DB is an open ledger.
+type DB struct {
+	// w is the pool for writes and for reads that decide something (read
+	// your writes). For SQLite it has one connection, shared with River.
+	w *sql.DB
+	// r serves reads that only display (API reads). For SQLite it is a
+	// separate pool of read connections; for PostgreSQL it is w.
+	r       *sql.DB
+	dialect *dialect
+	url     string
+}
+
+// Open opens the ledger at url ("sqlite:///path/stet.db", "sqlite://rel.db",
+// "postgres://…"). It does not migrate.
+func Open(ctx context.Context, url string) (*DB, error) {
+	d, dsn, err := dialectFor(url)
+	if err != nil {
+		return nil, err
+	}
+	w, r, err := d.open(ctx, dsn)
+	if err != nil {
+		return nil, err
+	}
+	return &DB{w: w, r: r, dialect: d, url: url}, nil
+}
+
+// Close closes both pools.
+func (db *DB) Close() error {
+	err := db.w.Close()
+	if db.r != db.w {
+		err = errors.Join(err, db.r.Close())
+	}
+	return err
+}
+
+// Writer returns the pool that writes, shared with River.
+func (db *DB) Writer() *sql.DB { return db.w }
+
+// Dialect returns "sqlite" or "postgres".
+func (db *DB) Dialect() string { return db.dialect.name }
+
+// Ping checks that the database answers.
+func (db *DB) Ping(ctx context.Context) error { return db.w.PingContext(ctx) }
+
+// InTx runs fn in a transaction on the writer and commits it if fn returns
+// nil. Keep fn short: never call a processor inside it.
+func (db *DB) InTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := db.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// IsUniqueViolation reports whether err is a unique-constraint violation.
+func (db *DB) IsUniqueViolation(err error) bool { return db.dialect.isUnique(err) }
+
+func micros(t time.Time) int64 { return t.UTC().UnixMicro() }
+
+func fromMicros(n sql.NullInt64) time.Time {
+	if !n.Valid {
+		return time.Time{}
+	}
+	return time.UnixMicro(n.Int64).UTC()
+}
+
+func nullMicros(t time.Time) sql.NullInt64 {
+	if t.IsZero() {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: micros(t), Valid: true}
+}
+
+func nullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
+
+func notFound(what string) error {
+	return &stet.Error{Code: stet.ENotFound, Message: what + " not found", Cause: stet.ErrNotFound}
+}

@@ -1,0 +1,119 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+//go:embed migrations
+var migrationsFS embed.FS
+
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+func (db *DB) migrations() ([]migration, error) {
+	entries, err := fs.ReadDir(migrationsFS, db.dialect.migrationsDir)
+	if err != nil {
+		return nil, fmt.Errorf("read migrations: %w", err)
+	}
+	var ms []migration
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasSuffix(name, ".sql") {
+			continue
+		}
+		v, err := strconv.Atoi(strings.SplitN(name, "_", 2)[0])
+		if err != nil {
+			return nil, fmt.Errorf("migration %s: bad version prefix", name)
+		}
+		b, err := migrationsFS.ReadFile(path.Join(db.dialect.migrationsDir, name))
+		if err != nil {
+			return nil, err
+		}
+		ms = append(ms, migration{version: v, name: strings.TrimSuffix(name, ".sql"), sql: string(b)})
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
+	return ms, nil
+}
+
+// LatestVersion is the newest migration this binary knows.
+func (db *DB) LatestVersion() (int, error) {
+	ms, err := db.migrations()
+	if err != nil || len(ms) == 0 {
+		return 0, err
+	}
+	return ms[len(ms)-1].version, nil
+}
+
+// Migrate applies every embedded migration not yet applied, each in its own
+// transaction. It refuses to run against a database whose ledger is newer
+// than this binary knows.
+func (db *DB) Migrate(ctx context.Context) ([]string, error) {
+	ms, err := db.migrations()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := db.w.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS stet_migrations (
+		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)`); err != nil {
+		return nil, fmt.Errorf("create stet_migrations: %w", err)
+	}
+	current, err := db.currentVersion(ctx, db.w)
+	if err != nil {
+		return nil, err
+	}
+	if latest := ms[len(ms)-1].version; current > latest {
+		return nil, fmt.Errorf("ledger schema version %d is newer than this stet knows (%d): upgrade stet", current, latest)
+	}
+	var applied []string
+	for _, m := range ms {
+		if m.version <= current {
+			continue
+		}
+		err := db.InTx(ctx, func(tx *sql.Tx) error {
+			if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+				return err
+			}
+			_, err := tx.ExecContext(ctx, `INSERT INTO stet_migrations (version, name, applied_at) VALUES ($1, $2, $3)`,
+				m.version, m.name, micros(time.Now()))
+			return err
+		})
+		if err != nil {
+			return applied, fmt.Errorf("migration %s: %w", m.name, err)
+		}
+		applied = append(applied, m.name)
+	}
+	return applied, nil
+}
+
+func (db *DB) currentVersion(ctx context.Context, q Querier) (int, error) {
+	var v sql.NullInt64
+	if err := q.QueryRowContext(ctx, `SELECT MAX(version) FROM stet_migrations`).Scan(&v); err != nil {
+		return 0, fmt.Errorf("read ledger version: %w", err)
+	}
+	return int(v.Int64), nil
+}
+
+// MigrationsCurrent reports whether the ledger schema is exactly the version
+// this binary knows: what /readyz checks.
+func (db *DB) MigrationsCurrent(ctx context.Context) (bool, error) {
+	latest, err := db.LatestVersion()
+	if err != nil {
+		return false, err
+	}
+	v, err := db.currentVersion(ctx, db.r)
+	if err != nil {
+		return false, err
+	}
+	return v == latest, nil
+}

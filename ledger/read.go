@@ -1,0 +1,368 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/stetlabs/stet"
+)
+
+// JobDetail is a job with its attempts and artifact metadata.
+type JobDetail struct {
+	Job      stet.Job
+	Attempts []stet.Attempt
+	Artifact *ArtifactMeta
+}
+
+// ArtifactMeta describes an artifact without its content.
+type ArtifactMeta struct {
+	ID            string
+	AttemptN      int
+	SchemaVersion string
+	Processor     string
+	Model         string
+	CreatedAt     time.Time
+	RawPurged     bool
+}
+
+// GetJob reads a job of tenant (any tenant when tenant is empty).
+func (db *DB) GetJob(ctx context.Context, tenant, jobID string) (*JobDetail, error) {
+	return getJob(ctx, db.r, tenant, jobID)
+}
+
+// GetJobPrimary reads a job from the writer pool: use it where the answer
+// decides something.
+func (db *DB) GetJobPrimary(ctx context.Context, tenant, jobID string) (*JobDetail, error) {
+	return getJob(ctx, db.w, tenant, jobID)
+}
+
+func getJob(ctx context.Context, q Querier, tenant, jobID string) (*JobDetail, error) {
+	var d JobDetail
+	row := q.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs j JOIN revisions v ON v.id = j.revision_id
+		WHERE j.id = $1 AND ($2 = '' OR j.tenant_id = $2)`, jobID, tenant)
+	if err := scanJob(row, &d.Job); errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound("job")
+	} else if err != nil {
+		return nil, fmt.Errorf("read job: %w", err)
+	}
+	rows, err := q.QueryContext(ctx, `SELECT n, token, processor_id, model, request_id, status_code, status, failure_class,
+			input_tokens, output_tokens, latency_ms, input_sha256, started_at
+		FROM attempts WHERE job_id = $1 ORDER BY n`, jobID)
+	if err != nil {
+		return nil, fmt.Errorf("read attempts: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		a := stet.Attempt{JobID: jobID}
+		var model, requestID, failure, inputSHA sql.NullString
+		var status string
+		var code, inTok, outTok, latency, started sql.NullInt64
+		if err := rows.Scan(&a.N, &a.Token, &a.Processor, &model, &requestID, &code, &status, &failure,
+			&inTok, &outTok, &latency, &inputSHA, &started); err != nil {
+			return nil, fmt.Errorf("read attempt: %w", err)
+		}
+		a.Model, a.RequestID, a.FailureClass, a.InputSHA256 = model.String, requestID.String, stet.FailureClass(failure.String), inputSHA.String
+		a.Status = stet.AttemptStatus(status)
+		a.StatusCode, a.InputTokens, a.OutputTokens, a.LatencyMS = int(code.Int64), int(inTok.Int64), int(outTok.Int64), latency.Int64
+		a.StartedAt = fromMicros(started)
+		d.Attempts = append(d.Attempts, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	var m ArtifactMeta
+	var model sql.NullString
+	var created, purged sql.NullInt64
+	err = q.QueryRowContext(ctx, `SELECT id, attempt_n, schema_version, processor_id, model, created_at, raw_purged_at
+		FROM artifacts WHERE job_id = $1`, jobID).Scan(&m.ID, &m.AttemptN, &m.SchemaVersion, &m.Processor, &model, &created, &purged)
+	switch {
+	case err == nil:
+		m.Model, m.CreatedAt, m.RawPurged = model.String, fromMicros(created), purged.Valid
+		d.Artifact = &m
+	case errors.Is(err, sql.ErrNoRows):
+	default:
+		return nil, fmt.Errorf("read artifact: %w", err)
+	}
+	return &d, nil
+}
+
+// ReportDetail is a report and its revisions.
+type ReportDetail struct {
+	Report    stet.Report
+	Revisions []RevisionSummary
+}
+
+// RevisionSummary is one revision's job and record as the report view shows them.
+type RevisionSummary struct {
+	Revision       int64
+	JobID          string
+	State          stet.JobState
+	ReviewRecordID string
+	Authoritative  bool
+	ReceivedAt     time.Time
+}
+
+// ReportLookup finds a report by ID, or by source and external ID.
+type ReportLookup struct {
+	Tenant     string
+	ReportID   string
+	SourceID   string
+	ExternalID string
+}
+
+// GetReport reads a report of a tenant with its revisions.
+func (db *DB) GetReport(ctx context.Context, l ReportLookup) (*ReportDetail, error) {
+	var d ReportDetail
+	r := &d.Report
+	var ext sql.NullString
+	var created int64
+	var err error
+	if l.ReportID != "" {
+		err = db.r.QueryRowContext(ctx, `SELECT id, tenant_id, source_id, external_id, identity_hash, created_at FROM reports
+			WHERE id = $1 AND ($2 = '' OR tenant_id = $2)`, l.ReportID, l.Tenant).Scan(&r.ID, &r.TenantID, &r.SourceID, &ext, &r.IdentityHash, &created)
+	} else {
+		err = db.r.QueryRowContext(ctx, `SELECT id, tenant_id, source_id, external_id, identity_hash, created_at FROM reports
+			WHERE source_id = $1 AND external_id = $2 AND ($3 = '' OR tenant_id = $3)`, l.SourceID, l.ExternalID, l.Tenant).
+			Scan(&r.ID, &r.TenantID, &r.SourceID, &ext, &r.IdentityHash, &created)
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound("report")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read report: %w", err)
+	}
+	r.ExternalID = ext.String
+	r.CreatedAt = time.UnixMicro(created).UTC()
+	rows, err := db.r.QueryContext(ctx, `SELECT v.revision, j.id, j.state, rr.id, COALESCE(rr.authoritative, FALSE), v.received_at
+		FROM revisions v JOIN jobs j ON j.revision_id = v.id LEFT JOIN review_records rr ON rr.job_id = j.id
+		WHERE v.report_id = $1 ORDER BY v.revision, j.created_at`, r.ID)
+	if err != nil {
+		return nil, fmt.Errorf("read revisions: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var s RevisionSummary
+		var state string
+		var rec sql.NullString
+		var received int64
+		if err := rows.Scan(&s.Revision, &s.JobID, &state, &rec, &s.Authoritative, &received); err != nil {
+			return nil, fmt.Errorf("read revision: %w", err)
+		}
+		s.State, s.ReviewRecordID, s.ReceivedAt = stet.JobState(state), rec.String, time.UnixMicro(received).UTC()
+		d.Revisions = append(d.Revisions, s)
+	}
+	return &d, rows.Err()
+}
+
+// ReviewFilter selects review records.
+type ReviewFilter struct {
+	Tenant string
+	State  stet.RecordState // empty: any
+	Source string
+	After  string // cursor: the last record ID of the previous page
+	Limit  int
+}
+
+const recordColumns = `id, job_id, report_id, tenant_id, source_id, revision, kind, state, authoritative,
+	classification, failure_class, decision, decided_by, decided_at, note, created_at`
+
+func scanRecord(row interface{ Scan(...any) error }) (*stet.ReviewRecord, error) {
+	var r stet.ReviewRecord
+	var kind, state string
+	var class, failure, decision, decidedBy, note sql.NullString
+	var decidedAt, created sql.NullInt64
+	if err := row.Scan(&r.ID, &r.JobID, &r.ReportID, &r.TenantID, &r.SourceID, &r.Revision, &kind, &state, &r.Authoritative,
+		&class, &failure, &decision, &decidedBy, &decidedAt, &note, &created); err != nil {
+		return nil, err
+	}
+	r.Kind, r.State = stet.RecordKind(kind), stet.RecordState(state)
+	if class.Valid {
+		r.Classification = json.RawMessage(class.String)
+	}
+	r.FailureClass, r.Decision, r.DecidedBy, r.Note = stet.FailureClass(failure.String), stet.Decision(decision.String), decidedBy.String, note.String
+	r.DecidedAt, r.CreatedAt = fromMicros(decidedAt), fromMicros(created)
+	return &r, nil
+}
+
+// ListReview lists review records oldest first, a page at a time. It
+// returns the cursor of the next page, or "" after the last.
+func (db *DB) ListReview(ctx context.Context, f ReviewFilter) ([]*stet.ReviewRecord, string, error) {
+	if f.Limit <= 0 || f.Limit > 500 {
+		f.Limit = 50
+	}
+	var where []string
+	args := []any{f.Tenant}
+	where = append(where, "tenant_id = $1")
+	if f.State != "" {
+		args = append(args, string(f.State))
+		where = append(where, fmt.Sprintf("state = $%d", len(args)))
+	}
+	if f.Source != "" {
+		args = append(args, f.Source)
+		where = append(where, fmt.Sprintf("source_id = $%d", len(args)))
+	}
+	if f.After != "" {
+		args = append(args, f.After)
+		where = append(where, fmt.Sprintf("id > $%d", len(args)))
+	}
+	args = append(args, f.Limit+1)
+	rows, err := db.r.QueryContext(ctx, `SELECT `+recordColumns+` FROM review_records WHERE `+strings.Join(where, " AND ")+
+		fmt.Sprintf(` ORDER BY id LIMIT $%d`, len(args)), args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("list review records: %w", err)
+	}
+	defer rows.Close()
+	var out []*stet.ReviewRecord
+	for rows.Next() {
+		r, err := scanRecord(rows)
+		if err != nil {
+			return nil, "", fmt.Errorf("read review record: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", err
+	}
+	next := ""
+	if len(out) > f.Limit {
+		out = out[:f.Limit]
+		next = out[len(out)-1].ID
+	}
+	return out, next, nil
+}
+
+// GetReview reads one review record of a tenant.
+func (db *DB) GetReview(ctx context.Context, tenant, id string) (*stet.ReviewRecord, error) {
+	r, err := scanRecord(db.r.QueryRowContext(ctx, `SELECT `+recordColumns+` FROM review_records WHERE id = $1 AND ($2 = '' OR tenant_id = $2)`, id, tenant))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound("review record")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read review record: %w", err)
+	}
+	return r, nil
+}
+
+// DecideParams is a reviewer's decision.
+type DecideParams struct {
+	Tenant         string
+	RecordID       string
+	Decision       stet.Decision
+	Classification json.RawMessage // required for override, and for a manual record's approval
+	Note           string
+	Actor          string
+	Now            time.Time
+}
+
+// Decide records a decision on a pending record, with its audit entry, in
+// one transaction. A decided record cannot be decided again (EConflict).
+func (db *DB) Decide(ctx context.Context, p DecideParams) (*stet.ReviewRecord, error) {
+	err := db.InTx(ctx, func(tx *sql.Tx) error {
+		var state string
+		err := tx.QueryRowContext(ctx, `SELECT state FROM review_records WHERE id = $1 AND tenant_id = $2`, p.RecordID, p.Tenant).Scan(&state)
+		if errors.Is(err, sql.ErrNoRows) {
+			return notFound("review record")
+		}
+		if err != nil {
+			return fmt.Errorf("read review record: %w", err)
+		}
+		if stet.RecordState(state) != stet.RecordPending {
+			return stet.Errorf(stet.EConflict, "review record %s is already decided", p.RecordID)
+		}
+		var class sql.NullString
+		if len(p.Classification) > 0 {
+			class = sql.NullString{String: string(p.Classification), Valid: true}
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE review_records SET state = 'decided', decision = $1,
+				classification = COALESCE($2, classification), note = $3, decided_by = $4, decided_at = $5
+			WHERE id = $6 AND state = 'pending'`,
+			string(p.Decision), class, nullString(p.Note), p.Actor, micros(p.Now), p.RecordID); err != nil {
+			return fmt.Errorf("decide: %w", err)
+		}
+		return Audit(ctx, tx, AuditEntry{Tenant: p.Tenant, Actor: p.Actor, Action: "review.decide." + string(p.Decision),
+			ObjectType: "review_record", ObjectID: p.RecordID, Now: p.Now})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return db.GetReviewPrimary(ctx, p.Tenant, p.RecordID)
+}
+
+// GetReviewPrimary reads a review record from the writer pool.
+func (db *DB) GetReviewPrimary(ctx context.Context, tenant, id string) (*stet.ReviewRecord, error) {
+	r, err := scanRecord(db.w.QueryRowContext(ctx, `SELECT `+recordColumns+` FROM review_records WHERE id = $1 AND tenant_id = $2`, id, tenant))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound("review record")
+	}
+	return r, err
+}
+
+// AuditEntry is one append-only audit log entry: who did what to which
+// object. It carries IDs only, never text.
+type AuditEntry struct {
+	Tenant     string
+	Actor      string
+	Action     string
+	ObjectType string
+	ObjectID   string
+	Detail     string
+	Now        time.Time
+}
+
+// Audit appends an entry. There is no update or delete path.
+func Audit(ctx context.Context, q Querier, e AuditEntry) error {
+	_, err := q.ExecContext(ctx, `INSERT INTO audit_log (at, tenant_id, actor, action, object_type, object_id, detail)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)`, micros(e.Now), e.Tenant, e.Actor, e.Action, e.ObjectType, e.ObjectID, nullString(e.Detail))
+	if err != nil {
+		return fmt.Errorf("append audit entry: %w", err)
+	}
+	return nil
+}
+
+// Audit appends an entry on the writer.
+func (db *DB) Audit(ctx context.Context, e AuditEntry) error { return Audit(ctx, db.w, e) }
+
+// AuditEntries lists the audit log of a tenant, oldest first.
+func (db *DB) AuditEntries(ctx context.Context, tenant string) ([]AuditEntry, error) {
+	rows, err := db.r.QueryContext(ctx, `SELECT at, tenant_id, actor, action, object_type, object_id, COALESCE(detail, '')
+		FROM audit_log WHERE tenant_id = $1 ORDER BY id`, tenant)
+	if err != nil {
+		return nil, fmt.Errorf("read audit log: %w", err)
+	}
+	defer rows.Close()
+	var out []AuditEntry
+	for rows.Next() {
+		var e AuditEntry
+		var at int64
+		if err := rows.Scan(&at, &e.Tenant, &e.Actor, &e.Action, &e.ObjectType, &e.ObjectID, &e.Detail); err != nil {
+			return nil, err
+		}
+		e.Now = time.UnixMicro(at).UTC()
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// JobCounts counts jobs by state.
+func (db *DB) JobCounts(ctx context.Context) (map[stet.JobState]int, error) {
+	rows, err := db.r.QueryContext(ctx, `SELECT state, COUNT(*) FROM jobs GROUP BY state`)
+	if err != nil {
+		return nil, fmt.Errorf("count jobs: %w", err)
+	}
+	defer rows.Close()
+	out := map[stet.JobState]int{}
+	for rows.Next() {
+		var s string
+		var n int
+		if err := rows.Scan(&s, &n); err != nil {
+			return nil, err
+		}
+		out[stet.JobState(s)] = n
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,376 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/stetlabs/stet"
+)
+
+// RecordPolicy stores a policy version's content under its hash, once.
+func RecordPolicy(ctx context.Context, q Querier, p *stet.Policy, now time.Time) error {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	_, err = q.ExecContext(ctx, `INSERT INTO policy_versions (hash, policy_id, content, first_seen) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (hash) DO NOTHING`, p.Hash(), p.ID, string(b), micros(now))
+	if err != nil {
+		return fmt.Errorf("record policy %s: %w", p.ID, err)
+	}
+	return nil
+}
+
+// PolicyVersion returns the recorded content of a policy version.
+func PolicyVersion(ctx context.Context, q Querier, hash string) (*stet.Policy, error) {
+	var content string
+	err := q.QueryRowContext(ctx, `SELECT content FROM policy_versions WHERE hash = $1`, hash).Scan(&content)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound("policy version")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read policy version: %w", err)
+	}
+	var p stet.Policy
+	if err := json.Unmarshal([]byte(content), &p); err != nil {
+		return nil, fmt.Errorf("decode policy version: %w", err)
+	}
+	return &p, nil
+}
+
+// WorkItem is what the extract stage needs to know about a job.
+type WorkItem struct {
+	Job            stet.Job
+	Text           stet.Text
+	TextPurged     bool
+	HasArtifact    bool
+	TransientFails int // failed transient attempts so far
+}
+
+const jobColumns = `j.id, j.revision_id, j.report_id, j.tenant_id, j.source_id, j.revision, j.extraction_version,
+	v.profile_id, v.profile_version, v.policy_id, v.policy_hash, j.state, j.attempt, j.lease_until,
+	j.failure_class, j.created_at, j.updated_at, j.extracting_at, j.extracted_at, j.committed_at,
+	(SELECT r.id FROM review_records r WHERE r.job_id = j.id)`
+
+func scanJob(row interface{ Scan(...any) error }, j *stet.Job) error {
+	var lease, created, updated, extracting, extracted, committed sql.NullInt64
+	var failure, record sql.NullString
+	var state string
+	err := row.Scan(&j.ID, &j.RevisionID, &j.ReportID, &j.TenantID, &j.SourceID, &j.Revision, &j.ExtractionVersion,
+		&j.ProfileID, &j.ProfileVersion, &j.PolicyID, &j.PolicyHash, &state, &j.Attempt, &lease,
+		&failure, &created, &updated, &extracting, &extracted, &committed, &record)
+	if err != nil {
+		return err
+	}
+	j.State = stet.JobState(state)
+	j.LeaseUntil = fromMicros(lease)
+	j.FailureClass = stet.FailureClass(failure.String)
+	j.CreatedAt, j.UpdatedAt = fromMicros(created), fromMicros(updated)
+	j.ExtractingAt, j.ExtractedAt, j.CommittedAt = fromMicros(extracting), fromMicros(extracted), fromMicros(committed)
+	j.ReviewRecordID = record.String
+	return nil
+}
+
+// LoadWork reads a job for the extract stage. Read it from the writer pool:
+// it decides what happens next.
+func LoadWork(ctx context.Context, q Querier, jobID string) (*WorkItem, error) {
+	var w WorkItem
+	var text sql.NullString
+	var purged sql.NullInt64
+	row := q.QueryRowContext(ctx, `SELECT `+jobColumns+`, v.text, v.text_purged_at,
+			EXISTS (SELECT 1 FROM artifacts a WHERE a.job_id = j.id),
+			(SELECT COUNT(*) FROM attempts t WHERE t.job_id = j.id AND t.failure_class = 'transient')
+		FROM jobs j JOIN revisions v ON v.id = j.revision_id WHERE j.id = $1`, jobID)
+	var lease, created, updated, extracting, extracted, committed sql.NullInt64
+	var failure, record sql.NullString
+	var state string
+	j := &w.Job
+	err := row.Scan(&j.ID, &j.RevisionID, &j.ReportID, &j.TenantID, &j.SourceID, &j.Revision, &j.ExtractionVersion,
+		&j.ProfileID, &j.ProfileVersion, &j.PolicyID, &j.PolicyHash, &state, &j.Attempt, &lease,
+		&failure, &created, &updated, &extracting, &extracted, &committed, &record,
+		&text, &purged, &w.HasArtifact, &w.TransientFails)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound("job")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load job: %w", err)
+	}
+	j.State = stet.JobState(state)
+	j.LeaseUntil = fromMicros(lease)
+	j.FailureClass = stet.FailureClass(failure.String)
+	j.CreatedAt, j.UpdatedAt = fromMicros(created), fromMicros(updated)
+	j.ExtractingAt, j.ExtractedAt, j.CommittedAt = fromMicros(extracting), fromMicros(extracted), fromMicros(committed)
+	j.ReviewRecordID = record.String
+	w.Text = stet.NewText(text.String)
+	w.TextPurged = purged.Valid || !text.Valid
+	return &w, nil
+}
+
+// ClaimParams claims a job for one extraction attempt.
+type ClaimParams struct {
+	JobID       string
+	Expected    int64 // the attempt token LoadWork saw
+	Now         time.Time
+	LeaseFor    time.Duration
+	ProcessorID string
+	InputSHA256 string
+}
+
+// ErrNotClaimable means another worker claimed the job since it was loaded,
+// or its lease is still held. Load it again.
+var ErrNotClaimable = errors.New("job not claimable")
+
+// Claim bumps the job's attempt token (the fencing token), takes a lease and
+// records the intent of a processor call, in tx. It returns the new token and
+// the attempt number. Only jobs waiting for extraction, or held by an expired
+// lease, can be claimed.
+func Claim(ctx context.Context, tx Querier, p ClaimParams) (token int64, n int, err error) {
+	now := micros(p.Now)
+	err = tx.QueryRowContext(ctx, `UPDATE jobs SET attempt = attempt + 1, state = 'extracting', lease_until = $1,
+			extracting_at = COALESCE(extracting_at, $2), updated_at = $2
+		WHERE id = $3 AND attempt = $4
+		  AND (state IN ('accepted', 'waiting') OR (state = 'extracting' AND (lease_until IS NULL OR lease_until <= $2)))
+		RETURNING attempt`, micros(p.Now.Add(p.LeaseFor)), now, p.JobID, p.Expected).Scan(&token)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, 0, ErrNotClaimable
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("claim job: %w", err)
+	}
+	n, err = StartAttempt(ctx, tx, p.JobID, token, p.ProcessorID, p.InputSHA256, p.Now)
+	return token, n, err
+}
+
+// StartAttempt records the intent of one processor call before it is made,
+// so a call cut short by a crash is still counted.
+func StartAttempt(ctx context.Context, q Querier, jobID string, token int64, processorID, inputSHA string, now time.Time) (int, error) {
+	var n int
+	err := q.QueryRowContext(ctx, `INSERT INTO attempts (job_id, n, token, processor_id, status, input_sha256, started_at)
+		VALUES ($1, (SELECT COALESCE(MAX(n), 0) + 1 FROM attempts WHERE job_id = $1), $2, $3, 'started', $4, $5)
+		RETURNING n`, jobID, token, processorID, inputSHA, micros(now)).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("start attempt: %w", err)
+	}
+	return n, nil
+}
+
+// AttemptResult is what one processor call came to.
+type AttemptResult struct {
+	JobID        string
+	N            int
+	Status       stet.AttemptStatus
+	FailureClass stet.FailureClass
+	Model        string
+	RequestID    string
+	StatusCode   int
+	InputTokens  int
+	OutputTokens int
+	Latency      time.Duration
+	Now          time.Time
+}
+
+// FinishAttempt records the outcome of a call.
+func FinishAttempt(ctx context.Context, q Querier, r AttemptResult) error {
+	_, err := q.ExecContext(ctx, `UPDATE attempts SET status = $1, failure_class = $2, model = $3, request_id = $4,
+			status_code = $5, input_tokens = $6, output_tokens = $7, latency_ms = $8, finished_at = $9
+		WHERE job_id = $10 AND n = $11`,
+		string(r.Status), nullString(string(r.FailureClass)), nullString(r.Model), nullString(r.RequestID),
+		sql.NullInt64{Int64: int64(r.StatusCode), Valid: r.StatusCode != 0}, r.InputTokens, r.OutputTokens,
+		r.Latency.Milliseconds(), micros(r.Now), r.JobID, r.N)
+	if err != nil {
+		return fmt.Errorf("finish attempt: %w", err)
+	}
+	return nil
+}
+
+// SaveArtifactParams is a validated extraction to save.
+type SaveArtifactParams struct {
+	JobID         string
+	Token         int64
+	AttemptN      int
+	Raw           []byte
+	Output        json.RawMessage
+	SchemaVersion string
+	ProcessorID   string
+	Model         string
+	Now           time.Time
+}
+
+// SaveArtifact saves the artifact only if the job still carries the
+// attempt token: a stale worker gets stet.ErrLeaseLost and no artifact.
+func SaveArtifact(ctx context.Context, tx Querier, p SaveArtifactParams) error {
+	now := micros(p.Now)
+	res, err := tx.ExecContext(ctx, `UPDATE jobs SET state = 'extracted', extracted_at = $1, updated_at = $1,
+			lease_until = NULL, failure_class = NULL, processor_id = $2
+		WHERE id = $3 AND attempt = $4 AND state = 'extracting'`, now, p.ProcessorID, p.JobID, p.Token)
+	if err != nil {
+		return fmt.Errorf("fence job: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return stet.ErrLeaseLost
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO artifacts (id, job_id, attempt_n, raw, output, schema_version, processor_id, model, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+		stet.NewID("art", p.Now), p.JobID, p.AttemptN, string(p.Raw), string(p.Output), p.SchemaVersion, p.ProcessorID, nullString(p.Model), now)
+	if err != nil {
+		return fmt.Errorf("insert artifact: %w", err)
+	}
+	return nil
+}
+
+// SetJobState moves a job held with token to state, recording the last
+// failure class. It returns stet.ErrLeaseLost if a newer attempt holds the job.
+func SetJobState(ctx context.Context, tx Querier, jobID string, token int64, state stet.JobState, class stet.FailureClass, now time.Time) error {
+	res, err := tx.ExecContext(ctx, `UPDATE jobs SET state = $1, failure_class = $2, lease_until = NULL, updated_at = $3
+		WHERE id = $4 AND attempt = $5 AND state = 'extracting'`,
+		string(state), nullString(string(class)), micros(now), jobID, token)
+	if err != nil {
+		return fmt.Errorf("set job state: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return stet.ErrLeaseLost
+	}
+	return nil
+}
+
+// Block moves a job that was never claimed, or whose claim is ours, to
+// blocked: no processor call is made until an operator acts.
+func Block(ctx context.Context, tx Querier, jobID string, expected int64, class stet.FailureClass, now time.Time) error {
+	res, err := tx.ExecContext(ctx, `UPDATE jobs SET state = 'blocked', failure_class = $1, lease_until = NULL, updated_at = $2
+		WHERE id = $3 AND attempt = $4 AND state IN ('accepted', 'waiting', 'extracting')`,
+		string(class), micros(now), jobID, expected)
+	if err != nil {
+		return fmt.Errorf("block job: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return stet.ErrLeaseLost
+	}
+	return nil
+}
+
+// ErrNothingToCommit means the job has no artifact to commit (yet).
+var ErrNothingToCommit = errors.New("job has no artifact to commit")
+
+// Commit writes the review record for an extracted job and marks the job
+// committed, in tx. It is idempotent: a committed job returns its record.
+func Commit(ctx context.Context, tx Querier, jobID string, now time.Time) (recordID string, err error) {
+	var state string
+	var reportID, tenantID, sourceID string
+	var revision int64
+	err = tx.QueryRowContext(ctx, `SELECT state, report_id, tenant_id, source_id, revision FROM jobs WHERE id = $1`, jobID).
+		Scan(&state, &reportID, &tenantID, &sourceID, &revision)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", notFound("job")
+	}
+	if err != nil {
+		return "", fmt.Errorf("read job: %w", err)
+	}
+	switch stet.JobState(state) {
+	case stet.JobCommitted, stet.JobManual:
+		err := tx.QueryRowContext(ctx, `SELECT id FROM review_records WHERE job_id = $1`, jobID).Scan(&recordID)
+		if err != nil {
+			return "", fmt.Errorf("read record: %w", err)
+		}
+		return recordID, nil
+	case stet.JobExtracted:
+	default:
+		return "", ErrNothingToCommit
+	}
+	var output string
+	if err := tx.QueryRowContext(ctx, `SELECT output FROM artifacts WHERE job_id = $1`, jobID).Scan(&output); err != nil {
+		return "", fmt.Errorf("read artifact: %w", err)
+	}
+	recordID, err = insertRecord(ctx, tx, recordParams{
+		jobID: jobID, reportID: reportID, tenantID: tenantID, sourceID: sourceID, revision: revision,
+		kind: stet.RecordExtracted, classification: output, now: now,
+	})
+	if err != nil {
+		return "", err
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE jobs SET state = 'committed', committed_at = $1, updated_at = $1 WHERE id = $2`,
+		micros(now), jobID); err != nil {
+		return "", fmt.Errorf("mark committed: %w", err)
+	}
+	return recordID, nil
+}
+
+// MarkManual ends extraction for good: the job becomes manual and a manual
+// review record carrying the failure class reaches a person. It is fenced on
+// token; pass token -1 for a job no worker holds (an exhausted retry).
+func MarkManual(ctx context.Context, tx Querier, jobID string, token int64, class stet.FailureClass, now time.Time) (string, error) {
+	var reportID, tenantID, sourceID string
+	var revision int64
+	err := tx.QueryRowContext(ctx, `UPDATE jobs SET state = 'manual', failure_class = $1, lease_until = NULL,
+			committed_at = $2, updated_at = $2
+		WHERE id = $3 AND ($4 < 0 OR attempt = $4) AND state IN ('accepted', 'extracting', 'waiting', 'blocked')
+		RETURNING report_id, tenant_id, source_id, revision`,
+		string(class), micros(now), jobID, token).Scan(&reportID, &tenantID, &sourceID, &revision)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", stet.ErrLeaseLost
+	}
+	if err != nil {
+		return "", fmt.Errorf("mark manual: %w", err)
+	}
+	return insertRecord(ctx, tx, recordParams{
+		jobID: jobID, reportID: reportID, tenantID: tenantID, sourceID: sourceID, revision: revision,
+		kind: stet.RecordManual, failureClass: class, now: now,
+	})
+}
+
+type recordParams struct {
+	jobID, reportID, tenantID, sourceID string
+	revision                            int64
+	kind                                stet.RecordKind
+	classification                      string
+	failureClass                        stet.FailureClass
+	now                                 time.Time
+}
+
+// insertRecord writes a review record and moves the report's authoritative
+// pointer to it if its revision is the highest committed one. The report row
+// is locked first so two commits for one report serialize; the partial
+// unique index is the backstop.
+func insertRecord(ctx context.Context, tx Querier, p recordParams) (string, error) {
+	now := micros(p.now)
+	if _, err := tx.ExecContext(ctx, `UPDATE reports SET updated_at = $1 WHERE id = $2`, now, p.reportID); err != nil {
+		return "", fmt.Errorf("lock report: %w", err)
+	}
+	authoritative := true
+	var curID string
+	var curRev int64
+	err := tx.QueryRowContext(ctx, `SELECT id, revision FROM review_records WHERE report_id = $1 AND authoritative`, p.reportID).Scan(&curID, &curRev)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return "", fmt.Errorf("read authoritative record: %w", err)
+	case curRev > p.revision:
+		authoritative = false // an older revision arrived late: the pointer only moves forward
+	default:
+		if _, err := tx.ExecContext(ctx, `UPDATE review_records SET authoritative = FALSE WHERE id = $1`, curID); err != nil {
+			return "", fmt.Errorf("move authoritative pointer: %w", err)
+		}
+	}
+	id := stet.NewID("rec", p.now)
+	_, err = tx.ExecContext(ctx, `INSERT INTO review_records (id, job_id, report_id, tenant_id, source_id, revision, kind, state,
+			authoritative, classification, failure_class, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9, $10, $11)`,
+		id, p.jobID, p.reportID, p.tenantID, p.sourceID, p.revision, string(p.kind), authoritative,
+		nullString(p.classification), nullString(string(p.failureClass)), now)
+	if err != nil {
+		return "", fmt.Errorf("insert review record: %w", err)
+	}
+	return id, nil
+}
+
+// Unblock returns a blocked job to accepted, for an operator's resume.
+func Unblock(ctx context.Context, tx Querier, jobID string, now time.Time) error {
+	_, err := tx.ExecContext(ctx, `UPDATE jobs SET state = 'accepted', updated_at = $1 WHERE id = $2 AND state = 'blocked'`, micros(now), jobID)
+	if err != nil {
+		return fmt.Errorf("unblock job: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,426 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/boundary"
+	"github.com/stetlabs/stet/internal/crash"
+	"github.com/stetlabs/stet/ledger"
+)
+
+type extractWorker struct {
+	river.WorkerDefaults[ExtractArgs]
+	p *Pipeline
+}
+
+// NextRetry is exponential backoff with jitter for transient failures.
+func (w *extractWorker) NextRetry(job *river.Job[ExtractArgs]) time.Time {
+	return w.p.clockNow().Add(w.p.backoff(job.Attempt))
+}
+
+func (w *extractWorker) Work(ctx context.Context, job *river.Job[ExtractArgs]) error {
+	start := time.Now()
+	outcome, err := w.p.extract(ctx, job)
+	w.p.cfg.Metrics.StageDuration.WithLabelValues("extract", outcome).Observe(time.Since(start).Seconds())
+	return err
+}
+
+func (p *Pipeline) clockNow() time.Time { return time.Now() }
+
+// backoff is base·2^(n-1), ±25 % jitter, capped.
+func (p *Pipeline) backoff(n int) time.Duration {
+	d := p.cfg.RetryBase
+	for i := 1; i < n && d < p.cfg.RetryMax; i++ {
+		d *= 2
+	}
+	d = min(d, p.cfg.RetryMax)
+	jitter := time.Duration(rand.Int64N(int64(d)/2+1)) - d/4
+	return max(d+jitter, time.Millisecond)
+}
+
+// leaseFor is how long a claim holds a job: past the stage timeout, so a
+// live worker is never fenced out by its own slowness, and less than River's
+// rescue, so a rescued job finds the lease expired.
+func (p *Pipeline) leaseFor() time.Duration { return p.cfg.JobTimeout + 5*time.Second }
+
+// extract runs the extract stage once. It returns an outcome label for the
+// stage metric and the error River acts on: nil (done), a snooze, or an
+// error (retry with backoff).
+func (p *Pipeline) extract(ctx context.Context, job *river.Job[ExtractArgs]) (string, error) {
+	jobID := job.Args.JobID
+	log := p.log.With("job_id", jobID, "stage", "extract")
+	work, err := ledger.LoadWork(ctx, p.db.Writer(), jobID)
+	if err != nil {
+		return "error", fmt.Errorf("load job %s: %w", jobID, err)
+	}
+	j := &work.Job
+	log = log.With("report_id", j.ReportID, "revision", j.Revision, "tenant", j.TenantID, "source", j.SourceID)
+	now := p.clock.Now()
+
+	switch j.State {
+	case stet.JobAccepted, stet.JobWaiting:
+	case stet.JobExtracting:
+		if !j.LeaseUntil.IsZero() && j.LeaseUntil.After(now) {
+			// Another worker holds the job. Look again when its lease ends;
+			// if it finished, there is nothing left to do.
+			return "held", river.JobSnooze(j.LeaseUntil.Sub(now) + 100*time.Millisecond)
+		}
+	case stet.JobExtracted:
+		// The artifact exists: never call the processor again. Make sure the
+		// commit stage is queued (it is unique by args).
+		return "resumed", p.db.InTx(ctx, func(tx *sql.Tx) error {
+			if _, err := p.river.InsertTx(ctx, tx, CommitArgs{JobID: jobID}, nil); err != nil {
+				return err
+			}
+			return completeTx(ctx, tx, job)
+		})
+	case stet.JobCommitted, stet.JobManual, stet.JobCancelled, stet.JobBlocked, stet.JobBatched:
+		return "noop", nil
+	default:
+		return "error", fmt.Errorf("job %s: unknown state %q", jobID, j.State)
+	}
+
+	// The boundary: the policy recorded at acceptance decides where the text
+	// may go, and the policy in force must still permit it.
+	recorded, err := p.recordedPolicy(ctx, j.PolicyHash)
+	if err != nil {
+		return "error", err
+	}
+	processorID := recorded.Processors[0]
+	proc := p.cfg.Processors[processorID]
+	current := p.policies[recorded.ID]
+	var boundaryErr error
+	switch {
+	case current == nil || !current.Permits(processorID):
+		boundaryErr = &stet.ProcessorError{Class: stet.FailureBoundary, Code: "processor_no_longer_permitted"}
+	case proc == nil:
+		boundaryErr = &stet.ProcessorError{Class: stet.FailureBoundary, Code: "processor_not_configured"}
+	default:
+		boundaryErr = boundary.Check(recorded, proc.Info())
+	}
+	if boundaryErr != nil {
+		p.alert(log, "job_blocked", "processor", processorID, "failure_class", string(stet.FailureBoundary))
+		return "blocked", p.block(ctx, job, j.Attempt, stet.FailureBoundary)
+	}
+	profile := p.profiles[j.ExtractionVersion]
+	if profile == nil {
+		p.alert(log, "job_blocked", "extraction_version", j.ExtractionVersion, "failure_class", string(stet.FailureUnsupported))
+		return "blocked", p.block(ctx, job, j.Attempt, stet.FailureUnsupported)
+	}
+	if work.TextPurged {
+		return "manual", p.manual(ctx, job, -1, stet.FailureUnsupported, log)
+	}
+
+	// Minimize before anything leaves, then render the prompt.
+	min, err := p.minimizer(recorded)
+	if err != nil {
+		return "error", err
+	}
+	input, counts := min.Minimize(work.Text)
+	var prompt bytes.Buffer
+	if err := profile.Template.Execute(&prompt, struct{ Text string }{input.Reveal()}); err != nil {
+		return "error", fmt.Errorf("render prompt for profile %s: %w", profile.ID, stripText(err))
+	}
+	params := stet.ExtractParams{
+		JobID: jobID, Prompt: stet.NewText(prompt.String()), Input: input,
+		SchemaName: profile.SchemaName(), Schema: profile.Schema,
+	}
+	sent := params.Prompt
+	if !proc.Info().SendsTextOffHost {
+		sent = input
+	}
+
+	var token int64
+	var n int
+	err = p.db.InTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		token, n, err = ledger.Claim(ctx, tx, ledger.ClaimParams{
+			JobID: jobID, Expected: j.Attempt, Now: now, LeaseFor: p.leaseFor(),
+			ProcessorID: processorID, InputSHA256: sent.SHA256(),
+		})
+		return err
+	})
+	if errors.Is(err, ledger.ErrNotClaimable) {
+		// Someone else moved the job since we read it; look again shortly.
+		return "held", river.JobSnooze(250 * time.Millisecond)
+	}
+	if err != nil {
+		return "error", fmt.Errorf("claim job %s: %w", jobID, err)
+	}
+	params.Attempt = token
+	log = log.With("attempt", token, "processor", processorID)
+	log.Debug("extract claimed", "minimized", counts)
+
+	for repairs := 0; ; repairs++ {
+		crash.Point(crash.MidCall)
+		callCtx, cancel := context.WithTimeout(ctx, p.cfg.JobTimeout)
+		ext, callErr := proc.Extract(callCtx, params)
+		cancel()
+		if callErr == nil {
+			if problems := profile.Validator.Validate(ext.Output); len(problems) > 0 {
+				callErr = &stet.ProcessorError{Class: stet.FailureInvalidOutput, StatusCode: ext.StatusCode, RequestID: ext.RequestID,
+					Output: ext.Output, Problems: problems}
+			}
+		}
+		class := stet.ClassOf(callErr)
+		label := string(class)
+		if callErr == nil {
+			label = "ok"
+		}
+		p.cfg.Metrics.ProviderCalls.WithLabelValues(processorID, label).Inc()
+		result := attemptResult(jobID, n, ext, callErr, p.clock.Now())
+
+		if callErr == nil {
+			return p.saveArtifact(ctx, job, token, result, ext, profile, processorID, log)
+		}
+		var pe *stet.ProcessorError
+		errors.As(callErr, &pe)
+		log.Warn("processor call failed", "failure_class", string(class), "status_code", result.StatusCode, "request_id", result.RequestID)
+
+		if class == stet.FailureInvalidOutput && repairs < p.cfg.RepairBudget && pe != nil {
+			// Re-ask with the validator's messages. The next call is its own
+			// attempt, recorded before it is made.
+			result.Status = stet.AttemptRepair
+			err := p.db.InTx(ctx, func(tx *sql.Tx) error {
+				if err := ledger.FinishAttempt(ctx, tx, result); err != nil {
+					return err
+				}
+				var err error
+				n, err = ledger.StartAttempt(ctx, tx, jobID, token, processorID, sent.SHA256(), p.clock.Now())
+				return err
+			})
+			if err != nil {
+				return "error", fmt.Errorf("record repair of job %s: %w", jobID, err)
+			}
+			params.Repair = append(params.Repair, stet.RepairTurn{Output: pe.Output, Problems: pe.Problems})
+			continue
+		}
+		return p.failed(ctx, job, token, processorID, work.TransientFails, result, pe, log)
+	}
+}
+
+func attemptResult(jobID string, n int, ext *stet.Extraction, err error, now time.Time) ledger.AttemptResult {
+	r := ledger.AttemptResult{JobID: jobID, N: n, Now: now, Status: stet.AttemptSucceeded}
+	if ext != nil {
+		r.Model, r.RequestID, r.StatusCode = ext.Model, ext.RequestID, ext.StatusCode
+		r.InputTokens, r.OutputTokens, r.Latency = ext.InputTokens, ext.OutputTokens, ext.Latency
+	}
+	if err != nil {
+		r.Status = stet.AttemptFailed
+		r.FailureClass = stet.ClassOf(err)
+		var pe *stet.ProcessorError
+		if errors.As(err, &pe) {
+			if pe.StatusCode != 0 {
+				r.StatusCode = pe.StatusCode
+			}
+			if pe.RequestID != "" {
+				r.RequestID = pe.RequestID
+			}
+		}
+	}
+	return r
+}
+
+// saveArtifact stores a validated result fenced on the attempt token and
+// enqueues the commit stage in the same transaction. A failed write is
+// retried here from the result in memory, never by calling again.
+func (p *Pipeline) saveArtifact(ctx context.Context, job *river.Job[ExtractArgs], token int64, result ledger.AttemptResult,
+	ext *stet.Extraction, profile *Profile, processorID string, log interface {
+		Warn(string, ...any)
+	}) (string, error) {
+	jobID := job.Args.JobID
+	// The call succeeded: finish the write even if the stage was cancelled.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	var err error
+	for try := 0; try < 5; try++ {
+		if try > 0 {
+			time.Sleep(time.Duration(50<<try) * time.Millisecond)
+		}
+		err = p.db.InTx(wctx, func(tx *sql.Tx) error {
+			if err := ledger.SaveArtifact(wctx, tx, ledger.SaveArtifactParams{
+				JobID: jobID, Token: token, AttemptN: result.N, Raw: ext.Raw, Output: ext.Output,
+				SchemaVersion: profile.ExtractionVersion(), ProcessorID: processorID, Model: ext.Model, Now: p.clock.Now(),
+			}); err != nil {
+				return err
+			}
+			if err := ledger.FinishAttempt(wctx, tx, result); err != nil {
+				return err
+			}
+			if _, err := p.river.InsertTx(wctx, tx, CommitArgs{JobID: jobID}, nil); err != nil {
+				return fmt.Errorf("enqueue commit: %w", err)
+			}
+			return completeTx(wctx, tx, job)
+		})
+		if err == nil || errors.Is(err, stet.ErrLeaseLost) {
+			break
+		}
+		log.Warn("store artifact failed; retrying from the saved result", "failure_class", string(stet.FailureStore), "try", try+1)
+	}
+	if errors.Is(err, stet.ErrLeaseLost) {
+		// A newer attempt holds the job: our result is superseded, never the
+		// artifact. Look again after that attempt's lease, in case it died.
+		result.Status = stet.AttemptSuperseded
+		if ferr := ledger.FinishAttempt(wctx, p.db.Writer(), result); ferr != nil {
+			return "error", ferr
+		}
+		log.Warn("attempt superseded by a newer attempt")
+		return "superseded", river.JobSnooze(p.leaseFor())
+	}
+	if err != nil {
+		return "error", fmt.Errorf("store artifact of job %s: %w", jobID, err)
+	}
+	crash.Point(crash.AfterArtifact)
+	return "extracted", nil
+}
+
+// failed acts on a classified failure.
+func (p *Pipeline) failed(ctx context.Context, job *river.Job[ExtractArgs], token int64, processorID string, transientSoFar int,
+	result ledger.AttemptResult, pe *stet.ProcessorError, log interface{ Warn(string, ...any) }) (string, error) {
+	jobID := job.Args.JobID
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	class := result.FailureClass
+	setState := func(state stet.JobState) error {
+		return p.db.InTx(wctx, func(tx *sql.Tx) error {
+			if err := ledger.FinishAttempt(wctx, tx, result); err != nil {
+				return err
+			}
+			return ledger.SetJobState(wctx, tx, jobID, token, state, class, p.clock.Now())
+		})
+	}
+	var retryAfter time.Duration
+	if pe != nil {
+		retryAfter = pe.RetryAfter
+	}
+	switch class {
+	case stet.FailureTransient:
+		if transientSoFar+1 >= p.cfg.MaxAttempts || job.Attempt >= job.MaxAttempts {
+			return "manual", p.manualAfter(wctx, job, token, result, log)
+		}
+		if err := setState(stet.JobAccepted); err != nil {
+			return "error", err
+		}
+		return "retry", fmt.Errorf("extract job %s: %w", jobID, errors.Join(pe, errTransient))
+	case stet.FailureRateLimited:
+		if err := setState(stet.JobWaiting); err != nil {
+			return "error", err
+		}
+		if retryAfter <= 0 {
+			retryAfter = p.backoff(1)
+		}
+		return "rate_limited", river.JobSnooze(retryAfter)
+	case stet.FailureQuota, stet.FailureAuth:
+		// The processor cannot take work: the job waits without spending an
+		// attempt, and an operator is told.
+		if err := setState(stet.JobWaiting); err != nil {
+			return "error", err
+		}
+		p.alert(p.log.With("job_id", jobID), "processor_unavailable", "processor", processorID, "failure_class", string(class))
+		return "waiting", river.JobSnooze(max(retryAfter, time.Minute))
+	case stet.FailureBoundary:
+		if err := ledger.FinishAttempt(wctx, p.db.Writer(), result); err != nil {
+			return "error", err
+		}
+		return "blocked", p.block(wctx, job, token, class)
+	case stet.FailureInvalidOutput, stet.FailureRefusal, stet.FailureUnsupported, stet.FailureStore:
+		return "manual", p.manualAfter(wctx, job, token, result, log)
+	default:
+		return "error", fmt.Errorf("extract job %s: unknown failure class %q", jobID, class)
+	}
+}
+
+var errTransient = errors.New("transient failure; retrying with backoff")
+
+// manualAfter records the last attempt and ends extraction with a manual
+// record, in one transaction with the River completion.
+func (p *Pipeline) manualAfter(ctx context.Context, job *river.Job[ExtractArgs], token int64, result ledger.AttemptResult, log interface{ Warn(string, ...any) }) error {
+	err := p.db.InTx(ctx, func(tx *sql.Tx) error {
+		if err := ledger.FinishAttempt(ctx, tx, result); err != nil {
+			return err
+		}
+		if _, err := ledger.MarkManual(ctx, tx, job.Args.JobID, token, result.FailureClass, p.clock.Now()); err != nil {
+			return err
+		}
+		return completeTx(ctx, tx, job)
+	})
+	if errors.Is(err, stet.ErrLeaseLost) {
+		return river.JobSnooze(p.leaseFor())
+	}
+	if err == nil {
+		log.Warn("extraction failed for good; manual review record written", "failure_class", string(result.FailureClass))
+	}
+	return err
+}
+
+func (p *Pipeline) manual(ctx context.Context, job *river.Job[ExtractArgs], token int64, class stet.FailureClass, log interface{ Warn(string, ...any) }) error {
+	return p.manualAfter(ctx, job, token, ledger.AttemptResult{FailureClass: class}, log)
+}
+
+// block moves a job to blocked (no call is made) and completes its River job.
+// An operator's resume re-enqueues it.
+func (p *Pipeline) block(ctx context.Context, job *river.Job[ExtractArgs], token int64, class stet.FailureClass) error {
+	return p.db.InTx(ctx, func(tx *sql.Tx) error {
+		if err := ledger.Block(ctx, tx, job.Args.JobID, token, class, p.clock.Now()); err != nil {
+			if errors.Is(err, stet.ErrLeaseLost) {
+				return nil
+			}
+			return err
+		}
+		return completeTx(ctx, tx, job)
+	})
+}
+
+// alert raises an alert: a structured log line and a counter, IDs only.
+func (p *Pipeline) alert(log interface{ Error(string, ...any) }, kind string, args ...any) {
+	p.cfg.Metrics.Alerts.WithLabelValues(kind).Inc()
+	log.Error("alert", append([]any{"alert", kind}, args...)...)
+}
+
+func (p *Pipeline) recordedPolicy(ctx context.Context, hash string) (*stet.Policy, error) {
+	p.mu.Lock()
+	pol := p.oldPolicies[hash]
+	p.mu.Unlock()
+	if pol != nil {
+		return pol, nil
+	}
+	pol, err := ledger.PolicyVersion(ctx, p.db.Writer(), hash)
+	if err != nil {
+		return nil, fmt.Errorf("recorded policy: %w", err)
+	}
+	if len(pol.Processors) == 0 {
+		return nil, fmt.Errorf("recorded policy %s permits no processor", pol.ID)
+	}
+	p.mu.Lock()
+	p.oldPolicies[hash] = pol
+	p.mu.Unlock()
+	return pol, nil
+}
+
+func (p *Pipeline) minimizer(pol *stet.Policy) (*boundary.Minimizer, error) {
+	h := pol.Hash()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if m := p.minimizers[h]; m != nil {
+		return m, nil
+	}
+	m, err := boundary.NewMinimizer(pol.Minimize, pol.Names)
+	if err != nil {
+		return nil, fmt.Errorf("policy %s: %w", pol.ID, err)
+	}
+	p.minimizers[h] = m
+	return m, nil
+}
+
+// stripText keeps template errors from carrying data: only the error type
+// survives.
+func stripText(err error) error { return fmt.Errorf("template execution error (%T)", err) }

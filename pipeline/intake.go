@@ -1,0 +1,160 @@
+package pipeline
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/riverqueue/river"
+
+	"github.com/stetlabs/stet/internal/crash"
+	"github.com/stetlabs/stet/ledger"
+)
+
+// intake commits deliveries in groups: whatever is queued when the previous
+// commit finishes goes into the next transaction, each delivery inside its
+// own savepoint. One fsync then acknowledges many deliveries, which is how
+// intake beats a one-row-per-transaction insert at synchronous=FULL.
+type intake struct {
+	p     *Pipeline
+	reqs  chan *acceptReq
+	done  chan struct{}
+	once  sync.Once
+	wg    sync.WaitGroup
+	limit int
+}
+
+type acceptReq struct {
+	params ledger.AcceptParams
+	res    ledger.AcceptResult
+	err    error
+	done   chan struct{}
+}
+
+// maxGroup bounds one group commit.
+const maxGroup = 256
+
+func newIntake(p *Pipeline) *intake {
+	return &intake{p: p, reqs: make(chan *acceptReq, maxGroup), done: make(chan struct{}), limit: maxGroup}
+}
+
+func (in *intake) start() {
+	in.wg.Add(1)
+	go in.loop()
+}
+
+func (in *intake) stop() {
+	in.once.Do(func() { close(in.done) })
+	in.wg.Wait()
+}
+
+// ErrStopped means intake is shutting down: answer 503.
+var ErrStopped = errors.New("intake stopped")
+
+// Accept records one delivery durably and enqueues its extraction. It
+// returns only after the transaction holding the revision, the job and the
+// extract task has committed (or failed).
+func (p *Pipeline) Accept(ctx context.Context, params ledger.AcceptParams) (ledger.AcceptResult, error) {
+	r := &acceptReq{params: params, done: make(chan struct{})}
+	select {
+	case p.intake.reqs <- r:
+	case <-p.intake.done:
+		return ledger.AcceptResult{}, ErrStopped
+	case <-ctx.Done():
+		return ledger.AcceptResult{}, ctx.Err()
+	}
+	// Once queued, the delivery is committed or failed whatever the caller
+	// does: wait for the outcome so it is never half-known.
+	<-r.done
+	return r.res, r.err
+}
+
+func (in *intake) loop() {
+	defer in.wg.Done()
+	batch := make([]*acceptReq, 0, in.limit)
+	for {
+		batch = batch[:0]
+		select {
+		case r := <-in.reqs:
+			batch = append(batch, r)
+		case <-in.done:
+			in.drain()
+			return
+		}
+	gather:
+		for len(batch) < in.limit {
+			select {
+			case r := <-in.reqs:
+				batch = append(batch, r)
+			default:
+				break gather
+			}
+		}
+		in.commit(batch)
+	}
+}
+
+// drain fails whatever is still queued at shutdown.
+func (in *intake) drain() {
+	for {
+		select {
+		case r := <-in.reqs:
+			r.err = ErrStopped
+			close(r.done)
+		default:
+			return
+		}
+	}
+}
+
+func (in *intake) commit(batch []*acceptReq) {
+	ctx := context.Background() // a queued delivery is finished even if its caller left
+	p := in.p
+	err := p.db.InTx(ctx, func(tx *sql.Tx) error {
+		var inserts []river.InsertManyParams
+		for i, r := range batch {
+			sp := fmt.Sprintf("d%d", i)
+			for try := 0; ; try++ {
+				if _, err := tx.ExecContext(ctx, "SAVEPOINT "+sp); err != nil {
+					return fmt.Errorf("savepoint: %w", err)
+				}
+				res, newJob, err := ledger.Accept(ctx, tx, r.params)
+				if err != nil {
+					if _, rerr := tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT "+sp); rerr != nil {
+						return fmt.Errorf("rollback to savepoint: %w", rerr)
+					}
+					if errors.Is(err, ledger.ErrRetryItem) && try < 3 {
+						continue
+					}
+					r.err = err
+					break
+				}
+				if _, err := tx.ExecContext(ctx, "RELEASE SAVEPOINT "+sp); err != nil {
+					return fmt.Errorf("release savepoint: %w", err)
+				}
+				r.res = res
+				if newJob {
+					inserts = append(inserts, river.InsertManyParams{Args: ExtractArgs{JobID: res.JobID}})
+				}
+				break
+			}
+		}
+		if len(inserts) > 0 {
+			if _, err := p.river.InsertManyTx(ctx, tx, inserts); err != nil {
+				return fmt.Errorf("enqueue extract: %w", err)
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		crash.Point(crash.AfterAccept)
+	}
+	for _, r := range batch {
+		if err != nil {
+			r.err, r.res = err, ledger.AcceptResult{}
+		}
+		close(r.done)
+	}
+}

@@ -1,0 +1,283 @@
+// Package pipeline runs stet's stages on River: intake (group commit),
+// extract and commit. River claims, retries, snoozes and rescues; the ledger
+// is the memo of every stage result, and every stage result commits in one
+// transaction with the enqueue of the next stage (InsertTx, JobCompleteTx).
+//
+// The pipeline never calls a processor inside a transaction, never sends text
+// to a processor the job's recorded policy does not permit, and never logs
+// text: River job args carry IDs only.
+package pipeline
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"text/template"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riversqlite"
+	"github.com/riverqueue/river/rivermigrate"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/boundary"
+	"github.com/stetlabs/stet/ledger"
+	"github.com/stetlabs/stet/metrics"
+	"github.com/stetlabs/stet/schema"
+)
+
+// Queue names.
+const (
+	QueueExtract = "extract"
+	QueueCommit  = "commit"
+)
+
+// Profile is a profile ready to use: schema compiled, prompt parsed.
+type Profile struct {
+	stet.Profile
+	Validator *schema.Schema
+	Template  *template.Template
+}
+
+// NewProfile compiles a profile's schema and prompt.
+func NewProfile(p stet.Profile) (*Profile, error) {
+	v, err := schema.Compile(p.SchemaName(), p.Schema)
+	if err != nil {
+		return nil, fmt.Errorf("profile %s: %w", p.ID, err)
+	}
+	t, err := template.New(p.ID).Option("missingkey=error").Parse(p.Prompt)
+	if err != nil {
+		return nil, fmt.Errorf("profile %s: prompt: %w", p.ID, err)
+	}
+	return &Profile{Profile: p, Validator: v, Template: t}, nil
+}
+
+// Config wires a pipeline.
+type Config struct {
+	DB         *ledger.DB
+	Processors map[string]stet.Processor // by processor ID
+	Profiles   []*Profile
+	Policies   []*stet.Policy // the policies in force now
+	Logger     *slog.Logger
+	Metrics    *metrics.Metrics
+	Clock      stet.Clock
+
+	Concurrency  int           // extract attempts at once; default 8
+	JobTimeout   time.Duration // one stage attempt; default 2m
+	RescueAfter  time.Duration // default 5m
+	MaxAttempts  int           // transient attempts before manual; default 5
+	RepairBudget int           // invalid-output repairs per attempt; default 2
+	// RetryBase is the first transient retry delay; it doubles per attempt,
+	// with jitter, capped at RetryMax. Defaults 1s and 5m.
+	RetryBase time.Duration
+	RetryMax  time.Duration
+	// PollInterval is how often River looks for new work when nothing
+	// signals it; default 1s (lower in tests and benchmarks).
+	PollInterval time.Duration
+	// Work says whether this process runs stage workers (role worker|all).
+	Work bool
+}
+
+// Pipeline is River plus stet's stage workers.
+type Pipeline struct {
+	cfg      Config
+	db       *ledger.DB
+	river    *river.Client[*sql.Tx]
+	log      *slog.Logger
+	clock    stet.Clock
+	profiles map[string]*Profile // by extraction version
+	policies map[string]*stet.Policy
+	intake   *intake
+
+	mu          sync.Mutex
+	minimizers  map[string]*boundary.Minimizer // by policy hash
+	oldPolicies map[string]*stet.Policy        // by hash, recorded versions
+}
+
+// Migrate applies River's migrations on db.
+func Migrate(ctx context.Context, db *ledger.DB) error {
+	m, err := rivermigrate.New(riversqlite.New(db.Writer()), nil)
+	if err != nil {
+		return fmt.Errorf("river migrate: %w", err)
+	}
+	if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		return fmt.Errorf("river migrate: %w", err)
+	}
+	return nil
+}
+
+// New builds a pipeline. It does not start workers: call Start.
+func New(cfg Config) (*Pipeline, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = stet.SystemClock{}
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.New(nil, nil)
+	}
+	setDefault(&cfg.Concurrency, 8)
+	setDefault(&cfg.JobTimeout, 2*time.Minute)
+	setDefault(&cfg.RescueAfter, 5*time.Minute)
+	setDefault(&cfg.MaxAttempts, 5)
+	setDefault(&cfg.RepairBudget, 2)
+	setDefault(&cfg.RetryBase, time.Second)
+	setDefault(&cfg.RetryMax, 5*time.Minute)
+	setDefault(&cfg.PollInterval, time.Second)
+	p := &Pipeline{
+		cfg: cfg, db: cfg.DB, log: cfg.Logger, clock: cfg.Clock,
+		profiles: map[string]*Profile{}, policies: map[string]*stet.Policy{},
+		minimizers: map[string]*boundary.Minimizer{}, oldPolicies: map[string]*stet.Policy{},
+	}
+	for _, pr := range cfg.Profiles {
+		p.profiles[pr.ExtractionVersion()] = pr
+	}
+	for _, pol := range cfg.Policies {
+		p.policies[pol.ID] = pol
+	}
+
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &extractWorker{p: p})
+	river.AddWorker(workers, &commitWorker{p: p})
+	rc := &river.Config{
+		Logger:               cfg.Logger.With("component", "river"),
+		Workers:              workers,
+		JobTimeout:           cfg.JobTimeout,
+		RescueStuckJobsAfter: cfg.RescueAfter,
+		FetchPollInterval:    cfg.PollInterval,
+		FetchCooldown:        min(cfg.PollInterval, 100*time.Millisecond),
+		MaxAttempts:          maxRiverAttempts,
+	}
+	if cfg.Work {
+		rc.Queues = map[string]river.QueueConfig{
+			QueueExtract: {MaxWorkers: cfg.Concurrency},
+			QueueCommit:  {MaxWorkers: max(2, cfg.Concurrency/2)},
+		}
+	}
+	client, err := river.NewClient(riversqlite.New(cfg.DB.Writer()), rc)
+	if err != nil {
+		return nil, fmt.Errorf("river client: %w", err)
+	}
+	p.river = client
+	p.intake = newIntake(p)
+	return p, nil
+}
+
+// maxRiverAttempts bounds River's own retries of one stage job. The extract
+// stage counts transient failures in the ledger (MaxAttempts) and writes a
+// manual record before River would give up; this is the backstop.
+const maxRiverAttempts = 25
+
+func setDefault[T comparable](v *T, d T) {
+	var zero T
+	if *v == zero {
+		*v = d
+	}
+}
+
+// Start records the policies in force and starts River (and intake's group
+// committer).
+func (p *Pipeline) Start(ctx context.Context) error {
+	for _, pol := range p.cfg.Policies {
+		if err := ledger.RecordPolicy(ctx, p.db.Writer(), pol, p.clock.Now()); err != nil {
+			return err
+		}
+	}
+	p.intake.start()
+	if err := p.river.Start(ctx); err != nil {
+		return fmt.Errorf("start river: %w", err)
+	}
+	return nil
+}
+
+// Stop stops taking work and waits for running stages to finish (or ctx).
+func (p *Pipeline) Stop(ctx context.Context) error {
+	err := p.river.Stop(ctx)
+	p.intake.stop()
+	return err
+}
+
+// River returns the River client, for tests and operator commands.
+func (p *Pipeline) River() *river.Client[*sql.Tx] { return p.river }
+
+// ExtractArgs is the extract stage's job: IDs only.
+type ExtractArgs struct {
+	JobID string `json:"job_id"`
+}
+
+// Kind implements river.JobArgs.
+func (ExtractArgs) Kind() string { return "stet_extract" }
+
+// InsertOpts implements river.JobArgsWithInsertOpts.
+func (ExtractArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueExtract, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+}
+
+// CommitArgs is the commit stage's job: IDs only.
+type CommitArgs struct {
+	JobID string `json:"job_id"`
+}
+
+// Kind implements river.JobArgs.
+func (CommitArgs) Kind() string { return "stet_commit" }
+
+// InsertOpts implements river.JobArgsWithInsertOpts.
+func (CommitArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueCommit, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+}
+
+// completeTx completes a River job inside tx. A job that is no longer
+// running (a stale execution completed or snoozed it) is fine: the ledger,
+// not River, is the record of what happened.
+func completeTx[T river.JobArgs](ctx context.Context, tx *sql.Tx, job *river.Job[T]) error {
+	if _, err := river.JobCompleteTx[*riversqlite.Driver](ctx, tx, job); err != nil && !errors.Is(err, rivertype.ErrNotFound) {
+		return fmt.Errorf("complete river job: %w", err)
+	}
+	return nil
+}
+
+// Resume re-enqueues a job from its last durable stage: commit if its
+// artifact exists, extraction if it has none and is not finished. It never
+// rewrites a finished job. It returns the stage enqueued.
+func (p *Pipeline) Resume(ctx context.Context, jobID string) (string, error) {
+	var stage, tenant string
+	err := p.db.InTx(ctx, func(tx *sql.Tx) error {
+		w, err := ledger.LoadWork(ctx, tx, jobID)
+		if err != nil {
+			return err
+		}
+		tenant = w.Job.TenantID
+		switch w.Job.State {
+		case stet.JobCommitted, stet.JobManual, stet.JobCancelled:
+			return stet.Errorf(stet.EConflict, "job %s is %s: nothing to resume", jobID, w.Job.State)
+		case stet.JobExtracted:
+			stage = "commit"
+			_, err := p.river.InsertTx(ctx, tx, CommitArgs{JobID: jobID}, nil)
+			return err
+		case stet.JobBlocked:
+			if err := ledger.Unblock(ctx, tx, jobID, p.clock.Now()); err != nil {
+				return err
+			}
+			fallthrough
+		case stet.JobAccepted, stet.JobWaiting, stet.JobExtracting, stet.JobBatched:
+			stage = "extract"
+			_, err := p.river.InsertTx(ctx, tx, ExtractArgs{JobID: jobID}, nil)
+			return err
+		default:
+			return fmt.Errorf("job %s: unknown state %q", jobID, w.Job.State)
+		}
+	})
+	if err != nil {
+		return "", err
+	}
+	if err := ledger.Audit(ctx, p.db.Writer(), ledger.AuditEntry{Tenant: tenant, Actor: "cli", Action: "job.resume." + stage,
+		ObjectType: "job", ObjectID: jobID, Now: p.clock.Now()}); err != nil {
+		return stage, err
+	}
+	return stage, nil
+}

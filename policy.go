@@ -1,0 +1,55 @@
+package stet
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"slices"
+	"time"
+)
+
+// IdentifierClass is a class of identifier that minimization replaces with a
+// typed placeholder before text leaves stet.
+type IdentifierClass string
+
+// Identifier classes.
+const (
+	IdentEmail   IdentifierClass = "email"
+	IdentPhone   IdentifierClass = "phone"
+	IdentSSN     IdentifierClass = "ssn"
+	IdentMRN     IdentifierClass = "mrn"
+	IdentAccount IdentifierClass = "account"
+	IdentURL     IdentifierClass = "url"
+	IdentIP      IdentifierClass = "ip"
+	IdentDate    IdentifierClass = "date"
+	IdentName    IdentifierClass = "name"
+)
+
+// IdentifierClasses lists every identifier class.
+var IdentifierClasses = []IdentifierClass{IdentEmail, IdentPhone, IdentSSN, IdentMRN, IdentAccount, IdentURL, IdentIP, IdentDate, IdentName}
+
+// Policy is an approved data-handling policy. Its ID and content hash are
+// recorded on every revision at acceptance.
+type Policy struct {
+	ID string `json:"id"`
+	// Processors are permitted processor IDs in order: the first is primary,
+	// the rest approved fallbacks inside the same boundary.
+	Processors        []string          `json:"processors"`
+	Minimize          []IdentifierClass `json:"minimize"`
+	Names             []string          `json:"names,omitempty"` // dictionary for the name class
+	TextRetention     time.Duration     `json:"text_retention"`
+	ArtifactRetention time.Duration     `json:"artifact_retention"`
+	ReplayHorizon     time.Duration     `json:"replay_horizon"`
+	Regions           []string          `json:"regions,omitempty"`
+}
+
+// Permits reports whether the policy allows processorID.
+func (p *Policy) Permits(processorID string) bool { return slices.Contains(p.Processors, processorID) }
+
+// Hash returns the SHA-256 of the policy's canonical JSON: a policy edit
+// changes it, so a revision records exactly which content it ran under.
+func (p *Policy) Hash() string {
+	b, _ := json.Marshal(p)
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}

@@ -1,0 +1,181 @@
+package openai
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	sdk "github.com/openai/openai-go/v3"
+
+	"github.com/stetlabs/stet"
+)
+
+// classifyError turns an error from the SDK call into a *stet.ProcessorError.
+// parent is the caller's context; callCtx is parent plus the call timeout.
+func (c *Client) classifyError(parent, callCtx context.Context, err error, capt *capture) *stet.ProcessorError {
+	pe := &stet.ProcessorError{
+		Class:      stet.FailureTransient,
+		StatusCode: capt.status,
+		RequestID:  capt.requestID,
+		Err:        err,
+	}
+	var apiErr *sdk.Error
+	switch {
+	case errors.As(err, &apiErr) && apiErr.StatusCode >= 400:
+		// A complete error response: what it says wins over any cancellation
+		// that raced with it.
+		pe.StatusCode = apiErr.StatusCode
+		pe.Code = safeCode(apiErr.Code)
+		if pe.Code == "" {
+			pe.Code = safeCode(apiErr.Type)
+		}
+		if pe.Code == "" && capt.raw != nil {
+			// The SDK decodes only {"error":{…}}; some compatible servers
+			// answer {"error":"…"} or plain text.
+			pe.Code = errorCode(capt.raw)
+		}
+		if apiErr.Response != nil && capt.header == nil {
+			capt.header = apiErr.Response.Header
+		}
+		pe.Class = statusClass(pe.StatusCode, pe.Code)
+		pe.RetryAfter = c.retryAfter(pe.Class, capt.header)
+	case parent.Err() != nil:
+		// Shutdown or the caller gave up: retryable, but keep why.
+		pe.Err = fmt.Errorf("openai call interrupted: %w (%w)", context.Cause(parent), err)
+	case callCtx.Err() != nil:
+		// Timed out before the headers, or after them while reading the
+		// body: the provider may have answered, so the call counts.
+		pe.Err = fmt.Errorf("openai call: %w (%w)", context.Cause(callCtx), err)
+	default:
+		// Connection refused or reset, an unreadable body, a response the
+		// SDK could not decode: all worth another try later.
+	}
+	return pe
+}
+
+// statusClass maps an HTTP error status and the provider's error code to a
+// failure class. See DESIGN §2.
+func statusClass(status int, code string) stet.FailureClass {
+	switch {
+	case status == http.StatusTooManyRequests:
+		if code == "insufficient_quota" {
+			return stet.FailureQuota
+		}
+		return stet.FailureRateLimited
+	case status == http.StatusPaymentRequired:
+		// Credit exhausted on OpenAI-compatible gateways.
+		return stet.FailureQuota
+	case status == http.StatusForbidden && code == "unsupported_country_region_territory":
+		// The key is fine; the region is not served.
+		return stet.FailureUnsupported
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		return stet.FailureAuth
+	case status == http.StatusRequestTimeout || status == http.StatusConflict || status >= 500:
+		return stet.FailureTransient
+	case status >= 400:
+		// 400, 404, 422 and the rest: the same request will fail the same way.
+		return stet.FailureUnsupported
+	default:
+		return stet.FailureTransient
+	}
+}
+
+// retryAfter reads how long the provider asks us to wait. Rate limits also
+// fall back to OpenAI's x-ratelimit-reset-* headers; other classes use only
+// the explicit Retry-After headers.
+func (c *Client) retryAfter(class stet.FailureClass, h http.Header) time.Duration {
+	if h == nil {
+		return 0
+	}
+	if v := strings.TrimSpace(h.Get("retry-after-ms")); v != "" {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 && ms < float64(maxRetryAfter/time.Millisecond) {
+			return time.Duration(ms * float64(time.Millisecond))
+		}
+	}
+	if v := strings.TrimSpace(h.Get("Retry-After")); v != "" {
+		if s, err := strconv.ParseFloat(v, 64); err == nil {
+			if s >= 0 && s < float64(maxRetryAfter/time.Second) {
+				return time.Duration(s * float64(time.Second))
+			}
+		} else if t, err := http.ParseTime(v); err == nil {
+			return max(t.Sub(c.now()), 0)
+		}
+	}
+	if class != stet.FailureRateLimited {
+		return 0
+	}
+	return resetAfter(h)
+}
+
+// maxRetryAfter bounds header values we accept; larger ones are garbage.
+const maxRetryAfter = 7 * 24 * time.Hour
+
+// resetAfter reads x-ratelimit-reset-requests and -tokens ("1s", "12ms",
+// "6m0s"). It prefers the limit that is exhausted and, when that is unclear,
+// waits for the later of the two.
+func resetAfter(h http.Header) time.Duration {
+	var exhausted, latest time.Duration
+	for _, limit := range []string{"requests", "tokens"} {
+		d, err := time.ParseDuration(strings.TrimSpace(h.Get("x-ratelimit-reset-" + limit)))
+		if err != nil || d < 0 || d > maxRetryAfter {
+			continue
+		}
+		latest = max(latest, d)
+		if strings.TrimSpace(h.Get("x-ratelimit-remaining-"+limit)) == "0" {
+			exhausted = max(exhausted, d)
+		}
+	}
+	if exhausted > 0 {
+		return exhausted
+	}
+	return latest
+}
+
+// errorCode extracts error.code, else error.type, from an error body, for
+// bodies the SDK could not decode.
+func errorCode(raw []byte) string {
+	var body struct {
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(raw, &body) != nil {
+		return ""
+	}
+	var obj struct {
+		Code any `json:"code"`
+		Type any `json:"type"`
+	}
+	if json.Unmarshal(body.Error, &obj) != nil {
+		return ""
+	}
+	for _, v := range []any{obj.Code, obj.Type} {
+		switch v := v.(type) {
+		case string:
+			if s := safeCode(v); s != "" {
+				return s
+			}
+		case float64:
+			return strconv.FormatFloat(v, 'f', -1, 64)
+		}
+	}
+	return ""
+}
+
+// safeCode keeps code only if it looks like a machine identifier. The code
+// reaches error strings and the ledger, so free text (which a misbehaving
+// server might put there, quoting the document) is dropped.
+func safeCode(code string) string {
+	if code == "" || len(code) > 64 {
+		return ""
+	}
+	for i := 0; i < len(code); i++ {
+		if ch := code[i]; !isNameByte(ch) && ch != '.' {
+			return ""
+		}
+	}
+	return code
+}

@@ -1,0 +1,780 @@
+package openai
+
+import (
+	"bytes"
+	"cmp"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"math"
+	mathrand "math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// FaultKind names a scripted fault of the Fake.
+type FaultKind string
+
+// Fault kinds. Error kinds answer with the real error object
+// {"error":{"message","type","param","code"}}; answer kinds return 200 with
+// a real chat.completion body.
+const (
+	RateLimit          FaultKind = "rate_limit"           // 429 rate_limit_exceeded, Retry-After / retry-after-ms as given
+	Quota              FaultKind = "quota"                // 429 insufficient_quota
+	Unauthorized       FaultKind = "unauthorized"         // 401 invalid_api_key
+	ServerError        FaultKind = "server_error"         // Status (default 500), type server_error
+	HTTPError          FaultKind = "http_error"           // Status (default 400) with Code, for the other statuses
+	Disconnect         FaultKind = "disconnect"           // close the connection without answering
+	Delay              FaultKind = "delay"                // answer normally after Delay
+	TimeoutAfterAnswer FaultKind = "timeout_after_answer" // 200, headers and half the body, then hold until the client leaves
+	TruncatedJSON      FaultKind = "truncated_json"       // 200, content cut mid-JSON, finish_reason stop
+	SchemaInvalid      FaultKind = "schema_invalid"       // 200, {"unexpected":true}
+	Refusal            FaultKind = "refusal"              // 200, message.refusal set, content null
+	ContentFilter      FaultKind = "content_filter"       // 200, finish_reason content_filter, content null
+	Length             FaultKind = "length"               // 200, finish_reason length, content cut
+)
+
+// Fault is one scripted answer of the Fake.
+type Fault struct {
+	Kind         FaultKind
+	RetryAfter   string        // RateLimit: Retry-After value, seconds or an HTTP-date
+	RetryAfterMS int           // RateLimit: retry-after-ms value
+	Status       int           // ServerError (default 500), HTTPError (default 400)
+	Delay        time.Duration // Delay: wait this long, then answer normally
+	// Code overrides error.code of an error kind ("model_not_found").
+	Code string
+	// Message overrides error.message of an error kind, or the refusal text.
+	Message string
+	// Header is set on the response after the defaults; a key with no values
+	// removes that default header.
+	Header http.Header
+}
+
+// FakeOptions configures a Fake.
+type FakeOptions struct {
+	// APIKey, if set, is the only bearer key accepted; others get 401
+	// invalid_api_key.
+	APIKey string
+	// Respond returns the message content of a normal answer. The default
+	// answers a minimal instance of the request's json_schema: every
+	// required property of an object, the first enum value, "ok" for a
+	// string, [] for an array, 0 for a number, false for a boolean.
+	Respond func(req FakeRequest) (content string)
+	// FaultRate is the share of calls, beyond scripted faults, answered with
+	// a random 429, 500 or 503. The draws are reproducible from Seed.
+	FaultRate float64
+	Seed      int64
+	// Latency is added to every answer.
+	Latency time.Duration
+}
+
+// FakeRequest is a decoded Chat Completions request as the Fake received it.
+type FakeRequest struct {
+	Model       string
+	Messages    []FakeMessage
+	Temperature *float64
+	// ResponseFormat is response_format.type; the rest is json_schema's.
+	ResponseFormat string
+	SchemaName     string
+	Strict         bool
+	Schema         json.RawMessage
+	Body           []byte // the exact request body
+	Header         http.Header
+}
+
+// FakeMessage is one chat message; array content is joined to its text.
+type FakeMessage struct {
+	Role    string
+	Content string
+}
+
+// Fake is an in-process server speaking the OpenAI Chat Completions wire
+// format (POST /v1/chat/completions, also /chat/completions), with
+// scriptable faults. It is safe for concurrent use.
+type Fake struct {
+	opts FakeOptions
+	srv  *httptest.Server
+	done chan struct{}
+	stop sync.Once
+
+	mu     sync.Mutex
+	queue  []Fault
+	rng    *mathrand.Rand
+	calls  int
+	inputs []string // user content of every decoded request
+}
+
+// NewFake starts a Fake on a local httptest server. Close it when done.
+func NewFake(opts FakeOptions) *Fake {
+	f := &Fake{
+		opts: opts,
+		done: make(chan struct{}),
+		rng:  mathrand.New(mathrand.NewPCG(uint64(opts.Seed), 0x5e7)),
+	}
+	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
+	return f
+}
+
+// URL returns the base URL to configure a client with; it ends in /v1.
+func (f *Fake) URL() string { return f.srv.URL + "/v1" }
+
+// Handler returns the fake's handler, to serve from another listener.
+func (f *Fake) Handler() http.Handler { return http.HandlerFunc(f.serve) }
+
+// Close releases held connections and stops the server.
+func (f *Fake) Close() {
+	f.stop.Do(func() {
+		close(f.done)
+		f.srv.Close()
+	})
+}
+
+// Enqueue scripts faults for the next calls, in order; later calls are
+// answered normally.
+func (f *Fake) Enqueue(faults ...Fault) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.queue = append(f.queue, faults...)
+}
+
+// Calls returns the number of requests that reached the handler, faulted
+// ones included.
+func (f *Fake) Calls() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls
+}
+
+// CallsContaining returns the number of requests whose user messages
+// contain s.
+func (f *Fake) CallsContaining(s string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, in := range f.inputs {
+		if strings.Contains(in, s) {
+			n++
+		}
+	}
+	return n
+}
+
+// maxFakeRequest bounds a request body, as the real API does.
+const maxFakeRequest = 32 << 20
+
+func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
+	body, readErr := io.ReadAll(io.LimitReader(r.Body, maxFakeRequest+1))
+	req, decodeErr := decodeFakeRequest(body)
+	req.Header = r.Header.Clone()
+
+	f.mu.Lock()
+	f.calls++
+	if decodeErr == nil {
+		var sb strings.Builder
+		for _, m := range req.Messages {
+			if m.Role == "user" {
+				sb.WriteString(m.Content)
+				sb.WriteByte('\n')
+			}
+		}
+		f.inputs = append(f.inputs, sb.String())
+	}
+	f.mu.Unlock()
+
+	if !f.sleep(r, f.opts.Latency) {
+		return
+	}
+	if p := r.URL.Path; (p != "/v1/chat/completions" && p != "/chat/completions") || r.Method != http.MethodPost {
+		writeAPIError(w, http.StatusNotFound, nil, apiError{
+			Message: "Invalid URL (" + r.Method + " " + r.URL.Path + ")",
+			Type:    "invalid_request_error",
+		})
+		return
+	}
+	if f.opts.APIKey != "" {
+		switch got := r.Header.Get("Authorization"); {
+		case got == "":
+			writeAPIError(w, http.StatusUnauthorized, nil, apiError{
+				Message: "You didn't provide an API key. You need to provide your API key in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).",
+				Type:    "invalid_request_error",
+			})
+			return
+		case got != "Bearer "+f.opts.APIKey:
+			writeAPIError(w, http.StatusUnauthorized, nil, invalidKey())
+			return
+		}
+	}
+	if readErr != nil || len(body) > maxFakeRequest || decodeErr != nil {
+		writeAPIError(w, http.StatusBadRequest, nil, apiError{
+			Message: "We could not parse the JSON body of your request. The OpenAI API expects a JSON payload, but what was sent was not valid JSON.",
+			Type:    "invalid_request_error",
+		})
+		return
+	}
+	if e, ok := validateFakeRequest(&req); !ok {
+		writeAPIError(w, http.StatusBadRequest, nil, e)
+		return
+	}
+
+	fault, ok := f.nextFault()
+	if !ok {
+		f.answer(w, req, "stop", nil)
+		return
+	}
+	f.fault(w, r, req, fault)
+}
+
+// nextFault pops a scripted fault or draws a random one.
+func (f *Fake) nextFault() (Fault, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.queue) > 0 {
+		ft := f.queue[0]
+		f.queue = f.queue[1:]
+		return ft, true
+	}
+	if f.opts.FaultRate > 0 && f.rng.Float64() < f.opts.FaultRate {
+		switch f.rng.IntN(3) {
+		case 0:
+			return Fault{Kind: RateLimit}, true
+		case 1:
+			return Fault{Kind: ServerError, Status: http.StatusInternalServerError}, true
+		default:
+			return Fault{Kind: ServerError, Status: http.StatusServiceUnavailable}, true
+		}
+	}
+	return Fault{}, false
+}
+
+func (f *Fake) fault(w http.ResponseWriter, r *http.Request, req FakeRequest, ft Fault) {
+	switch ft.Kind {
+	case RateLimit:
+		h := http.Header{}
+		if ft.RetryAfter != "" {
+			h.Set("Retry-After", ft.RetryAfter)
+		}
+		if ft.RetryAfterMS > 0 {
+			h.Set("retry-after-ms", strconv.Itoa(ft.RetryAfterMS))
+		}
+		h.Set("x-ratelimit-remaining-requests", "0")
+		h.Set("x-ratelimit-reset-requests", "120ms")
+		mergeHeader(h, ft.Header)
+		writeAPIError(w, http.StatusTooManyRequests, h, ft.override(apiError{
+			Message: "Rate limit reached for " + req.Model + " in organization org-fake on requests per min (RPM): Limit 500, Used 500, Requested 1. Please try again in 120ms.",
+			Type:    "requests",
+			Code:    "rate_limit_exceeded",
+		}))
+	case Quota:
+		writeAPIError(w, http.StatusTooManyRequests, ft.Header, ft.override(apiError{
+			Message: "You exceeded your current quota, please check your plan and billing details.",
+			Type:    "insufficient_quota",
+			Code:    "insufficient_quota",
+		}))
+	case Unauthorized:
+		writeAPIError(w, http.StatusUnauthorized, ft.Header, ft.override(invalidKey()))
+	case ServerError:
+		status := cmp.Or(ft.Status, http.StatusInternalServerError)
+		msg := "The server had an error while processing your request. Sorry about that!"
+		if status == http.StatusServiceUnavailable {
+			msg = "The engine is currently overloaded, please try again later."
+		}
+		writeAPIError(w, status, ft.Header, ft.override(apiError{Message: msg, Type: "server_error"}))
+	case HTTPError:
+		status := cmp.Or(ft.Status, http.StatusBadRequest)
+		typ := "invalid_request_error"
+		if status >= 500 {
+			typ = "server_error"
+		}
+		writeAPIError(w, status, ft.Header, ft.override(apiError{Message: http.StatusText(status), Type: typ}))
+	case Disconnect:
+		panic(http.ErrAbortHandler)
+	case Delay:
+		if f.sleep(r, ft.Delay) {
+			f.answer(w, req, "stop", ft.Header)
+		}
+	case TimeoutAfterAnswer:
+		body := f.completion(req, f.content(req), nil, "stop")
+		h := w.Header()
+		setDefaultHeaders(h)
+		mergeHeader(h, ft.Header)
+		h.Set("Content-Length", strconv.Itoa(len(body)))
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(body[:len(body)/2])
+		_ = http.NewResponseController(w).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-f.done:
+		}
+	case TruncatedJSON:
+		f.write(w, f.completion(req, cut(f.content(req)), nil, "stop"), ft.Header)
+	case SchemaInvalid:
+		f.write(w, f.completion(req, ptr(`{"unexpected":true}`), nil, "stop"), ft.Header)
+	case Refusal:
+		refusal := cmp.Or(ft.Message, "I'm sorry, but I can't assist with that request.")
+		f.write(w, f.completion(req, nil, &refusal, "stop"), ft.Header)
+	case ContentFilter:
+		f.write(w, f.completion(req, nil, nil, "content_filter"), ft.Header)
+	case Length:
+		f.write(w, f.completion(req, cut(f.content(req)), nil, "length"), ft.Header)
+	default:
+		writeAPIError(w, http.StatusInternalServerError, nil, apiError{Message: "unknown fake fault " + string(ft.Kind), Type: "server_error"})
+	}
+}
+
+func (ft Fault) override(e apiError) apiError {
+	if ft.Code != "" {
+		e.Code = ft.Code
+	}
+	if ft.Message != "" {
+		e.Message = ft.Message
+	}
+	return e
+}
+
+// sleep waits d unless the client leaves or the fake closes first.
+func (f *Fake) sleep(r *http.Request, d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-r.Context().Done():
+		return false
+	case <-f.done:
+		return false
+	}
+}
+
+func (f *Fake) answer(w http.ResponseWriter, req FakeRequest, finish string, extra http.Header) {
+	f.write(w, f.completion(req, f.content(req), nil, finish), extra)
+}
+
+func (f *Fake) write(w http.ResponseWriter, body []byte, extra http.Header) {
+	h := w.Header()
+	setDefaultHeaders(h)
+	mergeHeader(h, extra)
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
+}
+
+// content is the message content of a normal answer.
+func (f *Fake) content(req FakeRequest) *string {
+	if f.opts.Respond != nil {
+		return ptr(f.opts.Respond(req))
+	}
+	return ptr(MinimalInstance(req.Schema))
+}
+
+// cut returns the first half of content, never valid JSON.
+func cut(content *string) *string {
+	s := *content
+	s = s[:len(s)/2]
+	if json.Valid([]byte(s)) {
+		s = "{" + s
+	}
+	return &s
+}
+
+// The chat.completion object, fields in the API's order.
+type wireCompletion struct {
+	ID                string       `json:"id"`
+	Object            string       `json:"object"`
+	Created           int64        `json:"created"`
+	Model             string       `json:"model"`
+	Choices           []wireChoice `json:"choices"`
+	Usage             wireUsage    `json:"usage"`
+	ServiceTier       string       `json:"service_tier"`
+	SystemFingerprint string       `json:"system_fingerprint"`
+}
+
+type wireChoice struct {
+	Index        int         `json:"index"`
+	Message      wireMessage `json:"message"`
+	Logprobs     *struct{}   `json:"logprobs"`
+	FinishReason string      `json:"finish_reason"`
+}
+
+type wireMessage struct {
+	Role        string   `json:"role"`
+	Content     *string  `json:"content"`
+	Refusal     *string  `json:"refusal"`
+	Annotations []string `json:"annotations"`
+}
+
+type wireUsage struct {
+	PromptTokens            int            `json:"prompt_tokens"`
+	CompletionTokens        int            `json:"completion_tokens"`
+	TotalTokens             int            `json:"total_tokens"`
+	PromptTokensDetails     map[string]int `json:"prompt_tokens_details"`
+	CompletionTokensDetails map[string]int `json:"completion_tokens_details"`
+}
+
+func (f *Fake) completion(req FakeRequest, content, refusal *string, finish string) []byte {
+	prompt := 0
+	for _, m := range req.Messages {
+		prompt += tokens(m.Content) + 4
+	}
+	completion := 0
+	if content != nil {
+		completion = tokens(*content)
+	}
+	if refusal != nil {
+		completion = tokens(*refusal)
+	}
+	c := wireCompletion{
+		ID:      "chatcmpl-" + rand.Text(),
+		Object:  "chat.completion",
+		Created: time.Now().Unix(),
+		Model:   req.Model,
+		Choices: []wireChoice{{
+			Message: wireMessage{
+				Role:        "assistant",
+				Content:     content,
+				Refusal:     refusal,
+				Annotations: []string{},
+			},
+			FinishReason: finish,
+		}},
+		Usage: wireUsage{
+			PromptTokens:            prompt,
+			CompletionTokens:        completion,
+			TotalTokens:             prompt + completion,
+			PromptTokensDetails:     map[string]int{"cached_tokens": 0, "audio_tokens": 0},
+			CompletionTokensDetails: map[string]int{"reasoning_tokens": 0, "audio_tokens": 0, "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0},
+		},
+		ServiceTier:       "default",
+		SystemFingerprint: "fp_fake0000",
+	}
+	return marshal(c)
+}
+
+// tokens estimates a token count the way OpenAI's rule of thumb does: four
+// characters a token.
+func tokens(s string) int { return (len(s) + 3) / 4 }
+
+// apiError is the error object of the real API.
+type apiError struct {
+	Message string
+	Type    string
+	Param   string
+	Code    string
+}
+
+func invalidKey() apiError {
+	return apiError{
+		Message: "Incorrect API key provided: sk-****. You can find your API key at https://platform.openai.com/account/api-keys.",
+		Type:    "invalid_request_error",
+		Code:    "invalid_api_key",
+	}
+}
+
+func writeAPIError(w http.ResponseWriter, status int, extra http.Header, e apiError) {
+	nullable := func(s string) *string {
+		if s == "" {
+			return nil
+		}
+		return &s
+	}
+	body := marshal(struct {
+		Error struct {
+			Message string  `json:"message"`
+			Type    string  `json:"type"`
+			Param   *string `json:"param"`
+			Code    *string `json:"code"`
+		} `json:"error"`
+	}{Error: struct {
+		Message string  `json:"message"`
+		Type    string  `json:"type"`
+		Param   *string `json:"param"`
+		Code    *string `json:"code"`
+	}{e.Message, e.Type, nullable(e.Param), nullable(e.Code)}})
+	h := w.Header()
+	setDefaultHeaders(h)
+	mergeHeader(h, extra)
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+func setDefaultHeaders(h http.Header) {
+	h.Set("Content-Type", "application/json")
+	h.Set("x-request-id", newRequestID())
+	h.Set("openai-version", "2020-10-01")
+	h.Set("openai-processing-ms", "1")
+	h.Set("x-ratelimit-limit-requests", "500")
+	h.Set("x-ratelimit-limit-tokens", "200000")
+	h.Set("x-ratelimit-remaining-requests", "499")
+	h.Set("x-ratelimit-remaining-tokens", "199000")
+	h.Set("x-ratelimit-reset-requests", "120ms")
+	h.Set("x-ratelimit-reset-tokens", "300ms")
+}
+
+// mergeHeader sets extra over h; a key with no values deletes it.
+func mergeHeader(h, extra http.Header) {
+	for k, vs := range extra {
+		if len(vs) == 0 {
+			h.Del(k)
+			continue
+		}
+		h.Del(k)
+		for _, v := range vs {
+			h.Add(k, v)
+		}
+	}
+}
+
+func newRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return "req_" + hex.EncodeToString(b[:])
+}
+
+// marshal encodes v as the API does: no HTML escaping.
+func marshal(v any) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		panic("openai fake: marshal: " + err.Error())
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n")
+}
+
+// The request as sent on the wire.
+type wireRequest struct {
+	Model    string `json:"model"`
+	Messages *[]struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	} `json:"messages"`
+	Temperature    *float64 `json:"temperature"`
+	ResponseFormat *struct {
+		Type       string `json:"type"`
+		JSONSchema *struct {
+			Name   string          `json:"name"`
+			Strict *bool           `json:"strict"`
+			Schema json.RawMessage `json:"schema"`
+		} `json:"json_schema"`
+	} `json:"response_format"`
+}
+
+func decodeFakeRequest(body []byte) (FakeRequest, error) {
+	req := FakeRequest{Body: body}
+	var wr wireRequest
+	if err := json.Unmarshal(body, &wr); err != nil {
+		return req, err
+	}
+	req.Model = wr.Model
+	req.Temperature = wr.Temperature
+	if wr.Messages != nil {
+		req.Messages = make([]FakeMessage, 0, len(*wr.Messages))
+		for _, m := range *wr.Messages {
+			req.Messages = append(req.Messages, FakeMessage{Role: m.Role, Content: messageText(m.Content)})
+		}
+	}
+	if rf := wr.ResponseFormat; rf != nil {
+		req.ResponseFormat = rf.Type
+		if js := rf.JSONSchema; js != nil {
+			req.SchemaName = js.Name
+			req.Strict = js.Strict != nil && *js.Strict
+			req.Schema = js.Schema
+		}
+	}
+	return req, nil
+}
+
+// messageText reads content given as a string or as an array of parts.
+func messageText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(raw, &parts) != nil {
+		return ""
+	}
+	var sb strings.Builder
+	for _, p := range parts {
+		sb.WriteString(p.Text)
+	}
+	return sb.String()
+}
+
+// validateFakeRequest checks what the real API checks cheaply.
+func validateFakeRequest(req *FakeRequest) (apiError, bool) {
+	missing := func(param string) apiError {
+		return apiError{
+			Message: "Missing required parameter: '" + param + "'.",
+			Type:    "invalid_request_error",
+			Param:   param,
+			Code:    "missing_required_parameter",
+		}
+	}
+	switch {
+	case req.Model == "":
+		return apiError{Message: "you must provide a model parameter", Type: "invalid_request_error"}, false
+	case req.Messages == nil:
+		return missing("messages"), false
+	case len(req.Messages) == 0:
+		return apiError{
+			Message: "Invalid 'messages': empty array. Expected an array with minimum length 1, but got an empty array instead.",
+			Type:    "invalid_request_error",
+			Param:   "messages",
+			Code:    "empty_array",
+		}, false
+	}
+	if req.ResponseFormat != "json_schema" {
+		return apiError{}, true
+	}
+	var raw struct {
+		ResponseFormat struct {
+			JSONSchema json.RawMessage `json:"json_schema"`
+		} `json:"response_format"`
+	}
+	_ = json.Unmarshal(req.Body, &raw)
+	switch {
+	case len(raw.ResponseFormat.JSONSchema) == 0 || string(raw.ResponseFormat.JSONSchema) == "null":
+		return missing("response_format.json_schema"), false
+	case req.SchemaName == "":
+		return missing("response_format.json_schema.name"), false
+	case !req.Strict:
+		return apiError{
+			Message: "Invalid 'response_format.json_schema.strict': this server requires strict structured outputs.",
+			Type:    "invalid_request_error",
+			Param:   "response_format.json_schema.strict",
+			Code:    "invalid_value",
+		}, false
+	case len(req.Schema) == 0 || string(req.Schema) == "null":
+		return missing("response_format.json_schema.schema"), false
+	}
+	return apiError{}, true
+}
+
+// MinimalInstance returns the smallest JSON document the Fake considers
+// valid against schema: every required property of an object, the first
+// enum or const value, "ok" for a string, [] for an array (minItems
+// honoured), 0 or the minimum for a number, false for a boolean. Local
+// $ref, anyOf and oneOf follow their first branch. No schema gives {}.
+func MinimalInstance(schema json.RawMessage) string {
+	var root any
+	if len(schema) == 0 || json.Unmarshal(schema, &root) != nil {
+		return "{}"
+	}
+	return string(marshal(minimal(root, root, 0)))
+}
+
+func minimal(s, root any, depth int) any {
+	m, ok := s.(map[string]any)
+	if !ok || depth > 32 {
+		return nil
+	}
+	if ref, ok := m["$ref"].(string); ok {
+		return minimal(resolveRef(root, ref), root, depth+1)
+	}
+	if v, ok := m["const"]; ok {
+		return v
+	}
+	if enum, ok := m["enum"].([]any); ok && len(enum) > 0 {
+		return enum[0]
+	}
+	for _, k := range []string{"anyOf", "oneOf", "allOf"} {
+		if branches, ok := m[k].([]any); ok && len(branches) > 0 {
+			return minimal(branches[0], root, depth+1)
+		}
+	}
+	typ := ""
+	switch t := m["type"].(type) {
+	case string:
+		typ = t
+	case []any:
+		for _, v := range t {
+			if s, ok := v.(string); ok && s != "null" {
+				typ = s
+				break
+			}
+		}
+	}
+	if typ == "" {
+		switch {
+		case m["properties"] != nil:
+			typ = "object"
+		case m["items"] != nil:
+			typ = "array"
+		}
+	}
+	switch typ {
+	case "object":
+		out := map[string]any{}
+		props, _ := m["properties"].(map[string]any)
+		req, _ := m["required"].([]any)
+		for _, r := range req {
+			if name, ok := r.(string); ok {
+				out[name] = minimal(props[name], root, depth+1)
+			}
+		}
+		return out
+	case "array":
+		n, _ := m["minItems"].(float64)
+		out := make([]any, 0, int(n))
+		for range int(n) {
+			out = append(out, minimal(m["items"], root, depth+1))
+		}
+		return out
+	case "string":
+		n, _ := m["minLength"].(float64)
+		if n > 2 {
+			return strings.Repeat("o", int(n))
+		}
+		return "ok"
+	case "number", "integer":
+		v := 0.0
+		if lo, ok := m["minimum"].(float64); ok && lo > v {
+			v = lo
+		}
+		if lo, ok := m["exclusiveMinimum"].(float64); ok && lo >= v {
+			v = lo + 1
+		}
+		if typ == "integer" {
+			v = math.Ceil(v)
+		}
+		return v
+	case "boolean":
+		return false
+	default:
+		return nil
+	}
+}
+
+// resolveRef follows a local JSON pointer ("#/$defs/flag").
+func resolveRef(root any, ref string) any {
+	if !strings.HasPrefix(ref, "#") {
+		return nil
+	}
+	cur := root
+	for _, tok := range strings.Split(strings.TrimPrefix(ref, "#"), "/") {
+		if tok == "" {
+			continue
+		}
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil
+		}
+		cur = m[tok]
+	}
+	return cur
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,309 @@
+// Package openai is stet's processor for OpenAI Chat Completions with strict
+// JSON-schema structured output, built on the official SDK
+// (github.com/openai/openai-go/v3). Through Config.BaseURL it also talks to
+// any OpenAI-compatible server: vLLM, Ollama, llama.cpp, Azure OpenAI.
+//
+// The adapter makes exactly one HTTP request per Extract call (SDK retries
+// are off: stet owns the retry policy) and classifies every failure once,
+// here, into a *stet.ProcessorError. It must never put the provider's error
+// message, the prompt or the model's output into an error string or a log:
+// any of them may quote the document.
+//
+// fake.go holds Fake, a wire-faithful Chat Completions server with scriptable
+// faults, used by tests, drills and benchmarks.
+package openai
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	sdk "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/shared"
+
+	"github.com/stetlabs/stet"
+)
+
+// Kind is the processor kind this package implements.
+const Kind = "openai"
+
+// DefaultBaseURL is the OpenAI API.
+const DefaultBaseURL = "https://api.openai.com/v1"
+
+// DefaultTimeout bounds one call when Config.Timeout is zero.
+const DefaultTimeout = 60 * time.Second
+
+// maxResponseBytes bounds the response body kept in memory. A chat
+// completion is a few kilobytes; anything near this is a misbehaving server.
+const maxResponseBytes = 32 << 20
+
+var (
+	errCallTimeout  = errors.New("openai call timed out")
+	errBodyTooLarge = errors.New("response body over the size limit")
+)
+
+// Config configures a Client.
+type Config struct {
+	ID        string // the processor ID from stet's config
+	BaseURL   string // default DefaultBaseURL
+	APIKey    string // sent as a bearer token; empty for servers that need none
+	Model     string
+	Region    string
+	Retention string
+	// ZeroRetention says the provider keeps no copy of the text.
+	ZeroRetention bool
+	Subprocessors []string
+	// Timeout bounds one call, response body included; 0 means DefaultTimeout.
+	Timeout time.Duration
+	// HTTPClient is optional (tests, drills). Its own retries and redirects
+	// are its business; the SDK's are off.
+	HTTPClient *http.Client
+}
+
+// Client is a stet.Processor backed by Chat Completions. It is safe for
+// concurrent use.
+type Client struct {
+	info    stet.ProcessorInfo
+	model   string
+	timeout time.Duration
+	chat    sdk.ChatCompletionService
+	now     func() time.Time // for Retry-After HTTP-dates
+}
+
+var _ stet.Processor = (*Client)(nil)
+
+// New returns a Client for cfg. It makes no network call.
+func New(cfg Config) (*Client, error) {
+	if cfg.ID == "" {
+		return nil, errors.New("openai: config: id is required")
+	}
+	if cfg.Model == "" {
+		return nil, fmt.Errorf("openai: config %s: model is required", cfg.ID)
+	}
+	if cfg.Timeout < 0 {
+		return nil, fmt.Errorf("openai: config %s: timeout must not be negative", cfg.ID)
+	}
+	base := cfg.BaseURL
+	if base == "" {
+		base = DefaultBaseURL
+	}
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("openai: config %s: base_url must be an absolute http(s) URL", cfg.ID)
+	}
+	timeout := cfg.Timeout
+	if timeout == 0 {
+		timeout = DefaultTimeout
+	}
+	hc := cfg.HTTPClient
+	if hc == nil {
+		hc = &http.Client{}
+	}
+
+	// The chat service is built from these options alone rather than through
+	// sdk.NewClient, which would also read OPENAI_* variables from the
+	// environment (base URL, admin key, organization, extra headers). Where
+	// text goes is decided by stet's config and nothing else.
+	opts := []option.RequestOption{
+		option.WithBaseURL(base),
+		option.WithHTTPClient(hc),
+		option.WithMaxRetries(0),
+	}
+	if cfg.APIKey != "" {
+		opts = append(opts, option.WithAPIKey(cfg.APIKey))
+	}
+
+	subs := append([]string{}, cfg.Subprocessors...)
+	return &Client{
+		info: stet.ProcessorInfo{
+			ID:               cfg.ID,
+			Kind:             Kind,
+			Model:            cfg.Model,
+			Region:           cfg.Region,
+			Retention:        cfg.Retention,
+			ZeroRetention:    cfg.ZeroRetention,
+			Subprocessors:    subs,
+			Capabilities:     []string{"sync", "json_schema"},
+			SendsTextOffHost: true,
+		},
+		model:   cfg.Model,
+		timeout: timeout,
+		chat:    sdk.NewChatCompletionService(opts...),
+		now:     time.Now,
+	}, nil
+}
+
+// Info declares the processor's identity and data boundary.
+func (c *Client) Info() stet.ProcessorInfo {
+	info := c.info
+	info.Subprocessors = append([]string{}, c.info.Subprocessors...)
+	info.Capabilities = append([]string{}, c.info.Capabilities...)
+	return info
+}
+
+// Extract sends one Chat Completions request and returns the model's JSON.
+// Every error is a *stet.ProcessorError. The output is checked to be JSON;
+// validating it against the profile schema is the pipeline's job.
+func (c *Client) Extract(ctx context.Context, p stet.ExtractParams) (*stet.Extraction, error) {
+	if len(p.Schema) == 0 || !json.Valid(p.Schema) {
+		return nil, &stet.ProcessorError{
+			Class: stet.FailureUnsupported,
+			Code:  "invalid_schema",
+			Err:   errors.New("extract params carry no valid JSON schema"),
+		}
+	}
+	params := c.params(p)
+
+	callCtx, cancel := context.WithTimeoutCause(ctx, c.timeout, errCallTimeout)
+	defer cancel()
+	var capt capture
+	start := time.Now()
+	resp, err := c.chat.New(callCtx, params, option.WithMiddleware(capt.middleware))
+	latency := time.Since(start)
+	if err != nil {
+		return nil, c.classifyError(ctx, callCtx, err, &capt)
+	}
+	return c.result(resp, &capt, latency)
+}
+
+// params builds the request: the rendered prompt as one user message, then
+// one assistant/user pair per repair turn, and the profile schema as a strict
+// json_schema response format.
+func (c *Client) params(p stet.ExtractParams) sdk.ChatCompletionNewParams {
+	msgs := []sdk.ChatCompletionMessageParamUnion{sdk.UserMessage(p.Prompt.Reveal())}
+	for _, turn := range p.Repair {
+		msgs = append(msgs,
+			sdk.AssistantMessage(string(turn.Output)),
+			sdk.UserMessage(repairMessage(turn.Problems)),
+		)
+	}
+	return sdk.ChatCompletionNewParams{
+		Model:       shared.ChatModel(c.model),
+		Messages:    msgs,
+		Temperature: sdk.Float(0),
+		ResponseFormat: sdk.ChatCompletionNewParamsResponseFormatUnion{
+			OfJSONSchema: &shared.ResponseFormatJSONSchemaParam{
+				JSONSchema: shared.ResponseFormatJSONSchemaJSONSchemaParam{
+					Name:   schemaName(p.SchemaName),
+					Schema: p.Schema,
+					Strict: sdk.Bool(true),
+				},
+			},
+		},
+	}
+}
+
+// repairMessage asks the model to correct its last answer. problems name
+// schema locations only, never document text.
+func repairMessage(problems []string) string {
+	return "Your previous answer was not valid against the JSON schema: " +
+		strings.Join(problems, "; ") +
+		". Answer again with only the corrected JSON."
+}
+
+// schemaName fits name to what the API accepts: 1 to 64 of [A-Za-z0-9_-].
+func schemaName(name string) string {
+	b := []byte(name)
+	for i, ch := range b {
+		if !isNameByte(ch) {
+			b[i] = '_'
+		}
+	}
+	if len(b) > 64 {
+		b = b[:64]
+	}
+	if len(b) == 0 {
+		return "extraction"
+	}
+	return string(b)
+}
+
+func isNameByte(ch byte) bool {
+	return ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' || ch == '_' || ch == '-'
+}
+
+// result turns a 200 response into an Extraction, or into an invalid_output
+// or refusal error when the model did not produce a usable answer.
+func (c *Client) result(resp *sdk.ChatCompletion, capt *capture, latency time.Duration) (*stet.Extraction, error) {
+	fail := func(class stet.FailureClass, code string, err error) *stet.ProcessorError {
+		return &stet.ProcessorError{
+			Class:      class,
+			StatusCode: capt.status,
+			Code:       code,
+			RequestID:  capt.requestID,
+			Err:        err,
+		}
+	}
+	if resp == nil || len(resp.Choices) == 0 {
+		// Not a model answer at all: a server fault, not something a repair
+		// prompt could fix.
+		return nil, fail(stet.FailureTransient, "", errors.New("response has no choices"))
+	}
+	choice := resp.Choices[0]
+	content := choice.Message.Content
+	switch {
+	case choice.Message.Refusal != "":
+		return nil, fail(stet.FailureRefusal, "refusal", errors.New("model refused"))
+	case choice.FinishReason == "content_filter":
+		return nil, fail(stet.FailureRefusal, "content_filter", errors.New("output withheld by the content filter"))
+	case choice.FinishReason == "length":
+		pe := fail(stet.FailureInvalidOutput, "length", errors.New("output cut at the token limit"))
+		pe.Output = []byte(content)
+		pe.Problems = []string{"output truncated at the token limit"}
+		return nil, pe
+	case !json.Valid([]byte(content)):
+		pe := fail(stet.FailureInvalidOutput, "", errors.New("output is not valid JSON"))
+		pe.Output = []byte(content)
+		pe.Problems = []string{"not valid JSON"}
+		return nil, pe
+	}
+	return &stet.Extraction{
+		Output:       json.RawMessage(content),
+		Raw:          capt.raw,
+		Model:        resp.Model,
+		RequestID:    capt.requestID,
+		StatusCode:   capt.status,
+		InputTokens:  int(resp.Usage.PromptTokens),
+		OutputTokens: int(resp.Usage.CompletionTokens),
+		Latency:      latency,
+	}, nil
+}
+
+// capture records what the wire said for one call: status, headers and the
+// raw body. The SDK gets the body back from memory, so what it parses is
+// byte for byte what stet stores as the raw artifact.
+type capture struct {
+	status    int
+	requestID string
+	header    http.Header
+	raw       []byte
+}
+
+func (c *capture) middleware(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+	res, err := next(req)
+	if err != nil {
+		return res, err
+	}
+	c.status = res.StatusCode
+	c.header = res.Header.Clone()
+	c.requestID = res.Header.Get("x-request-id")
+	raw, err := io.ReadAll(io.LimitReader(res.Body, maxResponseBytes+1))
+	_ = res.Body.Close()
+	if err != nil {
+		return nil, fmt.Errorf("read response body: %w", err)
+	}
+	if len(raw) > maxResponseBytes {
+		return nil, errBodyTooLarge
+	}
+	c.raw = raw
+	res.Body = io.NopCloser(bytes.NewReader(raw))
+	return res, nil
+}

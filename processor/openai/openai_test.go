@@ -1,0 +1,594 @@
+package openai
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stetlabs/stet"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files in testdata")
+
+const (
+	testKey    = "sk-test-key"
+	testModel  = "gpt-4.1-mini"
+	testSchema = `{"type":"object","properties":{"category":{"type":"string","enum":["ok","harmful","medical_advice"]},"flags":{"type":"array","items":{"type":"string"}},"confidence":{"type":"number","minimum":0,"maximum":1}},"required":["category","flags","confidence"],"additionalProperties":false}`
+)
+
+// newTestClient returns a Client talking to f with the test key.
+func newTestClient(t *testing.T, f *Fake, timeout time.Duration) *Client {
+	t.Helper()
+	c, err := New(Config{
+		ID:        "openai-test",
+		BaseURL:   f.URL(),
+		APIKey:    testKey,
+		Model:     testModel,
+		Region:    "us",
+		Retention: "30d",
+		Timeout:   timeout,
+	})
+	if err != nil {
+		t.Fatalf("New() = %v", err)
+	}
+	return c
+}
+
+func testParams(prompt string) stet.ExtractParams {
+	return stet.ExtractParams{
+		JobID:      "job_01TEST",
+		Attempt:    1,
+		Prompt:     stet.NewText(prompt),
+		Input:      stet.NewText("unused by this processor"),
+		SchemaName: "moderation_v1",
+		Schema:     json.RawMessage(testSchema),
+	}
+}
+
+func newFake(t *testing.T, opts FakeOptions) *Fake {
+	t.Helper()
+	if opts.APIKey == "" {
+		opts.APIKey = testKey
+	}
+	f := NewFake(opts)
+	t.Cleanup(f.Close)
+	return f
+}
+
+func TestRequestGolden(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		golden string
+		repair []stet.RepairTurn
+	}{
+		{name: "first call", golden: "request.golden.json"},
+		{
+			name:   "repair turns",
+			golden: "request_repair.golden.json",
+			repair: []stet.RepairTurn{
+				{Output: []byte(`{"category":"maybe"}`), Problems: []string{`/category: value must be one of "ok", "harmful", "medical_advice"`, `/: missing properties "flags", "confidence"`}},
+				{Output: []byte(`{"category":"ok","flags":[]`), Problems: []string{"not valid JSON"}},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var (
+				mu  sync.Mutex
+				got FakeRequest
+			)
+			f := newFake(t, FakeOptions{Respond: func(req FakeRequest) string {
+				mu.Lock()
+				defer mu.Unlock()
+				got = req
+				return MinimalInstance(req.Schema)
+			}})
+			c := newTestClient(t, f, 0)
+			p := testParams("Classify the report below.\n\nReport: patient <b>[EMAIL]</b> says the dose & timing felt wrong.")
+			p.Repair = tt.repair
+			if _, err := c.Extract(t.Context(), p); err != nil {
+				t.Fatalf("Extract() = %v, want success", err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+
+			if auth := got.Header.Get("Authorization"); auth != "Bearer "+testKey {
+				t.Errorf("Authorization header = %q, want the configured bearer key", auth)
+			}
+			if ct := got.Header.Get("Content-Type"); ct != "application/json" {
+				t.Errorf("Content-Type = %q, want application/json", ct)
+			}
+			var indented bytes.Buffer
+			if err := json.Indent(&indented, got.Body, "", "  "); err != nil {
+				t.Fatalf("request body is not JSON: %v", err)
+			}
+			indented.WriteByte('\n')
+			path := filepath.Join("testdata", tt.golden)
+			if *update {
+				if err := os.WriteFile(path, indented.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("read golden file (run with -update to create it): %v", err)
+			}
+			if !bytes.Equal(indented.Bytes(), want) {
+				t.Errorf("request body differs from %s (run with -update if intended):\ngot:\n%s\nwant:\n%s", path, indented.Bytes(), want)
+			}
+			if n := f.Calls(); n != 1 {
+				t.Errorf("fake calls = %d, want 1", n)
+			}
+		})
+	}
+}
+
+// TestNoRetries checks that the SDK's own retries are off for every status
+// it would retry by default.
+func TestNoRetries(t *testing.T) {
+	t.Parallel()
+	for _, ft := range []Fault{
+		{Kind: ServerError},
+		{Kind: ServerError, Status: http.StatusServiceUnavailable},
+		{Kind: RateLimit, RetryAfterMS: 1},
+		{Kind: HTTPError, Status: http.StatusConflict},
+		{Kind: Disconnect},
+	} {
+		t.Run(fmt.Sprintf("%s_%d", ft.Kind, ft.Status), func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t, FakeOptions{})
+			f.Enqueue(ft, ft, ft)
+			c := newTestClient(t, f, 0)
+			_, err := c.Extract(t.Context(), testParams("hello"))
+			if err == nil {
+				t.Fatalf("Extract() = nil error, want a failure")
+			}
+			if n := f.Calls(); n != 1 {
+				t.Errorf("fake calls after %s = %d, want 1", ft.Kind, n)
+			}
+		})
+	}
+}
+
+func TestClassification(t *testing.T) {
+	t.Parallel()
+	// The HTTP-date case is computed against this clock.
+	now := time.Date(2026, 3, 4, 7, 28, 0, 0, time.UTC)
+	tests := []struct {
+		name           string
+		fault          Fault
+		timeout        time.Duration
+		wantClass      stet.FailureClass
+		wantStatus     int
+		wantCode       string
+		wantRetryAfter time.Duration
+	}{
+		{name: "429 Retry-After seconds", fault: Fault{Kind: RateLimit, RetryAfter: "7"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_exceeded", wantRetryAfter: 7 * time.Second},
+		{name: "429 retry-after-ms", fault: Fault{Kind: RateLimit, RetryAfterMS: 1500}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_exceeded", wantRetryAfter: 1500 * time.Millisecond},
+		{name: "429 retry-after-ms wins over Retry-After", fault: Fault{Kind: RateLimit, RetryAfter: "7", RetryAfterMS: 1500}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_exceeded", wantRetryAfter: 1500 * time.Millisecond},
+		{name: "429 Retry-After HTTP-date", fault: Fault{Kind: RateLimit, RetryAfter: now.Add(30 * time.Second).Format(http.TimeFormat)}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_exceeded", wantRetryAfter: 30 * time.Second},
+		{name: "429 Retry-After date in the past", fault: Fault{Kind: RateLimit, RetryAfter: now.Add(-time.Minute).Format(http.TimeFormat)}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_exceeded", wantRetryAfter: 0},
+		{name: "429 x-ratelimit-reset-requests", fault: Fault{Kind: RateLimit}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_exceeded", wantRetryAfter: 120 * time.Millisecond},
+		{
+			name: "429 tokens exhausted uses x-ratelimit-reset-tokens",
+			fault: Fault{Kind: RateLimit, Header: http.Header{
+				"X-Ratelimit-Remaining-Requests": {"12"},
+				"X-Ratelimit-Remaining-Tokens":   {"0"},
+				"X-Ratelimit-Reset-Tokens":       {"6m0s"},
+			}},
+			wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_exceeded", wantRetryAfter: 6 * time.Minute,
+		},
+		{
+			name:      "429 without any wait header",
+			fault:     Fault{Kind: RateLimit, Header: http.Header{"X-Ratelimit-Reset-Requests": nil, "X-Ratelimit-Reset-Tokens": nil}},
+			wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_exceeded", wantRetryAfter: 0,
+		},
+		{name: "429 insufficient_quota", fault: Fault{Kind: Quota}, wantClass: stet.FailureQuota, wantStatus: 429, wantCode: "insufficient_quota"},
+		{name: "402 payment required", fault: Fault{Kind: HTTPError, Status: 402, Code: "insufficient_credits"}, wantClass: stet.FailureQuota, wantStatus: 402, wantCode: "insufficient_credits"},
+		{name: "401 invalid_api_key", fault: Fault{Kind: Unauthorized}, wantClass: stet.FailureAuth, wantStatus: 401, wantCode: "invalid_api_key"},
+		{name: "403 forbidden", fault: Fault{Kind: HTTPError, Status: 403}, wantClass: stet.FailureAuth, wantStatus: 403, wantCode: "invalid_request_error"},
+		{name: "403 region not served", fault: Fault{Kind: HTTPError, Status: 403, Code: "unsupported_country_region_territory"}, wantClass: stet.FailureUnsupported, wantStatus: 403, wantCode: "unsupported_country_region_territory"},
+		{name: "400 invalid request", fault: Fault{Kind: HTTPError, Status: 400, Code: "context_length_exceeded"}, wantClass: stet.FailureUnsupported, wantStatus: 400, wantCode: "context_length_exceeded"},
+		{name: "404 model not found", fault: Fault{Kind: HTTPError, Status: 404, Code: "model_not_found"}, wantClass: stet.FailureUnsupported, wantStatus: 404, wantCode: "model_not_found"},
+		{name: "422 unprocessable", fault: Fault{Kind: HTTPError, Status: 422}, wantClass: stet.FailureUnsupported, wantStatus: 422, wantCode: "invalid_request_error"},
+		{name: "408 request timeout", fault: Fault{Kind: HTTPError, Status: 408}, wantClass: stet.FailureTransient, wantStatus: 408, wantCode: "invalid_request_error"},
+		{name: "409 conflict", fault: Fault{Kind: HTTPError, Status: 409}, wantClass: stet.FailureTransient, wantStatus: 409, wantCode: "invalid_request_error"},
+		{name: "500 server error", fault: Fault{Kind: ServerError}, wantClass: stet.FailureTransient, wantStatus: 500, wantCode: "server_error"},
+		{name: "503 overloaded", fault: Fault{Kind: ServerError, Status: 503}, wantClass: stet.FailureTransient, wantStatus: 503, wantCode: "server_error"},
+		{name: "503 with Retry-After", fault: Fault{Kind: ServerError, Status: 503, Header: http.Header{"Retry-After": {"2"}}}, wantClass: stet.FailureTransient, wantStatus: 503, wantCode: "server_error", wantRetryAfter: 2 * time.Second},
+		{name: "connection dropped", fault: Fault{Kind: Disconnect}, wantClass: stet.FailureTransient},
+		{name: "timeout before headers", fault: Fault{Kind: Delay, Delay: time.Minute}, timeout: 100 * time.Millisecond, wantClass: stet.FailureTransient},
+		{name: "timeout after answer", fault: Fault{Kind: TimeoutAfterAnswer}, timeout: 200 * time.Millisecond, wantClass: stet.FailureTransient, wantStatus: 200},
+		{name: "truncated JSON", fault: Fault{Kind: TruncatedJSON}, wantClass: stet.FailureInvalidOutput, wantStatus: 200},
+		{name: "finish_reason length", fault: Fault{Kind: Length}, wantClass: stet.FailureInvalidOutput, wantStatus: 200, wantCode: "length"},
+		{name: "refusal", fault: Fault{Kind: Refusal}, wantClass: stet.FailureRefusal, wantStatus: 200, wantCode: "refusal"},
+		{name: "content filter", fault: Fault{Kind: ContentFilter}, wantClass: stet.FailureRefusal, wantStatus: 200, wantCode: "content_filter"},
+		// Schema validation is the pipeline's job: valid JSON passes here.
+		{name: "schema-invalid JSON", fault: Fault{Kind: SchemaInvalid}, wantClass: stet.FailureNone, wantStatus: 200},
+		{name: "delay then answer", fault: Fault{Kind: Delay, Delay: 10 * time.Millisecond}, wantClass: stet.FailureNone, wantStatus: 200},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t, FakeOptions{})
+			f.Enqueue(tt.fault)
+			timeout := tt.timeout
+			if timeout == 0 {
+				timeout = 10 * time.Second
+			}
+			c := newTestClient(t, f, timeout)
+			c.now = func() time.Time { return now }
+
+			got, err := c.Extract(t.Context(), testParams("Classify: the nurse was kind."))
+			if n := f.Calls(); n != 1 {
+				t.Errorf("fake calls = %d, want 1", n)
+			}
+			if tt.wantClass == stet.FailureNone {
+				if err != nil {
+					t.Fatalf("Extract() with %s = %v, want success", tt.fault.Kind, err)
+				}
+				if got.StatusCode != tt.wantStatus {
+					t.Errorf("Extraction.StatusCode = %d, want %d", got.StatusCode, tt.wantStatus)
+				}
+				return
+			}
+			var pe *stet.ProcessorError
+			if !errors.As(err, &pe) {
+				t.Fatalf("Extract() with %s = %v, %v; want a *stet.ProcessorError", tt.fault.Kind, got, err)
+			}
+			if pe.Class != tt.wantClass {
+				t.Errorf("Extract() with %s: class = %q, want %q (err %v, cause %v)", tt.fault.Kind, pe.Class, tt.wantClass, err, pe.Err)
+			}
+			if pe.StatusCode != tt.wantStatus {
+				t.Errorf("Extract() with %s: status = %d, want %d", tt.fault.Kind, pe.StatusCode, tt.wantStatus)
+			}
+			if pe.Code != tt.wantCode {
+				t.Errorf("Extract() with %s: code = %q, want %q", tt.fault.Kind, pe.Code, tt.wantCode)
+			}
+			if pe.RetryAfter != tt.wantRetryAfter {
+				t.Errorf("Extract() with %s: RetryAfter = %v, want %v", tt.fault.Kind, pe.RetryAfter, tt.wantRetryAfter)
+			}
+			if tt.wantStatus != 0 && !strings.HasPrefix(pe.RequestID, "req_") {
+				t.Errorf("Extract() with %s: RequestID = %q, want the x-request-id header", tt.fault.Kind, pe.RequestID)
+			}
+			if tt.wantClass == stet.FailureInvalidOutput {
+				if len(pe.Output) == 0 || json.Valid(pe.Output) {
+					t.Errorf("Extract() with %s: Output = %q, want the truncated content", tt.fault.Kind, pe.Output)
+				}
+				if len(pe.Problems) == 0 {
+					t.Errorf("Extract() with %s: Problems empty, want a reason", tt.fault.Kind)
+				}
+			}
+		})
+	}
+}
+
+func TestClassificationOffWire(t *testing.T) {
+	t.Parallel()
+	errShutdown := errors.New("shutting down")
+	tests := []struct {
+		name       string
+		handler    func(cancel context.CancelCauseFunc) http.HandlerFunc
+		wantClass  stet.FailureClass
+		wantStatus int
+		wantCode   string
+		wantCause  error
+	}{
+		{
+			name: "proxy 502 with an HTML page",
+			handler: func(context.CancelCauseFunc) http.HandlerFunc {
+				return func(w http.ResponseWriter, r *http.Request) {
+					w.Header().Set("Content-Type", "text/html")
+					w.WriteHeader(http.StatusBadGateway)
+					_, _ = io.WriteString(w, "<html><body>502 Bad Gateway</body></html>")
+				}
+			},
+			wantClass: stet.FailureTransient, wantStatus: 502,
+		},
+		{
+			name: "ollama-style 404 with a string error",
+			handler: func(context.CancelCauseFunc) http.HandlerFunc {
+				return func(w http.ResponseWriter, r *http.Request) {
+					w.Header().Set("Content-Type", "application/json")
+					w.WriteHeader(http.StatusNotFound)
+					_, _ = io.WriteString(w, `{"error":"model \"gpt-4.1-mini\" not found, try pulling it first"}`)
+				}
+			},
+			wantClass: stet.FailureUnsupported, wantStatus: 404,
+		},
+		{
+			name: "429 with a numeric code and free-text type",
+			handler: func(context.CancelCauseFunc) http.HandlerFunc {
+				return func(w http.ResponseWriter, r *http.Request) {
+					w.Header().Set("Content-Type", "application/json")
+					w.Header().Set("Retry-After", "3")
+					w.WriteHeader(http.StatusTooManyRequests)
+					_, _ = io.WriteString(w, `{"error":{"message":"slow down","type":"too many requests for this key","code":429}}`)
+				}
+			},
+			wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "429",
+		},
+		{
+			name: "200 that is not JSON",
+			handler: func(context.CancelCauseFunc) http.HandlerFunc {
+				return func(w http.ResponseWriter, r *http.Request) {
+					w.Header().Set("Content-Type", "application/json")
+					_, _ = io.WriteString(w, `<html>captive portal</html>`)
+				}
+			},
+			wantClass: stet.FailureTransient, wantStatus: 200,
+		},
+		{
+			name: "200 without choices",
+			handler: func(context.CancelCauseFunc) http.HandlerFunc {
+				return func(w http.ResponseWriter, r *http.Request) {
+					w.Header().Set("Content-Type", "application/json")
+					_, _ = io.WriteString(w, `{"id":"chatcmpl-x","object":"chat.completion","created":1,"model":"m","choices":[]}`)
+				}
+			},
+			wantClass: stet.FailureTransient, wantStatus: 200,
+		},
+		{
+			name: "caller cancels mid-call",
+			handler: func(cancel context.CancelCauseFunc) http.HandlerFunc {
+				return func(w http.ResponseWriter, r *http.Request) {
+					_, _ = io.Copy(io.Discard, r.Body)
+					cancel(errShutdown)
+					<-r.Context().Done()
+				}
+			},
+			wantClass: stet.FailureTransient, wantCause: errShutdown,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithCancelCause(t.Context())
+			defer cancel(nil)
+			srv := httptest.NewServer(tt.handler(cancel))
+			defer srv.Close()
+			c, err := New(Config{ID: "compat", BaseURL: srv.URL + "/v1", Model: testModel, Timeout: 10 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = c.Extract(ctx, testParams("hello"))
+			var pe *stet.ProcessorError
+			if !errors.As(err, &pe) {
+				t.Fatalf("Extract() = %v, want a *stet.ProcessorError", err)
+			}
+			if pe.Class != tt.wantClass || pe.StatusCode != tt.wantStatus || pe.Code != tt.wantCode {
+				t.Errorf("Extract() = class %q status %d code %q, want %q %d %q", pe.Class, pe.StatusCode, pe.Code, tt.wantClass, tt.wantStatus, tt.wantCode)
+			}
+			if tt.wantCause != nil && !errors.Is(err, tt.wantCause) {
+				t.Errorf("Extract() = %v (cause %v), want it to wrap %v", err, pe.Err, tt.wantCause)
+			}
+		})
+	}
+}
+
+func TestConnectionRefused(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.NotFoundHandler())
+	base := srv.URL + "/v1"
+	srv.Close()
+	c, err := New(Config{ID: "gone", BaseURL: base, Model: testModel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Extract(t.Context(), testParams("hello"))
+	if got := stet.ClassOf(err); got != stet.FailureTransient {
+		t.Errorf("Extract() against a closed port: class = %q, want transient (err %v)", got, err)
+	}
+}
+
+// recordingTransport keeps the last response header and body the client saw.
+type recordingTransport struct {
+	mu     sync.Mutex
+	header http.Header
+	body   []byte
+}
+
+func (rt *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	res, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	body, err := io.ReadAll(res.Body)
+	_ = res.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	rt.mu.Lock()
+	rt.header, rt.body = res.Header.Clone(), body
+	rt.mu.Unlock()
+	res.Body = io.NopCloser(bytes.NewReader(body))
+	return res, nil
+}
+
+func TestExtractSuccess(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, FakeOptions{})
+	rt := &recordingTransport{}
+	c, err := New(Config{ID: "openai-us", BaseURL: f.URL(), APIKey: testKey, Model: testModel, HTTPClient: &http.Client{Transport: rt}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.Extract(t.Context(), testParams("Classify: the pharmacy was closed."))
+	if err != nil {
+		t.Fatalf("Extract() = %v, want success", err)
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+
+	var wire struct {
+		Model string `json:"model"`
+		Usage struct {
+			PromptTokens     int `json:"prompt_tokens"`
+			CompletionTokens int `json:"completion_tokens"`
+		} `json:"usage"`
+	}
+	if err := json.Unmarshal(rt.body, &wire); err != nil {
+		t.Fatalf("fake response is not JSON: %v", err)
+	}
+	if want := rt.header.Get("x-request-id"); got.RequestID != want || !strings.HasPrefix(want, "req_") {
+		t.Errorf("RequestID = %q, want x-request-id %q", got.RequestID, want)
+	}
+	if got.StatusCode != http.StatusOK {
+		t.Errorf("StatusCode = %d, want 200", got.StatusCode)
+	}
+	if got.Model != testModel || got.Model != wire.Model {
+		t.Errorf("Model = %q, want %q", got.Model, wire.Model)
+	}
+	if got.InputTokens != wire.Usage.PromptTokens || got.InputTokens == 0 {
+		t.Errorf("InputTokens = %d, want %d", got.InputTokens, wire.Usage.PromptTokens)
+	}
+	if got.OutputTokens != wire.Usage.CompletionTokens || got.OutputTokens == 0 {
+		t.Errorf("OutputTokens = %d, want %d", got.OutputTokens, wire.Usage.CompletionTokens)
+	}
+	if !bytes.Equal(got.Raw, rt.body) {
+		t.Errorf("Raw = %q, want the response body %q", got.Raw, rt.body)
+	}
+	if want := MinimalInstance(json.RawMessage(testSchema)); string(got.Output) != want {
+		t.Errorf("Output = %s, want %s", got.Output, want)
+	}
+	if got.Latency <= 0 {
+		t.Errorf("Latency = %v, want > 0", got.Latency)
+	}
+}
+
+func TestCanaryNeverInErrors(t *testing.T) {
+	t.Parallel()
+	const marker = "CANARY Jane Roe 555-0100"
+	faults := []Fault{
+		{Kind: RateLimit, Message: marker},
+		{Kind: Quota, Message: marker},
+		{Kind: Unauthorized, Message: marker},
+		{Kind: ServerError, Message: marker},
+		{Kind: HTTPError, Status: 400, Message: marker, Code: marker},
+		{Kind: HTTPError, Status: 404, Message: "model " + marker + " not found", Code: "model_not_found"},
+		{Kind: Disconnect},
+		{Kind: TimeoutAfterAnswer},
+		{Kind: TruncatedJSON},
+		{Kind: Length},
+		{Kind: Refusal, Message: "I can't discuss " + marker},
+		{Kind: ContentFilter},
+	}
+	for _, ft := range faults {
+		t.Run(string(ft.Kind), func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t, FakeOptions{Respond: func(FakeRequest) string {
+				return `{"category":"ok","note":"` + marker + `","flags":[]}`
+			}})
+			f.Enqueue(ft)
+			timeout := 10 * time.Second
+			if ft.Kind == TimeoutAfterAnswer {
+				timeout = 200 * time.Millisecond
+			}
+			c := newTestClient(t, f, timeout)
+			p := testParams("Classify this report: " + marker)
+			p.Repair = []stet.RepairTurn{{Output: []byte(`{"note":"` + marker + `"}`), Problems: []string{"/category: missing"}}}
+			_, err := c.Extract(t.Context(), p)
+			if err == nil {
+				t.Fatalf("Extract() with %s = nil error, want a failure", ft.Kind)
+			}
+			if f.CallsContaining(marker) != 1 {
+				t.Fatalf("fake saw the marker in %d calls, want 1 (the canary must reach the provider)", f.CallsContaining(marker))
+			}
+			for _, s := range []string{err.Error(), fmt.Sprint(err), fmt.Sprintf("%v", err)} {
+				if strings.Contains(s, marker) || strings.Contains(s, "Jane Roe") {
+					t.Errorf("Extract() with %s: error %q contains the canary", ft.Kind, s)
+				}
+			}
+		})
+	}
+}
+
+func TestInvalidSchemaMakesNoCall(t *testing.T) {
+	t.Parallel()
+	for _, schema := range []string{"", "{not json"} {
+		f := newFake(t, FakeOptions{})
+		c := newTestClient(t, f, 0)
+		p := testParams("hello")
+		p.Schema = json.RawMessage(schema)
+		_, err := c.Extract(t.Context(), p)
+		if got := stet.ClassOf(err); got != stet.FailureUnsupported {
+			t.Errorf("Extract(schema %q): class = %q, want unsupported", schema, got)
+		}
+		if n := f.Calls(); n != 0 {
+			t.Errorf("Extract(schema %q): fake calls = %d, want 0", schema, n)
+		}
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		cfg  Config
+	}{
+		{"no id", Config{Model: testModel}},
+		{"no model", Config{ID: "x"}},
+		{"relative base url", Config{ID: "x", Model: testModel, BaseURL: "api.openai.com/v1"}},
+		{"ftp base url", Config{ID: "x", Model: testModel, BaseURL: "ftp://example.com/v1"}},
+		{"negative timeout", Config{ID: "x", Model: testModel, Timeout: -time.Second}},
+	}
+	for _, tt := range tests {
+		if _, err := New(tt.cfg); err == nil {
+			t.Errorf("New(%s) = nil error, want an error", tt.name)
+		}
+	}
+	if _, err := New(Config{ID: "x", Model: testModel}); err != nil {
+		t.Errorf("New(defaults) = %v, want nil", err)
+	}
+}
+
+func TestInfo(t *testing.T) {
+	t.Parallel()
+	subs := []string{"Microsoft Azure"}
+	c, err := New(Config{ID: "openai-us", Model: testModel, Region: "us", Retention: "30d", ZeroRetention: true, Subprocessors: subs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	subs[0] = "changed by the caller"
+	got := c.Info()
+	want := stet.ProcessorInfo{
+		ID: "openai-us", Kind: "openai", Model: testModel, Region: "us", Retention: "30d",
+		ZeroRetention: true, Subprocessors: []string{"Microsoft Azure"},
+		Capabilities: []string{"sync", "json_schema"}, SendsTextOffHost: true,
+	}
+	if got.ID != want.ID || got.Kind != want.Kind || got.Model != want.Model || got.Region != want.Region ||
+		got.Retention != want.Retention || got.ZeroRetention != want.ZeroRetention || got.SendsTextOffHost != want.SendsTextOffHost ||
+		!slices.Equal(got.Subprocessors, want.Subprocessors) || !slices.Equal(got.Capabilities, want.Capabilities) {
+		t.Errorf("Info() = %+v, want %+v", got, want)
+	}
+}
+
+func TestSchemaName(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ in, want string }{
+		{"moderation_v1", "moderation_v1"},
+		{"care.protocol v2", "care_protocol_v2"},
+		{"", "extraction"},
+		{strings.Repeat("a", 70), strings.Repeat("a", 64)},
+	}
+	for _, tt := range tests {
+		if got := schemaName(tt.in); got != tt.want {
+			t.Errorf("schemaName(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
