@@ -19,8 +19,10 @@ import (
 //
 //   - URLs come first: an address or an email inside a URL is part of the URL
 //     ("https://10.0.0.1/?to=a@b.org" is one [URL]).
-//   - Emails come before IPs, phones and dates that may hide in their parts.
-//   - IPs come before dates and phones ("10.12.2024.1" is an address).
+//   - Emails come before IPs, phones and dates that may hide in their parts
+//     ("jo.1990@x.org" is one [EMAIL]).
+//   - IPs come before dates and phones, whose patterns must not take a part
+//     of an address.
 //   - SSNs come before phones and labelled numbers: 123-45-6789 is an SSN
 //     wherever it stands.
 //   - MRNs and account numbers come before phones and dates: after their
@@ -214,7 +216,7 @@ var shapeFinders = map[stet.IdentifierClass][]finder{
 	},
 	stet.IdentDate: {
 		{[]string{"-", "/", "."}, findNumericDates},
-		{[]string{"jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"}, findNamedDates},
+		{monthPrefixes, findNamedDates},
 	},
 }
 
@@ -294,7 +296,7 @@ func findURLs(s string) []span {
 			continue
 		}
 		// A bare www. inside an email or a longer host is not a URL start.
-		if len(s) > start && (s[start] == 'w' || s[start] == 'W') && strings.ContainsRune("@./-", prev) {
+		if (s[start] == 'w' || s[start] == 'W') && strings.ContainsRune("@./-", prev) {
 			continue
 		}
 		if strings.HasSuffix(strings.ToLower(s[start:end]), "://") {
@@ -547,7 +549,7 @@ const (
 var (
 	// reISODate: year first, with an optional ISO 8601 time.
 	reISODate = regexp.MustCompile(`(\d{4})([-/.])(\d{1,2})([-/.])(\d{1,2})(?:T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?`)
-	// reDayMonthYear: 03/05/2024, 5.3.2024, 03-05-2024, 3/5/24 (two-digit
+	// reNumericDate: 03/05/2024, 5.3.2024, 03-05-2024, 3/5/24 (two-digit
 	// years only with slashes: "1.2.10" is a version, not a date).
 	reNumericDate = regexp.MustCompile(`(\d{1,2})([-/.])(\d{1,2})([-/.])(\d{4}|\d{2})`)
 	// reMonthYear: 03/2024, 3/1998 (a month, a slash, a year 1900..2099).
@@ -604,23 +606,59 @@ func findNumericDates(s string) []span {
 	return out
 }
 
+var monthPrefixes = []string{"jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"}
+
+// findNamedDates runs the month-name patterns only on a window around each
+// word that starts like a month: over a whole document they are the slowest
+// patterns here, and a date is never far from its month.
 func findNamedDates(s string) []span {
+	lower := asciiLower(s)
+	var anchors []int
+	for _, k := range monthPrefixes {
+		for i := 0; ; {
+			j := strings.Index(lower[i:], k)
+			if j < 0 {
+				break
+			}
+			if p := i + j; !isWord(runeBefore(s, p)) {
+				anchors = append(anchors, p)
+			}
+			i += j + len(k)
+		}
+	}
+	if len(anchors) == 0 {
+		return nil
+	}
+	slices.Sort(anchors)
 	var out []span
+	seen := map[span]bool{}
 	for _, re := range reNamedDates {
-		for _, m := range re.FindAllStringSubmatchIndex(s, -1) {
-			if m[3] > m[2] {
-				if d := atoi(s[m[2]:m[3]]); d < 1 || d > 31 {
+		for _, p := range anchors {
+			lo, hi := max(0, p-namedDateBefore), min(len(s), p+namedDateAfter)
+			for _, m := range re.FindAllStringSubmatchIndex(s[lo:hi], -1) {
+				if m[3] > m[2] {
+					if d := atoi(s[lo+m[2] : lo+m[3]]); d < 1 || d > 31 {
+						continue
+					}
+				}
+				sp := span{lo + m[0], lo + m[1]}
+				if seen[sp] || !standsAlone(s, sp.start, sp.end) {
 					continue
 				}
+				seen[sp] = true
+				out = append(out, sp)
 			}
-			if !standsAlone(s, m[0], m[1]) {
-				continue
-			}
-			out = append(out, span{m[0], m[1]})
 		}
 	}
 	return out
 }
+
+// The window around a month name: room for "31st of " before it and for
+// "September 30th, 2024" after it, with some spacing to spare.
+const (
+	namedDateBefore = 24
+	namedDateAfter  = 40
+)
 
 // --- names ---
 

@@ -371,3 +371,15 @@ func TestMinimizeConcurrent(t *testing.T) {
 		t.Errorf("concurrent Minimize(paragraph) = %q, want %q", e, paragraphWant)
 	}
 }
+
+func BenchmarkMinimize(b *testing.B) {
+	m, err := NewMinimizer(stet.IdentifierClasses, testNames)
+	if err != nil {
+		b.Fatal(err)
+	}
+	text := stet.NewText(strings.Repeat(paragraph+"\n", 20)) // about 10 KB
+	b.SetBytes(int64(text.Len()))
+	for b.Loop() {
+		m.Minimize(text)
+	}
+}

@@ -76,7 +76,7 @@ func (p *Pipeline) extract(ctx context.Context, job *river.Job[ExtractArgs]) (st
 		}
 	case stet.JobExtracted:
 		// The artifact exists: never call the processor again. Make sure the
-		// commit stage is queued (it is unique by args).
+		// commit stage is queued; a second commit job finds the job committed.
 		return "resumed", p.db.InTx(ctx, func(tx *sql.Tx) error {
 			if _, err := p.river.InsertTx(ctx, tx, CommitArgs{JobID: jobID}, nil); err != nil {
 				return err

@@ -189,6 +189,9 @@ func (p *Pipeline) Start(ctx context.Context) error {
 		}
 	}
 	p.intake.start()
+	if !p.cfg.Work {
+		return nil // an api process: River only inserts
+	}
 	if err := p.river.Start(ctx); err != nil {
 		return fmt.Errorf("start river: %w", err)
 	}
@@ -197,7 +200,10 @@ func (p *Pipeline) Start(ctx context.Context) error {
 
 // Stop stops taking work and waits for running stages to finish (or ctx).
 func (p *Pipeline) Stop(ctx context.Context) error {
-	err := p.river.Stop(ctx)
+	var err error
+	if p.cfg.Work {
+		err = p.river.Stop(ctx)
+	}
 	p.intake.stop()
 	return err
 }
@@ -213,9 +219,12 @@ type ExtractArgs struct {
 // Kind implements river.JobArgs.
 func (ExtractArgs) Kind() string { return "stet_extract" }
 
-// InsertOpts implements river.JobArgsWithInsertOpts.
+// InsertOpts implements river.JobArgsWithInsertOpts. Stage jobs are not
+// River-unique: a second River job for one ledger job (an operator's resume
+// while a worker is stalled) is harmless, because every stage fences on the
+// ledger's attempt token.
 func (ExtractArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueExtract, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+	return river.InsertOpts{Queue: QueueExtract}
 }
 
 // CommitArgs is the commit stage's job: IDs only.
@@ -228,7 +237,7 @@ func (CommitArgs) Kind() string { return "stet_commit" }
 
 // InsertOpts implements river.JobArgsWithInsertOpts.
 func (CommitArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueCommit, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+	return river.InsertOpts{Queue: QueueCommit}
 }
 
 // completeTx completes a River job inside tx. A job that is no longer

@@ -34,15 +34,16 @@ func (c *Client) classifyError(parent, callCtx context.Context, err error, capt 
 		if pe.Code == "" {
 			pe.Code = safeCode(apiErr.Type)
 		}
-		if pe.Code == "" && capt.raw != nil {
-			// The SDK decodes only {"error":{…}}; some compatible servers
-			// answer {"error":"…"} or plain text.
-			pe.Code = errorCode(capt.raw)
-		}
 		if apiErr.Response != nil && capt.header == nil {
 			capt.header = apiErr.Response.Header
 		}
 		pe.Class = statusClass(pe.StatusCode, pe.Code)
+		pe.RetryAfter = c.retryAfter(pe.Class, capt.header)
+	case capt.status >= 400 && capt.raw != nil:
+		// An error body the SDK could not decode: {"error":"…"} from
+		// Ollama, an HTML page from a proxy. The status still decides.
+		pe.Code = errorCode(capt.raw)
+		pe.Class = statusClass(capt.status, pe.Code)
 		pe.RetryAfter = c.retryAfter(pe.Class, capt.header)
 	case parent.Err() != nil:
 		// Shutdown or the caller gave up: retryable, but keep why.

@@ -63,10 +63,12 @@ type FakeOptions struct {
 	// Respond returns the message content of a normal answer. The default
 	// answers a minimal instance of the request's json_schema: every
 	// required property of an object, the first enum value, "ok" for a
-	// string, [] for an array, 0 for a number, false for a boolean.
+	// string, [] for an array, 0 for a number, false for a boolean. It is
+	// called concurrently.
 	Respond func(req FakeRequest) (content string)
 	// FaultRate is the share of calls, beyond scripted faults, answered with
-	// a random 429, 500 or 503. The draws are reproducible from Seed.
+	// a random 429 (no Retry-After; x-ratelimit-reset-requests 120ms), 500
+	// or 503. The draws are reproducible from Seed.
 	FaultRate float64
 	Seed      int64
 	// Latency is added to every answer.
@@ -95,7 +97,9 @@ type FakeMessage struct {
 
 // Fake is an in-process server speaking the OpenAI Chat Completions wire
 // format (POST /v1/chat/completions, also /chat/completions), with
-// scriptable faults. It is safe for concurrent use.
+// scriptable faults. It is safe for concurrent use. It keeps the user text
+// of every request for CallsContaining: it is a test tool, not a sink for
+// real documents.
 type Fake struct {
 	opts FakeOptions
 	srv  *httptest.Server
@@ -123,7 +127,8 @@ func NewFake(opts FakeOptions) *Fake {
 // URL returns the base URL to configure a client with; it ends in /v1.
 func (f *Fake) URL() string { return f.srv.URL + "/v1" }
 
-// Handler returns the fake's handler, to serve from another listener.
+// Handler returns the fake's handler, to serve from another listener. Calls,
+// faults and Close apply to it as to the built-in server.
 func (f *Fake) Handler() http.Handler { return http.HandlerFunc(f.serve) }
 
 // Close releases held connections and stops the server.
@@ -263,34 +268,33 @@ func (f *Fake) fault(w http.ResponseWriter, r *http.Request, req FakeRequest, ft
 		}
 		h.Set("x-ratelimit-remaining-requests", "0")
 		h.Set("x-ratelimit-reset-requests", "120ms")
-		mergeHeader(h, ft.Header)
-		writeAPIError(w, http.StatusTooManyRequests, h, ft.override(apiError{
+		writeAPIError(w, http.StatusTooManyRequests, []http.Header{h, ft.Header}, ft.override(apiError{
 			Message: "Rate limit reached for " + req.Model + " in organization org-fake on requests per min (RPM): Limit 500, Used 500, Requested 1. Please try again in 120ms.",
 			Type:    "requests",
 			Code:    "rate_limit_exceeded",
 		}))
 	case Quota:
-		writeAPIError(w, http.StatusTooManyRequests, ft.Header, ft.override(apiError{
+		writeAPIError(w, http.StatusTooManyRequests, []http.Header{ft.Header}, ft.override(apiError{
 			Message: "You exceeded your current quota, please check your plan and billing details.",
 			Type:    "insufficient_quota",
 			Code:    "insufficient_quota",
 		}))
 	case Unauthorized:
-		writeAPIError(w, http.StatusUnauthorized, ft.Header, ft.override(invalidKey()))
+		writeAPIError(w, http.StatusUnauthorized, []http.Header{ft.Header}, ft.override(invalidKey()))
 	case ServerError:
 		status := cmp.Or(ft.Status, http.StatusInternalServerError)
 		msg := "The server had an error while processing your request. Sorry about that!"
 		if status == http.StatusServiceUnavailable {
 			msg = "The engine is currently overloaded, please try again later."
 		}
-		writeAPIError(w, status, ft.Header, ft.override(apiError{Message: msg, Type: "server_error"}))
+		writeAPIError(w, status, []http.Header{ft.Header}, ft.override(apiError{Message: msg, Type: "server_error"}))
 	case HTTPError:
 		status := cmp.Or(ft.Status, http.StatusBadRequest)
 		typ := "invalid_request_error"
 		if status >= 500 {
 			typ = "server_error"
 		}
-		writeAPIError(w, status, ft.Header, ft.override(apiError{Message: http.StatusText(status), Type: typ}))
+		writeAPIError(w, status, []http.Header{ft.Header}, ft.override(apiError{Message: http.StatusText(status), Type: typ}))
 	case Disconnect:
 		panic(http.ErrAbortHandler)
 	case Delay:
@@ -477,7 +481,9 @@ func invalidKey() apiError {
 	}
 }
 
-func writeAPIError(w http.ResponseWriter, status int, extra http.Header, e apiError) {
+// writeAPIError answers status with the API's error object; extra headers
+// are merged over the defaults in order.
+func writeAPIError(w http.ResponseWriter, status int, extra []http.Header, e apiError) {
 	nullable := func(s string) *string {
 		if s == "" {
 			return nil
@@ -499,7 +505,9 @@ func writeAPIError(w http.ResponseWriter, status int, extra http.Header, e apiEr
 	}{e.Message, e.Type, nullable(e.Param), nullable(e.Code)}})
 	h := w.Header()
 	setDefaultHeaders(h)
-	mergeHeader(h, extra)
+	for _, x := range extra {
+		mergeHeader(h, x)
+	}
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	_, _ = w.Write(body)

@@ -263,7 +263,7 @@ func (s *ruleSet) parseRule(n *yaml.Node, index int, terms map[string]string) (*
 	fail := func(err error) (*rule, error) {
 		return nil, fmt.Errorf("rule %q (line %d): %w", r.id, r.line, err)
 	}
-	m, err := mapping(n, "rule", ruleKeys)
+	m, err := mapping(n, "", ruleKeys)
 	if err != nil {
 		return fail(err)
 	}
@@ -398,22 +398,29 @@ func (m *yamlMap) get(key string) *yaml.Node {
 }
 
 // mapping reads n as a mapping with string keys. If known is not nil, any
-// other key is an error.
+// other key is an error. what names the mapping in errors; "" for a rule,
+// whose errors already name it.
 func mapping(n *yaml.Node, what string, known []string) (*yamlMap, error) {
+	at := func(line int) string {
+		if what == "" {
+			return fmt.Sprintf("line %d: ", line)
+		}
+		return fmt.Sprintf("line %d: %s: ", line, what)
+	}
 	if n.Kind != yaml.MappingNode {
-		return nil, fmt.Errorf("line %d: %s: must be a mapping", n.Line, what)
+		return nil, errors.New(at(n.Line) + "must be a mapping")
 	}
 	m := &yamlMap{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k := n.Content[i]
 		if k.Kind != yaml.ScalarNode || k.ShortTag() != "!!str" {
-			return nil, fmt.Errorf("line %d: %s: keys must be strings", k.Line, what)
+			return nil, errors.New(at(k.Line) + "keys must be strings")
 		}
 		if known != nil && !slices.Contains(known, k.Value) {
-			return nil, fmt.Errorf("line %d: %s: unknown key %q (known: %s)", k.Line, what, k.Value, strings.Join(known, ", "))
+			return nil, fmt.Errorf("%sunknown key %q (known: %s)", at(k.Line), k.Value, strings.Join(known, ", "))
 		}
 		if m.get(k.Value) != nil {
-			return nil, fmt.Errorf("line %d: %s: key %q given twice", k.Line, what, k.Value)
+			return nil, fmt.Errorf("%skey %q given twice", at(k.Line), k.Value)
 		}
 		m.pairs = append(m.pairs, pair{key: k.Value, line: k.Line, value: n.Content[i+1]})
 	}

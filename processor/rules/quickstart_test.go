@@ -215,65 +215,66 @@ func TestQuickstartSamplesShowMinimization(t *testing.T) {
 	}
 }
 
+var variantCases = []struct {
+	text string
+	want string // category
+}{
+	// self_harm
+	{"Honestly I just want to die, nothing helps the pain.", "self_harm"},
+	{"I’m going to end it tonight, I’m sorry.", "self_harm"},
+	{"How many of my sleeping pills would be lethal?", "self_harm"},
+	{"I've been feeling suicidal since the diagnosis.", "self_harm"},
+	{"I keep hurting myself again when the flare gets bad.", "self_harm"},
+	{"I don't want to be here anymore.", "self_harm"},
+	{"Some nights I wish I could disappear.", "self_harm"},
+	// harassment
+	{"Honestly just kys, nobody cares.", "harassment"},
+	{"You're such a total LOSER, get off this forum.", "harassment"},
+	{"I hope your cancer comes back.", "harassment"},
+	{"You’re faking it for attention and everyone knows.", "harassment"},
+	// unsafe medical advice
+	{"STOP TAKING YOUR INSULIN. Your body knows best.", "unsafe_medical_advice"},
+	{"You should stop the chemo and try a raw vegan diet.", "unsafe_medical_advice"},
+	{"Just ditch all of your meds, they're making you sick.", "unsafe_medical_advice"},
+	{"Try turmeric paste instead of chemo, it worked for my aunt.", "unsafe_medical_advice"},
+	{"A few drops of MMS in water every hour kills the parasites; start by drinking a spoonful of chlorine dioxide.", "unsafe_medical_advice"},
+	{"If your sugar is high, just double your insulin dose.", "unsafe_medical_advice"},
+	{"I can sell some of my leftover oxycodone if anyone needs it.", "unsafe_medical_advice"},
+	// privacy
+	{"Her home address is [ADDRESS], go ask her yourself.", "privacy_exposure"},
+	{"sunflower22's real name is on her Facebook, I'll post it.", "privacy_exposure"},
+	{"Someone should dox that troll.", "privacy_exposure"},
+	{"FYI his HIV status is positive, he told my cousin.", "privacy_exposure"},
+	// misinformation
+	{"Chemo is poison and the oncologists know it.", "misinformation"},
+	{"Covid was a hoax to sell vaccines.", "misinformation"},
+	// spam
+	{"DM me to order the supplement that fixed my thyroid!", "spam"},
+	{"Free shipping this week and 15% off with code THYRO at [URL]", "spam"},
+	// benign: word boundaries and context
+	{"My doctor put me on doxycycline for ten days.", "none"},
+	{"I walked 5 kms today, first time since surgery!", "none"},
+	{"I cut myself chopping onions, the blood thinners make it bleed forever.", "none"},
+	{"Did you stop taking your meds before the colonoscopy?", "none"},
+	{"Please don't ever stop taking your blood thinners without your cardiologist.", "none"},
+	{"I had to stop the chemo for two weeks because my counts were low.", "none"},
+	{"Does anyone have a promo code for test strips?", "none"},
+	{"My diet is finally working and the dietitian is thrilled.", "none"},
+	{"In the end it all worked out and the biopsy was clear.", "none"},
+	{"Don't kill yourself over the paperwork, the clinic will fix it.", "none"},
+	{"It's a myth that vaccines cause autism, please read the studies.", "none"},
+	{"I don't believe vaccines cause autism at all.", "none"},
+	{"Her email to the clinic got lost, so she called instead.", "none"},
+	{"Here's the study link: https://journal.example.org/abc", "none"},
+}
+
 // TestQuickstartVariants is the baseline's regression suite: realistic
 // variants the rules must catch, and benign posts they must leave alone.
 func TestQuickstartVariants(t *testing.T) {
 	t.Parallel()
 	p := quickstart(t)
 	schema := readFile(t, quickstartSchema)
-	tests := []struct {
-		text string
-		want string // category
-	}{
-		// self_harm
-		{"Honestly I just want to die, nothing helps the pain.", "self_harm"},
-		{"I’m going to end it tonight, I’m sorry.", "self_harm"},
-		{"How many of my sleeping pills would be lethal?", "self_harm"},
-		{"I've been feeling suicidal since the diagnosis.", "self_harm"},
-		{"I keep hurting myself again when the flare gets bad.", "self_harm"},
-		{"I don't want to be here anymore.", "self_harm"},
-		{"Some nights I wish I could disappear.", "self_harm"},
-		// harassment
-		{"Honestly just kys, nobody cares.", "harassment"},
-		{"You're such a total LOSER, get off this forum.", "harassment"},
-		{"I hope your cancer comes back.", "harassment"},
-		{"You’re faking it for attention and everyone knows.", "harassment"},
-		// unsafe medical advice
-		{"STOP TAKING YOUR INSULIN. Your body knows best.", "unsafe_medical_advice"},
-		{"You should stop the chemo and try a raw vegan diet.", "unsafe_medical_advice"},
-		{"Just ditch all of your meds, they're making you sick.", "unsafe_medical_advice"},
-		{"Try turmeric paste instead of chemo, it worked for my aunt.", "unsafe_medical_advice"},
-		{"A few drops of MMS in water every hour kills the parasites; start by drinking a spoonful of chlorine dioxide.", "unsafe_medical_advice"},
-		{"If your sugar is high, just double your insulin dose.", "unsafe_medical_advice"},
-		{"I can sell some of my leftover oxycodone if anyone needs it.", "unsafe_medical_advice"},
-		// privacy
-		{"Her home address is [ADDRESS], go ask her yourself.", "privacy_exposure"},
-		{"sunflower22's real name is on her Facebook, I'll post it.", "privacy_exposure"},
-		{"Someone should dox that troll.", "privacy_exposure"},
-		{"FYI his HIV status is positive, he told my cousin.", "privacy_exposure"},
-		// misinformation
-		{"Chemo is poison and the oncologists know it.", "misinformation"},
-		{"Covid was a hoax to sell vaccines.", "misinformation"},
-		// spam
-		{"DM me to order the supplement that fixed my thyroid!", "spam"},
-		{"Free shipping this week and 15% off with code THYRO at [URL]", "spam"},
-		// benign: word boundaries and context
-		{"My doctor put me on doxycycline for ten days.", "none"},
-		{"I walked 5 kms today, first time since surgery!", "none"},
-		{"I cut myself chopping onions, the blood thinners make it bleed forever.", "none"},
-		{"Did you stop taking your meds before the colonoscopy?", "none"},
-		{"Please don't ever stop taking your blood thinners without your cardiologist.", "none"},
-		{"I had to stop the chemo for two weeks because my counts were low.", "none"},
-		{"Does anyone have a promo code for test strips?", "none"},
-		{"My diet is finally working and the dietitian is thrilled.", "none"},
-		{"In the end it all worked out and the biopsy was clear.", "none"},
-		{"Don't kill yourself over the paperwork, the clinic will fix it.", "none"},
-		{"It's a myth that vaccines cause autism, please read the studies.", "none"},
-		{"I don't believe vaccines cause autism at all.", "none"},
-		{"Her email to the clinic got lost, so she called instead.", "none"},
-		{"Here's the study link: https://journal.example.org/abc", "none"},
-	}
-	for _, tt := range tests {
+	for _, tt := range variantCases {
 		got := extract(t, p, tt.text, schema)
 		if got.Category != tt.want {
 			t.Errorf("Extract(%q) category = %s (%s), want %s", tt.text, got.Category, got.Rationale, tt.want)

@@ -143,7 +143,7 @@ func (p *Processor) Extract(ctx context.Context, params stet.ExtractParams) (*st
 			return nil, &stet.ProcessorError{Class: stet.FailureUnsupported, Code: CodeSchemaMismatch, Err: err}
 		}
 	}
-	text := normalize(params.Input.Reveal())
+	text := fold(params.Input.Reveal())
 	if strings.TrimSpace(text) == "" {
 		return nil, &stet.ProcessorError{Class: stet.FailureUnsupported, Code: CodeEmptyInput}
 	}

@@ -5,11 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/stetlabs/stet"
 )
@@ -22,7 +25,7 @@ const testSchema = `{
     "kind":   {"type": "string", "enum": ["none", "a", "b", "c"]},
     "level":  {"type": "integer"},
     "flag":   {"type": "boolean"},
-    "labels": {"type": "array", "items": {"type": "string", "enum": ["la", "lb", "lc", "ld"]}},
+    "labels": {"type": "array", "items": {"type": "string"}},
     "why":    {"type": "string"}
   }
 }`
@@ -309,8 +312,8 @@ func TestMinMatchesAndTerms(t *testing.T) {
     any: [promo code, order now]
     regex: ['\b\d+%\s+off\b', '\b${fruit}\s+deal\b']
     set: {kind: a}
-`[1:]+`terms:
-  fruit: [apples?, "pears?"]
+terms:
+  fruit: ["apples?", "pears?"]
 `)
 	tests := []struct {
 		text string
@@ -320,7 +323,8 @@ func TestMinMatchesAndTerms(t *testing.T) {
 		{"promo code, 20% off", true},
 		{"order now! order now!", false}, // one phrase twice is one signal
 		{"Apple deal, order now", true},
-		{"pear deals, promo code", true},
+		{"pear deal, promo code", true},
+		{"pear deals, promo code", false}, // regex entries check their own boundaries
 		{"plum deal, promo code", false},
 	}
 	for _, tt := range tests {
@@ -391,7 +395,7 @@ func TestExtractErrors(t *testing.T) {
 	}
 }
 
-func TestExtractCancelledMidway(t *testing.T) {
+func TestExtractCancelledKeepsCause(t *testing.T) {
 	t.Parallel()
 	p := quickstart(t)
 	ctx, cancel := context.WithCancelCause(context.Background())
@@ -433,5 +437,137 @@ func TestInfo(t *testing.T) {
 	b := newTest(t, "  - {id: r, any: [alpha], set: {kind: b}}\n")
 	if a.Info().Model == b.Info().Model {
 		t.Errorf("Info().Model = %q for two different rules files", a.Info().Model)
+	}
+}
+
+func BenchmarkExtract(b *testing.B) {
+	p, err := New(Params{ID: "local-rules", RulesPath: quickstartRules})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, size := range []int{1, 100} {
+		text := strings.Repeat("Does anyone have tips for the fatigue on methotrexate? My rheumatologist said never stop taking your methotrexate without calling her first. ", size)
+		b.Run(fmt.Sprintf("bytes=%d", len(text)), func(b *testing.B) {
+			params := stet.ExtractParams{Input: stet.NewText(text)}
+			b.SetBytes(int64(len(text)))
+			for b.Loop() {
+				if _, err := p.Extract(context.Background(), params); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func TestSentences(t *testing.T) {
+	t.Parallel()
+	p := newTest(t, `
+  - id: phrase
+    any: [stop taking]
+    set: {kind: a}
+  - id: dose
+    regex: ['\b2\.5\s+mg\b']
+    set: {kind: a}
+  - id: start
+    regex: ['^quit\b']
+    set: {kind: a}
+`)
+	tests := []struct {
+		text string
+		want string // rationale
+	}{
+		{"I had to stop taking it", "matched: phrase"},
+		{"I had to stop. Taking walks helps.", "no rule matched"},
+		{"I had to stop!\nTaking walks helps.", "no rule matched"},
+		{"Take 2.5 mg at night.", "matched: dose"},
+		{"Fine. Quit it.", "matched: start"},
+		{"Fine!!  \n  quit it", "matched: start"},
+		{"I will never quit it", "no rule matched"},
+		{"see example.com/quit it", "no rule matched"},
+	}
+	for _, tt := range tests {
+		got, _ := run(t, p, tt.text)
+		if got.Why != tt.want {
+			t.Errorf("Extract(%q) rationale = %q, want %q", tt.text, got.Why, tt.want)
+		}
+	}
+}
+
+// TestPrefilterNeverHidesAMatch checks, for every pattern of the quickstart
+// file and a corpus of texts, that skipping sentences by needed literals
+// finds exactly what running the pattern on every sentence finds.
+func TestPrefilterNeverHidesAMatch(t *testing.T) {
+	t.Parallel()
+	p := quickstart(t)
+	texts := []string{
+		"Stop taking your insulin. I’M GOING TO END IT ALL tonight!! Her email is [EMAIL]; call 555-0100.",
+		"Vaccines cause autism?? Big Pharma is hiding it. 20% off, promo code X, www.example.com",
+		"How many of my pills would be lethal\nI keep hurting myself again. Never stop taking your meds.",
+		"You’re such a pathetic attention-seeker. sunflower22's real name is Dana. She lives at 12 Elm.",
+		"Try turmeric instead of chemo. Drinking a spoonful of MMS helps. Double your insulin dose.",
+		"ſtop taking your insulin. Kys. KILL YOURSELF. I can sell my leftover oxycodone.",
+	}
+	for _, v := range variantCases {
+		texts = append(texts, v.text)
+	}
+	// Every phrase of the file, upper-cased, inside a sentence.
+	var file struct {
+		Rules []struct{ Any, Unless []string }
+	}
+	if err := yaml.Unmarshal(readFile(t, quickstartRules), &file); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range file.Rules {
+		for _, ph := range slices.Concat(r.Any, r.Unless) {
+			texts = append(texts, "So "+strings.ToUpper(strings.ReplaceAll(ph, "*", "al"))+" again.")
+		}
+	}
+	var all []*pattern
+	for _, r := range p.set.rules {
+		all = append(all, r.patterns...)
+		all = append(all, r.unless...)
+	}
+	for _, text := range texts {
+		d := newDoc(fold(text))
+		for i, pt := range all {
+			plain := *pt
+			plain.need = nil
+			if got, want := pt.find(d, nil), plain.find(d, nil); got != want {
+				t.Errorf("pattern %d (%s, needs %q) on %q: with prefilter %v, without %v", i, pt.re, pt.need, text, got, want)
+			}
+		}
+	}
+	// The corpus must exercise the patterns: most of them match something.
+	matched := 0
+	for _, pt := range all {
+		for _, text := range texts {
+			if pt.find(newDoc(fold(text)), nil) {
+				matched++
+				break
+			}
+		}
+	}
+	if matched < len(all)*2/3 {
+		t.Errorf("corpus matches %d of %d patterns, want at least two thirds", matched, len(all))
+	}
+}
+
+func TestNeeds(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		expr string
+		want []string
+	}{
+		{`(?i)\bStop\s+taking\s+your\b`, []string{"taking"}},
+		{`(?i)(https?://|\bwww\.)\S+`, []string{"http", "www."}},
+		{`(?i)\b\d{1,2}\s?%\s+off\b`, []string{"off"}},
+		{`(?i)a*b?`, nil},
+		{`(?i)(x|\d)`, nil},
+		{`(?i)(ab){2,}`, []string{"ab"}},
+	}
+	for _, tt := range tests {
+		if got := needs(tt.expr); !slices.Equal(got, tt.want) {
+			t.Errorf("needs(%q) = %q, want %q", tt.expr, got, tt.want)
+		}
 	}
 }
