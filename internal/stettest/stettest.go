@@ -182,7 +182,7 @@ func New(t testing.TB, opts Options) *Env {
 	}
 	e.profile = prof
 	e.Policy = &stet.Policy{ID: "standard", Processors: opts.PolicyProcessors,
-		Minimize: []stet.IdentifierClass{stet.IdentEmail, stet.IdentPhone, stet.IdentSSN, stet.IdentMRN, stet.IdentURL, stet.IdentIP},
+		Minimize:      []stet.IdentifierClass{stet.IdentEmail, stet.IdentPhone, stet.IdentSSN, stet.IdentMRN, stet.IdentURL, stet.IdentIP},
 		TextRetention: 30 * 24 * time.Hour, ArtifactRetention: 365 * 24 * time.Hour, ReplayHorizon: 90 * 24 * time.Hour}
 	e.start(e.Policy)
 	t.Cleanup(e.Close)
