@@ -1,12 +1,431 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"database/sql"
+	"encoding/base64"
+	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riversqlite"
+
+	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/api"
+	"github.com/stetlabs/stet/config"
+	"github.com/stetlabs/stet/ledger"
+	"github.com/stetlabs/stet/pipeline"
+	"github.com/stetlabs/stet/processor/openai"
 )
 
+const benchUsage = `Usage: stet bench intake|pipeline [flags]
+
+  intake    accepted deliveries/s at durable commit (20 % duplicates), through
+            the real HTTP API, vs a raw one-row-per-transaction insert into the
+            same database
+  pipeline  documents/s from accept to committed review record with an instant
+            fake OpenAI processor, vs River's own no-op jobs/s on the same database
+
+Each figure is printed next to its baseline, measured in the same run, as a ratio.
+`
+
 func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "stet bench: not yet")
-	return exitUsage
+	if len(args) == 0 {
+		fmt.Fprint(stderr, benchUsage)
+		return exitUsage
+	}
+	fs := flag.NewFlagSet("bench "+args[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	n := fs.Int("n", 5000, "deliveries (intake) or documents (pipeline)")
+	conc := fs.Int("concurrency", 32, "concurrent HTTP clients")
+	dir := fs.String("dir", "", "scratch folder (default: a new temporary folder, removed after)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	if err := fs.Parse(args[1:]); err != nil {
+		return exitUsage
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(stderr, "stet bench:", err)
+			return exitFailure
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(stderr, "stet bench:", err)
+			return exitFailure
+		}
+		defer pprof.StopCPUProfile()
+	}
+	scratch := *dir
+	if scratch == "" {
+		d, err := os.MkdirTemp("", "stet-bench-")
+		if err != nil {
+			fmt.Fprintln(stderr, "stet bench:", err)
+			return exitFailure
+		}
+		defer os.RemoveAll(d)
+		scratch = d
+	}
+	var res benchResult
+	var err error
+	switch args[0] {
+	case "intake":
+		res, err = benchIntake(ctx, scratch, *n, *conc)
+	case "pipeline":
+		res, err = benchPipeline(ctx, scratch, *n, *conc)
+	default:
+		fmt.Fprint(stderr, benchUsage)
+		return exitUsage
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "stet bench:", err)
+		return exitFailure
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(res)
+		return exitOK
+	}
+	fmt.Fprintf(stdout, "%s  (%s)\n", res.Name, res.Settings)
+	fmt.Fprintf(stdout, "  stet      %10.1f %s  (%d in %s)\n", res.Rate, res.Unit, res.Count, res.Elapsed.Round(time.Millisecond))
+	fmt.Fprintf(stdout, "  baseline  %10.1f %s  (%s; %d in %s)\n", res.BaselineRate, res.Unit, res.Baseline, res.BaselineCount, res.BaselineElapsed.Round(time.Millisecond))
+	fmt.Fprintf(stdout, "  ratio     %10.2f\n", res.Ratio)
+	return exitOK
+}
+
+type benchResult struct {
+	Name            string        `json:"name"`
+	Settings        string        `json:"settings"`
+	Unit            string        `json:"unit"`
+	Count           int           `json:"count"`
+	Elapsed         time.Duration `json:"elapsed_ns"`
+	Rate            float64       `json:"rate"`
+	Baseline        string        `json:"baseline"`
+	BaselineCount   int           `json:"baseline_count"`
+	BaselineElapsed time.Duration `json:"baseline_elapsed_ns"`
+	BaselineRate    float64       `json:"baseline_rate"`
+	Ratio           float64       `json:"ratio"`
+}
+
+func (r *benchResult) finish() {
+	r.Rate = float64(r.Count) / r.Elapsed.Seconds()
+	r.BaselineRate = float64(r.BaselineCount) / r.BaselineElapsed.Seconds()
+	r.Ratio = r.Rate / r.BaselineRate
+}
+
+const sqliteSettings = "SQLite WAL, synchronous=FULL (fsync per commit), busy_timeout 10s, one writer connection"
+
+// benchEnv is a stet wired from a generated config, as `stet serve` wires it.
+type benchEnv struct {
+	app    *app
+	base   string
+	secret string
+	stop   func()
+	fake   *openai.Fake
+}
+
+func startBench(ctx context.Context, dir, role string) (*benchEnv, error) {
+	fake := openai.NewFake(openai.FakeOptions{})
+	secret := "whsec_" + base64.StdEncoding.EncodeToString([]byte("stet-bench-secret-0123456789abcd"))
+	profiles := filepath.Join(dir, "profiles")
+	if err := os.MkdirAll(profiles, 0o700); err != nil {
+		return nil, err
+	}
+	schema := `{"type":"object","additionalProperties":false,"required":["category","severity"],
+ "properties":{"category":{"type":"string","enum":["none","spam","harassment"]},"severity":{"type":"string","enum":["none","low","high"]}}}`
+	if err := os.WriteFile(filepath.Join(profiles, "bench.schema.json"), []byte(schema), 0o600); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(profiles, "bench.prompt.tmpl"), []byte("Classify this report:\n{{.Text}}\n"), 0o600); err != nil {
+		return nil, err
+	}
+	cfgText := fmt.Sprintf(`database: sqlite://stet.db
+listen: 127.0.0.1:0
+tenants:
+  - id: bench
+    tokens: [{name: ops, role: operator, token_env: STET_BENCH_TOKEN}]
+sources:
+  - {id: bench, tenant: bench, secret_env: STET_BENCH_SECRET, profile: bench, policy: bench}
+profiles:
+  - {id: bench, version: 1, schema: profiles/bench.schema.json, prompt: profiles/bench.prompt.tmpl}
+processors:
+  - {id: fake, kind: openai, base_url: %q, api_key_env: STET_BENCH_OPENAI_KEY, model: fake-instant, region: local, retention: none}
+policies:
+  - {id: bench, processors: [fake], minimize: [email, phone]}
+workers: {concurrency: 16}
+`, fake.URL())
+	cfgPath := filepath.Join(dir, "stet.yaml")
+	if err := os.WriteFile(cfgPath, []byte(cfgText), 0o600); err != nil {
+		return nil, err
+	}
+	env := map[string]string{"STET_BENCH_TOKEN": "bench-token", "STET_BENCH_SECRET": secret, "STET_BENCH_OPENAI_KEY": "sk-bench"}
+	cfg, err := config.Load(cfgPath, func(k string) string { return env[k] })
+	if err != nil {
+		return nil, err
+	}
+	a, err := openApp(ctx, cfg, appOptions{role: role, migrate: true, pollInterval: 20 * time.Millisecond})
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		a.close()
+		return nil, err
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { _ = a.serve(sctx, ln, role); close(done) }()
+	b := &benchEnv{app: a, base: "http://" + ln.Addr().String(), secret: secret, fake: fake}
+	b.stop = func() { cancel(); <-done; a.close(); fake.Close() }
+	return b, nil
+}
+
+// deliverAll posts n deliveries from conc clients; every fifth is a
+// duplicate (an earlier body under a new webhook-id). It returns the job
+// IDs of the accepted ones.
+func (b *benchEnv) deliverAll(ctx context.Context, n, conc int) ([]string, time.Duration, error) {
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conc}}
+	var next atomic.Int64
+	var mu sync.Mutex
+	var jobs []string
+	var firstErr error
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := 0; w < conc; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				doc := i
+				if i%5 == 4 {
+					doc = i - 4 // a duplicate of an earlier document
+				}
+				body, _ := json.Marshal(map[string]any{"external_id": fmt.Sprintf("doc-%07d", doc), "revision": 1,
+					"text": fmt.Sprintf("Benchmark report %d: buy cheap pills now, call 555-123-%04d.", doc, doc%10000)})
+				id := fmt.Sprintf("msg_%07d", i)
+				now := time.Now()
+				sig, _ := api.Sign(b.secret, id, now, body)
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, b.base+"/v1/sources/bench/reports", bytes.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("webhook-id", id)
+				req.Header.Set("webhook-timestamp", fmt.Sprint(now.Unix()))
+				req.Header.Set("webhook-signature", sig)
+				resp, err := client.Do(req)
+				if err == nil {
+					var out api.IntakeResponse
+					err = json.NewDecoder(resp.Body).Decode(&out)
+					resp.Body.Close()
+					if err == nil && resp.StatusCode != http.StatusAccepted && resp.StatusCode != http.StatusOK {
+						err = fmt.Errorf("delivery %d: status %d", i, resp.StatusCode)
+					}
+					if err == nil && resp.StatusCode == http.StatusAccepted {
+						mu.Lock()
+						jobs = append(jobs, out.JobID)
+						mu.Unlock()
+					}
+				}
+				if err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return jobs, time.Since(start), firstErr
+}
+
+func benchIntake(ctx context.Context, dir string, n, conc int) (benchResult, error) {
+	res := benchResult{Name: "intake", Unit: "deliveries/s", Settings: sqliteSettings + fmt.Sprintf("; %d HTTP clients, 20%% duplicates; workers off", conc),
+		Baseline: "raw INSERT, one row per transaction, same database and connection"}
+	b, err := startBench(ctx, dir, "api")
+	if err != nil {
+		return res, err
+	}
+	defer b.stop()
+	jobs, elapsed, err := b.deliverAll(ctx, n, conc)
+	if err != nil {
+		return res, err
+	}
+	if want := n - n/5; len(jobs) != want {
+		return res, fmt.Errorf("accepted %d deliveries, want %d", len(jobs), want)
+	}
+	res.Count, res.Elapsed = n, elapsed
+
+	// The baseline: the same number of one-row transactions, from the same
+	// number of goroutines, on the same pool and file.
+	db := b.app.db.Writer()
+	if _, err := db.ExecContext(ctx, `CREATE TABLE bench_raw (id TEXT PRIMARY KEY, body TEXT NOT NULL)`); err != nil {
+		return res, err
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var firstErr atomic.Value
+	start := time.Now()
+	for w := 0; w < conc; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1) - 1
+				if int(i) >= n {
+					return
+				}
+				err := inTx(ctx, db, func(tx *sql.Tx) error {
+					_, err := tx.ExecContext(ctx, `INSERT INTO bench_raw (id, body) VALUES ($1, $2)`, stet.NewID("raw", time.Now()), "Benchmark report body of about the same size as a delivery.")
+					return err
+				})
+				if err != nil {
+					firstErr.CompareAndSwap(nil, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err, _ := firstErr.Load().(error); err != nil {
+		return res, err
+	}
+	res.BaselineCount, res.BaselineElapsed = n, time.Since(start)
+	res.finish()
+	return res, nil
+}
+
+func inTx(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+func benchPipeline(ctx context.Context, dir string, n, conc int) (benchResult, error) {
+	res := benchResult{Name: "pipeline", Unit: "documents/s", Settings: sqliteSettings + "; instant fake OpenAI over loopback HTTP; 16 extract workers",
+		Baseline: "River no-op jobs/s, same database, 16 workers"}
+	b, err := startBench(ctx, filepath.Join(dir, "stet"), "all")
+	if err != nil {
+		return res, err
+	}
+	start := time.Now()
+	jobs, _, err := b.deliverAll(ctx, n, conc)
+	if err == nil {
+		err = waitCommitted(ctx, b.app.db, len(jobs), 10*time.Minute)
+	}
+	elapsed := time.Since(start)
+	b.stop()
+	if err != nil {
+		return res, err
+	}
+	res.Count, res.Elapsed = len(jobs), elapsed
+
+	count, elapsed, err := benchRiverNoop(ctx, filepath.Join(dir, "river"), len(jobs))
+	if err != nil {
+		return res, err
+	}
+	res.BaselineCount, res.BaselineElapsed = count, elapsed
+	res.finish()
+	return res, nil
+}
+
+func waitCommitted(ctx context.Context, db *ledger.DB, n int, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		counts, err := db.JobCounts(ctx)
+		if err != nil {
+			return err
+		}
+		if counts[stet.JobCommitted]+counts[stet.JobManual] >= n {
+			if counts[stet.JobManual] > 0 {
+				return fmt.Errorf("%d jobs went manual", counts[stet.JobManual])
+			}
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return fmt.Errorf("not all %d jobs committed within %s", n, limit)
+}
+
+type noopArgs struct {
+	N int `json:"n"`
+}
+
+func (noopArgs) Kind() string { return "bench_noop" }
+
+type noopWorker struct {
+	river.WorkerDefaults[noopArgs]
+	done *atomic.Int64
+}
+
+func (w *noopWorker) Work(ctx context.Context, job *river.Job[noopArgs]) error {
+	w.done.Add(1)
+	return nil
+}
+
+// benchRiverNoop measures River alone on a fresh ledger file with the same
+// settings: n no-op jobs inserted one per transaction (as intake does for
+// each document) and worked by 16 workers, start to last completion.
+func benchRiverNoop(ctx context.Context, dir string, n int) (int, time.Duration, error) {
+	db, err := ledger.Open(ctx, "sqlite://"+filepath.Join(dir, "river.db"))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer db.Close()
+	if err := pipeline.Migrate(ctx, db); err != nil {
+		return 0, 0, err
+	}
+	var done atomic.Int64
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &noopWorker{done: &done})
+	client, err := river.NewClient(riversqlite.New(db.Writer()), &river.Config{
+		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 16}},
+		Workers:           workers,
+		FetchPollInterval: 20 * time.Millisecond,
+		FetchCooldown:     20 * time.Millisecond,
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	start := time.Now()
+	if err := client.Start(ctx); err != nil {
+		return 0, 0, err
+	}
+	defer client.Stop(context.WithoutCancel(ctx))
+	for i := 0; i < n; i++ {
+		if _, err := client.Insert(ctx, noopArgs{N: i}, nil); err != nil {
+			return 0, 0, err
+		}
+	}
+	deadline := time.Now().Add(10 * time.Minute)
+	for done.Load() < int64(n) {
+		if time.Now().After(deadline) {
+			return 0, 0, fmt.Errorf("river worked %d of %d no-op jobs in 10m", done.Load(), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return n, time.Since(start), nil
 }

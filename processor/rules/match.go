@@ -103,7 +103,8 @@ func compilePhrase(s string) (*pattern, error) {
 	return &pattern{re: re, wordStart: isWord(first), wordEnd: isWord(last) || last == '*', need: needs(expr)}, nil
 }
 
-// compileRegex compiles a regex entry, case-insensitive unless it says (?-i).
+// compileRegex compiles a regex entry. It runs on folded, lower-cased text
+// and is compiled case-insensitive, so case never matters.
 func compileRegex(s string) (*pattern, error) {
 	if s == "" {
 		return nil, errors.New("empty regex")
@@ -131,7 +132,13 @@ func needs(expr string) []string {
 func required(re *syntax.Regexp) []string {
 	switch re.Op {
 	case syntax.OpLiteral:
-		return []string{fold(string(re.Rune))}
+		lit := string(re.Rune)
+		if re.Flags&syntax.FoldCase != 0 && !isASCII(lit) {
+			// Case folding may match text that lower-casing leaves
+			// different (final sigma): name nothing rather than skip a match.
+			return nil
+		}
+		return []string{fold(lit)}
 	case syntax.OpCapture, syntax.OpPlus:
 		return required(re.Sub[0])
 	case syntax.OpRepeat:
@@ -180,6 +187,15 @@ func stronger(a, b []string) bool {
 		return sa > sb
 	}
 	return len(a) < len(b)
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 func isWord(r rune) bool { return r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r) }

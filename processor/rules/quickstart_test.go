@@ -250,6 +250,7 @@ var variantCases = []struct {
 	{"Covid was a hoax to sell vaccines.", "misinformation"},
 	// spam
 	{"DM me to order the supplement that fixed my thyroid!", "spam"},
+	{"Moms, earn $300 a day from your kitchen table.", "spam"},
 	{"Free shipping this week and 15% off with code THYRO at [URL]", "spam"},
 	// benign: word boundaries and context
 	{"My doctor put me on doxycycline for ten days.", "none"},
@@ -278,6 +279,37 @@ func TestQuickstartVariants(t *testing.T) {
 		got := extract(t, p, tt.text, schema)
 		if got.Category != tt.want {
 			t.Errorf("Extract(%q) category = %s (%s), want %s", tt.text, got.Category, got.Rationale, tt.want)
+		}
+	}
+}
+
+// TestQuickstartSeveralCategories: the most severe category wins, and the
+// labels and rationale keep every one that matched, most severe first.
+func TestQuickstartSeveralCategories(t *testing.T) {
+	t.Parallel()
+	p := quickstart(t)
+	tests := []struct {
+		text string
+		want moderation
+	}{
+		{"Her email is [EMAIL]. You are a pathetic liar.", moderation{
+			Category: "privacy_exposure", Severity: "high", Action: "remove",
+			Labels: []string{"privacy_exposure", "harassment"}, Rationale: "matched: privacy-doxxing, harassment-insult",
+		}},
+		{"Use promo code CURE for 20% off. Honestly I just want to die.", moderation{
+			Category: "self_harm", Severity: "high", Action: "escalate",
+			Labels: []string{"self_harm", "spam"}, Rationale: "matched: self-harm-intent, spam-promo",
+		}},
+		{"Vaccines cause autism, so stop taking your antibiotics too.", moderation{
+			Category: "unsafe_medical_advice", Severity: "high", Action: "remove",
+			Labels: []string{"unsafe_medical_advice", "misinformation"}, Rationale: "matched: unsafe-med-stop-treatment, misinformation-claims",
+		}},
+	}
+	for _, tt := range tests {
+		got := extract(t, p, tt.text, nil)
+		if got.Category != tt.want.Category || got.Severity != tt.want.Severity || got.Action != tt.want.Action ||
+			!slices.Equal(got.Labels, tt.want.Labels) || got.Rationale != tt.want.Rationale {
+			t.Errorf("Extract(%q) = %+v, want %+v", tt.text, got, tt.want)
 		}
 	}
 }
