@@ -70,6 +70,33 @@ func IdentityHash(mode stet.IdentityMode, externalID string, text stet.Text) str
 //
 // On ErrRetryItem the caller rolls back to a savepoint taken before the call
 // and calls Accept again.
+
+// Intake statements, prepared once (see prepared.go).
+var (
+	qDeliveryByKey = prepared(`SELECT body_sha256, job_id, report_id, revision FROM deliveries
+		WHERE source_id = $1 AND delivery_key = $2`)
+	qInsertReport = prepared(`INSERT INTO reports (id, tenant_id, source_id, external_id, identity_hash, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $6)
+		ON CONFLICT (tenant_id, source_id, identity_hash) DO NOTHING RETURNING id`)
+	qReportByIdentity  = prepared(`SELECT id FROM reports WHERE tenant_id = $1 AND source_id = $2 AND identity_hash = $3`)
+	qRevisionByContent = prepared(`SELECT revision FROM revisions WHERE report_id = $1 AND content_sha256 = $2 ORDER BY revision LIMIT 1`)
+	qNextRevision      = prepared(`SELECT COALESCE(MAX(revision), 0) + 1 FROM revisions WHERE report_id = $1`)
+	qInsertRevision    = prepared(`INSERT INTO revisions (id, report_id, revision, content_sha256, text, metadata,
+			policy_id, policy_hash, profile_id, profile_version, received_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+		ON CONFLICT (report_id, revision) DO NOTHING RETURNING id`)
+	qRevisionByNumber = prepared(`SELECT id, content_sha256 FROM revisions WHERE report_id = $1 AND revision = $2`)
+	qInsertJob        = prepared(`INSERT INTO jobs (id, revision_id, report_id, tenant_id, source_id, revision,
+			extraction_version, state, attempt, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, 'accepted', 0, $8, $8)
+		ON CONFLICT (revision_id, extraction_version) DO NOTHING RETURNING id`)
+	qJobByRevision  = prepared(`SELECT id, state FROM jobs WHERE revision_id = $1 AND extraction_version = $2`)
+	qInsertDelivery = prepared(`INSERT INTO deliveries (source_id, delivery_key, body_sha256, job_id, report_id, revision, received_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)
+		ON CONFLICT (source_id, delivery_key) DO NOTHING RETURNING job_id`)
+	qJobState = prepared(`SELECT state FROM jobs WHERE id = $1`)
+)
+
 func Accept(ctx context.Context, tx Querier, p AcceptParams) (res AcceptResult, newJob bool, err error) {
 	now := micros(p.Now)
 
@@ -78,8 +105,7 @@ func Accept(ctx context.Context, tx Querier, p AcceptParams) (res AcceptResult, 
 		bodySHA, jobID, reportID string
 		revision                 int64
 	}
-	err = tx.QueryRowContext(ctx, `SELECT body_sha256, job_id, report_id, revision FROM deliveries
-		WHERE source_id = $1 AND delivery_key = $2`, p.SourceID, p.DeliveryKey).
+	err = tx.QueryRowContext(ctx, qDeliveryByKey, p.SourceID, p.DeliveryKey).
 		Scan(&d.bodySHA, &d.jobID, &d.reportID, &d.revision)
 	switch {
 	case err == nil:
@@ -100,14 +126,12 @@ func Accept(ctx context.Context, tx Querier, p AcceptParams) (res AcceptResult, 
 	identity := IdentityHash(p.Identity, p.ExternalID, p.Text)
 	reportID := stet.NewID("rep", p.Now)
 	var got string
-	err = tx.QueryRowContext(ctx, `INSERT INTO reports (id, tenant_id, source_id, external_id, identity_hash, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $6)
-		ON CONFLICT (tenant_id, source_id, identity_hash) DO NOTHING RETURNING id`,
+	err = tx.QueryRowContext(ctx, qInsertReport,
 		reportID, p.TenantID, p.SourceID, nullString(p.ExternalID), identity, now).Scan(&got)
 	switch {
 	case err == nil:
 	case errors.Is(err, sql.ErrNoRows):
-		if err := tx.QueryRowContext(ctx, `SELECT id FROM reports WHERE tenant_id = $1 AND source_id = $2 AND identity_hash = $3`,
+		if err := tx.QueryRowContext(ctx, qReportByIdentity,
 			p.TenantID, p.SourceID, identity).Scan(&reportID); err != nil {
 			return res, false, fmt.Errorf("read report: %w", err)
 		}
@@ -122,13 +146,13 @@ func Accept(ctx context.Context, tx Querier, p AcceptParams) (res AcceptResult, 
 		// The same content as any earlier revision is that revision: a late
 		// replay must not become a new revision.
 		var existing int64
-		err := tx.QueryRowContext(ctx, `SELECT revision FROM revisions WHERE report_id = $1 AND content_sha256 = $2 ORDER BY revision LIMIT 1`,
+		err := tx.QueryRowContext(ctx, qRevisionByContent,
 			reportID, contentSHA).Scan(&existing)
 		switch {
 		case err == nil:
 			revision = existing
 		case errors.Is(err, sql.ErrNoRows):
-			if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(revision), 0) + 1 FROM revisions WHERE report_id = $1`, reportID).Scan(&revision); err != nil {
+			if err := tx.QueryRowContext(ctx, qNextRevision, reportID).Scan(&revision); err != nil {
 				return res, false, fmt.Errorf("next revision: %w", err)
 			}
 		default:
@@ -140,17 +164,14 @@ func Accept(ctx context.Context, tx Querier, p AcceptParams) (res AcceptResult, 
 	if len(p.Metadata) > 0 {
 		metadata = sql.NullString{String: string(p.Metadata), Valid: true}
 	}
-	err = tx.QueryRowContext(ctx, `INSERT INTO revisions (id, report_id, revision, content_sha256, text, metadata,
-			policy_id, policy_hash, profile_id, profile_version, received_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-		ON CONFLICT (report_id, revision) DO NOTHING RETURNING id`,
+	err = tx.QueryRowContext(ctx, qInsertRevision,
 		revisionID, reportID, revision, contentSHA, p.Text.Reveal(), metadata,
 		p.PolicyID, p.PolicyHash, p.ProfileID, p.ProfileVersion, now).Scan(&got)
 	switch {
 	case err == nil:
 	case errors.Is(err, sql.ErrNoRows):
 		var sha string
-		if err := tx.QueryRowContext(ctx, `SELECT id, content_sha256 FROM revisions WHERE report_id = $1 AND revision = $2`,
+		if err := tx.QueryRowContext(ctx, qRevisionByNumber,
 			reportID, revision).Scan(&revisionID, &sha); err != nil {
 			return res, false, fmt.Errorf("read revision: %w", err)
 		}
@@ -170,10 +191,7 @@ func Accept(ctx context.Context, tx Querier, p AcceptParams) (res AcceptResult, 
 	jobID := stet.NewID("job", p.Now)
 	outcome := OutcomeAccepted
 	state := stet.JobAccepted
-	err = tx.QueryRowContext(ctx, `INSERT INTO jobs (id, revision_id, report_id, tenant_id, source_id, revision,
-			extraction_version, state, attempt, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, 'accepted', 0, $8, $8)
-		ON CONFLICT (revision_id, extraction_version) DO NOTHING RETURNING id`,
+	err = tx.QueryRowContext(ctx, qInsertJob,
 		jobID, revisionID, reportID, p.TenantID, p.SourceID, revision, extractionVersion, now).Scan(&got)
 	switch {
 	case err == nil:
@@ -181,7 +199,7 @@ func Accept(ctx context.Context, tx Querier, p AcceptParams) (res AcceptResult, 
 	case errors.Is(err, sql.ErrNoRows):
 		outcome = OutcomeDuplicate
 		var s string
-		if err := tx.QueryRowContext(ctx, `SELECT id, state FROM jobs WHERE revision_id = $1 AND extraction_version = $2`,
+		if err := tx.QueryRowContext(ctx, qJobByRevision,
 			revisionID, extractionVersion).Scan(&jobID, &s); err != nil {
 			return res, false, fmt.Errorf("read job: %w", err)
 		}
@@ -191,9 +209,7 @@ func Accept(ctx context.Context, tx Querier, p AcceptParams) (res AcceptResult, 
 	}
 
 	// 5. The receipt, so the same webhook-id answers the same.
-	err = tx.QueryRowContext(ctx, `INSERT INTO deliveries (source_id, delivery_key, body_sha256, job_id, report_id, revision, received_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7)
-		ON CONFLICT (source_id, delivery_key) DO NOTHING RETURNING job_id`,
+	err = tx.QueryRowContext(ctx, qInsertDelivery,
 		p.SourceID, p.DeliveryKey, p.BodySHA256, jobID, reportID, revision, now).Scan(&got)
 	switch {
 	case err == nil:
@@ -207,7 +223,7 @@ func Accept(ctx context.Context, tx Querier, p AcceptParams) (res AcceptResult, 
 
 func jobState(ctx context.Context, q Querier, jobID string) (stet.JobState, error) {
 	var s string
-	if err := q.QueryRowContext(ctx, `SELECT state FROM jobs WHERE id = $1`, jobID).Scan(&s); err != nil {
+	if err := q.QueryRowContext(ctx, qJobState, jobID).Scan(&s); err != nil {
 		return "", fmt.Errorf("read job state: %w", err)
 	}
 	return stet.JobState(s), nil

@@ -111,43 +111,14 @@ func (in *intake) drain() {
 
 func (in *intake) commit(batch []*acceptReq) {
 	ctx := context.Background() // a queued delivery is finished even if its caller left
-	p := in.p
-	err := p.db.InTx(ctx, func(tx *sql.Tx) error {
-		var inserts []river.InsertManyParams
-		for i, r := range batch {
-			sp := fmt.Sprintf("d%d", i)
-			for try := 0; ; try++ {
-				if _, err := tx.ExecContext(ctx, "SAVEPOINT "+sp); err != nil {
-					return fmt.Errorf("savepoint: %w", err)
-				}
-				res, newJob, err := ledger.Accept(ctx, tx, r.params)
-				if err != nil {
-					if _, rerr := tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT "+sp); rerr != nil {
-						return fmt.Errorf("rollback to savepoint: %w", rerr)
-					}
-					if errors.Is(err, ledger.ErrRetryItem) && try < 3 {
-						continue
-					}
-					r.err = err
-					break
-				}
-				if _, err := tx.ExecContext(ctx, "RELEASE SAVEPOINT "+sp); err != nil {
-					return fmt.Errorf("release savepoint: %w", err)
-				}
-				r.res = res
-				if newJob {
-					inserts = append(inserts, river.InsertManyParams{Args: ExtractArgs{JobID: res.JobID}})
-				}
-				break
-			}
-		}
-		if len(inserts) > 0 {
-			if _, err := p.river.InsertManyTx(ctx, tx, inserts); err != nil {
-				return fmt.Errorf("enqueue extract: %w", err)
-			}
-		}
-		return nil
-	})
+	// Optimistically run the group without savepoints: most deliveries are
+	// new or duplicates, neither an error. If any item fails, the group is
+	// rolled back and run again with a savepoint per item, so one bad item
+	// fails alone.
+	err := in.commitGroup(ctx, batch, false)
+	if errors.Is(err, errItemFailed) {
+		err = in.commitGroup(ctx, batch, true)
+	}
 	if err == nil {
 		crash.Point(crash.AfterAccept)
 	}
@@ -157,4 +128,55 @@ func (in *intake) commit(batch []*acceptReq) {
 		}
 		close(r.done)
 	}
+}
+
+var errItemFailed = errors.New("an item of the group failed")
+
+func (in *intake) commitGroup(ctx context.Context, batch []*acceptReq, savepoints bool) error {
+	p := in.p
+	return p.db.InTx(ctx, func(sqlTx *sql.Tx) error {
+		tx := p.db.Wrap(sqlTx)
+		var inserts []river.InsertManyParams
+		for i, r := range batch {
+			r.err, r.res = nil, ledger.AcceptResult{}
+			sp := fmt.Sprintf("d%d", i)
+			for try := 0; ; try++ {
+				if savepoints {
+					if _, err := tx.ExecContext(ctx, "SAVEPOINT "+sp); err != nil {
+						return fmt.Errorf("savepoint: %w", err)
+					}
+				}
+				res, newJob, err := ledger.Accept(ctx, tx, r.params)
+				if err != nil {
+					if !savepoints {
+						return errItemFailed
+					}
+					if _, rerr := tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT "+sp); rerr != nil {
+						return fmt.Errorf("rollback to savepoint: %w", rerr)
+					}
+					if errors.Is(err, ledger.ErrRetryItem) && try < 3 {
+						continue
+					}
+					r.err = err
+					break
+				}
+				if savepoints {
+					if _, err := tx.ExecContext(ctx, "RELEASE SAVEPOINT "+sp); err != nil {
+						return fmt.Errorf("release savepoint: %w", err)
+					}
+				}
+				r.res = res
+				if newJob {
+					inserts = append(inserts, river.InsertManyParams{Args: ExtractArgs{JobID: res.JobID}})
+				}
+				break
+			}
+		}
+		if len(inserts) > 0 {
+			if _, err := p.river.InsertManyFastTx(ctx, sqlTx, inserts); err != nil {
+				return fmt.Errorf("enqueue extract: %w", err)
+			}
+		}
+		return nil
+	})
 }
