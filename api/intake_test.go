@@ -299,13 +299,17 @@ func TestIntakeRefusalsStoreNothing(t *testing.T) {
 			source := cmpOr(tt.source, stettest.SourceReports)
 			id := cmpOr(tt.id, fmt.Sprintf("msg_refused_%d", i))
 			secret := cmpOr(tt.secret, stettest.Secret)
-			h := signed(t, secret, id, clock.Now().Add(tt.skew), []byte(tt.body))
+			// Each case names its own report, so one wrongly stored
+			// delivery cannot turn a later case into a conflict.
+			own := func(s string) string { return strings.ReplaceAll(s, `"new-1"`, fmt.Sprintf(`"new-%d"`, i)) }
+			body := own(tt.body)
+			h := signed(t, secret, id, clock.Now().Add(tt.skew), []byte(body))
 			if tt.edit != nil {
 				tt.edit(h)
 			}
-			sent := tt.body
+			sent := body
 			if tt.sent != nil {
-				sent = *tt.sent
+				sent = own(*tt.sent)
 			}
 			before := rowCounts(e)
 			r := send(t, e, http.MethodPost, intakePath(source), h, []byte(sent))

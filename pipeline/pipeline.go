@@ -198,11 +198,18 @@ func (p *Pipeline) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop stops taking work and waits for running stages to finish (or ctx).
+// Stop stops taking work and waits for running stages to finish. When ctx
+// ends first, running stages are cancelled: each records its attempt and
+// releases its job (no lease is left held), and River retries it later.
 func (p *Pipeline) Stop(ctx context.Context) error {
 	var err error
 	if p.cfg.Work {
 		err = p.river.Stop(ctx)
+		if err != nil && ctx.Err() != nil {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+			err = p.river.StopAndCancel(cctx)
+			cancel()
+		}
 	}
 	p.intake.stop()
 	return err

@@ -333,9 +333,9 @@ func killedBySIGKILL(st *os.ProcessState) bool {
 	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
 }
 
-// deliver posts one signed delivery of body to the test source. A transport
+// postReport posts one signed delivery of body to the test source. A transport
 // error (the process died before answering) is returned, not fatal.
-func deliver(base, webhookID string, body []byte) (int, api.IntakeResponse, error) {
+func postReport(base, webhookID string, body []byte) (int, api.IntakeResponse, error) {
 	var out api.IntakeResponse
 	now := time.Now()
 	sig, err := api.Sign(testSecret, webhookID, now, body)

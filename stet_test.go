@@ -1,0 +1,106 @@
+package stet_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os/exec"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stetlabs/stet"
+)
+
+func TestTextNeverPrints(t *testing.T) {
+	t.Parallel()
+	const secret = "Patient Jane Roe, MRN 12345, CANARYtext"
+	txt := stet.NewText(secret)
+	var logs bytes.Buffer
+	slog.New(slog.NewJSONHandler(&logs, nil)).Info("x", "text", txt)
+	for _, s := range []string{fmt.Sprint(txt), fmt.Sprintf("%v %+v %#v %s", txt, txt, txt, txt), logs.String(), fmt.Errorf("wrap: %v", txt).Error()} {
+		if strings.Contains(s, "CANARY") {
+			t.Errorf("text leaked: %s", s)
+		}
+	}
+	if _, err := json.Marshal(struct{ T stet.Text }{txt}); err == nil {
+		t.Error("json.Marshal of a Text succeeded, want an error")
+	}
+	if txt.Reveal() != secret || txt.Len() != len(secret) {
+		t.Error("Reveal/Len do not return the text")
+	}
+}
+
+func TestNewIDOrdered(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	var ids []string
+	for i := 0; i < 1000; i++ {
+		ids = append(ids, stet.NewID("job", now.Add(time.Duration(i/10)*time.Millisecond)))
+	}
+	if !sort.StringsAreSorted(ids) {
+		t.Error("IDs made in order do not sort in order")
+	}
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if seen[id] || !strings.HasPrefix(id, "job_") || len(id) != 30 {
+			t.Fatalf("bad or duplicate ID %q", id)
+		}
+		seen[id] = true
+	}
+}
+
+func TestRoleAllows(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		have, need stet.Role
+		want       bool
+	}{
+		{stet.RoleReader, stet.RoleReader, true},
+		{stet.RoleReader, stet.RoleReviewer, false},
+		{stet.RoleReviewer, stet.RoleReader, true},
+		{stet.RoleOperator, stet.RoleReviewer, true},
+		{stet.Role("admin"), stet.RoleReader, false},
+	}
+	for _, tt := range tests {
+		if got := tt.have.Allows(tt.need); got != tt.want {
+			t.Errorf("Role(%q).Allows(%q) = %v, want %v", tt.have, tt.need, got, tt.want)
+		}
+	}
+}
+
+// Dependencies point inward (STYLE.md): the domain package imports only the
+// standard library; processor packages import their SDK and never each
+// other; only cmd/stet imports everything.
+func TestDependencyDirection(t *testing.T) {
+	t.Parallel()
+	deps := func(pkg string) []string {
+		out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", pkg).Output()
+		if err != nil {
+			t.Fatalf("go list %s: %v", pkg, err)
+		}
+		return strings.Fields(string(out))
+	}
+	const mod = "github.com/stetlabs/stet"
+	for _, d := range deps(mod) {
+		if d != mod {
+			t.Errorf("package stet imports %s; it may import only the standard library", d)
+		}
+	}
+	for _, p := range []string{"processor/rules", "processor/openai"} {
+		for _, d := range deps(mod + "/" + p) {
+			if strings.HasPrefix(d, mod+"/") && d != mod+"/"+p {
+				t.Errorf("%s imports %s; a processor imports only stet and its SDK", p, d)
+			}
+		}
+	}
+	for _, p := range []string{"ledger", "boundary", "schema", "config", "api", "pipeline", "metrics"} {
+		for _, d := range deps(mod + "/" + p) {
+			if strings.HasPrefix(d, mod+"/cmd") || strings.HasPrefix(d, mod+"/processor/") {
+				t.Errorf("%s imports %s; only cmd/stet wires processors", p, d)
+			}
+		}
+	}
+}
