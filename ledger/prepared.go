@@ -65,3 +65,39 @@ func (p *preparedTx) QueryRowContext(ctx context.Context, query string, args ...
 	}
 	return p.tx.QueryRowContext(ctx, query, args...)
 }
+
+// Primary returns a Querier on the writer pool outside any transaction,
+// using the prepared statements: for reads that decide something. Never use
+// it while holding a transaction on a one-connection pool.
+func (db *DB) Primary() Querier {
+	if len(db.stmts) == 0 {
+		return db.w
+	}
+	return &preparedDB{db: db.w, stmts: db.stmts}
+}
+
+type preparedDB struct {
+	db    *sql.DB
+	stmts map[string]*sql.Stmt
+}
+
+func (p *preparedDB) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if s := p.stmts[query]; s != nil {
+		return s.ExecContext(ctx, args...)
+	}
+	return p.db.ExecContext(ctx, query, args...)
+}
+
+func (p *preparedDB) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if s := p.stmts[query]; s != nil {
+		return s.QueryContext(ctx, args...)
+	}
+	return p.db.QueryContext(ctx, query, args...)
+}
+
+func (p *preparedDB) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	if s := p.stmts[query]; s != nil {
+		return s.QueryRowContext(ctx, args...)
+	}
+	return p.db.QueryRowContext(ctx, query, args...)
+}

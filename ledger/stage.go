@@ -11,14 +11,59 @@ import (
 	"github.com/stetlabs/stet"
 )
 
+// Stage statements, prepared once (see prepared.go).
+var (
+	qRecordPolicy = prepared(`INSERT INTO policy_versions (hash, policy_id, content, first_seen) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (hash) DO NOTHING`)
+	qPolicyVersion = prepared(`SELECT content FROM policy_versions WHERE hash = $1`)
+	qLoadWork      = prepared(`SELECT ` + jobColumns + `, v.text, v.text_purged_at,
+			EXISTS (SELECT 1 FROM artifacts a WHERE a.job_id = j.id),
+			(SELECT COUNT(*) FROM attempts t WHERE t.job_id = j.id AND t.failure_class = 'transient')
+		FROM jobs j JOIN revisions v ON v.id = j.revision_id WHERE j.id = $1`)
+	qClaim = prepared(`UPDATE jobs SET attempt = attempt + 1, state = 'extracting', lease_until = $1,
+			extracting_at = COALESCE(extracting_at, $2), updated_at = $2
+		WHERE id = $3 AND attempt = $4
+		  AND (state IN ('accepted', 'waiting') OR (state = 'extracting' AND (lease_until IS NULL OR lease_until <= $2)))
+		RETURNING attempt`)
+	qStartAttempt = prepared(`INSERT INTO attempts (job_id, n, token, processor_id, status, input_sha256, started_at)
+		VALUES ($1, (SELECT COALESCE(MAX(n), 0) + 1 FROM attempts WHERE job_id = $1), $2, $3, 'started', $4, $5)
+		RETURNING n`)
+	qFinishAttempt = prepared(`UPDATE attempts SET status = $1, failure_class = $2, model = $3, request_id = $4,
+			status_code = $5, input_tokens = $6, output_tokens = $7, latency_ms = $8, finished_at = $9
+		WHERE job_id = $10 AND n = $11`)
+	qFenceExtracted = prepared(`UPDATE jobs SET state = 'extracted', extracted_at = $1, updated_at = $1,
+			lease_until = NULL, failure_class = NULL, processor_id = $2
+		WHERE id = $3 AND attempt = $4 AND state = 'extracting'`)
+	qInsertArtifact = prepared(`INSERT INTO artifacts (id, job_id, attempt_n, raw, output, schema_version, processor_id, model, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`)
+	qSetJobState = prepared(`UPDATE jobs SET state = $1, failure_class = $2, lease_until = NULL, updated_at = $3
+		WHERE id = $4 AND attempt = $5 AND state = 'extracting'`)
+	qBlock = prepared(`UPDATE jobs SET state = 'blocked', failure_class = $1, lease_until = NULL, updated_at = $2
+		WHERE id = $3 AND attempt = $4 AND state IN ('accepted', 'waiting', 'extracting')`)
+	qJobForCommit   = prepared(`SELECT state, report_id, tenant_id, source_id, revision FROM jobs WHERE id = $1`)
+	qRecordOfJob    = prepared(`SELECT id FROM review_records WHERE job_id = $1`)
+	qArtifactOutput = prepared(`SELECT output FROM artifacts WHERE job_id = $1`)
+	qMarkCommitted  = prepared(`UPDATE jobs SET state = 'committed', committed_at = $1, updated_at = $1 WHERE id = $2`)
+	qMarkManual     = prepared(`UPDATE jobs SET state = 'manual', failure_class = $1, lease_until = NULL,
+			committed_at = $2, updated_at = $2
+		WHERE id = $3 AND ($4 < 0 OR attempt = $4) AND state IN ('accepted', 'extracting', 'waiting', 'blocked')
+		RETURNING report_id, tenant_id, source_id, revision`)
+	qLockReport          = prepared(`UPDATE reports SET updated_at = $1 WHERE id = $2`)
+	qAuthoritativeRecord = prepared(`SELECT id, revision FROM review_records WHERE report_id = $1 AND authoritative`)
+	qClearAuthoritative  = prepared(`UPDATE review_records SET authoritative = FALSE WHERE id = $1`)
+	qInsertRecord        = prepared(`INSERT INTO review_records (id, job_id, report_id, tenant_id, source_id, revision, kind, state,
+			authoritative, classification, failure_class, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9, $10, $11)`)
+	qUnblock = prepared(`UPDATE jobs SET state = 'accepted', updated_at = $1 WHERE id = $2 AND state = 'blocked'`)
+)
+
 // RecordPolicy stores a policy version's content under its hash, once.
 func RecordPolicy(ctx context.Context, q Querier, p *stet.Policy, now time.Time) error {
 	b, err := json.Marshal(p)
 	if err != nil {
 		return err
 	}
-	_, err = q.ExecContext(ctx, `INSERT INTO policy_versions (hash, policy_id, content, first_seen) VALUES ($1, $2, $3, $4)
-		ON CONFLICT (hash) DO NOTHING`, p.Hash(), p.ID, string(b), micros(now))
+	_, err = q.ExecContext(ctx, qRecordPolicy, p.Hash(), p.ID, string(b), micros(now))
 	if err != nil {
 		return fmt.Errorf("record policy %s: %w", p.ID, err)
 	}
@@ -28,7 +73,7 @@ func RecordPolicy(ctx context.Context, q Querier, p *stet.Policy, now time.Time)
 // PolicyVersion returns the recorded content of a policy version.
 func PolicyVersion(ctx context.Context, q Querier, hash string) (*stet.Policy, error) {
 	var content string
-	err := q.QueryRowContext(ctx, `SELECT content FROM policy_versions WHERE hash = $1`, hash).Scan(&content)
+	err := q.QueryRowContext(ctx, qPolicyVersion, hash).Scan(&content)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("policy version")
 	}
@@ -81,10 +126,7 @@ func LoadWork(ctx context.Context, q Querier, jobID string) (*WorkItem, error) {
 	var w WorkItem
 	var text sql.NullString
 	var purged sql.NullInt64
-	row := q.QueryRowContext(ctx, `SELECT `+jobColumns+`, v.text, v.text_purged_at,
-			EXISTS (SELECT 1 FROM artifacts a WHERE a.job_id = j.id),
-			(SELECT COUNT(*) FROM attempts t WHERE t.job_id = j.id AND t.failure_class = 'transient')
-		FROM jobs j JOIN revisions v ON v.id = j.revision_id WHERE j.id = $1`, jobID)
+	row := q.QueryRowContext(ctx, qLoadWork, jobID)
 	var lease, created, updated, extracting, extracted, committed sql.NullInt64
 	var failure, record sql.NullString
 	var state string
@@ -130,11 +172,7 @@ var ErrNotClaimable = errors.New("job not claimable")
 // lease, can be claimed.
 func Claim(ctx context.Context, tx Querier, p ClaimParams) (token int64, n int, err error) {
 	now := micros(p.Now)
-	err = tx.QueryRowContext(ctx, `UPDATE jobs SET attempt = attempt + 1, state = 'extracting', lease_until = $1,
-			extracting_at = COALESCE(extracting_at, $2), updated_at = $2
-		WHERE id = $3 AND attempt = $4
-		  AND (state IN ('accepted', 'waiting') OR (state = 'extracting' AND (lease_until IS NULL OR lease_until <= $2)))
-		RETURNING attempt`, micros(p.Now.Add(p.LeaseFor)), now, p.JobID, p.Expected).Scan(&token)
+	err = tx.QueryRowContext(ctx, qClaim, micros(p.Now.Add(p.LeaseFor)), now, p.JobID, p.Expected).Scan(&token)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, 0, ErrNotClaimable
 	}
@@ -149,9 +187,7 @@ func Claim(ctx context.Context, tx Querier, p ClaimParams) (token int64, n int, 
 // so a call cut short by a crash is still counted.
 func StartAttempt(ctx context.Context, q Querier, jobID string, token int64, processorID, inputSHA string, now time.Time) (int, error) {
 	var n int
-	err := q.QueryRowContext(ctx, `INSERT INTO attempts (job_id, n, token, processor_id, status, input_sha256, started_at)
-		VALUES ($1, (SELECT COALESCE(MAX(n), 0) + 1 FROM attempts WHERE job_id = $1), $2, $3, 'started', $4, $5)
-		RETURNING n`, jobID, token, processorID, inputSHA, micros(now)).Scan(&n)
+	err := q.QueryRowContext(ctx, qStartAttempt, jobID, token, processorID, inputSHA, micros(now)).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("start attempt: %w", err)
 	}
@@ -175,9 +211,7 @@ type AttemptResult struct {
 
 // FinishAttempt records the outcome of a call.
 func FinishAttempt(ctx context.Context, q Querier, r AttemptResult) error {
-	_, err := q.ExecContext(ctx, `UPDATE attempts SET status = $1, failure_class = $2, model = $3, request_id = $4,
-			status_code = $5, input_tokens = $6, output_tokens = $7, latency_ms = $8, finished_at = $9
-		WHERE job_id = $10 AND n = $11`,
+	_, err := q.ExecContext(ctx, qFinishAttempt,
 		string(r.Status), nullString(string(r.FailureClass)), nullString(r.Model), nullString(r.RequestID),
 		sql.NullInt64{Int64: int64(r.StatusCode), Valid: r.StatusCode != 0}, r.InputTokens, r.OutputTokens,
 		r.Latency.Milliseconds(), micros(r.Now), r.JobID, r.N)
@@ -204,17 +238,14 @@ type SaveArtifactParams struct {
 // attempt token: a stale worker gets stet.ErrLeaseLost and no artifact.
 func SaveArtifact(ctx context.Context, tx Querier, p SaveArtifactParams) error {
 	now := micros(p.Now)
-	res, err := tx.ExecContext(ctx, `UPDATE jobs SET state = 'extracted', extracted_at = $1, updated_at = $1,
-			lease_until = NULL, failure_class = NULL, processor_id = $2
-		WHERE id = $3 AND attempt = $4 AND state = 'extracting'`, now, p.ProcessorID, p.JobID, p.Token)
+	res, err := tx.ExecContext(ctx, qFenceExtracted, now, p.ProcessorID, p.JobID, p.Token)
 	if err != nil {
 		return fmt.Errorf("fence job: %w", err)
 	}
 	if n, _ := res.RowsAffected(); n != 1 {
 		return stet.ErrLeaseLost
 	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO artifacts (id, job_id, attempt_n, raw, output, schema_version, processor_id, model, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+	_, err = tx.ExecContext(ctx, qInsertArtifact,
 		stet.NewID("art", p.Now), p.JobID, p.AttemptN, string(p.Raw), string(p.Output), p.SchemaVersion, p.ProcessorID, nullString(p.Model), now)
 	if err != nil {
 		return fmt.Errorf("insert artifact: %w", err)
@@ -225,8 +256,7 @@ func SaveArtifact(ctx context.Context, tx Querier, p SaveArtifactParams) error {
 // SetJobState moves a job held with token to state, recording the last
 // failure class. It returns stet.ErrLeaseLost if a newer attempt holds the job.
 func SetJobState(ctx context.Context, tx Querier, jobID string, token int64, state stet.JobState, class stet.FailureClass, now time.Time) error {
-	res, err := tx.ExecContext(ctx, `UPDATE jobs SET state = $1, failure_class = $2, lease_until = NULL, updated_at = $3
-		WHERE id = $4 AND attempt = $5 AND state = 'extracting'`,
+	res, err := tx.ExecContext(ctx, qSetJobState,
 		string(state), nullString(string(class)), micros(now), jobID, token)
 	if err != nil {
 		return fmt.Errorf("set job state: %w", err)
@@ -240,8 +270,7 @@ func SetJobState(ctx context.Context, tx Querier, jobID string, token int64, sta
 // Block moves a job that was never claimed, or whose claim is ours, to
 // blocked: no processor call is made until an operator acts.
 func Block(ctx context.Context, tx Querier, jobID string, expected int64, class stet.FailureClass, now time.Time) error {
-	res, err := tx.ExecContext(ctx, `UPDATE jobs SET state = 'blocked', failure_class = $1, lease_until = NULL, updated_at = $2
-		WHERE id = $3 AND attempt = $4 AND state IN ('accepted', 'waiting', 'extracting')`,
+	res, err := tx.ExecContext(ctx, qBlock,
 		string(class), micros(now), jobID, expected)
 	if err != nil {
 		return fmt.Errorf("block job: %w", err)
@@ -261,7 +290,7 @@ func Commit(ctx context.Context, tx Querier, jobID string, now time.Time) (recor
 	var state string
 	var reportID, tenantID, sourceID string
 	var revision int64
-	err = tx.QueryRowContext(ctx, `SELECT state, report_id, tenant_id, source_id, revision FROM jobs WHERE id = $1`, jobID).
+	err = tx.QueryRowContext(ctx, qJobForCommit, jobID).
 		Scan(&state, &reportID, &tenantID, &sourceID, &revision)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", notFound("job")
@@ -271,7 +300,7 @@ func Commit(ctx context.Context, tx Querier, jobID string, now time.Time) (recor
 	}
 	switch stet.JobState(state) {
 	case stet.JobCommitted, stet.JobManual:
-		err := tx.QueryRowContext(ctx, `SELECT id FROM review_records WHERE job_id = $1`, jobID).Scan(&recordID)
+		err := tx.QueryRowContext(ctx, qRecordOfJob, jobID).Scan(&recordID)
 		if err != nil {
 			return "", fmt.Errorf("read record: %w", err)
 		}
@@ -281,7 +310,7 @@ func Commit(ctx context.Context, tx Querier, jobID string, now time.Time) (recor
 		return "", ErrNothingToCommit
 	}
 	var output string
-	if err := tx.QueryRowContext(ctx, `SELECT output FROM artifacts WHERE job_id = $1`, jobID).Scan(&output); err != nil {
+	if err := tx.QueryRowContext(ctx, qArtifactOutput, jobID).Scan(&output); err != nil {
 		return "", fmt.Errorf("read artifact: %w", err)
 	}
 	recordID, err = insertRecord(ctx, tx, recordParams{
@@ -291,7 +320,7 @@ func Commit(ctx context.Context, tx Querier, jobID string, now time.Time) (recor
 	if err != nil {
 		return "", err
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE jobs SET state = 'committed', committed_at = $1, updated_at = $1 WHERE id = $2`,
+	if _, err := tx.ExecContext(ctx, qMarkCommitted,
 		micros(now), jobID); err != nil {
 		return "", fmt.Errorf("mark committed: %w", err)
 	}
@@ -304,10 +333,7 @@ func Commit(ctx context.Context, tx Querier, jobID string, now time.Time) (recor
 func MarkManual(ctx context.Context, tx Querier, jobID string, token int64, class stet.FailureClass, now time.Time) (string, error) {
 	var reportID, tenantID, sourceID string
 	var revision int64
-	err := tx.QueryRowContext(ctx, `UPDATE jobs SET state = 'manual', failure_class = $1, lease_until = NULL,
-			committed_at = $2, updated_at = $2
-		WHERE id = $3 AND ($4 < 0 OR attempt = $4) AND state IN ('accepted', 'extracting', 'waiting', 'blocked')
-		RETURNING report_id, tenant_id, source_id, revision`,
+	err := tx.QueryRowContext(ctx, qMarkManual,
 		string(class), micros(now), jobID, token).Scan(&reportID, &tenantID, &sourceID, &revision)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", stet.ErrLeaseLost
@@ -336,13 +362,13 @@ type recordParams struct {
 // unique index is the backstop.
 func insertRecord(ctx context.Context, tx Querier, p recordParams) (string, error) {
 	now := micros(p.now)
-	if _, err := tx.ExecContext(ctx, `UPDATE reports SET updated_at = $1 WHERE id = $2`, now, p.reportID); err != nil {
+	if _, err := tx.ExecContext(ctx, qLockReport, now, p.reportID); err != nil {
 		return "", fmt.Errorf("lock report: %w", err)
 	}
 	authoritative := true
 	var curID string
 	var curRev int64
-	err := tx.QueryRowContext(ctx, `SELECT id, revision FROM review_records WHERE report_id = $1 AND authoritative`, p.reportID).Scan(&curID, &curRev)
+	err := tx.QueryRowContext(ctx, qAuthoritativeRecord, p.reportID).Scan(&curID, &curRev)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 	case err != nil:
@@ -350,14 +376,12 @@ func insertRecord(ctx context.Context, tx Querier, p recordParams) (string, erro
 	case curRev > p.revision:
 		authoritative = false // an older revision arrived late: the pointer only moves forward
 	default:
-		if _, err := tx.ExecContext(ctx, `UPDATE review_records SET authoritative = FALSE WHERE id = $1`, curID); err != nil {
+		if _, err := tx.ExecContext(ctx, qClearAuthoritative, curID); err != nil {
 			return "", fmt.Errorf("move authoritative pointer: %w", err)
 		}
 	}
 	id := stet.NewID("rec", p.now)
-	_, err = tx.ExecContext(ctx, `INSERT INTO review_records (id, job_id, report_id, tenant_id, source_id, revision, kind, state,
-			authoritative, classification, failure_class, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9, $10, $11)`,
+	_, err = tx.ExecContext(ctx, qInsertRecord,
 		id, p.jobID, p.reportID, p.tenantID, p.sourceID, p.revision, string(p.kind), authoritative,
 		nullString(p.classification), nullString(string(p.failureClass)), now)
 	if err != nil {
@@ -368,7 +392,7 @@ func insertRecord(ctx context.Context, tx Querier, p recordParams) (string, erro
 
 // Unblock returns a blocked job to accepted, for an operator's resume.
 func Unblock(ctx context.Context, tx Querier, jobID string, now time.Time) error {
-	_, err := tx.ExecContext(ctx, `UPDATE jobs SET state = 'accepted', updated_at = $1 WHERE id = $2 AND state = 'blocked'`, micros(now), jobID)
+	_, err := tx.ExecContext(ctx, qUnblock, micros(now), jobID)
 	if err != nil {
 		return fmt.Errorf("unblock job: %w", err)
 	}
