@@ -398,3 +398,14 @@ func Unblock(ctx context.Context, tx Querier, jobID string, now time.Time) error
 	}
 	return nil
 }
+
+// ReleaseLeases ends every extraction lease at now. Only a process that is
+// alone on its database (embedded SQLite, after a crash) may call it: the
+// leases it releases belong to a process that died.
+func ReleaseLeases(ctx context.Context, tx Querier, now time.Time) error {
+	_, err := tx.ExecContext(ctx, `UPDATE jobs SET lease_until = $1 WHERE state = 'extracting' AND lease_until > $1`, micros(now))
+	if err != nil {
+		return fmt.Errorf("release leases: %w", err)
+	}
+	return nil
+}

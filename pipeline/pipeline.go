@@ -80,6 +80,10 @@ type Config struct {
 	PollInterval time.Duration
 	// Work says whether this process runs stage workers (role worker|all).
 	Work bool
+	// SingleProcess says this process is alone on its database (the
+	// embedded SQLite default, held by a lock file): at start, stages left
+	// running by a crash are resumed at once instead of after River's rescue.
+	SingleProcess bool
 }
 
 // Pipeline is River plus stet's stage workers.
@@ -191,6 +195,15 @@ func (p *Pipeline) Start(ctx context.Context) error {
 	p.intake.start()
 	if !p.cfg.Work {
 		return nil // an api process: River only inserts
+	}
+	if p.cfg.SingleProcess {
+		n, err := p.recoverOrphans(ctx)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			p.log.Warn("resumed stages left running by a previous process", "count", n)
+		}
 	}
 	if err := p.river.Start(ctx); err != nil {
 		return fmt.Errorf("start river: %w", err)

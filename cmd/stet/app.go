@@ -140,8 +140,9 @@ func openApp(ctx context.Context, cfg *config.Config, o appOptions) (*app, error
 		Logger: o.logger, Metrics: a.metrics, Clock: o.clock,
 		Concurrency: cfg.Workers.Concurrency, JobTimeout: cfg.Workers.JobTimeout.Std(),
 		RescueAfter: cfg.Workers.RescueAfter.Std(), MaxAttempts: cfg.Workers.MaxAttempts,
-		PollInterval: o.pollInterval,
-		Work:         role == "worker" || role == "all",
+		PollInterval:  o.pollInterval,
+		Work:          role == "worker" || role == "all",
+		SingleProcess: strings.HasPrefix(cfg.Database, "sqlite://") && o.role != "",
 	})
 	if err != nil {
 		a.close()
