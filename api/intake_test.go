@@ -353,6 +353,9 @@ func TestIntakeAcceptedIsDurable(t *testing.T) {
 	if n := e.Count("jobs", "id = $1 AND report_id = $2 AND state = 'accepted'", got.JobID, got.ReportID); n != 1 {
 		t.Errorf("jobs rows = %d, want 1", n)
 	}
+	if n := e.Count("revisions", "report_id = $1 AND metadata = $2", got.ReportID, `{"lang":"en"}`); n != 1 {
+		t.Errorf("revisions with the delivered metadata = %d, want 1", n)
+	}
 	if n := e.Count("deliveries", "delivery_key = 'msg_1' AND job_id = $1", got.JobID); n != 1 {
 		t.Errorf("deliveries rows = %d, want 1", n)
 	}
@@ -361,6 +364,82 @@ func TestIntakeAcceptedIsDurable(t *testing.T) {
 	}
 	if n := e.Count("river_job", ""); n != 1 {
 		t.Errorf("river_job rows = %d, want 1", n)
+	}
+}
+
+// Deliveries a sender may legitimately send are accepted as they are.
+func TestIntakeAcceptedVariants(t *testing.T) {
+	t.Parallel()
+	e := stettest.New(t, stettest.Options{NoWorkers: true})
+	tests := []struct {
+		name     string
+		source   string // default SourceReports
+		ctype    string // "-" for none
+		body     string
+		revision int64
+		text     string        // the text as stored, if checked
+		skew     time.Duration // signing time minus now
+	}{
+		{name: "timestamp 4 minutes old", skew: -4 * time.Minute,
+			body: `{"external_id":"v-old","revision":1,"text":"some text"}`, revision: 1},
+		{name: "timestamp 4 minutes ahead", skew: 4 * time.Minute,
+			body: `{"external_id":"v-ahead","revision":1,"text":"some text"}`, revision: 1},
+		{name: "charset parameter", ctype: "application/json; charset=utf-8",
+			body: `{"external_id":"v-1","revision":1,"text":"some text"}`, revision: 1},
+		{name: "a +json media type", ctype: "application/vnd.example+json",
+			body: `{"external_id":"v-2","revision":1,"text":"some text"}`, revision: 1},
+		{name: "no Content-Type", ctype: "-",
+			body: `{"external_id":"v-3","revision":1,"text":"some text"}`, revision: 1},
+		{name: "null metadata",
+			body: `{"external_id":"v-4","revision":1,"text":"some text","metadata":null}`, revision: 1},
+		{name: "nested metadata",
+			body: `{"external_id":"v-5","revision":1,"text":"some text","metadata":{"a":{"b":[1,2]}}}`, revision: 1},
+		{name: "a revision beyond float64 precision",
+			body: `{"external_id":"v-6","revision":9007199254740993,"text":"some text"}`, revision: 9007199254740993},
+		{name: "a trailing newline",
+			body: "{\"external_id\":\"v-7\",\"revision\":1,\"text\":\"some text\"}\n", revision: 1},
+		{name: "an escaped surrogate pair",
+			body: `{"external_id":"v-8","revision":1,"text":"smile \ud83d\ude00"}`, revision: 1, text: "smile \U0001F600"},
+		{name: "non-ASCII text",
+			body: `{"external_id":"v-9","revision":1,"text":"Le médecin a dit: arrêtez — 薬"}`, revision: 1, text: "Le médecin a dit: arrêtez — 薬"},
+		{name: "content identity, null external_id", source: stettest.SourceBlobs,
+			body: `{"external_id":null,"text":"a blob"}`, revision: 1},
+	}
+	for i, tt := range tests {
+		body := []byte(tt.body)
+		h := signed(t, stettest.Secret, fmt.Sprintf("msg_variant_%d", i), e.Clock.Now().Add(tt.skew), body)
+		switch tt.ctype {
+		case "":
+		case "-":
+			h.Del("Content-Type")
+		default:
+			h.Set("Content-Type", tt.ctype)
+		}
+		r := send(t, e, http.MethodPost, intakePath(cmpOr(tt.source, stettest.SourceReports)), h, body)
+		if r.status != http.StatusAccepted {
+			t.Errorf("%s: POST = %d %s, want 202", tt.name, r.status, r.body)
+			continue
+		}
+		got := intakeAnswer(t, tt.name, r)
+		if got.Revision != tt.revision {
+			t.Errorf("%s: revision = %d, want %d", tt.name, got.Revision, tt.revision)
+		}
+		if tt.text != "" {
+			if n := e.Count("revisions", "report_id = $1 AND content_sha256 = $2", got.ReportID, stet.SHA256Hex([]byte(tt.text))); n != 1 {
+				t.Errorf("%s: revisions holding the decoded text %q = %d, want 1", tt.name, tt.text, n)
+			}
+		}
+	}
+}
+
+// A webhook-id is unique per source: another source may use the same one.
+func TestIntakeWebhookIDPerSource(t *testing.T) {
+	t.Parallel()
+	e := stettest.New(t, stettest.Options{NoWorkers: true})
+	a := e.Deliver(stettest.SourceReports, "msg_shared", stettest.Report{ExternalID: "report-1", Revision: 1, Text: "one text"})
+	b := e.Deliver(stettest.SourceNotes, "msg_shared", stettest.Report{ExternalID: "note-1", Text: "another text"})
+	if a.Status != http.StatusAccepted || b.Status != http.StatusAccepted || a.JobID == b.JobID {
+		t.Errorf("one webhook-id on two sources = %d %s and %d %s, want two 202s with two jobs", a.Status, a.Body, b.Status, b.Body)
 	}
 }
 

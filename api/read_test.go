@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -92,7 +93,7 @@ func get(t testing.TB, e *stettest.Env, path, token string, out any) []byte {
 	return b
 }
 
-// hasFields reports the fields of a JSON object body missing from want.
+// missingFields returns the fields of want that the JSON object body lacks.
 func missingFields(t testing.TB, body []byte, want ...string) []string {
 	t.Helper()
 	var m map[string]json.RawMessage
@@ -117,6 +118,30 @@ func deliverCommitted(t testing.TB, e *stettest.Env, source, id string, r stette
 	}
 	e.WaitJob(d.JobID, stet.JobCommitted)
 	return d
+}
+
+// delivery is one report to deliver to a source.
+type delivery struct {
+	source, id string
+	report     stettest.Report
+}
+
+// deliverAllCommitted delivers every report, then waits for every job to
+// commit: the jobs run side by side.
+func deliverAllCommitted(t testing.TB, e *stettest.Env, ds []delivery) []stettest.Response {
+	t.Helper()
+	var out []stettest.Response
+	for _, d := range ds {
+		r := e.Deliver(d.source, d.id, d.report)
+		if r.Status != http.StatusAccepted {
+			t.Fatalf("deliver %s = %d %s, want 202", d.id, r.Status, r.Body)
+		}
+		out = append(out, r)
+	}
+	for _, r := range out {
+		e.WaitJob(r.JobID, stet.JobCommitted)
+	}
+	return out
 }
 
 func jsonEqual(a, b []byte) bool {
@@ -201,8 +226,12 @@ func TestGetJob(t *testing.T) {
 func TestGetReport(t *testing.T) {
 	t.Parallel()
 	e := stettest.New(t, stettest.Options{})
-	r1 := deliverCommitted(t, e, stettest.SourceReports, "msg_1", stettest.Report{ExternalID: "report-r", Revision: 1, Text: "First revision."})
-	r2 := deliverCommitted(t, e, stettest.SourceReports, "msg_2", stettest.Report{ExternalID: "report-r", Revision: 2, Text: "Second revision."})
+	answers := deliverAllCommitted(t, e, []delivery{
+		{source: stettest.SourceReports, id: "msg_1", report: stettest.Report{ExternalID: "report-r", Revision: 1, Text: "First revision."}},
+		{source: stettest.SourceReports, id: "msg_2", report: stettest.Report{ExternalID: "report-r", Revision: 2, Text: "Second revision."}},
+		{source: stettest.SourceBlobs, id: "msg_blob", report: stettest.Report{Text: "An anonymous post."}},
+	})
+	r1, r2, blob := answers[0], answers[1], answers[2]
 	if r1.ReportID != r2.ReportID {
 		t.Fatalf("revisions of one report got reports %s and %s", r1.ReportID, r2.ReportID)
 	}
@@ -234,7 +263,6 @@ func TestGetReport(t *testing.T) {
 	}
 
 	// A content-identity report has no external ID: it is read by report ID.
-	blob := deliverCommitted(t, e, stettest.SourceBlobs, "msg_blob", stettest.Report{Text: "An anonymous post."})
 	var rep reportBody
 	raw = get(t, e, "/v1/reports/"+blob.ReportID, stettest.ReaderToken, &rep)
 	if !bytes.Contains(raw, []byte(`"external_id":null`)) {
@@ -258,13 +286,17 @@ func TestGetReport(t *testing.T) {
 func TestListReview(t *testing.T) {
 	t.Parallel()
 	e := stettest.New(t, stettest.Options{})
-	jobs := map[string]string{} // job ID → report ID
+	ds := []delivery{{source: stettest.SourceBlobs, id: "msg_blob", report: stettest.Report{Text: "An anonymous post."}}}
 	for i := range 5 {
-		d := deliverCommitted(t, e, stettest.SourceReports, fmt.Sprintf("msg_%d", i),
-			stettest.Report{ExternalID: fmt.Sprintf("report-%d", i), Revision: 1, Text: fmt.Sprintf("Post number %d.", i)})
+		ds = append(ds, delivery{source: stettest.SourceReports, id: fmt.Sprintf("msg_%d", i),
+			report: stettest.Report{ExternalID: fmt.Sprintf("report-%d", i), Revision: 1, Text: fmt.Sprintf("Post number %d.", i)}})
+	}
+	answers := deliverAllCommitted(t, e, ds)
+	blob := answers[0]
+	jobs := map[string]string{} // job ID → report ID
+	for _, d := range answers[1:] {
 		jobs[d.JobID] = d.ReportID
 	}
-	blob := deliverCommitted(t, e, stettest.SourceBlobs, "msg_blob", stettest.Report{Text: "An anonymous post."})
 
 	// Pages of 2, 2 and 1; the last without a cursor; no record twice.
 	seen := map[string]bool{}
@@ -359,17 +391,36 @@ func TestListReview(t *testing.T) {
 func TestReviewDecisions(t *testing.T) {
 	t.Parallel()
 	e := stettest.New(t, stettest.Options{})
-	var recs []recordBody
-	for i := range 3 {
-		d := deliverCommitted(t, e, stettest.SourceReports, fmt.Sprintf("msg_%d", i),
-			stettest.Report{ExternalID: fmt.Sprintf("report-%d", i), Revision: 1, Text: fmt.Sprintf("Post number %d.", i)})
+	recordOf := func(jobID string) recordBody {
 		var j jobBody
-		get(t, e, "/v1/jobs/"+d.JobID, stettest.ReaderToken, &j)
+		get(t, e, "/v1/jobs/"+jobID, stettest.ReaderToken, &j)
+		if j.ReviewRecordID == nil {
+			t.Fatalf("job %s has no review record", jobID)
+		}
 		var r recordBody
 		get(t, e, "/v1/review/"+*j.ReviewRecordID, stettest.ReaderToken, &r)
-		recs = append(recs, r)
+		return r
 	}
-	approveRec, overrideRec, untouched := recs[0], recs[1], recs[2]
+	// A refusal first, alone, so the scripted fault meets its job: a manual
+	// record, which has no classification until a person gives one.
+	e.Fake.Enqueue(openai.Fault{Kind: openai.Refusal})
+	m := e.Deliver(stettest.SourceReports, "msg_manual", stettest.Report{ExternalID: "report-manual", Revision: 1, Text: "A post the model refuses."})
+	e.WaitJob(m.JobID, stet.JobManual)
+	manual := recordOf(m.JobID)
+	if manual.Kind != "manual" || manual.FailureClass == nil || *manual.FailureClass != "refusal" || string(manual.Classification) != "null" {
+		t.Errorf("manual record = %+v (classification %s), want kind manual, failure_class refusal, classification null", manual, manual.Classification)
+	}
+
+	var ds []delivery
+	for i := range 4 {
+		ds = append(ds, delivery{source: stettest.SourceReports, id: fmt.Sprintf("msg_%d", i),
+			report: stettest.Report{ExternalID: fmt.Sprintf("report-%d", i), Revision: 1, Text: fmt.Sprintf("Post number %d.", i)}})
+	}
+	var recs []recordBody
+	for _, d := range deliverAllCommitted(t, e, ds) {
+		recs = append(recs, recordOf(d.JobID))
+	}
+	approveRec, overrideRec, untouched, raced := recs[0], recs[1], recs[2], recs[3]
 	valid := json.RawMessage(`{"category":"spam","severity":"low","action":"remove","labels":["spam"],"rationale":"Advertises a product."}`)
 
 	steps := []struct {
@@ -417,8 +468,15 @@ func TestReviewDecisions(t *testing.T) {
 			status: http.StatusBadRequest, slug: "invalid-body"},
 		{name: "reader may not decide", token: stettest.ReaderToken, rec: untouched, body: `{"decision":"approve"}`,
 			status: http.StatusForbidden, slug: "forbidden"},
+		{name: "note over 4096 bytes", token: stettest.ReviewerToken, rec: untouched, body: `{"decision":"approve","note":"` + strings.Repeat("n", 4097) + `"}`,
+			status: http.StatusBadRequest, slug: "invalid-body"},
 		{name: "unknown record", token: stettest.ReviewerToken, rec: recordBody{ID: "rr_01NOSUCHRECORD00000000000"}, body: `{"decision":"approve"}`,
 			status: http.StatusNotFound, slug: "not-found"},
+		{name: "approve a manual record without classification", token: stettest.ReviewerToken, rec: manual, body: `{"decision":"approve"}`,
+			status: http.StatusBadRequest, slug: "invalid-body"},
+		{name: "approve a manual record with a classification", token: stettest.ReviewerToken, rec: manual,
+			body:   `{"decision":"approve","classification":` + string(valid) + `}`,
+			status: http.StatusOK, decision: "approve", decidedBy: "token:reviewer", class: valid},
 	}
 	for _, s := range steps {
 		h := bearer(s.token)
@@ -453,6 +511,37 @@ func TestReviewDecisions(t *testing.T) {
 	// A reviewer may still decide it.
 	if st, b := e.Do(http.MethodPost, "/v1/review/"+untouched.ID+"/decision", stettest.ReviewerToken, map[string]any{"decision": "reject"}, nil); st != http.StatusOK {
 		t.Errorf("reject = %d %s, want 200", st, b)
+	}
+
+	// Ten reviewers decide one record at once: one wins, the rest conflict.
+	const n = 10
+	statuses := make([]int, n)
+	errs := make([]error, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			h := bearer(stettest.ReviewerToken)
+			h.Set("Content-Type", "application/json")
+			<-start
+			r, err := sendErr(e, http.MethodPost, "/v1/review/"+raced.ID+"/decision", h, []byte(`{"decision":"reject"}`))
+			statuses[i], errs[i] = r.status, err
+		})
+	}
+	close(start)
+	wg.Wait()
+	count := map[int]int{}
+	for i, st := range statuses {
+		if errs[i] != nil {
+			t.Fatalf("concurrent decision %d: %v", i, errs[i])
+		}
+		count[st]++
+	}
+	if want := map[int]int{http.StatusOK: 1, http.StatusConflict: n - 1}; !maps.Equal(count, want) {
+		t.Errorf("concurrent decisions = %v, want %v", count, want)
+	}
+	if k := e.Count("audit_log", "action = 'review.decide.reject' AND object_id = $1", raced.ID); k != 1 {
+		t.Errorf("audit entries for the raced decision = %d, want 1", k)
 	}
 }
 

@@ -470,3 +470,21 @@ func TestQuickstartThenOperatorCommands(t *testing.T) {
 		}
 	})
 }
+
+func TestOperatorCommandsOnMissingLedgerCreateNothing(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"check"}, {"inspect", testSource + "/report-001"}, {"resume", "job_01M8KEX3CC1DS9TSZ1B7G5XDFN"}} {
+		t.Run(args[0], func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			path := writeRulesConfig(t, dir, configParts{})
+			code, _, stderr := runInProcess(t, append([]string{args[0], "--config", path}, args[1:]...)...)
+			if code != exitUnhealthy {
+				t.Errorf("run(%s) on a missing ledger = %d, want %d\nstderr: %s", args[0], code, exitUnhealthy, stderr)
+			}
+			if fileExists(filepath.Join(dir, "stet-data")) {
+				t.Errorf("run(%s) on a missing ledger created %s, want nothing created", args[0], filepath.Join(dir, "stet-data"))
+			}
+		})
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -55,6 +56,9 @@ func openLedger(ctx context.Context, cfgPath string, stderr io.Writer) (*ledger.
 	if !ok {
 		return nil, exitUsage
 	}
+	if !ledgerExists(cfg.Database, stderr) {
+		return nil, exitUnhealthy
+	}
 	db, err := ledger.Open(ctx, cfg.Database)
 	if err != nil {
 		fmt.Fprintln(stderr, "stet:", err)
@@ -66,6 +70,22 @@ func openLedger(ctx context.Context, cfgPath string, stderr io.Writer) (*ledger.
 		return nil, exitUnhealthy
 	}
 	return db, exitOK
+}
+
+// ledgerExists reports whether an embedded ledger file exists, so that an
+// operator command on a mistyped path says so instead of creating an empty
+// ledger there.
+func ledgerExists(database string, stderr io.Writer) bool {
+	path, ok := strings.CutPrefix(database, "sqlite://")
+	if !ok {
+		return true
+	}
+	path = strings.SplitN(path, "?", 2)[0]
+	if _, err := os.Stat(path); err != nil {
+		fmt.Fprintf(stderr, "stet: no ledger at %s; run 'stet migrate' or 'stet serve' first\n", path)
+		return false
+	}
+	return true
 }
 
 func cmdInspect(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -229,6 +249,9 @@ func cmdResume(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	cfg, ok := loadOperatorConfig(*cfgPath, stderr)
 	if !ok {
 		return exitUsage
+	}
+	if !ledgerExists(cfg.Database, stderr) {
+		return exitUnhealthy
 	}
 	a, err := openApp(ctx, cfg, appOptions{})
 	if err != nil {

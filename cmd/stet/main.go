@@ -17,7 +17,7 @@ const (
 	exitOK        = 0
 	exitFailure   = 1 // the command ran and found a problem (a violation, a failed drill)
 	exitUsage     = 2 // bad flags or an invalid config: nothing was started
-	exitUnhealthy = 3 // the database could not be reached or migrated
+	exitUnhealthy = 3 // stet could not start: the database is unreachable or unmigrated, or the listener failed
 )
 
 func main() {
