@@ -18,7 +18,7 @@ import (
 // intakeBody is the delivery body of DESIGN §7.
 type intakeBody struct {
 	ExternalID *string          `json:"external_id"`
-	Revision   *json.Number     `json:"revision"`
+	Revision   json.RawMessage  `json:"revision"`
 	Text       *string          `json:"text"`
 	Metadata   *json.RawMessage `json:"metadata"`
 }
@@ -74,12 +74,11 @@ func (s *Server) intakeStatus(w http.ResponseWriter, r *http.Request) int {
 	var in intakeBody
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
-	dec.UseNumber()
 	if err := dec.Decode(&in); err != nil {
 		return fail(http.StatusBadRequest, "invalid-body", jsonProblem(err))
 	}
-	if dec.More() {
-		return fail(http.StatusBadRequest, "invalid-body", "the body holds more than one JSON value")
+	if rest := bytes.TrimSpace(body[dec.InputOffset():]); len(rest) > 0 {
+		return fail(http.StatusBadRequest, "invalid-body", "the body holds something after its JSON object")
 	}
 	p := ledger.AcceptParams{
 		TenantID: src.Tenant, SourceID: src.ID, Identity: src.Identity, Revisions: src.Revisions,
@@ -114,16 +113,17 @@ func (s *Server) intakeStatus(w http.ResponseWriter, r *http.Request) int {
 	}
 	switch src.Revisions {
 	case stet.RevisionsExplicit:
-		if in.Revision == nil {
+		if in.Revision == nil || bytes.Equal(in.Revision, []byte("null")) {
 			return fail(http.StatusBadRequest, "invalid-body", "revision is required for this source")
 		}
-		n, err := strconv.ParseInt(in.Revision.String(), 10, 64)
+		// Only a JSON integer: not "1", not 1.5, not 1e0.
+		n, err := strconv.ParseInt(string(in.Revision), 10, 64)
 		if err != nil || n < 1 {
 			return fail(http.StatusBadRequest, "invalid-body", "revision must be a positive integer")
 		}
 		p.Revision = n
 	case stet.RevisionsContent:
-		if in.Revision != nil {
+		if in.Revision != nil && !bytes.Equal(in.Revision, []byte("null")) {
 			return fail(http.StatusBadRequest, "invalid-body", "revision must be absent: stet numbers this source's revisions")
 		}
 	}
