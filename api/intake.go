@@ -92,9 +92,8 @@ func (s *Server) intakeStatus(w http.ResponseWriter, r *http.Request) int {
 	if strings.TrimSpace(*in.Text) == "" {
 		return fail(http.StatusBadRequest, "invalid-body", "text is empty")
 	}
-	if strings.ContainsRune(*in.Text, utf8.RuneError) {
-		// Invalid escapes such as a lone surrogate decode to U+FFFD.
-		return fail(http.StatusBadRequest, "invalid-body", "text is not valid UTF-8")
+	if loneSurrogates(*in.Text, body) {
+		return fail(http.StatusBadRequest, "invalid-body", "text holds an escaped lone surrogate, which is not valid UTF-8")
 	}
 	p.Text = stet.NewText(*in.Text)
 	switch src.Identity {
@@ -179,4 +178,18 @@ func jsonProblem(err error) string {
 	default:
 		return "malformed JSON"
 	}
+}
+
+// loneSurrogates reports whether decoding turned invalid escapes (a lone
+// surrogate such as \ud800) into U+FFFD: text holds more U+FFFD than the raw
+// body spells out, literally or as \ufffd. A document that really contains
+// U+FFFD is accepted.
+func loneSurrogates(text string, body []byte) bool {
+	n := strings.Count(text, "\uFFFD")
+	if n == 0 {
+		return false
+	}
+	lower := bytes.ToLower(body)
+	spelled := bytes.Count(body, []byte("\uFFFD")) + bytes.Count(lower, []byte(`\ufffd`))
+	return n > spelled
 }

@@ -402,6 +402,8 @@ func TestIntakeAcceptedVariants(t *testing.T) {
 			body: `{"external_id":"v-8","revision":1,"text":"smile \ud83d\ude00"}`, revision: 1, text: "smile \U0001F600"},
 		{name: "non-ASCII text",
 			body: `{"external_id":"v-9","revision":1,"text":"Le médecin a dit: arrêtez — 薬"}`, revision: 1, text: "Le médecin a dit: arrêtez — 薬"},
+		{name: "a literal replacement character in scraped text",
+			body: "{\"external_id\":\"v-10\",\"revision\":1,\"text\":\"caf\uFFFD au lait \\ufffd\"}", revision: 1, text: "caf\uFFFD au lait \uFFFD"},
 		{name: "content identity, null external_id", source: stettest.SourceBlobs,
 			body: `{"external_id":null,"text":"a blob"}`, revision: 1},
 	}

@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -277,6 +278,10 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil {
 		s.problem(w, r, http.StatusBadRequest, "invalid-body", jsonProblem(err))
+		return
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		s.problem(w, r, http.StatusBadRequest, "invalid-body", "the body holds something after its JSON object")
 		return
 	}
 	if !slices.Contains(stet.Decisions, in.Decision) {

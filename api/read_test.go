@@ -460,6 +460,8 @@ func TestReviewDecisions(t *testing.T) {
 			status: http.StatusBadRequest, slug: "invalid-body"},
 		{name: "unknown decision", token: stettest.ReviewerToken, rec: untouched, body: `{"decision":"maybe"}`,
 			status: http.StatusBadRequest, slug: "invalid-body"},
+		{name: "trailing data after the JSON", token: stettest.ReviewerToken, rec: untouched, body: `{"decision":"approve"}garbage`,
+			status: http.StatusBadRequest, slug: "invalid-body"},
 		{name: "no decision", token: stettest.ReviewerToken, rec: untouched, body: `{}`,
 			status: http.StatusBadRequest, slug: "invalid-body"},
 		{name: "unknown field", token: stettest.ReviewerToken, rec: untouched, body: `{"decision":"approve","by":"someone"}`,
