@@ -147,21 +147,16 @@ func NewReportView(d *ledger.ReportDetail) ReportView {
 }
 
 func (s *Server) getReportByExternalID(w http.ResponseWriter, r *http.Request) {
-	tok := tokenOf(r)
-	d, err := s.db.GetReport(r.Context(), ledger.ReportLookup{Tenant: tok.Tenant, SourceID: r.PathValue("source"), ExternalID: r.PathValue("external_id")})
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if !s.audit(w, r, "report.read", "report", d.Report.ID) {
-		return
-	}
-	writeJSON(w, http.StatusOK, NewReportView(d))
+	s.serveReport(w, r, ledger.ReportLookup{SourceID: r.PathValue("source"), ExternalID: r.PathValue("external_id")})
 }
 
 func (s *Server) getReport(w http.ResponseWriter, r *http.Request) {
-	tok := tokenOf(r)
-	d, err := s.db.GetReport(r.Context(), ledger.ReportLookup{Tenant: tok.Tenant, ReportID: r.PathValue("report_id")})
+	s.serveReport(w, r, ledger.ReportLookup{ReportID: r.PathValue("report_id")})
+}
+
+func (s *Server) serveReport(w http.ResponseWriter, r *http.Request, l ledger.ReportLookup) {
+	l.Tenant = tokenOf(r).Tenant
+	d, err := s.db.GetReport(r.Context(), l)
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -101,13 +101,14 @@ const jobColumns = `j.id, j.revision_id, j.report_id, j.tenant_id, j.source_id, 
 	j.failure_class, j.created_at, j.updated_at, j.extracting_at, j.extracted_at, j.committed_at,
 	(SELECT r.id FROM review_records r WHERE r.job_id = j.id)`
 
-func scanJob(row interface{ Scan(...any) error }, j *stet.Job) error {
+// scanJob scans jobColumns into j, then any extra columns into extra.
+func scanJob(row interface{ Scan(...any) error }, j *stet.Job, extra ...any) error {
 	var lease, created, updated, extracting, extracted, committed sql.NullInt64
 	var failure, record sql.NullString
 	var state string
-	err := row.Scan(&j.ID, &j.RevisionID, &j.ReportID, &j.TenantID, &j.SourceID, &j.Revision, &j.ExtractionVersion,
+	err := row.Scan(append([]any{&j.ID, &j.RevisionID, &j.ReportID, &j.TenantID, &j.SourceID, &j.Revision, &j.ExtractionVersion,
 		&j.ProfileID, &j.ProfileVersion, &j.PolicyID, &j.PolicyHash, &state, &j.Attempt, &lease,
-		&failure, &created, &updated, &extracting, &extracted, &committed, &record)
+		&failure, &created, &updated, &extracting, &extracted, &committed, &record}, extra...)...)
 	if err != nil {
 		return err
 	}
@@ -126,27 +127,13 @@ func LoadWork(ctx context.Context, q Querier, jobID string) (*WorkItem, error) {
 	var w WorkItem
 	var text sql.NullString
 	var purged sql.NullInt64
-	row := q.QueryRowContext(ctx, qLoadWork, jobID)
-	var lease, created, updated, extracting, extracted, committed sql.NullInt64
-	var failure, record sql.NullString
-	var state string
-	j := &w.Job
-	err := row.Scan(&j.ID, &j.RevisionID, &j.ReportID, &j.TenantID, &j.SourceID, &j.Revision, &j.ExtractionVersion,
-		&j.ProfileID, &j.ProfileVersion, &j.PolicyID, &j.PolicyHash, &state, &j.Attempt, &lease,
-		&failure, &created, &updated, &extracting, &extracted, &committed, &record,
-		&text, &purged, &w.HasArtifact, &w.TransientFails)
+	err := scanJob(q.QueryRowContext(ctx, qLoadWork, jobID), &w.Job, &text, &purged, &w.HasArtifact, &w.TransientFails)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("job")
 	}
 	if err != nil {
 		return nil, fmt.Errorf("load job: %w", err)
 	}
-	j.State = stet.JobState(state)
-	j.LeaseUntil = fromMicros(lease)
-	j.FailureClass = stet.FailureClass(failure.String)
-	j.CreatedAt, j.UpdatedAt = fromMicros(created), fromMicros(updated)
-	j.ExtractingAt, j.ExtractedAt, j.CommittedAt = fromMicros(extracting), fromMicros(extracted), fromMicros(committed)
-	j.ReviewRecordID = record.String
 	w.Text = stet.NewText(text.String)
 	w.TextPurged = purged.Valid || !text.Valid
 	return &w, nil
