@@ -71,30 +71,30 @@ func IdentityHash(mode stet.IdentityMode, externalID string, text stet.Text) str
 // On ErrRetryItem the caller rolls back to a savepoint taken before the call
 // and calls Accept again.
 
-// Intake statements, prepared once (see prepared.go).
+// Intake statements.
 var (
-	qDeliveryByKey = prepared(`SELECT body_sha256, job_id, report_id, revision FROM deliveries
-		WHERE source_id = $1 AND delivery_key = $2`)
-	qInsertReport = prepared(`INSERT INTO reports (id, tenant_id, source_id, external_id, identity_hash, created_at, updated_at)
+	qDeliveryByKey = `SELECT body_sha256, job_id, report_id, revision FROM deliveries
+		WHERE source_id = $1 AND delivery_key = $2`
+	qInsertReport = `INSERT INTO reports (id, tenant_id, source_id, external_id, identity_hash, created_at, updated_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $6)
-		ON CONFLICT (tenant_id, source_id, identity_hash) DO NOTHING RETURNING id`)
-	qReportByIdentity  = prepared(`SELECT id FROM reports WHERE tenant_id = $1 AND source_id = $2 AND identity_hash = $3`)
-	qRevisionByContent = prepared(`SELECT revision FROM revisions WHERE report_id = $1 AND content_sha256 = $2 ORDER BY revision LIMIT 1`)
-	qNextRevision      = prepared(`SELECT COALESCE(MAX(revision), 0) + 1 FROM revisions WHERE report_id = $1`)
-	qInsertRevision    = prepared(`INSERT INTO revisions (id, report_id, revision, content_sha256, text, metadata,
+		ON CONFLICT (tenant_id, source_id, identity_hash) DO NOTHING RETURNING id`
+	qReportByIdentity  = `SELECT id FROM reports WHERE tenant_id = $1 AND source_id = $2 AND identity_hash = $3`
+	qRevisionByContent = `SELECT revision FROM revisions WHERE report_id = $1 AND content_sha256 = $2 ORDER BY revision LIMIT 1`
+	qNextRevision      = `SELECT COALESCE(MAX(revision), 0) + 1 FROM revisions WHERE report_id = $1`
+	qInsertRevision    = `INSERT INTO revisions (id, report_id, revision, content_sha256, text, metadata,
 			policy_id, policy_hash, profile_id, profile_version, received_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-		ON CONFLICT (report_id, revision) DO NOTHING RETURNING id`)
-	qRevisionByNumber = prepared(`SELECT id, content_sha256 FROM revisions WHERE report_id = $1 AND revision = $2`)
-	qInsertJob        = prepared(`INSERT INTO jobs (id, revision_id, report_id, tenant_id, source_id, revision,
+		ON CONFLICT (report_id, revision) DO NOTHING RETURNING id`
+	qRevisionByNumber = `SELECT id, content_sha256 FROM revisions WHERE report_id = $1 AND revision = $2`
+	qInsertJob        = `INSERT INTO jobs (id, revision_id, report_id, tenant_id, source_id, revision,
 			extraction_version, state, attempt, created_at, updated_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, 'accepted', 0, $8, $8)
-		ON CONFLICT (revision_id, extraction_version) DO NOTHING RETURNING id`)
-	qJobByRevision  = prepared(`SELECT id, state FROM jobs WHERE revision_id = $1 AND extraction_version = $2`)
-	qInsertDelivery = prepared(`INSERT INTO deliveries (source_id, delivery_key, body_sha256, job_id, report_id, revision, received_at)
+		ON CONFLICT (revision_id, extraction_version) DO NOTHING RETURNING id`
+	qJobByRevision  = `SELECT id, state FROM jobs WHERE revision_id = $1 AND extraction_version = $2`
+	qInsertDelivery = `INSERT INTO deliveries (source_id, delivery_key, body_sha256, job_id, report_id, revision, received_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7)
-		ON CONFLICT (source_id, delivery_key) DO NOTHING RETURNING job_id`)
-	qJobState = prepared(`SELECT state FROM jobs WHERE id = $1`)
+		ON CONFLICT (source_id, delivery_key) DO NOTHING RETURNING job_id`
+	qJobState = `SELECT state FROM jobs WHERE id = $1`
 )
 
 func Accept(ctx context.Context, tx Querier, p AcceptParams) (res AcceptResult, newJob bool, err error) {

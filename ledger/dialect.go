@@ -69,7 +69,11 @@ func openSQLite(ctx context.Context, path string) (*sql.DB, *sql.DB, error) {
 		q.Add("_pragma", p)
 	}
 	q.Set("_txlock", "immediate")
-	w, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	wc, err := newStmtCacheConnector("file:" + path + "?" + q.Encode())
+	if err != nil {
+		return nil, nil, fmt.Errorf("database: open: %w", err)
+	}
+	w := sql.OpenDB(wc)
 	if err != nil {
 		return nil, nil, fmt.Errorf("database: open: %w", err)
 	}
@@ -85,11 +89,12 @@ func openSQLite(ctx context.Context, path string) (*sql.DB, *sql.DB, error) {
 	for _, p := range []string{"busy_timeout(10000)", "query_only(1)"} {
 		rq.Add("_pragma", p)
 	}
-	r, err := sql.Open("sqlite", "file:"+path+"?"+rq.Encode())
+	rc, err := newStmtCacheConnector("file:" + path + "?" + rq.Encode())
 	if err != nil {
 		w.Close()
 		return nil, nil, fmt.Errorf("database: open: %w", err)
 	}
+	r := sql.OpenDB(rc)
 	r.SetMaxOpenConns(4)
 	return w, r, nil
 }

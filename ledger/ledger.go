@@ -37,7 +37,6 @@ type DB struct {
 	r       *sql.DB
 	dialect *dialect
 	url     string
-	stmts   map[string]*sql.Stmt // prepared hot-path statements (SQLite)
 }
 
 // Open opens the ledger at url ("sqlite:///path/stet.db", "sqlite://rel.db",
@@ -54,20 +53,8 @@ func Open(ctx context.Context, url string) (*DB, error) {
 	return &DB{w: w, r: r, dialect: d, url: url}, nil
 }
 
-// Prepare prepares the hot-path statements. Call it after Migrate, before
-// the pipeline starts; without it every statement is parsed at each call.
-func (db *DB) Prepare(ctx context.Context) error {
-	if db.dialect.name != "sqlite" {
-		return nil // pgx caches prepared statements on its own
-	}
-	return db.prepareAll(ctx)
-}
-
 // Close closes both pools.
 func (db *DB) Close() error {
-	for _, s := range db.stmts {
-		s.Close()
-	}
 	err := db.w.Close()
 	if db.r != db.w {
 		err = errors.Join(err, db.r.Close())

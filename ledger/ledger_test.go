@@ -25,9 +25,6 @@ func open(t *testing.T) *ledger.DB {
 	if _, err := db.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Prepare(ctx); err != nil {
-		t.Fatal(err)
-	}
 	policy := &stet.Policy{ID: "standard", Processors: []string{"p1"}}
 	if err := ledger.RecordPolicy(ctx, db.Writer(), policy, t0); err != nil {
 		t.Fatal(err)
@@ -41,7 +38,7 @@ func accept(t *testing.T, db *ledger.DB, ext string, rev int64, text, delivery s
 	var res ledger.AcceptResult
 	err := db.InTx(ctx, func(tx *sql.Tx) error {
 		var err error
-		res, _, err = ledger.Accept(ctx, db.Wrap(tx), ledger.AcceptParams{
+		res, _, err = ledger.Accept(ctx, tx, ledger.AcceptParams{
 			TenantID: "demo", SourceID: "reports", Identity: stet.IdentityExternalID, Revisions: stet.RevisionsExplicit,
 			ExternalID: ext, Revision: rev, Text: stet.NewText(text), DeliveryKey: delivery, BodySHA256: stet.SHA256Hex([]byte(delivery + text)),
 			PolicyID: "standard", PolicyHash: (&stet.Policy{ID: "standard", Processors: []string{"p1"}}).Hash(),

@@ -11,50 +11,50 @@ import (
 	"github.com/stetlabs/stet"
 )
 
-// Stage statements, prepared once (see prepared.go).
+// Stage statements.
 var (
-	qRecordPolicy = prepared(`INSERT INTO policy_versions (hash, policy_id, content, first_seen) VALUES ($1, $2, $3, $4)
-		ON CONFLICT (hash) DO NOTHING`)
-	qPolicyVersion = prepared(`SELECT content FROM policy_versions WHERE hash = $1`)
-	qLoadWork      = prepared(`SELECT ` + jobColumns + `, v.text, v.text_purged_at,
+	qRecordPolicy = `INSERT INTO policy_versions (hash, policy_id, content, first_seen) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (hash) DO NOTHING`
+	qPolicyVersion = `SELECT content FROM policy_versions WHERE hash = $1`
+	qLoadWork      = `SELECT ` + jobColumns + `, v.text, v.text_purged_at,
 			EXISTS (SELECT 1 FROM artifacts a WHERE a.job_id = j.id),
 			(SELECT COUNT(*) FROM attempts t WHERE t.job_id = j.id AND t.failure_class = 'transient')
-		FROM jobs j JOIN revisions v ON v.id = j.revision_id WHERE j.id = $1`)
-	qClaim = prepared(`UPDATE jobs SET attempt = attempt + 1, state = 'extracting', lease_until = $1,
+		FROM jobs j JOIN revisions v ON v.id = j.revision_id WHERE j.id = $1`
+	qClaim = `UPDATE jobs SET attempt = attempt + 1, state = 'extracting', lease_until = $1,
 			extracting_at = COALESCE(extracting_at, $2), updated_at = $2
 		WHERE id = $3 AND attempt = $4
 		  AND (state IN ('accepted', 'waiting') OR (state = 'extracting' AND (lease_until IS NULL OR lease_until <= $2)))
-		RETURNING attempt`)
-	qStartAttempt = prepared(`INSERT INTO attempts (job_id, n, token, processor_id, status, input_sha256, started_at)
+		RETURNING attempt`
+	qStartAttempt = `INSERT INTO attempts (job_id, n, token, processor_id, status, input_sha256, started_at)
 		VALUES ($1, (SELECT COALESCE(MAX(n), 0) + 1 FROM attempts WHERE job_id = $1), $2, $3, 'started', $4, $5)
-		RETURNING n`)
-	qFinishAttempt = prepared(`UPDATE attempts SET status = $1, failure_class = $2, model = $3, request_id = $4,
+		RETURNING n`
+	qFinishAttempt = `UPDATE attempts SET status = $1, failure_class = $2, model = $3, request_id = $4,
 			status_code = $5, input_tokens = $6, output_tokens = $7, latency_ms = $8, finished_at = $9
-		WHERE job_id = $10 AND n = $11`)
-	qFenceExtracted = prepared(`UPDATE jobs SET state = 'extracted', extracted_at = $1, updated_at = $1,
+		WHERE job_id = $10 AND n = $11`
+	qFenceExtracted = `UPDATE jobs SET state = 'extracted', extracted_at = $1, updated_at = $1,
 			lease_until = NULL, failure_class = NULL, processor_id = $2
-		WHERE id = $3 AND attempt = $4 AND state = 'extracting'`)
-	qInsertArtifact = prepared(`INSERT INTO artifacts (id, job_id, attempt_n, raw, output, schema_version, processor_id, model, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`)
-	qSetJobState = prepared(`UPDATE jobs SET state = $1, failure_class = $2, lease_until = NULL, updated_at = $3
-		WHERE id = $4 AND attempt = $5 AND state = 'extracting'`)
-	qBlock = prepared(`UPDATE jobs SET state = 'blocked', failure_class = $1, lease_until = NULL, updated_at = $2
-		WHERE id = $3 AND attempt = $4 AND state IN ('accepted', 'waiting', 'extracting')`)
-	qJobForCommit   = prepared(`SELECT state, report_id, tenant_id, source_id, revision FROM jobs WHERE id = $1`)
-	qRecordOfJob    = prepared(`SELECT id FROM review_records WHERE job_id = $1`)
-	qArtifactOutput = prepared(`SELECT output FROM artifacts WHERE job_id = $1`)
-	qMarkCommitted  = prepared(`UPDATE jobs SET state = 'committed', committed_at = $1, updated_at = $1 WHERE id = $2`)
-	qMarkManual     = prepared(`UPDATE jobs SET state = 'manual', failure_class = $1, lease_until = NULL,
+		WHERE id = $3 AND attempt = $4 AND state = 'extracting'`
+	qInsertArtifact = `INSERT INTO artifacts (id, job_id, attempt_n, raw, output, schema_version, processor_id, model, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`
+	qSetJobState = `UPDATE jobs SET state = $1, failure_class = $2, lease_until = NULL, updated_at = $3
+		WHERE id = $4 AND attempt = $5 AND state = 'extracting'`
+	qBlock = `UPDATE jobs SET state = 'blocked', failure_class = $1, lease_until = NULL, updated_at = $2
+		WHERE id = $3 AND attempt = $4 AND state IN ('accepted', 'waiting', 'extracting')`
+	qJobForCommit   = `SELECT state, report_id, tenant_id, source_id, revision FROM jobs WHERE id = $1`
+	qRecordOfJob    = `SELECT id FROM review_records WHERE job_id = $1`
+	qArtifactOutput = `SELECT output FROM artifacts WHERE job_id = $1`
+	qMarkCommitted  = `UPDATE jobs SET state = 'committed', committed_at = $1, updated_at = $1 WHERE id = $2`
+	qMarkManual     = `UPDATE jobs SET state = 'manual', failure_class = $1, lease_until = NULL,
 			committed_at = $2, updated_at = $2
 		WHERE id = $3 AND ($4 < 0 OR attempt = $4) AND state IN ('accepted', 'extracting', 'waiting', 'blocked')
-		RETURNING report_id, tenant_id, source_id, revision`)
-	qLockReport          = prepared(`UPDATE reports SET updated_at = $1 WHERE id = $2`)
-	qAuthoritativeRecord = prepared(`SELECT id, revision FROM review_records WHERE report_id = $1 AND authoritative`)
-	qClearAuthoritative  = prepared(`UPDATE review_records SET authoritative = FALSE WHERE id = $1`)
-	qInsertRecord        = prepared(`INSERT INTO review_records (id, job_id, report_id, tenant_id, source_id, revision, kind, state,
+		RETURNING report_id, tenant_id, source_id, revision`
+	qLockReport          = `UPDATE reports SET updated_at = $1 WHERE id = $2`
+	qAuthoritativeRecord = `SELECT id, revision FROM review_records WHERE report_id = $1 AND authoritative`
+	qClearAuthoritative  = `UPDATE review_records SET authoritative = FALSE WHERE id = $1`
+	qInsertRecord        = `INSERT INTO review_records (id, job_id, report_id, tenant_id, source_id, revision, kind, state,
 			authoritative, classification, failure_class, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9, $10, $11)`)
-	qUnblock = prepared(`UPDATE jobs SET state = 'accepted', updated_at = $1 WHERE id = $2 AND state = 'blocked'`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9, $10, $11)`
+	qUnblock = `UPDATE jobs SET state = 'accepted', updated_at = $1 WHERE id = $2 AND state = 'blocked'`
 )
 
 // RecordPolicy stores a policy version's content under its hash, once.

@@ -58,7 +58,7 @@ func (p *Pipeline) leaseFor() time.Duration { return p.cfg.JobTimeout + 5*time.S
 func (p *Pipeline) extract(ctx context.Context, job *river.Job[ExtractArgs]) (string, error) {
 	jobID := job.Args.JobID
 	log := p.log.With("job_id", jobID, "stage", "extract")
-	work, err := ledger.LoadWork(ctx, p.db.Primary(), jobID)
+	work, err := ledger.LoadWork(ctx, p.db.Writer(), jobID)
 	if err != nil {
 		return "error", fmt.Errorf("load job %s: %w", jobID, err)
 	}
@@ -143,7 +143,7 @@ func (p *Pipeline) extract(ctx context.Context, job *river.Job[ExtractArgs]) (st
 	var n int
 	err = p.db.InTx(ctx, func(tx *sql.Tx) error {
 		var err error
-		token, n, err = ledger.Claim(ctx, p.db.Wrap(tx), ledger.ClaimParams{
+		token, n, err = ledger.Claim(ctx, tx, ledger.ClaimParams{
 			JobID: jobID, Expected: j.Attempt, Now: now, LeaseFor: p.leaseFor(),
 			ProcessorID: processorID, InputSHA256: sent.SHA256(),
 		})
@@ -191,11 +191,11 @@ func (p *Pipeline) extract(ctx context.Context, job *river.Job[ExtractArgs]) (st
 			// attempt, recorded before it is made.
 			result.Status = stet.AttemptRepair
 			err := p.db.InTx(ctx, func(tx *sql.Tx) error {
-				if err := ledger.FinishAttempt(ctx, p.db.Wrap(tx), result); err != nil {
+				if err := ledger.FinishAttempt(ctx, tx, result); err != nil {
 					return err
 				}
 				var err error
-				n, err = ledger.StartAttempt(ctx, p.db.Wrap(tx), jobID, token, processorID, sent.SHA256(), p.clock.Now())
+				n, err = ledger.StartAttempt(ctx, tx, jobID, token, processorID, sent.SHA256(), p.clock.Now())
 				return err
 			})
 			if err != nil {
@@ -247,13 +247,13 @@ func (p *Pipeline) saveArtifact(ctx context.Context, job *river.Job[ExtractArgs]
 			time.Sleep(time.Duration(50<<try) * time.Millisecond)
 		}
 		err = p.db.InTx(wctx, func(tx *sql.Tx) error {
-			if err := ledger.SaveArtifact(wctx, p.db.Wrap(tx), ledger.SaveArtifactParams{
+			if err := ledger.SaveArtifact(wctx, tx, ledger.SaveArtifactParams{
 				JobID: jobID, Token: token, AttemptN: result.N, Raw: ext.Raw, Output: ext.Output,
 				SchemaVersion: profile.ExtractionVersion(), ProcessorID: processorID, Model: ext.Model, Now: p.clock.Now(),
 			}); err != nil {
 				return err
 			}
-			if err := ledger.FinishAttempt(wctx, p.db.Wrap(tx), result); err != nil {
+			if err := ledger.FinishAttempt(wctx, tx, result); err != nil {
 				return err
 			}
 			if _, err := p.river.InsertTx(wctx, tx, CommitArgs{JobID: jobID}, nil); err != nil {
@@ -270,7 +270,7 @@ func (p *Pipeline) saveArtifact(ctx context.Context, job *river.Job[ExtractArgs]
 		// A newer attempt holds the job: our result is superseded, never the
 		// artifact. Look again after that attempt's lease, in case it died.
 		result.Status = stet.AttemptSuperseded
-		if ferr := ledger.FinishAttempt(wctx, p.db.Primary(), result); ferr != nil {
+		if ferr := ledger.FinishAttempt(wctx, p.db.Writer(), result); ferr != nil {
 			return "error", ferr
 		}
 		log.Warn("attempt superseded by a newer attempt")
@@ -292,10 +292,10 @@ func (p *Pipeline) failed(ctx context.Context, job *river.Job[ExtractArgs], toke
 	class := result.FailureClass
 	setState := func(state stet.JobState) error {
 		return p.db.InTx(wctx, func(tx *sql.Tx) error {
-			if err := ledger.FinishAttempt(wctx, p.db.Wrap(tx), result); err != nil {
+			if err := ledger.FinishAttempt(wctx, tx, result); err != nil {
 				return err
 			}
-			return ledger.SetJobState(wctx, p.db.Wrap(tx), jobID, token, state, class, p.clock.Now())
+			return ledger.SetJobState(wctx, tx, jobID, token, state, class, p.clock.Now())
 		})
 	}
 	var retryAfter time.Duration
@@ -328,7 +328,7 @@ func (p *Pipeline) failed(ctx context.Context, job *river.Job[ExtractArgs], toke
 		p.alert(p.log.With("job_id", jobID), "processor_unavailable", "processor", processorID, "failure_class", string(class))
 		return "waiting", river.JobSnooze(max(retryAfter, time.Minute))
 	case stet.FailureBoundary:
-		if err := ledger.FinishAttempt(wctx, p.db.Primary(), result); err != nil {
+		if err := ledger.FinishAttempt(wctx, p.db.Writer(), result); err != nil {
 			return "error", err
 		}
 		return "blocked", p.block(wctx, job, token, class)
@@ -345,10 +345,10 @@ var errTransient = errors.New("transient failure; retrying with backoff")
 // record, in one transaction with the River completion.
 func (p *Pipeline) manualAfter(ctx context.Context, job *river.Job[ExtractArgs], token int64, result ledger.AttemptResult, log interface{ Warn(string, ...any) }) error {
 	err := p.db.InTx(ctx, func(tx *sql.Tx) error {
-		if err := ledger.FinishAttempt(ctx, p.db.Wrap(tx), result); err != nil {
+		if err := ledger.FinishAttempt(ctx, tx, result); err != nil {
 			return err
 		}
-		if _, err := ledger.MarkManual(ctx, p.db.Wrap(tx), job.Args.JobID, token, result.FailureClass, p.clock.Now()); err != nil {
+		if _, err := ledger.MarkManual(ctx, tx, job.Args.JobID, token, result.FailureClass, p.clock.Now()); err != nil {
 			return err
 		}
 		return completeTx(ctx, tx, job)
@@ -370,7 +370,7 @@ func (p *Pipeline) manual(ctx context.Context, job *river.Job[ExtractArgs], toke
 // An operator's resume re-enqueues it.
 func (p *Pipeline) block(ctx context.Context, job *river.Job[ExtractArgs], token int64, class stet.FailureClass) error {
 	return p.db.InTx(ctx, func(tx *sql.Tx) error {
-		if err := ledger.Block(ctx, p.db.Wrap(tx), job.Args.JobID, token, class, p.clock.Now()); err != nil {
+		if err := ledger.Block(ctx, tx, job.Args.JobID, token, class, p.clock.Now()); err != nil {
 			if errors.Is(err, stet.ErrLeaseLost) {
 				return nil
 			}
@@ -393,7 +393,7 @@ func (p *Pipeline) recordedPolicy(ctx context.Context, hash string) (*stet.Polic
 	if pol != nil {
 		return pol, nil
 	}
-	pol, err := ledger.PolicyVersion(ctx, p.db.Primary(), hash)
+	pol, err := ledger.PolicyVersion(ctx, p.db.Writer(), hash)
 	if err != nil {
 		return nil, fmt.Errorf("recorded policy: %w", err)
 	}

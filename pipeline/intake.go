@@ -134,8 +134,7 @@ var errItemFailed = errors.New("an item of the group failed")
 
 func (in *intake) commitGroup(ctx context.Context, batch []*acceptReq, savepoints bool) error {
 	p := in.p
-	return p.db.InTx(ctx, func(sqlTx *sql.Tx) error {
-		tx := p.db.Wrap(sqlTx)
+	return p.db.InTx(ctx, func(tx *sql.Tx) error {
 		var inserts []river.InsertManyParams
 		for i, r := range batch {
 			r.err, r.res = nil, ledger.AcceptResult{}
@@ -173,7 +172,7 @@ func (in *intake) commitGroup(ctx context.Context, batch []*acceptReq, savepoint
 			}
 		}
 		if len(inserts) > 0 {
-			if _, err := p.river.InsertManyFastTx(ctx, sqlTx, inserts); err != nil {
+			if _, err := p.river.InsertManyFastTx(ctx, tx, inserts); err != nil {
 				return fmt.Errorf("enqueue extract: %w", err)
 			}
 		}

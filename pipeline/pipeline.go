@@ -276,7 +276,7 @@ func completeTx[T river.JobArgs](ctx context.Context, tx *sql.Tx, job *river.Job
 func (p *Pipeline) Resume(ctx context.Context, jobID string) (string, error) {
 	var stage, tenant string
 	err := p.db.InTx(ctx, func(tx *sql.Tx) error {
-		w, err := ledger.LoadWork(ctx, p.db.Wrap(tx), jobID)
+		w, err := ledger.LoadWork(ctx, tx, jobID)
 		if err != nil {
 			return err
 		}
@@ -289,7 +289,7 @@ func (p *Pipeline) Resume(ctx context.Context, jobID string) (string, error) {
 			_, err := p.river.InsertTx(ctx, tx, CommitArgs{JobID: jobID}, nil)
 			return err
 		case stet.JobBlocked:
-			if err := ledger.Unblock(ctx, p.db.Wrap(tx), jobID, p.clock.Now()); err != nil {
+			if err := ledger.Unblock(ctx, tx, jobID, p.clock.Now()); err != nil {
 				return err
 			}
 			fallthrough

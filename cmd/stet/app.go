@@ -101,10 +101,6 @@ func openApp(ctx context.Context, cfg *config.Config, o appOptions) (*app, error
 			return nil, err
 		}
 	}
-	if err := db.Prepare(ctx); err != nil {
-		a.close()
-		return nil, err
-	}
 	a.metrics = metrics.New(db, o.logger)
 
 	procs := map[string]stet.Processor{}

@@ -162,9 +162,6 @@ func New(t testing.TB, opts Options) *Env {
 	if err := pipeline.Migrate(ctx, db); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Prepare(ctx); err != nil {
-		t.Fatal(err)
-	}
 	log := slog.New(slog.NewJSONHandler(e.Logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	e.Metrics = metrics.New(db, log)
 

@@ -1,0 +1,58 @@
+package ledger_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"testing"
+)
+
+// The statement cache reuses a statement only when its rows are closed: the
+// same query nested inside its own iteration runs uncached and both answer
+// in full.
+func TestStatementCacheNestedQuery(t *testing.T) {
+	t.Parallel()
+	db := open(t)
+	for i := 0; i < 3; i++ {
+		accept(t, db, fmt.Sprintf("r%d", i), 1, fmt.Sprintf("text %d", i), fmt.Sprintf("d%d", i))
+	}
+	const q = `SELECT id FROM reports WHERE tenant_id = $1 ORDER BY id`
+	err := db.InTx(context.Background(), func(tx *sql.Tx) error {
+		for round := 0; round < 3; round++ { // the second and third rounds reuse the cached statement
+			outer, err := tx.Query(q, "demo")
+			if err != nil {
+				return err
+			}
+			n := 0
+			for outer.Next() {
+				n++
+				var inner int
+				if err := tx.QueryRow(`SELECT COUNT(*) FROM (`+q+`)`, "demo").Scan(&inner); err != nil {
+					return err
+				}
+				rows, err := tx.Query(q, "demo")
+				if err != nil {
+					return err
+				}
+				m := 0
+				for rows.Next() {
+					m++
+				}
+				rows.Close()
+				if m != 3 || inner != 3 {
+					return fmt.Errorf("nested query saw %d and %d rows, want 3", m, inner)
+				}
+			}
+			if err := outer.Close(); err != nil {
+				return err
+			}
+			if n != 3 {
+				return fmt.Errorf("round %d: outer query saw %d rows, want 3", round, n)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
