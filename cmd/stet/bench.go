@@ -193,67 +193,82 @@ workers: {concurrency: 16}
 	return b, nil
 }
 
-// deliverAll posts n deliveries from conc clients; every fifth is a
-// duplicate (an earlier body under a new webhook-id). It returns the job
-// IDs of the accepted ones.
-func (b *benchEnv) deliverAll(ctx context.Context, n, conc int) ([]string, time.Duration, error) {
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conc}}
+// parallel runs do(0) … do(n-1) from conc goroutines and returns the
+// first error; after an error, no new index is started.
+func parallel(n, conc int, do func(i int) error) error {
 	var next atomic.Int64
-	var mu sync.Mutex
-	var jobs []string
-	var firstErr error
+	var failed atomic.Value
 	var wg sync.WaitGroup
-	start := time.Now()
 	for w := 0; w < conc; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for {
+			for failed.Load() == nil {
 				i := int(next.Add(1)) - 1
 				if i >= n {
 					return
 				}
-				doc := i
-				if i%5 == 4 {
-					doc = i - 4 // a duplicate of an earlier document
-				}
-				body, _ := json.Marshal(map[string]any{"external_id": fmt.Sprintf("doc-%07d", doc), "revision": 1,
-					"text": fmt.Sprintf("Benchmark report %d: buy cheap pills now, call 555-123-%04d.", doc, doc%10000)})
-				id := fmt.Sprintf("msg_%07d", i)
-				now := time.Now()
-				sig, _ := api.Sign(b.secret, id, now, body)
-				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, b.base+"/v1/sources/bench/reports", bytes.NewReader(body))
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("webhook-id", id)
-				req.Header.Set("webhook-timestamp", fmt.Sprint(now.Unix()))
-				req.Header.Set("webhook-signature", sig)
-				resp, err := client.Do(req)
-				if err == nil {
-					var out api.IntakeResponse
-					err = json.NewDecoder(resp.Body).Decode(&out)
-					resp.Body.Close()
-					if err == nil && resp.StatusCode != http.StatusAccepted && resp.StatusCode != http.StatusOK {
-						err = fmt.Errorf("delivery %d: status %d", i, resp.StatusCode)
-					}
-					if err == nil && resp.StatusCode == http.StatusAccepted {
-						mu.Lock()
-						jobs = append(jobs, out.JobID)
-						mu.Unlock()
-					}
-				}
-				if err != nil {
-					mu.Lock()
-					if firstErr == nil {
-						firstErr = err
-					}
-					mu.Unlock()
-					return
+				if err := do(i); err != nil {
+					failed.CompareAndSwap(nil, err)
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	return jobs, time.Since(start), firstErr
+	err, _ := failed.Load().(error)
+	return err
+}
+
+// deliverAll posts n deliveries from conc clients; every fifth is a
+// duplicate (an earlier body under a new webhook-id). It returns the job
+// IDs of the accepted ones.
+func (b *benchEnv) deliverAll(ctx context.Context, n, conc int) ([]string, time.Duration, error) {
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conc}}
+	var mu sync.Mutex
+	var jobs []string
+	start := time.Now()
+	err := parallel(n, conc, func(i int) error {
+		doc := i
+		if i%5 == 4 {
+			doc = i - 4 // a duplicate of an earlier document
+		}
+		body, _ := json.Marshal(map[string]any{"external_id": fmt.Sprintf("doc-%07d", doc), "revision": 1,
+			"text": fmt.Sprintf("Benchmark report %d: buy cheap pills now, call 555-123-%04d.", doc, doc%10000)})
+		id := fmt.Sprintf("msg_%07d", i)
+		now := time.Now()
+		sig, err := api.Sign(b.secret, id, now, body)
+		if err != nil {
+			return err
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.base+"/v1/sources/bench/reports", bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("webhook-id", id)
+		req.Header.Set("webhook-timestamp", fmt.Sprint(now.Unix()))
+		req.Header.Set("webhook-signature", sig)
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		var out api.IntakeResponse
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+			return fmt.Errorf("delivery %d: status %d: %w", i, resp.StatusCode, err)
+		}
+		switch resp.StatusCode {
+		case http.StatusAccepted:
+			mu.Lock()
+			jobs = append(jobs, out.JobID)
+			mu.Unlock()
+		case http.StatusOK:
+		default:
+			return fmt.Errorf("delivery %d: status %d", i, resp.StatusCode)
+		}
+		return nil
+	})
+	return jobs, time.Since(start), err
 }
 
 func benchIntake(ctx context.Context, dir string, n, conc int) (benchResult, error) {
@@ -279,32 +294,14 @@ func benchIntake(ctx context.Context, dir string, n, conc int) (benchResult, err
 	if _, err := db.ExecContext(ctx, `CREATE TABLE bench_raw (id TEXT PRIMARY KEY, body TEXT NOT NULL)`); err != nil {
 		return res, err
 	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	var firstErr atomic.Value
 	start := time.Now()
-	for w := 0; w < conc; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := next.Add(1) - 1
-				if int(i) >= n {
-					return
-				}
-				err := inTx(ctx, db, func(tx *sql.Tx) error {
-					_, err := tx.ExecContext(ctx, `INSERT INTO bench_raw (id, body) VALUES ($1, $2)`, stet.NewID("raw", time.Now()), "Benchmark report body of about the same size as a delivery.")
-					return err
-				})
-				if err != nil {
-					firstErr.CompareAndSwap(nil, err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if err, _ := firstErr.Load().(error); err != nil {
+	err = parallel(n, conc, func(int) error {
+		return inTx(ctx, db, func(tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, `INSERT INTO bench_raw (id, body) VALUES ($1, $2)`, stet.NewID("raw", time.Now()), "Benchmark report body of about the same size as a delivery.")
+			return err
+		})
+	})
+	if err != nil {
 		return res, err
 	}
 	res.BaselineCount, res.BaselineElapsed = n, time.Since(start)

@@ -488,3 +488,28 @@ func TestOperatorCommandsOnMissingLedgerCreateNothing(t *testing.T) {
 		})
 	}
 }
+
+// The benchmarks run end to end on a small count (they measure; this only
+// checks that they still work and count what they claim).
+func TestBenchRuns(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name  string
+		count int
+	}{{"intake", 100}, {"pipeline", 80}} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			code, stdout, stderr := runInProcess(t, "bench", tt.name, "-n", "100", "-concurrency", "4", "--json", "-dir", t.TempDir())
+			if code != exitOK {
+				t.Fatalf("bench %s = %d\nstderr: %s", tt.name, code, stderr)
+			}
+			var res benchResult
+			if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+				t.Fatalf("bench %s output: %v\n%s", tt.name, err, stdout)
+			}
+			if res.Count != tt.count || res.BaselineCount != tt.count || res.Ratio <= 0 {
+				t.Errorf("bench %s = count %d, baseline count %d, ratio %v; want %d, %d, > 0", tt.name, res.Count, res.BaselineCount, res.Ratio, tt.count, tt.count)
+			}
+		})
+	}
+}
