@@ -9,7 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
@@ -22,6 +26,12 @@ type dialect struct {
 	migrationsDir string
 	open          func(ctx context.Context, dsn string) (w, r *sql.DB, err error)
 	isUnique      func(err error) bool
+	// isRetryable reports errors after which the whole transaction may be
+	// run again: deadlocks and serialization failures between processes.
+	isRetryable func(err error) bool
+	// lockMigrations serializes migrations across processes starting at
+	// once; it returns the unlock function.
+	lockMigrations func(ctx context.Context, db *sql.DB) (func(), error)
 }
 
 func dialectFor(u string) (*dialect, string, error) {
@@ -29,7 +39,7 @@ func dialectFor(u string) (*dialect, string, error) {
 	case strings.HasPrefix(u, "sqlite://"):
 		return sqliteDialect, strings.TrimPrefix(u, "sqlite://"), nil
 	case strings.HasPrefix(u, "postgres://"), strings.HasPrefix(u, "postgresql://"):
-		return nil, "", fmt.Errorf("database: the postgres dialect is not built yet")
+		return postgresDialect, u, nil
 	default:
 		return nil, "", fmt.Errorf("database: unsupported URL scheme (want sqlite:// or postgres://)")
 	}
@@ -47,6 +57,12 @@ var sqliteDialect = &dialect{
 		}
 		return false
 	},
+	isRetryable: func(err error) bool {
+		var se *sqlite.Error
+		return errors.As(err, &se) && (se.Code()&0xff == sqlite3.SQLITE_BUSY)
+	},
+	// One SQLite file is for one process (a lock file enforces it).
+	lockMigrations: func(context.Context, *sql.DB) (func(), error) { return func() {}, nil },
 }
 
 // openSQLite opens the file with WAL, synchronous=FULL (an acknowledged
@@ -97,4 +113,59 @@ func openSQLite(ctx context.Context, path string) (*sql.DB, *sql.DB, error) {
 	r := sql.OpenDB(rc)
 	r.SetMaxOpenConns(4)
 	return w, r, nil
+}
+
+var postgresDialect = &dialect{
+	name:          "postgres",
+	migrationsDir: "migrations/postgres",
+	open:          openPostgres,
+	isUnique: func(err error) bool {
+		var pe *pgconn.PgError
+		return errors.As(err, &pe) && pe.Code == "23505"
+	},
+	isRetryable: func(err error) bool {
+		var pe *pgconn.PgError
+		return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+	},
+	lockMigrations: func(ctx context.Context, db *sql.DB) (func(), error) {
+		conn, err := db.Conn(ctx)
+		if err != nil {
+			return nil, err
+		}
+		// A session-level advisory lock: processes starting at once migrate
+		// one after another, and the later ones find nothing to do.
+		if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock(7305161)`); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("take the migration lock: %w", err)
+		}
+		return func() {
+			_, _ = conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(7305161)`)
+			conn.Close()
+		}, nil
+	},
+}
+
+// PostgresMaxConns is the pool size of one process; see docs/deploy.md.
+const PostgresMaxConns = 20
+
+// openPostgres opens a pgx pool through database/sql, so the ledger and
+// River (riverdatabasesql) share each transaction. Every read goes to the
+// primary: read replicas are not supported for decisions.
+func openPostgres(ctx context.Context, dsn string) (*sql.DB, *sql.DB, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		// The URL may hold a password: never echo it.
+		return nil, nil, fmt.Errorf("database: the postgres URL does not parse")
+	}
+	db := stdlib.OpenDB(*cfg)
+	db.SetMaxOpenConns(PostgresMaxConns)
+	db.SetMaxIdleConns(PostgresMaxConns)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := db.PingContext(pctx); err != nil {
+		db.Close()
+		return nil, nil, fmt.Errorf("database: connect to postgres: %w", err)
+	}
+	return db, db, nil
 }

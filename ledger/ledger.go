@@ -88,6 +88,10 @@ func (db *DB) InTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	return nil
 }
 
+// IsRetryable reports whether a transaction that failed with err may be run
+// again as a whole (a deadlock or serialization failure).
+func (db *DB) IsRetryable(err error) bool { return db.dialect.isRetryable(err) }
+
 // IsUniqueViolation reports whether err is a unique-constraint violation.
 func (db *DB) IsUniqueViolation(err error) bool { return db.dialect.isUnique(err) }
 

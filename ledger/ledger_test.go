@@ -4,20 +4,31 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/internal/testdb"
 	"github.com/stetlabs/stet/ledger"
 )
 
 var t0 = time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)
 
-func open(t *testing.T) *ledger.DB {
+// eachDialect runs the case against SQLite and, when STET_TEST_DATABASE_URL
+// is set, PostgreSQL: the ledger conformance suite.
+func eachDialect(t *testing.T, f func(t *testing.T, db *ledger.DB)) {
+	for _, d := range testdb.Dialects() {
+		t.Run(d, func(t *testing.T) {
+			t.Parallel()
+			f(t, open(t, d))
+		})
+	}
+}
+
+func open(t *testing.T, dialect string) *ledger.DB {
 	t.Helper()
 	ctx := context.Background()
-	db, err := ledger.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "stet.db"))
+	db, err := ledger.Open(ctx, testdb.URL(t, dialect))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,71 +107,73 @@ func count(t *testing.T, db *ledger.DB, q string, args ...any) int {
 
 func TestAcceptOutcomes(t *testing.T) {
 	t.Parallel()
-	db := open(t)
-	first := accept(t, db, "r1", 1, "text one", "d1")
-	if first.Outcome != ledger.OutcomeAccepted {
-		t.Fatalf("first = %s, want accepted", first.Outcome)
-	}
-	tests := []struct {
-		name, ext, text, delivery string
-		rev                       int64
-		want                      ledger.Outcome
-	}{
-		{"same delivery", "r1", "text one", "d1", 1, ledger.OutcomeDuplicate},
-		{"same content, new delivery", "r1", "text one", "d2", 1, ledger.OutcomeDuplicate},
-		{"same delivery, other body", "r1", "text changed", "d1", 1, ledger.OutcomeDeliveryConflict},
-		{"same revision, other content", "r1", "text changed", "d3", 1, ledger.OutcomeRevisionConflict},
-		{"new revision", "r1", "text changed", "d4", 2, ledger.OutcomeAccepted},
-	}
-	for _, tt := range tests {
-		got := accept(t, db, tt.ext, tt.rev, tt.text, tt.delivery)
-		if got.Outcome != tt.want {
-			t.Errorf("%s: Accept = %s, want %s", tt.name, got.Outcome, tt.want)
+	eachDialect(t, func(t *testing.T, db *ledger.DB) {
+		first := accept(t, db, "r1", 1, "text one", "d1")
+		if first.Outcome != ledger.OutcomeAccepted {
+			t.Fatalf("first = %s, want accepted", first.Outcome)
 		}
-		if tt.want == ledger.OutcomeDuplicate && got.JobID != first.JobID {
-			t.Errorf("%s: job = %s, want %s", tt.name, got.JobID, first.JobID)
+		tests := []struct {
+			name, ext, text, delivery string
+			rev                       int64
+			want                      ledger.Outcome
+		}{
+			{"same delivery", "r1", "text one", "d1", 1, ledger.OutcomeDuplicate},
+			{"same content, new delivery", "r1", "text one", "d2", 1, ledger.OutcomeDuplicate},
+			{"same delivery, other body", "r1", "text changed", "d1", 1, ledger.OutcomeDeliveryConflict},
+			{"same revision, other content", "r1", "text changed", "d3", 1, ledger.OutcomeRevisionConflict},
+			{"new revision", "r1", "text changed", "d4", 2, ledger.OutcomeAccepted},
 		}
-	}
-	if n := count(t, db, `SELECT COUNT(*) FROM jobs`); n != 2 {
-		t.Errorf("jobs = %d, want 2", n)
-	}
+		for _, tt := range tests {
+			got := accept(t, db, tt.ext, tt.rev, tt.text, tt.delivery)
+			if got.Outcome != tt.want {
+				t.Errorf("%s: Accept = %s, want %s", tt.name, got.Outcome, tt.want)
+			}
+			if tt.want == ledger.OutcomeDuplicate && got.JobID != first.JobID {
+				t.Errorf("%s: job = %s, want %s", tt.name, got.JobID, first.JobID)
+			}
+		}
+		if n := count(t, db, `SELECT COUNT(*) FROM jobs`); n != 2 {
+			t.Errorf("jobs = %d, want 2", n)
+		}
+	})
 }
 
 // The attempt token fences stale workers: a second claim with the same
 // expected token fails; an artifact from an old token is refused.
 func TestClaimFencing(t *testing.T) {
 	t.Parallel()
-	db := open(t)
-	job := accept(t, db, "r1", 1, "text", "d1").JobID
-	tok1, n1, err := claim(t, db, job, 0, t0)
-	if err != nil || tok1 != 1 {
-		t.Fatalf("Claim = %d, %v, want 1, nil", tok1, err)
-	}
-	if _, _, err := claim(t, db, job, 0, t0); !errors.Is(err, ledger.ErrNotClaimable) {
-		t.Fatalf("second Claim with the same token = %v, want ErrNotClaimable", err)
-	}
-	if _, _, err := claim(t, db, job, 1, t0.Add(30*time.Second)); !errors.Is(err, ledger.ErrNotClaimable) {
-		t.Fatalf("Claim under a live lease = %v, want ErrNotClaimable", err)
-	}
-	tok2, n2, err := claim(t, db, job, 1, t0.Add(2*time.Minute))
-	if err != nil || tok2 != 2 {
-		t.Fatalf("Claim after the lease = %d, %v, want 2, nil", tok2, err)
-	}
-	if err := save(db, job, tok1, n1); !errors.Is(err, stet.ErrLeaseLost) {
-		t.Fatalf("SaveArtifact with the stale token = %v, want ErrLeaseLost", err)
-	}
-	if n := count(t, db, `SELECT COUNT(*) FROM artifacts`); n != 0 {
-		t.Fatalf("artifacts after a stale save = %d, want 0", n)
-	}
-	if err := save(db, job, tok2, n2); err != nil {
-		t.Fatalf("SaveArtifact with the current token = %v", err)
-	}
-	if err := save(db, job, tok2, n2); !errors.Is(err, stet.ErrLeaseLost) {
-		t.Fatalf("second SaveArtifact = %v, want ErrLeaseLost", err)
-	}
-	if n := count(t, db, `SELECT COUNT(*) FROM artifacts`); n != 1 {
-		t.Fatalf("artifacts = %d, want 1", n)
-	}
+	eachDialect(t, func(t *testing.T, db *ledger.DB) {
+		job := accept(t, db, "r1", 1, "text", "d1").JobID
+		tok1, n1, err := claim(t, db, job, 0, t0)
+		if err != nil || tok1 != 1 {
+			t.Fatalf("Claim = %d, %v, want 1, nil", tok1, err)
+		}
+		if _, _, err := claim(t, db, job, 0, t0); !errors.Is(err, ledger.ErrNotClaimable) {
+			t.Fatalf("second Claim with the same token = %v, want ErrNotClaimable", err)
+		}
+		if _, _, err := claim(t, db, job, 1, t0.Add(30*time.Second)); !errors.Is(err, ledger.ErrNotClaimable) {
+			t.Fatalf("Claim under a live lease = %v, want ErrNotClaimable", err)
+		}
+		tok2, n2, err := claim(t, db, job, 1, t0.Add(2*time.Minute))
+		if err != nil || tok2 != 2 {
+			t.Fatalf("Claim after the lease = %d, %v, want 2, nil", tok2, err)
+		}
+		if err := save(db, job, tok1, n1); !errors.Is(err, stet.ErrLeaseLost) {
+			t.Fatalf("SaveArtifact with the stale token = %v, want ErrLeaseLost", err)
+		}
+		if n := count(t, db, `SELECT COUNT(*) FROM artifacts`); n != 0 {
+			t.Fatalf("artifacts after a stale save = %d, want 0", n)
+		}
+		if err := save(db, job, tok2, n2); err != nil {
+			t.Fatalf("SaveArtifact with the current token = %v", err)
+		}
+		if err := save(db, job, tok2, n2); !errors.Is(err, stet.ErrLeaseLost) {
+			t.Fatalf("second SaveArtifact = %v, want ErrLeaseLost", err)
+		}
+		if n := count(t, db, `SELECT COUNT(*) FROM artifacts`); n != 1 {
+			t.Fatalf("artifacts = %d, want 1", n)
+		}
+	})
 }
 
 func extractAndCommit(t *testing.T, db *ledger.DB, job string) string {
@@ -178,126 +191,131 @@ func extractAndCommit(t *testing.T, db *ledger.DB, job string) string {
 // Commit is idempotent, and the authoritative pointer only moves forward.
 func TestCommitAndAuthoritativePointer(t *testing.T) {
 	t.Parallel()
-	db := open(t)
-	j2 := accept(t, db, "r1", 2, "second", "d2").JobID
-	j1 := accept(t, db, "r1", 1, "first", "d1").JobID
-	rec2 := extractAndCommit(t, db, j2)
-	if again := commit(t, db, j2); again != rec2 {
-		t.Fatalf("second Commit = %s, want %s", again, rec2)
-	}
-	rec1 := extractAndCommit(t, db, j1)
-	var auth string
-	if err := db.Writer().QueryRow(`SELECT id FROM review_records WHERE authoritative`).Scan(&auth); err != nil {
-		t.Fatal(err)
-	}
-	if auth != rec2 {
-		t.Errorf("authoritative = %s, want revision 2's %s (revision 1 is %s)", auth, rec2, rec1)
-	}
-	if n := count(t, db, `SELECT COUNT(*) FROM review_records`); n != 2 {
-		t.Errorf("records = %d, want 2", n)
-	}
-	// The partial unique index is the backstop.
-	_, err := db.Writer().Exec(`UPDATE review_records SET authoritative = TRUE WHERE id = $1`, rec1)
-	if !db.IsUniqueViolation(err) {
-		t.Errorf("a second authoritative record: err = %v, want a unique violation", err)
-	}
+	eachDialect(t, func(t *testing.T, db *ledger.DB) {
+		j2 := accept(t, db, "r1", 2, "second", "d2").JobID
+		j1 := accept(t, db, "r1", 1, "first", "d1").JobID
+		rec2 := extractAndCommit(t, db, j2)
+		if again := commit(t, db, j2); again != rec2 {
+			t.Fatalf("second Commit = %s, want %s", again, rec2)
+		}
+		rec1 := extractAndCommit(t, db, j1)
+		var auth string
+		if err := db.Writer().QueryRow(`SELECT id FROM review_records WHERE authoritative`).Scan(&auth); err != nil {
+			t.Fatal(err)
+		}
+		if auth != rec2 {
+			t.Errorf("authoritative = %s, want revision 2's %s (revision 1 is %s)", auth, rec2, rec1)
+		}
+		if n := count(t, db, `SELECT COUNT(*) FROM review_records`); n != 2 {
+			t.Errorf("records = %d, want 2", n)
+		}
+		// The partial unique index is the backstop.
+		_, err := db.Writer().Exec(`UPDATE review_records SET authoritative = TRUE WHERE id = $1`, rec1)
+		if !db.IsUniqueViolation(err) {
+			t.Errorf("a second authoritative record: err = %v, want a unique violation", err)
+		}
+	})
 }
 
 func TestMarkManual(t *testing.T) {
 	t.Parallel()
-	db := open(t)
-	job := accept(t, db, "r1", 1, "text", "d1").JobID
-	tok, _, err := claim(t, db, job, 0, t0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rec string
-	err = db.InTx(context.Background(), func(tx *sql.Tx) error {
-		var err error
-		rec, err = ledger.MarkManual(context.Background(), tx, job, tok+1, stet.FailureRefusal, t0)
-		return err
+	eachDialect(t, func(t *testing.T, db *ledger.DB) {
+		job := accept(t, db, "r1", 1, "text", "d1").JobID
+		tok, _, err := claim(t, db, job, 0, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rec string
+		err = db.InTx(context.Background(), func(tx *sql.Tx) error {
+			var err error
+			rec, err = ledger.MarkManual(context.Background(), tx, job, tok+1, stet.FailureRefusal, t0)
+			return err
+		})
+		if !errors.Is(err, stet.ErrLeaseLost) {
+			t.Fatalf("MarkManual with a wrong token = %v, want ErrLeaseLost", err)
+		}
+		err = db.InTx(context.Background(), func(tx *sql.Tx) error {
+			var err error
+			rec, err = ledger.MarkManual(context.Background(), tx, job, tok, stet.FailureRefusal, t0)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := db.GetReview(context.Background(), "demo", rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Kind != stet.RecordManual || r.FailureClass != stet.FailureRefusal || !r.Authoritative {
+			t.Errorf("manual record = %+v, want kind manual, class refusal, authoritative", r)
+		}
 	})
-	if !errors.Is(err, stet.ErrLeaseLost) {
-		t.Fatalf("MarkManual with a wrong token = %v, want ErrLeaseLost", err)
-	}
-	err = db.InTx(context.Background(), func(tx *sql.Tx) error {
-		var err error
-		rec, err = ledger.MarkManual(context.Background(), tx, job, tok, stet.FailureRefusal, t0)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := db.GetReview(context.Background(), "demo", rec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Kind != stet.RecordManual || r.FailureClass != stet.FailureRefusal || !r.Authoritative {
-		t.Errorf("manual record = %+v, want kind manual, class refusal, authoritative", r)
-	}
 }
 
 func TestAuditLogAppendOnly(t *testing.T) {
 	t.Parallel()
-	db := open(t)
-	if err := db.Audit(context.Background(), ledger.AuditEntry{Tenant: "demo", Actor: "token:ops", Action: "review.read", ObjectType: "review_record", ObjectID: "rec_1", Now: t0}); err != nil {
-		t.Fatal(err)
-	}
-	for _, q := range []string{`UPDATE audit_log SET actor = 'x'`, `DELETE FROM audit_log`} {
-		if _, err := db.Writer().Exec(q); err == nil {
-			t.Errorf("%s succeeded, want it refused", q)
+	eachDialect(t, func(t *testing.T, db *ledger.DB) {
+		if err := db.Audit(context.Background(), ledger.AuditEntry{Tenant: "demo", Actor: "token:ops", Action: "review.read", ObjectType: "review_record", ObjectID: "rec_1", Now: t0}); err != nil {
+			t.Fatal(err)
 		}
-	}
-	if n := count(t, db, `SELECT COUNT(*) FROM audit_log`); n != 1 {
-		t.Errorf("audit entries = %d, want 1", n)
-	}
+		for _, q := range []string{`UPDATE audit_log SET actor = 'x'`, `DELETE FROM audit_log`} {
+			if _, err := db.Writer().Exec(q); err == nil {
+				t.Errorf("%s succeeded, want it refused", q)
+			}
+		}
+		if n := count(t, db, `SELECT COUNT(*) FROM audit_log`); n != 1 {
+			t.Errorf("audit entries = %d, want 1", n)
+		}
+	})
 }
 
 func TestMigrate(t *testing.T) {
 	t.Parallel()
-	db := open(t)
-	ctx := context.Background()
-	applied, err := db.Migrate(ctx)
-	if err != nil || len(applied) != 0 {
-		t.Fatalf("second Migrate = %v, %v, want nothing applied", applied, err)
-	}
-	if ok, err := db.MigrationsCurrent(ctx); err != nil || !ok {
-		t.Fatalf("MigrationsCurrent = %v, %v, want true", ok, err)
-	}
-	if _, err := db.Writer().Exec(`INSERT INTO stet_migrations (version, name, applied_at) VALUES (9999, 'from_the_future', 0)`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Migrate(ctx); err == nil {
-		t.Fatal("Migrate against a newer ledger succeeded, want a refusal")
-	}
-	if ok, _ := db.MigrationsCurrent(ctx); ok {
-		t.Fatal("MigrationsCurrent = true against a newer ledger")
-	}
+	eachDialect(t, func(t *testing.T, db *ledger.DB) {
+		ctx := context.Background()
+		applied, err := db.Migrate(ctx)
+		if err != nil || len(applied) != 0 {
+			t.Fatalf("second Migrate = %v, %v, want nothing applied", applied, err)
+		}
+		if ok, err := db.MigrationsCurrent(ctx); err != nil || !ok {
+			t.Fatalf("MigrationsCurrent = %v, %v, want true", ok, err)
+		}
+		if _, err := db.Writer().Exec(`INSERT INTO stet_migrations (version, name, applied_at) VALUES (9999, 'from_the_future', 0)`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Migrate(ctx); err == nil {
+			t.Fatal("Migrate against a newer ledger succeeded, want a refusal")
+		}
+		if ok, _ := db.MigrationsCurrent(ctx); ok {
+			t.Fatal("MigrationsCurrent = true against a newer ledger")
+		}
+	})
 }
 
 func TestInvariants(t *testing.T) {
 	t.Parallel()
-	db := open(t)
-	ctx := context.Background()
-	done := accept(t, db, "r1", 1, "text", "d1").JobID
-	extractAndCommit(t, db, done)
-	stuck := accept(t, db, "r2", 1, "text", "d2").JobID
-	if _, _, err := claim(t, db, stuck, 0, t0); err != nil {
-		t.Fatal(err)
-	}
-	vs, err := db.CheckInvariants(ctx, ledger.CheckParams{Now: t0.Add(2 * time.Hour), SLA: time.Hour, LeaseGrace: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]string{}
-	for _, v := range vs {
-		got[v.Name] = v.JobID
-	}
-	if got[ledger.InvNoRecordAfterSLA] != stuck || got[ledger.InvHeldPastLease] != stuck || len(vs) != 2 {
-		t.Errorf("violations = %+v, want the stuck job under %s and %s", vs, ledger.InvNoRecordAfterSLA, ledger.InvHeldPastLease)
-	}
-	vs, err = db.CheckInvariants(ctx, ledger.CheckParams{Now: t0, SLA: time.Hour, LeaseGrace: time.Minute})
-	if err != nil || len(vs) != 0 {
-		t.Errorf("violations before the SLA = %+v, %v, want none", vs, err)
-	}
+	eachDialect(t, func(t *testing.T, db *ledger.DB) {
+		ctx := context.Background()
+		done := accept(t, db, "r1", 1, "text", "d1").JobID
+		extractAndCommit(t, db, done)
+		stuck := accept(t, db, "r2", 1, "text", "d2").JobID
+		if _, _, err := claim(t, db, stuck, 0, t0); err != nil {
+			t.Fatal(err)
+		}
+		vs, err := db.CheckInvariants(ctx, ledger.CheckParams{Now: t0.Add(2 * time.Hour), SLA: time.Hour, LeaseGrace: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, v := range vs {
+			got[v.Name] = v.JobID
+		}
+		if got[ledger.InvNoRecordAfterSLA] != stuck || got[ledger.InvHeldPastLease] != stuck || len(vs) != 2 {
+			t.Errorf("violations = %+v, want the stuck job under %s and %s", vs, ledger.InvNoRecordAfterSLA, ledger.InvHeldPastLease)
+		}
+		vs, err = db.CheckInvariants(ctx, ledger.CheckParams{Now: t0, SLA: time.Hour, LeaseGrace: time.Minute})
+		if err != nil || len(vs) != 0 {
+			t.Errorf("violations before the SLA = %+v, %v, want none", vs, err)
+		}
+	})
 }

@@ -60,6 +60,28 @@ func (db *DB) LatestVersion() (int, error) {
 // transaction. It refuses to run against a database whose ledger is newer
 // than this binary knows.
 func (db *DB) Migrate(ctx context.Context) ([]string, error) {
+	var applied []string
+	err := db.WithMigrationLock(ctx, func() error {
+		var err error
+		applied, err = db.migrate(ctx)
+		return err
+	})
+	return applied, err
+}
+
+// WithMigrationLock runs fn while holding the migration lock, so several
+// processes starting at once migrate one after another. Run River's
+// migrations inside it too.
+func (db *DB) WithMigrationLock(ctx context.Context, fn func() error) error {
+	unlock, err := db.dialect.lockMigrations(ctx, db.w)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return fn()
+}
+
+func (db *DB) migrate(ctx context.Context) ([]string, error) {
 	ms, err := db.migrations()
 	if err != nil {
 		return nil, err

@@ -278,11 +278,16 @@ func (db *DB) Decide(ctx context.Context, p DecideParams) (*stet.ReviewRecord, e
 		if len(p.Classification) > 0 {
 			class = sql.NullString{String: string(p.Classification), Valid: true}
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE review_records SET state = 'decided', decision = $1,
+		res, err := tx.ExecContext(ctx, `UPDATE review_records SET state = 'decided', decision = $1,
 				classification = COALESCE($2, classification), note = $3, decided_by = $4, decided_at = $5
 			WHERE id = $6 AND state = 'pending'`,
-			string(p.Decision), class, nullString(p.Note), p.Actor, micros(p.Now), p.RecordID); err != nil {
+			string(p.Decision), class, nullString(p.Note), p.Actor, micros(p.Now), p.RecordID)
+		if err != nil {
 			return fmt.Errorf("decide: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			// A concurrent decision won between the read and the update.
+			return stet.Errorf(stet.EConflict, "review record %s is already decided", p.RecordID)
 		}
 		return Audit(ctx, tx, AuditEntry{Tenant: p.Tenant, Actor: p.Actor, Action: "review.decide." + string(p.Decision),
 			ObjectType: "review_record", ObjectID: p.RecordID, Now: p.Now})

@@ -12,7 +12,7 @@ import (
 // in full.
 func TestStatementCacheNestedQuery(t *testing.T) {
 	t.Parallel()
-	db := open(t)
+	db := open(t, "sqlite")
 	for i := 0; i < 3; i++ {
 		accept(t, db, fmt.Sprintf("r%d", i), 1, fmt.Sprintf("text %d", i), fmt.Sprintf("d%d", i))
 	}

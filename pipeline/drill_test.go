@@ -62,12 +62,17 @@ func TestDrill2CommitFailsAfterArtifact(t *testing.T) {
 	// A real database failure: a trigger aborts every review-record insert
 	// while the fault table has a row.
 	db := e.DB.Writer()
-	for _, q := range []string{
-		`CREATE TABLE drill_fault (on_ INTEGER)`,
-		`INSERT INTO drill_fault VALUES (1)`,
-		`CREATE TRIGGER drill_fail_record BEFORE INSERT ON review_records
-			WHEN (SELECT COUNT(*) FROM drill_fault) > 0 BEGIN SELECT RAISE(ABORT, 'injected destination failure'); END`,
-	} {
+	trigger := []string{`CREATE TRIGGER drill_fail_record BEFORE INSERT ON review_records
+			WHEN (SELECT COUNT(*) FROM drill_fault) > 0 BEGIN SELECT RAISE(ABORT, 'injected destination failure'); END`}
+	if e.DB.Dialect() == "postgres" {
+		trigger = []string{`CREATE FUNCTION drill_fail() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN
+				IF (SELECT COUNT(*) FROM drill_fault) > 0 THEN RAISE EXCEPTION 'injected destination failure'; END IF;
+				RETURN NEW;
+			END $$`,
+			`CREATE TRIGGER drill_fail_record BEFORE INSERT ON review_records FOR EACH ROW EXECUTE FUNCTION drill_fail()`}
+	}
+	for _, q := range append([]string{`CREATE TABLE drill_fault (on_ INTEGER)`, `INSERT INTO drill_fault VALUES (1)`}, trigger...) {
 		if _, err := db.Exec(q); err != nil {
 			t.Fatal(err)
 		}

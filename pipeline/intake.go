@@ -115,9 +115,21 @@ func (in *intake) commit(batch []*acceptReq) {
 	// new or duplicates, neither an error. If any item fails, the group is
 	// rolled back and run again with a savepoint per item, so one bad item
 	// fails alone.
-	err := in.commitGroup(ctx, batch, false)
-	if errors.Is(err, errItemFailed) {
-		err = in.commitGroup(ctx, batch, true)
+	savepoints := false
+	var err error
+	for try := 0; try < 4; try++ {
+		err = in.commitGroup(ctx, batch, savepoints)
+		switch {
+		case errors.Is(err, errItemFailed):
+			savepoints = true
+			continue
+		case err != nil && in.p.db.IsRetryable(err):
+			// Two processes' groups touched the same rows in opposite
+			// orders (PostgreSQL) or the file was busy (SQLite): run the
+			// whole group again.
+			continue
+		}
+		break
 	}
 	if err == nil {
 		crash.Point(crash.AfterAccept)

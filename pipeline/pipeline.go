@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver"
+	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"github.com/riverqueue/river/rivermigrate"
 	"github.com/riverqueue/river/rivertype"
@@ -102,16 +104,30 @@ type Pipeline struct {
 	oldPolicies map[string]*stet.Policy        // by hash, recorded versions
 }
 
-// Migrate applies River's migrations on db.
+// riverDriver returns River's driver for the ledger's dialect, on the
+// ledger's own pool, so stage results and River's job rows share each
+// transaction: riversqlite for SQLite, riverdatabasesql (pgx through
+// database/sql) for PostgreSQL.
+func riverDriver(db *ledger.DB) riverdriver.Driver[*sql.Tx] {
+	if db.Dialect() == "postgres" {
+		return riverdatabasesql.New(db.Writer())
+	}
+	return riversqlite.New(db.Writer())
+}
+
+// Migrate applies River's migrations on db, under the ledger's migration
+// lock.
 func Migrate(ctx context.Context, db *ledger.DB) error {
-	m, err := rivermigrate.New(riversqlite.New(db.Writer()), nil)
-	if err != nil {
-		return fmt.Errorf("river migrate: %w", err)
-	}
-	if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
-		return fmt.Errorf("river migrate: %w", err)
-	}
-	return nil
+	return db.WithMigrationLock(ctx, func() error {
+		m, err := rivermigrate.New(riverDriver(db), nil)
+		if err != nil {
+			return fmt.Errorf("river migrate: %w", err)
+		}
+		if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+			return fmt.Errorf("river migrate: %w", err)
+		}
+		return nil
+	})
 }
 
 // New builds a pipeline. It does not start workers: call Start.
@@ -163,7 +179,7 @@ func New(cfg Config) (*Pipeline, error) {
 			QueueCommit:  {MaxWorkers: max(2, cfg.Concurrency/2)},
 		}
 	}
-	client, err := river.NewClient(riversqlite.New(cfg.DB.Writer()), rc)
+	client, err := river.NewClient(riverDriver(cfg.DB), rc)
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)
 	}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/api"
+	"github.com/stetlabs/stet/internal/testdb"
 	"github.com/stetlabs/stet/ledger"
 	"github.com/stetlabs/stet/metrics"
 	"github.com/stetlabs/stet/pipeline"
@@ -151,7 +152,9 @@ func New(t testing.TB, opts Options) *Env {
 		e.Clock = stet.SystemClock{}
 	}
 	ctx := context.Background()
-	db, err := ledger.Open(ctx, "sqlite://"+filepath.Join(e.Dir, "stet.db"))
+	// PostgreSQL when STET_TEST_DATABASE_URL is set (a fresh schema per
+	// test), else a SQLite file in the test's folder.
+	db, err := ledger.Open(ctx, testdb.URL(t, testdb.Default()))
 	if err != nil {
 		t.Fatal(err)
 	}

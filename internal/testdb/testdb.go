@@ -1,0 +1,74 @@
+// Package testdb gives each test its own ledger database: a temporary SQLite
+// file, or a fresh schema on the PostgreSQL server named by
+// STET_TEST_DATABASE_URL (scripts/pg-test.sh starts one). Schemas are
+// dropped when the test ends.
+package testdb
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"net/url"
+	"os"
+	"path/filepath"
+	"testing"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // the pgx database/sql driver
+)
+
+// EnvURL names the variable holding the test server's URL.
+const EnvURL = "STET_TEST_DATABASE_URL"
+
+// Dialects returns the dialects to test: sqlite always, postgres when
+// STET_TEST_DATABASE_URL is set.
+func Dialects() []string {
+	if os.Getenv(EnvURL) != "" {
+		return []string{"sqlite", "postgres"}
+	}
+	return []string{"sqlite"}
+}
+
+// Default is the dialect of suites that run once: postgres when
+// STET_TEST_DATABASE_URL is set, else sqlite.
+func Default() string {
+	if os.Getenv(EnvURL) != "" {
+		return "postgres"
+	}
+	return "sqlite"
+}
+
+// URL returns a fresh database URL of dialect for t.
+func URL(t testing.TB, dialect string) string {
+	t.Helper()
+	if dialect == "sqlite" {
+		return "sqlite://" + filepath.Join(t.TempDir(), "stet.db")
+	}
+	base := os.Getenv(EnvURL)
+	if base == "" {
+		t.Skip("postgres: " + EnvURL + " is not set")
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	schema := "t_" + hex.EncodeToString(b[:])
+	admin, err := sql.Open("pgx", base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Exec(`CREATE SCHEMA ` + schema); err != nil {
+		admin.Close()
+		t.Fatalf("create test schema: %v", err)
+	}
+	t.Cleanup(func() {
+		_, _ = admin.ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`)
+		admin.Close()
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
