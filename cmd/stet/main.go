@@ -39,6 +39,7 @@ Commands:
   resume       re-enqueue a job from its last durable stage
   check        check the ledger's invariants; exit 1 if any is violated
   bench        run a benchmark: intake | pipeline
+  drill        run a recovery drill: chaos (many processes, kills, a database restart)
   version      print the version
 
 Run 'stet <command> -h' for a command's flags.
@@ -65,6 +66,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdCheck(ctx, rest, stdout, stderr)
 	case "bench":
 		return cmdBench(ctx, rest, stdout, stderr)
+	case "drill":
+		return cmdDrill(ctx, rest, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "stet", version)
 		return exitOK
