@@ -122,6 +122,10 @@ type Workers struct {
 	JobTimeout  Duration `yaml:"job_timeout"`  // default 2m
 	RescueAfter Duration `yaml:"rescue_after"` // default 5m
 	MaxAttempts int      `yaml:"max_attempts"` // transient attempts before manual; default 5
+	// PollInterval is how often an idle worker looks for new stage jobs;
+	// default 200ms. (River's SQLite and database/sql drivers poll; they
+	// have no notifications.)
+	PollInterval Duration `yaml:"poll_interval"`
 }
 
 // Duration is a time.Duration that also accepts a day suffix ("30d").

@@ -40,6 +40,7 @@ const (
 	DefaultJobTimeout        = Duration(2 * time.Minute)
 	DefaultRescueAfter       = Duration(5 * time.Minute)
 	DefaultMaxAttempts       = 5
+	DefaultPollInterval      = Duration(200 * time.Millisecond)
 )
 
 // Processor kinds.
@@ -792,6 +793,7 @@ func (l *loader) validateWorkers(w *Workers) {
 	}
 	duration("job_timeout", &w.JobTimeout, DefaultJobTimeout)
 	duration("rescue_after", &w.RescueAfter, DefaultRescueAfter)
+	duration("poll_interval", &w.PollInterval, DefaultPollInterval)
 	if w.RescueAfter > 0 && w.RescueAfter <= w.JobTimeout {
 		l.problem("workers.rescue_after", "must be greater than job_timeout (%s): a live worker's job would be rescued while it still runs", w.JobTimeout)
 	}

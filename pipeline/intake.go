@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sort"
 	"sync"
 
 	"github.com/riverqueue/river"
@@ -13,8 +14,8 @@ import (
 	"github.com/stetlabs/stet/ledger"
 )
 
-// intake commits deliveries in groups: whatever is queued when the previous
-// commit finishes goes into the next transaction, each delivery inside its
+// intake commits deliveries in groups: whatever is queued when a committer's
+// previous commit finishes goes into its next transaction, each delivery inside its
 // own savepoint. One fsync then acknowledges many deliveries, which is how
 // intake beats a one-row-per-transaction insert at synchronous=FULL.
 type intake struct {
@@ -33,6 +34,10 @@ type acceptReq struct {
 	done   chan struct{}
 }
 
+// postgresCommitters is how many groups commit at once on PostgreSQL; it
+// stays below the pool size so stage workers keep connections.
+const postgresCommitters = 12
+
 // maxGroup bounds one group commit.
 const maxGroup = 256
 
@@ -40,9 +45,18 @@ func newIntake(p *Pipeline) *intake {
 	return &intake{p: p, reqs: make(chan *acceptReq, maxGroup), done: make(chan struct{}), limit: maxGroup}
 }
 
+// start runs the committers: one for SQLite (a single writer; more would
+// only queue for the file), several for PostgreSQL, whose commits run in
+// parallel and which flushes concurrent commits together.
 func (in *intake) start() {
-	in.wg.Add(1)
-	go in.loop()
+	n := 1
+	if in.p.db.Dialect() == "postgres" {
+		n = postgresCommitters
+	}
+	for i := 0; i < n; i++ {
+		in.wg.Add(1)
+		go in.loop()
+	}
 }
 
 func (in *intake) stop() {
@@ -148,7 +162,7 @@ func (in *intake) commitGroup(ctx context.Context, batch []*acceptReq, savepoint
 	p := in.p
 	return p.db.InTx(ctx, func(tx *sql.Tx) error {
 		var inserts []river.InsertManyParams
-		for i, r := range batch {
+		for i, r := range lockOrder(batch) {
 			r.err, r.res = nil, ledger.AcceptResult{}
 			sp := fmt.Sprintf("d%d", i)
 			for try := 0; ; try++ {
@@ -190,4 +204,27 @@ func (in *intake) commitGroup(ctx context.Context, batch []*acceptReq, savepoint
 		}
 		return nil
 	})
+}
+
+// lockOrder returns the group sorted by report identity. Every committer
+// then takes report-row locks in the same order, so two groups racing on
+// the same reports (a redelivery committing beside the first delivery) wait
+// for each other instead of deadlocking — on PostgreSQL a deadlock costs a
+// second before it is detected.
+func lockOrder(batch []*acceptReq) []*acceptReq {
+	type keyed struct {
+		key string
+		r   *acceptReq
+	}
+	ks := make([]keyed, len(batch))
+	for i, r := range batch {
+		p := r.params
+		ks[i] = keyed{p.TenantID + "\x00" + p.SourceID + "\x00" + ledger.IdentityHash(p.Identity, p.ExternalID, p.Text), r}
+	}
+	sort.SliceStable(ks, func(i, j int) bool { return ks[i].key < ks[j].key })
+	out := make([]*acceptReq, len(batch))
+	for i, k := range ks {
+		out[i] = k.r
+	}
+	return out
 }

@@ -104,11 +104,11 @@ type Pipeline struct {
 	oldPolicies map[string]*stet.Policy        // by hash, recorded versions
 }
 
-// riverDriver returns River's driver for the ledger's dialect, on the
+// RiverDriver returns River's driver for the ledger's dialect, on the
 // ledger's own pool, so stage results and River's job rows share each
 // transaction: riversqlite for SQLite, riverdatabasesql (pgx through
 // database/sql) for PostgreSQL.
-func riverDriver(db *ledger.DB) riverdriver.Driver[*sql.Tx] {
+func RiverDriver(db *ledger.DB) riverdriver.Driver[*sql.Tx] {
 	if db.Dialect() == "postgres" {
 		return riverdatabasesql.New(db.Writer())
 	}
@@ -119,7 +119,7 @@ func riverDriver(db *ledger.DB) riverdriver.Driver[*sql.Tx] {
 // lock.
 func Migrate(ctx context.Context, db *ledger.DB) error {
 	return db.WithMigrationLock(ctx, func() error {
-		m, err := rivermigrate.New(riverDriver(db), nil)
+		m, err := rivermigrate.New(RiverDriver(db), nil)
 		if err != nil {
 			return fmt.Errorf("river migrate: %w", err)
 		}
@@ -179,7 +179,7 @@ func New(cfg Config) (*Pipeline, error) {
 			QueueCommit:  {MaxWorkers: max(2, cfg.Concurrency/2)},
 		}
 	}
-	client, err := river.NewClient(riverDriver(cfg.DB), rc)
+	client, err := river.NewClient(RiverDriver(cfg.DB), rc)
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)
 	}

@@ -11,8 +11,8 @@
 # the postgres user.
 #
 # Settings: fsync=off, synchronous_commit=off, full_page_writes=off — for
-# tests only. Benchmarks that count start their own server with the
-# durable defaults (see docs/benchmarks.md).
+# tests only. With PG_DURABLE=1 the server keeps PostgreSQL's durable
+# defaults (fsync=on, synchronous_commit=on): the figures that count.
 set -euo pipefail
 
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
@@ -41,15 +41,21 @@ cat >> "$dir/data/postgresql.conf" <<CONF
 listen_addresses = '127.0.0.1'
 port = $port
 unix_socket_directories = '$dir'
+max_connections = 400
+CONF
+if [ "${PG_DURABLE:-}" != 1 ]; then
+  # Tests only. PG_DURABLE=1 keeps PostgreSQL's durable defaults (benchmarks).
+  cat >> "$dir/data/postgresql.conf" <<CONF
 fsync = off
 synchronous_commit = off
 full_page_writes = off
-max_connections = 400
 CONF
+fi
 as_pg "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w start >/dev/null
 
 export STET_TEST_DATABASE_URL="postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
 export STET_TEST_PGDATA="$dir/data"
 export STET_TEST_PGBIN="$PGBIN"
-echo "pg-test: PostgreSQL on 127.0.0.1:$port (fsync=off)" >&2
+if [ "${PG_DURABLE:-}" = 1 ]; then durability="durable defaults"; else durability="fsync=off"; fi
+echo "pg-test: PostgreSQL on 127.0.0.1:$port ($durability)" >&2
 "$@"

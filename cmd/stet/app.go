@@ -136,7 +136,7 @@ func openApp(ctx context.Context, cfg *config.Config, o appOptions) (*app, error
 		Logger: o.logger, Metrics: a.metrics, Clock: o.clock,
 		Concurrency: cfg.Workers.Concurrency, JobTimeout: cfg.Workers.JobTimeout.Std(),
 		RescueAfter: cfg.Workers.RescueAfter.Std(), MaxAttempts: cfg.Workers.MaxAttempts,
-		PollInterval:  o.pollInterval,
+		PollInterval:  cmpDuration(o.pollInterval, cfg.Workers.PollInterval.Std()),
 		Work:          role == "worker" || role == "all",
 		SingleProcess: strings.HasPrefix(cfg.Database, "sqlite://") && o.role != "",
 	})
@@ -175,6 +175,13 @@ func openApp(ctx context.Context, cfg *config.Config, o appOptions) (*app, error
 		Clock: o.clock, BodyLimit: int64(cfg.BodyLimit),
 	})
 	return a, nil
+}
+
+func cmpDuration(a, b time.Duration) time.Duration {
+	if a != 0 {
+		return a
+	}
+	return b
 }
 
 func cmp(s, d string) string {

@@ -14,12 +14,12 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riversqlite"
 
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/api"
@@ -50,6 +50,9 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	n := fs.Int("n", 5000, "deliveries (intake) or documents (pipeline)")
 	conc := fs.Int("concurrency", 32, "concurrent HTTP clients")
 	dir := fs.String("dir", "", "scratch folder (default: a new temporary folder, removed after)")
+	database := fs.String("database", "", "run on this PostgreSQL server (postgres://…; a scratch schema is created and dropped) instead of a scratch SQLite file")
+	processes := fs.String("processes", "1,2,4", "scaling: the worker process counts to measure")
+	binary := fs.String("stet-binary", "", "scaling: the stet binary to start (default: this one)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -80,11 +83,19 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	var res benchResult
 	var err error
+	if *database != "" && !strings.HasPrefix(*database, "postgres://") && !strings.HasPrefix(*database, "postgresql://") {
+		fmt.Fprintln(stderr, "stet bench: --database must be a postgres:// URL")
+		return exitUsage
+	}
 	switch args[0] {
 	case "intake":
-		res, err = benchIntake(ctx, scratch, *n, *conc)
+		res, err = benchIntake(ctx, scratch, *database, *n, *conc)
 	case "pipeline":
-		res, err = benchPipeline(ctx, scratch, *n, *conc)
+		res, err = benchPipeline(ctx, scratch, *database, *n, *conc)
+	case "river-drivers":
+		res, err = benchRiverDrivers(ctx, *database, *n)
+	case "scaling":
+		return benchScaling(ctx, stdout, stderr, scratch, *database, *binary, *processes, *n, *conc, *asJSON)
 	default:
 		fmt.Fprint(stderr, benchUsage)
 		return exitUsage
@@ -100,7 +111,11 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitOK
 	}
 	fmt.Fprintf(stdout, "%s  (%s)\n", res.Name, res.Settings)
-	fmt.Fprintf(stdout, "  stet      %10.1f %s  (%d in %s)\n", res.Rate, res.Unit, res.Count, res.Elapsed.Round(time.Millisecond))
+	subject := res.Subject
+	if subject == "" {
+		subject = "stet"
+	}
+	fmt.Fprintf(stdout, "  %-9s %10.1f %s  (%d in %s)\n", subject, res.Rate, res.Unit, res.Count, res.Elapsed.Round(time.Millisecond))
 	fmt.Fprintf(stdout, "  baseline  %10.1f %s  (%s; %d in %s)\n", res.BaselineRate, res.Unit, res.Baseline, res.BaselineCount, res.BaselineElapsed.Round(time.Millisecond))
 	fmt.Fprintf(stdout, "  ratio     %10.2f\n", res.Ratio)
 	return exitOK
@@ -108,6 +123,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 
 type benchResult struct {
 	Name            string        `json:"name"`
+	Subject         string        `json:"subject,omitempty"` // what was measured, if not stet itself
 	Settings        string        `json:"settings"`
 	Unit            string        `json:"unit"`
 	Count           int           `json:"count"`
@@ -128,6 +144,22 @@ func (r *benchResult) finish() {
 
 const sqliteSettings = "SQLite WAL, synchronous=FULL (fsync per commit), busy_timeout 10s, one writer connection"
 
+// dbSettings describes the durability settings a figure was measured under.
+func dbSettings(ctx context.Context, db *ledger.DB) string {
+	if db.Dialect() != "postgres" {
+		return sqliteSettings
+	}
+	show := func(name string) string {
+		var v string
+		if err := db.Writer().QueryRowContext(ctx, "SHOW "+name).Scan(&v); err != nil {
+			return "?"
+		}
+		return v
+	}
+	return fmt.Sprintf("PostgreSQL %s, fsync=%s, synchronous_commit=%s, full_page_writes=%s; pool of %d per process",
+		show("server_version"), show("fsync"), show("synchronous_commit"), show("full_page_writes"), ledger.PostgresMaxConns)
+}
+
 // benchEnv is a stet wired from a generated config, as `stet serve` wires it.
 type benchEnv struct {
 	app    *app
@@ -137,22 +169,27 @@ type benchEnv struct {
 	fake   *openai.Fake
 }
 
-func startBench(ctx context.Context, dir, role string) (*benchEnv, error) {
-	fake := openai.NewFake(openai.FakeOptions{})
+// writeBenchConfig writes a benchmark config: one source, a small profile,
+// an openai processor at fakeURL. It returns the path and the environment
+// the config names.
+func writeBenchConfig(dir, database, fakeURL string) (string, map[string]string, error) {
 	secret := "whsec_" + base64.StdEncoding.EncodeToString([]byte("stet-bench-secret-0123456789abcd"))
 	profiles := filepath.Join(dir, "profiles")
 	if err := os.MkdirAll(profiles, 0o700); err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	schema := `{"type":"object","additionalProperties":false,"required":["category","severity"],
  "properties":{"category":{"type":"string","enum":["none","spam","harassment"]},"severity":{"type":"string","enum":["none","low","high"]}}}`
 	if err := os.WriteFile(filepath.Join(profiles, "bench.schema.json"), []byte(schema), 0o600); err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	if err := os.WriteFile(filepath.Join(profiles, "bench.prompt.tmpl"), []byte("Classify this report:\n{{.Text}}\n"), 0o600); err != nil {
-		return nil, err
+		return "", nil, err
 	}
-	cfgText := fmt.Sprintf(`database: sqlite://stet.db
+	if database == "" {
+		database = "sqlite://stet.db"
+	}
+	cfgText := fmt.Sprintf(`database: %q
 listen: 127.0.0.1:0
 tenants:
   - id: bench
@@ -166,12 +203,22 @@ processors:
 policies:
   - {id: bench, processors: [fake], minimize: [email, phone]}
 workers: {concurrency: 16}
-`, fake.URL())
+`, database, fakeURL)
 	cfgPath := filepath.Join(dir, "stet.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfgText), 0o600); err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	env := map[string]string{"STET_BENCH_TOKEN": "bench-token", "STET_BENCH_SECRET": secret, "STET_BENCH_OPENAI_KEY": "sk-bench"}
+	return cfgPath, env, nil
+}
+
+func startBench(ctx context.Context, dir, database, role string) (*benchEnv, error) {
+	fake := openai.NewFake(openai.FakeOptions{})
+	cfgPath, env, err := writeBenchConfig(dir, database, fake.URL())
+	if err != nil {
+		return nil, err
+	}
+	secret := env["STET_BENCH_SECRET"]
 	cfg, err := config.Load(cfgPath, func(k string) string { return env[k] })
 	if err != nil {
 		return nil, err
@@ -271,14 +318,19 @@ func (b *benchEnv) deliverAll(ctx context.Context, n, conc int) ([]string, time.
 	return jobs, time.Since(start), err
 }
 
-func benchIntake(ctx context.Context, dir string, n, conc int) (benchResult, error) {
-	res := benchResult{Name: "intake", Unit: "deliveries/s", Settings: sqliteSettings + fmt.Sprintf("; %d HTTP clients, 20%% duplicates; workers off", conc),
-		Baseline: "raw INSERT, one row per transaction, same database and connection"}
-	b, err := startBench(ctx, dir, "api")
+func benchIntake(ctx context.Context, dir, pgURL string, n, conc int) (benchResult, error) {
+	res := benchResult{Name: "intake", Unit: "deliveries/s", Baseline: "raw INSERT, one row per transaction, same database and pool"}
+	database, drop, err := scratchDatabase(ctx, pgURL)
+	if err != nil {
+		return res, err
+	}
+	defer drop()
+	b, err := startBench(ctx, dir, database, "api")
 	if err != nil {
 		return res, err
 	}
 	defer b.stop()
+	res.Settings = dbSettings(ctx, b.app.db) + fmt.Sprintf("; %d HTTP clients, 20%% duplicates; workers off", conc)
 	jobs, elapsed, err := b.deliverAll(ctx, n, conc)
 	if err != nil {
 		return res, err
@@ -321,13 +373,18 @@ func inTx(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
 	return tx.Commit()
 }
 
-func benchPipeline(ctx context.Context, dir string, n, conc int) (benchResult, error) {
-	res := benchResult{Name: "pipeline", Unit: "documents/s", Settings: sqliteSettings + "; instant fake OpenAI over loopback HTTP; 16 extract workers",
-		Baseline: "River no-op jobs/s, same database, 16 workers"}
-	b, err := startBench(ctx, filepath.Join(dir, "stet"), "all")
+func benchPipeline(ctx context.Context, dir, pgURL string, n, conc int) (benchResult, error) {
+	res := benchResult{Name: "pipeline", Unit: "documents/s", Baseline: "River no-op jobs/s, same database, 16 workers"}
+	database, drop, err := scratchDatabase(ctx, pgURL)
 	if err != nil {
 		return res, err
 	}
+	defer drop()
+	b, err := startBench(ctx, filepath.Join(dir, "stet"), database, "all")
+	if err != nil {
+		return res, err
+	}
+	res.Settings = dbSettings(ctx, b.app.db) + "; instant fake OpenAI over loopback HTTP; 16 extract workers"
 	start := time.Now()
 	jobs, _, err := b.deliverAll(ctx, n, conc)
 	if err == nil {
@@ -340,7 +397,15 @@ func benchPipeline(ctx context.Context, dir string, n, conc int) (benchResult, e
 	}
 	res.Count, res.Elapsed = len(jobs), elapsed
 
-	count, elapsed, err := benchRiverNoop(ctx, filepath.Join(dir, "river"), len(jobs))
+	riverDB, dropRiver, err := scratchDatabase(ctx, pgURL)
+	if err != nil {
+		return res, err
+	}
+	defer dropRiver()
+	if riverDB == "" {
+		riverDB = "sqlite://" + filepath.Join(dir, "river", "river.db")
+	}
+	count, elapsed, err := benchRiverNoop(ctx, riverDB, len(jobs))
 	if err != nil {
 		return res, err
 	}
@@ -383,46 +448,15 @@ func (w *noopWorker) Work(ctx context.Context, job *river.Job[noopArgs]) error {
 	return nil
 }
 
-// benchRiverNoop measures River alone on a fresh ledger file with the same
+// benchRiverNoop measures River alone on a fresh database with the same
 // settings: n no-op jobs inserted one per transaction (as intake does for
 // each document) and worked by 16 workers, start to last completion.
-func benchRiverNoop(ctx context.Context, dir string, n int) (int, time.Duration, error) {
-	db, err := ledger.Open(ctx, "sqlite://"+filepath.Join(dir, "river.db"))
+func benchRiverNoop(ctx context.Context, database string, n int) (int, time.Duration, error) {
+	db, err := ledger.Open(ctx, database)
 	if err != nil {
 		return 0, 0, err
 	}
 	defer db.Close()
-	if err := pipeline.Migrate(ctx, db); err != nil {
-		return 0, 0, err
-	}
-	var done atomic.Int64
-	workers := river.NewWorkers()
-	river.AddWorker(workers, &noopWorker{done: &done})
-	client, err := river.NewClient(riversqlite.New(db.Writer()), &river.Config{
-		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 16}},
-		Workers:           workers,
-		FetchPollInterval: 20 * time.Millisecond,
-		FetchCooldown:     20 * time.Millisecond,
-	})
-	if err != nil {
-		return 0, 0, err
-	}
-	start := time.Now()
-	if err := client.Start(ctx); err != nil {
-		return 0, 0, err
-	}
-	defer client.Stop(context.WithoutCancel(ctx))
-	for i := 0; i < n; i++ {
-		if _, err := client.Insert(ctx, noopArgs{N: i}, nil); err != nil {
-			return 0, 0, err
-		}
-	}
-	deadline := time.Now().Add(10 * time.Minute)
-	for done.Load() < int64(n) {
-		if time.Now().After(deadline) {
-			return 0, 0, fmt.Errorf("river worked %d of %d no-op jobs in 10m", done.Load(), n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return n, time.Since(start), nil
+	elapsed, err := riverNoop(ctx, pipeline.RiverDriver(db), n)
+	return n, elapsed, err
 }
