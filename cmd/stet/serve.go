@@ -58,7 +58,10 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 // down gracefully: stop taking requests, let running stages finish (or
 // cancel them after a grace period, leaving each job to resume), close.
 func (a *app) serve(ctx context.Context, ln net.Listener, role string) error {
-	if err := a.pipeline.Start(ctx); err != nil {
+	// River's work contexts derive from the context it starts with: start it
+	// on one that the signal does not cancel, so that shutdown is Stop's
+	// graceful path (running stages finish) rather than a hard cancel.
+	if err := a.pipeline.Start(context.WithoutCancel(ctx)); err != nil {
 		return err
 	}
 	srv := &http.Server{
