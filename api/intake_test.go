@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/api"
 	"github.com/stetlabs/stet/internal/stettest"
+	"github.com/stetlabs/stet/ledger"
 )
 
 // reply is one HTTP answer as a client sees it.
@@ -648,5 +650,34 @@ func TestIntakeConcurrentDeliveries(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The database goes away under intake: the delivery is answered 503 with
+// Retry-After, and nothing is stored.
+func TestIntakeDatabaseLost(t *testing.T) {
+	t.Parallel()
+	e := stettest.New(t, stettest.Options{NoWorkers: true})
+	e.DB.Writer().Close() // every statement of intake now fails
+	r := e.Deliver(stettest.SourceReports, "msg_db_lost", stettest.Report{ExternalID: "report-db-lost", Revision: 1, Text: "some text"})
+	if r.Status != http.StatusServiceUnavailable || r.Problem.Type != api.ProblemType("unavailable") {
+		t.Fatalf("delivery with the database gone = %d %s, want 503 unavailable", r.Status, r.Body)
+	}
+	if r.Header.Get("Retry-After") == "" {
+		t.Errorf("503 without Retry-After")
+	}
+	db, err := ledger.Open(context.Background(), e.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, table := range []string{"reports", "revisions", "jobs", "deliveries"} {
+		var n int
+		if err := db.Writer().QueryRow(`SELECT COUNT(*) FROM ` + table).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 0 {
+			t.Errorf("%s rows after a 503 = %d, want 0", table, n)
+		}
 	}
 }

@@ -77,6 +77,7 @@ type Options struct {
 type Env struct {
 	t        testing.TB
 	Dir      string
+	URL      string // the ledger's database URL
 	DB       *ledger.DB
 	Pipeline *pipeline.Pipeline
 	API      *api.Server
@@ -154,7 +155,8 @@ func New(t testing.TB, opts Options) *Env {
 	ctx := context.Background()
 	// PostgreSQL when STET_TEST_DATABASE_URL is set (a fresh schema per
 	// test), else a SQLite file in the test's folder.
-	db, err := ledger.Open(ctx, testdb.URL(t, testdb.Default()))
+	e.URL = testdb.URL(t, testdb.Default())
+	db, err := ledger.Open(ctx, e.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,6 +277,7 @@ type Report struct {
 // Response is an intake answer.
 type Response struct {
 	Status int
+	Header http.Header
 	Body   []byte
 	api.IntakeResponse
 	Problem api.Problem
@@ -318,7 +321,7 @@ func (e *Env) Post(path string, h http.Header, body []byte) Response {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	r := Response{Status: resp.StatusCode, Body: b}
+	r := Response{Status: resp.StatusCode, Header: resp.Header, Body: b}
 	if resp.StatusCode < 300 {
 		_ = json.Unmarshal(b, &r.IntakeResponse)
 	} else {
