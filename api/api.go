@@ -63,6 +63,9 @@ type Config struct {
 	Clock     stet.Clock
 	BodyLimit int64 // intake body limit in bytes; default 1 MiB
 	SLA       time.Duration
+	// HealthOnly serves only /healthz, /readyz and /metrics: a worker
+	// process takes no deliveries and answers no reads.
+	HealthOnly bool
 }
 
 // Server serves the API.
@@ -110,6 +113,15 @@ func New(cfg Config) *Server {
 }
 
 func (s *Server) routes() {
+	s.handle("GET /healthz", s.healthz)
+	s.handle("GET /readyz", s.readyz)
+	s.mux.Handle("GET /metrics", s.cfg.Metrics.Handler())
+	s.handle("/", func(w http.ResponseWriter, r *http.Request) {
+		s.problem(w, r, http.StatusNotFound, "not-found", "no such endpoint")
+	})
+	if s.cfg.HealthOnly {
+		return
+	}
 	s.handle("POST /v1/sources/{source}/reports", s.intake)
 	s.handle("GET /v1/jobs/{job_id}", s.auth(stet.RoleReader, s.getJob))
 	s.handle("GET /v1/sources/{source}/reports/{external_id}", s.auth(stet.RoleReader, s.getReportByExternalID))
@@ -118,12 +130,6 @@ func (s *Server) routes() {
 	s.handle("GET /v1/review/{id}", s.auth(stet.RoleReader, s.getReview))
 	s.handle("POST /v1/review/{id}/decision", s.auth(stet.RoleReviewer, s.decide))
 	s.handle("GET /v1/invariants", s.auth(stet.RoleOperator, s.invariants))
-	s.handle("GET /healthz", s.healthz)
-	s.handle("GET /readyz", s.readyz)
-	s.mux.Handle("GET /metrics", s.cfg.Metrics.Handler())
-	s.handle("/", func(w http.ResponseWriter, r *http.Request) {
-		s.problem(w, r, http.StatusNotFound, "not-found", "no such endpoint")
-	})
 }
 
 // handle registers h with a log line per request that names the route

@@ -140,7 +140,7 @@ func (s *Server) intakeStatus(w http.ResponseWriter, r *http.Request) int {
 	if err != nil {
 		s.log.Error("intake failed", "source", src.ID, "tenant", src.Tenant, "err", err)
 		w.Header().Set("Retry-After", "1")
-		return fail(http.StatusServiceUnavailable, "unavailable", "the delivery was not stored; retry later")
+		return fail(http.StatusServiceUnavailable, "unavailable", "the delivery could not be confirmed as stored; retry it — a retry never creates a duplicate")
 	}
 	switch res.Outcome {
 	case ledger.OutcomeAccepted:

@@ -126,6 +126,21 @@ func (db *DB) currentVersion(ctx context.Context, q Querier) (int, error) {
 	return int(v.Int64), nil
 }
 
+// SchemaVersions returns the ledger's schema version and the newest this
+// binary knows.
+func (db *DB) SchemaVersions(ctx context.Context) (current, known int, err error) {
+	known, err = db.LatestVersion()
+	if err != nil {
+		return 0, 0, err
+	}
+	if _, err := db.w.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS stet_migrations (
+		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)`); err != nil {
+		return 0, known, fmt.Errorf("read ledger version: %w", err)
+	}
+	current, err = db.currentVersion(ctx, db.w)
+	return current, known, err
+}
+
 // MigrationsCurrent reports whether the ledger schema is exactly the version
 // this binary knows: what /readyz checks.
 func (db *DB) MigrationsCurrent(ctx context.Context) (bool, error) {

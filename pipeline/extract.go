@@ -238,13 +238,18 @@ func (p *Pipeline) saveArtifact(ctx context.Context, job *river.Job[ExtractArgs]
 		Warn(string, ...any)
 	}) (string, error) {
 	jobID := job.Args.JobID
-	// The call succeeded: finish the write even if the stage was cancelled.
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	// The call succeeded: finish the write even if the stage was cancelled,
+	// retrying a failed write from the result in memory for as long as the
+	// lease holds (after that a newer attempt may own the job).
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.leaseFor())
 	defer cancel()
 	var err error
-	for try := 0; try < 5; try++ {
+	for try := 0; wctx.Err() == nil; try++ {
 		if try > 0 {
-			time.Sleep(time.Duration(50<<try) * time.Millisecond)
+			select {
+			case <-time.After(min(time.Duration(50<<min(try, 6))*time.Millisecond, 2*time.Second)):
+			case <-wctx.Done():
+			}
 		}
 		err = p.db.InTx(wctx, func(tx *sql.Tx) error {
 			if err := ledger.SaveArtifact(wctx, tx, ledger.SaveArtifactParams{

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/riverqueue/river"
 
@@ -124,7 +125,11 @@ func (in *intake) drain() {
 }
 
 func (in *intake) commit(batch []*acceptReq) {
-	ctx := context.Background() // a queued delivery is finished even if its caller left
+	// A queued delivery is finished even if its caller left, but never
+	// waits forever on a database that vanished without closing its
+	// connections.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	// Optimistically run the group without savepoints: most deliveries are
 	// new or duplicates, neither an error. If any item fails, the group is
 	// rolled back and run again with a savepoint per item, so one bad item

@@ -170,13 +170,13 @@ func New(cfg Config) (*Pipeline, error) {
 		JobTimeout:           cfg.JobTimeout,
 		RescueStuckJobsAfter: cfg.RescueAfter,
 		FetchPollInterval:    cfg.PollInterval,
-		FetchCooldown:        min(cfg.PollInterval, 100*time.Millisecond),
+		FetchCooldown:        min(cfg.PollInterval, 25*time.Millisecond),
 		MaxAttempts:          maxRiverAttempts,
 	}
 	if cfg.Work {
 		rc.Queues = map[string]river.QueueConfig{
 			QueueExtract: {MaxWorkers: cfg.Concurrency},
-			QueueCommit:  {MaxWorkers: max(2, cfg.Concurrency/2)},
+			QueueCommit:  {MaxWorkers: max(4, cfg.Concurrency)}, // commits are short transactions
 		}
 	}
 	client, err := river.NewClient(RiverDriver(cfg.DB), rc)

@@ -5,9 +5,10 @@
 #
 # It starts PostgreSQL 15 (Debian's binaries; installed with apt-get when
 # absent) on a free loopback port with its data folder under /tmp, sets
-# STET_TEST_DATABASE_URL (and STET_TEST_PGDATA, STET_TEST_PGBIN for drills
-# that restart the server), runs the command, and stops and removes the
-# server on exit. The server refuses to run as root, so as root it runs as
+# STET_TEST_DATABASE_URL, runs the command, and stops and removes the server
+# on exit. (The chaos drill starts a server of its own, which it may restart;
+# never restart this one: with synchronous_commit=off a restart loses
+# acknowledged commits.) The server refuses to run as root, so as root it runs as
 # the postgres user.
 #
 # Settings: fsync=off, synchronous_commit=off, full_page_writes=off — for
@@ -54,8 +55,6 @@ fi
 as_pg "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w start >/dev/null
 
 export STET_TEST_DATABASE_URL="postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
-export STET_TEST_PGDATA="$dir/data"
-export STET_TEST_PGBIN="$PGBIN"
 if [ "${PG_DURABLE:-}" = 1 ]; then durability="durable defaults"; else durability="fsync=off"; fi
 echo "pg-test: PostgreSQL on 127.0.0.1:$port ($durability)" >&2
 "$@"

@@ -172,7 +172,7 @@ func openApp(ctx context.Context, cfg *config.Config, o appOptions) (*app, error
 	}
 	a.api = api.New(api.Config{
 		DB: db, Acceptor: pl, Sources: sources, Tokens: tokens, Logger: o.logger, Metrics: a.metrics,
-		Clock: o.clock, BodyLimit: int64(cfg.BodyLimit),
+		Clock: o.clock, BodyLimit: int64(cfg.BodyLimit), HealthOnly: role == "worker",
 	})
 	return a, nil
 }

@@ -64,12 +64,27 @@ func openLedger(ctx context.Context, cfgPath string, stderr io.Writer) (*ledger.
 		fmt.Fprintln(stderr, "stet:", err)
 		return nil, exitUnhealthy
 	}
-	if ok, err := db.MigrationsCurrent(ctx); err != nil || !ok {
+	if err := checkSchema(ctx, db); err != nil {
 		db.Close()
-		fmt.Fprintln(stderr, "stet: the ledger is not migrated to this version; run 'stet migrate'")
+		fmt.Fprintln(stderr, "stet:", err)
 		return nil, exitUnhealthy
 	}
 	return db, exitOK
+}
+
+// checkSchema says whether the ledger's schema is the one this binary
+// knows, and which way to go if not.
+func checkSchema(ctx context.Context, db *ledger.DB) error {
+	current, known, err := db.SchemaVersions(ctx)
+	switch {
+	case err != nil:
+		return err
+	case current > known:
+		return fmt.Errorf("ledger schema version %d is newer than this stet knows (%d): upgrade stet", current, known)
+	case current < known:
+		return fmt.Errorf("ledger schema version %d is older than this stet's (%d): run 'stet migrate'", current, known)
+	}
+	return nil
 }
 
 // ledgerExists reports whether an embedded ledger file exists, so that an

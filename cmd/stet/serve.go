@@ -19,6 +19,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	role := fs.String("role", "all", "what this process runs: api (intake and reads), worker (stage workers and maintenance), or all")
 	listen := fs.String("listen", "", "listen address (overrides the config's listen)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	migrate := fs.Bool("migrate", true, "apply migrations at start; with --migrate=false the ledger must already be current (run 'stet migrate' as a deploy step) and the database role needs no DDL rights")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
@@ -36,10 +37,17 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		cfg.Listen = *listen
 	}
 	log := newLogger(stderr, *logLevel)
-	a, err := openApp(ctx, cfg, appOptions{role: *role, logger: log, migrate: true})
+	a, err := openApp(ctx, cfg, appOptions{role: *role, logger: log, migrate: *migrate})
 	if err != nil {
 		fmt.Fprintln(stderr, "stet serve:", err)
 		return exitUnhealthy
+	}
+	if !*migrate {
+		if err := checkSchema(ctx, a.db); err != nil {
+			a.close()
+			fmt.Fprintln(stderr, "stet serve:", err)
+			return exitUnhealthy
+		}
 	}
 	defer a.close()
 	ln, err := net.Listen("tcp", cfg.Listen)
