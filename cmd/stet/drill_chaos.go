@@ -801,7 +801,10 @@ func (s *chaosProcs) spawnLocked(name, role, addr string) (*chaosProc, error) {
 	cmd := exec.Command(s.bin, "serve", "--config", s.cfgPath, "--role", role, "--listen", addr)
 	cmd.Env = s.env
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // Ctrl-C reaches the drill, which stops its children
+	// Own process group: Ctrl-C reaches the drill, which stops its children.
+	// Pdeathsig: if the drill itself dies (SIGKILL, a closed stdout pipe),
+	// the kernel kills its children rather than leave them running.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
