@@ -130,6 +130,9 @@ func (s *Server) routes() {
 	s.handle("GET /v1/review/{id}", s.auth(stet.RoleReader, s.getReview))
 	s.handle("POST /v1/review/{id}/decision", s.auth(stet.RoleReviewer, s.decide))
 	s.handle("GET /v1/invariants", s.auth(stet.RoleOperator, s.invariants))
+	s.handle("GET /v1/dispatch", s.auth(stet.RoleOperator, s.listDispatch))
+	s.handle("POST /v1/dispatch/pause", s.auth(stet.RoleOperator, s.pauseDispatch))
+	s.handle("POST /v1/dispatch/resume", s.auth(stet.RoleOperator, s.resumeDispatch))
 }
 
 // handle registers h with a log line per request that names the route

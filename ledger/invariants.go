@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -11,6 +12,7 @@ const (
 	InvNoRecordAfterSLA  = "no_record_after_sla" // 1
 	InvManyAuthoritative = "many_authoritative"  // 2
 	InvHeldPastLease     = "held_past_lease"     // 3
+	InvPausedTooLong     = "paused_too_long"     // 7
 )
 
 // Violation is one broken invariant. It carries IDs only: never text, never
@@ -26,6 +28,7 @@ type Violation struct {
 	Stage             string `json:"stage,omitempty"`
 	ExtractionVersion string `json:"extraction_version,omitempty"`
 	Count             int    `json:"count,omitempty"`
+	Scope             string `json:"scope,omitempty"` // a dispatch pause's scope (invariant 7)
 }
 
 // CheckParams tunes the invariant checks.
@@ -33,10 +36,11 @@ type CheckParams struct {
 	Now        time.Time
 	SLA        time.Duration // an accepted revision must have a record within this
 	LeaseGrace time.Duration // a lease expired longer than this is a violation
+	PauseLimit time.Duration // a dispatch pause older than this is a violation; 0: not checked
 	Limit      int           // at most this many violations per invariant
 }
 
-// CheckInvariants runs invariants 1–3 of DESIGN §6 on the writer pool (the
+// CheckInvariants runs invariants 1–3 and 7 of DESIGN §6 on the writer pool (the
 // answer decides alerts).
 func (db *DB) CheckInvariants(ctx context.Context, p CheckParams) ([]Violation, error) {
 	if p.Limit <= 0 {
@@ -75,6 +79,27 @@ func (db *DB) CheckInvariants(ctx context.Context, p CheckParams) ([]Violation, 
 		micros(p.Now.Add(-p.LeaseGrace)), p.Limit)
 	if err != nil {
 		return nil, err
+	}
+	if p.PauseLimit > 0 {
+		rows, err := db.w.QueryContext(ctx, `SELECT scope FROM dispatch_pauses WHERE paused_at < $1 ORDER BY scope LIMIT $2`,
+			micros(p.Now.Add(-p.PauseLimit)), p.Limit)
+		if err != nil {
+			return nil, fmt.Errorf("check %s: %w", InvPausedTooLong, err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			v := Violation{Invariant: 7, Name: InvPausedTooLong, TenantID: "*"}
+			if err := rows.Scan(&v.Scope); err != nil {
+				return nil, err
+			}
+			if t, ok := strings.CutPrefix(v.Scope, "tenant:"); ok {
+				v.TenantID = t
+			}
+			out = append(out, v)
+		}
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }

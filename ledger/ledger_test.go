@@ -317,5 +317,17 @@ func TestInvariants(t *testing.T) {
 		if err != nil || len(vs) != 0 {
 			t.Errorf("violations before the SLA = %+v, %v, want none", vs, err)
 		}
+		// Invariant 7: a dispatch pause older than its limit.
+		if err := db.SetPause(ctx, ledger.Pause{Scope: "processor:p1", Reason: "quota", PausedBy: "stet", PausedAt: t0}, "*"); err != nil {
+			t.Fatal(err)
+		}
+		vs, err = db.CheckInvariants(ctx, ledger.CheckParams{Now: t0.Add(30 * time.Minute), SLA: 24 * time.Hour, LeaseGrace: 24 * time.Hour, PauseLimit: time.Hour})
+		if err != nil || len(vs) != 0 {
+			t.Errorf("violations with a young pause = %+v, %v, want none", vs, err)
+		}
+		vs, err = db.CheckInvariants(ctx, ledger.CheckParams{Now: t0.Add(2 * time.Hour), SLA: 24 * time.Hour, LeaseGrace: 24 * time.Hour, PauseLimit: time.Hour})
+		if err != nil || len(vs) != 1 || vs[0].Name != ledger.InvPausedTooLong || vs[0].Scope != "processor:p1" {
+			t.Errorf("violations with an old pause = %+v, %v, want %s for processor:p1", vs, err, ledger.InvPausedTooLong)
+		}
 	})
 }

@@ -326,20 +326,45 @@ func TestFailureClasses(t *testing.T) {
 	}
 }
 
-// quota and auth: the job waits without a record, and an alert is raised.
-func TestQuotaWaits(t *testing.T) {
+// quota and auth pause the processor: the job waits without a record, an
+// alert names the processor, later jobs for it send nothing; unpausing
+// resumes every job from its last durable stage.
+func TestQuotaPausesProcessor(t *testing.T) {
 	t.Parallel()
-	e := stettest.New(t, stettest.Options{})
-	e.Fake.Enqueue(openai.Fault{Kind: openai.Quota})
-	d := e.Deliver(stettest.SourceReports, "msg_1", stettest.Report{ExternalID: "report-001", Revision: 1, Text: "text"})
-	e.WaitJob(d.JobID, stet.JobWaiting)
-	if got, want := e.Attempts(d.JobID), []string{"failed/quota"}; !slices.Equal(got, want) {
-		t.Errorf("attempts = %v, want %v", got, want)
+	for _, fault := range []openai.Fault{{Kind: openai.Quota}, {Kind: openai.Unauthorized}} {
+		t.Run(string(fault.Kind), func(t *testing.T) {
+			t.Parallel()
+			e := stettest.New(t, stettest.Options{FakeOptions: openai.FakeOptions{APIKey: "sk-test"}})
+			e.Fake.Enqueue(fault)
+			d := e.Deliver(stettest.SourceReports, "msg_1", stettest.Report{ExternalID: "report-001", Revision: 1, Text: "text one"})
+			e.WaitJob(d.JobID, stet.JobWaiting)
+			e.WaitFor("the alert", func() bool { return strings.Contains(e.Logs.String(), `"alert":"processor_paused"`) })
+			pauses, err := e.DB.Pauses(context.Background())
+			if err != nil || len(pauses) != 1 || pauses[0].Scope != "processor:openai-fake" {
+				t.Fatalf("pauses = %+v, %v, want processor:openai-fake", pauses, err)
+			}
+			d2 := e.Deliver(stettest.SourceReports, "msg_2", stettest.Report{ExternalID: "report-002", Revision: 1, Text: "text two"})
+			e.WaitJob(d2.JobID, stet.JobWaiting)
+			time.Sleep(300 * time.Millisecond) // a wrong dispatch would show as a call
+			if n := e.Fake.Calls(); n != 1 {
+				t.Fatalf("provider calls while paused = %d, want 1 (the failed one)", n)
+			}
+			if n := e.Count("review_records", ""); n != 0 {
+				t.Fatalf("records while paused = %d, want 0", n)
+			}
+			if n := e.Count("attempts", "job_id = $1", d2.JobID); n != 0 {
+				t.Fatalf("attempts of the second job while paused = %d, want 0 (no attempt spent)", n)
+			}
+			if err := e.DB.ClearPause(context.Background(), "processor:openai-fake", "test", "demo", time.Now()); err != nil {
+				t.Fatal(err)
+			}
+			e.WaitJob(d.JobID, stet.JobCommitted)
+			e.WaitJob(d2.JobID, stet.JobCommitted)
+			if n := e.Fake.Calls(); n != 3 {
+				t.Errorf("provider calls = %d, want 3", n)
+			}
+		})
 	}
-	if n := e.Count("review_records", ""); n != 0 {
-		t.Errorf("records = %d, want 0", n)
-	}
-	e.WaitFor("the alert", func() bool { return strings.Contains(e.Logs.String(), `"alert":"processor_unavailable"`) })
 }
 
 // Drill 10 (shape): the policy is edited to drop the processor. Pending

@@ -119,6 +119,16 @@ func (p *Pipeline) extract(ctx context.Context, job *river.Job[ExtractArgs]) (st
 	if work.TextPurged {
 		return "manual", p.manual(ctx, job, -1, stet.FailureUnsupported, log)
 	}
+	// A paused processor, tenant or everything: send nothing, spend no
+	// attempt, look again later. Pausing never rewrites the job.
+	if pause, err := ledger.ActivePause(ctx, p.db.Writer(), j.TenantID, processorID); err != nil {
+		return "error", err
+	} else if pause != nil {
+		if err := ledger.MarkWaiting(ctx, p.db.Writer(), jobID, j.Attempt, now); err != nil {
+			return "error", err
+		}
+		return "paused", river.JobSnooze(p.cfg.PausedRecheck)
+	}
 
 	// Minimize before anything leaves, then render the prompt.
 	min, err := p.minimizer(recorded)
@@ -325,13 +335,18 @@ func (p *Pipeline) failed(ctx context.Context, job *river.Job[ExtractArgs], toke
 		}
 		return "rate_limited", river.JobSnooze(retryAfter)
 	case stet.FailureQuota, stet.FailureAuth:
-		// The processor cannot take work: the job waits without spending an
-		// attempt, and an operator is told.
+		// The processor cannot take work: pause its dispatch (every job for
+		// it then waits without spending an attempt) and tell an operator,
+		// who unpauses when the key or the budget is fixed.
 		if err := setState(stet.JobWaiting); err != nil {
 			return "error", err
 		}
-		p.alert(p.log.With("job_id", jobID), "processor_unavailable", "processor", processorID, "failure_class", string(class))
-		return "waiting", river.JobSnooze(max(retryAfter, time.Minute))
+		if err := p.db.SetPause(wctx, ledger.Pause{Scope: "processor:" + processorID, Reason: string(class) + " failure (automatic)",
+			PausedBy: "stet", PausedAt: p.clock.Now()}, "*"); err != nil {
+			return "error", err
+		}
+		p.alert(p.log.With("job_id", jobID), "processor_paused", "processor", processorID, "failure_class", string(class))
+		return "waiting", river.JobSnooze(max(retryAfter, p.cfg.PausedRecheck))
 	case stet.FailureBoundary:
 		if err := ledger.FinishAttempt(wctx, p.db.Writer(), result); err != nil {
 			return "error", err

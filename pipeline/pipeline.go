@@ -80,6 +80,9 @@ type Config struct {
 	// PollInterval is how often River looks for new work when nothing
 	// signals it; default 1s (lower in tests and benchmarks).
 	PollInterval time.Duration
+	// PausedRecheck is how long a job waits before it looks again at a
+	// dispatch pause; default 10s.
+	PausedRecheck time.Duration
 	// Work says whether this process runs stage workers (role worker|all).
 	Work bool
 	// SingleProcess says this process is alone on its database (the
@@ -149,6 +152,7 @@ func New(cfg Config) (*Pipeline, error) {
 	setDefault(&cfg.RetryBase, time.Second)
 	setDefault(&cfg.RetryMax, 5*time.Minute)
 	setDefault(&cfg.PollInterval, time.Second)
+	setDefault(&cfg.PausedRecheck, 10*time.Second)
 	p := &Pipeline{
 		cfg: cfg, db: cfg.DB, log: cfg.Logger, clock: cfg.Clock,
 		profiles: map[string]*Profile{}, policies: map[string]*stet.Policy{},

@@ -513,3 +513,39 @@ func TestBenchRuns(t *testing.T) {
 		})
 	}
 }
+
+// stet pause / unpause: pauses are listed, recorded and audited; bad scopes
+// and missing reasons are usage errors; unpausing what is not paused fails.
+func TestPauseUnpause(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := writeRulesConfig(t, dir, configParts{})
+	if code, _, stderr := runInProcess(t, "migrate", "--config", cfg); code != exitOK {
+		t.Fatalf("migrate = %d: %s", code, stderr)
+	}
+	steps := []struct {
+		args   []string
+		code   int
+		stdout string
+	}{
+		{[]string{"pause"}, exitOK, "dispatch is not paused"},
+		{[]string{"pause", "--scope", "processor:local-rules"}, exitUsage, ""},
+		{[]string{"pause", "--scope", "galaxy:far", "--reason", "x"}, exitUsage, ""},
+		{[]string{"pause", "--scope", "processor:local-rules", "--reason", "key rotation"}, exitOK, "dispatch paused for processor:local-rules"},
+		{[]string{"pause"}, exitOK, "processor:local-rules"},
+		{[]string{"unpause", "--scope", "processor:local-rules"}, exitOK, "dispatch resumed"},
+		{[]string{"unpause", "--scope", "processor:local-rules"}, exitFailure, ""},
+		{[]string{"pause", "--json"}, exitOK, `{"pauses":[]}`},
+	}
+	for _, s := range steps {
+		args := append([]string{s.args[0], "--config", cfg}, s.args[1:]...)
+		code, stdout, stderr := runInProcess(t, args...)
+		if code != s.code || !strings.Contains(stdout, s.stdout) {
+			t.Errorf("run(%q) = %d, stdout %q, stderr %q; want %d with %q", args, code, stdout, stderr, s.code, s.stdout)
+		}
+	}
+	db := openLedgerRO(t, filepath.Join(dir, "stet-data", "stet.db"))
+	if n := count(t, db, `SELECT COUNT(*) FROM audit_log WHERE object_type = 'dispatch' AND actor = 'cli'`); n != 2 {
+		t.Errorf("dispatch audit entries = %d, want 2 (pause, unpause)", n)
+	}
+}

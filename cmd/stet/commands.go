@@ -290,6 +290,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	asJSON := fs.Bool("json", false, "print JSON")
 	sla := fs.Duration("sla", time.Hour, "an accepted revision must have a review record within this")
 	grace := fs.Duration("lease-grace", time.Minute, "a job held this long past its lease is a violation")
+	pauseLimit := fs.Duration("pause-limit", time.Hour, "a dispatch pause older than this is a violation")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
@@ -298,7 +299,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return code
 	}
 	defer db.Close()
-	vs, err := db.CheckInvariants(ctx, ledger.CheckParams{Now: time.Now().UTC(), SLA: *sla, LeaseGrace: *grace})
+	vs, err := db.CheckInvariants(ctx, ledger.CheckParams{Now: time.Now().UTC(), SLA: *sla, LeaseGrace: *grace, PauseLimit: *pauseLimit})
 	if err != nil {
 		fmt.Fprintln(stderr, "stet check:", err)
 		return exitUnhealthy
@@ -315,12 +316,12 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(out)
 	} else if len(vs) == 0 {
-		fmt.Fprintln(stdout, "ok: invariants 1-3 hold")
+		fmt.Fprintln(stdout, "ok: invariants 1-3 and 7 hold")
 	} else {
 		tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "invariant\ttenant\tsource\treport\trevision\tjob\tstage\tcount")
 		for _, v := range vs {
-			fmt.Fprintf(tw, "%d %s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\n", v.Invariant, v.Name, v.TenantID, v.SourceID, v.ReportID, v.Revision, dash(v.JobID), dash(v.Stage), v.Count)
+			fmt.Fprintf(tw, "%d %s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\n", v.Invariant, v.Name, v.TenantID, dash(v.SourceID), dash(v.ReportID+v.Scope), v.Revision, dash(v.JobID), dash(v.Stage), v.Count)
 		}
 		tw.Flush()
 	}
@@ -328,4 +329,73 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitFailure
 	}
 	return exitOK
+}
+
+func cmdPause(ctx context.Context, args []string, stdout, stderr io.Writer, resume bool) int {
+	name := "pause"
+	if resume {
+		name = "unpause"
+	}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := configFlag(fs)
+	scope := fs.String("scope", "", "all, processor:ID or tenant:ID (pause with no --scope lists the pauses in force)")
+	reason := fs.String("reason", "", "why (required to pause; recorded in the ledger and the audit log)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	db, code := openLedger(ctx, *cfgPath, stderr)
+	if db == nil {
+		return code
+	}
+	defer db.Close()
+	now := time.Now().UTC()
+	switch {
+	case *scope == "" && !resume:
+		pauses, err := db.Pauses(ctx)
+		if err != nil {
+			fmt.Fprintln(stderr, "stet pause:", err)
+			return exitUnhealthy
+		}
+		if *asJSON {
+			if pauses == nil {
+				pauses = []ledger.Pause{}
+			}
+			_ = json.NewEncoder(stdout).Encode(map[string]any{"pauses": pauses})
+			return exitOK
+		}
+		if len(pauses) == 0 {
+			fmt.Fprintln(stdout, "dispatch is not paused")
+			return exitOK
+		}
+		tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "scope\tsince\tby\treason")
+		for _, p := range pauses {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.Scope, p.PausedAt.Format(time.RFC3339), p.PausedBy, p.Reason)
+		}
+		tw.Flush()
+		return exitOK
+	case !ledger.ValidScope(*scope):
+		fmt.Fprintf(stderr, "stet %s: --scope must be all, processor:ID or tenant:ID\n", name)
+		return exitUsage
+	case resume:
+		if err := db.ClearPause(ctx, *scope, "cli", "*", now); err != nil {
+			fmt.Fprintf(stderr, "stet unpause: %s\n", stet.ErrorMessageOf(err))
+			return exitFailure
+		}
+		fmt.Fprintf(stdout, "dispatch resumed for %s; waiting jobs continue from their last durable stage\n", *scope)
+		return exitOK
+	default:
+		if strings.TrimSpace(*reason) == "" {
+			fmt.Fprintln(stderr, "stet pause: --reason is required")
+			return exitUsage
+		}
+		if err := db.SetPause(ctx, ledger.Pause{Scope: *scope, Reason: *reason, PausedBy: "cli", PausedAt: now}, "*"); err != nil {
+			fmt.Fprintln(stderr, "stet pause:", stet.ErrorMessageOf(err))
+			return exitFailure
+		}
+		fmt.Fprintf(stdout, "dispatch paused for %s; jobs wait without spending attempts until 'stet unpause --scope %s'\n", *scope, *scope)
+		return exitOK
+	}
 }

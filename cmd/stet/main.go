@@ -38,6 +38,8 @@ Commands:
   inspect      show a job's or report's stage timeline and attempts (no text)
   resume       re-enqueue a job from its last durable stage
   check        check the ledger's invariants; exit 1 if any is violated
+  pause        pause dispatch (--scope all|processor:ID|tenant:ID --reason …); no flags: list pauses
+  unpause      resume dispatch for a scope
   bench        run a benchmark: intake | pipeline
   drill        run a recovery drill: chaos (many processes, kills, a database restart)
   version      print the version
@@ -64,6 +66,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdResume(ctx, rest, stdout, stderr)
 	case "check":
 		return cmdCheck(ctx, rest, stdout, stderr)
+	case "pause":
+		return cmdPause(ctx, rest, stdout, stderr, false)
+	case "unpause":
+		return cmdPause(ctx, rest, stdout, stderr, true)
 	case "bench":
 		return cmdBench(ctx, rest, stdout, stderr)
 	case "drill":

@@ -204,7 +204,7 @@ func (e *Env) start(policy *stet.Policy) {
 		Logger: log, Metrics: e.Metrics, Clock: e.Clock,
 		Concurrency: 4, JobTimeout: e.opts.JobTimeout, RescueAfter: e.opts.JobTimeout + 5*time.Second,
 		MaxAttempts: e.opts.MaxAttempts, RetryBase: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond,
-		PollInterval: 50 * time.Millisecond, Work: !e.opts.NoWorkers,
+		PollInterval: 50 * time.Millisecond, PausedRecheck: 100 * time.Millisecond, Work: !e.opts.NoWorkers,
 	})
 	if err != nil {
 		t.Fatal(err)
