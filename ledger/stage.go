@@ -18,7 +18,9 @@ var (
 	qPolicyVersion = `SELECT content FROM policy_versions WHERE hash = $1`
 	qLoadWork      = `SELECT ` + jobColumns + `, v.text, v.text_purged_at,
 			EXISTS (SELECT 1 FROM artifacts a WHERE a.job_id = j.id),
-			(SELECT COUNT(*) FROM attempts t WHERE t.job_id = j.id AND t.failure_class = 'transient')
+			(SELECT COUNT(*) FROM attempts t WHERE t.job_id = j.id AND t.failure_class = 'transient'),
+			COALESCE((SELECT t.processor_id FROM attempts t WHERE t.job_id = j.id ORDER BY t.n DESC LIMIT 1), ''),
+			COALESCE((SELECT t.failure_class FROM attempts t WHERE t.job_id = j.id ORDER BY t.n DESC LIMIT 1), '')
 		FROM jobs j JOIN revisions v ON v.id = j.revision_id WHERE j.id = $1`
 	qClaim = `UPDATE jobs SET attempt = attempt + 1, state = 'extracting', lease_until = $1,
 			extracting_at = COALESCE(extracting_at, $2), updated_at = $2
@@ -94,6 +96,10 @@ type WorkItem struct {
 	TextPurged     bool
 	HasArtifact    bool
 	TransientFails int // failed transient attempts so far
+	// LastProcessor and LastClass describe the job's latest attempt, which
+	// decides whether the next one may use an approved fallback.
+	LastProcessor string
+	LastClass     stet.FailureClass
 }
 
 const jobColumns = `j.id, j.revision_id, j.report_id, j.tenant_id, j.source_id, j.revision, j.extraction_version,
@@ -127,7 +133,10 @@ func LoadWork(ctx context.Context, q Querier, jobID string) (*WorkItem, error) {
 	var w WorkItem
 	var text sql.NullString
 	var purged sql.NullInt64
-	err := scanJob(q.QueryRowContext(ctx, qLoadWork, jobID), &w.Job, &text, &purged, &w.HasArtifact, &w.TransientFails)
+	var lastClass string
+	err := scanJob(q.QueryRowContext(ctx, qLoadWork, jobID), &w.Job, &text, &purged, &w.HasArtifact, &w.TransientFails,
+		&w.LastProcessor, &lastClass)
+	w.LastClass = stet.FailureClass(lastClass)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("job")
 	}

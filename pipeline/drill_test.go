@@ -423,3 +423,75 @@ func TestMinimizedBeforeSending(t *testing.T) {
 func riverCommitJobs() *river.JobListParams {
 	return river.NewJobListParams().Kinds(pipeline.CommitArgs{}.Kind()).First(10)
 }
+
+// Approved fallbacks: a policy's later processors take over only after a
+// transient or rate-limited failure, the attempt records which processor
+// answered, and a processor the policy in force no longer permits is never
+// used — dropping the primary blocks the job instead of re-routing it.
+func TestApprovedFallbacks(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		fault    openai.Fault
+		edited   []string // the policy in force, if edited after acceptance
+		state    stet.JobState
+		attempts []string // processor/status[/class]
+	}{
+		{name: "rate limited goes to the fallback", fault: openai.Fault{Kind: openai.RateLimit, RetryAfter: "30"},
+			state: stet.JobCommitted, attempts: []string{"openai-fake/failed/rate_limited", "rules/succeeded"}},
+		{name: "transient goes to the fallback", fault: openai.Fault{Kind: openai.ServerError, Status: 503},
+			state: stet.JobCommitted, attempts: []string{"openai-fake/failed/transient", "rules/succeeded"}},
+		{name: "a refusal never falls back", fault: openai.Fault{Kind: openai.Refusal},
+			state: stet.JobManual, attempts: []string{"openai-fake/failed/refusal"}},
+		{name: "unsupported never falls back", fault: openai.Fault{Kind: openai.HTTPError, Status: 400},
+			state: stet.JobManual, attempts: []string{"openai-fake/failed/unsupported"}},
+		{name: "a fallback the policy dropped is not used", fault: openai.Fault{Kind: openai.RateLimit, RetryAfter: "1"},
+			edited: []string{"openai-fake"}, state: stet.JobCommitted, attempts: []string{"openai-fake/failed/rate_limited", "openai-fake/succeeded"}},
+		{name: "a dropped primary blocks, never re-routes", fault: openai.Fault{Kind: openai.RateLimit, RetryAfter: "1"},
+			edited: []string{"rules"}, state: stet.JobBlocked, attempts: nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := stettest.New(t, stettest.Options{PolicyProcessors: []string{"openai-fake", "rules"}, NoWorkers: tt.edited != nil})
+			e.Fake.Enqueue(tt.fault)
+			d := e.Deliver(stettest.SourceReports, "msg_1", stettest.Report{ExternalID: "report-001", Revision: 1, Text: "Stop taking your insulin."})
+			if tt.edited != nil {
+				edited := *e.Policy
+				edited.Processors = tt.edited
+				e.RestartWorkers(&edited)
+			}
+			e.WaitJob(d.JobID, tt.state)
+			rows, err := e.DB.Writer().Query(`SELECT processor_id, status, COALESCE(failure_class, '') FROM attempts WHERE job_id = $1 ORDER BY n`, d.JobID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for rows.Next() {
+				var proc, status, class string
+				if err := rows.Scan(&proc, &status, &class); err != nil {
+					t.Fatal(err)
+				}
+				s := proc + "/" + status
+				if class != "" {
+					s += "/" + class
+				}
+				got = append(got, s)
+			}
+			rows.Close()
+			if !slices.Equal(got, tt.attempts) {
+				t.Errorf("attempts = %v, want %v", got, tt.attempts)
+			}
+			if tt.state == stet.JobCommitted {
+				last := tt.attempts[len(tt.attempts)-1]
+				var proc string
+				if err := e.DB.Writer().QueryRow(`SELECT processor_id FROM artifacts WHERE job_id = $1`, d.JobID).Scan(&proc); err != nil {
+					t.Fatal(err)
+				}
+				if !strings.HasPrefix(last, proc+"/") {
+					t.Errorf("artifact processor = %s, want the one that answered (%s)", proc, last)
+				}
+			}
+		})
+	}
+}

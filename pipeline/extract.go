@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -95,9 +96,9 @@ func (p *Pipeline) extract(ctx context.Context, job *river.Job[ExtractArgs]) (st
 	if err != nil {
 		return "error", err
 	}
-	processorID := recorded.Processors[0]
-	proc := p.cfg.Processors[processorID]
 	current := p.policies[recorded.ID]
+	processorID := p.chooseProcessor(recorded, current, work)
+	proc := p.cfg.Processors[processorID]
 	var boundaryErr error
 	switch {
 	case current == nil || !current.Permits(processorID):
@@ -214,7 +215,7 @@ func (p *Pipeline) extract(ctx context.Context, job *river.Job[ExtractArgs]) (st
 			params.Repair = append(params.Repair, stet.RepairTurn{Output: pe.Output, Problems: pe.Problems})
 			continue
 		}
-		return p.failed(ctx, job, token, processorID, work.TransientFails, result, pe, log)
+		return p.failed(ctx, job, token, processorID, j.PolicyHash, work.TransientFails, result, pe, log)
 	}
 }
 
@@ -299,7 +300,7 @@ func (p *Pipeline) saveArtifact(ctx context.Context, job *river.Job[ExtractArgs]
 }
 
 // failed acts on a classified failure.
-func (p *Pipeline) failed(ctx context.Context, job *river.Job[ExtractArgs], token int64, processorID string, transientSoFar int,
+func (p *Pipeline) failed(ctx context.Context, job *river.Job[ExtractArgs], token int64, processorID, policyHash string, transientSoFar int,
 	result ledger.AttemptResult, pe *stet.ProcessorError, log interface{ Warn(string, ...any) }) (string, error) {
 	jobID := job.Args.JobID
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -329,6 +330,11 @@ func (p *Pipeline) failed(ctx context.Context, job *river.Job[ExtractArgs], toke
 	case stet.FailureRateLimited:
 		if err := setState(stet.JobWaiting); err != nil {
 			return "error", err
+		}
+		if p.hasFallback(policyHash, processorID) {
+			// An approved fallback takes the next attempt now; the limited
+			// processor's wait does not hold the job.
+			return "rate_limited", river.JobSnooze(0)
 		}
 		if retryAfter <= 0 {
 			retryAfter = p.backoff(1)
@@ -404,6 +410,49 @@ func (p *Pipeline) block(ctx context.Context, job *river.Job[ExtractArgs], token
 func (p *Pipeline) alert(log interface{ Error(string, ...any) }, kind string, args ...any) {
 	p.cfg.Metrics.Alerts.WithLabelValues(kind).Inc()
 	log.Error("alert", append([]any{"alert", kind}, args...)...)
+}
+
+// chooseProcessor picks the processor for this attempt: the recorded
+// policy's primary, or — only after a transient or rate-limited failure — the
+// next of its approved fallbacks that the policy in force still permits and
+// that is configured, wrapping back to the primary. Never a processor outside
+// the recorded policy. If the primary itself is no longer permitted the
+// primary is returned, and the boundary check blocks the job: it is never
+// re-routed.
+func (p *Pipeline) chooseProcessor(recorded, current *stet.Policy, w *ledger.WorkItem) string {
+	primary := recorded.Processors[0]
+	usable := func(id string) bool {
+		return current != nil && current.Permits(id) && p.cfg.Processors[id] != nil
+	}
+	if !usable(primary) || (w.LastClass != stet.FailureTransient && w.LastClass != stet.FailureRateLimited) {
+		return primary
+	}
+	last := slices.Index(recorded.Processors, w.LastProcessor)
+	for i := 1; i < len(recorded.Processors); i++ {
+		id := recorded.Processors[(last+i)%len(recorded.Processors)]
+		if usable(id) {
+			return id
+		}
+	}
+	return primary
+}
+
+// hasFallback reports whether a transient or rate-limited failure of
+// processorID can go to another approved processor at once.
+func (p *Pipeline) hasFallback(policyHash, processorID string) bool {
+	p.mu.Lock()
+	recorded := p.oldPolicies[policyHash]
+	p.mu.Unlock()
+	if recorded == nil {
+		return false
+	}
+	current := p.policies[recorded.ID]
+	for _, id := range recorded.Processors {
+		if id != processorID && current != nil && current.Permits(id) && p.cfg.Processors[id] != nil {
+			return true
+		}
+	}
+	return false
 }
 
 func (p *Pipeline) recordedPolicy(ctx context.Context, hash string) (*stet.Policy, error) {
