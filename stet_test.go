@@ -89,7 +89,7 @@ func TestDependencyDirection(t *testing.T) {
 			t.Errorf("package stet imports %s; it may import only the standard library", d)
 		}
 	}
-	for _, p := range []string{"processor/rules", "processor/openai"} {
+	for _, p := range []string{"processor/rules", "processor/openai", "processor/anthropic", "processor/gemini", "processor/infrai", "processor/azurecs"} {
 		for _, d := range deps(mod + "/" + p) {
 			if strings.HasPrefix(d, mod+"/") && d != mod+"/"+p {
 				t.Errorf("%s imports %s; a processor imports only stet and its SDK", p, d)

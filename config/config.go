@@ -95,6 +95,16 @@ type Processor struct {
 	Subprocessors []string `yaml:"subprocessors"`
 	Timeout       Duration `yaml:"timeout"` // one call; default 60s
 	Limits        Limits   `yaml:"limits"`
+	// Mapping (azure-content-safety): path of the file that turns category
+	// severities into a record of the profile's schema; resolved at load.
+	Mapping string `yaml:"mapping"`
+	// APIVersion (azure-content-safety): the service's api-version; optional.
+	APIVersion string `yaml:"api_version"`
+	// ToolUse (anthropic): ask for the output through one forced tool whose
+	// input schema is the profile schema, instead of output_config.format.
+	ToolUse bool `yaml:"tool_use"`
+	// MaxTokens (anthropic): the output budget of one call; optional.
+	MaxTokens int `yaml:"max_tokens"`
 	// APIKey is read from APIKeyEnv at load.
 	APIKey string `yaml:"-"`
 }

@@ -680,6 +680,25 @@ func (l *loader) validateProcessor(p string, pr *Processor) {
 		if pr.Rules != "" {
 			l.problem(join(p, "rules"), "used only by kind rules")
 		}
+		if pr.Kind == KindAzureContentSafety {
+			l.readFile(join(p, "mapping"), &pr.Mapping)
+		} else {
+			for _, kv := range [][2]string{{"mapping", pr.Mapping}, {"api_version", pr.APIVersion}} {
+				if kv[1] != "" {
+					l.problem(join(p, kv[0]), "used only by kind %s", KindAzureContentSafety)
+				}
+			}
+		}
+		if pr.Kind != KindAnthropic && (pr.ToolUse || pr.MaxTokens != 0) {
+			key := "tool_use"
+			if pr.MaxTokens != 0 {
+				key = "max_tokens"
+			}
+			l.problem(join(p, key), "used only by kind %s", KindAnthropic)
+		}
+		if pr.MaxTokens < 0 {
+			l.problem(join(p, "max_tokens"), "must not be negative")
+		}
 		pr.APIKey = l.env(join(p, "api_key_env"), pr.APIKeyEnv)
 		switch pr.Kind {
 		case KindOpenAI, KindAnthropic, KindGemini:

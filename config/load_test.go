@@ -202,6 +202,9 @@ func TestLoadRejects(t *testing.T) {
 	}{
 		{name: "unknown top-level key", append: "lisen: 127.0.0.1:9090\n", wantPath: "lisen", wantReason: "unknown key"},
 		{name: "unknown nested key", edits: []edit{{"identity: external_id", "identiy: external_id"}}, wantPath: "sources[0].identiy", wantReason: "unknown key"},
+		{name: "mapping on an openai processor", edits: []edit{{"    model: gpt-4.1-mini", "    model: gpt-4.1-mini\n    mapping: profiles/moderation.rules.yaml"}}, wantPath: "processors[1].mapping", wantReason: "used only by kind azure-content-safety"},
+		{name: "tool_use on an openai processor", edits: []edit{{"    model: gpt-4.1-mini", "    model: gpt-4.1-mini\n    tool_use: true"}}, wantPath: "processors[1].tool_use", wantReason: "used only by kind anthropic"},
+		{name: "azure without a mapping", edits: []edit{{"    kind: openai", "    kind: azure-content-safety"}, {"    model: gpt-4.1-mini\n", ""}}, wantPath: "processors[1].mapping", wantReason: "required: a file path"},
 		{name: "unknown key in flow mapping", edits: []edit{{"concurrency: 16}", "concurency: 16}"}}, wantPath: "processors[1].limits.concurency", wantReason: "unknown key"},
 		{name: "duplicate key", edits: []edit{{"    mode: sync", "    mode: sync\n    mode: batch"}}, wantPath: "sources[0].mode", wantReason: "duplicate key"},
 		{name: "database missing", edits: []edit{{"database: sqlite://stet-data/stet.db", ""}}, wantPath: "database", wantReason: "required"},

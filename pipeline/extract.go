@@ -145,8 +145,10 @@ func (p *Pipeline) extract(ctx context.Context, job *river.Job[ExtractArgs]) (st
 		JobID: jobID, Prompt: stet.NewText(prompt.String()), Input: input,
 		SchemaName: profile.SchemaName(), Schema: profile.Schema,
 	}
+	// What leaves is the rendered prompt for prompted models; processors
+	// that take the text alone (rules, moderation services) get the input.
 	sent := params.Prompt
-	if !proc.Info().SendsTextOffHost {
+	if info := proc.Info(); !info.SendsTextOffHost || !slices.Contains(info.Capabilities, "json_schema") {
 		sent = input
 	}
 

@@ -19,6 +19,7 @@ import (
 	"github.com/stetlabs/stet/ledger"
 	"github.com/stetlabs/stet/metrics"
 	"github.com/stetlabs/stet/pipeline"
+	"github.com/stetlabs/stet/processor/azurecs"
 	"github.com/stetlabs/stet/processor/openai"
 	"github.com/stetlabs/stet/processor/rules"
 )
@@ -202,6 +203,12 @@ func newProcessor(pc *config.Processor, cfg *config.Config) (stet.Processor, err
 			ID: pc.ID, BaseURL: pc.BaseURL, APIKey: pc.APIKey, Model: pc.Model, Region: pc.Region,
 			Retention: pc.Retention, ZeroRetention: pc.ZeroRetention, Subprocessors: pc.Subprocessors,
 			Timeout: pc.Timeout.Std(),
+		})
+	case config.KindAzureContentSafety:
+		return azurecs.New(azurecs.Config{
+			ID: pc.ID, BaseURL: pc.BaseURL, APIKey: pc.APIKey, Region: pc.Region, Retention: pc.Retention,
+			ZeroRetention: pc.ZeroRetention, Subprocessors: pc.Subprocessors, Timeout: pc.Timeout.Std(),
+			APIVersion: pc.APIVersion, MappingPath: pc.Mapping,
 		})
 	default:
 		return nil, nil

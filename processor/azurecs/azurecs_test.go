@@ -1,0 +1,648 @@
+package azurecs
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stetlabs/stet"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files in testdata")
+
+const testKey = "0123456789abcdef0123456789abcdef"
+
+func newFake(t *testing.T, opts FakeOptions) *Fake {
+	t.Helper()
+	if opts.APIKey == "" {
+		opts.APIKey = testKey
+	}
+	f := NewFake(opts)
+	t.Cleanup(f.Close)
+	return f
+}
+
+// newTestClient returns a Client with the quickstart mapping talking to f.
+func newTestClient(t *testing.T, f *Fake, timeout time.Duration) *Client {
+	t.Helper()
+	c, err := New(Config{
+		ID:          "azure-cs-test",
+		BaseURL:     f.URL(),
+		APIKey:      testKey,
+		Region:      "eastus",
+		Retention:   "none",
+		Timeout:     timeout,
+		MappingPath: quickstartMapping,
+	})
+	if err != nil {
+		t.Fatalf("New() = %v", err)
+	}
+	return c
+}
+
+func testParams(t *testing.T, input string) stet.ExtractParams {
+	return stet.ExtractParams{
+		JobID:      "job_01TEST",
+		Attempt:    1,
+		Prompt:     stet.NewText("PROMPT-NOT-SENT " + input),
+		Input:      stet.NewText(input),
+		SchemaName: "moderation_v1",
+		Schema:     readFile(t, quickstartSchema),
+	}
+}
+
+// goldenRequest is what the golden files hold: the request line, the
+// headers stet sets, and the body.
+type goldenRequest struct {
+	Method  string            `json:"method"`
+	Path    string            `json:"path"`
+	Query   string            `json:"query"`
+	Headers map[string]string `json:"headers"`
+	Body    json.RawMessage   `json:"body"`
+}
+
+func TestRequestGolden(t *testing.T) {
+	t.Parallel()
+	eight, err := ParseMapping([]byte(strings.Replace(string(readFile(t, quickstartMapping)), "output_type: FourSeverityLevels", "output_type: EightSeverityLevels", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		golden  string
+		mapping *Mapping
+		base    string // appended to the fake's URL
+	}{
+		{name: "four levels", golden: "request.golden.json", mapping: quickstart(t)},
+		{name: "eight levels, endpoint given with /contentsafety/", golden: "request_eight_levels.golden.json", mapping: eight, base: "/contentsafety/"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var (
+				mu  sync.Mutex
+				got *http.Request
+				raw []byte
+			)
+			f := newFake(t, FakeOptions{})
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				body, _ := io.ReadAll(r.Body)
+				mu.Lock()
+				got, raw = r.Clone(context.Background()), body
+				mu.Unlock()
+				r.Body = io.NopCloser(bytes.NewReader(body))
+				f.Handler().ServeHTTP(w, r)
+			}))
+			defer srv.Close()
+			c, err := New(Config{ID: "azure-cs", BaseURL: srv.URL + tt.base, APIKey: testKey, Mapping: tt.mapping})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := testParams(t, "Patient <b>[EMAIL]</b> says the dose & timing felt wrong — \"again\".")
+			if _, err := c.Extract(t.Context(), p); err != nil {
+				t.Fatalf("Extract() = %v, want success", err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			g := goldenRequest{
+				Method: got.Method,
+				Path:   got.URL.Path,
+				Query:  got.URL.RawQuery,
+				Headers: map[string]string{
+					"Content-Type":              got.Header.Get("Content-Type"),
+					"Accept":                    got.Header.Get("Accept"),
+					"Ocp-Apim-Subscription-Key": got.Header.Get("Ocp-Apim-Subscription-Key"),
+				},
+				Body: raw,
+			}
+			if got.Header.Get("Authorization") != "" {
+				t.Errorf("Authorization header sent; the key goes only in Ocp-Apim-Subscription-Key")
+			}
+			var buf bytes.Buffer
+			e := json.NewEncoder(&buf)
+			e.SetEscapeHTML(false)
+			e.SetIndent("", "  ")
+			if err := e.Encode(g); err != nil {
+				t.Fatalf("request body is not JSON: %v", err)
+			}
+			enc := buf.Bytes()
+			path := filepath.Join("testdata", tt.golden)
+			if *update {
+				if err := os.WriteFile(path, enc, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("read golden file (run with -update to create it): %v", err)
+			}
+			if !bytes.Equal(enc, want) {
+				t.Errorf("request differs from %s (run with -update if intended):\ngot:\n%s\nwant:\n%s", path, enc, want)
+			}
+			if strings.Contains(string(raw), "PROMPT-NOT-SENT") {
+				t.Errorf("request carries the prompt; it must carry only the minimized input")
+			}
+			if n := f.Calls(); n != 1 {
+				t.Errorf("fake calls = %d, want 1", n)
+			}
+		})
+	}
+}
+
+func TestExtractSuccess(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, FakeOptions{Table: []FakeRule{
+		{Contains: "hurt myself", Severities: Severities{SelfHarm: 5, Hate: 2}},
+	}})
+	rt := &recordingTransport{}
+	c, err := New(Config{ID: "azure-cs", BaseURL: f.URL(), APIKey: testKey, MappingPath: quickstartMapping,
+		HTTPClient: &http.Client{Transport: rt}, Schema: readFile(t, quickstartSchema)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.Extract(t.Context(), testParams(t, "Some nights I want to hurt myself."))
+	if err != nil {
+		t.Fatalf("Extract() = %v, want success", err)
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if want := rt.header.Get("apim-request-id"); got.RequestID != want || len(want) != 36 {
+		t.Errorf("RequestID = %q, want apim-request-id %q", got.RequestID, want)
+	}
+	if got.StatusCode != http.StatusOK {
+		t.Errorf("StatusCode = %d, want 200", got.StatusCode)
+	}
+	if want := "text-analyze-2024-09-01+mapping-" + c.Mapping().Hash()[:12]; got.Model != want || len(c.Mapping().Hash()) != 64 {
+		t.Errorf("Model = %q, want %q", got.Model, want)
+	}
+	if !bytes.Equal(got.Raw, rt.body) || !strings.Contains(string(got.Raw), `"categoriesAnalysis"`) {
+		t.Errorf("Raw = %s, want the response body %s", got.Raw, rt.body)
+	}
+	// The fake answers 5 as 4 on the four-level scale.
+	want := `{"category":"self_harm","severity":"high","action":"escalate","labels":["self_harm","harassment"],"rationale":"azure content safety: SelfHarm=4, Hate=2; rule self-harm-acute"}`
+	if string(got.Output) != want {
+		t.Errorf("Output = %s, want %s", got.Output, want)
+	}
+	if got.InputTokens != 0 || got.OutputTokens != 0 {
+		t.Errorf("tokens = %d, %d; want 0, 0 (the service reports none)", got.InputTokens, got.OutputTokens)
+	}
+	if got.Latency <= 0 {
+		t.Errorf("Latency = %v, want > 0", got.Latency)
+	}
+}
+
+// recordingTransport keeps the last response header and body the client saw.
+type recordingTransport struct {
+	mu     sync.Mutex
+	header http.Header
+	body   []byte
+}
+
+func (rt *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	res, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	body, err := io.ReadAll(res.Body)
+	_ = res.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	rt.mu.Lock()
+	rt.header, rt.body = res.Header.Clone(), body
+	rt.mu.Unlock()
+	res.Body = io.NopCloser(bytes.NewReader(body))
+	return res, nil
+}
+
+func TestClassification(t *testing.T) {
+	t.Parallel()
+	// The HTTP-date case is computed against this clock.
+	now := time.Date(2026, 3, 4, 7, 28, 0, 0, time.UTC)
+	tests := []struct {
+		name           string
+		fault          Fault
+		timeout        time.Duration
+		wantClass      stet.FailureClass
+		wantStatus     int
+		wantCode       string
+		wantRetryAfter time.Duration
+	}{
+		{name: "429 Retry-After seconds", fault: Fault{Kind: RateLimit, RetryAfter: "7"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "429", wantRetryAfter: 7 * time.Second},
+		{name: "429 TooManyRequests code", fault: Fault{Kind: RateLimit, RetryAfter: "2", Code: "TooManyRequests"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "TooManyRequests", wantRetryAfter: 2 * time.Second},
+		{name: "429 retry-after-ms wins", fault: Fault{Kind: RateLimit, RetryAfter: "7", RetryAfterMS: 1500}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "429", wantRetryAfter: 1500 * time.Millisecond},
+		{name: "429 x-ms-retry-after-ms", fault: Fault{Kind: RateLimit, Header: http.Header{"X-Ms-Retry-After-Ms": {"250"}}}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "429", wantRetryAfter: 250 * time.Millisecond},
+		{name: "429 Retry-After HTTP-date", fault: Fault{Kind: RateLimit, RetryAfter: now.Add(30 * time.Second).Format(http.TimeFormat)}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "429", wantRetryAfter: 30 * time.Second},
+		{name: "429 Retry-After date in the past", fault: Fault{Kind: RateLimit, RetryAfter: now.Add(-time.Minute).Format(http.TimeFormat)}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "429", wantRetryAfter: 0},
+		{name: "429 without header: the message's wait", fault: Fault{Kind: RateLimit, Message: "Rate limit is exceeded. Try again in 3 seconds."}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "429", wantRetryAfter: 3 * time.Second},
+		{name: "401 invalid key", fault: Fault{Kind: Unauthorized}, wantClass: stet.FailureAuth, wantStatus: 401, wantCode: "401"},
+		{name: "403 network rules", fault: Fault{Kind: Forbidden}, wantClass: stet.FailureAuth, wantStatus: 403, wantCode: "403"},
+		{name: "403 out of call volume quota", fault: Fault{Kind: Quota}, wantClass: stet.FailureQuota, wantStatus: 403, wantCode: "403"},
+		{name: "400 InvalidRequestBody", fault: Fault{Kind: BadRequest}, wantClass: stet.FailureUnsupported, wantStatus: 400, wantCode: "InvalidRequestBody"},
+		{name: "400 with innererror", fault: Fault{Kind: BadRequest, InnerCode: "TextTooLong"}, wantClass: stet.FailureUnsupported, wantStatus: 400, wantCode: "InvalidRequestBody"},
+		{name: "400 code only in innererror", fault: Fault{Kind: BadRequest, Code: "not an identifier!", InnerCode: "TextTooLong", Header: http.Header{"X-Ms-Error-Code": nil}}, wantClass: stet.FailureUnsupported, wantStatus: 400, wantCode: "TextTooLong"},
+		{name: "404 resource not found", fault: Fault{Kind: HTTPError, Status: 404, Code: "ResourceNotFound"}, wantClass: stet.FailureUnsupported, wantStatus: 404, wantCode: "ResourceNotFound"},
+		{name: "413 too large", fault: Fault{Kind: HTTPError, Status: 413}, wantClass: stet.FailureUnsupported, wantStatus: 413, wantCode: "413"},
+		{name: "408 request timeout", fault: Fault{Kind: HTTPError, Status: 408}, wantClass: stet.FailureTransient, wantStatus: 408, wantCode: "408"},
+		{name: "409 conflict", fault: Fault{Kind: HTTPError, Status: 409}, wantClass: stet.FailureTransient, wantStatus: 409, wantCode: "409"},
+		{name: "500 InternalError", fault: Fault{Kind: ServerError}, wantClass: stet.FailureTransient, wantStatus: 500, wantCode: "InternalError"},
+		{name: "503 ServerBusy", fault: Fault{Kind: ServerError, Status: 503}, wantClass: stet.FailureTransient, wantStatus: 503, wantCode: "ServerBusy"},
+		{name: "503 with Retry-After", fault: Fault{Kind: ServerError, Status: 503, Header: http.Header{"Retry-After": {"2"}}}, wantClass: stet.FailureTransient, wantStatus: 503, wantCode: "ServerBusy", wantRetryAfter: 2 * time.Second},
+		{name: "502 from a proxy", fault: Fault{Kind: HTTPError, Status: 502}, wantClass: stet.FailureTransient, wantStatus: 502, wantCode: "502"},
+		{name: "connection dropped", fault: Fault{Kind: Disconnect}, wantClass: stet.FailureTransient},
+		{name: "timeout before headers", fault: Fault{Kind: Delay, Delay: time.Minute}, timeout: 100 * time.Millisecond, wantClass: stet.FailureTransient},
+		{name: "timeout after answer", fault: Fault{Kind: TimeoutAfterAnswer}, timeout: 200 * time.Millisecond, wantClass: stet.FailureTransient, wantStatus: 200},
+		{name: "200 not JSON", fault: Fault{Kind: Malformed}, wantClass: stet.FailureTransient, wantStatus: 200, wantCode: CodeMalformedResponse},
+		{name: "200 category missing", fault: Fault{Kind: MissingCategory}, wantClass: stet.FailureTransient, wantStatus: 200, wantCode: CodeMalformedResponse},
+		{name: "delay then answer", fault: Fault{Kind: Delay, Delay: 10 * time.Millisecond}, wantClass: stet.FailureNone, wantStatus: 200},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t, FakeOptions{})
+			f.Enqueue(tt.fault)
+			timeout := tt.timeout
+			if timeout == 0 {
+				timeout = 10 * time.Second
+			}
+			c := newTestClient(t, f, timeout)
+			c.now = func() time.Time { return now }
+
+			got, err := c.Extract(t.Context(), testParams(t, "The nurse was kind."))
+			if n := f.Calls(); n != 1 {
+				t.Errorf("fake calls = %d, want 1", n)
+			}
+			if tt.wantClass == stet.FailureNone {
+				if err != nil {
+					t.Fatalf("Extract() with %s = %v, want success", tt.fault.Kind, err)
+				}
+				if got.StatusCode != tt.wantStatus {
+					t.Errorf("Extraction.StatusCode = %d, want %d", got.StatusCode, tt.wantStatus)
+				}
+				return
+			}
+			var pe *stet.ProcessorError
+			if !errors.As(err, &pe) {
+				t.Fatalf("Extract() with %s = %v, %v; want a *stet.ProcessorError", tt.fault.Kind, got, err)
+			}
+			if pe.Class != tt.wantClass {
+				t.Errorf("Extract() with %s: class = %q, want %q (err %v, cause %v)", tt.fault.Kind, pe.Class, tt.wantClass, err, pe.Err)
+			}
+			if pe.StatusCode != tt.wantStatus {
+				t.Errorf("Extract() with %s: status = %d, want %d", tt.fault.Kind, pe.StatusCode, tt.wantStatus)
+			}
+			if pe.Code != tt.wantCode {
+				t.Errorf("Extract() with %s: code = %q, want %q", tt.fault.Kind, pe.Code, tt.wantCode)
+			}
+			if pe.RetryAfter != tt.wantRetryAfter {
+				t.Errorf("Extract() with %s: RetryAfter = %v, want %v", tt.fault.Kind, pe.RetryAfter, tt.wantRetryAfter)
+			}
+			if tt.wantStatus != 0 && len(pe.RequestID) != 36 {
+				t.Errorf("Extract() with %s: RequestID = %q, want the apim-request-id header", tt.fault.Kind, pe.RequestID)
+			}
+		})
+	}
+}
+
+func TestClassificationOffWire(t *testing.T) {
+	t.Parallel()
+	errShutdown := errors.New("shutting down")
+	tests := []struct {
+		name       string
+		handler    func(cancel context.CancelCauseFunc) http.HandlerFunc
+		wantClass  stet.FailureClass
+		wantStatus int
+		wantCode   string
+		wantCause  error
+	}{
+		{
+			name: "proxy 502 with an HTML page",
+			handler: func(context.CancelCauseFunc) http.HandlerFunc {
+				return func(w http.ResponseWriter, r *http.Request) {
+					w.Header().Set("Content-Type", "text/html")
+					w.WriteHeader(http.StatusBadGateway)
+					_, _ = io.WriteString(w, "<html><body>502 Bad Gateway</body></html>")
+				}
+			},
+			wantClass: stet.FailureTransient, wantStatus: 502,
+		},
+		{
+			name: "redirect is not followed",
+			handler: func(context.CancelCauseFunc) http.HandlerFunc {
+				return func(w http.ResponseWriter, r *http.Request) {
+					if r.URL.Path != "/contentsafety/text:analyze" {
+						t.Errorf("redirect followed to %s", r.URL.Path)
+					}
+					http.Redirect(w, r, "/elsewhere", http.StatusTemporaryRedirect)
+				}
+			},
+			wantClass: stet.FailureUnsupported, wantStatus: 307, wantCode: CodeRedirect,
+		},
+		{
+			name: "free-text code is dropped",
+			handler: func(context.CancelCauseFunc) http.HandlerFunc {
+				return func(w http.ResponseWriter, r *http.Request) {
+					w.WriteHeader(http.StatusBadRequest)
+					_, _ = io.WriteString(w, `{"error":{"code":"text was: my secret","message":"no"}}`)
+				}
+			},
+			wantClass: stet.FailureUnsupported, wantStatus: 400,
+		},
+		{
+			name: "severity off the scale",
+			handler: func(context.CancelCauseFunc) http.HandlerFunc {
+				return func(w http.ResponseWriter, r *http.Request) {
+					_, _ = io.WriteString(w, `{"categoriesAnalysis":[{"category":"Hate","severity":3},{"category":"SelfHarm","severity":0},{"category":"Sexual","severity":0},{"category":"Violence","severity":0}]}`)
+				}
+			},
+			wantClass: stet.FailureTransient, wantStatus: 200, wantCode: CodeMalformedResponse,
+		},
+		{
+			name: "severity missing",
+			handler: func(context.CancelCauseFunc) http.HandlerFunc {
+				return func(w http.ResponseWriter, r *http.Request) {
+					_, _ = io.WriteString(w, `{"categoriesAnalysis":[{"category":"Hate"},{"category":"SelfHarm","severity":0},{"category":"Sexual","severity":0},{"category":"Violence","severity":0}]}`)
+				}
+			},
+			wantClass: stet.FailureTransient, wantStatus: 200, wantCode: CodeMalformedResponse,
+		},
+		{
+			name: "body over the size limit",
+			handler: func(context.CancelCauseFunc) http.HandlerFunc {
+				return func(w http.ResponseWriter, r *http.Request) {
+					_, _ = w.Write(bytes.Repeat([]byte(" "), maxResponseBytes+10))
+				}
+			},
+			wantClass: stet.FailureTransient, wantStatus: 200,
+		},
+		{
+			name: "caller cancels mid-call",
+			handler: func(cancel context.CancelCauseFunc) http.HandlerFunc {
+				return func(w http.ResponseWriter, r *http.Request) {
+					_, _ = io.Copy(io.Discard, r.Body)
+					cancel(errShutdown)
+					<-r.Context().Done()
+				}
+			},
+			wantClass: stet.FailureTransient, wantCause: errShutdown,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithCancelCause(t.Context())
+			defer cancel(nil)
+			srv := httptest.NewServer(tt.handler(cancel))
+			defer srv.Close()
+			c, err := New(Config{ID: "azure-cs", BaseURL: srv.URL, MappingPath: quickstartMapping, Timeout: 10 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = c.Extract(ctx, testParams(t, "hello"))
+			var pe *stet.ProcessorError
+			if !errors.As(err, &pe) {
+				t.Fatalf("Extract() = %v, want a *stet.ProcessorError", err)
+			}
+			if pe.Class != tt.wantClass || pe.StatusCode != tt.wantStatus || pe.Code != tt.wantCode {
+				t.Errorf("Extract() = class %q status %d code %q, want %q %d %q", pe.Class, pe.StatusCode, pe.Code, tt.wantClass, tt.wantStatus, tt.wantCode)
+			}
+			if tt.wantCause != nil && !errors.Is(err, tt.wantCause) {
+				t.Errorf("Extract() = %v (cause %v), want it to wrap %v", err, pe.Err, tt.wantCause)
+			}
+		})
+	}
+}
+
+func TestConnectionRefused(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.NotFoundHandler())
+	base := srv.URL
+	srv.Close()
+	c, err := New(Config{ID: "gone", BaseURL: base, MappingPath: quickstartMapping})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Extract(t.Context(), testParams(t, "hello"))
+	if got := stet.ClassOf(err); got != stet.FailureTransient {
+		t.Errorf("Extract() against a closed port: class = %q, want transient (err %v)", got, err)
+	}
+}
+
+// TestNoRetries checks that one Extract is one request, whatever the answer.
+func TestNoRetries(t *testing.T) {
+	t.Parallel()
+	for _, ft := range []Fault{
+		{Kind: ServerError},
+		{Kind: ServerError, Status: http.StatusServiceUnavailable},
+		{Kind: RateLimit, RetryAfter: "0"},
+		{Kind: HTTPError, Status: http.StatusConflict},
+		{Kind: Disconnect},
+	} {
+		t.Run(fmt.Sprintf("%s_%d", ft.Kind, ft.Status), func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t, FakeOptions{})
+			f.Enqueue(ft, ft, ft)
+			c := newTestClient(t, f, 0)
+			if _, err := c.Extract(t.Context(), testParams(t, "hello")); err == nil {
+				t.Fatalf("Extract() = nil error, want a failure")
+			}
+			if n := f.Calls(); n != 1 {
+				t.Errorf("fake calls after %s = %d, want 1", ft.Kind, n)
+			}
+		})
+	}
+}
+
+// TestNoCallCases covers the inputs Extract refuses before any text leaves.
+func TestNoCallCases(t *testing.T) {
+	t.Parallel()
+	schema := readFile(t, quickstartSchema)
+	tests := []struct {
+		name     string
+		modify   func(p *stet.ExtractParams)
+		wantCode string
+	}{
+		{"empty input", func(p *stet.ExtractParams) { p.Input = stet.NewText(" \n\t") }, CodeEmptyInput},
+		{"over 10k code points", func(p *stet.ExtractParams) { p.Input = stet.NewText(strings.Repeat("é", MaxTextLength+1)) }, CodeTextTooLong},
+		{"schema the mapping does not fit", func(p *stet.ExtractParams) {
+			p.Schema = []byte(strings.Replace(string(schema), `"escalate"`, `"urgent"`, 1))
+		}, CodeSchemaMismatch},
+		{"invalid schema", func(p *stet.ExtractParams) { p.Schema = []byte("{not json") }, CodeInvalidSchema},
+		{"repair turn", func(p *stet.ExtractParams) {
+			p.Repair = []stet.RepairTurn{{Output: []byte(`{}`), Problems: []string{"/: missing properties"}}}
+		}, CodeMappingRepair},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t, FakeOptions{})
+			c := newTestClient(t, f, 0)
+			p := testParams(t, "hello")
+			tt.modify(&p)
+			_, err := c.Extract(t.Context(), p)
+			var pe *stet.ProcessorError
+			if !errors.As(err, &pe) || pe.Class != stet.FailureUnsupported || pe.Code != tt.wantCode {
+				t.Errorf("Extract(%s) = %v, want unsupported %s", tt.name, err, tt.wantCode)
+			}
+			if n := f.Calls(); n != 0 {
+				t.Errorf("Extract(%s): fake calls = %d, want 0", tt.name, n)
+			}
+		})
+	}
+	// Exactly the limit is sent.
+	f := newFake(t, FakeOptions{})
+	c := newTestClient(t, f, 0)
+	p := testParams(t, strings.Repeat("é", MaxTextLength))
+	if _, err := c.Extract(t.Context(), p); err != nil {
+		t.Errorf("Extract(10k code points) = %v, want success", err)
+	}
+	if n := f.Calls(); n != 1 {
+		t.Errorf("Extract(10k code points): fake calls = %d, want 1", n)
+	}
+}
+
+func TestCanaryNeverInErrors(t *testing.T) {
+	t.Parallel()
+	const marker = "CANARY Jane Roe 555-0100"
+	faults := []Fault{
+		{Kind: RateLimit, Message: marker},
+		{Kind: Unauthorized, Message: marker},
+		{Kind: Forbidden, Message: marker},
+		{Kind: Quota, Message: "quota " + marker},
+		{Kind: BadRequest, Message: marker, Code: marker, InnerCode: marker},
+		{Kind: ServerError, Message: marker},
+		{Kind: HTTPError, Status: 404, Message: "resource " + marker + " not found", Code: "ResourceNotFound"},
+		{Kind: Disconnect},
+		{Kind: TimeoutAfterAnswer},
+		{Kind: Malformed},
+		{Kind: MissingCategory},
+	}
+	for _, ft := range faults {
+		t.Run(string(ft.Kind), func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t, FakeOptions{})
+			f.Enqueue(ft)
+			timeout := 10 * time.Second
+			if ft.Kind == TimeoutAfterAnswer {
+				timeout = 200 * time.Millisecond
+			}
+			c := newTestClient(t, f, timeout)
+			_, err := c.Extract(t.Context(), testParams(t, "Report about "+marker))
+			if err == nil {
+				t.Fatalf("Extract() with %s = nil error, want a failure", ft.Kind)
+			}
+			if f.CallsContaining(marker) != 1 {
+				t.Fatalf("fake saw the marker in %d calls, want 1 (the canary must reach the provider)", f.CallsContaining(marker))
+			}
+			var pe *stet.ProcessorError
+			errors.As(err, &pe)
+			for _, s := range []string{err.Error(), fmt.Sprint(err), fmt.Sprintf("%+v", err), pe.Code, pe.RequestID} {
+				if strings.Contains(s, "CANARY") || strings.Contains(s, "Jane Roe") {
+					t.Errorf("Extract() with %s: %q contains the canary", ft.Kind, s)
+				}
+			}
+		})
+	}
+	// The no-call refusals and a successful record never carry it either.
+	f := newFake(t, FakeOptions{Table: []FakeRule{{Contains: "CANARY", Severities: Severities{Hate: 6, Violence: 4}}}})
+	c := newTestClient(t, f, 0)
+	got, err := c.Extract(t.Context(), testParams(t, "Report about "+marker))
+	if err != nil {
+		t.Fatalf("Extract() = %v, want success", err)
+	}
+	if strings.Contains(string(got.Output), "CANARY") || strings.Contains(string(got.Output), "Jane") {
+		t.Errorf("Output = %s carries the canary", got.Output)
+	}
+	long := testParams(t, strings.Repeat(marker+" ", MaxTextLength/len(marker)+1))
+	if _, err := c.Extract(t.Context(), long); err == nil || strings.Contains(err.Error(), "CANARY") {
+		t.Errorf("Extract(too long) = %v, want an error without the canary", err)
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	t.Parallel()
+	m := quickstart(t)
+	tests := []struct {
+		name string
+		cfg  Config
+	}{
+		{"no id", Config{BaseURL: "https://x.cognitiveservices.azure.com", Mapping: m}},
+		{"no base url", Config{ID: "x", Mapping: m}},
+		{"relative base url", Config{ID: "x", BaseURL: "x.cognitiveservices.azure.com", Mapping: m}},
+		{"base url with a query", Config{ID: "x", BaseURL: "https://x.cognitiveservices.azure.com/?api-version=1", Mapping: m}},
+		{"ftp base url", Config{ID: "x", BaseURL: "ftp://example.com", Mapping: m}},
+		{"negative timeout", Config{ID: "x", BaseURL: "https://x.cognitiveservices.azure.com", Mapping: m, Timeout: -time.Second}},
+		{"no mapping", Config{ID: "x", BaseURL: "https://x.cognitiveservices.azure.com"}},
+		{"missing mapping file", Config{ID: "x", BaseURL: "https://x.cognitiveservices.azure.com", MappingPath: "testdata/none.yaml"}},
+		{"bad api version", Config{ID: "x", BaseURL: "https://x.cognitiveservices.azure.com", Mapping: m, APIVersion: "2024 09 01&x=y"}},
+		{"schema the mapping does not fit", Config{ID: "x", BaseURL: "https://x.cognitiveservices.azure.com", Mapping: m, Schema: []byte(`{"type":"object","properties":{"category":{"type":"string"}}}`)}},
+	}
+	for _, tt := range tests {
+		if _, err := New(tt.cfg); err == nil {
+			t.Errorf("New(%s) = nil error, want an error", tt.name)
+		}
+	}
+	c, err := New(Config{ID: "x", BaseURL: "https://x.cognitiveservices.azure.com/", Mapping: m, Schema: readFile(t, quickstartSchema)})
+	if err != nil {
+		t.Fatalf("New(defaults) = %v, want nil", err)
+	}
+	if want := "https://x.cognitiveservices.azure.com/contentsafety/text:analyze?api-version=2024-09-01"; c.endpoint != want {
+		t.Errorf("endpoint = %q, want %q", c.endpoint, want)
+	}
+	if c.Mapping() != m {
+		t.Errorf("Mapping() is not the configured mapping")
+	}
+}
+
+func TestInfo(t *testing.T) {
+	t.Parallel()
+	subs := []string{"Microsoft"}
+	c, err := New(Config{ID: "azure-cs-eu", BaseURL: "https://x.cognitiveservices.azure.com", MappingPath: quickstartMapping,
+		Region: "westeurope", Retention: "none", ZeroRetention: true, Subprocessors: subs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	subs[0] = "changed by the caller"
+	got := c.Info()
+	got.Capabilities[0] = "changed by the reader"
+	got = c.Info()
+	want := stet.ProcessorInfo{
+		ID: "azure-cs-eu", Kind: "azure-content-safety", Model: "text-analyze-2024-09-01+mapping-" + quickstart(t).Hash()[:12], Region: "westeurope", Retention: "none",
+		ZeroRetention: true, Subprocessors: []string{"Microsoft"},
+		Capabilities: []string{"sync", "moderation"}, SendsTextOffHost: true,
+	}
+	if got.ID != want.ID || got.Kind != want.Kind || got.Model != want.Model || got.Region != want.Region ||
+		got.Retention != want.Retention || got.ZeroRetention != want.ZeroRetention || got.SendsTextOffHost != want.SendsTextOffHost ||
+		!slices.Equal(got.Subprocessors, want.Subprocessors) || !slices.Equal(got.Capabilities, want.Capabilities) {
+		t.Errorf("Info() = %+v, want %+v", got, want)
+	}
+}
+
+func TestSchemaCheckIsCached(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, FakeOptions{})
+	c := newTestClient(t, f, 0)
+	for range 3 {
+		if _, err := c.Extract(t.Context(), testParams(t, "hello")); err != nil {
+			t.Fatalf("Extract() = %v", err)
+		}
+	}
+	n := 0
+	c.fitted.Range(func(any, any) bool { n++; return true })
+	if n != 1 {
+		t.Errorf("schema checks cached = %d, want 1 for one distinct schema", n)
+	}
+}

@@ -1,0 +1,191 @@
+package azurecs
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/stetlabs/stet"
+)
+
+// classifyTransport classifies a call that produced no complete answer.
+// parent is the caller's context; callCtx is parent plus the call timeout.
+// res is set when the headers arrived before the failure.
+func (c *Client) classifyTransport(parent, callCtx context.Context, err error, res *response) *stet.ProcessorError {
+	pe := &stet.ProcessorError{Class: stet.FailureTransient, Err: err}
+	if res != nil {
+		pe.StatusCode = res.status
+		pe.RequestID = res.requestID
+	}
+	switch {
+	case parent.Err() != nil:
+		// Shutdown or the caller gave up: retryable, but keep why.
+		pe.Err = fmt.Errorf("azure content safety call interrupted: %w (%w)", context.Cause(parent), err)
+	case callCtx.Err() != nil:
+		// Timed out before the headers, or after them while reading the
+		// body: the service may have answered, so the call counts.
+		pe.Err = fmt.Errorf("azure content safety call: %w (%w)", context.Cause(callCtx), err)
+	default:
+		// Connection refused or reset, a body over the limit: worth another
+		// try later.
+	}
+	return pe
+}
+
+// classifyStatus classifies a complete non-2xx answer.
+func (c *Client) classifyStatus(res *response) *stet.ProcessorError {
+	e := decodeError(res.body)
+	code := e.code
+	if code == "" {
+		code = safeCode(res.header.Get("x-ms-error-code"))
+	}
+	if code == "" {
+		code = e.inner
+	}
+	pe := &stet.ProcessorError{
+		Class:      statusClass(res.status, e.quota),
+		StatusCode: res.status,
+		Code:       code,
+		RequestID:  res.requestID,
+		Err:        fmt.Errorf("azure content safety answered %d", res.status),
+	}
+	if res.status >= 300 && res.status < 400 {
+		pe.Code = CodeRedirect
+	}
+	pe.RetryAfter = c.retryAfter(pe.Class, res.header, e.tryAgain)
+	return pe
+}
+
+// statusClass maps an HTTP status to a failure class. quota says the error
+// message speaks of a call-volume quota, which the Cognitive Services
+// gateway answers with 403 (a free tier's monthly quota).
+func statusClass(status int, quota bool) stet.FailureClass {
+	switch {
+	case status == http.StatusTooManyRequests:
+		return stet.FailureRateLimited
+	case status == http.StatusForbidden && quota:
+		return stet.FailureQuota
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		return stet.FailureAuth
+	case status == http.StatusRequestTimeout || status == http.StatusConflict || status >= 500:
+		return stet.FailureTransient
+	case status >= 300:
+		// 3xx (never followed), 400 InvalidRequestBody, 404 wrong endpoint
+		// or api-version, 413, 415: the same request fails the same way.
+		return stet.FailureUnsupported
+	default:
+		return stet.FailureTransient
+	}
+}
+
+// serviceError is what stet keeps of an error body: identifier-like codes
+// and two facts read from the message. The message itself is never kept:
+// it may quote the request.
+type serviceError struct {
+	code     string        // error.code
+	inner    string        // error.innererror.code
+	quota    bool          // the message mentions a quota
+	tryAgain time.Duration // "Try again in N seconds" in the message
+}
+
+var tryAgainPattern = regexp.MustCompile(`(?i)try again in ([0-9]{1,6}) seconds?`)
+
+// decodeError reads {"error":{"code","message","innererror":{"code"}}}. The
+// gateway's own errors put the HTTP status in code ("401", "429").
+func decodeError(body []byte) serviceError {
+	var wire struct {
+		Error *struct {
+			Code       json.RawMessage `json:"code"`
+			Message    string          `json:"message"`
+			InnerError *struct {
+				Code json.RawMessage `json:"code"`
+			} `json:"innererror"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &wire) != nil || wire.Error == nil {
+		return serviceError{}
+	}
+	e := serviceError{code: codeValue(wire.Error.Code)}
+	if wire.Error.InnerError != nil {
+		e.inner = codeValue(wire.Error.InnerError.Code)
+	}
+	msg := wire.Error.Message
+	e.quota = strings.Contains(strings.ToLower(msg), "quota")
+	if m := tryAgainPattern.FindStringSubmatch(msg); m != nil {
+		if s, err := strconv.Atoi(m[1]); err == nil {
+			e.tryAgain = time.Duration(s) * time.Second
+		}
+	}
+	return e
+}
+
+// codeValue reads a code given as a string or a number.
+func codeValue(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return safeCode(s)
+	}
+	var n json.Number
+	if json.Unmarshal(raw, &n) == nil {
+		return safeCode(n.String())
+	}
+	return ""
+}
+
+// maxRetryAfter bounds header values we accept; larger ones are garbage.
+const maxRetryAfter = 7 * 24 * time.Hour
+
+// retryAfter reads how long the service asks us to wait: retry-after-ms or
+// x-ms-retry-after-ms, then Retry-After in seconds or as an HTTP-date. For a
+// rate limit without any of them, the "Try again in N seconds" of the
+// gateway's message is used.
+func (c *Client) retryAfter(class stet.FailureClass, h http.Header, tryAgain time.Duration) time.Duration {
+	for _, k := range []string{"retry-after-ms", "x-ms-retry-after-ms"} {
+		if v := strings.TrimSpace(h.Get(k)); v != "" {
+			if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 && ms < float64(maxRetryAfter/time.Millisecond) {
+				return time.Duration(ms * float64(time.Millisecond))
+			}
+		}
+	}
+	if v := strings.TrimSpace(h.Get("Retry-After")); v != "" {
+		if s, err := strconv.ParseFloat(v, 64); err == nil {
+			if s >= 0 && s < float64(maxRetryAfter/time.Second) {
+				return time.Duration(s * float64(time.Second))
+			}
+		} else if t, err := http.ParseTime(v); err == nil {
+			return max(t.Sub(c.now()), 0)
+		}
+	}
+	if class == stet.FailureRateLimited && tryAgain <= maxRetryAfter {
+		return tryAgain
+	}
+	return 0
+}
+
+// safeCode keeps code only if it looks like a machine identifier. The code
+// reaches error strings and the ledger, so free text (which a misbehaving
+// server might put there, quoting the document) is dropped.
+func safeCode(code string) string {
+	if !safeCodeLike(code) {
+		return ""
+	}
+	return code
+}
+
+func safeCodeLike(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		ch := s[i]
+		if !(ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' || ch == '_' || ch == '-' || ch == '.') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,195 @@
+package azurecs
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// post sends body to the fake and decodes the answer.
+func post(t *testing.T, url, key, body string) (int, http.Header, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Ocp-Apim-Subscription-Key", key)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("POST %s: %v", url, err)
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatalf("fake answered non-JSON %q: %v", raw, err)
+	}
+	return res.StatusCode, res.Header, out
+}
+
+var uuidPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+
+func TestFakeValidatesRequests(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, FakeOptions{})
+	const analyze = "/contentsafety/text:analyze?api-version=2024-09-01"
+	tests := []struct {
+		name       string
+		path       string
+		key        string
+		body       string
+		wantStatus int
+		wantCode   string
+	}{
+		{"valid", analyze, testKey, `{"text":"hi"}`, 200, ""},
+		{"valid on 2023-10-01", "/contentsafety/text:analyze?api-version=2023-10-01", testKey, `{"text":"hi"}`, 200, ""},
+		{"empty text", analyze, testKey, `{"text":""}`, 200, ""},
+		{"no key", analyze, "", `{"text":"hi"}`, 401, "401"},
+		{"wrong key", analyze, "other", `{"text":"hi"}`, 401, "401"},
+		{"no api-version", "/contentsafety/text:analyze", testKey, `{"text":"hi"}`, 404, "404"},
+		{"unknown api-version", "/contentsafety/text:analyze?api-version=2020-01-01", testKey, `{"text":"hi"}`, 404, "404"},
+		{"wrong path", "/contentsafety/image:analyze?api-version=2024-09-01", testKey, `{"text":"hi"}`, 404, "404"},
+		{"not JSON", analyze, testKey, `{"text":`, 400, "InvalidRequestBody"},
+		{"no text", analyze, testKey, `{"categories":["Hate"]}`, 400, "InvalidRequestBody"},
+		{"text too long", analyze, testKey, `{"text":"` + strings.Repeat("ü", MaxTextLength+1) + `"}`, 400, "InvalidRequestBody"},
+		{"unknown category", analyze, testKey, `{"text":"hi","categories":["Spam"]}`, 400, "InvalidRequestBody"},
+		{"unknown output type", analyze, testKey, `{"text":"hi","outputType":"TwoLevels"}`, 400, "InvalidRequestBody"},
+	}
+	for _, tt := range tests {
+		status, header, body := post(t, f.URL()+tt.path, tt.key, tt.body)
+		if status != tt.wantStatus {
+			t.Errorf("%s: POST = %d %v, want %d", tt.name, status, body, tt.wantStatus)
+			continue
+		}
+		if !uuidPattern.MatchString(header.Get("apim-request-id")) {
+			t.Errorf("%s: apim-request-id = %q, want a UUID", tt.name, header.Get("apim-request-id"))
+		}
+		if status == 200 {
+			continue
+		}
+		e, _ := body["error"].(map[string]any)
+		if e["code"] != tt.wantCode {
+			t.Errorf("%s: error.code = %v, want %v", tt.name, e["code"], tt.wantCode)
+		}
+		if msg, _ := e["message"].(string); msg == "" {
+			t.Errorf("%s: error.message missing in %v", tt.name, body)
+		}
+	}
+	if got := f.Calls(); got != len(tests) {
+		t.Errorf("Calls() = %d, want %d (every request counts)", got, len(tests))
+	}
+}
+
+func TestFakeResponseShape(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, FakeOptions{Table: []FakeRule{
+		{Contains: "awful", Severities: Severities{Hate: 3, Violence: 7, SelfHarm: 9}},
+	}})
+	const url = "/contentsafety/text:analyze?api-version=2024-09-01"
+	tests := []struct {
+		name string
+		body string
+		want []wireCategory
+	}{
+		{"default zero, all categories", `{"text":"fine"}`, []wireCategory{{Hate, 0}, {SelfHarm, 0}, {Sexual, 0}, {Violence, 0}}},
+		{"four levels round down", `{"text":"awful","outputType":"FourSeverityLevels"}`, []wireCategory{{Hate, 2}, {SelfHarm, 6}, {Sexual, 0}, {Violence, 6}}},
+		{"eight levels kept", `{"text":"awful","outputType":"EightSeverityLevels"}`, []wireCategory{{Hate, 3}, {SelfHarm, 7}, {Sexual, 0}, {Violence, 7}}},
+		{"only requested categories, in request order", `{"text":"awful","categories":["Violence","Hate"]}`, []wireCategory{{Violence, 6}, {Hate, 2}}},
+	}
+	for _, tt := range tests {
+		status, header, body := post(t, f.URL()+url, testKey, tt.body)
+		if status != 200 {
+			t.Fatalf("%s: POST = %d %v", tt.name, status, body)
+		}
+		if ct := header.Get("Content-Type"); ct != "application/json; charset=utf-8" {
+			t.Errorf("%s: Content-Type = %q", tt.name, ct)
+		}
+		if bl, ok := body["blocklistsMatch"].([]any); !ok || len(bl) != 0 {
+			t.Errorf("%s: blocklistsMatch = %v, want []", tt.name, body["blocklistsMatch"])
+		}
+		raw, _ := json.Marshal(body["categoriesAnalysis"])
+		var got []wireCategory
+		if err := json.Unmarshal(raw, &got); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(tt.want) {
+			t.Errorf("%s: categoriesAnalysis = %v, want %v", tt.name, got, tt.want)
+			continue
+		}
+		for i := range got {
+			if got[i] != tt.want[i] {
+				t.Errorf("%s: categoriesAnalysis = %v, want %v", tt.name, got, tt.want)
+				break
+			}
+		}
+	}
+}
+
+func TestFakeRespondHookAndCallsContaining(t *testing.T) {
+	t.Parallel()
+	var (
+		mu   sync.Mutex
+		seen []string
+	)
+	f := newFake(t, FakeOptions{
+		Table: []FakeRule{{Contains: "x", Severities: Severities{Hate: 6}}},
+		Respond: func(req FakeRequest) Severities {
+			mu.Lock()
+			defer mu.Unlock()
+			seen = append(seen, req.OutputType+"/"+req.APIVersion)
+			return Severities{Sexual: 4}
+		},
+	})
+	c := newTestClient(t, f, 0)
+	got, err := c.Extract(t.Context(), testParams(t, "x marks the spot"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(got.Output), `"rationale":"azure content safety: Sexual=4; rule sexual-medium"`) {
+		t.Errorf("Output = %s, want the Respond hook's severities to win over the table", got.Output)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 1 || seen[0] != "FourSeverityLevels/2024-09-01" {
+		t.Errorf("Respond saw %v, want one FourSeverityLevels/2024-09-01 request", seen)
+	}
+	if f.CallsContaining("marks the") != 1 || f.CallsContaining("absent") != 0 {
+		t.Errorf("CallsContaining = %d, %d; want 1, 0", f.CallsContaining("marks the"), f.CallsContaining("absent"))
+	}
+}
+
+func TestFakeFaultRateIsReproducible(t *testing.T) {
+	t.Parallel()
+	run := func() []int {
+		f := newFake(t, FakeOptions{FaultRate: 0.5, Seed: 42})
+		var statuses []int
+		for range 20 {
+			status, _, _ := post(t, f.URL()+"/contentsafety/text:analyze?api-version=2024-09-01", testKey, `{"text":"hi"}`)
+			statuses = append(statuses, status)
+		}
+		return statuses
+	}
+	a, b := run(), run()
+	faults := 0
+	for i := range a {
+		if a[i] != b[i] {
+			t.Fatalf("same seed, different draws: %v vs %v", a, b)
+		}
+		if a[i] != 200 {
+			faults++
+		}
+	}
+	if faults == 0 || faults == len(a) {
+		t.Errorf("FaultRate 0.5 gave %d faults in %d calls, want some but not all", faults, len(a))
+	}
+}
