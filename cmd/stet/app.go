@@ -20,6 +20,7 @@ import (
 	"github.com/stetlabs/stet/metrics"
 	"github.com/stetlabs/stet/pipeline"
 	"github.com/stetlabs/stet/processor/azurecs"
+	"github.com/stetlabs/stet/processor/gemini"
 	"github.com/stetlabs/stet/processor/openai"
 	"github.com/stetlabs/stet/processor/rules"
 )
@@ -200,6 +201,12 @@ func newProcessor(pc *config.Processor, cfg *config.Config) (stet.Processor, err
 		return rules.New(rules.Params{ID: pc.ID, RulesPath: pc.Rules})
 	case config.KindOpenAI:
 		return openai.New(openai.Config{
+			ID: pc.ID, BaseURL: pc.BaseURL, APIKey: pc.APIKey, Model: pc.Model, Region: pc.Region,
+			Retention: pc.Retention, ZeroRetention: pc.ZeroRetention, Subprocessors: pc.Subprocessors,
+			Timeout: pc.Timeout.Std(),
+		})
+	case config.KindGemini:
+		return gemini.New(gemini.Config{
 			ID: pc.ID, BaseURL: pc.BaseURL, APIKey: pc.APIKey, Model: pc.Model, Region: pc.Region,
 			Retention: pc.Retention, ZeroRetention: pc.ZeroRetention, Subprocessors: pc.Subprocessors,
 			Timeout: pc.Timeout.Std(),

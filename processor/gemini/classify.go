@@ -1,0 +1,256 @@
+package gemini
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/stetlabs/stet"
+)
+
+// classifyError turns an error from the SDK call into a *stet.ProcessorError.
+// parent is the caller's context; callCtx is parent plus the call timeout.
+// The decision reads the captured wire response, not the SDK's error, whose
+// text carries the provider's message.
+func (c *Client) classifyError(parent, callCtx context.Context, err error, capt *capture) *stet.ProcessorError {
+	pe := &stet.ProcessorError{
+		Class:      stet.FailureTransient,
+		StatusCode: capt.status,
+		RequestID:  capt.requestID,
+		Err:        err,
+	}
+	switch {
+	case capt.status >= 400 && capt.raw != nil:
+		// A complete error response: what it says wins over any
+		// cancellation that raced with it. The body may also be an HTML
+		// page from a proxy; the status still decides.
+		e := parseError(capt.raw)
+		pe.Code = e.code()
+		pe.Class = errorClass(capt.status, e)
+		pe.RetryAfter = c.retryAfter(capt.header, e)
+	case parent.Err() != nil:
+		// Shutdown or the caller gave up: retryable, but keep why.
+		pe.Err = fmt.Errorf("gemini call interrupted: %w (%w)", context.Cause(parent), err)
+	case callCtx.Err() != nil:
+		// Timed out before the headers, or after them while reading the
+		// body: the provider may have answered, so the call counts.
+		pe.Err = fmt.Errorf("gemini call: %w (%w)", context.Cause(callCtx), err)
+	case !capt.sent:
+		// The SDK refused to build the request; nothing left this host and
+		// the same request would be refused again.
+		pe.Class = stet.FailureUnsupported
+		pe.Code = "request_not_sent"
+	default:
+		// Connection refused or reset, an unreadable body, a 200 the SDK
+		// could not decode: all worth another try later.
+	}
+	return pe
+}
+
+// errorClass maps an HTTP error status and the google.rpc status and details
+// of its body to a failure class. See DESIGN §2.
+//
+// RESOURCE_EXHAUSTED is quota, not rate_limited, when its QuotaFailure (or
+// ErrorInfo metadata) names a per-day quota or a quota whose limit is 0:
+// a daily quota resets at midnight Pacific and a zero limit (a model the
+// tier does not include) never lifts, so snoozing for the retryDelay would
+// only spend calls. Per-minute quotas, and 429s without details, are
+// rate_limited.
+func errorClass(httpStatus int, e apiError) stet.FailureClass {
+	switch {
+	case e.Status == "RESOURCE_EXHAUSTED" || httpStatus == http.StatusTooManyRequests:
+		if e.quotaExhausted() || e.Reason == "BILLING_DISABLED" {
+			return stet.FailureQuota
+		}
+		return stet.FailureRateLimited
+	case authReason(e.Reason):
+		// A bad or expired key comes back as 400 INVALID_ARGUMENT with
+		// reason API_KEY_INVALID: the key, not the request, is wrong.
+		return stet.FailureAuth
+	case e.Reason == "BILLING_DISABLED":
+		return stet.FailureQuota
+	case e.Status == "UNAUTHENTICATED" || e.Status == "PERMISSION_DENIED" ||
+		httpStatus == http.StatusUnauthorized || httpStatus == http.StatusForbidden:
+		return stet.FailureAuth
+	case e.Status == "INTERNAL" || e.Status == "UNAVAILABLE" || e.Status == "DEADLINE_EXCEEDED" ||
+		e.Status == "ABORTED" || e.Status == "CANCELLED" || e.Status == "UNKNOWN":
+		return stet.FailureTransient
+	case httpStatus == http.StatusRequestTimeout || httpStatus == http.StatusConflict || httpStatus >= 500:
+		return stet.FailureTransient
+	case httpStatus >= 400:
+		// INVALID_ARGUMENT, FAILED_PRECONDITION (user location not
+		// supported, free tier not offered in the country), NOT_FOUND
+		// (model), OUT_OF_RANGE, 413: the same request fails the same way.
+		return stet.FailureUnsupported
+	default:
+		return stet.FailureTransient
+	}
+}
+
+// authReason reports whether an ErrorInfo reason says the credentials, not
+// the request, are at fault.
+func authReason(r string) bool {
+	switch r {
+	case "SERVICE_DISABLED", "CONSUMER_INVALID", "CONSUMER_SUSPENDED",
+		"ACCESS_TOKEN_EXPIRED", "ACCESS_TOKEN_SCOPE_INSUFFICIENT", "ACCESS_TOKEN_TYPE_UNSUPPORTED":
+		return true
+	}
+	return strings.HasPrefix(r, "API_KEY_")
+}
+
+// apiError is what classification needs from a Google error body
+// {"error":{"code","message","status","details"}}. The message is never
+// read.
+type apiError struct {
+	Status     string // google.rpc.Code name: "RESOURCE_EXHAUSTED"
+	Reason     string // google.rpc.ErrorInfo reason: "API_KEY_INVALID"
+	Metadata   map[string]string
+	Violations []quotaViolation // google.rpc.QuotaFailure
+	RetryDelay time.Duration    // google.rpc.RetryInfo
+	HasRetry   bool
+}
+
+type quotaViolation struct {
+	QuotaMetric string
+	QuotaID     string
+	QuotaValue  string
+}
+
+// code is the machine-readable code recorded for the failure: the
+// ErrorInfo reason when there is one (it says more than the status), else
+// the status.
+func (e apiError) code() string {
+	if s := safeCode(e.Reason); s != "" {
+		return s
+	}
+	return safeCode(e.Status)
+}
+
+// quotaExhausted reports whether the violated quota is one that waiting
+// minutes will not lift: a per-day quota, or a limit of 0.
+func (e apiError) quotaExhausted() bool {
+	perDay := func(s string) bool { return strings.Contains(strings.ToLower(s), "perday") }
+	for _, v := range e.Violations {
+		if perDay(v.QuotaID) || perDay(v.QuotaMetric) || v.QuotaValue == "0" {
+			return true
+		}
+	}
+	return perDay(e.Metadata["quota_limit"]) || e.Metadata["quota_limit_value"] == "0"
+}
+
+// wireErrorBody is the error object on the wire. Details are decoded one by
+// one so that one odd detail does not hide the others.
+type wireErrorBody struct {
+	Error *struct {
+		Status  string            `json:"status"`
+		Details []json.RawMessage `json:"details"`
+	} `json:"error"`
+}
+
+type wireDetail struct {
+	Type       string            `json:"@type"`
+	Reason     string            `json:"reason"`
+	Metadata   map[string]string `json:"metadata"`
+	RetryDelay string            `json:"retryDelay"`
+	Violations []struct {
+		QuotaMetric string          `json:"quotaMetric"`
+		QuotaID     string          `json:"quotaId"`
+		QuotaValue  json.RawMessage `json:"quotaValue"` // an int64, so a JSON string
+	} `json:"violations"`
+}
+
+// parseError reads a Google error body. Some Google front ends wrap it in
+// an array; a body that is neither gives the zero apiError.
+func parseError(raw []byte) apiError {
+	var body wireErrorBody
+	trimmed := bytes.TrimSpace(raw)
+	if len(trimmed) > 0 && trimmed[0] == '[' {
+		var arr []wireErrorBody
+		if json.Unmarshal(trimmed, &arr) != nil || len(arr) == 0 {
+			return apiError{}
+		}
+		body = arr[0]
+	} else if json.Unmarshal(trimmed, &body) != nil {
+		return apiError{}
+	}
+	if body.Error == nil {
+		return apiError{}
+	}
+	e := apiError{Status: body.Error.Status}
+	for _, raw := range body.Error.Details {
+		var d wireDetail
+		if json.Unmarshal(raw, &d) != nil {
+			continue
+		}
+		switch d.Type[strings.LastIndexByte(d.Type, '/')+1:] {
+		case "google.rpc.ErrorInfo":
+			e.Reason, e.Metadata = d.Reason, d.Metadata
+		case "google.rpc.QuotaFailure":
+			for _, v := range d.Violations {
+				e.Violations = append(e.Violations, quotaViolation{
+					QuotaMetric: v.QuotaMetric,
+					QuotaID:     v.QuotaID,
+					QuotaValue:  strings.Trim(string(v.QuotaValue), `"`),
+				})
+			}
+		case "google.rpc.RetryInfo":
+			// A protobuf Duration in JSON: "43s", "25.465784708s".
+			if delay, err := time.ParseDuration(strings.TrimSpace(d.RetryDelay)); err == nil && delay >= 0 && delay <= maxRetryAfter {
+				e.RetryDelay, e.HasRetry = delay, true
+			}
+		}
+	}
+	return e
+}
+
+// maxRetryAfter bounds wait values we accept; larger ones are garbage.
+const maxRetryAfter = 7 * 24 * time.Hour
+
+// retryAfter reads how long the provider asks us to wait: the longest of
+// retry-after-ms, Retry-After (seconds or an HTTP-date) and the body's
+// google.rpc.RetryInfo retryDelay. The Gemini API itself sends only the
+// last; the headers come from gateways in front of it.
+func (c *Client) retryAfter(h http.Header, e apiError) time.Duration {
+	var wait time.Duration
+	if e.HasRetry {
+		wait = e.RetryDelay
+	}
+	if h == nil {
+		return wait
+	}
+	if v := strings.TrimSpace(h.Get("retry-after-ms")); v != "" {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 && ms < float64(maxRetryAfter/time.Millisecond) {
+			wait = max(wait, time.Duration(ms*float64(time.Millisecond)))
+		}
+	}
+	if v := strings.TrimSpace(h.Get("Retry-After")); v != "" {
+		if s, err := strconv.ParseFloat(v, 64); err == nil {
+			if s >= 0 && s < float64(maxRetryAfter/time.Second) {
+				wait = max(wait, time.Duration(s*float64(time.Second)))
+			}
+		} else if t, err := http.ParseTime(v); err == nil {
+			wait = max(wait, min(t.Sub(c.now()), maxRetryAfter))
+		}
+	}
+	return wait
+}
+
+// safeCode keeps code only if it looks like a machine identifier. The code
+// reaches error strings and the ledger, so free text (which a misbehaving
+// server might put there, quoting the document) is dropped.
+func safeCode(code string) string {
+	if code == "" || len(code) > 64 {
+		return ""
+	}
+	for i := 0; i < len(code); i++ {
+		if ch := code[i]; !isNameByte(ch) && ch != '.' {
+			return ""
+		}
+	}
+	return code
+}

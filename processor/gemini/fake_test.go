@@ -1,0 +1,351 @@
+package gemini
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stetlabs/stet"
+)
+
+// post sends body to the fake and decodes the answer; an HTML answer comes
+// back as a nil map.
+func post(t *testing.T, url, key, body string) (int, http.Header, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("x-goog-api-key", key)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("POST %s: %v", url, err)
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.HasPrefix(res.Header.Get("Content-Type"), "text/html") {
+		return res.StatusCode, res.Header, nil
+	}
+	var out map[string]any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatalf("fake answered non-JSON %q: %v", raw, err)
+	}
+	return res.StatusCode, res.Header, out
+}
+
+func errorField(body map[string]any, field string) any {
+	e, _ := body["error"].(map[string]any)
+	return e[field]
+}
+
+const (
+	genPath   = "/v1beta/models/gemini-2.5-flash:generateContent"
+	validBody = `{"contents":[{"role":"user","parts":[{"text":"hi"}]}],"generationConfig":{"responseMimeType":"application/json","responseJsonSchema":{"type":"object","properties":{"a":{"type":"string"}},"required":["a"]}}}`
+)
+
+func TestFakeValidatesRequests(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, FakeOptions{})
+	tests := []struct {
+		name       string
+		path       string
+		key        string
+		body       string
+		wantStatus int
+		wantRPC    any // error.status; nil for 200 and HTML pages
+	}{
+		{"valid", genPath, testKey, validBody, 200, nil},
+		{"valid on v1", "/v1/models/gemini-2.5-flash:generateContent", testKey, validBody, 200, nil},
+		{"key as query parameter", genPath + "?key=" + testKey, "", validBody, 200, nil},
+		{"responseSchema instead", genPath, testKey, `{"contents":[{"role":"user","parts":[{"text":"hi"}]}],"generationConfig":{"responseMimeType":"application/json","responseSchema":{"type":"OBJECT"}}}`, 200, nil},
+		{"plain text answer", genPath, testKey, `{"contents":[{"parts":[{"text":"hi"}]}]}`, 200, nil},
+		{"wrong key", genPath, "AIza-wrong", validBody, 400, "INVALID_ARGUMENT"},
+		{"no key", genPath, "", validBody, 403, "PERMISSION_DENIED"},
+		{"unknown path", "/v1beta/models/gemini-2.5-flash:predict", testKey, validBody, 404, nil},
+		{"chat completions path", "/v1/chat/completions", testKey, validBody, 404, nil},
+		{"not JSON", genPath, testKey, `{"contents":`, 400, "INVALID_ARGUMENT"},
+		{"unknown top-level field", genPath, testKey, `{"contents":[{"parts":[{"text":"hi"}]}],"automaticContinuation":false}`, 400, "INVALID_ARGUMENT"},
+		{"unknown generationConfig field", genPath, testKey, `{"contents":[{"parts":[{"text":"hi"}]}],"generationConfig":{"httpOptions":{}}}`, 400, "INVALID_ARGUMENT"},
+		{"no contents", genPath, testKey, `{}`, 400, "INVALID_ARGUMENT"},
+		{"empty contents", genPath, testKey, `{"contents":[]}`, 400, "INVALID_ARGUMENT"},
+		{"bad role", genPath, testKey, `{"contents":[{"role":"assistant","parts":[{"text":"hi"}]}]}`, 400, "INVALID_ARGUMENT"},
+		{"no parts", genPath, testKey, `{"contents":[{"role":"user","parts":[]}]}`, 400, "INVALID_ARGUMENT"},
+		{"empty text part", genPath, testKey, `{"contents":[{"role":"user","parts":[{"text":"hi"}]},{"role":"model","parts":[{"text":""}]}]}`, 400, "INVALID_ARGUMENT"},
+		{"both schemas", genPath, testKey, `{"contents":[{"parts":[{"text":"hi"}]}],"generationConfig":{"responseMimeType":"application/json","responseSchema":{"type":"OBJECT"},"responseJsonSchema":{"type":"object"}}}`, 400, "INVALID_ARGUMENT"},
+		{"schema without JSON mime type", genPath, testKey, `{"contents":[{"parts":[{"text":"hi"}]}],"generationConfig":{"responseJsonSchema":{"type":"object"}}}`, 400, "INVALID_ARGUMENT"},
+	}
+	for _, tt := range tests {
+		status, header, body := post(t, f.URL()+tt.path, tt.key, tt.body)
+		if status != tt.wantStatus {
+			t.Errorf("%s: POST = %d %v, want %d", tt.name, status, body, tt.wantStatus)
+			continue
+		}
+		if status == 404 {
+			if body != nil {
+				t.Errorf("%s: 404 answered %v, want Google's HTML page", tt.name, body)
+			}
+			continue
+		}
+		if got := header.Get("Content-Type"); got != "application/json; charset=UTF-8" {
+			t.Errorf("%s: Content-Type = %q, want application/json; charset=UTF-8", tt.name, got)
+		}
+		if status == 200 {
+			continue
+		}
+		if got := errorField(body, "status"); got != tt.wantRPC {
+			t.Errorf("%s: error.status = %v, want %v", tt.name, got, tt.wantRPC)
+		}
+		if got := errorField(body, "code"); got != float64(status) {
+			t.Errorf("%s: error.code = %v, want %d", tt.name, got, status)
+		}
+		if msg, ok := errorField(body, "message").(string); !ok || msg == "" {
+			t.Errorf("%s: error.message missing in %v", tt.name, body)
+		}
+	}
+	if got := f.Calls(); got != len(tests) {
+		t.Errorf("Calls() = %d, want %d (every request counts)", got, len(tests))
+	}
+}
+
+func TestFakeResponseShape(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, FakeOptions{ThoughtsTokens: 5})
+	status, header, body := post(t, f.URL()+genPath, testKey, validBody)
+	if status != 200 {
+		t.Fatalf("POST = %d, want 200", status)
+	}
+	if got := header.Get("x-request-id"); got != "" {
+		t.Errorf("x-request-id = %q, want none (the API sends no request ID header)", got)
+	}
+	if got := header.Get("Server"); got != "scaffolding on HTTPServer2" {
+		t.Errorf("Server = %q, want Google's front end", got)
+	}
+	if id, _ := body["responseId"].(string); id == "" || safeID(id) != id {
+		t.Errorf("responseId = %q, want a base64url ID", id)
+	}
+	if body["modelVersion"] != "gemini-2.5-flash" {
+		t.Errorf("modelVersion = %v, want the requested model", body["modelVersion"])
+	}
+	cands, _ := body["candidates"].([]any)
+	if len(cands) != 1 {
+		t.Fatalf("candidates = %v, want one", body["candidates"])
+	}
+	cand := cands[0].(map[string]any)
+	if cand["finishReason"] != "STOP" || cand["index"] != 0.0 {
+		t.Errorf("finishReason, index = %v, %v; want STOP, 0", cand["finishReason"], cand["index"])
+	}
+	content := cand["content"].(map[string]any)
+	parts := content["parts"].([]any)
+	if content["role"] != "model" || len(parts) != 1 || parts[0].(map[string]any)["text"] != `{"a":"ok"}` {
+		t.Errorf("content = %v, want one model part with {\"a\":\"ok\"}", content)
+	}
+	usage := body["usageMetadata"].(map[string]any)
+	p, c, th, tot := usage["promptTokenCount"].(float64), usage["candidatesTokenCount"].(float64), usage["thoughtsTokenCount"].(float64), usage["totalTokenCount"].(float64)
+	if p <= 0 || c <= 0 || th != 5 || tot != p+c+th {
+		t.Errorf("usageMetadata = %v, want positive counts that add up, thoughts 5", usage)
+	}
+}
+
+func TestFakeErrorShapes(t *testing.T) {
+	t.Parallel()
+	detailTypes := func(body map[string]any) []string {
+		details, _ := errorField(body, "details").([]any)
+		var types []string
+		for _, d := range details {
+			types = append(types, d.(map[string]any)["@type"].(string))
+		}
+		return types
+	}
+	tests := []struct {
+		fault      Fault
+		wantStatus int
+		wantRPC    string
+		wantTypes  []string
+	}{
+		{Fault{Kind: RateLimit, RetryDelay: "7s"}, 429, "RESOURCE_EXHAUSTED", []string{"type.googleapis.com/google.rpc.QuotaFailure", "type.googleapis.com/google.rpc.Help", "type.googleapis.com/google.rpc.RetryInfo"}},
+		{Fault{Kind: Quota}, 429, "RESOURCE_EXHAUSTED", []string{"type.googleapis.com/google.rpc.QuotaFailure", "type.googleapis.com/google.rpc.Help"}},
+		{Fault{Kind: Unauthorized}, 400, "INVALID_ARGUMENT", []string{"type.googleapis.com/google.rpc.ErrorInfo", "type.googleapis.com/google.rpc.LocalizedMessage"}},
+		{Fault{Kind: HTTPError, Status: 403, Reason: "SERVICE_DISABLED"}, 403, "PERMISSION_DENIED", []string{"type.googleapis.com/google.rpc.ErrorInfo"}},
+		{Fault{Kind: ServerError, Status: 503}, 503, "UNAVAILABLE", nil},
+		{Fault{Kind: RegionUnsupported}, 400, "FAILED_PRECONDITION", nil},
+	}
+	for _, tt := range tests {
+		f := newFake(t, FakeOptions{})
+		f.Enqueue(tt.fault)
+		status, _, body := post(t, f.URL()+genPath, testKey, validBody)
+		if status != tt.wantStatus || errorField(body, "status") != tt.wantRPC {
+			t.Errorf("%s: POST = %d %v, want %d %s", tt.fault.Kind, status, errorField(body, "status"), tt.wantStatus, tt.wantRPC)
+		}
+		if got := detailTypes(body); !slices.Equal(got, tt.wantTypes) {
+			t.Errorf("%s: detail types = %v, want %v", tt.fault.Kind, got, tt.wantTypes)
+		}
+	}
+
+	f := newFake(t, FakeOptions{})
+	f.Enqueue(Fault{Kind: Quota, RetryDelay: "43s"})
+	_, _, body := post(t, f.URL()+genPath, testKey, validBody)
+	details := errorField(body, "details").([]any)
+	v := details[0].(map[string]any)["violations"].([]any)[0].(map[string]any)
+	if !strings.Contains(v["quotaId"].(string), "PerDay") || v["quotaValue"] != "250" {
+		t.Errorf("Quota violation = %v, want a per-day quotaId and quotaValue \"250\" (an int64 as a string)", v)
+	}
+	if got := details[2].(map[string]any)["retryDelay"]; got != "43s" {
+		t.Errorf("RetryInfo.retryDelay = %v, want 43s", got)
+	}
+}
+
+func TestFakeBlockedAnswers(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, FakeOptions{})
+	f.Enqueue(Fault{Kind: Finish}, Fault{Kind: PromptBlocked, BlockReason: "PROHIBITED_CONTENT"}, Fault{Kind: Finish, FinishReason: "CONTINUATION"})
+
+	_, _, body := post(t, f.URL()+genPath, testKey, validBody)
+	cand := body["candidates"].([]any)[0].(map[string]any)
+	if _, ok := cand["content"]; ok || cand["finishReason"] != "SAFETY" || cand["safetyRatings"] == nil {
+		t.Errorf("SAFETY candidate = %v, want no content, finishReason SAFETY and safety ratings", cand)
+	}
+
+	_, _, body = post(t, f.URL()+genPath, testKey, validBody)
+	if _, ok := body["candidates"]; ok {
+		t.Errorf("blocked prompt answered candidates %v, want none", body["candidates"])
+	}
+	if fb, _ := body["promptFeedback"].(map[string]any); fb["blockReason"] != "PROHIBITED_CONTENT" {
+		t.Errorf("promptFeedback = %v, want blockReason PROHIBITED_CONTENT", body["promptFeedback"])
+	}
+
+	_, _, body = post(t, f.URL()+genPath, testKey, validBody)
+	cand = body["candidates"].([]any)[0].(map[string]any)
+	if tok, _ := cand["continuationToken"].(string); tok == "" || cand["finishReason"] != "CONTINUATION" {
+		t.Errorf("CONTINUATION candidate = %v, want a continuationToken", cand)
+	}
+}
+
+func TestFakeFaultQueueAndCounts(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, FakeOptions{})
+	f.Enqueue(Fault{Kind: ServerError}, Fault{Kind: RateLimit, RetryDelay: "1s"})
+	f.Enqueue(Fault{Kind: Finish})
+	c := newTestClient(t, f, 0)
+	var got []stet.FailureClass
+	for i := range 4 {
+		_, err := c.Extract(t.Context(), testParams(fmt.Sprintf("report %d about marker-x", i)))
+		got = append(got, stet.ClassOf(err))
+	}
+	want := []stet.FailureClass{stet.FailureTransient, stet.FailureRateLimited, stet.FailureRefusal, stet.FailureNone}
+	if !slices.Equal(got, want) {
+		t.Errorf("classes of 4 calls = %v, want %v", got, want)
+	}
+	if n := f.Calls(); n != 4 {
+		t.Errorf("Calls() = %d, want 4", n)
+	}
+	if n := f.CallsContaining("marker-x"); n != 4 {
+		t.Errorf("CallsContaining(marker-x) = %d, want 4", n)
+	}
+	if n := f.CallsContaining("report 2 "); n != 1 {
+		t.Errorf("CallsContaining(report 2) = %d, want 1", n)
+	}
+	if n := f.CallsContaining("absent"); n != 0 {
+		t.Errorf("CallsContaining(absent) = %d, want 0", n)
+	}
+}
+
+func TestFakeRandomFaultsAreReproducible(t *testing.T) {
+	t.Parallel()
+	run := func(seed int64) []int {
+		f := newFake(t, FakeOptions{FaultRate: 0.5, Seed: seed})
+		var statuses []int
+		for range 40 {
+			status, _, _ := post(t, f.URL()+genPath, testKey, validBody)
+			statuses = append(statuses, status)
+		}
+		return statuses
+	}
+	a, b := run(42), run(42)
+	if !slices.Equal(a, b) {
+		t.Errorf("statuses with seed 42 differ between runs:\n%v\n%v", a, b)
+	}
+	seen := map[int]bool{}
+	for _, s := range a {
+		seen[s] = true
+	}
+	for _, s := range []int{200, 429, 500, 503} {
+		if !seen[s] {
+			t.Errorf("40 calls at FaultRate 0.5 never answered %d: %v", s, a)
+		}
+	}
+	if slices.Equal(a, run(7)) {
+		t.Errorf("seeds 42 and 7 gave the same fault sequence %v", a)
+	}
+}
+
+func TestFakeConcurrentUse(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, FakeOptions{})
+	f.Enqueue(Fault{Kind: ServerError}, Fault{Kind: ServerError}, Fault{Kind: ServerError})
+	c := newTestClient(t, f, 0)
+	const n = 24
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		failed int
+	)
+	for i := range n {
+		wg.Go(func() {
+			_, err := c.Extract(t.Context(), testParams(fmt.Sprintf("concurrent report %d", i)))
+			if err != nil {
+				mu.Lock()
+				failed++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if got := f.Calls(); got != n {
+		t.Errorf("Calls() = %d, want %d", got, n)
+	}
+	if failed != 3 {
+		t.Errorf("failed calls = %d, want the 3 scripted faults", failed)
+	}
+	if got := f.CallsContaining("concurrent report"); got != n {
+		t.Errorf("CallsContaining = %d, want %d", got, n)
+	}
+}
+
+func TestMinimalInstance(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, schema, want string
+	}{
+		{"no schema", ``, `{}`},
+		{"enum first value", `{"type":"string","enum":["b","a"]}`, `"b"`},
+		{"const", `{"const":"fixed"}`, `"fixed"`},
+		{"required only", `{"type":"object","properties":{"a":{"type":"string"},"b":{"type":"integer"}},"required":["b"]}`, `{"b":0}`},
+		{"nested", `{"type":"object","properties":{"o":{"type":"object","properties":{"x":{"type":"boolean"}},"required":["x"]},"l":{"type":"array","items":{"type":"string"}}},"required":["o","l"]}`, `{"l":[],"o":{"x":false}}`},
+		{"minItems", `{"type":"array","minItems":2,"items":{"type":"number"}}`, `[0,0]`},
+		{"minLength", `{"type":"string","minLength":4}`, `"oooo"`},
+		{"nullable type list", `{"type":["null","string"]}`, `"ok"`},
+		{"null only", `{"type":"null"}`, `null`},
+		{"OpenAPI upper-case type", `{"type":"OBJECT","properties":{"n":{"type":"INTEGER"}},"required":["n"]}`, `{"n":0}`},
+		{"minimum", `{"type":"integer","minimum":2.5}`, `3`},
+		{"exclusive minimum", `{"type":"number","exclusiveMinimum":1}`, `2`},
+		{"local ref", `{"$defs":{"flag":{"type":"string","enum":["x"]}},"type":"object","properties":{"f":{"$ref":"#/$defs/flag"}},"required":["f"]}`, `{"f":"x"}`},
+		{"anyOf", `{"anyOf":[{"type":"boolean"},{"type":"string"}]}`, `false`},
+		{"recursive ref", `{"$ref":"#"}`, `null`},
+	}
+	for _, tt := range tests {
+		if got := MinimalInstance(json.RawMessage(tt.schema)); got != tt.want {
+			t.Errorf("MinimalInstance(%s) = %s, want %s", tt.name, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,461 @@
+// Package gemini is stet's processor for the Gemini API (generateContent with
+// a JSON response schema), built on the official SDK google.golang.org/genai.
+// It talks to the Gemini API backend only, never to Vertex AI.
+//
+// The adapter makes exactly one HTTP request per Extract call: the SDK's
+// retries and its automatic continuation are off, because stet owns the retry
+// policy. Where the text goes is decided by Config alone: the base URL, key
+// and backend are always set explicitly, so the SDK's environment variables
+// (GOOGLE_API_KEY, GEMINI_API_KEY, GOOGLE_GEMINI_BASE_URL,
+// GOOGLE_GENAI_USE_VERTEXAI, …) have no effect. Every failure is classified
+// once, here, into a *stet.ProcessorError. The adapter must never put the
+// provider's error message, the prompt or the model's output into an error
+// string or a log: any of them may quote the document.
+//
+// fake.go holds Fake, a wire-faithful generateContent server with scriptable
+// faults, used by tests, drills and benchmarks.
+package gemini
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"google.golang.org/genai"
+
+	"github.com/stetlabs/stet"
+)
+
+// Kind is the processor kind this package implements.
+const Kind = "gemini"
+
+// DefaultBaseURL is the Gemini API host. The SDK appends the API version.
+const DefaultBaseURL = "https://generativelanguage.googleapis.com"
+
+// APIVersion is the Gemini API version every call uses.
+const APIVersion = "v1beta"
+
+// DefaultTimeout bounds one call when Config.Timeout is zero.
+const DefaultTimeout = 60 * time.Second
+
+// maxResponseBytes bounds the response body kept in memory. A
+// generateContent answer is a few kilobytes; anything near this is a
+// misbehaving server.
+const maxResponseBytes = 32 << 20
+
+var (
+	errCallTimeout  = errors.New("gemini call timed out")
+	errBodyTooLarge = errors.New("response body over the size limit")
+)
+
+// Config configures a Client.
+type Config struct {
+	ID string // the processor ID from stet's config
+	// BaseURL is the API host without the version path; default
+	// DefaultBaseURL.
+	BaseURL string
+	// APIKey is sent as x-goog-api-key. It is required: with an empty key
+	// the SDK would fall back to GOOGLE_API_KEY or GEMINI_API_KEY.
+	APIKey    string
+	Model     string // "gemini-2.5-flash"; "models/" may be given or not
+	Region    string
+	Retention string
+	// ZeroRetention says the provider keeps no copy of the text.
+	ZeroRetention bool
+	Subprocessors []string
+	// Timeout bounds one call, response body included; 0 means DefaultTimeout.
+	Timeout time.Duration
+	// HTTPClient is optional (tests, drills). Its transport is wrapped to
+	// record what the wire said; the client itself is not modified.
+	HTTPClient *http.Client
+
+	// Temperature, if set, is sent as generationConfig.temperature. Nil
+	// leaves the model's default, which Google recommends for Gemini 3
+	// models (lower values can make them loop).
+	Temperature *float32
+	// MaxOutputTokens, if positive, caps the answer (thinking included).
+	MaxOutputTokens int32
+}
+
+// Client is a stet.Processor backed by generateContent. It is safe for
+// concurrent use.
+type Client struct {
+	info            stet.ProcessorInfo
+	model           string
+	timeout         time.Duration
+	temperature     *float32
+	maxOutputTokens int32
+	models          *genai.Models
+	now             func() time.Time // for Retry-After HTTP-dates
+}
+
+var _ stet.Processor = (*Client)(nil)
+
+// New returns a Client for cfg. It makes no network call.
+func New(cfg Config) (*Client, error) {
+	if cfg.ID == "" {
+		return nil, errors.New("gemini: config: id is required")
+	}
+	if !validModel(cfg.Model) {
+		return nil, fmt.Errorf("gemini: config %s: model is required and must be a model name", cfg.ID)
+	}
+	if cfg.APIKey == "" {
+		return nil, fmt.Errorf("gemini: config %s: api key is required", cfg.ID)
+	}
+	if cfg.Timeout < 0 {
+		return nil, fmt.Errorf("gemini: config %s: timeout must not be negative", cfg.ID)
+	}
+	if cfg.MaxOutputTokens < 0 {
+		return nil, fmt.Errorf("gemini: config %s: max output tokens must not be negative", cfg.ID)
+	}
+	base := cfg.BaseURL
+	if base == "" {
+		base = DefaultBaseURL
+	}
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("gemini: config %s: base_url must be an absolute http(s) URL", cfg.ID)
+	}
+	if p := strings.TrimSuffix(u.Path, "/"); strings.HasSuffix(p, "/v1beta") || strings.HasSuffix(p, "/v1") {
+		// The SDK appends the version itself; a second one makes every
+		// call a 404.
+		return nil, fmt.Errorf("gemini: config %s: base_url must not include the API version", cfg.ID)
+	}
+	timeout := cfg.Timeout
+	if timeout == 0 {
+		timeout = DefaultTimeout
+	}
+
+	hc := &http.Client{}
+	if cfg.HTTPClient != nil {
+		copied := *cfg.HTTPClient
+		hc = &copied
+	}
+	next := hc.Transport
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	hc.Transport = captureTransport{next: next}
+
+	// Backend, key and base URL are all explicit, so none of the SDK's
+	// environment variables can change where text goes. Attempts 1 is no
+	// retry (nil retry options mean the same in v1.77.0, but say it).
+	sdk, err := genai.NewClient(context.Background(), &genai.ClientConfig{
+		APIKey:     cfg.APIKey,
+		Backend:    genai.BackendGeminiAPI,
+		HTTPClient: hc,
+		HTTPOptions: genai.HTTPOptions{
+			BaseURL:      base,
+			APIVersion:   APIVersion,
+			RetryOptions: &genai.HTTPRetryOptions{Attempts: genai.Ptr[int32](1)},
+		},
+	})
+	if err != nil {
+		// The SDK's error prints the whole client config, API key included:
+		// it must not travel.
+		return nil, fmt.Errorf("gemini: config %s: the SDK rejected the client configuration", cfg.ID)
+	}
+
+	subs := append([]string{}, cfg.Subprocessors...)
+	var temp *float32
+	if cfg.Temperature != nil {
+		temp = genai.Ptr(*cfg.Temperature)
+	}
+	return &Client{
+		info: stet.ProcessorInfo{
+			ID:               cfg.ID,
+			Kind:             Kind,
+			Model:            cfg.Model,
+			Region:           cfg.Region,
+			Retention:        cfg.Retention,
+			ZeroRetention:    cfg.ZeroRetention,
+			Subprocessors:    subs,
+			Capabilities:     []string{"sync", "json_schema"},
+			SendsTextOffHost: true,
+		},
+		model:           cfg.Model,
+		timeout:         timeout,
+		temperature:     temp,
+		maxOutputTokens: cfg.MaxOutputTokens,
+		models:          sdk.Models,
+		now:             time.Now,
+	}, nil
+}
+
+// validModel accepts what the SDK will put in the URL path unchanged.
+func validModel(m string) bool {
+	if m == "" || len(m) > 200 || strings.Contains(m, "..") {
+		return false
+	}
+	for i := 0; i < len(m); i++ {
+		if ch := m[i]; !isNameByte(ch) && ch != '.' && ch != '/' {
+			return false
+		}
+	}
+	return true
+}
+
+// Info declares the processor's identity and data boundary.
+func (c *Client) Info() stet.ProcessorInfo {
+	info := c.info
+	info.Subprocessors = append([]string{}, c.info.Subprocessors...)
+	info.Capabilities = append([]string{}, c.info.Capabilities...)
+	return info
+}
+
+// Extract sends one generateContent request and returns the model's JSON.
+// Every error is a *stet.ProcessorError. The output is checked to be JSON;
+// validating it against the profile schema is the pipeline's job.
+func (c *Client) Extract(ctx context.Context, p stet.ExtractParams) (*stet.Extraction, error) {
+	if len(p.Schema) == 0 || !json.Valid(p.Schema) {
+		return nil, &stet.ProcessorError{
+			Class: stet.FailureUnsupported,
+			Code:  "invalid_schema",
+			Err:   errors.New("extract params carry no valid JSON schema"),
+		}
+	}
+	contents, config := c.request(p)
+
+	callCtx, cancel := context.WithTimeoutCause(ctx, c.timeout, errCallTimeout)
+	defer cancel()
+	capt := &capture{}
+	start := time.Now()
+	resp, err := c.models.GenerateContent(context.WithValue(callCtx, captureKey{}, capt), c.model, contents, config)
+	latency := time.Since(start)
+	if err != nil {
+		return nil, c.classifyError(ctx, callCtx, err, capt)
+	}
+	return c.result(resp, capt, latency)
+}
+
+// request builds the call: the rendered prompt as one user turn, then one
+// model/user pair per repair turn, and the profile schema as
+// generationConfig.responseJsonSchema.
+//
+// responseJsonSchema (not responseSchema) because it takes JSON Schema as
+// written: responseSchema is an OpenAPI subset that rejects
+// additionalProperties and type arrays with a 400, which profile schemas use.
+func (c *Client) request(p stet.ExtractParams) ([]*genai.Content, *genai.GenerateContentConfig) {
+	contents := []*genai.Content{genai.NewContentFromText(p.Prompt.Reveal(), genai.RoleUser)}
+	for _, turn := range p.Repair {
+		out := string(turn.Output)
+		if out == "" {
+			// The SDK drops empty text (omitempty), and the API refuses
+			// a part with no data.
+			out = "(no answer)"
+		}
+		contents = append(contents,
+			genai.NewContentFromText(out, genai.RoleModel),
+			genai.NewContentFromText(repairMessage(turn.Problems), genai.RoleUser),
+		)
+	}
+	config := &genai.GenerateContentConfig{
+		ResponseMIMEType:   "application/json",
+		ResponseJsonSchema: json.RawMessage(p.Schema),
+		MaxOutputTokens:    c.maxOutputTokens,
+		// On by default in v1.77.0: a CONTINUATION answer would be
+		// re-sent, a second billed call stet never asked for.
+		AutomaticContinuation: genai.Ptr(false),
+	}
+	if c.temperature != nil {
+		config.Temperature = genai.Ptr(*c.temperature)
+	}
+	return contents, config
+}
+
+// repairMessage asks the model to correct its last answer. problems name
+// schema locations only, never document text.
+func repairMessage(problems []string) string {
+	return "Your previous answer was not valid against the JSON schema: " +
+		strings.Join(problems, "; ") +
+		". Answer again with only the corrected JSON."
+}
+
+// result turns a 200 response into an Extraction, or into a refusal,
+// invalid_output or unsupported error when the model gave no usable answer.
+func (c *Client) result(resp *genai.GenerateContentResponse, capt *capture, latency time.Duration) (*stet.Extraction, error) {
+	requestID := capt.requestID
+	if resp != nil {
+		if id := safeID(resp.ResponseID); id != "" {
+			requestID = id
+		}
+	}
+	fail := func(class stet.FailureClass, code string, err error) *stet.ProcessorError {
+		return &stet.ProcessorError{
+			Class:      class,
+			StatusCode: capt.status,
+			Code:       safeCode(code),
+			RequestID:  requestID,
+			Err:        err,
+		}
+	}
+	if resp == nil {
+		return nil, fail(stet.FailureTransient, "", errors.New("empty response"))
+	}
+	if pf := resp.PromptFeedback; pf != nil && pf.BlockReason != "" && pf.BlockReason != genai.BlockedReasonUnspecified {
+		// The input itself was refused; asking again changes nothing.
+		return nil, fail(stet.FailureRefusal, "prompt."+string(pf.BlockReason), errors.New("prompt blocked by the provider"))
+	}
+	if len(resp.Candidates) == 0 || resp.Candidates[0] == nil {
+		// Neither an answer nor a block: a server fault, not something a
+		// repair prompt could fix.
+		return nil, fail(stet.FailureTransient, "", errors.New("response has no candidates"))
+	}
+	cand := resp.Candidates[0]
+	text := candidateText(cand)
+	reason := string(cand.FinishReason)
+	switch class := finishClass(cand.FinishReason); {
+	case class == stet.FailureRefusal:
+		return nil, fail(class, reason, errors.New("answer withheld by the provider's safety filters"))
+	case class == stet.FailureUnsupported:
+		return nil, fail(class, reason, errors.New("the model cannot answer in this language"))
+	case class == stet.FailureInvalidOutput:
+		pe := fail(class, reason, errors.New("answer stopped before completion"))
+		pe.Output = []byte(text)
+		pe.Problems = []string{finishProblem(cand.FinishReason)}
+		return nil, pe
+	case !json.Valid([]byte(text)):
+		pe := fail(stet.FailureInvalidOutput, "", errors.New("output is not valid JSON"))
+		pe.Output = []byte(text)
+		pe.Problems = []string{"not valid JSON"}
+		return nil, pe
+	}
+	model := resp.ModelVersion
+	if model == "" {
+		model = c.model
+	}
+	out := &stet.Extraction{
+		Output:     json.RawMessage(text),
+		Raw:        capt.raw,
+		Model:      model,
+		RequestID:  requestID,
+		StatusCode: capt.status,
+		Latency:    latency,
+	}
+	if u := resp.UsageMetadata; u != nil {
+		out.InputTokens = int(u.PromptTokenCount)
+		// Thinking is billed as output.
+		out.OutputTokens = int(u.CandidatesTokenCount) + int(u.ThoughtsTokenCount)
+	}
+	return out, nil
+}
+
+// candidateText joins the candidate's text parts, leaving out thoughts.
+func candidateText(cand *genai.Candidate) string {
+	if cand.Content == nil {
+		return ""
+	}
+	var sb strings.Builder
+	for _, part := range cand.Content.Parts {
+		if part != nil && !part.Thought {
+			sb.WriteString(part.Text)
+		}
+	}
+	return sb.String()
+}
+
+// finishClass maps a candidate's finish reason to a failure class;
+// FailureNone means the model finished normally.
+func finishClass(r genai.FinishReason) stet.FailureClass {
+	switch r {
+	case "", genai.FinishReasonUnspecified, genai.FinishReasonStop:
+		return stet.FailureNone
+	case genai.FinishReasonSafety, genai.FinishReasonProhibitedContent, genai.FinishReasonBlocklist,
+		genai.FinishReasonSPII, genai.FinishReasonImageSafety, genai.FinishReasonImageProhibitedContent:
+		return stet.FailureRefusal
+	case genai.FinishReasonLanguage:
+		return stet.FailureUnsupported
+	default:
+		// MAX_TOKENS and CONTINUATION cut the answer; RECITATION, OTHER,
+		// tool-call mishaps and reasons this SDK does not know yet stopped
+		// it for a reason a second, corrected answer may avoid.
+		return stet.FailureInvalidOutput
+	}
+}
+
+// finishProblem is the validator-style message a repair turn sends back.
+func finishProblem(r genai.FinishReason) string {
+	switch r {
+	case genai.FinishReasonMaxTokens, genai.FinishReasonContinuation:
+		return "output truncated at the token limit"
+	case genai.FinishReasonRecitation:
+		return "output stopped for reciting source material; answer in your own words"
+	default:
+		if code := safeCode(string(r)); code != "" {
+			return "output stopped before completion (" + code + ")"
+		}
+		return "output stopped before completion"
+	}
+}
+
+// capture records what the wire said for one call: whether a request left,
+// the status, headers and the raw body. The SDK gets the body back from
+// memory, so what it parses is byte for byte what stet stores as the raw
+// artifact.
+type capture struct {
+	sent      bool
+	status    int
+	requestID string
+	header    http.Header
+	raw       []byte
+}
+
+type captureKey struct{}
+
+// captureTransport fills the capture carried by the request's context. The
+// SDK calls it synchronously from Extract's goroutine.
+type captureTransport struct{ next http.RoundTripper }
+
+func (t captureTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	capt, _ := req.Context().Value(captureKey{}).(*capture)
+	if capt == nil {
+		return t.next.RoundTrip(req)
+	}
+	capt.sent = true
+	res, err := t.next.RoundTrip(req)
+	if err != nil {
+		return res, err
+	}
+	capt.status = res.StatusCode
+	capt.header = res.Header.Clone()
+	// Google's front end sends no request ID header; a gateway in front of
+	// it may.
+	capt.requestID = safeID(res.Header.Get("x-request-id"))
+	raw, err := io.ReadAll(io.LimitReader(res.Body, maxResponseBytes+1))
+	_ = res.Body.Close()
+	if err != nil {
+		return nil, fmt.Errorf("read response body: %w", err)
+	}
+	if len(raw) > maxResponseBytes {
+		return nil, errBodyTooLarge
+	}
+	capt.raw = raw
+	res.Body = io.NopCloser(bytes.NewReader(raw))
+	res.ContentLength = int64(len(raw))
+	return res, nil
+}
+
+func isNameByte(ch byte) bool {
+	return ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' || ch == '_' || ch == '-'
+}
+
+// safeID keeps an ID only if it looks like one (responseId is base64url);
+// it reaches the ledger and logs.
+func safeID(id string) string {
+	if id == "" || len(id) > 128 {
+		return ""
+	}
+	for i := 0; i < len(id); i++ {
+		if ch := id[i]; !isNameByte(ch) && ch != '.' && ch != ':' && ch != '=' {
+			return ""
+		}
+	}
+	return id
+}

@@ -1,0 +1,753 @@
+package gemini
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stetlabs/stet"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files in testdata")
+
+const (
+	testKey    = "AIzaTestKey-0000"
+	testModel  = "gemini-2.5-flash"
+	testSchema = `{"type":"object","properties":{"category":{"type":"string","enum":["ok","harmful","medical_advice"]},"flags":{"type":["array","null"],"items":{"type":"string"}},"confidence":{"type":"number","minimum":0,"maximum":1}},"required":["category","flags","confidence"],"additionalProperties":false}`
+)
+
+// newTestClient returns a Client talking to f with the test key.
+func newTestClient(t *testing.T, f *Fake, timeout time.Duration) *Client {
+	t.Helper()
+	c, err := New(Config{
+		ID:        "gemini-test",
+		BaseURL:   f.URL(),
+		APIKey:    testKey,
+		Model:     testModel,
+		Region:    "us",
+		Retention: "55d",
+		Timeout:   timeout,
+	})
+	if err != nil {
+		t.Fatalf("New() = %v", err)
+	}
+	return c
+}
+
+func testParams(prompt string) stet.ExtractParams {
+	return stet.ExtractParams{
+		JobID:      "job_01TEST",
+		Attempt:    1,
+		Prompt:     stet.NewText(prompt),
+		Input:      stet.NewText("unused by this processor"),
+		SchemaName: "moderation_v1",
+		Schema:     json.RawMessage(testSchema),
+	}
+}
+
+func newFake(t *testing.T, opts FakeOptions) *Fake {
+	t.Helper()
+	if opts.APIKey == "" {
+		opts.APIKey = testKey
+	}
+	f := NewFake(opts)
+	t.Cleanup(f.Close)
+	return f
+}
+
+// recordingTransport keeps the last request URL, response header and body
+// the client saw.
+type recordingTransport struct {
+	mu     sync.Mutex
+	url    string
+	header http.Header
+	body   []byte
+}
+
+func (rt *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	res, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	body, err := io.ReadAll(res.Body)
+	_ = res.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	rt.mu.Lock()
+	rt.url, rt.header, rt.body = req.URL.String(), res.Header.Clone(), body
+	rt.mu.Unlock()
+	res.Body = io.NopCloser(bytes.NewReader(body))
+	return res, nil
+}
+
+func TestRequestGolden(t *testing.T) {
+	t.Parallel()
+	temp := float32(0)
+	tests := []struct {
+		name   string
+		golden string
+		cfg    func(*Config)
+		repair []stet.RepairTurn
+	}{
+		{name: "first call", golden: "request.golden.json"},
+		{
+			name:   "repair turns",
+			golden: "request_repair.golden.json",
+			repair: []stet.RepairTurn{
+				{Output: []byte(`{"category":"maybe"}`), Problems: []string{`/category: value must be one of "ok", "harmful", "medical_advice"`, `/: missing properties "flags", "confidence"`}},
+				{Output: nil, Problems: []string{"output stopped for reciting source material; answer in your own words"}},
+			},
+		},
+		{
+			name:   "temperature and token cap",
+			golden: "request_options.golden.json",
+			cfg:    func(c *Config) { c.Temperature = &temp; c.MaxOutputTokens = 2048 },
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var (
+				mu  sync.Mutex
+				got FakeRequest
+			)
+			f := newFake(t, FakeOptions{Respond: func(req FakeRequest) string {
+				mu.Lock()
+				defer mu.Unlock()
+				got = req
+				return MinimalInstance(req.Schema)
+			}})
+			rt := &recordingTransport{}
+			cfg := Config{ID: "gemini-test", BaseURL: f.URL(), APIKey: testKey, Model: testModel, HTTPClient: &http.Client{Transport: rt}}
+			if tt.cfg != nil {
+				tt.cfg(&cfg)
+			}
+			c, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := testParams("Classify the report below.\n\nReport: patient <b>[EMAIL]</b> says the dose & timing felt wrong.")
+			p.Repair = tt.repair
+			if _, err := c.Extract(t.Context(), p); err != nil {
+				t.Fatalf("Extract() = %v, want success", err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			rt.mu.Lock()
+			defer rt.mu.Unlock()
+
+			if want := f.URL() + "/v1beta/models/" + testModel + ":generateContent"; rt.url != want {
+				t.Errorf("request URL = %q, want %q (no key in the query)", rt.url, want)
+			}
+			if key := got.Header.Get("x-goog-api-key"); key != testKey {
+				t.Errorf("x-goog-api-key = %q, want the configured key", key)
+			}
+			if auth := got.Header.Get("Authorization"); auth != "" {
+				t.Errorf("Authorization = %q, want none", auth)
+			}
+			if ct := got.Header.Get("Content-Type"); ct != "application/json" {
+				t.Errorf("Content-Type = %q, want application/json", ct)
+			}
+			if got.SchemaField != "responseJsonSchema" || got.ResponseMIMEType != "application/json" {
+				t.Errorf("schema sent as %q with mime %q, want responseJsonSchema with application/json", got.SchemaField, got.ResponseMIMEType)
+			}
+			var indented bytes.Buffer
+			if err := json.Indent(&indented, got.Body, "", "  "); err != nil {
+				t.Fatalf("request body is not JSON: %v", err)
+			}
+			indented.WriteByte('\n')
+			path := filepath.Join("testdata", tt.golden)
+			if *update {
+				if err := os.WriteFile(path, indented.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("read golden file (run with -update to create it): %v", err)
+			}
+			if !bytes.Equal(indented.Bytes(), want) {
+				t.Errorf("request body differs from %s (run with -update if intended):\ngot:\n%s\nwant:\n%s", path, indented.Bytes(), want)
+			}
+			if n := f.Calls(); n != 1 {
+				t.Errorf("fake calls = %d, want 1", n)
+			}
+		})
+	}
+}
+
+// TestNoRetries checks that the SDK neither retries nor continues on its
+// own: one Extract is one call, whatever the answer.
+func TestNoRetries(t *testing.T) {
+	t.Parallel()
+	for _, ft := range []Fault{
+		{Kind: ServerError},
+		{Kind: ServerError, Status: http.StatusServiceUnavailable},
+		{Kind: ServerError, Status: http.StatusGatewayTimeout},
+		{Kind: RateLimit, RetryDelay: "0.001s"},
+		{Kind: HTTPError, Status: http.StatusRequestTimeout},
+		{Kind: Disconnect},
+		{Kind: Finish, FinishReason: "CONTINUATION"},
+	} {
+		t.Run(fmt.Sprintf("%s_%d%s", ft.Kind, ft.Status, ft.FinishReason), func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t, FakeOptions{})
+			f.Enqueue(ft, ft, ft)
+			c := newTestClient(t, f, 0)
+			_, err := c.Extract(t.Context(), testParams("hello"))
+			if err == nil {
+				t.Fatalf("Extract() = nil error, want a failure")
+			}
+			if n := f.Calls(); n != 1 {
+				t.Errorf("fake calls after %s = %d, want 1", ft.Kind, n)
+			}
+		})
+	}
+}
+
+func TestClassification(t *testing.T) {
+	t.Parallel()
+	// The HTTP-date cases are computed against this clock.
+	now := time.Date(2026, 3, 4, 7, 28, 0, 0, time.UTC)
+	const exhausted = "RESOURCE_EXHAUSTED"
+	tests := []struct {
+		name           string
+		fault          Fault
+		timeout        time.Duration
+		wantClass      stet.FailureClass
+		wantStatus     int
+		wantCode       string
+		wantRetryAfter time.Duration
+	}{
+		{name: "429 RetryInfo", fault: Fault{Kind: RateLimit, RetryDelay: "7s"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: exhausted, wantRetryAfter: 7 * time.Second},
+		{name: "429 fractional RetryInfo", fault: Fault{Kind: RateLimit, RetryDelay: "25.465784708s"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: exhausted, wantRetryAfter: 25465784708 * time.Nanosecond},
+		{name: "429 Retry-After seconds", fault: Fault{Kind: RateLimit, RetryAfter: "3"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: exhausted, wantRetryAfter: 3 * time.Second},
+		{name: "429 Retry-After HTTP-date", fault: Fault{Kind: RateLimit, RetryAfter: now.Add(30 * time.Second).Format(http.TimeFormat)}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: exhausted, wantRetryAfter: 30 * time.Second},
+		{name: "429 Retry-After date in the past", fault: Fault{Kind: RateLimit, RetryAfter: now.Add(-time.Minute).Format(http.TimeFormat)}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: exhausted},
+		{name: "429 retry-after-ms", fault: Fault{Kind: RateLimit, Header: http.Header{"Retry-After-Ms": {"1500"}}}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: exhausted, wantRetryAfter: 1500 * time.Millisecond},
+		{name: "429 longest wait wins", fault: Fault{Kind: RateLimit, RetryDelay: "7s", RetryAfter: "3"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: exhausted, wantRetryAfter: 7 * time.Second},
+		{name: "429 without details", fault: Fault{Kind: HTTPError, Status: 429, Message: "Resource has been exhausted (e.g. check quota)."}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: exhausted},
+		{name: "429 per-minute tokens", fault: Fault{Kind: RateLimit, QuotaID: "GenerateContentInputTokensPerModelPerMinute-FreeTier", QuotaValue: "250000", RetryDelay: "26s"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: exhausted, wantRetryAfter: 26 * time.Second},
+		{name: "429 per-day quota", fault: Fault{Kind: Quota, RetryDelay: "43s"}, wantClass: stet.FailureQuota, wantStatus: 429, wantCode: exhausted, wantRetryAfter: 43 * time.Second},
+		{name: "429 limit 0", fault: Fault{Kind: RateLimit, QuotaID: "GenerateRequestsPerMinutePerProjectPerModel-FreeTier", QuotaValue: "0"}, wantClass: stet.FailureQuota, wantStatus: 429, wantCode: exhausted},
+		{name: "403 billing disabled", fault: Fault{Kind: HTTPError, Status: 403, Reason: "BILLING_DISABLED"}, wantClass: stet.FailureQuota, wantStatus: 403, wantCode: "BILLING_DISABLED"},
+		{name: "400 API_KEY_INVALID", fault: Fault{Kind: Unauthorized}, wantClass: stet.FailureAuth, wantStatus: 400, wantCode: "API_KEY_INVALID"},
+		{name: "403 PERMISSION_DENIED", fault: Fault{Kind: PermissionDenied}, wantClass: stet.FailureAuth, wantStatus: 403, wantCode: "PERMISSION_DENIED"},
+		{name: "403 SERVICE_DISABLED", fault: Fault{Kind: HTTPError, Status: 403, Reason: "SERVICE_DISABLED"}, wantClass: stet.FailureAuth, wantStatus: 403, wantCode: "SERVICE_DISABLED"},
+		{name: "401 UNAUTHENTICATED", fault: Fault{Kind: HTTPError, Status: 401}, wantClass: stet.FailureAuth, wantStatus: 401, wantCode: "UNAUTHENTICATED"},
+		{name: "400 FAILED_PRECONDITION region", fault: Fault{Kind: RegionUnsupported}, wantClass: stet.FailureUnsupported, wantStatus: 400, wantCode: "FAILED_PRECONDITION"},
+		{name: "400 INVALID_ARGUMENT", fault: Fault{Kind: HTTPError, Status: 400}, wantClass: stet.FailureUnsupported, wantStatus: 400, wantCode: "INVALID_ARGUMENT"},
+		{name: "404 NOT_FOUND model", fault: Fault{Kind: HTTPError, Status: 404}, wantClass: stet.FailureUnsupported, wantStatus: 404, wantCode: "NOT_FOUND"},
+		{name: "413 too large", fault: Fault{Kind: HTTPError, Status: 413}, wantClass: stet.FailureUnsupported, wantStatus: 413, wantCode: "INVALID_ARGUMENT"},
+		{name: "408 request timeout", fault: Fault{Kind: HTTPError, Status: 408}, wantClass: stet.FailureTransient, wantStatus: 408},
+		{name: "409 ABORTED", fault: Fault{Kind: HTTPError, Status: 409}, wantClass: stet.FailureTransient, wantStatus: 409, wantCode: "ABORTED"},
+		{name: "500 INTERNAL", fault: Fault{Kind: ServerError}, wantClass: stet.FailureTransient, wantStatus: 500, wantCode: "INTERNAL"},
+		{name: "503 UNAVAILABLE", fault: Fault{Kind: ServerError, Status: 503}, wantClass: stet.FailureTransient, wantStatus: 503, wantCode: "UNAVAILABLE"},
+		{name: "504 DEADLINE_EXCEEDED", fault: Fault{Kind: ServerError, Status: 504}, wantClass: stet.FailureTransient, wantStatus: 504, wantCode: "DEADLINE_EXCEEDED"},
+		{name: "503 with Retry-After", fault: Fault{Kind: ServerError, Status: 503, RetryAfter: "2"}, wantClass: stet.FailureTransient, wantStatus: 503, wantCode: "UNAVAILABLE", wantRetryAfter: 2 * time.Second},
+		{name: "connection dropped", fault: Fault{Kind: Disconnect}, wantClass: stet.FailureTransient},
+		{name: "timeout before headers", fault: Fault{Kind: Delay, Delay: time.Minute}, timeout: 100 * time.Millisecond, wantClass: stet.FailureTransient},
+		{name: "timeout after answer", fault: Fault{Kind: TimeoutAfterAnswer}, timeout: 200 * time.Millisecond, wantClass: stet.FailureTransient, wantStatus: 200},
+		{name: "truncated JSON", fault: Fault{Kind: TruncatedJSON}, wantClass: stet.FailureInvalidOutput, wantStatus: 200},
+		{name: "MAX_TOKENS", fault: Fault{Kind: MaxTokens}, wantClass: stet.FailureInvalidOutput, wantStatus: 200, wantCode: "MAX_TOKENS"},
+		{name: "CONTINUATION", fault: Fault{Kind: Finish, FinishReason: "CONTINUATION"}, wantClass: stet.FailureInvalidOutput, wantStatus: 200, wantCode: "CONTINUATION"},
+		{name: "SAFETY", fault: Fault{Kind: Finish}, wantClass: stet.FailureRefusal, wantStatus: 200, wantCode: "SAFETY"},
+		{name: "PROHIBITED_CONTENT", fault: Fault{Kind: Finish, FinishReason: "PROHIBITED_CONTENT"}, wantClass: stet.FailureRefusal, wantStatus: 200, wantCode: "PROHIBITED_CONTENT"},
+		{name: "BLOCKLIST", fault: Fault{Kind: Finish, FinishReason: "BLOCKLIST"}, wantClass: stet.FailureRefusal, wantStatus: 200, wantCode: "BLOCKLIST"},
+		{name: "SPII", fault: Fault{Kind: Finish, FinishReason: "SPII"}, wantClass: stet.FailureRefusal, wantStatus: 200, wantCode: "SPII"},
+		{name: "RECITATION", fault: Fault{Kind: Finish, FinishReason: "RECITATION"}, wantClass: stet.FailureInvalidOutput, wantStatus: 200, wantCode: "RECITATION"},
+		{name: "OTHER", fault: Fault{Kind: Finish, FinishReason: "OTHER"}, wantClass: stet.FailureInvalidOutput, wantStatus: 200, wantCode: "OTHER"},
+		{name: "LANGUAGE", fault: Fault{Kind: Finish, FinishReason: "LANGUAGE"}, wantClass: stet.FailureUnsupported, wantStatus: 200, wantCode: "LANGUAGE"},
+		{name: "unknown finish reason", fault: Fault{Kind: Finish, FinishReason: "SOMETHING_NEW"}, wantClass: stet.FailureInvalidOutput, wantStatus: 200, wantCode: "SOMETHING_NEW"},
+		{name: "prompt blocked SAFETY", fault: Fault{Kind: PromptBlocked}, wantClass: stet.FailureRefusal, wantStatus: 200, wantCode: "prompt.SAFETY"},
+		{name: "prompt blocked PROHIBITED_CONTENT", fault: Fault{Kind: PromptBlocked, BlockReason: "PROHIBITED_CONTENT"}, wantClass: stet.FailureRefusal, wantStatus: 200, wantCode: "prompt.PROHIBITED_CONTENT"},
+		// Schema validation is the pipeline's job: valid JSON passes here.
+		{name: "schema-invalid JSON", fault: Fault{Kind: SchemaInvalid}, wantClass: stet.FailureNone, wantStatus: 200},
+		{name: "delay then answer", fault: Fault{Kind: Delay, Delay: 10 * time.Millisecond}, wantClass: stet.FailureNone, wantStatus: 200},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t, FakeOptions{})
+			f.Enqueue(tt.fault)
+			timeout := tt.timeout
+			if timeout == 0 {
+				timeout = 10 * time.Second
+			}
+			c := newTestClient(t, f, timeout)
+			c.now = func() time.Time { return now }
+
+			got, err := c.Extract(t.Context(), testParams("Classify: the nurse was kind."))
+			if n := f.Calls(); n != 1 {
+				t.Errorf("fake calls = %d, want 1", n)
+			}
+			if tt.wantClass == stet.FailureNone {
+				if err != nil {
+					t.Fatalf("Extract() with %s = %v, want success", tt.fault.Kind, err)
+				}
+				if got.StatusCode != tt.wantStatus {
+					t.Errorf("Extraction.StatusCode = %d, want %d", got.StatusCode, tt.wantStatus)
+				}
+				return
+			}
+			var pe *stet.ProcessorError
+			if !errors.As(err, &pe) {
+				t.Fatalf("Extract() with %s = %v, %v; want a *stet.ProcessorError", tt.fault.Kind, got, err)
+			}
+			if pe.Class != tt.wantClass {
+				t.Errorf("Extract() with %s: class = %q, want %q (err %v)", tt.name, pe.Class, tt.wantClass, err)
+			}
+			if pe.StatusCode != tt.wantStatus {
+				t.Errorf("Extract() with %s: status = %d, want %d", tt.name, pe.StatusCode, tt.wantStatus)
+			}
+			if pe.Code != tt.wantCode {
+				t.Errorf("Extract() with %s: code = %q, want %q", tt.name, pe.Code, tt.wantCode)
+			}
+			if pe.RetryAfter != tt.wantRetryAfter {
+				t.Errorf("Extract() with %s: RetryAfter = %v, want %v", tt.name, pe.RetryAfter, tt.wantRetryAfter)
+			}
+			// 200 answers that were read carry the body's responseId; error
+			// answers carry none, as the API sends no request ID header.
+			if readBody := tt.wantStatus == 200 && tt.fault.Kind != TimeoutAfterAnswer; readBody != (pe.RequestID != "") {
+				t.Errorf("Extract() with %s: RequestID = %q, want it set only from a read 200 body", tt.name, pe.RequestID)
+			}
+			if tt.wantClass == stet.FailureInvalidOutput && tt.fault.Kind != Finish {
+				if len(pe.Output) == 0 || json.Valid(pe.Output) {
+					t.Errorf("Extract() with %s: Output = %q, want the cut text", tt.name, pe.Output)
+				}
+			}
+			if tt.wantClass == stet.FailureInvalidOutput && len(pe.Problems) == 0 {
+				t.Errorf("Extract() with %s: Problems empty, want a reason", tt.name)
+			}
+		})
+	}
+}
+
+func TestClassificationOffWire(t *testing.T) {
+	t.Parallel()
+	errShutdown := errors.New("shutting down")
+	jsonAnswer := func(status int, body string, header http.Header) func(context.CancelCauseFunc) http.HandlerFunc {
+		return func(context.CancelCauseFunc) http.HandlerFunc {
+			return func(w http.ResponseWriter, r *http.Request) {
+				for k, v := range header {
+					w.Header()[k] = v
+				}
+				if w.Header().Get("Content-Type") == "" {
+					w.Header().Set("Content-Type", "application/json; charset=UTF-8")
+				}
+				w.WriteHeader(status)
+				_, _ = io.WriteString(w, body)
+			}
+		}
+	}
+	tests := []struct {
+		name           string
+		handler        func(cancel context.CancelCauseFunc) http.HandlerFunc
+		wantClass      stet.FailureClass
+		wantStatus     int
+		wantCode       string
+		wantRetryAfter time.Duration
+		wantRequestID  string
+		wantCause      error
+	}{
+		{
+			name:      "proxy 502 with an HTML page",
+			handler:   jsonAnswer(502, "<html><body>502 Bad Gateway</body></html>", http.Header{"Content-Type": {"text/html"}}),
+			wantClass: stet.FailureTransient, wantStatus: 502,
+		},
+		{
+			name:      "gateway 429 with a text body and Retry-After",
+			handler:   jsonAnswer(429, "slow down", http.Header{"Content-Type": {"text/plain"}, "Retry-After": {"4"}, "X-Request-Id": {"gw-123"}}),
+			wantClass: stet.FailureRateLimited, wantStatus: 429, wantRetryAfter: 4 * time.Second, wantRequestID: "gw-123",
+		},
+		{
+			name:      "error wrapped in an array",
+			handler:   jsonAnswer(429, `[{"error":{"code":429,"message":"Quota exceeded","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"RATE_LIMIT_EXCEEDED","domain":"googleapis.com","metadata":{"quota_limit":"GenerateContentRequestsPerDayPerProject","quota_limit_value":"1500"}}]}}]`, nil),
+			wantClass: stet.FailureQuota, wantStatus: 429, wantCode: "RATE_LIMIT_EXCEEDED",
+		},
+		{
+			name:      "free text in status is dropped",
+			handler:   jsonAnswer(400, `{"error":{"code":400,"message":"bad","status":"patient Jane Roe said"}}`, nil),
+			wantClass: stet.FailureUnsupported, wantStatus: 400,
+		},
+		{
+			name:      "200 that is not JSON",
+			handler:   jsonAnswer(200, "<html>captive portal</html>", nil),
+			wantClass: stet.FailureTransient, wantStatus: 200,
+		},
+		{
+			name:      "200 without candidates",
+			handler:   jsonAnswer(200, `{"usageMetadata":{"promptTokenCount":3,"totalTokenCount":3},"modelVersion":"gemini-2.5-flash","responseId":"abc"}`, nil),
+			wantClass: stet.FailureTransient, wantStatus: 200, wantRequestID: "abc",
+		},
+		{
+			name: "caller cancels mid-call",
+			handler: func(cancel context.CancelCauseFunc) http.HandlerFunc {
+				return func(w http.ResponseWriter, r *http.Request) {
+					_, _ = io.Copy(io.Discard, r.Body)
+					cancel(errShutdown)
+					<-r.Context().Done()
+				}
+			},
+			wantClass: stet.FailureTransient, wantCause: errShutdown,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithCancelCause(t.Context())
+			defer cancel(nil)
+			srv := httptest.NewServer(tt.handler(cancel))
+			defer srv.Close()
+			c, err := New(Config{ID: "proxy", BaseURL: srv.URL, APIKey: testKey, Model: testModel, Timeout: 10 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = c.Extract(ctx, testParams("hello"))
+			var pe *stet.ProcessorError
+			if !errors.As(err, &pe) {
+				t.Fatalf("Extract() = %v, want a *stet.ProcessorError", err)
+			}
+			if pe.Class != tt.wantClass || pe.StatusCode != tt.wantStatus || pe.Code != tt.wantCode {
+				t.Errorf("Extract() = class %q status %d code %q, want %q %d %q", pe.Class, pe.StatusCode, pe.Code, tt.wantClass, tt.wantStatus, tt.wantCode)
+			}
+			if pe.RetryAfter != tt.wantRetryAfter || pe.RequestID != tt.wantRequestID {
+				t.Errorf("Extract() = RetryAfter %v RequestID %q, want %v %q", pe.RetryAfter, pe.RequestID, tt.wantRetryAfter, tt.wantRequestID)
+			}
+			if tt.wantCause != nil && !errors.Is(err, tt.wantCause) {
+				t.Errorf("Extract() = %v, want it to wrap %v", err, tt.wantCause)
+			}
+		})
+	}
+}
+
+// TestQuotaOrRateLimit pins the RESOURCE_EXHAUSTED decision on bodies shaped
+// like those the API has sent.
+func TestQuotaOrRateLimit(t *testing.T) {
+	t.Parallel()
+	const (
+		perDay    = `{"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[{"quotaMetric":"generativelanguage.googleapis.com/generate_content_free_tier_requests","quotaId":"GenerateRequestsPerDayPerProjectPerModel-FreeTier","quotaDimensions":{"location":"global","model":"gemini-2.0-flash"}},{"quotaMetric":"generativelanguage.googleapis.com/generate_content_free_tier_requests","quotaId":"GenerateRequestsPerMinutePerProjectPerModel-FreeTier","quotaDimensions":{"location":"global","model":"gemini-2.0-flash"}}]}`
+		perMinute = `{"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[{"quotaMetric":"generativelanguage.googleapis.com/generate_content_free_tier_input_token_count","quotaId":"GenerateContentInputTokensPerModelPerMinute-FreeTier","quotaDimensions":{"location":"global","model":"gemini-2.5-flash"},"quotaValue":"250000"}]}`
+		zero      = `{"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[{"quotaMetric":"generativelanguage.googleapis.com/generate_content_free_tier_requests","quotaId":"GenerateRequestsPerMinutePerProjectPerModel-FreeTier","quotaValue":"0"}]}`
+		retry     = `{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"47s"}`
+		regional  = `{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"RATE_LIMIT_EXCEEDED","domain":"googleapis.com","metadata":{"quota_limit":"GenerateContentRequestsPerMinutePerProjectPerRegion","quota_limit_value":"0"}}`
+		broken    = `{"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":"not a list"}`
+	)
+	body := func(details ...string) []byte {
+		return []byte(`{"error":{"code":429,"message":"m","status":"RESOURCE_EXHAUSTED","details":[` + strings.Join(details, ",") + `]}}`)
+	}
+	tests := []struct {
+		name      string
+		body      []byte
+		want      stet.FailureClass
+		wantDelay time.Duration
+	}{
+		{"per-day among others", body(perDay, retry), stet.FailureQuota, 47 * time.Second},
+		{"per-minute tokens", body(perMinute, retry), stet.FailureRateLimited, 47 * time.Second},
+		{"limit 0", body(zero), stet.FailureQuota, 0},
+		{"regional limit 0 in ErrorInfo", body(regional), stet.FailureQuota, 0},
+		{"no details", body(), stet.FailureRateLimited, 0},
+		{"unreadable detail beside a good one", body(broken, retry), stet.FailureRateLimited, 47 * time.Second},
+	}
+	for _, tt := range tests {
+		e := parseError(tt.body)
+		if got := errorClass(429, e); got != tt.want {
+			t.Errorf("errorClass(429, %s) = %q, want %q", tt.name, got, tt.want)
+		}
+		if e.RetryDelay != tt.wantDelay {
+			t.Errorf("parseError(%s).RetryDelay = %v, want %v", tt.name, e.RetryDelay, tt.wantDelay)
+		}
+	}
+}
+
+func TestConnectionRefused(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.NotFoundHandler())
+	base := srv.URL
+	srv.Close()
+	c, err := New(Config{ID: "gone", BaseURL: base, APIKey: testKey, Model: testModel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Extract(t.Context(), testParams("hello"))
+	if got := stet.ClassOf(err); got != stet.FailureTransient {
+		t.Errorf("Extract() against a closed port: class = %q, want transient (err %v)", got, err)
+	}
+}
+
+func TestExtractSuccess(t *testing.T) {
+	t.Parallel()
+	const version = "gemini-2.5-flash-preview-09-2025"
+	f := newFake(t, FakeOptions{ModelVersion: version, ThoughtsTokens: 37})
+	rt := &recordingTransport{}
+	c, err := New(Config{ID: "gemini-us", BaseURL: f.URL(), APIKey: testKey, Model: testModel, HTTPClient: &http.Client{Transport: rt}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.Extract(t.Context(), testParams("Classify: the pharmacy was closed."))
+	if err != nil {
+		t.Fatalf("Extract() = %v, want success", err)
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+
+	var wire struct {
+		ModelVersion  string `json:"modelVersion"`
+		ResponseID    string `json:"responseId"`
+		UsageMetadata struct {
+			PromptTokenCount     int `json:"promptTokenCount"`
+			CandidatesTokenCount int `json:"candidatesTokenCount"`
+			ThoughtsTokenCount   int `json:"thoughtsTokenCount"`
+		} `json:"usageMetadata"`
+	}
+	if err := json.Unmarshal(rt.body, &wire); err != nil {
+		t.Fatalf("fake response is not JSON: %v", err)
+	}
+	if got.RequestID != wire.ResponseID || wire.ResponseID == "" {
+		t.Errorf("RequestID = %q, want responseId %q", got.RequestID, wire.ResponseID)
+	}
+	if got.StatusCode != http.StatusOK {
+		t.Errorf("StatusCode = %d, want 200", got.StatusCode)
+	}
+	if got.Model != version || wire.ModelVersion != version {
+		t.Errorf("Model = %q, want modelVersion %q", got.Model, version)
+	}
+	if got.InputTokens != wire.UsageMetadata.PromptTokenCount || got.InputTokens == 0 {
+		t.Errorf("InputTokens = %d, want promptTokenCount %d", got.InputTokens, wire.UsageMetadata.PromptTokenCount)
+	}
+	if want := wire.UsageMetadata.CandidatesTokenCount + 37; got.OutputTokens != want || wire.UsageMetadata.CandidatesTokenCount == 0 {
+		t.Errorf("OutputTokens = %d, want candidates + thoughts = %d", got.OutputTokens, want)
+	}
+	if !bytes.Equal(got.Raw, rt.body) {
+		t.Errorf("Raw = %q, want the response body %q", got.Raw, rt.body)
+	}
+	if want := MinimalInstance(json.RawMessage(testSchema)); string(got.Output) != want {
+		t.Errorf("Output = %s, want %s", got.Output, want)
+	}
+	if got.Latency <= 0 {
+		t.Errorf("Latency = %v, want > 0", got.Latency)
+	}
+}
+
+// TestModelPath checks that a model given with or without "models/" reaches
+// the same URL.
+func TestModelPath(t *testing.T) {
+	t.Parallel()
+	for _, model := range []string{testModel, "models/" + testModel} {
+		f := newFake(t, FakeOptions{})
+		rt := &recordingTransport{}
+		c, err := New(Config{ID: "g", BaseURL: f.URL() + "/", APIKey: testKey, Model: model, HTTPClient: &http.Client{Transport: rt}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Extract(t.Context(), testParams("hello")); err != nil {
+			t.Errorf("Extract() with model %q = %v, want success", model, err)
+		}
+		rt.mu.Lock()
+		if want := f.URL() + "/v1beta/models/" + testModel + ":generateContent"; rt.url != want {
+			t.Errorf("model %q: request URL = %q, want %q", model, rt.url, want)
+		}
+		rt.mu.Unlock()
+	}
+}
+
+// TestThoughtsLeftOut checks that thought parts never become the output.
+func TestThoughtsLeftOut(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"candidates":[{"content":{"parts":[{"text":"Thinking about it.","thought":true},{"text":"{\"category\":"},{"text":"\"ok\"}"}],"role":"model"},"finishReason":"STOP","index":0}],"modelVersion":"gemini-2.5-pro","responseId":"r1"}`)
+	}))
+	defer srv.Close()
+	c, err := New(Config{ID: "g", BaseURL: srv.URL, APIKey: testKey, Model: testModel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.Extract(t.Context(), testParams("hello"))
+	if err != nil {
+		t.Fatalf("Extract() = %v, want success", err)
+	}
+	if string(got.Output) != `{"category":"ok"}` {
+		t.Errorf("Output = %s, want the joined non-thought parts", got.Output)
+	}
+}
+
+// TestEnvironmentIgnored sets every variable the SDK reads and checks that
+// the call still goes where Config says, with Config's key. It cannot run
+// in parallel: t.Setenv changes the process environment.
+func TestEnvironmentIgnored(t *testing.T) {
+	decoy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t.Errorf("request reached the decoy server from the environment: %s", r.URL.Path)
+		w.WriteHeader(http.StatusTeapot)
+	}))
+	defer decoy.Close()
+	for k, v := range map[string]string{
+		"GOOGLE_API_KEY":              "env-google-key",
+		"GEMINI_API_KEY":              "env-gemini-key",
+		"GOOGLE_GEMINI_BASE_URL":      decoy.URL,
+		"GOOGLE_VERTEX_BASE_URL":      decoy.URL,
+		"GOOGLE_GENAI_USE_VERTEXAI":   "true",
+		"GOOGLE_GENAI_USE_ENTERPRISE": "true",
+		"GOOGLE_CLOUD_PROJECT":        "env-project",
+		"GOOGLE_CLOUD_LOCATION":       "europe-west4",
+	} {
+		t.Setenv(k, v)
+	}
+	f := newFake(t, FakeOptions{})
+	c := newTestClient(t, f, 0)
+	if _, err := c.Extract(t.Context(), testParams("hello")); err != nil {
+		t.Fatalf("Extract() with SDK variables set = %v, want success against the configured fake", err)
+	}
+	if n := f.Calls(); n != 1 {
+		t.Errorf("fake calls = %d, want 1", n)
+	}
+}
+
+func TestCanaryNeverInErrors(t *testing.T) {
+	t.Parallel()
+	const marker = "CANARY Jane Roe 555-0100"
+	faults := []Fault{
+		{Kind: RateLimit, Message: marker, RetryDelay: "1s"},
+		{Kind: Quota, Message: marker},
+		{Kind: Unauthorized, Message: marker},
+		{Kind: PermissionDenied, Message: marker},
+		{Kind: ServerError, Message: marker},
+		{Kind: HTTPError, Status: 400, Message: marker, Code: marker, Reason: marker},
+		{Kind: HTTPError, Status: 404, Message: "model " + marker + " not found"},
+		{Kind: RegionUnsupported, Message: marker},
+		{Kind: Disconnect},
+		{Kind: TimeoutAfterAnswer},
+		{Kind: TruncatedJSON},
+		{Kind: MaxTokens},
+		{Kind: Finish, FinishReason: marker},
+		{Kind: Finish, FinishReason: "CONTINUATION"},
+		{Kind: PromptBlocked, BlockReason: marker},
+	}
+	for _, ft := range faults {
+		t.Run(string(ft.Kind)+"_"+ft.FinishReason, func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t, FakeOptions{Respond: func(FakeRequest) string {
+				return `{"category":"ok","note":"` + marker + `","flags":[]}`
+			}})
+			f.Enqueue(ft)
+			timeout := 10 * time.Second
+			if ft.Kind == TimeoutAfterAnswer {
+				timeout = 200 * time.Millisecond
+			}
+			c := newTestClient(t, f, timeout)
+			p := testParams("Classify this report: " + marker)
+			p.Repair = []stet.RepairTurn{{Output: []byte(`{"note":"` + marker + `"}`), Problems: []string{"/category: missing"}}}
+			_, err := c.Extract(t.Context(), p)
+			if err == nil {
+				t.Fatalf("Extract() with %s = nil error, want a failure", ft.Kind)
+			}
+			if f.CallsContaining(marker) != 1 {
+				t.Fatalf("fake saw the marker in %d calls, want 1 (the canary must reach the provider)", f.CallsContaining(marker))
+			}
+			for _, s := range []string{err.Error(), fmt.Sprint(err), fmt.Sprintf("%v", err)} {
+				if strings.Contains(s, "CANARY") || strings.Contains(s, "Jane Roe") {
+					t.Errorf("Extract() with %s: error %q contains the canary", ft.Kind, s)
+				}
+			}
+			var pe *stet.ProcessorError
+			if errors.As(err, &pe) && (strings.Contains(pe.Code, "CANARY") || strings.Contains(pe.RequestID, "CANARY")) {
+				t.Errorf("Extract() with %s: Code %q / RequestID %q carry the canary", ft.Kind, pe.Code, pe.RequestID)
+			}
+		})
+	}
+}
+
+func TestInvalidSchemaMakesNoCall(t *testing.T) {
+	t.Parallel()
+	for _, schema := range []string{"", "{not json"} {
+		f := newFake(t, FakeOptions{})
+		c := newTestClient(t, f, 0)
+		p := testParams("hello")
+		p.Schema = json.RawMessage(schema)
+		_, err := c.Extract(t.Context(), p)
+		if got := stet.ClassOf(err); got != stet.FailureUnsupported {
+			t.Errorf("Extract(schema %q): class = %q, want unsupported", schema, got)
+		}
+		if n := f.Calls(); n != 0 {
+			t.Errorf("Extract(schema %q): fake calls = %d, want 0", schema, n)
+		}
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	t.Parallel()
+	ok := Config{ID: "x", Model: testModel, APIKey: testKey}
+	tests := []struct {
+		name   string
+		modify func(*Config)
+	}{
+		{"no id", func(c *Config) { c.ID = "" }},
+		{"no model", func(c *Config) { c.Model = "" }},
+		{"model with a query", func(c *Config) { c.Model = "gemini?alt=sse" }},
+		{"model climbing paths", func(c *Config) { c.Model = "../files/x" }},
+		{"no api key", func(c *Config) { c.APIKey = "" }},
+		{"relative base url", func(c *Config) { c.BaseURL = "generativelanguage.googleapis.com" }},
+		{"ftp base url", func(c *Config) { c.BaseURL = "ftp://example.com" }},
+		{"base url with the version", func(c *Config) { c.BaseURL = "https://generativelanguage.googleapis.com/v1beta/" }},
+		{"negative timeout", func(c *Config) { c.Timeout = -time.Second }},
+		{"negative token cap", func(c *Config) { c.MaxOutputTokens = -1 }},
+	}
+	for _, tt := range tests {
+		cfg := ok
+		tt.modify(&cfg)
+		_, err := New(cfg)
+		if err == nil {
+			t.Errorf("New(%s) = nil error, want an error", tt.name)
+			continue
+		}
+		if strings.Contains(err.Error(), testKey) {
+			t.Errorf("New(%s) = %q, which contains the API key", tt.name, err)
+		}
+	}
+	for _, m := range []string{testModel, "models/gemini-2.5-pro", "gemini-2.0-flash-001"} {
+		cfg := ok
+		cfg.Model = m
+		if _, err := New(cfg); err != nil {
+			t.Errorf("New(model %q) = %v, want nil", m, err)
+		}
+	}
+}
+
+func TestInfo(t *testing.T) {
+	t.Parallel()
+	subs := []string{"Google LLC"}
+	c, err := New(Config{ID: "gemini-eu", Model: testModel, APIKey: testKey, Region: "eu", Retention: "55d", ZeroRetention: true, Subprocessors: subs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	subs[0] = "changed by the caller"
+	got := c.Info()
+	want := stet.ProcessorInfo{
+		ID: "gemini-eu", Kind: "gemini", Model: testModel, Region: "eu", Retention: "55d",
+		ZeroRetention: true, Subprocessors: []string{"Google LLC"},
+		Capabilities: []string{"sync", "json_schema"}, SendsTextOffHost: true,
+	}
+	if got.ID != want.ID || got.Kind != want.Kind || got.Model != want.Model || got.Region != want.Region ||
+		got.Retention != want.Retention || got.ZeroRetention != want.ZeroRetention || got.SendsTextOffHost != want.SendsTextOffHost ||
+		!slices.Equal(got.Subprocessors, want.Subprocessors) || !slices.Equal(got.Capabilities, want.Capabilities) {
+		t.Errorf("Info() = %+v, want %+v", got, want)
+	}
+	got.Capabilities[0] = "mutated"
+	if c.Info().Capabilities[0] != "sync" {
+		t.Errorf("Info() shares its Capabilities slice with the caller")
+	}
+}
