@@ -19,6 +19,7 @@ import (
 	"github.com/stetlabs/stet/ledger"
 	"github.com/stetlabs/stet/metrics"
 	"github.com/stetlabs/stet/pipeline"
+	"github.com/stetlabs/stet/processor/anthropic"
 	"github.com/stetlabs/stet/processor/azurecs"
 	"github.com/stetlabs/stet/processor/gemini"
 	"github.com/stetlabs/stet/processor/openai"
@@ -204,6 +205,12 @@ func newProcessor(pc *config.Processor, cfg *config.Config) (stet.Processor, err
 			ID: pc.ID, BaseURL: pc.BaseURL, APIKey: pc.APIKey, Model: pc.Model, Region: pc.Region,
 			Retention: pc.Retention, ZeroRetention: pc.ZeroRetention, Subprocessors: pc.Subprocessors,
 			Timeout: pc.Timeout.Std(),
+		})
+	case config.KindAnthropic:
+		return anthropic.New(anthropic.Config{
+			ID: pc.ID, BaseURL: pc.BaseURL, APIKey: pc.APIKey, Model: pc.Model, Region: pc.Region,
+			Retention: pc.Retention, ZeroRetention: pc.ZeroRetention, Subprocessors: pc.Subprocessors,
+			Timeout: pc.Timeout.Std(), MaxTokens: int64(pc.MaxTokens), ToolUse: pc.ToolUse,
 		})
 	case config.KindGemini:
 		return gemini.New(gemini.Config{

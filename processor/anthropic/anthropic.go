@@ -1,0 +1,428 @@
+// Package anthropic is stet's processor for the Anthropic Messages API
+// (POST /v1/messages), built on the official SDK
+// (github.com/anthropics/anthropic-sdk-go/v2). It asks for JSON matching the
+// profile schema through structured output (output_config.format of type
+// json_schema) or, when Config.ToolUse is set, through forced tool use: one
+// tool whose input_schema is the profile schema, named in tool_choice.
+//
+// The adapter makes exactly one HTTP request per Extract call (SDK retries
+// are off: stet owns the retry policy) and classifies every failure once,
+// here, into a *stet.ProcessorError. It must never put the provider's error
+// message, the prompt or the model's output into an error string or a log:
+// any of them may quote the document. Nothing but Config decides where text
+// goes: the SDK's environment variables (ANTHROPIC_BASE_URL, credentials,
+// profiles, custom headers) and its OpenTelemetry spans are kept out.
+//
+// fake.go holds Fake, a wire-faithful Messages API server with scriptable
+// faults, used by tests, drills and benchmarks.
+package anthropic
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	sdk "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/anthropics/anthropic-sdk-go/v2/packages/param"
+
+	"github.com/stetlabs/stet"
+)
+
+// Kind is the processor kind this package implements.
+const Kind = "anthropic"
+
+// DefaultBaseURL is the Anthropic API. The SDK appends "v1/messages", so a
+// base URL never ends in /v1.
+const DefaultBaseURL = "https://api.anthropic.com"
+
+// DefaultTimeout bounds one call when Config.Timeout is zero.
+const DefaultTimeout = 60 * time.Second
+
+// DefaultMaxTokens is max_tokens when Config.MaxTokens is zero.
+const DefaultMaxTokens = 1024
+
+// maxResponseBytes bounds the response body kept in memory. A message is a
+// few kilobytes; anything near this is a misbehaving server.
+const maxResponseBytes = 32 << 20
+
+var (
+	errCallTimeout  = errors.New("anthropic call timed out")
+	errBodyTooLarge = errors.New("response body over the size limit")
+)
+
+// Config configures a Client.
+type Config struct {
+	ID        string // the processor ID from stet's config
+	BaseURL   string // default DefaultBaseURL; without /v1
+	APIKey    string // the API key; empty for servers that need none
+	Model     string
+	Region    string
+	Retention string
+	// ZeroRetention says the provider keeps no copy of the text.
+	ZeroRetention bool
+	Subprocessors []string
+	// Timeout bounds one call, response body included; 0 means DefaultTimeout.
+	Timeout time.Duration
+	// HTTPClient is optional (tests, drills). Its own retries and redirects
+	// are its business; the SDK's are off.
+	HTTPClient *http.Client
+
+	// MaxTokens is max_tokens; 0 means DefaultMaxTokens.
+	MaxTokens int64
+	// ToolUse asks through forced tool use instead of output_config.format,
+	// for models without structured output.
+	ToolUse bool
+	// InferenceGeo, if set, is sent as inference_geo: where the provider
+	// runs inference. Empty leaves the workspace default.
+	InferenceGeo string
+}
+
+// Client is a stet.Processor backed by the Messages API. It is safe for
+// concurrent use.
+type Client struct {
+	info      stet.ProcessorInfo
+	model     string
+	maxTokens int64
+	toolUse   bool
+	geo       string
+	timeout   time.Duration
+	messages  sdk.MessageService
+	now       func() time.Time // for Retry-After dates and rate-limit resets
+}
+
+var _ stet.Processor = (*Client)(nil)
+
+// New returns a Client for cfg. It makes no network call.
+func New(cfg Config) (*Client, error) {
+	if cfg.ID == "" {
+		return nil, errors.New("anthropic: config: id is required")
+	}
+	if cfg.Model == "" {
+		return nil, fmt.Errorf("anthropic: config %s: model is required", cfg.ID)
+	}
+	if cfg.Timeout < 0 {
+		return nil, fmt.Errorf("anthropic: config %s: timeout must not be negative", cfg.ID)
+	}
+	if cfg.MaxTokens < 0 {
+		return nil, fmt.Errorf("anthropic: config %s: max_tokens must not be negative", cfg.ID)
+	}
+	base := cfg.BaseURL
+	if base == "" {
+		base = DefaultBaseURL
+	}
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("anthropic: config %s: base_url must be an absolute http(s) URL", cfg.ID)
+	}
+	if strings.HasSuffix(strings.TrimSuffix(u.Path, "/"), "/v1") {
+		// The SDK appends v1/messages; an OpenAI-style base URL would send
+		// every call to /v1/v1/messages.
+		return nil, fmt.Errorf("anthropic: config %s: base_url must not end in /v1", cfg.ID)
+	}
+	timeout := cfg.Timeout
+	if timeout == 0 {
+		timeout = DefaultTimeout
+	}
+	maxTokens := cfg.MaxTokens
+	if maxTokens == 0 {
+		maxTokens = DefaultMaxTokens
+	}
+	hc := cfg.HTTPClient
+	if hc == nil {
+		hc = &http.Client{}
+	}
+
+	// The message service is built from these options alone rather than
+	// through sdk.NewClient, which would read ANTHROPIC_* variables and
+	// profile files (base URL, credentials, custom headers). The SDK's
+	// OpenTelemetry spans are off: an environment variable could otherwise
+	// switch them to carrying request and response content.
+	opts := []option.RequestOption{
+		option.WithBaseURL(base),
+		option.WithHTTPClient(hc),
+		option.WithMaxRetries(0),
+		option.WithoutOpenTelemetry(),
+	}
+	if cfg.APIKey != "" {
+		opts = append(opts, option.WithAPIKey(cfg.APIKey))
+	}
+
+	caps := []string{"sync", "json_schema"}
+	if cfg.ToolUse {
+		caps = append(caps, "tool_use")
+	}
+	return &Client{
+		info: stet.ProcessorInfo{
+			ID:               cfg.ID,
+			Kind:             Kind,
+			Model:            cfg.Model,
+			Region:           cfg.Region,
+			Retention:        cfg.Retention,
+			ZeroRetention:    cfg.ZeroRetention,
+			Subprocessors:    append([]string{}, cfg.Subprocessors...),
+			Capabilities:     caps,
+			SendsTextOffHost: true,
+		},
+		model:     cfg.Model,
+		maxTokens: maxTokens,
+		toolUse:   cfg.ToolUse,
+		geo:       cfg.InferenceGeo,
+		timeout:   timeout,
+		messages:  sdk.NewMessageService(opts...),
+		now:       time.Now,
+	}, nil
+}
+
+// Info declares the processor's identity and data boundary.
+func (c *Client) Info() stet.ProcessorInfo {
+	info := c.info
+	info.Subprocessors = append([]string{}, c.info.Subprocessors...)
+	info.Capabilities = append([]string{}, c.info.Capabilities...)
+	return info
+}
+
+// Extract sends one Messages request and returns the model's JSON. Every
+// error is a *stet.ProcessorError. The output is checked to be JSON;
+// validating it against the profile schema is the pipeline's job.
+func (c *Client) Extract(ctx context.Context, p stet.ExtractParams) (*stet.Extraction, error) {
+	if !isObject(p.Schema) {
+		return nil, &stet.ProcessorError{
+			Class: stet.FailureUnsupported,
+			Code:  "invalid_schema",
+			Err:   errors.New("extract params carry no JSON schema object"),
+		}
+	}
+	params := c.params(p)
+
+	callCtx, cancel := context.WithTimeoutCause(ctx, c.timeout, errCallTimeout)
+	defer cancel()
+	var capt capture
+	start := time.Now()
+	// The explicit request timeout also stops the SDK from refusing a large
+	// max_tokens as "streaming is required" before sending anything.
+	resp, err := c.messages.New(callCtx, params,
+		option.WithMiddleware(capt.middleware),
+		option.WithRequestTimeout(c.timeout),
+	)
+	latency := time.Since(start)
+	if err != nil {
+		return nil, c.classifyError(ctx, callCtx, err, &capt)
+	}
+	return c.result(resp, schemaName(p.SchemaName), &capt, latency)
+}
+
+// params builds the request: the rendered prompt as one user message, one
+// assistant/user pair per repair turn, and the profile schema either as
+// output_config.format or as the input_schema of one forced tool.
+func (c *Client) params(p stet.ExtractParams) sdk.MessageNewParams {
+	name := schemaName(p.SchemaName)
+	msgs := []sdk.MessageParam{sdk.NewUserMessage(sdk.NewTextBlock(p.Prompt.Reveal()))}
+	for i, turn := range p.Repair {
+		msgs = append(msgs, c.repairTurn(i+1, name, turn)...)
+	}
+	params := sdk.MessageNewParams{
+		Model:     c.model,
+		MaxTokens: c.maxTokens,
+		Messages:  msgs,
+	}
+	if c.geo != "" {
+		params.InferenceGeo = sdk.String(c.geo)
+	}
+	if c.toolUse {
+		tool := sdk.ToolParam{
+			Name:        name,
+			Description: sdk.String(toolDescription),
+			// The profile schema goes out as written, property order
+			// included; the typed fields would re-encode it.
+			InputSchema: param.Override[sdk.ToolInputSchemaParam](json.RawMessage(p.Schema)),
+		}
+		params.Tools = []sdk.ToolUnionParam{{OfTool: &tool}}
+		params.ToolChoice = sdk.ToolChoiceUnionParam{OfTool: &sdk.ToolChoiceToolParam{
+			Name:                   name,
+			DisableParallelToolUse: sdk.Bool(true),
+		}}
+		return params
+	}
+	// JSONOutputFormatParam.Schema is a map, which would sort the schema's
+	// keys; the SDK's extra-fields mechanism sends the schema as written.
+	var format sdk.JSONOutputFormatParam
+	format.SetExtraFields(map[string]any{"schema": json.RawMessage(p.Schema)})
+	params.OutputConfig = sdk.OutputConfigParam{Format: format}
+	return params
+}
+
+const toolDescription = "Record the extraction. The input must match the schema exactly."
+
+// repairTurn replays an invalid answer and what was wrong with it. In the
+// tool-use form a JSON object answer goes back as the tool call it was, and
+// the problems as that call's error result.
+func (c *Client) repairTurn(n int, tool string, turn stet.RepairTurn) []sdk.MessageParam {
+	msg := repairMessage(turn.Problems)
+	if c.toolUse && isObject(turn.Output) {
+		id := "toolu_repair_" + strconv.Itoa(n)
+		return []sdk.MessageParam{
+			sdk.NewAssistantMessage(sdk.NewToolUseBlock(id, json.RawMessage(turn.Output), tool)),
+			sdk.NewUserMessage(sdk.NewToolResultBlock(id, msg, true)),
+		}
+	}
+	out := string(turn.Output)
+	if strings.TrimSpace(out) == "" {
+		// The API refuses empty text blocks.
+		out = "(empty answer)"
+	}
+	return []sdk.MessageParam{
+		sdk.NewAssistantMessage(sdk.NewTextBlock(out)),
+		sdk.NewUserMessage(sdk.NewTextBlock(msg)),
+	}
+}
+
+// repairMessage asks the model to correct its last answer. problems name
+// schema locations only, never document text.
+func repairMessage(problems []string) string {
+	return "Your previous answer was not valid against the JSON schema: " +
+		strings.Join(problems, "; ") +
+		". Answer again with only the corrected JSON."
+}
+
+// schemaName fits name to a tool name the API accepts: 1 to 64 of
+// [A-Za-z0-9_-].
+func schemaName(name string) string {
+	b := []byte(name)
+	for i, ch := range b {
+		if !isNameByte(ch) {
+			b[i] = '_'
+		}
+	}
+	if len(b) > 64 {
+		b = b[:64]
+	}
+	if len(b) == 0 {
+		return "extraction"
+	}
+	return string(b)
+}
+
+func isNameByte(ch byte) bool {
+	return ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' || ch == '_' || ch == '-'
+}
+
+// isObject reports whether raw is one JSON object.
+func isObject(raw []byte) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) > 0 && raw[0] == '{' && json.Valid(raw)
+}
+
+// result turns a 200 response into an Extraction, or into a refusal,
+// invalid_output or unsupported error when the model gave no usable answer.
+func (c *Client) result(resp *sdk.Message, tool string, capt *capture, latency time.Duration) (*stet.Extraction, error) {
+	fail := func(class stet.FailureClass, code string, err error) *stet.ProcessorError {
+		return &stet.ProcessorError{
+			Class:      class,
+			StatusCode: capt.status,
+			Code:       code,
+			RequestID:  capt.requestID,
+			Err:        err,
+		}
+	}
+	if resp == nil || resp.Type != "message" {
+		// Not a message at all: a server fault, not something a repair
+		// prompt could fix.
+		return nil, fail(stet.FailureTransient, "", errors.New("response is not a message"))
+	}
+	output, called := c.answer(resp, tool)
+	invalid := func(code, problem string, err error) *stet.ProcessorError {
+		pe := fail(stet.FailureInvalidOutput, code, err)
+		pe.Output = output
+		pe.Problems = []string{problem}
+		return pe
+	}
+	switch resp.StopReason {
+	case sdk.StopReasonRefusal:
+		return nil, fail(stet.FailureRefusal, "refusal", errors.New("model refused"))
+	case sdk.StopReasonMaxTokens:
+		return nil, invalid("max_tokens", "output truncated at the token limit", errors.New("output cut at max_tokens"))
+	case sdk.StopReasonModelContextWindowExceeded:
+		// The input leaves no room for an answer; a repair turn would only
+		// make it longer.
+		return nil, fail(stet.FailureUnsupported, "model_context_window_exceeded", errors.New("input fills the model's context window"))
+	}
+	switch {
+	case c.toolUse && !called:
+		return nil, invalid("", "answer did not call the "+tool+" tool", errors.New("no tool_use block in the answer"))
+	case len(bytes.TrimSpace(output)) == 0:
+		return nil, invalid("", "answer was empty", errors.New("answer has no text"))
+	case !json.Valid(output):
+		return nil, invalid("", "not valid JSON", errors.New("output is not valid JSON"))
+	}
+	// input_tokens excludes what prompt caching wrote or read; all three
+	// are input the call consumed.
+	in := resp.Usage.InputTokens + resp.Usage.CacheCreationInputTokens + resp.Usage.CacheReadInputTokens
+	return &stet.Extraction{
+		Output:       json.RawMessage(output),
+		Raw:          capt.raw,
+		Model:        resp.Model,
+		RequestID:    capt.requestID,
+		StatusCode:   capt.status,
+		InputTokens:  int(in),
+		OutputTokens: int(resp.Usage.OutputTokens),
+		Latency:      latency,
+	}, nil
+}
+
+// answer returns the model's output: the input of the first call to tool in
+// the tool-use form (called reports there was one), else the text blocks
+// joined. Without a tool call, the text is what the model said instead.
+func (c *Client) answer(resp *sdk.Message, tool string) (output []byte, called bool) {
+	var text bytes.Buffer
+	for _, block := range resp.Content {
+		switch block.Type {
+		case "text":
+			text.WriteString(block.Text)
+		case "tool_use":
+			if c.toolUse && block.Name == tool {
+				return bytes.Clone(block.Input), true
+			}
+		}
+	}
+	return text.Bytes(), false
+}
+
+// capture records what the wire said for one call: status, headers and the
+// raw body. The SDK gets the body back from memory, so what it parses is
+// byte for byte what stet stores as the raw artifact.
+type capture struct {
+	status    int
+	requestID string
+	header    http.Header
+	raw       []byte
+}
+
+func (c *capture) middleware(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+	res, err := next(req)
+	if err != nil {
+		return res, err
+	}
+	c.status = res.StatusCode
+	c.header = res.Header.Clone()
+	c.requestID = res.Header.Get("request-id")
+	raw, err := io.ReadAll(io.LimitReader(res.Body, maxResponseBytes+1))
+	_ = res.Body.Close()
+	if err != nil {
+		return nil, fmt.Errorf("read response body: %w", err)
+	}
+	if len(raw) > maxResponseBytes {
+		return nil, errBodyTooLarge
+	}
+	c.raw = raw
+	res.Body = io.NopCloser(bytes.NewReader(raw))
+	return res, nil
+}

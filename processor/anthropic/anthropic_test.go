@@ -1,0 +1,811 @@
+package anthropic
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stetlabs/stet"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files in testdata")
+
+const (
+	testKey    = "sk-ant-test-key"
+	testModel  = "claude-sonnet-4-5"
+	testSchema = `{"type":"object","properties":{"category":{"type":"string","enum":["ok","harmful","medical_advice"]},"flags":{"type":"array","items":{"type":"string"}},"confidence":{"type":"number","minimum":0,"maximum":1}},"required":["category","flags","confidence"],"additionalProperties":false}`
+)
+
+// newTestClient returns a Client talking to f with the test key.
+func newTestClient(t *testing.T, f *Fake, timeout time.Duration, toolUse bool) *Client {
+	t.Helper()
+	c, err := New(Config{
+		ID:        "anthropic-test",
+		BaseURL:   f.URL(),
+		APIKey:    testKey,
+		Model:     testModel,
+		Region:    "eu",
+		Retention: "30d",
+		Timeout:   timeout,
+		ToolUse:   toolUse,
+	})
+	if err != nil {
+		t.Fatalf("New() = %v", err)
+	}
+	return c
+}
+
+func testParams(prompt string) stet.ExtractParams {
+	return stet.ExtractParams{
+		JobID:      "job_01TEST",
+		Attempt:    1,
+		Prompt:     stet.NewText(prompt),
+		Input:      stet.NewText("unused by this processor"),
+		SchemaName: "moderation_v1",
+		Schema:     json.RawMessage(testSchema),
+	}
+}
+
+func newFake(t *testing.T, opts FakeOptions) *Fake {
+	t.Helper()
+	if opts.APIKey == "" {
+		opts.APIKey = testKey
+	}
+	f := NewFake(opts)
+	t.Cleanup(f.Close)
+	return f
+}
+
+// recordRequests returns FakeOptions whose Respond keeps the last request.
+func recordRequests() (FakeOptions, func() FakeRequest) {
+	var (
+		mu  sync.Mutex
+		got FakeRequest
+	)
+	opts := FakeOptions{Respond: func(req FakeRequest) string {
+		mu.Lock()
+		defer mu.Unlock()
+		got = req
+		return MinimalInstance(req.Schema)
+	}}
+	return opts, func() FakeRequest {
+		mu.Lock()
+		defer mu.Unlock()
+		return got
+	}
+}
+
+func TestRequestGolden(t *testing.T) {
+	t.Parallel()
+	repairs := []stet.RepairTurn{
+		{Output: []byte(`{"category":"maybe"}`), Problems: []string{`/category: value must be one of "ok", "harmful", "medical_advice"`, `/: missing properties "flags", "confidence"`}},
+		{Output: []byte(`{"category":"ok","flags":[]`), Problems: []string{"not valid JSON"}},
+	}
+	tests := []struct {
+		name    string
+		golden  string
+		toolUse bool
+		repair  []stet.RepairTurn
+	}{
+		{name: "output_config first call", golden: "request.golden.json"},
+		{name: "output_config repair turns", golden: "request_repair.golden.json", repair: repairs},
+		{name: "tool use first call", golden: "request_tool.golden.json", toolUse: true},
+		{name: "tool use repair turns", golden: "request_tool_repair.golden.json", toolUse: true, repair: repairs},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			opts, last := recordRequests()
+			f := newFake(t, opts)
+			c := newTestClient(t, f, 0, tt.toolUse)
+			p := testParams("Classify the report below.\n\nReport: patient <b>[EMAIL]</b> says the dose & timing felt wrong.")
+			p.Repair = tt.repair
+			if _, err := c.Extract(t.Context(), p); err != nil {
+				t.Fatalf("Extract() = %v, want success", err)
+			}
+			got := last()
+
+			if auth := got.Header.Get("Authorization"); auth != "Bearer "+testKey {
+				t.Errorf("Authorization header = %q, want the configured key as a bearer token", auth)
+			}
+			if v := got.Header.Get("anthropic-version"); v == "" {
+				t.Errorf("anthropic-version header missing")
+			}
+			if ct := got.Header.Get("Content-Type"); ct != "application/json" {
+				t.Errorf("Content-Type = %q, want application/json", ct)
+			}
+			if n := got.Header.Get("X-Stainless-Retry-Count"); n != "0" {
+				t.Errorf("X-Stainless-Retry-Count = %q, want 0", n)
+			}
+			var indented bytes.Buffer
+			if err := json.Indent(&indented, got.Body, "", "  "); err != nil {
+				t.Fatalf("request body is not JSON: %v", err)
+			}
+			indented.WriteByte('\n')
+			path := filepath.Join("testdata", tt.golden)
+			if *update {
+				if err := os.WriteFile(path, indented.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("read golden file (run with -update to create it): %v", err)
+			}
+			if !bytes.Equal(indented.Bytes(), want) {
+				t.Errorf("request body differs from %s (run with -update if intended):\ngot:\n%s\nwant:\n%s", path, indented.Bytes(), want)
+			}
+			if n := f.Calls(); n != 1 {
+				t.Errorf("fake calls = %d, want 1", n)
+			}
+			if tt.toolUse && len(tt.repair) > 0 {
+				// A JSON object answer goes back as the tool call it was.
+				if len(got.Messages) < 3 || !slices.Equal(got.Messages[1].Blocks, []string{"tool_use"}) || !slices.Equal(got.Messages[2].Blocks, []string{"tool_result"}) {
+					t.Errorf("repair turn blocks = %+v, want a tool_use answered by a tool_result", got.Messages)
+				}
+			}
+		})
+	}
+}
+
+// TestSchemaSentVerbatim checks that the profile schema reaches the wire
+// with its property order, in both forms.
+func TestSchemaSentVerbatim(t *testing.T) {
+	t.Parallel()
+	const schema = `{"type":"object","properties":{"zeta":{"type":"string"},"alpha":{"type":"integer"}},"required":["zeta","alpha"]}`
+	for _, toolUse := range []bool{false, true} {
+		t.Run(fmt.Sprint("tool use ", toolUse), func(t *testing.T) {
+			t.Parallel()
+			opts, last := recordRequests()
+			f := newFake(t, opts)
+			c := newTestClient(t, f, 0, toolUse)
+			p := testParams("hello")
+			p.Schema = json.RawMessage(schema)
+			if _, err := c.Extract(t.Context(), p); err != nil {
+				t.Fatalf("Extract() = %v, want success", err)
+			}
+			if got := last().Schema; string(got) != schema {
+				t.Errorf("schema on the wire = %s, want %s", got, schema)
+			}
+		})
+	}
+}
+
+// TestNoRetries checks that the SDK's own retries are off for every answer
+// it would retry by default, x-should-retry: true included.
+func TestNoRetries(t *testing.T) {
+	t.Parallel()
+	for _, ft := range []Fault{
+		{Kind: ServerError},
+		{Kind: Overloaded},
+		{Kind: RateLimit, RetryAfter: "0"},
+		{Kind: HTTPError, Status: http.StatusConflict},
+		{Kind: HTTPError, Status: http.StatusRequestTimeout},
+		{Kind: Disconnect},
+	} {
+		t.Run(fmt.Sprintf("%s_%d", ft.Kind, ft.Status), func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t, FakeOptions{})
+			f.Enqueue(ft, ft, ft)
+			c := newTestClient(t, f, 0, false)
+			_, err := c.Extract(t.Context(), testParams("hello"))
+			if err == nil {
+				t.Fatalf("Extract() = nil error, want a failure")
+			}
+			if n := f.Calls(); n != 1 {
+				t.Errorf("fake calls after %s = %d, want 1", ft.Kind, n)
+			}
+		})
+	}
+}
+
+func TestClassification(t *testing.T) {
+	t.Parallel()
+	// Dates and rate-limit resets are computed against this clock.
+	now := time.Date(2026, 3, 4, 7, 28, 0, 0, time.UTC)
+	at := func(d time.Duration) string { return now.Add(d).Format(time.RFC3339) }
+	// resets sets every limit's remaining count and reset time, and drops
+	// retry-after, so only the reset headers decide.
+	resets := func(remaining [4]string, after [4]time.Duration) http.Header {
+		h := http.Header{"Retry-After": nil}
+		for i, limit := range rateLimits {
+			h.Set("anthropic-ratelimit-"+limit+"-remaining", remaining[i])
+			h.Set("anthropic-ratelimit-"+limit+"-reset", at(after[i]))
+		}
+		return h
+	}
+	// A key with no values removes that header from the fake's answer.
+	noWait := http.Header{"Retry-After": nil}
+	for _, limit := range rateLimits {
+		noWait[http.CanonicalHeaderKey("anthropic-ratelimit-"+limit+"-reset")] = nil
+	}
+
+	tests := []struct {
+		name           string
+		fault          Fault
+		toolUse        bool
+		timeout        time.Duration
+		wantClass      stet.FailureClass
+		wantStatus     int
+		wantCode       string
+		wantRetryAfter time.Duration
+		wantProblem    string // invalid_output: the first problem
+	}{
+		{name: "429 retry-after seconds", fault: Fault{Kind: RateLimit, RetryAfter: "7"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: 7 * time.Second},
+		{name: "429 retry-after-ms", fault: Fault{Kind: RateLimit, RetryAfterMS: 1500}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: 1500 * time.Millisecond},
+		{name: "429 retry-after HTTP-date", fault: Fault{Kind: RateLimit, RetryAfter: now.Add(30 * time.Second).Format(http.TimeFormat)}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: 30 * time.Second},
+		{name: "429 retry-after date in the past", fault: Fault{Kind: RateLimit, RetryAfter: now.Add(-time.Minute).Format(http.TimeFormat)}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: 0},
+		{
+			name:      "429 requests exhausted waits for the requests reset",
+			fault:     Fault{Kind: RateLimit, Header: resets([4]string{"0", "900", "900", "900"}, [4]time.Duration{20 * time.Second, 50 * time.Second, 5 * time.Second, 5 * time.Second})},
+			wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: 20 * time.Second,
+		},
+		{
+			name:      "429 two limits exhausted waits for the later",
+			fault:     Fault{Kind: RateLimit, Header: resets([4]string{"0", "900", "0", "900"}, [4]time.Duration{20 * time.Second, 50 * time.Second, 40 * time.Second, 5 * time.Second})},
+			wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: 40 * time.Second,
+		},
+		{
+			name:      "429 none exhausted waits for the latest reset",
+			fault:     Fault{Kind: RateLimit, Header: resets([4]string{"3", "900", "900", "900"}, [4]time.Duration{5 * time.Second, 10 * time.Second, 15 * time.Second, 25 * time.Second})},
+			wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: 25 * time.Second,
+		},
+		{name: "429 without any wait header", fault: Fault{Kind: RateLimit, Header: noWait}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error"},
+		{name: "429 ramp limit is a rate limit", fault: Fault{Kind: HTTPError, Status: 429, Code: "ramp_limit_exceeded", Header: http.Header{"Retry-After": {"3"}}}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "ramp_limit_exceeded", wantRetryAfter: 3 * time.Second},
+		{name: "429 enforced spend limit", fault: Fault{Kind: SpendLimit}, wantClass: stet.FailureQuota, wantStatus: 429, wantCode: "enforced_spend_limit_reached"},
+		{name: "429 contract spend limit", fault: Fault{Kind: SpendLimit, Code: "contract_spend_limit_reached"}, wantClass: stet.FailureQuota, wantStatus: 429, wantCode: "contract_spend_limit_reached"},
+		{name: "429 spend limit said only in the message", fault: Fault{Kind: HTTPError, Status: 429, Message: "You have reached your organization's spend limit."}, wantClass: stet.FailureQuota, wantStatus: 429, wantCode: "rate_limit_error"},
+		{name: "402 billing_error", fault: Fault{Kind: HTTPError, Status: 402}, wantClass: stet.FailureQuota, wantStatus: 402, wantCode: "billing_error"},
+		{name: "402 linked organization spend limit", fault: Fault{Kind: HTTPError, Status: 402, Code: "linked_organization_spend_limit_reached"}, wantClass: stet.FailureQuota, wantStatus: 402, wantCode: "linked_organization_spend_limit_reached"},
+		{name: "400 credit balance too low", fault: Fault{Kind: HTTPError, Status: 400, Message: "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits."}, wantClass: stet.FailureQuota, wantStatus: 400, wantCode: "invalid_request_error"},
+		{name: "400 quoting credit words later is not quota", fault: Fault{Kind: HTTPError, Status: 400, Message: "messages.0.content.0.text: invalid: your credit balance is too low"}, wantClass: stet.FailureUnsupported, wantStatus: 400, wantCode: "invalid_request_error"},
+		{name: "400 invalid_request_error", fault: Fault{Kind: HTTPError, Status: 400}, wantClass: stet.FailureUnsupported, wantStatus: 400, wantCode: "invalid_request_error"},
+		{name: "400 with an error_code", fault: Fault{Kind: HTTPError, Status: 400, Code: "image_dimensions_too_large"}, wantClass: stet.FailureUnsupported, wantStatus: 400, wantCode: "image_dimensions_too_large"},
+		{name: "401 authentication_error", fault: Fault{Kind: HTTPError, Status: 401}, wantClass: stet.FailureAuth, wantStatus: 401, wantCode: "authentication_error"},
+		{name: "403 permission_error", fault: Fault{Kind: HTTPError, Status: 403}, wantClass: stet.FailureAuth, wantStatus: 403, wantCode: "permission_error"},
+		{name: "404 not_found_error", fault: Fault{Kind: HTTPError, Status: 404}, wantClass: stet.FailureUnsupported, wantStatus: 404, wantCode: "not_found_error"},
+		{name: "413 request_too_large", fault: Fault{Kind: HTTPError, Status: 413}, wantClass: stet.FailureUnsupported, wantStatus: 413, wantCode: "request_too_large"},
+		{name: "409 conflict", fault: Fault{Kind: HTTPError, Status: 409}, wantClass: stet.FailureTransient, wantStatus: 409, wantCode: "conflict_error"},
+		{name: "500 api_error", fault: Fault{Kind: ServerError}, wantClass: stet.FailureTransient, wantStatus: 500, wantCode: "api_error"},
+		{name: "504 timeout_error", fault: Fault{Kind: HTTPError, Status: 504}, wantClass: stet.FailureTransient, wantStatus: 504, wantCode: "timeout_error"},
+		{name: "529 overloaded_error", fault: Fault{Kind: Overloaded}, wantClass: stet.FailureTransient, wantStatus: 529, wantCode: "overloaded_error"},
+		{name: "529 with retry-after", fault: Fault{Kind: Overloaded, Header: http.Header{"Retry-After": {"2"}}}, wantClass: stet.FailureTransient, wantStatus: 529, wantCode: "overloaded_error", wantRetryAfter: 2 * time.Second},
+		{name: "connection dropped", fault: Fault{Kind: Disconnect}, wantClass: stet.FailureTransient},
+		{name: "timeout before headers", fault: Fault{Kind: Delay, Delay: time.Minute}, timeout: 100 * time.Millisecond, wantClass: stet.FailureTransient},
+		{name: "timeout after answer", fault: Fault{Kind: TimeoutAfterAnswer}, timeout: 200 * time.Millisecond, wantClass: stet.FailureTransient, wantStatus: 200},
+		{name: "truncated JSON", fault: Fault{Kind: TruncatedJSON}, wantClass: stet.FailureInvalidOutput, wantStatus: 200, wantProblem: "not valid JSON"},
+		{name: "stop_reason max_tokens", fault: Fault{Kind: MaxTokens}, wantClass: stet.FailureInvalidOutput, wantStatus: 200, wantCode: "max_tokens", wantProblem: "output truncated at the token limit"},
+		{name: "stop_reason refusal", fault: Fault{Kind: Refusal}, wantClass: stet.FailureRefusal, wantStatus: 200, wantCode: "refusal"},
+		// Schema validation is the pipeline's job: valid JSON passes here.
+		{name: "schema-invalid JSON", fault: Fault{Kind: SchemaInvalid}, wantClass: stet.FailureNone, wantStatus: 200},
+		{name: "delay then answer", fault: Fault{Kind: Delay, Delay: 10 * time.Millisecond}, wantClass: stet.FailureNone, wantStatus: 200},
+		{name: "tool use: answer without a tool call", toolUse: true, fault: Fault{Kind: TruncatedJSON}, wantClass: stet.FailureInvalidOutput, wantStatus: 200, wantProblem: "answer did not call the moderation_v1 tool"},
+		{name: "tool use: stop_reason max_tokens", toolUse: true, fault: Fault{Kind: MaxTokens}, wantClass: stet.FailureInvalidOutput, wantStatus: 200, wantCode: "max_tokens", wantProblem: "output truncated at the token limit"},
+		{name: "tool use: stop_reason refusal", toolUse: true, fault: Fault{Kind: Refusal}, wantClass: stet.FailureRefusal, wantStatus: 200, wantCode: "refusal"},
+		{name: "tool use: schema-invalid input", toolUse: true, fault: Fault{Kind: SchemaInvalid}, wantClass: stet.FailureNone, wantStatus: 200},
+		{name: "tool use: 529 overloaded_error", toolUse: true, fault: Fault{Kind: Overloaded}, wantClass: stet.FailureTransient, wantStatus: 529, wantCode: "overloaded_error"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t, FakeOptions{})
+			f.Enqueue(tt.fault)
+			timeout := cmpOr(tt.timeout, 10*time.Second)
+			c := newTestClient(t, f, timeout, tt.toolUse)
+			c.now = func() time.Time { return now }
+
+			got, err := c.Extract(t.Context(), testParams("Classify: the nurse was kind."))
+			if n := f.Calls(); n != 1 {
+				t.Errorf("fake calls = %d, want 1", n)
+			}
+			if tt.wantClass == stet.FailureNone {
+				if err != nil {
+					t.Fatalf("Extract() with %s = %v, want success", tt.fault.Kind, err)
+				}
+				if got.StatusCode != tt.wantStatus || !json.Valid(got.Output) {
+					t.Errorf("Extraction = status %d output %s, want status %d and JSON", got.StatusCode, got.Output, tt.wantStatus)
+				}
+				return
+			}
+			var pe *stet.ProcessorError
+			if !errors.As(err, &pe) {
+				t.Fatalf("Extract() with %s = %v, %v; want a *stet.ProcessorError", tt.fault.Kind, got, err)
+			}
+			if pe.Class != tt.wantClass {
+				t.Errorf("Extract() with %s: class = %q, want %q (err %v, cause %v)", tt.fault.Kind, pe.Class, tt.wantClass, err, pe.Err)
+			}
+			if pe.StatusCode != tt.wantStatus {
+				t.Errorf("Extract() with %s: status = %d, want %d", tt.fault.Kind, pe.StatusCode, tt.wantStatus)
+			}
+			if pe.Code != tt.wantCode {
+				t.Errorf("Extract() with %s: code = %q, want %q", tt.fault.Kind, pe.Code, tt.wantCode)
+			}
+			if pe.RetryAfter != tt.wantRetryAfter {
+				t.Errorf("Extract() with %s: RetryAfter = %v, want %v", tt.fault.Kind, pe.RetryAfter, tt.wantRetryAfter)
+			}
+			if tt.wantStatus != 0 && !strings.HasPrefix(pe.RequestID, "req_") {
+				t.Errorf("Extract() with %s: RequestID = %q, want the request-id header", tt.fault.Kind, pe.RequestID)
+			}
+			if tt.wantClass == stet.FailureInvalidOutput {
+				if len(pe.Output) == 0 {
+					t.Errorf("Extract() with %s: Output empty, want the invalid answer", tt.fault.Kind)
+				}
+				if !slices.Equal(pe.Problems, []string{tt.wantProblem}) {
+					t.Errorf("Extract() with %s: Problems = %q, want [%q]", tt.fault.Kind, pe.Problems, tt.wantProblem)
+				}
+			}
+		})
+	}
+}
+
+func cmpOr(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
+}
+
+func TestClassificationOffWire(t *testing.T) {
+	t.Parallel()
+	errShutdown := errors.New("shutting down")
+	jsonAnswer := func(status int, header map[string]string, body string) func(context.CancelCauseFunc) http.HandlerFunc {
+		return func(context.CancelCauseFunc) http.HandlerFunc {
+			return func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				for k, v := range header {
+					w.Header().Set(k, v)
+				}
+				w.WriteHeader(status)
+				_, _ = io.WriteString(w, body)
+			}
+		}
+	}
+	message := func(stop, content string) string {
+		return `{"id":"msg_01x","type":"message","role":"assistant","model":"m","content":` + content + `,"stop_reason":"` + stop + `","stop_sequence":null,"usage":{"input_tokens":3,"output_tokens":1}}`
+	}
+	tests := []struct {
+		name          string
+		toolUse       bool
+		handler       func(cancel context.CancelCauseFunc) http.HandlerFunc
+		wantClass     stet.FailureClass
+		wantStatus    int
+		wantCode      string
+		wantRequestID string
+		wantCause     error
+	}{
+		{
+			name: "proxy 502 with an HTML page",
+			handler: func(context.CancelCauseFunc) http.HandlerFunc {
+				return func(w http.ResponseWriter, r *http.Request) {
+					w.Header().Set("Content-Type", "text/html")
+					w.WriteHeader(http.StatusBadGateway)
+					_, _ = io.WriteString(w, "<html><body>502 Bad Gateway</body></html>")
+				}
+			},
+			wantClass: stet.FailureTransient, wantStatus: 502,
+		},
+		{
+			name:      "429 with a free-text error type",
+			handler:   jsonAnswer(429, map[string]string{"retry-after": "3"}, `{"type":"error","error":{"type":"too many requests for this key","message":"slow down"}}`),
+			wantClass: stet.FailureRateLimited, wantStatus: 429,
+		},
+		{
+			name:      "request_id only in the error body",
+			handler:   jsonAnswer(529, nil, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"},"request_id":"req_011BodyOnly"}`),
+			wantClass: stet.FailureTransient, wantStatus: 529, wantCode: "overloaded_error", wantRequestID: "req_011BodyOnly",
+		},
+		{
+			name:      "error details of an unexpected shape",
+			handler:   jsonAnswer(400, nil, `{"type":"error","error":{"type":"invalid_request_error","message":"bad","details":"free text"}}`),
+			wantClass: stet.FailureUnsupported, wantStatus: 400, wantCode: "invalid_request_error",
+		},
+		{
+			name:      "200 that is not JSON",
+			handler:   jsonAnswer(200, nil, `<html>captive portal</html>`),
+			wantClass: stet.FailureTransient, wantStatus: 200,
+		},
+		{
+			name:      "200 that is not a message",
+			handler:   jsonAnswer(200, nil, `{"type":"completion","completion":"{}"}`),
+			wantClass: stet.FailureTransient, wantStatus: 200,
+		},
+		{
+			name:      "stop_reason model_context_window_exceeded",
+			handler:   jsonAnswer(200, nil, message("model_context_window_exceeded", `[{"type":"text","text":"{\"cat"}]`)),
+			wantClass: stet.FailureUnsupported, wantStatus: 200, wantCode: "model_context_window_exceeded",
+		},
+		{
+			name:      "empty answer",
+			handler:   jsonAnswer(200, nil, message("end_turn", `[]`)),
+			wantClass: stet.FailureInvalidOutput, wantStatus: 200,
+		},
+		{
+			name:      "tool use: a call of another tool",
+			toolUse:   true,
+			handler:   jsonAnswer(200, nil, message("tool_use", `[{"type":"tool_use","id":"toolu_01","name":"other","input":{}}]`)),
+			wantClass: stet.FailureInvalidOutput, wantStatus: 200,
+		},
+		{
+			name: "caller cancels mid-call",
+			handler: func(cancel context.CancelCauseFunc) http.HandlerFunc {
+				return func(w http.ResponseWriter, r *http.Request) {
+					_, _ = io.Copy(io.Discard, r.Body)
+					cancel(errShutdown)
+					<-r.Context().Done()
+				}
+			},
+			wantClass: stet.FailureTransient, wantCause: errShutdown,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithCancelCause(t.Context())
+			defer cancel(nil)
+			srv := httptest.NewServer(tt.handler(cancel))
+			defer srv.Close()
+			c, err := New(Config{ID: "raw", BaseURL: srv.URL, Model: testModel, Timeout: 10 * time.Second, ToolUse: tt.toolUse})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = c.Extract(ctx, testParams("hello"))
+			var pe *stet.ProcessorError
+			if !errors.As(err, &pe) {
+				t.Fatalf("Extract() = %v, want a *stet.ProcessorError", err)
+			}
+			if pe.Class != tt.wantClass || pe.StatusCode != tt.wantStatus || pe.Code != tt.wantCode {
+				t.Errorf("Extract() = class %q status %d code %q, want %q %d %q (cause %v)", pe.Class, pe.StatusCode, pe.Code, tt.wantClass, tt.wantStatus, tt.wantCode, pe.Err)
+			}
+			if tt.wantRequestID != "" && pe.RequestID != tt.wantRequestID {
+				t.Errorf("Extract(): RequestID = %q, want %q", pe.RequestID, tt.wantRequestID)
+			}
+			if tt.wantCause != nil && !errors.Is(err, tt.wantCause) {
+				t.Errorf("Extract() = %v (cause %v), want it to wrap %v", err, pe.Err, tt.wantCause)
+			}
+		})
+	}
+}
+
+func TestConnectionRefused(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.NotFoundHandler())
+	base := srv.URL
+	srv.Close()
+	c, err := New(Config{ID: "gone", BaseURL: base, Model: testModel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Extract(t.Context(), testParams("hello"))
+	if got := stet.ClassOf(err); got != stet.FailureTransient {
+		t.Errorf("Extract() against a closed port: class = %q, want transient (err %v)", got, err)
+	}
+}
+
+// recordingTransport keeps the last response header and body the client saw.
+type recordingTransport struct {
+	mu     sync.Mutex
+	header http.Header
+	body   []byte
+}
+
+func (rt *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	res, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	body, err := io.ReadAll(res.Body)
+	_ = res.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	rt.mu.Lock()
+	rt.header, rt.body = res.Header.Clone(), body
+	rt.mu.Unlock()
+	res.Body = io.NopCloser(bytes.NewReader(body))
+	return res, nil
+}
+
+func TestExtractSuccess(t *testing.T) {
+	t.Parallel()
+	for _, toolUse := range []bool{false, true} {
+		t.Run(fmt.Sprint("tool use ", toolUse), func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t, FakeOptions{})
+			rt := &recordingTransport{}
+			c, err := New(Config{ID: "anthropic-eu", BaseURL: f.URL(), APIKey: testKey, Model: testModel, ToolUse: toolUse, HTTPClient: &http.Client{Transport: rt}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := c.Extract(t.Context(), testParams("Classify: the pharmacy was closed."))
+			if err != nil {
+				t.Fatalf("Extract() = %v, want success", err)
+			}
+			rt.mu.Lock()
+			defer rt.mu.Unlock()
+
+			var wire struct {
+				Model string `json:"model"`
+				Usage struct {
+					InputTokens  int `json:"input_tokens"`
+					OutputTokens int `json:"output_tokens"`
+				} `json:"usage"`
+			}
+			if err := json.Unmarshal(rt.body, &wire); err != nil {
+				t.Fatalf("fake response is not JSON: %v", err)
+			}
+			if want := rt.header.Get("request-id"); got.RequestID != want || !strings.HasPrefix(want, "req_") {
+				t.Errorf("RequestID = %q, want request-id %q", got.RequestID, want)
+			}
+			if got.StatusCode != http.StatusOK {
+				t.Errorf("StatusCode = %d, want 200", got.StatusCode)
+			}
+			if got.Model != testModel || got.Model != wire.Model {
+				t.Errorf("Model = %q, want %q", got.Model, wire.Model)
+			}
+			if got.InputTokens != wire.Usage.InputTokens || got.InputTokens == 0 {
+				t.Errorf("InputTokens = %d, want %d", got.InputTokens, wire.Usage.InputTokens)
+			}
+			if got.OutputTokens != wire.Usage.OutputTokens || got.OutputTokens == 0 {
+				t.Errorf("OutputTokens = %d, want %d", got.OutputTokens, wire.Usage.OutputTokens)
+			}
+			if !bytes.Equal(got.Raw, rt.body) {
+				t.Errorf("Raw = %q, want the response body %q", got.Raw, rt.body)
+			}
+			if want := MinimalInstance(json.RawMessage(testSchema)); string(got.Output) != want {
+				t.Errorf("Output = %s, want %s", got.Output, want)
+			}
+			if got.Latency <= 0 {
+				t.Errorf("Latency = %v, want > 0", got.Latency)
+			}
+		})
+	}
+}
+
+// TestCachedInputTokensCount checks that input tokens written to or read
+// from the prompt cache count as input.
+func TestCachedInputTokensCount(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("request-id", "req_011Cached")
+		_, _ = io.WriteString(w, `{"id":"msg_01x","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"{\"a\":1}"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":10,"cache_creation_input_tokens":200,"cache_read_input_tokens":3000,"output_tokens":7}}`)
+	}))
+	defer srv.Close()
+	c, err := New(Config{ID: "cached", BaseURL: srv.URL, Model: testModel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.Extract(t.Context(), testParams("hello"))
+	if err != nil {
+		t.Fatalf("Extract() = %v, want success", err)
+	}
+	if got.InputTokens != 3210 || got.OutputTokens != 7 || got.RequestID != "req_011Cached" {
+		t.Errorf("Extract() = input %d output %d request %q, want 3210, 7, req_011Cached", got.InputTokens, got.OutputTokens, got.RequestID)
+	}
+}
+
+func TestCanaryNeverInErrors(t *testing.T) {
+	t.Parallel()
+	const marker = "CANARY Jane Roe 555-0100"
+	faults := []Fault{
+		{Kind: RateLimit, Message: marker},
+		{Kind: SpendLimit, Message: marker + " spend limit"},
+		{Kind: Overloaded, Message: marker},
+		{Kind: ServerError, Message: marker},
+		{Kind: HTTPError, Status: 400, Message: marker, Type: marker, Code: marker},
+		{Kind: HTTPError, Status: 401, Message: marker},
+		{Kind: HTTPError, Status: 404, Message: "model: " + marker},
+		{Kind: HTTPError, Status: 413, Message: marker},
+		{Kind: Disconnect},
+		{Kind: TimeoutAfterAnswer},
+		{Kind: TruncatedJSON},
+		{Kind: MaxTokens},
+		{Kind: Refusal, Message: "I can't discuss " + marker},
+	}
+	for _, toolUse := range []bool{false, true} {
+		for _, ft := range faults {
+			t.Run(fmt.Sprintf("%s tool use %v", ft.Kind, toolUse), func(t *testing.T) {
+				t.Parallel()
+				f := newFake(t, FakeOptions{Respond: func(FakeRequest) string {
+					return `{"category":"ok","note":"` + marker + `","flags":[]}`
+				}})
+				f.Enqueue(ft)
+				timeout := 10 * time.Second
+				if ft.Kind == TimeoutAfterAnswer {
+					timeout = 200 * time.Millisecond
+				}
+				c := newTestClient(t, f, timeout, toolUse)
+				p := testParams("Classify this report: " + marker)
+				p.Repair = []stet.RepairTurn{{Output: []byte(`{"note":"` + marker + `"}`), Problems: []string{"/category: missing"}}}
+				_, err := c.Extract(t.Context(), p)
+				if err == nil {
+					t.Fatalf("Extract() with %s = nil error, want a failure", ft.Kind)
+				}
+				if n := f.CallsContaining(marker); n != 1 {
+					t.Fatalf("fake saw the marker in %d calls, want 1 (the canary must reach the provider)", n)
+				}
+				for _, s := range []string{err.Error(), fmt.Sprint(err), fmt.Sprintf("%v", err), fmt.Sprintf("%+v", err)} {
+					if strings.Contains(s, "CANARY") || strings.Contains(s, "Jane Roe") {
+						t.Errorf("Extract() with %s: error %q contains the canary", ft.Kind, s)
+					}
+				}
+			})
+		}
+	}
+}
+
+func TestInvalidSchemaMakesNoCall(t *testing.T) {
+	t.Parallel()
+	for _, schema := range []string{"", "{not json", "[]", `"object"`, "null"} {
+		f := newFake(t, FakeOptions{})
+		c := newTestClient(t, f, 0, false)
+		p := testParams("hello")
+		p.Schema = json.RawMessage(schema)
+		_, err := c.Extract(t.Context(), p)
+		if got := stet.ClassOf(err); got != stet.FailureUnsupported {
+			t.Errorf("Extract(schema %q): class = %q, want unsupported", schema, got)
+		}
+		if n := f.Calls(); n != 0 {
+			t.Errorf("Extract(schema %q): fake calls = %d, want 0", schema, n)
+		}
+	}
+}
+
+// TestRequestOptions checks the provider-specific settings on the wire:
+// max_tokens, inference_geo, and a max_tokens large enough that the SDK
+// would refuse it without a request timeout.
+func TestRequestOptions(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name          string
+		maxTokens     int64
+		geo           string
+		wantMaxTokens int64
+	}{
+		{name: "defaults", wantMaxTokens: DefaultMaxTokens},
+		{name: "inference geo", geo: "eu", maxTokens: 2048, wantMaxTokens: 2048},
+		{name: "large max_tokens", maxTokens: 64000, wantMaxTokens: 64000},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			opts, last := recordRequests()
+			f := newFake(t, opts)
+			c, err := New(Config{ID: "opts", BaseURL: f.URL(), APIKey: testKey, Model: testModel, MaxTokens: tt.maxTokens, InferenceGeo: tt.geo})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Extract(t.Context(), testParams("hello")); err != nil {
+				t.Fatalf("Extract() = %v, want success", err)
+			}
+			got := last()
+			if got.MaxTokens != tt.wantMaxTokens || got.InferenceGeo != tt.geo {
+				t.Errorf("request max_tokens %d inference_geo %q, want %d %q", got.MaxTokens, got.InferenceGeo, tt.wantMaxTokens, tt.geo)
+			}
+			if hasGeo := bytes.Contains(got.Body, []byte(`"inference_geo"`)); hasGeo != (tt.geo != "") {
+				t.Errorf("request body has inference_geo = %v, want %v", hasGeo, tt.geo != "")
+			}
+		})
+	}
+}
+
+// TestEnvironmentIgnored checks that the SDK's environment variables do not
+// change where text goes or what is sent with it. Not parallel: it sets
+// environment variables.
+func TestEnvironmentIgnored(t *testing.T) {
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t.Errorf("request reached ANTHROPIC_BASE_URL: %s %s", r.Method, r.URL.Path)
+		w.WriteHeader(http.StatusTeapot)
+	}))
+	defer elsewhere.Close()
+	t.Setenv("ANTHROPIC_BASE_URL", elsewhere.URL)
+	t.Setenv("ANTHROPIC_API_KEY", "sk-ant-from-env")
+	t.Setenv("ANTHROPIC_AUTH_TOKEN", "token-from-env")
+	t.Setenv("ANTHROPIC_CUSTOM_HEADERS", "X-Leak: from-env")
+	t.Setenv("ANTHROPIC_OPEN_TELEMETRY_TRACES_CONTENT_MODE", "content")
+
+	opts, last := recordRequests()
+	f := NewFake(opts) // no key required
+	defer f.Close()
+	c, err := New(Config{ID: "env", BaseURL: f.URL(), Model: testModel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Extract(t.Context(), testParams("hello")); err != nil {
+		t.Fatalf("Extract() = %v, want success", err)
+	}
+	got := last()
+	for _, h := range []string{"Authorization", "X-Api-Key", "X-Leak"} {
+		if v := got.Header.Get(h); v != "" {
+			t.Errorf("header %s = %q, want none (taken from the environment)", h, v)
+		}
+	}
+	if n := f.Calls(); n != 1 {
+		t.Errorf("fake calls = %d, want 1", n)
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		cfg  Config
+	}{
+		{"no id", Config{Model: testModel}},
+		{"no model", Config{ID: "x"}},
+		{"relative base url", Config{ID: "x", Model: testModel, BaseURL: "api.anthropic.com"}},
+		{"ftp base url", Config{ID: "x", Model: testModel, BaseURL: "ftp://example.com"}},
+		{"base url with /v1", Config{ID: "x", Model: testModel, BaseURL: "https://api.anthropic.com/v1/"}},
+		{"negative timeout", Config{ID: "x", Model: testModel, Timeout: -time.Second}},
+		{"negative max tokens", Config{ID: "x", Model: testModel, MaxTokens: -1}},
+	}
+	for _, tt := range tests {
+		if _, err := New(tt.cfg); err == nil {
+			t.Errorf("New(%s) = nil error, want an error", tt.name)
+		}
+	}
+	for _, base := range []string{"", "https://api.anthropic.com", "https://gateway.example/anthropic/"} {
+		if _, err := New(Config{ID: "x", Model: testModel, BaseURL: base}); err != nil {
+			t.Errorf("New(base url %q) = %v, want nil", base, err)
+		}
+	}
+}
+
+func TestInfo(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		toolUse  bool
+		wantCaps []string
+	}{
+		{false, []string{"sync", "json_schema"}},
+		{true, []string{"sync", "json_schema", "tool_use"}},
+	} {
+		subs := []string{"Amazon Web Services"}
+		c, err := New(Config{ID: "anthropic-eu", Model: testModel, Region: "eu", Retention: "30d", ZeroRetention: true, Subprocessors: subs, ToolUse: tt.toolUse})
+		if err != nil {
+			t.Fatal(err)
+		}
+		subs[0] = "changed by the caller"
+		got := c.Info()
+		got.Capabilities = append(got.Capabilities, "changed by the caller")
+		got = c.Info()
+		want := stet.ProcessorInfo{
+			ID: "anthropic-eu", Kind: "anthropic", Model: testModel, Region: "eu", Retention: "30d",
+			ZeroRetention: true, Subprocessors: []string{"Amazon Web Services"},
+			Capabilities: tt.wantCaps, SendsTextOffHost: true,
+		}
+		if got.ID != want.ID || got.Kind != want.Kind || got.Model != want.Model || got.Region != want.Region ||
+			got.Retention != want.Retention || got.ZeroRetention != want.ZeroRetention || got.SendsTextOffHost != want.SendsTextOffHost ||
+			!slices.Equal(got.Subprocessors, want.Subprocessors) || !slices.Equal(got.Capabilities, want.Capabilities) {
+			t.Errorf("Info() with tool use %v = %+v, want %+v", tt.toolUse, got, want)
+		}
+	}
+}
+
+func TestSchemaName(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ in, want string }{
+		{"moderation_v1", "moderation_v1"},
+		{"care.protocol v2", "care_protocol_v2"},
+		{"", "extraction"},
+		{strings.Repeat("a", 70), strings.Repeat("a", 64)},
+	}
+	for _, tt := range tests {
+		if got := schemaName(tt.in); got != tt.want {
+			t.Errorf("schemaName(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
