@@ -6,15 +6,19 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math"
 	mathrand "math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/stetlabs/stet"
 )
 
 // FaultKind names a scripted fault of the Fake.
@@ -73,6 +77,44 @@ type FakeOptions struct {
 	Seed      int64
 	// Latency is added to every answer.
 	Latency time.Duration
+	// LatencyMin and LatencyMax add, to every request within the limits, a
+	// latency drawn uniformly from [LatencyMin, LatencyMax] with an RNG
+	// seeded from Seed (its own stream: FaultRate draws do not move). It
+	// models the model's time, so answers from the limits do not wait it.
+	// LatencyMax below LatencyMin means exactly LatencyMin. The answer's
+	// openai-processing-ms header reports Latency plus the draw.
+	LatencyMin, LatencyMax time.Duration
+
+	// RPM and TPM, when positive, are enforced as OpenAI enforces its
+	// limits: two buckets that refill continuously at RPM and TPM a minute
+	// and start full. A request is charged one request and, as tokens, its
+	// prompt tokens (the estimate its usage reports: four characters a
+	// token plus 4 a message) plus max_completion_tokens (or max_tokens)
+	// when it sets one; when it sets none, the answer's completion tokens
+	// are charged once the answer is built, which may leave the bucket in
+	// debt. A limited request is not charged. The limits are checked after
+	// authentication and validation, before scripted faults; a request over
+	// a limit is answered 429 rate_limit_exceeded with error.type
+	// "requests" or "tokens", and a request larger than the token bucket is
+	// answered 429 "Request too large". Every answer carries
+	// x-ratelimit-{limit,remaining,reset}-{requests,tokens} with the
+	// buckets' state (reset as a duration like "1.2s": the time until the
+	// bucket is full again); a limit that is not set keeps fixed values.
+	RPM, TPM int
+	// LimitWindow is how much of a minute's budget a bucket holds: a
+	// minute by default (OpenAI's headers count a full minute); shorter
+	// windows model OpenAI's quantized enforcement ("60,000 requests/minute
+	// may be enforced as 1,000 requests/second"). Never less than one
+	// request or one token.
+	LimitWindow time.Duration
+	// LimitRetryAfter adds retry-after-ms and Retry-After (whole seconds,
+	// rounded up) to 429s from the limits: the exact time until the request
+	// would fit. OpenAI does not always send them; without them a client
+	// has only the reset headers.
+	LimitRetryAfter bool
+	// Clock drives the limits and the Stats windows; the system clock by
+	// default. Latency is always real time.
+	Clock stet.Clock
 }
 
 // FakeRequest is a decoded Chat Completions request as the Fake received it.
@@ -85,8 +127,11 @@ type FakeRequest struct {
 	SchemaName     string
 	Strict         bool
 	Schema         json.RawMessage
-	Body           []byte // the exact request body
-	Header         http.Header
+	// MaxCompletionTokens is max_completion_tokens, else max_tokens; 0 if
+	// the request sets neither.
+	MaxCompletionTokens int
+	Body                []byte // the exact request body
+	Header              http.Header
 }
 
 // FakeMessage is one chat message; array content is joined to its text.
@@ -111,15 +156,56 @@ type Fake struct {
 	rng    *mathrand.Rand
 	calls  int
 	inputs []string // user content of every decoded request
+
+	clock    stet.Clock
+	latRNG   *mathrand.Rand // LatencyMin/Max draws, apart from fault draws
+	reqs     float64        // request bucket level
+	toks     float64        // token bucket level; negative in debt
+	refilled time.Time      // when the levels were last refilled
+	stats    FakeStats
+	windows  map[int64]*FakeWindow // by Unix second
+}
+
+// FakeStats counts what a Fake received and answered.
+type FakeStats struct {
+	Calls int // requests that reached the handler, as Calls()
+	// Admitted counts requests within the RPM and TPM limits (every valid,
+	// authenticated request when there are none); Limited counts those
+	// answered 429 by the limits. Scripted and random faults are neither.
+	Admitted, Limited int
+	// Tokens is what the limits charged (prompt plus max or actual
+	// completion tokens, as for TPM), counted with or without a TPM limit.
+	Tokens int
+	// Status counts answers by HTTP status; 0 counts connections closed
+	// without an answer.
+	Status map[int]int
+	// Windows splits the counts by second of the fake's clock, oldest
+	// first; seconds without a request are left out.
+	Windows []FakeWindow
+}
+
+// FakeWindow is one second of a Fake's traffic.
+type FakeWindow struct {
+	Start                            time.Time
+	Calls, Admitted, Limited, Tokens int
 }
 
 // NewFake starts a Fake on a local httptest server. Close it when done.
 func NewFake(opts FakeOptions) *Fake {
-	f := &Fake{
-		opts: opts,
-		done: make(chan struct{}),
-		rng:  mathrand.New(mathrand.NewPCG(uint64(opts.Seed), 0x5e7)),
+	if opts.Clock == nil {
+		opts.Clock = stet.SystemClock{}
 	}
+	f := &Fake{
+		opts:    opts,
+		done:    make(chan struct{}),
+		rng:     mathrand.New(mathrand.NewPCG(uint64(opts.Seed), 0x5e7)),
+		clock:   opts.Clock,
+		latRNG:  mathrand.New(mathrand.NewPCG(uint64(opts.Seed), 0x1a7)),
+		stats:   FakeStats{Status: map[int]int{}},
+		windows: map[int64]*FakeWindow{},
+	}
+	f.refilled = f.clock.Now()
+	f.reqs, f.toks = f.reqCap(), f.tokCap()
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	return f
 }
@@ -172,13 +258,23 @@ func (f *Fake) CallsContaining(s string) int {
 // maxFakeRequest bounds a request body, as the real API does.
 const maxFakeRequest = 32 << 20
 
-func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
+func (f *Fake) serve(rw http.ResponseWriter, r *http.Request) {
+	w := &statusWriter{ResponseWriter: rw}
+	defer func() { f.recordStatus(w.status) }()
 	body, readErr := io.ReadAll(io.LimitReader(r.Body, maxFakeRequest+1))
 	req, decodeErr := decodeFakeRequest(body)
 	req.Header = r.Header.Clone()
 
+	now := f.clock.Now()
 	f.mu.Lock()
 	f.calls++
+	f.stats.Calls++
+	f.window(now).Calls++
+	if f.limited() {
+		// Even answers that never reach the limits report them.
+		f.refill(now)
+		f.rateHeaders(w.Header())
+	}
 	if decodeErr == nil {
 		var sb strings.Builder
 		for _, m := range req.Messages {
@@ -224,6 +320,17 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 	if e, ok := validateFakeRequest(&req); !ok {
 		writeAPIError(w, http.StatusBadRequest, nil, e)
 		return
+	}
+	over, ok := f.admit(req, w.Header())
+	if !ok {
+		f.overLimit(w, req, over)
+		return
+	}
+	if extra := f.drawLatency(); extra > 0 || f.opts.Latency > 0 {
+		w.Header().Set("openai-processing-ms", strconv.FormatInt((f.opts.Latency+extra).Milliseconds(), 10))
+		if !f.sleep(r, extra) {
+			return
+		}
 	}
 
 	fault, ok := f.nextFault()
@@ -423,16 +530,16 @@ type wireUsage struct {
 }
 
 func (f *Fake) completion(req FakeRequest, content, refusal *string, finish string) []byte {
-	prompt := 0
-	for _, m := range req.Messages {
-		prompt += tokens(m.Content) + 4
-	}
+	prompt := promptTokens(req)
 	completion := 0
 	if content != nil {
 		completion = tokens(*content)
 	}
 	if refusal != nil {
 		completion = tokens(*refusal)
+	}
+	if req.MaxCompletionTokens == 0 {
+		f.chargeCompletion(completion)
 	}
 	c := wireCompletion{
 		ID:      "chatcmpl-" + rand.Text(),
@@ -459,6 +566,16 @@ func (f *Fake) completion(req FakeRequest, content, refusal *string, finish stri
 		SystemFingerprint: "fp_fake0000",
 	}
 	return marshal(c)
+}
+
+// promptTokens is the prompt_tokens the Fake reports and charges: the
+// messages' tokens plus 4 a message for the chat framing.
+func promptTokens(req FakeRequest) int {
+	n := 0
+	for _, m := range req.Messages {
+		n += tokens(m.Content) + 4
+	}
+	return n
 }
 
 // tokens estimates a token count the way OpenAI's rule of thumb does: four
@@ -513,17 +630,26 @@ func writeAPIError(w http.ResponseWriter, status int, extra []http.Header, e api
 	_, _ = w.Write(body)
 }
 
+// setDefaultHeaders sets the headers every answer carries. The processing
+// time and rate-limit headers keep values the handler already set (from
+// the latency draw and the limits).
 func setDefaultHeaders(h http.Header) {
 	h.Set("Content-Type", "application/json")
 	h.Set("x-request-id", newRequestID())
 	h.Set("openai-version", "2020-10-01")
-	h.Set("openai-processing-ms", "1")
-	h.Set("x-ratelimit-limit-requests", "500")
-	h.Set("x-ratelimit-limit-tokens", "200000")
-	h.Set("x-ratelimit-remaining-requests", "499")
-	h.Set("x-ratelimit-remaining-tokens", "199000")
-	h.Set("x-ratelimit-reset-requests", "120ms")
-	h.Set("x-ratelimit-reset-tokens", "300ms")
+	for _, kv := range [][2]string{
+		{"openai-processing-ms", "1"},
+		{"x-ratelimit-limit-requests", "500"},
+		{"x-ratelimit-limit-tokens", "200000"},
+		{"x-ratelimit-remaining-requests", "499"},
+		{"x-ratelimit-remaining-tokens", "199000"},
+		{"x-ratelimit-reset-requests", "120ms"},
+		{"x-ratelimit-reset-tokens", "300ms"},
+	} {
+		if h.Get(kv[0]) == "" {
+			h.Set(kv[0], kv[1])
+		}
+	}
 }
 
 // mergeHeader sets extra over h; a key with no values deletes it.
@@ -564,8 +690,10 @@ type wireRequest struct {
 		Role    string          `json:"role"`
 		Content json.RawMessage `json:"content"`
 	} `json:"messages"`
-	Temperature    *float64 `json:"temperature"`
-	ResponseFormat *struct {
+	Temperature         *float64 `json:"temperature"`
+	MaxCompletionTokens *int     `json:"max_completion_tokens"`
+	MaxTokens           *int     `json:"max_tokens"`
+	ResponseFormat      *struct {
 		Type       string `json:"type"`
 		JSONSchema *struct {
 			Name   string          `json:"name"`
@@ -583,6 +711,12 @@ func decodeFakeRequest(body []byte) (FakeRequest, error) {
 	}
 	req.Model = wr.Model
 	req.Temperature = wr.Temperature
+	switch {
+	case wr.MaxCompletionTokens != nil:
+		req.MaxCompletionTokens = max(*wr.MaxCompletionTokens, 0)
+	case wr.MaxTokens != nil:
+		req.MaxCompletionTokens = max(*wr.MaxTokens, 0)
+	}
 	if wr.Messages != nil {
 		req.Messages = make([]FakeMessage, 0, len(*wr.Messages))
 		for _, m := range *wr.Messages {
@@ -786,3 +920,222 @@ func resolveRef(root any, ref string) any {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// Stats returns what the Fake has counted so far.
+func (f *Fake) Stats() FakeStats {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := f.stats
+	s.Status = make(map[int]int, len(f.stats.Status))
+	for k, v := range f.stats.Status {
+		s.Status[k] = v
+	}
+	secs := make([]int64, 0, len(f.windows))
+	for sec := range f.windows {
+		secs = append(secs, sec)
+	}
+	slices.Sort(secs)
+	s.Windows = make([]FakeWindow, 0, len(secs))
+	for _, sec := range secs {
+		s.Windows = append(s.Windows, *f.windows[sec])
+	}
+	return s
+}
+
+// limitVerdict says why a request is over a limit.
+type limitVerdict struct {
+	kind      string // "requests" or "tokens"
+	limit     int    // per minute
+	used      int    // of the bucket, as OpenAI's message reports it
+	requested int
+	tooLarge  bool          // the request can never fit the token bucket
+	wait      time.Duration // until it would fit; 0 if tooLarge
+}
+
+// limited reports whether any limit is set.
+func (f *Fake) limited() bool { return f.opts.RPM > 0 || f.opts.TPM > 0 }
+
+// limitWindow is how much of a minute a bucket holds.
+func (f *Fake) limitWindow() time.Duration {
+	if f.opts.LimitWindow <= 0 {
+		return time.Minute
+	}
+	return min(f.opts.LimitWindow, time.Minute)
+}
+
+func (f *Fake) reqCap() float64 {
+	return max(float64(f.opts.RPM)*f.limitWindow().Minutes(), 1)
+}
+
+func (f *Fake) tokCap() float64 {
+	return max(float64(f.opts.TPM)*f.limitWindow().Minutes(), 1)
+}
+
+// refill adds what the buckets gained since the last refill. f.mu is held.
+func (f *Fake) refill(now time.Time) {
+	if !now.After(f.refilled) {
+		return
+	}
+	minutes := now.Sub(f.refilled).Minutes()
+	f.refilled = now
+	f.reqs = min(f.reqs+float64(f.opts.RPM)*minutes, f.reqCap())
+	f.toks = min(f.toks+float64(f.opts.TPM)*minutes, f.tokCap())
+}
+
+// rateHeaders writes the buckets' state as OpenAI's x-ratelimit-* headers,
+// for the limits that are set. f.mu is held and the buckets refilled.
+func (f *Fake) rateHeaders(h http.Header) {
+	set := func(name string, limit int, level, capacity float64) {
+		if limit <= 0 {
+			return
+		}
+		h.Set("x-ratelimit-limit-"+name, strconv.Itoa(limit))
+		h.Set("x-ratelimit-remaining-"+name, strconv.Itoa(int(max(math.Floor(level), 0))))
+		h.Set("x-ratelimit-reset-"+name, resetString(untilLevel(capacity-level, limit)))
+	}
+	set("requests", f.opts.RPM, f.reqs, f.reqCap())
+	set("tokens", f.opts.TPM, f.toks, f.tokCap())
+}
+
+// admit checks req against the limits and charges it if it fits. Either
+// way it writes the rate-limit headers into h.
+func (f *Fake) admit(req FakeRequest, h http.Header) (limitVerdict, bool) {
+	need := promptTokens(req) + req.MaxCompletionTokens
+	now := f.clock.Now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.refill(now)
+	win := f.window(now)
+	var v limitVerdict
+	switch {
+	case f.opts.RPM > 0 && f.reqs < 1:
+		v = limitVerdict{kind: "requests", limit: f.opts.RPM, requested: 1, wait: untilLevel(1-f.reqs, f.opts.RPM)}
+		v.used = f.opts.RPM - int(max(math.Floor(f.reqs), 0))
+	case f.opts.TPM > 0 && float64(need) > f.tokCap():
+		v = limitVerdict{kind: "tokens", limit: f.opts.TPM, requested: need, tooLarge: true}
+	case f.opts.TPM > 0 && f.toks < float64(need):
+		v = limitVerdict{kind: "tokens", limit: f.opts.TPM, requested: need, wait: untilLevel(float64(need)-f.toks, f.opts.TPM)}
+		v.used = f.opts.TPM - int(max(math.Floor(f.toks), 0))
+	default:
+		if f.opts.RPM > 0 {
+			f.reqs--
+		}
+		if f.opts.TPM > 0 {
+			f.toks -= float64(need)
+		}
+		f.stats.Admitted++
+		f.stats.Tokens += need
+		win.Admitted++
+		win.Tokens += need
+		f.rateHeaders(h)
+		return limitVerdict{}, true
+	}
+	f.stats.Limited++
+	win.Limited++
+	f.rateHeaders(h)
+	return v, false
+}
+
+// overLimit answers a request the limits refused, with OpenAI's messages.
+func (f *Fake) overLimit(w http.ResponseWriter, req FakeRequest, v limitVerdict) {
+	unit := map[string]string{"requests": "requests per min (RPM)", "tokens": "tokens per min (TPM)"}[v.kind]
+	e := apiError{Type: v.kind, Code: "rate_limit_exceeded"}
+	if v.tooLarge {
+		e.Message = fmt.Sprintf("Request too large for %s in organization org-fake on %s: Limit %d, Requested %d. The input or output tokens must be reduced in order to run successfully. Visit https://platform.openai.com/account/rate-limits to learn more.",
+			req.Model, unit, v.limit, v.requested)
+		writeAPIError(w, http.StatusTooManyRequests, nil, e)
+		return
+	}
+	e.Message = fmt.Sprintf("Rate limit reached for %s in organization org-fake on %s: Limit %d, Used %d, Requested %d. Please try again in %s. Visit https://platform.openai.com/account/rate-limits to learn more.",
+		req.Model, unit, v.limit, v.used, v.requested, resetString(v.wait))
+	h := http.Header{}
+	if f.opts.LimitRetryAfter {
+		ms := (v.wait + time.Millisecond - 1) / time.Millisecond
+		h.Set("retry-after-ms", strconv.FormatInt(int64(ms), 10))
+		h.Set("Retry-After", strconv.FormatInt(int64((v.wait+time.Second-1)/time.Second), 10))
+	}
+	writeAPIError(w, http.StatusTooManyRequests, []http.Header{h}, e)
+}
+
+// chargeCompletion charges completion tokens of a request that set no
+// completion budget, after its answer is built.
+func (f *Fake) chargeCompletion(n int) {
+	now := f.clock.Now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.opts.TPM > 0 {
+		f.refill(now)
+		f.toks -= float64(n)
+	}
+	f.stats.Tokens += n
+	f.window(now).Tokens += n
+}
+
+// drawLatency draws the extra latency of one admitted request.
+func (f *Fake) drawLatency() time.Duration {
+	lo, hi := max(f.opts.LatencyMin, 0), f.opts.LatencyMax
+	if hi <= lo {
+		return lo
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return lo + time.Duration(f.latRNG.Int64N(int64(hi-lo)+1))
+}
+
+// window returns the stats window of now's second. f.mu is held.
+func (f *Fake) window(now time.Time) *FakeWindow {
+	sec := now.Unix()
+	w, ok := f.windows[sec]
+	if !ok {
+		w = &FakeWindow{Start: time.Unix(sec, 0).UTC()}
+		f.windows[sec] = w
+	}
+	return w
+}
+
+func (f *Fake) recordStatus(status int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stats.Status[status]++
+}
+
+// untilLevel is how long a bucket refilling at perMinute takes to gain
+// deficit, rounded up to the millisecond.
+func untilLevel(deficit float64, perMinute int) time.Duration {
+	if deficit <= 0 {
+		return 0
+	}
+	// The small allowance keeps float noise (0.05000000000000004 of a
+	// request) from adding a millisecond.
+	ms := deficit / float64(perMinute) * float64(time.Minute/time.Millisecond)
+	return max(time.Duration(math.Ceil(ms-1e-6))*time.Millisecond, time.Millisecond)
+}
+
+// resetString formats a wait as OpenAI's reset headers do: "120ms", "1.2s",
+// "6m0s".
+func resetString(d time.Duration) string {
+	return ((d + time.Millisecond - 1) / time.Millisecond * time.Millisecond).String()
+}
+
+// statusWriter remembers the status a handler answered, for Stats.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

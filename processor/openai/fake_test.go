@@ -2,13 +2,16 @@ package openai
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stetlabs/stet"
 )
@@ -264,6 +267,275 @@ func TestMinimalInstance(t *testing.T) {
 	for _, tt := range tests {
 		if got := MinimalInstance(json.RawMessage(tt.schema)); got != tt.want {
 			t.Errorf("MinimalInstance(%s) = %s, want %s", tt.name, got, tt.want)
+		}
+	}
+}
+
+var fakeT0 = time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+
+// budgetBody is validBody with a completion budget: the limits charge it
+// 5 prompt tokens ("hi" and the message framing) plus maxTokens.
+func budgetBody(maxTokens int) string {
+	return strings.Replace(validBody, `"messages"`, fmt.Sprintf(`"max_completion_tokens":%d,"messages"`, maxTokens), 1)
+}
+
+func TestFakeLimits(t *testing.T) {
+	t.Parallel()
+	type step struct {
+		advance    time.Duration
+		body       string
+		wantStatus int
+		wantType   string            // error.type of a 429
+		want       map[string]string // headers; "" means absent
+	}
+	tests := []struct {
+		name  string
+		opts  FakeOptions
+		steps []step
+	}{
+		{
+			name: "requests per minute",
+			opts: FakeOptions{RPM: 3, LimitRetryAfter: true},
+			steps: []step{
+				{0, validBody, 200, "", map[string]string{"x-ratelimit-limit-requests": "3", "x-ratelimit-remaining-requests": "2", "x-ratelimit-reset-requests": "20s", "retry-after-ms": ""}},
+				{0, validBody, 200, "", map[string]string{"x-ratelimit-remaining-requests": "1", "x-ratelimit-reset-requests": "40s"}},
+				{0, validBody, 200, "", map[string]string{"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "1m0s"}},
+				{0, validBody, 429, "requests", map[string]string{"x-ratelimit-limit-requests": "3", "x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "1m0s", "retry-after-ms": "20000", "Retry-After": "20"}},
+				{19 * time.Second, validBody, 429, "requests", map[string]string{"x-ratelimit-reset-requests": "41s", "retry-after-ms": "1000", "Retry-After": "1"}},
+				{time.Second, validBody, 200, "", map[string]string{"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "1m0s"}},
+			},
+		},
+		{
+			name: "tokens per minute",
+			opts: FakeOptions{TPM: 300},
+			steps: []step{
+				{0, budgetBody(95), 200, "", map[string]string{"x-ratelimit-limit-tokens": "300", "x-ratelimit-remaining-tokens": "200", "x-ratelimit-reset-tokens": "20s", "x-ratelimit-limit-requests": "500"}},
+				{0, budgetBody(95), 200, "", map[string]string{"x-ratelimit-remaining-tokens": "100"}},
+				{0, budgetBody(95), 200, "", map[string]string{"x-ratelimit-remaining-tokens": "0", "x-ratelimit-reset-tokens": "1m0s"}},
+				{0, budgetBody(95), 429, "tokens", map[string]string{"x-ratelimit-remaining-tokens": "0", "x-ratelimit-reset-tokens": "1m0s", "retry-after-ms": ""}},
+				{0, budgetBody(400), 429, "tokens", map[string]string{"x-ratelimit-remaining-tokens": "0"}},
+				{10 * time.Second, budgetBody(45), 200, "", map[string]string{"x-ratelimit-remaining-tokens": "0", "x-ratelimit-reset-tokens": "1m0s"}},
+				// No budget: 5 tokens at admission, the completion's 3 after.
+				{2 * time.Second, validBody, 200, "", map[string]string{"x-ratelimit-remaining-tokens": "5"}},
+				{0, validBody, 429, "tokens", map[string]string{"x-ratelimit-remaining-tokens": "2"}},
+			},
+		},
+		{
+			name: "quantized window",
+			opts: FakeOptions{RPM: 120, LimitWindow: time.Second, LimitRetryAfter: true},
+			steps: []step{
+				{0, validBody, 200, "", map[string]string{"x-ratelimit-limit-requests": "120", "x-ratelimit-remaining-requests": "1", "x-ratelimit-reset-requests": "500ms"}},
+				{0, validBody, 200, "", map[string]string{"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "1s"}},
+				{0, validBody, 429, "requests", map[string]string{"retry-after-ms": "500", "Retry-After": "1"}},
+				{300 * time.Millisecond, validBody, 429, "requests", map[string]string{"retry-after-ms": "200", "x-ratelimit-reset-requests": "700ms"}},
+				{200 * time.Millisecond, validBody, 200, "", nil},
+			},
+		},
+	}
+	for _, tt := range tests {
+		clock := stet.NewManualClock(fakeT0)
+		tt.opts.Clock = clock
+		f := newFake(t, tt.opts)
+		for i, s := range tt.steps {
+			clock.Advance(s.advance)
+			status, header, body := post(t, f.URL()+"/chat/completions", testKey, s.body)
+			if status != s.wantStatus {
+				t.Errorf("%s: step %d: POST = %d %v, want %d", tt.name, i, status, body, s.wantStatus)
+				continue
+			}
+			if status == http.StatusTooManyRequests {
+				if got := errorField(body, "type"); got != s.wantType {
+					t.Errorf("%s: step %d: error.type = %v, want %v", tt.name, i, got, s.wantType)
+				}
+				if got := errorField(body, "code"); got != "rate_limit_exceeded" {
+					t.Errorf("%s: step %d: error.code = %v, want rate_limit_exceeded", tt.name, i, got)
+				}
+			}
+			for _, h := range []string{"x-ratelimit-limit-requests", "x-ratelimit-remaining-requests", "x-ratelimit-reset-requests", "x-ratelimit-limit-tokens", "x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens"} {
+				if header.Get(h) == "" {
+					t.Errorf("%s: step %d: header %s missing", tt.name, i, h)
+				}
+			}
+			for h, want := range s.want {
+				if got := header.Get(h); got != want {
+					t.Errorf("%s: step %d: header %s = %q, want %q", tt.name, i, h, got, want)
+				}
+			}
+		}
+	}
+}
+
+func TestFakeLimitMessages(t *testing.T) {
+	t.Parallel()
+	clock := stet.NewManualClock(fakeT0)
+	f := newFake(t, FakeOptions{RPM: 2, TPM: 50, Clock: clock})
+	tests := []struct {
+		name    string
+		advance time.Duration
+		body    string
+		want    string
+	}{
+		{"requests", 0, validBody, ""},
+		{"requests", 0, validBody, ""},
+		{"requests", 0, validBody, "Rate limit reached for gpt-4.1-mini in organization org-fake on requests per min (RPM): Limit 2, Used 2, Requested 1. Please try again in 30s."},
+		{"too large", time.Minute, budgetBody(60), "Request too large for gpt-4.1-mini in organization org-fake on tokens per min (TPM): Limit 50, Requested 65."},
+		{"tokens", 0, budgetBody(40), ""},
+		{"tokens", 0, budgetBody(40), "Rate limit reached for gpt-4.1-mini in organization org-fake on tokens per min (TPM): Limit 50, Used 45, Requested 45. Please try again in 48s."},
+	}
+	for _, tt := range tests {
+		clock.Advance(tt.advance)
+		status, _, body := post(t, f.URL()+"/chat/completions", testKey, tt.body)
+		msg, _ := errorField(body, "message").(string)
+		switch {
+		case tt.want == "" && status != 200:
+			t.Errorf("%s: POST = %d %v, want 200", tt.name, status, body)
+		case tt.want != "" && (status != 429 || !strings.HasPrefix(msg, tt.want)):
+			t.Errorf("%s: POST = %d %q, want 429 %q…", tt.name, status, msg, tt.want)
+		}
+	}
+}
+
+func TestFakeWithinLimitsNeverLimits(t *testing.T) {
+	t.Parallel()
+	clock := stet.NewManualClock(fakeT0)
+	// One request and 10 tokens a second; each call costs 8 tokens.
+	f := newFake(t, FakeOptions{RPM: 60, TPM: 600, LimitWindow: time.Second, Clock: clock})
+	for i := range 120 {
+		if status, _, body := post(t, f.URL()+"/chat/completions", testKey, validBody); status != 200 {
+			t.Fatalf("call %d at one a second: POST = %d %v, want 200", i, status, body)
+		}
+		clock.Advance(time.Second)
+	}
+	// The limit is live: a second call in the same second is refused.
+	post(t, f.URL()+"/chat/completions", testKey, validBody)
+	if status, _, _ := post(t, f.URL()+"/chat/completions", testKey, validBody); status != 429 {
+		t.Errorf("second call within a second at 60 RPM / 1s window: POST = %d, want 429", status)
+	}
+	s := f.Stats()
+	if s.Admitted != 121 || s.Limited != 1 || s.Tokens != 121*8 {
+		t.Errorf("Stats() = admitted %d, limited %d, tokens %d; want 121, 1, %d", s.Admitted, s.Limited, s.Tokens, 121*8)
+	}
+}
+
+func TestFakeLimitsUnderConcurrency(t *testing.T) {
+	t.Parallel()
+	clock := stet.NewManualClock(fakeT0) // never moves: no refill
+	f := newFake(t, FakeOptions{RPM: 10, Clock: clock})
+	const n = 40
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() { post(t, f.URL()+"/chat/completions", testKey, validBody) })
+	}
+	wg.Wait()
+	s := f.Stats()
+	if s.Calls != n || s.Admitted != 10 || s.Limited != n-10 {
+		t.Errorf("%d concurrent calls at 10 RPM: calls %d, admitted %d, limited %d; want %d, 10, %d", n, s.Calls, s.Admitted, s.Limited, n, n-10)
+	}
+	if s.Status[200] != 10 || s.Status[429] != n-10 {
+		t.Errorf("Stats().Status = %v, want 10 × 200 and %d × 429", s.Status, n-10)
+	}
+}
+
+func TestFakeStats(t *testing.T) {
+	t.Parallel()
+	clock := stet.NewManualClock(fakeT0)
+	f := newFake(t, FakeOptions{RPM: 120, LimitWindow: time.Second, Clock: clock})
+	f.Enqueue(Fault{Kind: Disconnect})
+	for _, advance := range []time.Duration{0, 0, 0, time.Second, 0, 0} {
+		clock.Advance(advance)
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, f.URL()+"/chat/completions", strings.NewReader(validBody))
+		req.Header.Set("Authorization", "Bearer "+testKey)
+		if res, err := http.DefaultClient.Do(req); err == nil {
+			res.Body.Close()
+		}
+	}
+	post(t, f.URL()+"/chat/completions", testKey, `{"model":"m"}`) // invalid: neither admitted nor limited
+	s := f.Stats()
+	// Second 0: a disconnect, a 200, a 429. Second 1: two 200s, a 429 and
+	// the invalid request.
+	wantStatus := map[int]int{0: 1, 200: 3, 400: 1, 429: 2}
+	if fmt.Sprint(s.Status) != fmt.Sprint(wantStatus) {
+		t.Errorf("Stats().Status = %v, want %v", s.Status, wantStatus)
+	}
+	wantWindows := []FakeWindow{
+		{Start: fakeT0, Calls: 3, Admitted: 2, Limited: 1, Tokens: 5 + 8},
+		{Start: fakeT0.Add(time.Second), Calls: 4, Admitted: 2, Limited: 1, Tokens: 16},
+	}
+	if !slices.Equal(s.Windows, wantWindows) {
+		t.Errorf("Stats().Windows = %+v, want %+v", s.Windows, wantWindows)
+	}
+	if s.Calls != 7 || s.Admitted != 4 || s.Limited != 2 || s.Tokens != 29 {
+		t.Errorf("Stats() = %+v, want 7 calls, 4 admitted, 2 limited, 29 tokens", s)
+	}
+}
+
+func TestFakeLatencyAndLimitsAreReproducible(t *testing.T) {
+	t.Parallel()
+	run := func(seed int64) []string {
+		clock := stet.NewManualClock(fakeT0)
+		f := newFake(t, FakeOptions{Seed: seed, FaultRate: 0.3, LatencyMin: time.Millisecond, LatencyMax: 4 * time.Millisecond, RPM: 600, LimitWindow: time.Second, Clock: clock})
+		var out []string
+		for i := range 30 {
+			if i%3 == 0 {
+				clock.Advance(150 * time.Millisecond)
+			}
+			status, h, _ := post(t, f.URL()+"/chat/completions", testKey, validBody)
+			ms := h.Get("openai-processing-ms")
+			if status == 200 {
+				if n, err := strconv.Atoi(ms); err != nil || n < 1 || n > 4 {
+					t.Errorf("seed %d call %d: openai-processing-ms = %q, want 1…4", seed, i, ms)
+				}
+			}
+			out = append(out, fmt.Sprintf("%d/%s/%s", status, ms, h.Get("x-ratelimit-remaining-requests")))
+		}
+		return out
+	}
+	a, b := run(42), run(42)
+	if !slices.Equal(a, b) {
+		t.Errorf("answers with seed 42 differ between runs:\n%v\n%v", a, b)
+	}
+	if slices.Equal(a, run(7)) {
+		t.Errorf("seeds 42 and 7 gave the same answers %v", a)
+	}
+	if !slices.ContainsFunc(a, func(s string) bool { return strings.HasPrefix(s, "429/") }) {
+		t.Errorf("30 calls at 3 per 150ms against 10 a second never answered 429: %v", a)
+	}
+}
+
+func TestFakeLimitsReachTheAdapter(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name           string
+		opts           FakeOptions
+		wantRetryAfter time.Duration
+	}{
+		{"reset header only", FakeOptions{RPM: 1}, time.Minute},
+		{"retry-after-ms", FakeOptions{RPM: 2, LimitRetryAfter: true}, 30 * time.Second},
+		{"tokens", FakeOptions{TPM: 600, LimitWindow: time.Second, LimitRetryAfter: true}, 0},
+	}
+	for _, tt := range tests {
+		tt.opts.Clock = stet.NewManualClock(fakeT0)
+		f := newFake(t, tt.opts)
+		c := newTestClient(t, f, 0)
+		var err error
+		for range 5 {
+			if _, err = c.Extract(t.Context(), testParams("a short report")); err != nil {
+				break
+			}
+		}
+		var pe *stet.ProcessorError
+		if !errors.As(err, &pe) || pe.Class != stet.FailureRateLimited || pe.StatusCode != 429 {
+			t.Errorf("%s: Extract over the limit = %v, want rate_limited 429", tt.name, err)
+			continue
+		}
+		if tt.wantRetryAfter > 0 && pe.RetryAfter != tt.wantRetryAfter {
+			t.Errorf("%s: RetryAfter = %v, want %v", tt.name, pe.RetryAfter, tt.wantRetryAfter)
+		}
+		if pe.RetryAfter <= 0 {
+			t.Errorf("%s: RetryAfter = %v, want > 0", tt.name, pe.RetryAfter)
+		}
+		if s := f.Stats(); s.Limited != 1 {
+			t.Errorf("%s: Stats().Limited = %d, want 1", tt.name, s.Limited)
 		}
 	}
 }
