@@ -3,6 +3,7 @@ package pipeline_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/admission"
 	"github.com/stetlabs/stet/internal/stettest"
 	"github.com/stetlabs/stet/pipeline"
 	"github.com/stetlabs/stet/processor/openai"
@@ -493,5 +495,31 @@ func TestApprovedFallbacks(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Admission control: with the processor's limits configured, stet paces
+// its calls so the provider enforcing the same limits answers no 429, and
+// jobs that must wait spend no attempt.
+func TestAdmissionKeepsWithinProviderLimits(t *testing.T) {
+	t.Parallel()
+	e := stettest.New(t, stettest.Options{
+		FakeOptions: openai.FakeOptions{RPM: 120, LimitWindow: time.Second}, // 2 requests a second
+		Limits:      admission.Limits{RPM: 120},
+	})
+	var jobs []string
+	for i := 0; i < 8; i++ {
+		d := e.Deliver(stettest.SourceReports, fmt.Sprintf("msg_%d", i), stettest.Report{ExternalID: fmt.Sprintf("report-%03d", i), Revision: 1, Text: fmt.Sprintf("text %d", i)})
+		jobs = append(jobs, d.JobID)
+	}
+	for _, j := range jobs {
+		e.WaitJob(j, stet.JobCommitted)
+	}
+	st := e.Fake.Stats()
+	if st.Limited != 0 || st.Calls != 8 {
+		t.Errorf("fake saw %d calls, %d answered 429; want 8 and 0", st.Calls, st.Limited)
+	}
+	if n := e.Count("attempts", ""); n != 8 {
+		t.Errorf("attempts = %d, want 8 (waiting for admission spends none)", n)
 	}
 }

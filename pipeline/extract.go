@@ -13,6 +13,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/admission"
 	"github.com/stetlabs/stet/boundary"
 	"github.com/stetlabs/stet/internal/crash"
 	"github.com/stetlabs/stet/ledger"
@@ -152,6 +153,17 @@ func (p *Pipeline) extract(ctx context.Context, job *river.Job[ExtractArgs]) (st
 		sent = input
 	}
 
+	// Admission toward the provider's limits, before the claim: a request
+	// that must wait spends no attempt and holds no lease; the job snoozes.
+	est := admission.EstimateTokens(sent.Reveal(), estimatedOutputTokens)
+	ticket, wait := p.admit(processorID, est)
+	if ticket == nil {
+		if err := ledger.MarkWaiting(ctx, p.db.Writer(), jobID, j.Attempt, now); err != nil {
+			return "error", err
+		}
+		return "throttled", river.JobSnooze(wait)
+	}
+
 	var token int64
 	var n int
 	err = p.db.InTx(ctx, func(tx *sql.Tx) error {
@@ -162,6 +174,9 @@ func (p *Pipeline) extract(ctx context.Context, job *river.Job[ExtractArgs]) (st
 		})
 		return err
 	})
+	if err != nil {
+		ticket.Done(0, false, 0) // nothing was sent
+	}
 	if errors.Is(err, ledger.ErrNotClaimable) {
 		// Someone else moved the job since we read it; look again shortly.
 		return "held", river.JobSnooze(250 * time.Millisecond)
@@ -174,10 +189,18 @@ func (p *Pipeline) extract(ctx context.Context, job *river.Job[ExtractArgs]) (st
 	log.Debug("extract claimed", "minimized", counts)
 
 	for repairs := 0; ; repairs++ {
+		if repairs > 0 {
+			// A repair is another request: it waits its turn inside the
+			// stage, which holds the claim.
+			if ticket, err = p.admitWait(ctx, processorID, est); err != nil {
+				return "error", err
+			}
+		}
 		crash.Point(crash.MidCall)
 		callCtx, cancel := context.WithTimeout(ctx, p.cfg.JobTimeout)
 		ext, callErr := proc.Extract(callCtx, params)
 		cancel()
+		ticket.Done(usedTokens(ext, callErr), stet.ClassOf(callErr) == stet.FailureRateLimited, retryAfterOf(callErr))
 		if callErr == nil {
 			if problems := profile.Validator.Validate(ext.Output); len(problems) > 0 {
 				callErr = &stet.ProcessorError{Class: stet.FailureInvalidOutput, StatusCode: ext.StatusCode, RequestID: ext.RequestID,
@@ -412,6 +435,58 @@ func (p *Pipeline) block(ctx context.Context, job *river.Job[ExtractArgs], token
 func (p *Pipeline) alert(log interface{ Error(string, ...any) }, kind string, args ...any) {
 	p.cfg.Metrics.Alerts.WithLabelValues(kind).Inc()
 	log.Error("alert", append([]any{"alert", kind}, args...)...)
+}
+
+// estimatedOutputTokens is the completion budget admission assumes before a
+// call; the reported usage corrects it after.
+const estimatedOutputTokens = 512
+
+// admit asks processorID's limiter for one request; a nil ticket comes with
+// how long to wait. Processors without limits always admit.
+func (p *Pipeline) admit(processorID string, est int) (*admission.Ticket, time.Duration) {
+	t, wait := p.limiters[processorID].Admit(est)
+	if t == nil {
+		// Jitter spreads the jobs that were refused together.
+		wait += time.Duration(rand.Int64N(int64(wait)/5 + 1))
+	}
+	return t, wait
+}
+
+// admitWait admits a request, sleeping (never in a transaction) while the
+// limiter says to wait.
+func (p *Pipeline) admitWait(ctx context.Context, processorID string, est int) (*admission.Ticket, error) {
+	for {
+		t, wait := p.admit(processorID, est)
+		if t != nil {
+			return t, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
+func usedTokens(ext *stet.Extraction, err error) int {
+	if ext != nil && ext.InputTokens+ext.OutputTokens > 0 {
+		return ext.InputTokens + ext.OutputTokens
+	}
+	if err != nil {
+		var pe *stet.ProcessorError
+		if errors.As(err, &pe) && pe.Class == stet.FailureRateLimited {
+			return 0 // refused before the model ran
+		}
+	}
+	return -1 // unknown: the estimate stands
+}
+
+func retryAfterOf(err error) time.Duration {
+	var pe *stet.ProcessorError
+	if errors.As(err, &pe) {
+		return pe.RetryAfter
+	}
+	return 0
 }
 
 // chooseProcessor picks the processor for this attempt: the recorded

@@ -26,6 +26,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/admission"
 	"github.com/stetlabs/stet/boundary"
 	"github.com/stetlabs/stet/ledger"
 	"github.com/stetlabs/stet/metrics"
@@ -62,11 +63,15 @@ func NewProfile(p stet.Profile) (*Profile, error) {
 type Config struct {
 	DB         *ledger.DB
 	Processors map[string]stet.Processor // by processor ID
-	Profiles   []*Profile
-	Policies   []*stet.Policy // the policies in force now
-	Logger     *slog.Logger
-	Metrics    *metrics.Metrics
-	Clock      stet.Clock
+	// Limits are each processor's configured provider limits (absent or
+	// zero: unlimited). Processes sharing a database split them by worker
+	// heartbeats.
+	Limits   map[string]admission.Limits
+	Profiles []*Profile
+	Policies []*stet.Policy // the policies in force now
+	Logger   *slog.Logger
+	Metrics  *metrics.Metrics
+	Clock    stet.Clock
 
 	Concurrency  int           // extract attempts at once; default 8
 	JobTimeout   time.Duration // one stage attempt; default 2m
@@ -105,6 +110,11 @@ type Pipeline struct {
 	mu          sync.Mutex
 	minimizers  map[string]*boundary.Minimizer // by policy hash
 	oldPolicies map[string]*stet.Policy        // by hash, recorded versions
+
+	limiters  map[string]*admission.Limiter // by processor ID; every processor has one
+	processID string                        // this process's worker heartbeat
+	stopBeat  chan struct{}
+	beatDone  chan struct{}
 }
 
 // RiverDriver returns River's driver for the ledger's dialect, on the
@@ -161,6 +171,11 @@ func New(cfg Config) (*Pipeline, error) {
 	for _, pr := range cfg.Profiles {
 		p.profiles[pr.ExtractionVersion()] = pr
 	}
+	p.limiters = map[string]*admission.Limiter{}
+	for id := range cfg.Processors {
+		p.limiters[id] = admission.New(cfg.Limits[id], cfg.Clock)
+	}
+	p.processID = stet.NewID("proc", time.Now())
 	for _, pol := range cfg.Policies {
 		p.policies[pol.ID] = pol
 	}
@@ -216,6 +231,11 @@ func (p *Pipeline) Start(ctx context.Context) error {
 	if !p.cfg.Work {
 		return nil // an api process: River only inserts
 	}
+	if err := p.heartbeat(ctx); err != nil {
+		return err
+	}
+	p.stopBeat, p.beatDone = make(chan struct{}), make(chan struct{})
+	go p.beatLoop()
 	if p.cfg.SingleProcess {
 		n, err := p.recoverOrphans(ctx)
 		if err != nil {
@@ -243,6 +263,11 @@ func (p *Pipeline) Stop(ctx context.Context) error {
 			err = p.river.StopAndCancel(cctx)
 			cancel()
 		}
+		if p.stopBeat != nil {
+			close(p.stopBeat)
+			<-p.beatDone
+			_ = p.db.Unregister(context.WithoutCancel(ctx), p.processID)
+		}
 	}
 	p.intake.stop()
 	return err
@@ -250,6 +275,44 @@ func (p *Pipeline) Stop(ctx context.Context) error {
 
 // River returns the River client, for tests and operator commands.
 func (p *Pipeline) River() *river.Client[*sql.Tx] { return p.river }
+
+// heartbeatEvery and heartbeatWindow: a worker refreshes its heartbeat this
+// often, and one silent for the window no longer counts toward the shares.
+const (
+	heartbeatEvery  = 5 * time.Second
+	heartbeatWindow = 15 * time.Second
+)
+
+// heartbeat records this worker as alive and sets every limiter's share to
+// 1/N of the configured limits, N being the live workers on the database.
+func (p *Pipeline) heartbeat(ctx context.Context) error {
+	n, err := p.db.Heartbeat(ctx, p.processID, p.clock.Now(), heartbeatWindow)
+	if err != nil {
+		return err
+	}
+	for _, l := range p.limiters {
+		l.SetShare(1 / float64(n))
+	}
+	return nil
+}
+
+func (p *Pipeline) beatLoop() {
+	defer close(p.beatDone)
+	t := time.NewTicker(heartbeatEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.stopBeat:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), heartbeatEvery)
+			if err := p.heartbeat(ctx); err != nil {
+				p.log.Warn("worker heartbeat failed; keeping the last share", "err", err)
+			}
+			cancel()
+		}
+	}
+}
 
 // ExtractArgs is the extract stage's job: IDs only.
 type ExtractArgs struct {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/admission"
 	"github.com/stetlabs/stet/api"
 	"github.com/stetlabs/stet/config"
 	"github.com/stetlabs/stet/ledger"
@@ -107,8 +108,10 @@ func openApp(ctx context.Context, cfg *config.Config, o appOptions) (*app, error
 	a.metrics = metrics.New(db, o.logger)
 
 	procs := map[string]stet.Processor{}
+	limits := map[string]admission.Limits{}
 	for i := range cfg.Processors {
 		pc := &cfg.Processors[i]
+		limits[pc.ID] = admission.Limits{RPM: pc.Limits.RPM, TPM: pc.Limits.TPM, Concurrency: pc.Limits.Concurrency}
 		p, err := newProcessor(pc, cfg)
 		if err != nil {
 			a.close()
@@ -135,7 +138,7 @@ func openApp(ctx context.Context, cfg *config.Config, o appOptions) (*app, error
 	}
 	role := cmp(o.role, "all")
 	pl, err := pipeline.New(pipeline.Config{
-		DB: db, Processors: procs, Profiles: profiles, Policies: policies,
+		DB: db, Processors: procs, Limits: limits, Profiles: profiles, Policies: policies,
 		Logger: o.logger, Metrics: a.metrics, Clock: o.clock,
 		Concurrency: cfg.Workers.Concurrency, JobTimeout: cfg.Workers.JobTimeout.Std(),
 		RescueAfter: cfg.Workers.RescueAfter.Std(), MaxAttempts: cfg.Workers.MaxAttempts,

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/admission"
 	"github.com/stetlabs/stet/api"
 	"github.com/stetlabs/stet/internal/testdb"
 	"github.com/stetlabs/stet/ledger"
@@ -71,6 +72,8 @@ type Options struct {
 	BodyLimit int64
 	// NoWorkers runs the API alone (no stage workers).
 	NoWorkers bool
+	// Limits are the OpenAI fake processor's configured provider limits.
+	Limits admission.Limits
 }
 
 // Env is a running in-process stet.
@@ -200,7 +203,8 @@ func (e *Env) start(policy *stet.Policy) {
 	t := e.t
 	log := slog.New(slog.NewJSONHandler(e.Logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	p, err := pipeline.New(pipeline.Config{
-		DB: e.DB, Processors: e.procs, Profiles: []*pipeline.Profile{e.profile}, Policies: []*stet.Policy{policy},
+		DB: e.DB, Processors: e.procs, Limits: map[string]admission.Limits{"openai-fake": e.opts.Limits},
+		Profiles: []*pipeline.Profile{e.profile}, Policies: []*stet.Policy{policy},
 		Logger: log, Metrics: e.Metrics, Clock: e.Clock,
 		Concurrency: 4, JobTimeout: e.opts.JobTimeout, RescueAfter: e.opts.JobTimeout + 5*time.Second,
 		MaxAttempts: e.opts.MaxAttempts, RetryBase: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond,

@@ -1,0 +1,33 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Heartbeat records that worker process id is alive at now and returns how
+// many worker processes have been alive within window (itself included).
+func (db *DB) Heartbeat(ctx context.Context, id string, now time.Time, window time.Duration) (int, error) {
+	if _, err := db.w.ExecContext(ctx, `INSERT INTO worker_heartbeats (process_id, started_at, heartbeat_at) VALUES ($1, $2, $2)
+		ON CONFLICT (process_id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at`, id, micros(now)); err != nil {
+		return 0, fmt.Errorf("heartbeat: %w", err)
+	}
+	var n int
+	if err := db.w.QueryRowContext(ctx, `SELECT COUNT(*) FROM worker_heartbeats WHERE heartbeat_at > $1`,
+		micros(now.Add(-window))).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count live workers: %w", err)
+	}
+	// Rows of processes gone for long are clutter, not state.
+	if _, err := db.w.ExecContext(ctx, `DELETE FROM worker_heartbeats WHERE heartbeat_at < $1`, micros(now.Add(-10*window))); err != nil {
+		return 0, fmt.Errorf("prune heartbeats: %w", err)
+	}
+	return max(n, 1), nil
+}
+
+// Unregister removes a stopping worker's heartbeat so the others take its
+// share at once.
+func (db *DB) Unregister(ctx context.Context, id string) error {
+	_, err := db.w.ExecContext(ctx, `DELETE FROM worker_heartbeats WHERE process_id = $1`, id)
+	return err
+}
