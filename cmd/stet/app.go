@@ -23,6 +23,7 @@ import (
 	"github.com/stetlabs/stet/processor/anthropic"
 	"github.com/stetlabs/stet/processor/azurecs"
 	"github.com/stetlabs/stet/processor/gemini"
+	"github.com/stetlabs/stet/processor/infrai"
 	"github.com/stetlabs/stet/processor/openai"
 	"github.com/stetlabs/stet/processor/rules"
 )
@@ -214,6 +215,12 @@ func newProcessor(pc *config.Processor, cfg *config.Config) (stet.Processor, err
 			ID: pc.ID, BaseURL: pc.BaseURL, APIKey: pc.APIKey, Model: pc.Model, Region: pc.Region,
 			Retention: pc.Retention, ZeroRetention: pc.ZeroRetention, Subprocessors: pc.Subprocessors,
 			Timeout: pc.Timeout.Std(), MaxTokens: int64(pc.MaxTokens), ToolUse: pc.ToolUse,
+		})
+	case config.KindInfrai:
+		return infrai.New(infrai.Config{
+			ID: pc.ID, BaseURL: pc.BaseURL, APIKey: pc.APIKey, Model: pc.Model, Region: pc.Region,
+			Retention: pc.Retention, ZeroRetention: pc.ZeroRetention, Subprocessors: pc.Subprocessors,
+			Timeout: pc.Timeout.Std(),
 		})
 	case config.KindGemini:
 		return gemini.New(gemini.Config{

@@ -36,6 +36,12 @@ const benchUsage = `Usage: stet bench intake|pipeline [flags]
             same database
   pipeline  documents/s from accept to committed review record with an instant
             fake OpenAI processor, vs River's own no-op jobs/s on the same database
+  provider-limited
+            a fake provider enforcing --rpm with 1–2 s latency: share of the limit
+            used, share of calls answered 429, p50/p95 to review record, ledger
+            overhead; vs the seeds' naive loop (sleep Retry-After, resend)
+  river-drivers, scaling
+            PostgreSQL only (--database): River's two drivers; 1, 2, 4 worker processes
 
 Each figure is printed next to its baseline, measured in the same run, as a ratio.
 `
@@ -53,6 +59,8 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	database := fs.String("database", "", "run on this PostgreSQL server (postgres://…; a scratch schema is created and dropped) instead of a scratch SQLite file")
 	processes := fs.String("processes", "1,2,4", "scaling: the worker process counts to measure")
 	binary := fs.String("stet-binary", "", "scaling: the stet binary to start (default: this one)")
+	rpm := fs.Int("rpm", 600, "provider-limited: the requests-per-minute limit the fake enforces and stet is configured with")
+	provConc := fs.Int("provider-concurrency", 32, "provider-limited: calls in flight (stet's limits.concurrency and workers; the naive loop's goroutines)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -94,6 +102,9 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		res, err = benchPipeline(ctx, scratch, *database, *n, *conc)
 	case "river-drivers":
 		res, err = benchRiverDrivers(ctx, *database, *n)
+	case "provider-limited":
+		return benchProviderLimited(ctx, stdout, stderr, providerBenchOptions{dir: scratch, database: *database, n: *n,
+			rpm: *rpm, latencyMin: time.Second, latencyMax: 2 * time.Second, concurrency: *provConc}, *asJSON)
 	case "scaling":
 		return benchScaling(ctx, stdout, stderr, scratch, *database, *binary, *processes, *n, *conc, *asJSON)
 	default:
@@ -173,6 +184,13 @@ type benchEnv struct {
 // an openai processor at fakeURL. It returns the path and the environment
 // the config names.
 func writeBenchConfig(dir, database, fakeURL string) (string, map[string]string, error) {
+	return writeBenchConfigWith(dir, database, fakeURL, "", 16)
+}
+
+// writeBenchConfigWith is writeBenchConfig with the processor's limits (a
+// YAML flow mapping such as "{rpm: 600, concurrency: 32}", or "") and the
+// workers' concurrency.
+func writeBenchConfigWith(dir, database, fakeURL, limits string, concurrency int) (string, map[string]string, error) {
 	secret := "whsec_" + base64.StdEncoding.EncodeToString([]byte("stet-bench-secret-0123456789abcd"))
 	profiles := filepath.Join(dir, "profiles")
 	if err := os.MkdirAll(profiles, 0o700); err != nil {
@@ -199,17 +217,24 @@ sources:
 profiles:
   - {id: bench, version: 1, schema: profiles/bench.schema.json, prompt: profiles/bench.prompt.tmpl}
 processors:
-  - {id: fake, kind: openai, base_url: %q, api_key_env: STET_BENCH_OPENAI_KEY, model: fake-instant, region: local, retention: none}
+  - {id: fake, kind: openai, base_url: %q, api_key_env: STET_BENCH_OPENAI_KEY, model: fake-instant, region: local, retention: none%s}
 policies:
   - {id: bench, processors: [fake], minimize: [email, phone]}
-workers: {concurrency: 16}
-`, database, fakeURL)
+workers: {concurrency: %d}
+`, database, fakeURL, limitsYAML(limits), concurrency)
 	cfgPath := filepath.Join(dir, "stet.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfgText), 0o600); err != nil {
 		return "", nil, err
 	}
 	env := map[string]string{"STET_BENCH_TOKEN": "bench-token", "STET_BENCH_SECRET": secret, "STET_BENCH_OPENAI_KEY": "sk-bench"}
 	return cfgPath, env, nil
+}
+
+func limitsYAML(limits string) string {
+	if limits == "" {
+		return ""
+	}
+	return ", limits: " + limits
 }
 
 func startBench(ctx context.Context, dir, database, role string) (*benchEnv, error) {

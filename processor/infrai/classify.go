@@ -1,0 +1,170 @@
+package infrai
+
+import (
+	"encoding/json"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/stetlabs/stet"
+)
+
+// classify maps an HTTP status and Infrai's error code to a failure class.
+// The code decides when it is known; the status decides otherwise. See
+// DESIGN §2 and the table in docs/infrai.md.
+func (c *Client) classify(status int, code string) stet.FailureClass {
+	// Infrai's codes are UPPER_SNAKE; an OpenAI-shaped error from the
+	// compatible route may carry lower-case ones ("invalid_api_key").
+	up := strings.ToUpper(code)
+	switch {
+	case up == CodeIdempotencyConflict:
+		// stet reused a key for a different body: its ledger and what it
+		// sent disagree. Never a blind retry.
+		return stet.FailureStore
+	case strings.HasPrefix(up, "RATE_LIMIT"), up == CodeVendorQuotaExceeded:
+		// VENDOR_QUOTA_EXCEEDED is the upstream vendor's limit, not our
+		// account's: it clears by itself, like a rate limit.
+		return stet.FailureRateLimited
+	case up == CodeVendorDown, up == CodeVendorTimeout, up == CodeMaintenance:
+		return stet.FailureTransient
+	case up == CodeInsufficientCredit, up == CodeInsufficientCredits, up == CodePaymentRequired,
+		up == "INSUFFICIENT_QUOTA", status == http.StatusPaymentRequired:
+		return stet.FailureQuota
+	case up == CodeInvalidAPIKey, status == http.StatusUnauthorized:
+		return stet.FailureAuth
+	case unsupportedCode(up):
+		return stet.FailureUnsupported
+	case status == http.StatusForbidden:
+		return stet.FailureAuth
+	case status == http.StatusTooManyRequests:
+		return stet.FailureRateLimited
+	case status == http.StatusRequestTimeout, status == http.StatusConflict, status == http.StatusTooEarly, status >= 500:
+		return stet.FailureTransient
+	case status >= 400:
+		// 400, 404, 413, 422 and the rest: the same request fails the same way.
+		return stet.FailureUnsupported
+	default:
+		// A 2xx with ok:false and a code we do not know, or a redirect:
+		// nothing says a later try fails, and retries are bounded.
+		return stet.FailureTransient
+	}
+}
+
+// unsupportedCode reports codes that say the capability is absent here:
+// region, model or feature. "Not supported" is a design input, not a retry
+// condition.
+func unsupportedCode(up string) bool {
+	switch up {
+	case CodeModuleNotAvailableInRegion, "MODEL_NOT_FOUND", "CAPABILITY_NOT_FOUND", "NOT_SUPPORTED":
+		return true
+	}
+	return strings.HasSuffix(up, "_NOT_AVAILABLE_IN_REGION") ||
+		strings.HasSuffix(up, "_NOT_SUPPORTED") ||
+		strings.HasPrefix(up, "UNSUPPORTED_")
+}
+
+// maxRetryAfter bounds header values we accept; larger ones are garbage.
+const maxRetryAfter = 7 * 24 * time.Hour
+
+// retryAfter reads how long the provider asks us to wait: retry-after-ms,
+// then Retry-After (seconds or an HTTP-date). Rate limits also fall back to
+// the X-RateLimit-Reset / RateLimit-Reset headers. A store conflict never
+// waits its way into a retry.
+func (c *Client) retryAfter(class stet.FailureClass, h http.Header) time.Duration {
+	if class == stet.FailureStore {
+		return 0
+	}
+	if v := strings.TrimSpace(h.Get("retry-after-ms")); v != "" {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 && ms < float64(maxRetryAfter/time.Millisecond) {
+			return time.Duration(ms * float64(time.Millisecond))
+		}
+	}
+	if v := strings.TrimSpace(h.Get("Retry-After")); v != "" {
+		if s, err := strconv.ParseFloat(v, 64); err == nil {
+			if s >= 0 && s < float64(maxRetryAfter/time.Second) {
+				return time.Duration(s * float64(time.Second))
+			}
+		} else if t, err := http.ParseTime(v); err == nil {
+			return max(t.Sub(c.now()), 0)
+		}
+	}
+	if class != stet.FailureRateLimited {
+		return 0
+	}
+	for _, k := range []string{"X-RateLimit-Reset", "RateLimit-Reset"} {
+		if d, ok := c.resetAfter(h.Get(k)); ok {
+			return d
+		}
+	}
+	return 0
+}
+
+// resetAfter reads a rate-limit reset value. Gateways send either seconds to
+// wait or a Unix time in seconds; a value past 10^9 can only be the latter.
+func (c *Client) resetAfter(v string) (time.Duration, bool) {
+	s, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	if err != nil || s < 0 || math.IsInf(s, 0) {
+		return 0, false
+	}
+	if s >= 1e9 {
+		d := time.Unix(0, int64(s*1e9)).Sub(c.now())
+		if d > maxRetryAfter {
+			return 0, false
+		}
+		return max(d, 0), true
+	}
+	if s >= float64(maxRetryAfter/time.Second) {
+		return 0, false
+	}
+	return time.Duration(s * float64(time.Second)), true
+}
+
+// errorCode extracts the machine code of an error value: the envelope's
+// {"code","message"}, an OpenAI-shaped {"message","type","code"} (code, else
+// type), or a bare code string. Free text is dropped.
+func errorCode(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return safeCode(s)
+	}
+	var obj struct {
+		Code any `json:"code"`
+		Type any `json:"type"`
+	}
+	if json.Unmarshal(raw, &obj) != nil {
+		return ""
+	}
+	for _, v := range []any{obj.Code, obj.Type} {
+		switch v := v.(type) {
+		case string:
+			if s := safeCode(v); s != "" {
+				return s
+			}
+		case float64:
+			if v == math.Trunc(v) && math.Abs(v) < 1e9 {
+				return strconv.FormatFloat(v, 'f', -1, 64)
+			}
+		}
+	}
+	return ""
+}
+
+// safeCode keeps code only if it looks like a machine identifier. The code
+// reaches error strings and the ledger, so free text (which a misbehaving
+// server might put there, quoting the document) is dropped.
+func safeCode(code string) string {
+	if code == "" || len(code) > 64 {
+		return ""
+	}
+	for i := 0; i < len(code); i++ {
+		if ch := code[i]; !isNameByte(ch) && ch != '.' {
+			return ""
+		}
+	}
+	return code
+}

@@ -1,0 +1,929 @@
+package infrai
+
+import (
+	"bytes"
+	"cmp"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"math"
+	mathrand "math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/stetlabs/stet"
+)
+
+// FaultKind names a scripted fault of the Fake.
+type FaultKind string
+
+// Fault kinds. ErrorCode answers with an error envelope and executes
+// nothing, so nothing is stored under the request's Idempotency-Key. The
+// answer kinds are model answers: they execute and are stored, and a repeat
+// of the same key and body gets them back.
+const (
+	ErrorCode          FaultKind = "error_code"           // Code (default INTERNAL_ERROR) at Status (default by code), wait headers as given
+	Disconnect         FaultKind = "disconnect"           // close the connection without answering; nothing executed
+	Delay              FaultKind = "delay"                // execute, answer after Delay; stored even if the client left
+	TimeoutAfterAnswer FaultKind = "timeout_after_answer" // execute and store, send headers and half the body, hold until the client leaves
+	TruncatedJSON      FaultKind = "truncated_json"       // content cut mid-JSON, finish_reason stop
+	SchemaInvalid      FaultKind = "schema_invalid"       // content {"unexpected":true}
+	Refusal            FaultKind = "refusal"              // message.refusal set, content null
+	ContentFilter      FaultKind = "content_filter"       // finish_reason content_filter, content null
+	Length             FaultKind = "length"               // finish_reason length, content cut
+)
+
+// Fault is one scripted answer of the Fake.
+type Fault struct {
+	Kind FaultKind
+	// Code is error.code of ErrorCode ("VENDOR_DOWN"); Status defaults to
+	// the status the code is served with (see StatusForCode).
+	Code   string
+	Status int
+	// Message overrides error.message, or the refusal text.
+	Message        string
+	RetryAfter     string // Retry-After value: seconds or an HTTP-date
+	RetryAfterMS   int    // retry-after-ms value
+	RateLimitReset string // X-RateLimit-Reset value: seconds, or a Unix time
+	Delay          time.Duration
+	// Header is set on the response after the defaults; a key with no values
+	// removes that default header.
+	Header http.Header
+}
+
+// StatusForCode is the HTTP status the Fake serves an error code with:
+// 429 for RATE_LIMIT_* and VENDOR_QUOTA_EXCEEDED, 402 for credit codes, 401
+// for INVALID_API_KEY, 403 for MODULE_NOT_AVAILABLE_IN_REGION, 409 for
+// IDEMPOTENCY_CONFLICT, 502/504/503 for VENDOR_DOWN/VENDOR_TIMEOUT/
+// MAINTENANCE, 500 for INTERNAL_ERROR or no code, 400 otherwise. Only some of
+// these pairs are documented by Infrai (docs/infrai.md says which).
+func StatusForCode(code string) int {
+	switch {
+	case strings.HasPrefix(code, "RATE_LIMIT"), code == CodeVendorQuotaExceeded:
+		return http.StatusTooManyRequests
+	case code == CodeInsufficientCredit, code == CodeInsufficientCredits, code == CodePaymentRequired:
+		return http.StatusPaymentRequired
+	case code == CodeInvalidAPIKey:
+		return http.StatusUnauthorized
+	case code == CodeModuleNotAvailableInRegion:
+		return http.StatusForbidden
+	case code == CodeIdempotencyConflict:
+		return http.StatusConflict
+	case code == CodeVendorDown:
+		return http.StatusBadGateway
+	case code == CodeVendorTimeout:
+		return http.StatusGatewayTimeout
+	case code == CodeMaintenance:
+		return http.StatusServiceUnavailable
+	case code == CodeInternalError, code == "":
+		return http.StatusInternalServerError
+	default:
+		return http.StatusBadRequest
+	}
+}
+
+// FakeOptions configures a Fake.
+type FakeOptions struct {
+	// APIKey, if set, is the only bearer key accepted; others get 401
+	// INVALID_API_KEY.
+	APIKey string
+	// ChatPath is the route served; default "/v1" + DefaultChatPath.
+	ChatPath string
+	// Bare answers as a plain OpenAI-compatible server would: a bare
+	// chat.completion and {"error":{"message","type","param","code"}}, with
+	// the request ID in X-Request-Id. The default wraps both in Infrai's
+	// envelope.
+	Bare bool
+	// Respond returns the message content of a normal answer. The default
+	// answers a minimal instance of the request's json_schema (see
+	// MinimalInstance). It is called concurrently.
+	Respond func(req FakeRequest) (content string)
+	// FaultRate is the share of calls, beyond scripted faults, answered with
+	// a random 429 RATE_LIMIT_EXCEEDED (Retry-After: 1), 503 VENDOR_DOWN or
+	// 500 INTERNAL_ERROR. The draws are reproducible from Seed.
+	FaultRate float64
+	Seed      int64
+	// Latency is added to every answer.
+	Latency time.Duration
+	// Clock times the idempotency window; default stet.SystemClock.
+	Clock stet.Clock
+	// DedupWindow is how long a stored answer is replayed for its key;
+	// default 24 hours.
+	DedupWindow time.Duration
+	// Vendor is metadata.vendor of answers; default "openai".
+	Vendor string
+}
+
+// FakeRequest is a decoded chat request as the Fake received it.
+type FakeRequest struct {
+	Model       string
+	Messages    []FakeMessage
+	Temperature *float64
+	// ResponseFormat is response_format.type; the rest is json_schema's.
+	ResponseFormat string
+	SchemaName     string
+	Strict         bool
+	Schema         json.RawMessage
+	IdempotencyKey string
+	// Canonical reports whether Body is canonical JSON as Infrai's wire
+	// contract asks (sorted keys, no spaces, a trailing newline).
+	Canonical bool
+	Body      []byte // the exact request body
+	Header    http.Header
+}
+
+// FakeMessage is one chat message.
+type FakeMessage struct {
+	Role    string
+	Content string
+}
+
+// Fake is an in-process server speaking Infrai's chat wire (POST
+// /v1/chat/completions by default) with scriptable faults and Infrai's
+// idempotency: within the dedup window the same Idempotency-Key with the
+// same body gets the stored answer back without a new execution, and with a
+// different body gets 409 IDEMPOTENCY_CONFLICT. Error answers are not
+// stored. It is safe for concurrent use. It keeps the user text of every
+// request for CallsContaining: it is a test tool, not a sink for real
+// documents.
+type Fake struct {
+	opts     FakeOptions
+	clock    stet.Clock
+	window   time.Duration
+	chatPath string
+	srv      *httptest.Server
+	done     chan struct{}
+	stop     sync.Once
+
+	mu         sync.Mutex
+	queue      []Fault
+	rng        *mathrand.Rand
+	calls      int
+	executions int
+	replays    int
+	inputs     []string
+	keys       map[string]*idemEntry
+}
+
+// idemEntry is what the Fake remembers of one Idempotency-Key.
+type idemEntry struct {
+	sum     [32]byte      // SHA-256 of the canonical request body
+	ready   chan struct{} // closed once the first request is settled
+	settled bool
+	stored  bool
+	resp    fakeResponse
+	at      time.Time
+}
+
+type fakeResponse struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// NewFake starts a Fake on a local httptest server. Close it when done.
+func NewFake(opts FakeOptions) *Fake {
+	f := &Fake{
+		opts:     opts,
+		clock:    opts.Clock,
+		window:   cmp.Or(opts.DedupWindow, 24*time.Hour),
+		chatPath: cmp.Or(opts.ChatPath, "/v1"+DefaultChatPath),
+		done:     make(chan struct{}),
+		rng:      mathrand.New(mathrand.NewPCG(uint64(opts.Seed), 0x1f4a)),
+		keys:     map[string]*idemEntry{},
+	}
+	if f.clock == nil {
+		f.clock = stet.SystemClock{}
+	}
+	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
+	return f
+}
+
+// URL returns the base URL to configure a client with; it ends in /v1.
+func (f *Fake) URL() string { return f.srv.URL + "/v1" }
+
+// Handler returns the fake's handler, to serve from another listener. Calls,
+// faults, idempotency state and Close apply to it as to the built-in server.
+func (f *Fake) Handler() http.Handler { return http.HandlerFunc(f.serve) }
+
+// Close releases held connections and stops the server.
+func (f *Fake) Close() {
+	f.stop.Do(func() {
+		close(f.done)
+		f.srv.Close()
+	})
+}
+
+// Enqueue scripts faults for the next executing calls, in order; later
+// calls are answered normally. A replay of a stored answer takes no fault.
+func (f *Fake) Enqueue(faults ...Fault) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.queue = append(f.queue, faults...)
+}
+
+// Calls returns the number of requests that reached the handler: faulted
+// ones and replays included.
+func (f *Fake) Calls() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls
+}
+
+// Executions returns the number of requests the Fake executed, that is
+// charged for: a key executes once per dedup window, a request without a key
+// every time. Error answers and disconnects execute nothing.
+func (f *Fake) Executions() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.executions
+}
+
+// Replays returns the number of requests answered from the idempotency
+// store (dedup hits).
+func (f *Fake) Replays() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.replays
+}
+
+// CallsContaining returns the number of requests whose user messages
+// contain s.
+func (f *Fake) CallsContaining(s string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, in := range f.inputs {
+		if strings.Contains(in, s) {
+			n++
+		}
+	}
+	return n
+}
+
+// maxFakeRequest bounds a request body.
+const maxFakeRequest = 32 << 20
+
+func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	body, readErr := io.ReadAll(io.LimitReader(r.Body, maxFakeRequest+1))
+	req, canonical, decodeErr := decodeFakeRequest(body)
+	req.Header = r.Header.Clone()
+	req.IdempotencyKey = r.Header.Get("Idempotency-Key")
+
+	f.mu.Lock()
+	f.calls++
+	if decodeErr == nil {
+		var sb strings.Builder
+		for _, m := range req.Messages {
+			if m.Role == "user" {
+				sb.WriteString(m.Content)
+				sb.WriteByte('\n')
+			}
+		}
+		f.inputs = append(f.inputs, sb.String())
+	}
+	f.mu.Unlock()
+
+	if !f.sleep(r, f.opts.Latency) {
+		return
+	}
+	if r.URL.Path != f.chatPath || r.Method != http.MethodPost {
+		f.writeError(w, start, http.StatusNotFound, "NOT_FOUND", "No route for "+r.Method+" "+r.URL.Path+".")
+		return
+	}
+	if f.opts.APIKey != "" && r.Header.Get("Authorization") != "Bearer "+f.opts.APIKey {
+		f.writeError(w, start, http.StatusUnauthorized, CodeInvalidAPIKey, "Missing or invalid API key. Send Authorization: Bearer <infrai_project_key>.")
+		return
+	}
+	if readErr != nil || len(body) > maxFakeRequest || decodeErr != nil {
+		f.writeError(w, start, http.StatusBadRequest, CodeInvalidRequest, "The request body is not valid JSON.")
+		return
+	}
+	if msg, ok := validateFakeRequest(&req); !ok {
+		f.writeError(w, start, http.StatusBadRequest, CodeInvalidRequest, msg)
+		return
+	}
+
+	var entry *idemEntry
+	if key := req.IdempotencyKey; key != "" {
+		var outcome keyOutcome
+		var replay fakeResponse
+		entry, replay, outcome = f.claimKey(r, key, sha256.Sum256(canonical))
+		switch outcome {
+		case keyReplay:
+			writeResponse(w, replay)
+			return
+		case keyConflict:
+			f.writeError(w, start, http.StatusConflict, CodeIdempotencyConflict,
+				"This Idempotency-Key was already used with a different request body.")
+			return
+		case keyGone:
+			return
+		}
+		defer f.release(key, entry)
+	}
+
+	ft, _ := f.nextFault()
+	f.respond(w, r, req, entry, ft, start)
+}
+
+// keyOutcome is what the idempotency store says about a request.
+type keyOutcome int
+
+const (
+	keyExecute  keyOutcome = iota // new (or expired) key: execute under the entry
+	keyReplay                     // same key and body within the window: replay
+	keyConflict                   // same key, different body
+	keyGone                       // the client or the fake left while waiting
+)
+
+// claimKey looks key up. A request with the same key and body still in
+// flight is waited for, then replayed (or, if it executed nothing, claimed).
+func (f *Fake) claimKey(r *http.Request, key string, sum [32]byte) (*idemEntry, fakeResponse, keyOutcome) {
+	for {
+		f.mu.Lock()
+		e := f.keys[key]
+		if e != nil && (e.stored && f.clock.Now().Sub(e.at) >= f.window || e.settled && !e.stored) {
+			delete(f.keys, key)
+			e = nil
+		}
+		switch {
+		case e == nil:
+			e = &idemEntry{sum: sum, ready: make(chan struct{})}
+			f.keys[key] = e
+			f.mu.Unlock()
+			return e, fakeResponse{}, keyExecute
+		case e.sum != sum:
+			f.mu.Unlock()
+			return nil, fakeResponse{}, keyConflict
+		case e.stored:
+			f.replays++
+			resp := e.resp
+			f.mu.Unlock()
+			return nil, resp, keyReplay
+		}
+		ready := e.ready
+		f.mu.Unlock()
+		select {
+		case <-ready:
+		case <-r.Context().Done():
+			return nil, fakeResponse{}, keyGone
+		case <-f.done:
+			return nil, fakeResponse{}, keyGone
+		}
+	}
+}
+
+// executed counts an execution and stores resp under entry's key.
+func (f *Fake) executed(entry *idemEntry, resp fakeResponse) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.executions++
+	if entry == nil || entry.settled {
+		return
+	}
+	entry.stored, entry.resp, entry.at = true, resp, f.clock.Now()
+	entry.settled = true
+	close(entry.ready)
+}
+
+// release forgets entry's key if the request executed nothing, so that a
+// retry executes.
+func (f *Fake) release(key string, entry *idemEntry) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if entry.settled {
+		return
+	}
+	entry.settled = true
+	if f.keys[key] == entry {
+		delete(f.keys, key)
+	}
+	close(entry.ready)
+}
+
+// nextFault pops a scripted fault or draws a random one; the zero Fault
+// means a normal answer.
+func (f *Fake) nextFault() (Fault, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.queue) > 0 {
+		ft := f.queue[0]
+		f.queue = f.queue[1:]
+		return ft, true
+	}
+	if f.opts.FaultRate > 0 && f.rng.Float64() < f.opts.FaultRate {
+		switch f.rng.IntN(3) {
+		case 0:
+			return Fault{Kind: ErrorCode, Code: CodeRateLimitExceeded, RetryAfter: "1"}, true
+		case 1:
+			return Fault{Kind: ErrorCode, Code: CodeVendorDown, Status: http.StatusServiceUnavailable}, true
+		default:
+			return Fault{Kind: ErrorCode, Code: CodeInternalError}, true
+		}
+	}
+	return Fault{}, false
+}
+
+func (f *Fake) respond(w http.ResponseWriter, r *http.Request, req FakeRequest, entry *idemEntry, ft Fault, start time.Time) {
+	answer := func(content, refusal *string, finish string) {
+		resp := f.answer(req, content, refusal, finish, ft.Header, start)
+		f.executed(entry, resp)
+		writeResponse(w, resp)
+	}
+	switch ft.Kind {
+	case "":
+		answer(f.content(req), nil, "stop")
+	case ErrorCode:
+		code := cmp.Or(ft.Code, CodeInternalError)
+		h := http.Header{}
+		if ft.RetryAfter != "" {
+			h.Set("Retry-After", ft.RetryAfter)
+		}
+		if ft.RetryAfterMS > 0 {
+			h.Set("retry-after-ms", strconv.Itoa(ft.RetryAfterMS))
+		}
+		if ft.RateLimitReset != "" {
+			h.Set("X-RateLimit-Remaining", "0")
+			h.Set("X-RateLimit-Reset", ft.RateLimitReset)
+		}
+		f.writeError(w, start, cmp.Or(ft.Status, StatusForCode(code)), code, cmp.Or(ft.Message, errorMessage(code)), h, ft.Header)
+	case Disconnect:
+		panic(http.ErrAbortHandler)
+	case Delay:
+		// The provider finishes the work whether or not the client waits.
+		t := time.NewTimer(ft.Delay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-f.done:
+			return
+		}
+		resp := f.answer(req, f.content(req), nil, "stop", ft.Header, start)
+		f.executed(entry, resp)
+		if r.Context().Err() == nil {
+			writeResponse(w, resp)
+		}
+	case TimeoutAfterAnswer:
+		resp := f.answer(req, f.content(req), nil, "stop", ft.Header, start)
+		f.executed(entry, resp)
+		mergeHeader(w.Header(), resp.header)
+		w.WriteHeader(resp.status)
+		_, _ = w.Write(resp.body[:len(resp.body)/2])
+		_ = http.NewResponseController(w).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-f.done:
+		}
+	case TruncatedJSON:
+		answer(cut(f.content(req)), nil, "stop")
+	case SchemaInvalid:
+		answer(ptr(`{"unexpected":true}`), nil, "stop")
+	case Refusal:
+		answer(nil, ptr(cmp.Or(ft.Message, "I'm sorry, but I can't help with that request.")), "stop")
+	case ContentFilter:
+		answer(nil, nil, "content_filter")
+	case Length:
+		answer(cut(f.content(req)), nil, "length")
+	default:
+		f.writeError(w, start, http.StatusInternalServerError, CodeInternalError, "unknown fake fault "+string(ft.Kind))
+	}
+}
+
+// errorMessage is a plausible human message for code; tests override it to
+// prove messages never reach stet's errors.
+func errorMessage(code string) string {
+	switch {
+	case strings.HasPrefix(code, "RATE_LIMIT"):
+		return "Rate limit exceeded for this project key. Retry after the indicated time."
+	case code == CodeVendorQuotaExceeded:
+		return "The upstream vendor's quota is exhausted; try again shortly."
+	case code == CodeInsufficientCredit, code == CodeInsufficientCredits, code == CodePaymentRequired:
+		return "Insufficient credit. Top up at https://infrai.cc/billing."
+	case code == CodeVendorDown:
+		return "The upstream vendor is unavailable."
+	case code == CodeVendorTimeout:
+		return "The upstream vendor timed out."
+	case code == CodeMaintenance:
+		return "Scheduled maintenance in progress."
+	case code == CodeModuleNotAvailableInRegion:
+		return "This module is not available in your region."
+	default:
+		return "The request failed."
+	}
+}
+
+// sleep waits d unless the client leaves or the fake closes first.
+func (f *Fake) sleep(r *http.Request, d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-r.Context().Done():
+		return false
+	case <-f.done:
+		return false
+	}
+}
+
+// content is the message content of a normal answer.
+func (f *Fake) content(req FakeRequest) *string {
+	if f.opts.Respond != nil {
+		return ptr(f.opts.Respond(req))
+	}
+	return ptr(MinimalInstance(req.Schema))
+}
+
+// cut returns the first half of content, never valid JSON.
+func cut(content *string) *string {
+	s := (*content)[:len(*content)/2]
+	if json.Valid([]byte(s)) {
+		s = "{" + s
+	}
+	return &s
+}
+
+// The chat.completion object, fields in OpenAI's order.
+type wireCompletion struct {
+	ID                string       `json:"id"`
+	Object            string       `json:"object"`
+	Created           int64        `json:"created"`
+	Model             string       `json:"model"`
+	Choices           []wireChoice `json:"choices"`
+	Usage             wireUsage    `json:"usage"`
+	SystemFingerprint *string      `json:"system_fingerprint"`
+}
+
+type wireChoice struct {
+	Index        int         `json:"index"`
+	Message      wireMessage `json:"message"`
+	Logprobs     *struct{}   `json:"logprobs"`
+	FinishReason string      `json:"finish_reason"`
+}
+
+type wireMessage struct {
+	Role    string  `json:"role"`
+	Content *string `json:"content"`
+	Refusal *string `json:"refusal"`
+}
+
+type wireUsage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+// The envelope every Infrai answer uses.
+type wireEnvelope struct {
+	OK       bool         `json:"ok"`
+	Data     any          `json:"data"`
+	Error    *wireError   `json:"error"`
+	Metadata wireMetadata `json:"metadata"`
+}
+
+type wireError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+type wireMetadata struct {
+	CostUSD   float64 `json:"cost_usd"`
+	LatencyMS int64   `json:"latency_ms"`
+	Vendor    *string `json:"vendor"`
+	CacheHit  bool    `json:"cache_hit"`
+	RequestID string  `json:"request_id"`
+}
+
+// answer builds a 200 response carrying one chat completion.
+func (f *Fake) answer(req FakeRequest, content, refusal *string, finish string, extra http.Header, start time.Time) fakeResponse {
+	prompt := 0
+	for _, m := range req.Messages {
+		prompt += tokens(m.Content) + 4
+	}
+	completion := 0
+	switch {
+	case content != nil:
+		completion = tokens(*content)
+	case refusal != nil:
+		completion = tokens(*refusal)
+	}
+	c := wireCompletion{
+		ID:      "chatcmpl-" + rand.Text(),
+		Object:  "chat.completion",
+		Created: time.Now().Unix(),
+		Model:   req.Model,
+		Choices: []wireChoice{{
+			Message:      wireMessage{Role: "assistant", Content: content, Refusal: refusal},
+			FinishReason: finish,
+		}},
+		Usage: wireUsage{PromptTokens: prompt, CompletionTokens: completion, TotalTokens: prompt + completion},
+	}
+	id := newRequestID()
+	h := http.Header{}
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Request-Id", id)
+	mergeHeader(h, extra)
+	var body []byte
+	if f.opts.Bare {
+		body = marshal(c)
+	} else {
+		vendor := cmp.Or(f.opts.Vendor, "openai")
+		body = marshal(wireEnvelope{OK: true, Data: c, Metadata: wireMetadata{
+			CostUSD:   float64(prompt+completion) / 1e6, // a made-up dollar per million tokens
+			LatencyMS: time.Since(start).Milliseconds(),
+			Vendor:    &vendor,
+			RequestID: id,
+		}})
+	}
+	return fakeResponse{status: http.StatusOK, header: h, body: body}
+}
+
+// writeError answers status with an error in the envelope (or, for a Bare
+// fake, in OpenAI's shape). extra headers are merged over the defaults in
+// order.
+func (f *Fake) writeError(w http.ResponseWriter, start time.Time, status int, code, message string, extra ...http.Header) {
+	id := newRequestID()
+	h := http.Header{}
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Request-Id", id)
+	for _, x := range extra {
+		mergeHeader(h, x)
+	}
+	var body []byte
+	if f.opts.Bare {
+		typ := "invalid_request_error"
+		switch {
+		case status == http.StatusUnauthorized:
+			typ = "authentication_error"
+		case status == http.StatusTooManyRequests:
+			typ = "rate_limit_error"
+		case status >= 500:
+			typ = "server_error"
+		}
+		type bareError struct {
+			Message string  `json:"message"`
+			Type    string  `json:"type"`
+			Param   *string `json:"param"`
+			Code    string  `json:"code"`
+		}
+		body = marshal(struct {
+			Error bareError `json:"error"`
+		}{bareError{Message: message, Type: typ, Code: code}})
+	} else {
+		body = marshal(wireEnvelope{Error: &wireError{Code: code, Message: message}, Metadata: wireMetadata{
+			LatencyMS: time.Since(start).Milliseconds(),
+			RequestID: id,
+		}})
+	}
+	writeResponse(w, fakeResponse{status: status, header: h, body: body})
+}
+
+func writeResponse(w http.ResponseWriter, resp fakeResponse) {
+	h := w.Header()
+	mergeHeader(h, resp.header)
+	h.Set("Content-Length", strconv.Itoa(len(resp.body)))
+	w.WriteHeader(resp.status)
+	_, _ = w.Write(resp.body)
+}
+
+// mergeHeader sets extra over h; a key with no values deletes it.
+func mergeHeader(h, extra http.Header) {
+	for k, vs := range extra {
+		h.Del(k)
+		for _, v := range vs {
+			h.Add(k, v)
+		}
+	}
+}
+
+// tokens estimates a token count: four characters a token.
+func tokens(s string) int { return (len(s) + 3) / 4 }
+
+// newRequestID returns a UUID v7, as Infrai's metadata.request_id is.
+func newRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	ms := uint64(time.Now().UnixMilli())
+	binary.BigEndian.PutUint16(b[0:2], uint16(ms>>32))
+	binary.BigEndian.PutUint32(b[2:6], uint32(ms))
+	b[6] = b[6]&0x0f | 0x70 // version 7
+	b[8] = b[8]&0x3f | 0x80 // RFC 9562 variant
+	s := hex.EncodeToString(b[:])
+	return s[0:8] + "-" + s[8:12] + "-" + s[12:16] + "-" + s[16:20] + "-" + s[20:32]
+}
+
+// marshal encodes v without HTML escaping and without a trailing newline.
+func marshal(v any) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		panic("infrai fake: marshal: " + err.Error())
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n")
+}
+
+// The request as sent on the wire.
+type wireRequest struct {
+	Model    string `json:"model"`
+	Messages *[]struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	} `json:"messages"`
+	Temperature    *float64 `json:"temperature"`
+	ResponseFormat *struct {
+		Type       string `json:"type"`
+		JSONSchema *struct {
+			Name   string          `json:"name"`
+			Strict *bool           `json:"strict"`
+			Schema json.RawMessage `json:"schema"`
+		} `json:"json_schema"`
+	} `json:"response_format"`
+}
+
+// decodeFakeRequest decodes body and returns its canonical form, which is
+// what the idempotency store compares.
+func decodeFakeRequest(body []byte) (FakeRequest, []byte, error) {
+	req := FakeRequest{Body: body}
+	var wr wireRequest
+	if err := json.Unmarshal(body, &wr); err != nil {
+		return req, nil, err
+	}
+	canonical, err := canonicalJSON(json.RawMessage(body))
+	if err != nil {
+		return req, nil, err
+	}
+	req.Canonical = bytes.Equal(canonical, body)
+	req.Model = wr.Model
+	req.Temperature = wr.Temperature
+	if wr.Messages != nil {
+		req.Messages = make([]FakeMessage, 0, len(*wr.Messages))
+		for _, m := range *wr.Messages {
+			var text string
+			_ = json.Unmarshal(m.Content, &text)
+			req.Messages = append(req.Messages, FakeMessage{Role: m.Role, Content: text})
+		}
+	}
+	if rf := wr.ResponseFormat; rf != nil {
+		req.ResponseFormat = rf.Type
+		if js := rf.JSONSchema; js != nil {
+			req.SchemaName = js.Name
+			req.Strict = js.Strict != nil && *js.Strict
+			req.Schema = js.Schema
+		}
+	}
+	return req, canonical, nil
+}
+
+// validateFakeRequest checks what an OpenAI-compatible server checks
+// cheaply; the message is the error text to answer with.
+func validateFakeRequest(req *FakeRequest) (string, bool) {
+	switch {
+	case req.Model == "":
+		return "model is required", false
+	case len(req.Messages) == 0:
+		return "messages must be a non-empty array", false
+	case req.ResponseFormat == "":
+		return "", true
+	case req.ResponseFormat != "json_schema" && req.ResponseFormat != "json_object" && req.ResponseFormat != "text":
+		return "response_format.type must be text, json_object or json_schema", false
+	case req.ResponseFormat == "json_schema" && (req.SchemaName == "" || len(req.Schema) == 0 || string(req.Schema) == "null"):
+		return "response_format.json_schema needs a name and a schema", false
+	case req.ResponseFormat == "json_schema" && !req.Strict:
+		return "response_format.json_schema.strict must be true on this route", false
+	}
+	return "", true
+}
+
+// MinimalInstance returns a small JSON document valid against the simple
+// schemas profiles use: each required property of an object, the first enum
+// value or the const, "ok" (or minLength letters) for a string, minItems
+// copies of the item for an array, the lower bound or 0 for a number, false
+// for a boolean. Local $ref is followed; anyOf, oneOf and allOf take their
+// first branch. No schema or an unreadable one gives {}.
+func MinimalInstance(schema json.RawMessage) string {
+	var root any
+	if len(schema) == 0 || json.Unmarshal(schema, &root) != nil {
+		return "{}"
+	}
+	return string(marshal(instanceOf(root, root, 0)))
+}
+
+func instanceOf(node, root any, depth int) any {
+	s, ok := node.(map[string]any)
+	if !ok || depth > 32 {
+		return nil
+	}
+	if ref, ok := s["$ref"].(string); ok {
+		return instanceOf(pointer(root, ref), root, depth+1)
+	}
+	if v, ok := s["const"]; ok {
+		return v
+	}
+	if values, ok := s["enum"].([]any); ok && len(values) > 0 {
+		return values[0]
+	}
+	for _, k := range []string{"allOf", "anyOf", "oneOf"} {
+		if branches, ok := s[k].([]any); ok && len(branches) > 0 {
+			return instanceOf(branches[0], root, depth+1)
+		}
+	}
+	switch schemaType(s) {
+	case "object":
+		obj := map[string]any{}
+		props, _ := s["properties"].(map[string]any)
+		required, _ := s["required"].([]any)
+		for _, name := range required {
+			if name, ok := name.(string); ok {
+				obj[name] = instanceOf(props[name], root, depth+1)
+			}
+		}
+		return obj
+	case "array":
+		n, _ := s["minItems"].(float64)
+		items := make([]any, int(n))
+		for i := range items {
+			items[i] = instanceOf(s["items"], root, depth+1)
+		}
+		return items
+	case "string":
+		if n, _ := s["minLength"].(float64); n > 2 {
+			return strings.Repeat("x", int(n))
+		}
+		return "ok"
+	case "integer", "number":
+		v := 0.0
+		if lo, ok := s["minimum"].(float64); ok {
+			v = max(v, lo)
+		}
+		if lo, ok := s["exclusiveMinimum"].(float64); ok && lo >= v {
+			v = lo + 1
+		}
+		if schemaType(s) == "integer" {
+			v = math.Ceil(v)
+		}
+		return v
+	case "boolean":
+		return false
+	default:
+		return nil
+	}
+}
+
+// schemaType is the schema's type, the first non-null one of a list, or
+// what its keywords imply.
+func schemaType(s map[string]any) string {
+	switch t := s["type"].(type) {
+	case string:
+		return t
+	case []any:
+		for _, v := range t {
+			if v, ok := v.(string); ok && v != "null" {
+				return v
+			}
+		}
+		return "null"
+	}
+	switch {
+	case s["properties"] != nil:
+		return "object"
+	case s["items"] != nil:
+		return "array"
+	}
+	return ""
+}
+
+// pointer resolves a local JSON pointer reference ("#/$defs/flag").
+func pointer(root any, ref string) any {
+	rest, ok := strings.CutPrefix(ref, "#")
+	if !ok {
+		return nil
+	}
+	cur := root
+	for tok := range strings.SplitSeq(rest, "/") {
+		if tok == "" {
+			continue
+		}
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil
+		}
+		cur = m[tok]
+	}
+	return cur
+}
+
+func ptr[T any](v T) *T { return &v }

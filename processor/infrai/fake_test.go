@@ -1,0 +1,383 @@
+package infrai
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stetlabs/stet"
+)
+
+// post sends body to the fake and returns the status, headers and raw body.
+func post(t *testing.T, url, key, idemKey, body string) (int, http.Header, []byte) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	if idemKey != "" {
+		req.Header.Set("Idempotency-Key", idemKey)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("POST %s: %v", url, err)
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.StatusCode, res.Header, raw
+}
+
+// fakeEnvelope is the envelope as a client reads it.
+type fakeEnvelope struct {
+	OK    *bool           `json:"ok"`
+	Data  json.RawMessage `json:"data"`
+	Error *struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+	Metadata map[string]any `json:"metadata"`
+}
+
+func decodeEnvelope(t *testing.T, raw []byte) fakeEnvelope {
+	t.Helper()
+	var env fakeEnvelope
+	if err := json.Unmarshal(raw, &env); err != nil {
+		t.Fatalf("fake answered non-JSON %q: %v", raw, err)
+	}
+	return env
+}
+
+const validBody = `{"messages":[{"content":"hi","role":"user"}],"model":"gpt-4.1-mini","response_format":{"json_schema":{"name":"s","schema":{"properties":{"a":{"type":"string"}},"required":["a"],"type":"object"},"strict":true},"type":"json_schema"}}` + "\n"
+
+func TestFakeValidatesRequests(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, FakeOptions{})
+	tests := []struct {
+		name       string
+		path       string
+		key        string
+		body       string
+		wantStatus int
+		wantCode   string
+	}{
+		{"valid", "/v1/chat/completions", testKey, validBody, 200, ""},
+		{"valid, not canonical", "/v1/chat/completions", testKey, `{"model":"m", "messages":[{"role":"user","content":"hi"}]}`, 200, ""},
+		{"wrong key", "/v1/chat/completions", "ifr_wrong", validBody, 401, CodeInvalidAPIKey},
+		{"no key", "/v1/chat/completions", "", validBody, 401, CodeInvalidAPIKey},
+		{"unknown path", "/v1/ai/chat", testKey, validBody, 404, "NOT_FOUND"},
+		{"not JSON", "/v1/chat/completions", testKey, `{"model":`, 400, CodeInvalidRequest},
+		{"missing model", "/v1/chat/completions", testKey, `{"messages":[{"role":"user","content":"hi"}]}`, 400, CodeInvalidRequest},
+		{"empty messages", "/v1/chat/completions", testKey, `{"model":"m","messages":[]}`, 400, CodeInvalidRequest},
+		{"json_schema without schema", "/v1/chat/completions", testKey, `{"model":"m","messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"name":"s","strict":true}}}`, 400, CodeInvalidRequest},
+		{"json_schema not strict", "/v1/chat/completions", testKey, `{"model":"m","messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"name":"s","schema":{"type":"object"}}}}`, 400, CodeInvalidRequest},
+	}
+	for _, tt := range tests {
+		status, header, raw := post(t, f.srv.URL+tt.path, tt.key, "", tt.body)
+		env := decodeEnvelope(t, raw)
+		if status != tt.wantStatus {
+			t.Errorf("%s: POST = %d %s, want %d", tt.name, status, raw, tt.wantStatus)
+			continue
+		}
+		id, _ := env.Metadata["request_id"].(string)
+		if !uuidV7.MatchString(id) || header.Get("X-Request-Id") != id {
+			t.Errorf("%s: metadata.request_id = %q, X-Request-Id = %q; want the same UUID v7", tt.name, id, header.Get("X-Request-Id"))
+		}
+		wantOK := status == 200
+		if env.OK == nil || *env.OK != wantOK {
+			t.Errorf("%s: ok = %v, want %v", tt.name, env.OK, wantOK)
+		}
+		if wantOK {
+			if env.Error != nil {
+				t.Errorf("%s: error = %+v, want null", tt.name, env.Error)
+			}
+			continue
+		}
+		if env.Error == nil || env.Error.Code != tt.wantCode || env.Error.Message == "" {
+			t.Errorf("%s: error = %+v, want code %s and a message", tt.name, env.Error, tt.wantCode)
+		}
+		if string(env.Data) != "null" {
+			t.Errorf("%s: data = %s, want null", tt.name, env.Data)
+		}
+	}
+	if got := f.Calls(); got != len(tests) {
+		t.Errorf("Calls() = %d, want %d (every request counts)", got, len(tests))
+	}
+	if got := f.Executions(); got != 2 {
+		t.Errorf("Executions() = %d, want 2 (only valid requests execute)", got)
+	}
+}
+
+func TestFakeResponseShape(t *testing.T) {
+	t.Parallel()
+	check := func(t *testing.T, completion []byte) {
+		t.Helper()
+		var c map[string]any
+		if err := json.Unmarshal(completion, &c); err != nil {
+			t.Fatalf("completion is not JSON: %v", err)
+		}
+		if id, _ := c["id"].(string); !strings.HasPrefix(id, "chatcmpl-") || c["object"] != "chat.completion" || c["model"] != "gpt-4.1-mini" {
+			t.Errorf("id, object, model = %v, %v, %v; want chatcmpl-…, chat.completion, gpt-4.1-mini", c["id"], c["object"], c["model"])
+		}
+		choices, _ := c["choices"].([]any)
+		if len(choices) != 1 {
+			t.Fatalf("choices = %v, want one", c["choices"])
+		}
+		choice := choices[0].(map[string]any)
+		msg := choice["message"].(map[string]any)
+		if choice["finish_reason"] != "stop" || msg["role"] != "assistant" || msg["content"] != `{"a":"ok"}` {
+			t.Errorf("choice = %v, want stop with assistant content {\"a\":\"ok\"}", choice)
+		}
+		if r, ok := msg["refusal"]; !ok || r != nil {
+			t.Errorf("message.refusal = %v (present %v), want null", r, ok)
+		}
+		usage := c["usage"].(map[string]any)
+		p, n, tot := usage["prompt_tokens"].(float64), usage["completion_tokens"].(float64), usage["total_tokens"].(float64)
+		if p <= 0 || n <= 0 || tot != p+n {
+			t.Errorf("usage = %v, want positive counts that add up", usage)
+		}
+	}
+	t.Run("envelope", func(t *testing.T) {
+		t.Parallel()
+		f := newFake(t, FakeOptions{Vendor: "deepseek"})
+		status, _, raw := post(t, f.URL()+"/chat/completions", testKey, "k1", validBody)
+		if status != 200 {
+			t.Fatalf("POST = %d %s, want 200", status, raw)
+		}
+		env := decodeEnvelope(t, raw)
+		if env.OK == nil || !*env.OK || env.Error != nil {
+			t.Errorf("ok, error = %v, %v; want true, null", env.OK, env.Error)
+		}
+		for _, k := range []string{"cost_usd", "latency_ms", "vendor", "cache_hit", "request_id"} {
+			if _, ok := env.Metadata[k]; !ok {
+				t.Errorf("metadata.%s missing in %v", k, env.Metadata)
+			}
+		}
+		if env.Metadata["vendor"] != "deepseek" || env.Metadata["cache_hit"] != false || env.Metadata["cost_usd"].(float64) <= 0 {
+			t.Errorf("metadata = %v, want vendor deepseek, cache_hit false, a positive cost", env.Metadata)
+		}
+		check(t, env.Data)
+	})
+	t.Run("bare", func(t *testing.T) {
+		t.Parallel()
+		f := newFake(t, FakeOptions{Bare: true})
+		status, header, raw := post(t, f.URL()+"/chat/completions", testKey, "k1", validBody)
+		if status != 200 || !uuidV7.MatchString(header.Get("X-Request-Id")) {
+			t.Fatalf("POST = %d with X-Request-Id %q, want 200 and a UUID v7", status, header.Get("X-Request-Id"))
+		}
+		check(t, raw)
+		status, _, raw = post(t, f.URL()+"/chat/completions", "ifr_wrong", "", validBody)
+		var e struct {
+			Error map[string]any `json:"error"`
+		}
+		if err := json.Unmarshal(raw, &e); err != nil || status != 401 || e.Error["code"] != CodeInvalidAPIKey || e.Error["type"] != "authentication_error" {
+			t.Errorf("bare error = %d %s, want 401 with an OpenAI-shaped error carrying INVALID_API_KEY", status, raw)
+		}
+	})
+}
+
+func TestFakeIdempotency(t *testing.T) {
+	t.Parallel()
+	clock := stet.NewManualClock(time.Date(2026, 3, 4, 7, 28, 0, 0, time.UTC))
+	f := newFake(t, FakeOptions{Clock: clock})
+	url := f.URL() + "/chat/completions"
+
+	status, _, first := post(t, url, testKey, "key-1", validBody)
+	if status != 200 {
+		t.Fatalf("first POST = %d, want 200", status)
+	}
+	// The same body differently spelled is the same request.
+	spaced := strings.Replace(validBody, `"model":`, `"model" : `, 1)
+	status, _, replay := post(t, url, testKey, "key-1", spaced)
+	if status != 200 || !bytes.Equal(replay, first) {
+		t.Errorf("replay = %d %s, want 200 and the stored answer %s", status, replay, first)
+	}
+	if f.Executions() != 1 || f.Replays() != 1 {
+		t.Errorf("after a replay: executions, replays = %d, %d; want 1, 1", f.Executions(), f.Replays())
+	}
+	other := strings.Replace(validBody, `"hi"`, `"hello"`, 1)
+	status, _, raw := post(t, url, testKey, "key-1", other)
+	if env := decodeEnvelope(t, raw); status != 409 || env.Error == nil || env.Error.Code != CodeIdempotencyConflict {
+		t.Errorf("same key, other body = %d %s, want 409 IDEMPOTENCY_CONFLICT", status, raw)
+	}
+	// Without a key every request executes.
+	post(t, url, testKey, "", validBody)
+	post(t, url, testKey, "", validBody)
+	if f.Executions() != 3 {
+		t.Errorf("after two keyless requests: executions = %d, want 3", f.Executions())
+	}
+	// Just inside the window the answer is still replayed; past it, not.
+	clock.Advance(24*time.Hour - time.Second)
+	if _, _, raw := post(t, url, testKey, "key-1", validBody); !bytes.Equal(raw, first) || f.Executions() != 3 {
+		t.Errorf("replay just inside the window = %s (executions %d), want the stored answer", raw, f.Executions())
+	}
+	clock.Advance(time.Second)
+	if status, _, raw := post(t, url, testKey, "key-1", other); status != 200 || bytes.Equal(raw, first) || f.Executions() != 4 {
+		t.Errorf("key reused after the window = %d (executions %d), want a new execution", status, f.Executions())
+	}
+	if f.Calls() != 7 {
+		t.Errorf("Calls() = %d, want 7", f.Calls())
+	}
+}
+
+func TestFakeConcurrentSameKey(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, FakeOptions{})
+	f.Enqueue(Fault{Kind: Delay, Delay: 50 * time.Millisecond})
+	const n = 8
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		bodies [][]byte
+	)
+	for range n {
+		wg.Go(func() {
+			// Not post: t.Fatal must not be called from another goroutine.
+			req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, f.URL()+"/chat/completions", strings.NewReader(validBody))
+			req.Header.Set("Authorization", "Bearer "+testKey)
+			req.Header.Set("Idempotency-Key", "same-key")
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Errorf("POST: %v", err)
+				return
+			}
+			defer res.Body.Close()
+			raw, err := io.ReadAll(res.Body)
+			mu.Lock()
+			defer mu.Unlock()
+			if err == nil && res.StatusCode == 200 {
+				bodies = append(bodies, raw)
+			}
+		})
+	}
+	wg.Wait()
+	if len(bodies) != n {
+		t.Fatalf("%d of %d concurrent requests answered 200", len(bodies), n)
+	}
+	for _, b := range bodies[1:] {
+		if !bytes.Equal(b, bodies[0]) {
+			t.Errorf("concurrent answers differ: %s vs %s", b, bodies[0])
+		}
+	}
+	if f.Calls() != n || f.Executions() != 1 || f.Replays() != n-1 {
+		t.Errorf("calls, executions, replays = %d, %d, %d; want %d, 1, %d", f.Calls(), f.Executions(), f.Replays(), n, n-1)
+	}
+}
+
+func TestFakeFaultQueueAndCounts(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, FakeOptions{})
+	f.Enqueue(Fault{Kind: ErrorCode, Code: CodeVendorDown}, Fault{Kind: ErrorCode, Code: CodeRateLimitExceeded, RetryAfter: "1"})
+	f.Enqueue(Fault{Kind: Refusal})
+	c := newTestClient(t, f, 0)
+	var got []stet.FailureClass
+	for i := range 4 {
+		p := testParams(fmt.Sprintf("report %d about marker-x", i))
+		p.JobID = fmt.Sprintf("job_%d", i)
+		_, err := c.Extract(t.Context(), p)
+		got = append(got, stet.ClassOf(err))
+	}
+	want := []stet.FailureClass{stet.FailureTransient, stet.FailureRateLimited, stet.FailureRefusal, stet.FailureNone}
+	if !slices.Equal(got, want) {
+		t.Errorf("classes of 4 calls = %v, want %v", got, want)
+	}
+	if f.Calls() != 4 || f.Executions() != 2 {
+		t.Errorf("calls, executions = %d, %d; want 4, 2 (errors execute nothing)", f.Calls(), f.Executions())
+	}
+	if n := f.CallsContaining("marker-x"); n != 4 {
+		t.Errorf("CallsContaining(marker-x) = %d, want 4", n)
+	}
+	if n := f.CallsContaining("report 2 "); n != 1 {
+		t.Errorf("CallsContaining(report 2) = %d, want 1", n)
+	}
+	if n := f.CallsContaining("absent"); n != 0 {
+		t.Errorf("CallsContaining(absent) = %d, want 0", n)
+	}
+}
+
+func TestFakeRandomFaultsAreReproducible(t *testing.T) {
+	t.Parallel()
+	run := func(seed int64) []int {
+		f := newFake(t, FakeOptions{FaultRate: 0.5, Seed: seed})
+		var statuses []int
+		for range 40 {
+			status, _, _ := post(t, f.URL()+"/chat/completions", testKey, "", validBody)
+			statuses = append(statuses, status)
+		}
+		return statuses
+	}
+	a, b := run(42), run(42)
+	if !slices.Equal(a, b) {
+		t.Errorf("statuses with seed 42 differ between runs:\n%v\n%v", a, b)
+	}
+	seen := map[int]bool{}
+	for _, s := range a {
+		seen[s] = true
+	}
+	for _, s := range []int{200, 429, 500, 503} {
+		if !seen[s] {
+			t.Errorf("40 calls at FaultRate 0.5 never answered %d: %v", s, a)
+		}
+	}
+	if slices.Equal(a, run(7)) {
+		t.Errorf("seeds 42 and 7 gave the same fault sequence %v", a)
+	}
+}
+
+func TestStatusForCode(t *testing.T) {
+	t.Parallel()
+	tests := map[string]int{
+		CodeRateLimitExceeded: 429, "RATE_LIMIT_TOKENS": 429, CodeVendorQuotaExceeded: 429,
+		CodeInsufficientCredit: 402, CodePaymentRequired: 402, CodeInvalidAPIKey: 401,
+		CodeModuleNotAvailableInRegion: 403, CodeIdempotencyConflict: 409,
+		CodeVendorDown: 502, CodeVendorTimeout: 504, CodeMaintenance: 503,
+		CodeInternalError: 500, "": 500, CodeInvalidRequest: 400,
+	}
+	for code, want := range tests {
+		if got := StatusForCode(code); got != want {
+			t.Errorf("StatusForCode(%q) = %d, want %d", code, got, want)
+		}
+	}
+}
+
+func TestMinimalInstance(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, schema, want string
+	}{
+		{"no schema", ``, `{}`},
+		{"unreadable", `{not json`, `{}`},
+		{"enum first value", `{"type":"string","enum":["b","a"]}`, `"b"`},
+		{"const", `{"const":"fixed"}`, `"fixed"`},
+		{"required only", `{"type":"object","properties":{"a":{"type":"string"},"b":{"type":"integer"}},"required":["b"]}`, `{"b":0}`},
+		{"nested", `{"type":"object","properties":{"o":{"type":"object","properties":{"x":{"type":"boolean"}},"required":["x"]},"l":{"type":"array","items":{"type":"string"}}},"required":["o","l"]}`, `{"l":[],"o":{"x":false}}`},
+		{"minItems", `{"type":"array","minItems":2,"items":{"type":"number"}}`, `[0,0]`},
+		{"minLength", `{"type":"string","minLength":4}`, `"xxxx"`},
+		{"nullable type", `{"type":["null","string"]}`, `"ok"`},
+		{"null only", `{"type":"null"}`, `null`},
+		{"minimum", `{"type":"integer","minimum":2.5}`, `3`},
+		{"exclusiveMinimum", `{"type":"number","exclusiveMinimum":0}`, `1`},
+		{"local ref", `{"$defs":{"flag":{"type":"string","enum":["x"]}},"type":"object","properties":{"f":{"$ref":"#/$defs/flag"}},"required":["f"]}`, `{"f":"x"}`},
+		{"anyOf", `{"anyOf":[{"type":"boolean"},{"type":"string"}]}`, `false`},
+		{"recursive ref", `{"$ref":"#"}`, `null`},
+		{"profile schema", testSchema, `{"category":"ok","confidence":0,"flags":[]}`},
+	}
+	for _, tt := range tests {
+		if got := MinimalInstance(json.RawMessage(tt.schema)); got != tt.want {
+			t.Errorf("MinimalInstance(%s) = %s, want %s", tt.name, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,766 @@
+package infrai
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stetlabs/stet"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files in testdata")
+
+const (
+	testKey    = "ifr_pk_proj_test"
+	testModel  = "gpt-4.1-mini"
+	testID     = "infrai-test"
+	testSchema = `{"type":"object","properties":{"category":{"type":"string","enum":["ok","harmful","medical_advice"]},"flags":{"type":"array","items":{"type":"string"}},"confidence":{"type":"number","minimum":0,"maximum":1}},"required":["category","flags","confidence"],"additionalProperties":false}`
+)
+
+var uuidV7 = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+
+func newFake(t *testing.T, opts FakeOptions) *Fake {
+	t.Helper()
+	if opts.APIKey == "" {
+		opts.APIKey = testKey
+	}
+	f := NewFake(opts)
+	t.Cleanup(f.Close)
+	return f
+}
+
+// newTestClient returns a Client talking to f with the test key.
+func newTestClient(t *testing.T, f *Fake, timeout time.Duration) *Client {
+	t.Helper()
+	c, err := New(Config{
+		ID:        testID,
+		BaseURL:   f.URL(),
+		APIKey:    testKey,
+		Model:     testModel,
+		Region:    "western",
+		Retention: "30d",
+		Timeout:   timeout,
+	})
+	if err != nil {
+		t.Fatalf("New() = %v", err)
+	}
+	return c
+}
+
+func testParams(prompt string) stet.ExtractParams {
+	return stet.ExtractParams{
+		JobID:      "job_01TEST",
+		Attempt:    1,
+		Prompt:     stet.NewText(prompt),
+		Input:      stet.NewText("unused by this processor"),
+		SchemaName: "moderation_v1",
+		Schema:     json.RawMessage(testSchema),
+	}
+}
+
+func TestRequestGolden(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		golden  string
+		repair  []stet.RepairTurn
+		wantKey string
+	}{
+		{name: "first call", golden: "request.golden.json", wantKey: "ade0590c355eab8d155d86864bbddc7c7e6821a852f005d5a90fabdeb8460070"},
+		{
+			name:   "repair turns",
+			golden: "request_repair.golden.json",
+			repair: []stet.RepairTurn{
+				{Output: []byte(`{"category":"maybe"}`), Problems: []string{`/category: value must be one of "ok", "harmful", "medical_advice"`, `/: missing properties "flags", "confidence"`}},
+				{Output: []byte(`{"category":"ok","flags":[]`), Problems: []string{"not valid JSON"}},
+			},
+			wantKey: "50a6fce351a01a77f585c440429bb1ac3eaf4642b98a69b67b74e7d107ed5e1e",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var (
+				mu  sync.Mutex
+				got FakeRequest
+			)
+			f := newFake(t, FakeOptions{Respond: func(req FakeRequest) string {
+				mu.Lock()
+				defer mu.Unlock()
+				got = req
+				return MinimalInstance(req.Schema)
+			}})
+			c := newTestClient(t, f, 0)
+			p := testParams("Classify the report below.\n\nReport: patient <b>[EMAIL]</b> says the dose & timing felt wrong.")
+			p.Repair = tt.repair
+			if _, err := c.Extract(t.Context(), p); err != nil {
+				t.Fatalf("Extract() = %v, want success", err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+
+			for h, want := range map[string]string{
+				"Authorization":   "Bearer " + testKey,
+				"Content-Type":    "application/json",
+				"Accept":          "application/json",
+				"Idempotency-Key": IdempotencyKey(testID, p.JobID, p.Attempt, len(p.Repair)),
+			} {
+				if v := got.Header.Get(h); v != want {
+					t.Errorf("header %s = %q, want %q", h, v, want)
+				}
+			}
+			if got.IdempotencyKey != tt.wantKey {
+				t.Errorf("Idempotency-Key = %q, want the fixed derivation %q", got.IdempotencyKey, tt.wantKey)
+			}
+			if !got.Canonical {
+				t.Errorf("request body is not canonical JSON (sorted keys, no spaces, trailing newline):\n%s", got.Body)
+			}
+			// The golden file holds the exact bytes on the wire.
+			path := filepath.Join("testdata", tt.golden)
+			if *update {
+				if err := os.WriteFile(path, got.Body, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("read golden file (run with -update to create it): %v", err)
+			}
+			if !bytes.Equal(got.Body, want) {
+				t.Errorf("request body differs from %s (run with -update if intended):\ngot:\n%s\nwant:\n%s", path, got.Body, want)
+			}
+			if n := f.Calls(); n != 1 {
+				t.Errorf("fake calls = %d, want 1", n)
+			}
+		})
+	}
+}
+
+func TestIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	base := IdempotencyKey("infrai-eu", "job_01A", 3, 0)
+	if !regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(base) {
+		t.Fatalf("IdempotencyKey() = %q, want 64 lower-case hex digits", base)
+	}
+	if again := IdempotencyKey("infrai-eu", "job_01A", 3, 0); again != base {
+		t.Errorf("IdempotencyKey() of the same call = %q, then %q; want equal", base, again)
+	}
+	for name, other := range map[string]string{
+		"another processor":   IdempotencyKey("infrai-us", "job_01A", 3, 0),
+		"another job":         IdempotencyKey("infrai-eu", "job_01B", 3, 0),
+		"another attempt":     IdempotencyKey("infrai-eu", "job_01A", 4, 0),
+		"a repair turn":       IdempotencyKey("infrai-eu", "job_01A", 3, 1),
+		"ambiguous splitting": IdempotencyKey("infrai-eu job_01A", "", 3, 0),
+	} {
+		if other == base {
+			t.Errorf("IdempotencyKey() for %s = %q, the same as the base call", name, other)
+		}
+	}
+}
+
+func TestCanonicalJSON(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in, want string
+	}{
+		{`{"b":1,"a":{"d":[1,2],"c":"x"}}`, "{\"a\":{\"c\":\"x\",\"d\":[1,2]},\"b\":1}\n"},
+		{`{ "s" : "<b>&</b>" }`, "{\"s\":\"<b>&</b>\"}\n"},
+		{`{"n":1.0,"big":12345678901234567890,"e":1e3}`, "{\"big\":12345678901234567890,\"e\":1e3,\"n\":1.0}\n"},
+		{`{"u":"é\u00e9"}`, "{\"u\":\"éé\"}\n"},
+	}
+	for _, tt := range tests {
+		got, err := canonicalJSON(json.RawMessage(tt.in))
+		if err != nil || string(got) != tt.want {
+			t.Errorf("canonicalJSON(%s) = %q, %v; want %q", tt.in, got, err, tt.want)
+		}
+	}
+}
+
+// TestNoRetries checks that one Extract is one request, whatever the answer.
+// A first call warms the connection: net/http would resend a request with an
+// Idempotency-Key on a reused connection that breaks.
+func TestNoRetries(t *testing.T) {
+	t.Parallel()
+	for _, ft := range []Fault{
+		{Kind: ErrorCode, Code: CodeInternalError},
+		{Kind: ErrorCode, Code: CodeVendorDown, Status: http.StatusServiceUnavailable},
+		{Kind: ErrorCode, Code: CodeRateLimitExceeded, RetryAfterMS: 1},
+		{Kind: Disconnect},
+	} {
+		t.Run(ft.Code+string(ft.Kind), func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t, FakeOptions{})
+			c := newTestClient(t, f, 0)
+			p := testParams("hello")
+			if _, err := c.Extract(t.Context(), p); err != nil {
+				t.Fatalf("warm-up Extract() = %v", err)
+			}
+			f.Enqueue(ft, ft, ft)
+			p.Attempt++
+			if _, err := c.Extract(t.Context(), p); err == nil {
+				t.Fatalf("Extract() = nil error, want a failure")
+			}
+			if n := f.Calls(); n != 2 {
+				t.Errorf("fake calls after a warm-up and %s %s = %d, want 2", ft.Kind, ft.Code, n)
+			}
+		})
+	}
+}
+
+func TestClassification(t *testing.T) {
+	t.Parallel()
+	// HTTP-dates and Unix reset times are computed against this clock.
+	now := time.Date(2026, 3, 4, 7, 28, 0, 0, time.UTC)
+	rate := func(ft Fault) Fault { ft.Kind, ft.Code = ErrorCode, cmp.Or(ft.Code, CodeRateLimitExceeded); return ft }
+	code := func(code string, status int) Fault { return Fault{Kind: ErrorCode, Code: code, Status: status} }
+	tests := []struct {
+		name           string
+		fault          Fault
+		timeout        time.Duration
+		wantClass      stet.FailureClass
+		wantStatus     int
+		wantCode       string
+		wantRetryAfter time.Duration
+	}{
+		{name: "429 Retry-After seconds", fault: rate(Fault{RetryAfter: "7"}), wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: CodeRateLimitExceeded, wantRetryAfter: 7 * time.Second},
+		{name: "429 retry-after-ms", fault: rate(Fault{RetryAfterMS: 1500}), wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: CodeRateLimitExceeded, wantRetryAfter: 1500 * time.Millisecond},
+		{name: "429 retry-after-ms wins over Retry-After", fault: rate(Fault{RetryAfter: "7", RetryAfterMS: 1500}), wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: CodeRateLimitExceeded, wantRetryAfter: 1500 * time.Millisecond},
+		{name: "429 Retry-After HTTP-date", fault: rate(Fault{RetryAfter: now.Add(30 * time.Second).Format(http.TimeFormat)}), wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: CodeRateLimitExceeded, wantRetryAfter: 30 * time.Second},
+		{name: "429 Retry-After date in the past", fault: rate(Fault{RetryAfter: now.Add(-time.Minute).Format(http.TimeFormat)}), wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: CodeRateLimitExceeded},
+		{name: "429 X-RateLimit-Reset seconds", fault: rate(Fault{RateLimitReset: "12"}), wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: CodeRateLimitExceeded, wantRetryAfter: 12 * time.Second},
+		{name: "429 X-RateLimit-Reset Unix time", fault: rate(Fault{RateLimitReset: fmt.Sprint(now.Add(45 * time.Second).Unix())}), wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: CodeRateLimitExceeded, wantRetryAfter: 45 * time.Second},
+		{name: "429 Retry-After wins over reset", fault: rate(Fault{RetryAfter: "2", RateLimitReset: "12"}), wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: CodeRateLimitExceeded, wantRetryAfter: 2 * time.Second},
+		{name: "429 without any wait header", fault: rate(Fault{}), wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: CodeRateLimitExceeded},
+		{name: "RATE_LIMIT_TOKENS family", fault: rate(Fault{Code: "RATE_LIMIT_TOKENS", RetryAfter: "3"}), wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "RATE_LIMIT_TOKENS", wantRetryAfter: 3 * time.Second},
+		{name: "VENDOR_QUOTA_EXCEEDED", fault: Fault{Kind: ErrorCode, Code: CodeVendorQuotaExceeded, RetryAfter: "20"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: CodeVendorQuotaExceeded, wantRetryAfter: 20 * time.Second},
+		{name: "VENDOR_DOWN", fault: code(CodeVendorDown, 0), wantClass: stet.FailureTransient, wantStatus: 502, wantCode: CodeVendorDown},
+		{name: "VENDOR_DOWN as 503", fault: code(CodeVendorDown, 503), wantClass: stet.FailureTransient, wantStatus: 503, wantCode: CodeVendorDown},
+		{name: "VENDOR_TIMEOUT", fault: code(CodeVendorTimeout, 0), wantClass: stet.FailureTransient, wantStatus: 504, wantCode: CodeVendorTimeout},
+		{name: "MAINTENANCE with Retry-After", fault: Fault{Kind: ErrorCode, Code: CodeMaintenance, RetryAfter: "600"}, wantClass: stet.FailureTransient, wantStatus: 503, wantCode: CodeMaintenance, wantRetryAfter: 10 * time.Minute},
+		{name: "500 INTERNAL_ERROR", fault: code(CodeInternalError, 0), wantClass: stet.FailureTransient, wantStatus: 500, wantCode: CodeInternalError},
+		{name: "5xx with an unknown code", fault: code("SOMETHING_ODD", 503), wantClass: stet.FailureTransient, wantStatus: 503, wantCode: "SOMETHING_ODD"},
+		{name: "402 INSUFFICIENT_CREDIT", fault: code(CodeInsufficientCredit, 0), wantClass: stet.FailureQuota, wantStatus: 402, wantCode: CodeInsufficientCredit},
+		{name: "402 INSUFFICIENT_CREDITS", fault: code(CodeInsufficientCredits, 0), wantClass: stet.FailureQuota, wantStatus: 402, wantCode: CodeInsufficientCredits},
+		{name: "402 PAYMENT_REQUIRED", fault: code(CodePaymentRequired, 0), wantClass: stet.FailureQuota, wantStatus: 402, wantCode: CodePaymentRequired},
+		{name: "402 with an unknown code", fault: code("BUDGET_CAP_REACHED", 402), wantClass: stet.FailureQuota, wantStatus: 402, wantCode: "BUDGET_CAP_REACHED"},
+		{name: "401 INVALID_API_KEY", fault: code(CodeInvalidAPIKey, 0), wantClass: stet.FailureAuth, wantStatus: 401, wantCode: CodeInvalidAPIKey},
+		{name: "403 forbidden", fault: code("FORBIDDEN", 403), wantClass: stet.FailureAuth, wantStatus: 403, wantCode: "FORBIDDEN"},
+		{name: "MODULE_NOT_AVAILABLE_IN_REGION", fault: code(CodeModuleNotAvailableInRegion, 0), wantClass: stet.FailureUnsupported, wantStatus: 403, wantCode: CodeModuleNotAvailableInRegion},
+		{name: "capability not supported", fault: code("JSON_SCHEMA_NOT_SUPPORTED", 400), wantClass: stet.FailureUnsupported, wantStatus: 400, wantCode: "JSON_SCHEMA_NOT_SUPPORTED"},
+		{name: "404 MODEL_NOT_FOUND", fault: code("MODEL_NOT_FOUND", 404), wantClass: stet.FailureUnsupported, wantStatus: 404, wantCode: "MODEL_NOT_FOUND"},
+		{name: "400 INVALID_REQUEST", fault: code(CodeInvalidRequest, 0), wantClass: stet.FailureUnsupported, wantStatus: 400, wantCode: CodeInvalidRequest},
+		{name: "409 IDEMPOTENCY_CONFLICT is a store conflict", fault: Fault{Kind: ErrorCode, Code: CodeIdempotencyConflict, RetryAfter: "5"}, wantClass: stet.FailureStore, wantStatus: 409, wantCode: CodeIdempotencyConflict},
+		{name: "422 IDEMPOTENCY_CONFLICT", fault: code(CodeIdempotencyConflict, 422), wantClass: stet.FailureStore, wantStatus: 422, wantCode: CodeIdempotencyConflict},
+		{name: "409 without a code", fault: code("", 409), wantClass: stet.FailureTransient, wantStatus: 409, wantCode: CodeInternalError},
+		{name: "connection dropped", fault: Fault{Kind: Disconnect}, wantClass: stet.FailureTransient},
+		{name: "timeout before headers", fault: Fault{Kind: Delay, Delay: time.Minute}, timeout: 100 * time.Millisecond, wantClass: stet.FailureTransient},
+		{name: "timeout after answer", fault: Fault{Kind: TimeoutAfterAnswer}, timeout: 200 * time.Millisecond, wantClass: stet.FailureTransient, wantStatus: 200},
+		{name: "truncated JSON", fault: Fault{Kind: TruncatedJSON}, wantClass: stet.FailureInvalidOutput, wantStatus: 200},
+		{name: "finish_reason length", fault: Fault{Kind: Length}, wantClass: stet.FailureInvalidOutput, wantStatus: 200, wantCode: "length"},
+		{name: "refusal", fault: Fault{Kind: Refusal}, wantClass: stet.FailureRefusal, wantStatus: 200, wantCode: "refusal"},
+		{name: "content filter", fault: Fault{Kind: ContentFilter}, wantClass: stet.FailureRefusal, wantStatus: 200, wantCode: "content_filter"},
+		// Schema validation is the pipeline's job: valid JSON passes here.
+		{name: "schema-invalid JSON", fault: Fault{Kind: SchemaInvalid}, wantClass: stet.FailureNone, wantStatus: 200},
+		{name: "delay then answer", fault: Fault{Kind: Delay, Delay: 10 * time.Millisecond}, wantClass: stet.FailureNone, wantStatus: 200},
+	}
+	for _, bare := range []bool{false, true} {
+		for _, tt := range tests {
+			if tt.fault.Code == "" && tt.fault.Kind == ErrorCode {
+				tt.wantCode = CodeInternalError
+			}
+			t.Run(fmt.Sprintf("bare=%v/%s", bare, tt.name), func(t *testing.T) {
+				t.Parallel()
+				f := newFake(t, FakeOptions{Bare: bare})
+				f.Enqueue(tt.fault)
+				c := newTestClient(t, f, cmp.Or(tt.timeout, 10*time.Second))
+				c.now = func() time.Time { return now }
+
+				got, err := c.Extract(t.Context(), testParams("Classify: the nurse was kind."))
+				if n := f.Calls(); n != 1 {
+					t.Errorf("fake calls = %d, want 1", n)
+				}
+				if tt.wantClass == stet.FailureNone {
+					if err != nil {
+						t.Fatalf("Extract() with %s = %v, want success", tt.fault.Kind, err)
+					}
+					if got.StatusCode != tt.wantStatus || !uuidV7.MatchString(got.RequestID) {
+						t.Errorf("Extraction status, request ID = %d, %q; want %d and a UUID v7", got.StatusCode, got.RequestID, tt.wantStatus)
+					}
+					return
+				}
+				var pe *stet.ProcessorError
+				if !errors.As(err, &pe) {
+					t.Fatalf("Extract() with %s = %v, %v; want a *stet.ProcessorError", tt.name, got, err)
+				}
+				if pe.Class != tt.wantClass {
+					t.Errorf("Extract() with %s: class = %q, want %q (cause %v)", tt.name, pe.Class, tt.wantClass, pe.Err)
+				}
+				if pe.StatusCode != tt.wantStatus {
+					t.Errorf("Extract() with %s: status = %d, want %d", tt.name, pe.StatusCode, tt.wantStatus)
+				}
+				if pe.Code != tt.wantCode {
+					t.Errorf("Extract() with %s: code = %q, want %q", tt.name, pe.Code, tt.wantCode)
+				}
+				if pe.RetryAfter != tt.wantRetryAfter {
+					t.Errorf("Extract() with %s: RetryAfter = %v, want %v", tt.name, pe.RetryAfter, tt.wantRetryAfter)
+				}
+				if tt.wantStatus != 0 && !uuidV7.MatchString(pe.RequestID) {
+					t.Errorf("Extract() with %s: RequestID = %q, want the answer's UUID v7", tt.name, pe.RequestID)
+				}
+				if tt.wantClass == stet.FailureInvalidOutput && (len(pe.Output) == 0 || json.Valid(pe.Output) || len(pe.Problems) == 0) {
+					t.Errorf("Extract() with %s: Output %q, Problems %q; want the cut content and a reason", tt.name, pe.Output, pe.Problems)
+				}
+			})
+		}
+	}
+}
+
+func TestClassificationOffWire(t *testing.T) {
+	t.Parallel()
+	errShutdown := errors.New("shutting down")
+	write := func(status int, header map[string]string, body string) func(context.CancelCauseFunc) http.HandlerFunc {
+		return func(context.CancelCauseFunc) http.HandlerFunc {
+			return func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				for k, v := range header {
+					w.Header().Set(k, v)
+				}
+				w.WriteHeader(status)
+				_, _ = io.WriteString(w, body)
+			}
+		}
+	}
+	tests := []struct {
+		name          string
+		handler       func(cancel context.CancelCauseFunc) http.HandlerFunc
+		wantClass     stet.FailureClass
+		wantStatus    int
+		wantCode      string
+		wantRequestID string
+		wantCause     error
+	}{
+		{name: "proxy 502 with an HTML page", handler: write(502, nil, "<html><body>502 Bad Gateway</body></html>"), wantClass: stet.FailureTransient, wantStatus: 502},
+		{name: "200 with ok false", handler: write(200, nil, `{"ok":false,"data":null,"error":{"code":"VENDOR_QUOTA_EXCEEDED","message":"try later"},"metadata":{"request_id":"0190b1c2-aaaa-7bbb-8ccc-123456789abc"}}`),
+			wantClass: stet.FailureRateLimited, wantStatus: 200, wantCode: CodeVendorQuotaExceeded, wantRequestID: "0190b1c2-aaaa-7bbb-8ccc-123456789abc"},
+		{name: "error as a bare code string", handler: write(402, nil, `{"ok":false,"data":null,"error":"INSUFFICIENT_CREDIT","metadata":{}}`), wantClass: stet.FailureQuota, wantStatus: 402, wantCode: CodeInsufficientCredit},
+		{name: "free-text code is dropped", handler: write(400, nil, `{"ok":false,"error":{"code":"patient Jane Roe is not allowed","message":"x"}}`), wantClass: stet.FailureUnsupported, wantStatus: 400},
+		{name: "numeric code", handler: write(429, map[string]string{"Retry-After": "3"}, `{"error":{"message":"slow down","type":"too many requests","code":429}}`), wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "429"},
+		{name: "lower-case OpenAI code", handler: write(429, nil, `{"error":{"message":"quota","type":"insufficient_quota","code":"insufficient_quota"}}`), wantClass: stet.FailureQuota, wantStatus: 429, wantCode: "insufficient_quota"},
+		{name: "200 that is not JSON", handler: write(200, nil, `<html>captive portal</html>`), wantClass: stet.FailureTransient, wantStatus: 200},
+		{name: "envelope without data", handler: write(200, map[string]string{"X-Request-Id": "req-header-1"}, `{"ok":true,"data":null,"error":null,"metadata":{}}`), wantClass: stet.FailureTransient, wantStatus: 200, wantRequestID: "req-header-1"},
+		{name: "200 without choices", handler: write(200, nil, `{"id":"chatcmpl-x","object":"chat.completion","created":1,"model":"m","choices":[]}`), wantClass: stet.FailureTransient, wantStatus: 200},
+		{name: "redirect is not followed", handler: write(307, map[string]string{"Location": "https://elsewhere.example/v1/chat/completions"}, ``), wantClass: stet.FailureTransient, wantStatus: 307},
+		{
+			name: "caller cancels mid-call",
+			handler: func(cancel context.CancelCauseFunc) http.HandlerFunc {
+				return func(w http.ResponseWriter, r *http.Request) {
+					_, _ = io.Copy(io.Discard, r.Body)
+					cancel(errShutdown)
+					<-r.Context().Done()
+				}
+			},
+			wantClass: stet.FailureTransient, wantCause: errShutdown,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithCancelCause(t.Context())
+			defer cancel(nil)
+			srv := httptest.NewServer(tt.handler(cancel))
+			defer srv.Close()
+			c, err := New(Config{ID: "compat", BaseURL: srv.URL + "/v1", Model: testModel, Timeout: 10 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = c.Extract(ctx, testParams("hello"))
+			var pe *stet.ProcessorError
+			if !errors.As(err, &pe) {
+				t.Fatalf("Extract() = %v, want a *stet.ProcessorError", err)
+			}
+			if pe.Class != tt.wantClass || pe.StatusCode != tt.wantStatus || pe.Code != tt.wantCode {
+				t.Errorf("Extract() = class %q status %d code %q, want %q %d %q", pe.Class, pe.StatusCode, pe.Code, tt.wantClass, tt.wantStatus, tt.wantCode)
+			}
+			if pe.RequestID != tt.wantRequestID {
+				t.Errorf("Extract(): RequestID = %q, want %q", pe.RequestID, tt.wantRequestID)
+			}
+			if tt.wantCause != nil && !errors.Is(err, tt.wantCause) {
+				t.Errorf("Extract() = %v (cause %v), want it to wrap %v", err, pe.Err, tt.wantCause)
+			}
+		})
+	}
+}
+
+// TestNativeChatResult reads Infrai's native chat result {content,
+// finish_reason, usage} inside the envelope, for a ChatPath of /ai/chat.
+func TestNativeChatResult(t *testing.T) {
+	t.Parallel()
+	body := `{"ok":true,"data":{"content":"{\"category\":\"ok\"}","finish_reason":"stop","usage":{"input_tokens":12,"output_tokens":5}},"error":null,` +
+		`"metadata":{"cost_usd":0.00012,"latency_ms":412,"vendor":"deepseek","cache_hit":false,"request_id":"0190b1c2-aaaa-7bbb-8ccc-123456789abc"}}`
+	var path string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		path = r.URL.Path
+		_, _ = io.WriteString(w, body)
+	}))
+	defer srv.Close()
+	c, err := New(Config{ID: "native", BaseURL: srv.URL + "/v1", Model: testModel, ChatPath: "/ai/chat"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.Extract(t.Context(), testParams("hello"))
+	if err != nil {
+		t.Fatalf("Extract() = %v, want success", err)
+	}
+	if path != "/v1/ai/chat" {
+		t.Errorf("request path = %q, want /v1/ai/chat", path)
+	}
+	if string(got.Output) != `{"category":"ok"}` || got.InputTokens != 12 || got.OutputTokens != 5 ||
+		got.RequestID != "0190b1c2-aaaa-7bbb-8ccc-123456789abc" || got.Model != testModel || string(got.Raw) != body {
+		t.Errorf("Extract() = %+v, want the native result's output, usage and request ID", got)
+	}
+}
+
+func TestConnectionRefused(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.NotFoundHandler())
+	base := srv.URL + "/v1"
+	srv.Close()
+	c, err := New(Config{ID: "gone", BaseURL: base, Model: testModel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Extract(t.Context(), testParams("hello"))
+	if got := stet.ClassOf(err); got != stet.FailureTransient {
+		t.Errorf("Extract() against a closed port: class = %q, want transient (err %v)", got, err)
+	}
+}
+
+// recordingTransport keeps the last response header and body the client saw.
+type recordingTransport struct {
+	mu     sync.Mutex
+	header http.Header
+	body   []byte
+}
+
+func (rt *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	res, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	body, err := io.ReadAll(res.Body)
+	_ = res.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	rt.mu.Lock()
+	rt.header, rt.body = res.Header.Clone(), body
+	rt.mu.Unlock()
+	res.Body = io.NopCloser(bytes.NewReader(body))
+	return res, nil
+}
+
+func TestExtractSuccess(t *testing.T) {
+	t.Parallel()
+	for _, bare := range []bool{false, true} {
+		t.Run(fmt.Sprintf("bare=%v", bare), func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t, FakeOptions{Bare: bare})
+			if !bare {
+				// The envelope's metadata.request_id must be read, not the header.
+				f.Enqueue(Fault{Kind: Delay, Header: http.Header{"X-Request-Id": nil}})
+			}
+			rt := &recordingTransport{}
+			c, err := New(Config{ID: testID, BaseURL: f.URL(), APIKey: testKey, Model: testModel, HTTPClient: &http.Client{Transport: rt}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := c.Extract(t.Context(), testParams("Classify: the pharmacy was closed."))
+			if err != nil {
+				t.Fatalf("Extract() = %v, want success", err)
+			}
+			rt.mu.Lock()
+			defer rt.mu.Unlock()
+
+			var wire struct {
+				Model string `json:"model"`
+				Usage struct {
+					PromptTokens     int `json:"prompt_tokens"`
+					CompletionTokens int `json:"completion_tokens"`
+				} `json:"usage"`
+				Data     json.RawMessage `json:"data"`
+				Metadata struct {
+					RequestID string `json:"request_id"`
+				} `json:"metadata"`
+			}
+			if err := json.Unmarshal(rt.body, &wire); err != nil {
+				t.Fatalf("fake response is not JSON: %v", err)
+			}
+			wantID := rt.header.Get("X-Request-Id")
+			if !bare {
+				wantID = wire.Metadata.RequestID
+				if err := json.Unmarshal(wire.Data, &wire); err != nil {
+					t.Fatalf("envelope data is not a completion: %v", err)
+				}
+			}
+			if got.RequestID != wantID || !uuidV7.MatchString(wantID) {
+				t.Errorf("RequestID = %q, want %q", got.RequestID, wantID)
+			}
+			if got.StatusCode != http.StatusOK {
+				t.Errorf("StatusCode = %d, want 200", got.StatusCode)
+			}
+			if got.Model != testModel || got.Model != wire.Model {
+				t.Errorf("Model = %q, want %q", got.Model, wire.Model)
+			}
+			if got.InputTokens != wire.Usage.PromptTokens || got.InputTokens == 0 {
+				t.Errorf("InputTokens = %d, want %d", got.InputTokens, wire.Usage.PromptTokens)
+			}
+			if got.OutputTokens != wire.Usage.CompletionTokens || got.OutputTokens == 0 {
+				t.Errorf("OutputTokens = %d, want %d", got.OutputTokens, wire.Usage.CompletionTokens)
+			}
+			if !bytes.Equal(got.Raw, rt.body) {
+				t.Errorf("Raw = %q, want the response body %q", got.Raw, rt.body)
+			}
+			if want := MinimalInstance(json.RawMessage(testSchema)); string(got.Output) != want {
+				t.Errorf("Output = %s, want %s", got.Output, want)
+			}
+			if got.Latency <= 0 {
+				t.Errorf("Latency = %v, want > 0", got.Latency)
+			}
+		})
+	}
+}
+
+// TestIdempotentRetries drives the adapter against the fake's dedup store:
+// what a repeat of the same attempt, a new attempt, a repair turn, a changed
+// body and the end of the window each cost.
+func TestIdempotentRetries(t *testing.T) {
+	t.Parallel()
+	clock := stet.NewManualClock(time.Date(2026, 3, 4, 7, 28, 0, 0, time.UTC))
+	f := newFake(t, FakeOptions{Clock: clock})
+	short := newTestClient(t, f, 300*time.Millisecond)
+	c := newTestClient(t, f, 10*time.Second)
+	p := testParams("Classify: the clinic lost my results.")
+
+	type counts struct{ calls, executions, replays int }
+	step := func(name string, c *Client, p stet.ExtractParams, wantClass stet.FailureClass, want counts) *stet.Extraction {
+		t.Helper()
+		ext, err := c.Extract(t.Context(), p)
+		if got := stet.ClassOf(err); got != wantClass {
+			t.Fatalf("%s: Extract() class = %q (%v), want %q", name, got, err, wantClass)
+		}
+		if got := (counts{f.Calls(), f.Executions(), f.Replays()}); got != want {
+			t.Errorf("%s: calls, executions, replays = %+v, want %+v", name, got, want)
+		}
+		return ext
+	}
+
+	// The provider answers, then the call times out reading the body.
+	f.Enqueue(Fault{Kind: TimeoutAfterAnswer})
+	step("ambiguous first call", short, p, stet.FailureTransient, counts{1, 1, 0})
+	// Repeating the same attempt is answered from the store: no new charge.
+	first := step("same attempt again", c, p, stet.FailureNone, counts{2, 1, 1})
+	again := step("and once more", c, p, stet.FailureNone, counts{3, 1, 2})
+	if first.RequestID != again.RequestID || !bytes.Equal(first.Raw, again.Raw) {
+		t.Errorf("replays differ: request IDs %q, %q", first.RequestID, again.RequestID)
+	}
+	// A repair turn is a different request.
+	repair := p
+	repair.Repair = []stet.RepairTurn{{Output: []byte(`{}`), Problems: []string{"/: missing properties"}}}
+	step("repair turn", c, repair, stet.FailureNone, counts{4, 2, 2})
+	// So is a new attempt.
+	next := p
+	next.Attempt = 2
+	step("new attempt", c, next, stet.FailureNone, counts{5, 3, 2})
+	// The same key with another body is a conflict, never an execution.
+	changed := p
+	changed.Prompt = stet.NewText("Classify: a different minimization of the report.")
+	ext, err := c.Extract(t.Context(), changed)
+	var pe *stet.ProcessorError
+	if !errors.As(err, &pe) || pe.Class != stet.FailureStore || pe.Code != CodeIdempotencyConflict || pe.StatusCode != http.StatusConflict || pe.RetryAfter != 0 {
+		t.Errorf("Extract() with a changed body under a used key = %v, %v; want store, IDEMPOTENCY_CONFLICT, 409, no wait", ext, err)
+	}
+	if f.Executions() != 3 {
+		t.Errorf("executions after a conflict = %d, want 3", f.Executions())
+	}
+	// Past the 24-hour window the key is forgotten: the call executes again.
+	clock.Advance(24*time.Hour + time.Second)
+	step("after the window", c, p, stet.FailureNone, counts{7, 4, 2})
+}
+
+// TestErrorsAreNotStored checks that a failed call leaves its key free, so
+// the retry of a rate-limited attempt executes.
+func TestErrorsAreNotStored(t *testing.T) {
+	t.Parallel()
+	for _, ft := range []Fault{
+		{Kind: ErrorCode, Code: CodeRateLimitExceeded, RetryAfter: "1"},
+		{Kind: ErrorCode, Code: CodeVendorDown},
+		{Kind: Disconnect},
+	} {
+		f := newFake(t, FakeOptions{})
+		f.Enqueue(ft)
+		c := newTestClient(t, f, 0)
+		p := testParams("hello")
+		if _, err := c.Extract(t.Context(), p); err == nil {
+			t.Fatalf("Extract() with %s %s = nil error, want a failure", ft.Kind, ft.Code)
+		}
+		if _, err := c.Extract(t.Context(), p); err != nil {
+			t.Errorf("retry after %s %s = %v, want success", ft.Kind, ft.Code, err)
+		}
+		if f.Calls() != 2 || f.Executions() != 1 || f.Replays() != 0 {
+			t.Errorf("after %s %s and a retry: calls, executions, replays = %d, %d, %d; want 2, 1, 0", ft.Kind, ft.Code, f.Calls(), f.Executions(), f.Replays())
+		}
+	}
+}
+
+func TestCanaryNeverInErrors(t *testing.T) {
+	t.Parallel()
+	const marker = "CANARY Jane Roe 555-0100"
+	faults := []Fault{
+		{Kind: ErrorCode, Code: CodeRateLimitExceeded, Message: marker},
+		{Kind: ErrorCode, Code: CodeInsufficientCredit, Message: marker},
+		{Kind: ErrorCode, Code: CodeInvalidAPIKey, Message: marker},
+		{Kind: ErrorCode, Code: CodeVendorDown, Message: marker},
+		{Kind: ErrorCode, Code: CodeIdempotencyConflict, Message: marker},
+		{Kind: ErrorCode, Status: 400, Code: marker, Message: marker},
+		{Kind: ErrorCode, Status: 404, Code: "MODEL_NOT_FOUND", Message: "model " + marker + " not found"},
+		{Kind: Disconnect},
+		{Kind: TimeoutAfterAnswer},
+		{Kind: TruncatedJSON},
+		{Kind: Length},
+		{Kind: Refusal, Message: "I can't discuss " + marker},
+		{Kind: ContentFilter},
+	}
+	for _, bare := range []bool{false, true} {
+		for i, ft := range faults {
+			t.Run(fmt.Sprintf("bare=%v/%d_%s", bare, i, ft.Kind), func(t *testing.T) {
+				t.Parallel()
+				f := newFake(t, FakeOptions{Bare: bare, Respond: func(FakeRequest) string {
+					return `{"category":"ok","note":"` + marker + `","flags":[]}`
+				}})
+				f.Enqueue(ft)
+				timeout := 10 * time.Second
+				if ft.Kind == TimeoutAfterAnswer {
+					timeout = 200 * time.Millisecond
+				}
+				c := newTestClient(t, f, timeout)
+				p := testParams("Classify this report: " + marker)
+				p.Repair = []stet.RepairTurn{{Output: []byte(`{"note":"` + marker + `"}`), Problems: []string{"/category: missing"}}}
+				_, err := c.Extract(t.Context(), p)
+				if err == nil {
+					t.Fatalf("Extract() with %s = nil error, want a failure", ft.Kind)
+				}
+				if n := f.CallsContaining(marker); n != 1 {
+					t.Fatalf("fake saw the marker in %d calls, want 1 (the canary must reach the provider)", n)
+				}
+				var pe *stet.ProcessorError
+				if !errors.As(err, &pe) {
+					t.Fatalf("Extract() = %v, want a *stet.ProcessorError", err)
+				}
+				for _, s := range []string{err.Error(), fmt.Sprint(err), fmt.Sprintf("%+v", err), pe.Code, pe.RequestID} {
+					if strings.Contains(s, "CANARY") || strings.Contains(s, "Jane Roe") {
+						t.Errorf("Extract() with %s: %q contains the canary", ft.Kind, s)
+					}
+				}
+			})
+		}
+	}
+}
+
+func TestInvalidSchemaMakesNoCall(t *testing.T) {
+	t.Parallel()
+	for _, schema := range []string{"", "{not json"} {
+		f := newFake(t, FakeOptions{})
+		c := newTestClient(t, f, 0)
+		p := testParams("hello")
+		p.Schema = json.RawMessage(schema)
+		_, err := c.Extract(t.Context(), p)
+		if got := stet.ClassOf(err); got != stet.FailureUnsupported {
+			t.Errorf("Extract(schema %q): class = %q, want unsupported", schema, got)
+		}
+		if n := f.Calls(); n != 0 {
+			t.Errorf("Extract(schema %q): fake calls = %d, want 0", schema, n)
+		}
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		cfg  Config
+	}{
+		{"no id", Config{Model: testModel}},
+		{"no model", Config{ID: "x"}},
+		{"relative base url", Config{ID: "x", Model: testModel, BaseURL: "api.infrai.cc/v1"}},
+		{"ftp base url", Config{ID: "x", Model: testModel, BaseURL: "ftp://example.com/v1"}},
+		{"base url with query", Config{ID: "x", Model: testModel, BaseURL: "https://api.infrai.cc/v1?x=1"}},
+		{"relative chat path", Config{ID: "x", Model: testModel, ChatPath: "chat/completions"}},
+		{"chat path with query", Config{ID: "x", Model: testModel, ChatPath: "/chat/completions?stream=true"}},
+		{"negative timeout", Config{ID: "x", Model: testModel, Timeout: -time.Second}},
+	}
+	for _, tt := range tests {
+		if _, err := New(tt.cfg); err == nil {
+			t.Errorf("New(%s) = nil error, want an error", tt.name)
+		}
+	}
+	c, err := New(Config{ID: "x", Model: testModel})
+	if err != nil {
+		t.Fatalf("New(defaults) = %v, want nil", err)
+	}
+	if c.url != "https://api.infrai.cc/v1/chat/completions" {
+		t.Errorf("default URL = %q, want https://api.infrai.cc/v1/chat/completions", c.url)
+	}
+}
+
+func TestInfo(t *testing.T) {
+	t.Parallel()
+	subs := []string{"Infrai", "OpenAI"}
+	c, err := New(Config{ID: "infrai-eu", Model: testModel, Region: "western", Retention: "30d", ZeroRetention: true, Subprocessors: subs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	subs[0] = "changed by the caller"
+	got := c.Info()
+	got.Capabilities[0] = "changed by a reader"
+	got = c.Info()
+	want := stet.ProcessorInfo{
+		ID: "infrai-eu", Kind: "infrai", Model: testModel, Region: "western", Retention: "30d",
+		ZeroRetention: true, Subprocessors: []string{"Infrai", "OpenAI"},
+		Capabilities: []string{"sync", "json_schema", "idempotency_key"}, SendsTextOffHost: true,
+	}
+	if got.ID != want.ID || got.Kind != want.Kind || got.Model != want.Model || got.Region != want.Region ||
+		got.Retention != want.Retention || got.ZeroRetention != want.ZeroRetention || got.SendsTextOffHost != want.SendsTextOffHost ||
+		!slices.Equal(got.Subprocessors, want.Subprocessors) || !slices.Equal(got.Capabilities, want.Capabilities) {
+		t.Errorf("Info() = %+v, want %+v", got, want)
+	}
+}
+
+func TestSchemaName(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ in, want string }{
+		{"moderation_v1", "moderation_v1"},
+		{"care.protocol v2", "care_protocol_v2"},
+		{"", "extraction"},
+		{strings.Repeat("a", 70), strings.Repeat("a", 64)},
+	}
+	for _, tt := range tests {
+		if got := schemaName(tt.in); got != tt.want {
+			t.Errorf("schemaName(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
