@@ -331,3 +331,39 @@ func TestInvariants(t *testing.T) {
 		}
 	})
 }
+
+// Worker heartbeats set each process's share of the processors' limits:
+// live workers count, silent ones stop counting, a stopping one leaves at once.
+func TestHeartbeats(t *testing.T) {
+	t.Parallel()
+	eachDialect(t, func(t *testing.T, db *ledger.DB) {
+		ctx := context.Background()
+		window := 15 * time.Second
+		beat := func(id string, at time.Time) int {
+			n, err := db.Heartbeat(ctx, id, at, window)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		if n := beat("p1", t0); n != 1 {
+			t.Fatalf("live workers with one process = %d, want 1", n)
+		}
+		if n := beat("p2", t0.Add(time.Second)); n != 2 {
+			t.Fatalf("live workers with two processes = %d, want 2", n)
+		}
+		// p1 falls silent for longer than the window.
+		if n := beat("p2", t0.Add(20*time.Second)); n != 1 {
+			t.Fatalf("live workers after p1 fell silent = %d, want 1", n)
+		}
+		if n := beat("p1", t0.Add(21*time.Second)); n != 2 {
+			t.Fatalf("live workers after p1 came back = %d, want 2", n)
+		}
+		if err := db.Unregister(ctx, "p1"); err != nil {
+			t.Fatal(err)
+		}
+		if n := beat("p2", t0.Add(22*time.Second)); n != 1 {
+			t.Fatalf("live workers after p1 stopped = %d, want 1", n)
+		}
+	})
+}

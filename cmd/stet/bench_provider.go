@@ -254,4 +254,3 @@ func providerNaive(ctx context.Context, o providerBenchOptions) (providerFigures
 	f.P50MS, f.P95MS = ms(f.P50), ms(f.P95)
 	return f, nil
 }
-
