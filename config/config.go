@@ -98,7 +98,9 @@ type Processor struct {
 	// Mapping (azure-content-safety): path of the file that turns category
 	// severities into a record of the profile's schema; resolved at load.
 	Mapping string `yaml:"mapping"`
-	// APIVersion (azure-content-safety): the service's api-version; optional.
+	// APIVersion: for azure-content-safety the service's api-version
+	// (optional); for openai it selects Azure OpenAI (base_url is the
+	// resource endpoint, model the deployment, the key goes in api-key).
 	APIVersion string `yaml:"api_version"`
 	// ToolUse (anthropic): ask for the output through one forced tool whose
 	// input schema is the profile schema, instead of output_config.format.

@@ -682,12 +682,11 @@ func (l *loader) validateProcessor(p string, pr *Processor) {
 		}
 		if pr.Kind == KindAzureContentSafety {
 			l.readFile(join(p, "mapping"), &pr.Mapping)
-		} else {
-			for _, kv := range [][2]string{{"mapping", pr.Mapping}, {"api_version", pr.APIVersion}} {
-				if kv[1] != "" {
-					l.problem(join(p, kv[0]), "used only by kind %s", KindAzureContentSafety)
-				}
-			}
+		} else if pr.Mapping != "" {
+			l.problem(join(p, "mapping"), "used only by kind %s", KindAzureContentSafety)
+		}
+		if pr.APIVersion != "" && pr.Kind != KindAzureContentSafety && pr.Kind != KindOpenAI {
+			l.problem(join(p, "api_version"), "used only by kinds %s (Azure OpenAI) and %s", KindOpenAI, KindAzureContentSafety)
 		}
 		if pr.Kind != KindAnthropic && (pr.ToolUse || pr.MaxTokens != 0) {
 			key := "tool_use"

@@ -208,7 +208,7 @@ func newProcessor(pc *config.Processor, cfg *config.Config) (stet.Processor, err
 		return openai.New(openai.Config{
 			ID: pc.ID, BaseURL: pc.BaseURL, APIKey: pc.APIKey, Model: pc.Model, Region: pc.Region,
 			Retention: pc.Retention, ZeroRetention: pc.ZeroRetention, Subprocessors: pc.Subprocessors,
-			Timeout: pc.Timeout.Std(),
+			Timeout: pc.Timeout.Std(), AzureAPIVersion: pc.APIVersion,
 		})
 	case config.KindAnthropic:
 		return anthropic.New(anthropic.Config{

@@ -290,14 +290,26 @@ func (f *Fake) serve(rw http.ResponseWriter, r *http.Request) {
 	if !f.sleep(r, f.opts.Latency) {
 		return
 	}
-	if p := r.URL.Path; (p != "/v1/chat/completions" && p != "/chat/completions") || r.Method != http.MethodPost {
+	if p := r.URL.Path; (p != "/v1/chat/completions" && p != "/chat/completions" && !isAzureChatPath(p)) || r.Method != http.MethodPost {
 		writeAPIError(w, http.StatusNotFound, nil, apiError{
 			Message: "Invalid URL (" + r.Method + " " + r.URL.Path + ")",
 			Type:    "invalid_request_error",
 		})
 		return
 	}
-	if f.opts.APIKey != "" {
+	if f.opts.APIKey != "" && isAzureChatPath(r.URL.Path) {
+		// Azure OpenAI: the key in api-key, the api-version in the query.
+		if r.Header.Get("api-key") != f.opts.APIKey {
+			writeAPIError(w, http.StatusUnauthorized, nil, apiError{
+				Message: "Access denied due to invalid subscription key or wrong API endpoint.",
+				Type:    "invalid_request_error", Code: "401"})
+			return
+		}
+		if r.URL.Query().Get("api-version") == "" {
+			writeAPIError(w, http.StatusNotFound, nil, apiError{Message: "Resource not found", Type: "invalid_request_error", Code: "404"})
+			return
+		}
+	} else if f.opts.APIKey != "" {
 		switch got := r.Header.Get("Authorization"); {
 		case got == "":
 			writeAPIError(w, http.StatusUnauthorized, nil, apiError{
@@ -1139,3 +1151,14 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 
 // Unwrap lets http.ResponseController reach the connection.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// isAzureChatPath reports whether p is Azure OpenAI's chat route,
+// /openai/deployments/{deployment}/chat/completions.
+func isAzureChatPath(p string) bool {
+	rest, ok := strings.CutPrefix(p, "/openai/deployments/")
+	if !ok {
+		return false
+	}
+	dep, tail, ok := strings.Cut(rest, "/")
+	return ok && dep != "" && tail == "chat/completions"
+}

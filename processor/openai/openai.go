@@ -66,6 +66,11 @@ type Config struct {
 	// HTTPClient is optional (tests, drills). Its own retries and redirects
 	// are its business; the SDK's are off.
 	HTTPClient *http.Client
+	// AzureAPIVersion, when set, speaks Azure OpenAI: BaseURL is the
+	// resource endpoint (https://NAME.openai.azure.com), Model names the
+	// deployment, requests go to /openai/deployments/MODEL/chat/completions
+	// with ?api-version=AzureAPIVersion and the key in the api-key header.
+	AzureAPIVersion string
 }
 
 // Client is a stet.Processor backed by Chat Completions. It is safe for
@@ -113,12 +118,22 @@ func New(cfg Config) (*Client, error) {
 	// environment (base URL, admin key, organization, extra headers). Where
 	// text goes is decided by stet's config and nothing else.
 	opts := []option.RequestOption{
-		option.WithBaseURL(base),
 		option.WithHTTPClient(hc),
 		option.WithMaxRetries(0),
 	}
-	if cfg.APIKey != "" {
-		opts = append(opts, option.WithAPIKey(cfg.APIKey))
+	switch {
+	case cfg.AzureAPIVersion != "":
+		opts = append(opts,
+			option.WithBaseURL(strings.TrimRight(base, "/")+"/openai/deployments/"+url.PathEscape(cfg.Model)+"/"),
+			option.WithQuery("api-version", cfg.AzureAPIVersion))
+		if cfg.APIKey != "" {
+			opts = append(opts, option.WithHeader("api-key", cfg.APIKey))
+		}
+	default:
+		opts = append(opts, option.WithBaseURL(base))
+		if cfg.APIKey != "" {
+			opts = append(opts, option.WithAPIKey(cfg.APIKey))
+		}
 	}
 
 	subs := append([]string{}, cfg.Subprocessors...)

@@ -592,3 +592,46 @@ func TestSchemaName(t *testing.T) {
 		}
 	}
 }
+
+// Azure OpenAI: the deployment in the path, api-version in the query, the
+// key in the api-key header and no bearer token.
+func TestAzureOpenAI(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var seen http.Header
+	fake := NewFake(FakeOptions{APIKey: "az-key", Respond: func(req FakeRequest) string {
+		mu.Lock()
+		seen = req.Header.Clone()
+		mu.Unlock()
+		return `{"category":"none"}`
+	}})
+	t.Cleanup(fake.Close)
+	root := strings.TrimSuffix(fake.URL(), "/v1")
+	schema := json.RawMessage(`{"type":"object","properties":{"category":{"type":"string"}},"required":["category"],"additionalProperties":false}`)
+	params := stet.ExtractParams{JobID: "job_1", Prompt: stet.NewText("classify"), SchemaName: "s", Schema: schema}
+
+	c, err := New(Config{ID: "azure-openai", BaseURL: root, APIKey: "az-key", Model: "my-deployment", AzureAPIVersion: "2024-10-21"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ext, err := c.Extract(context.Background(), params)
+	if err != nil {
+		t.Fatalf("Extract via Azure OpenAI = %v", err)
+	}
+	if string(ext.Output) != `{"category":"none"}` {
+		t.Errorf("output = %s", ext.Output)
+	}
+	mu.Lock()
+	if seen.Get("api-key") != "az-key" || seen.Get("Authorization") != "" {
+		t.Errorf("headers: api-key %q, Authorization %q; want the key in api-key and no bearer token", seen.Get("api-key"), seen.Get("Authorization"))
+	}
+	mu.Unlock()
+
+	wrong, err := New(Config{ID: "azure-openai", BaseURL: root, APIKey: "other", Model: "my-deployment", AzureAPIVersion: "2024-10-21"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wrong.Extract(context.Background(), params); stet.ClassOf(err) != stet.FailureAuth {
+		t.Errorf("Extract with a wrong Azure key = %v, want class auth", err)
+	}
+}
