@@ -59,6 +59,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	database := fs.String("database", "", "run on this PostgreSQL server (postgres://…; a scratch schema is created and dropped) instead of a scratch SQLite file")
 	processes := fs.String("processes", "1,2,4", "scaling: the worker process counts to measure")
 	binary := fs.String("stet-binary", "", "scaling: the stet binary to start (default: this one)")
+	workerProcs := fs.Int("worker-processes", 1, "provider-limited: stet worker processes sharing the limit (above 1 needs --database)")
 	rpm := fs.Int("rpm", 600, "provider-limited: the requests-per-minute limit the fake enforces and stet is configured with")
 	provConc := fs.Int("provider-concurrency", 32, "provider-limited: calls in flight (stet's limits.concurrency and workers; the naive loop's goroutines)")
 	asJSON := fs.Bool("json", false, "print JSON")
@@ -104,6 +105,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		res, err = benchRiverDrivers(ctx, *database, *n)
 	case "provider-limited":
 		return benchProviderLimited(ctx, stdout, stderr, providerBenchOptions{dir: scratch, database: *database, n: *n,
+			binary: *binary, processes: *workerProcs,
 			rpm: *rpm, latencyMin: time.Second, latencyMax: 2 * time.Second, concurrency: *provConc}, *asJSON)
 	case "scaling":
 		return benchScaling(ctx, stdout, stderr, scratch, *database, *binary, *processes, *n, *conc, *asJSON)

@@ -220,58 +220,96 @@ func benchScaling(ctx context.Context, stdout, stderr io.Writer, dir, base, bina
 
 func scaleOnce(ctx context.Context, dir, base, binary string, workers, n, conc int) (scalingRow, string, error) {
 	row := scalingRow{Workers: workers}
-	database, drop, err := scratchDatabase(ctx, base)
+	fake := openai.NewFake(openai.FakeOptions{})
+	defer fake.Close()
+	run, err := startProcesses(ctx, dir, base, binary, workers, fake, "", 16)
 	if err != nil {
 		return row, "", err
 	}
-	defer drop()
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	defer run.stop()
+	t0 := time.Now()
+	jobs, _, err := run.bench.deliverAll(ctx, n, conc)
+	if err == nil {
+		err = waitCommitted(ctx, run.db, len(jobs), 10*time.Minute)
+	}
+	if err != nil {
 		return row, "", err
 	}
-	fake := openai.NewFake(openai.FakeOptions{})
-	defer fake.Close()
+	row.Documents, row.Elapsed = len(jobs), time.Since(t0)
+	row.Rate = float64(row.Documents) / row.Elapsed.Seconds()
+	return row, run.settings, nil
+}
+
+// processRun is one api process and N worker processes of the real binary
+// on a scratch schema, with a fake provider on a loopback listener.
+type processRun struct {
+	db       *ledger.DB
+	bench    *benchEnv
+	settings string
+	stop     func()
+}
+
+func startProcesses(ctx context.Context, dir, base, binary string, workers int, fake *openai.Fake, limits string, concurrency int) (_ *processRun, err error) {
+	var cleanups []func()
+	stop := func() {
+		for i := len(cleanups) - 1; i >= 0; i-- {
+			cleanups[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			stop()
+		}
+	}()
+	database, drop, err := scratchDatabase(ctx, base)
+	if err != nil {
+		return nil, err
+	}
+	cleanups = append(cleanups, drop)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
 	// The fake listens on a real port so other processes reach it.
 	fln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return row, "", err
+		return nil, err
 	}
 	fsrv := &http.Server{Handler: fake.Handler(), ReadHeaderTimeout: 5 * time.Second}
 	go fsrv.Serve(fln)
-	defer fsrv.Close()
+	cleanups = append(cleanups, func() { fsrv.Close() })
 
-	cfgPath, env, err := writeBenchConfig(dir, database, "http://"+fln.Addr().String()+"/v1")
+	cfgPath, env, err := writeBenchConfigWith(dir, database, "http://"+fln.Addr().String()+"/v1", limits, concurrency)
 	if err != nil {
-		return row, "", err
+		return nil, err
 	}
 	cfg, err := config.Load(cfgPath, func(k string) string { return env[k] })
 	if err != nil {
-		return row, "", err
+		return nil, err
 	}
 	db, err := ledger.Open(ctx, cfg.Database)
 	if err != nil {
-		return row, "", err
+		return nil, err
 	}
-	defer db.Close()
+	cleanups = append(cleanups, func() { db.Close() })
 	if err := migrateAll(ctx, db); err != nil {
-		return row, "", err
+		return nil, err
 	}
-	settings := dbSettings(ctx, db)
-
 	var procs []*exec.Cmd
-	defer func() {
+	cleanups = append(cleanups, func() {
 		for _, p := range procs {
 			_ = p.Process.Signal(syscall.SIGTERM)
 		}
 		for _, p := range procs {
 			_ = p.Wait()
 		}
-	}()
+	})
 	start := func(role, listen string) error {
 		cmd := exec.CommandContext(ctx, binary, "serve", "--config", cfgPath, "--role", role, "--listen", listen, "--log-level", "warn")
 		cmd.Env = os.Environ()
 		for k, v := range env {
 			cmd.Env = append(cmd.Env, k+"="+v)
 		}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		logf, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%d.log", role, len(procs))))
 		if err != nil {
 			return err
@@ -285,36 +323,25 @@ func scaleOnce(ctx context.Context, dir, base, binary string, workers, n, conc i
 	}
 	apiAddr, err := freeAddr()
 	if err != nil {
-		return row, "", err
+		return nil, err
 	}
 	if err := start("api", apiAddr); err != nil {
-		return row, "", err
+		return nil, err
 	}
 	for i := 0; i < workers; i++ {
 		addr, err := freeAddr()
 		if err != nil {
-			return row, "", err
+			return nil, err
 		}
 		if err := start("worker", addr); err != nil {
-			return row, "", err
+			return nil, err
 		}
 	}
-	base2 := "http://" + apiAddr
-	if err := waitReady(ctx, base2, 30*time.Second); err != nil {
-		return row, "", err
+	if err := waitReady(ctx, "http://"+apiAddr, 30*time.Second); err != nil {
+		return nil, err
 	}
-	b := &benchEnv{base: base2, secret: env["STET_BENCH_SECRET"]}
-	t0 := time.Now()
-	jobs, _, err := b.deliverAll(ctx, n, conc)
-	if err == nil {
-		err = waitCommitted(ctx, db, len(jobs), 10*time.Minute)
-	}
-	if err != nil {
-		return row, "", err
-	}
-	row.Documents, row.Elapsed = len(jobs), time.Since(t0)
-	row.Rate = float64(row.Documents) / row.Elapsed.Seconds()
-	return row, settings, nil
+	return &processRun{db: db, bench: &benchEnv{base: "http://" + apiAddr, secret: env["STET_BENCH_SECRET"]},
+		settings: dbSettings(ctx, db), stop: stop}, nil
 }
 
 func freeAddr() (string, error) {

@@ -40,6 +40,8 @@ type providerFigures struct {
 
 type providerBenchOptions struct {
 	dir, database string
+	binary        string // stet binary for worker processes
+	processes     int    // worker processes sharing the limit; > 1 needs --database
 	n, rpm        int
 	latencyMin    time.Duration
 	latencyMax    time.Duration
@@ -50,7 +52,15 @@ type providerBenchOptions struct {
 // RPM with 1–2 s latency, and, in the same run, the seeds' naive loop
 // (send; on 429 sleep Retry-After; resend) against an identical fake.
 func benchProviderLimited(ctx context.Context, stdout, stderr io.Writer, o providerBenchOptions, asJSON bool) int {
-	stetFig, err := providerStet(ctx, o)
+	run := providerStet
+	if o.processes > 1 {
+		if o.database == "" {
+			fmt.Fprintln(stderr, "stet bench provider-limited: --worker-processes above 1 needs --database postgres://…")
+			return exitUsage
+		}
+		run = providerStetProcesses
+	}
+	stetFig, err := run(ctx, o)
 	if err != nil {
 		fmt.Fprintln(stderr, "stet bench provider-limited: stet:", err)
 		return exitFailure
@@ -60,7 +70,8 @@ func benchProviderLimited(ctx context.Context, stdout, stderr io.Writer, o provi
 		fmt.Fprintln(stderr, "stet bench provider-limited: naive loop:", err)
 		return exitFailure
 	}
-	settings := fmt.Sprintf("fake OpenAI enforcing %d RPM as a %d-per-second bucket, latency %s–%s; %d documents; concurrency %d", o.rpm, o.rpm/60, o.latencyMin, o.latencyMax, o.n, o.concurrency)
+	settings := fmt.Sprintf("fake OpenAI enforcing %d RPM as a %d-per-second bucket, latency %s–%s; %d documents; concurrency %d; %d stet worker process(es) sharing the limit",
+		o.rpm, o.rpm/60, o.latencyMin, o.latencyMax, o.n, o.concurrency, max(o.processes, 1))
 	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -252,5 +263,51 @@ func providerNaive(ctx context.Context, o providerBenchOptions) (providerFigures
 	f.LimitShare = limitShare(st, o.rpm)
 	f.P50, f.P95 = percentile(times, 0.5), percentile(times, 0.95)
 	f.P50MS, f.P95MS = ms(f.P50), ms(f.P95)
+	return f, nil
+}
+
+// providerStetProcesses is providerStet with one api process and
+// o.processes worker processes of the real binary sharing the limit through
+// their heartbeats.
+func providerStetProcesses(ctx context.Context, o providerBenchOptions) (providerFigures, error) {
+	f := providerFigures{Name: fmt.Sprintf("stet, %d processes", o.processes)}
+	binary := o.binary
+	if binary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return f, err
+		}
+		binary = exe
+	}
+	fake := o.fake()
+	defer fake.Close()
+	run, err := startProcesses(ctx, filepath.Join(o.dir, "stet-procs"), o.database, binary, o.processes, fake,
+		fmt.Sprintf("{rpm: %d, concurrency: %d}", o.rpm, o.concurrency), o.concurrency)
+	if err != nil {
+		return f, err
+	}
+	defer run.stop()
+	// Let every worker's heartbeat be seen before the load starts.
+	time.Sleep(6 * time.Second)
+	start := time.Now()
+	jobs, _, err := run.bench.deliverAll(ctx, o.n*5/4, 16)
+	if err != nil {
+		return f, err
+	}
+	if err := waitCommitted(ctx, run.db, len(jobs), 30*time.Minute); err != nil {
+		return f, err
+	}
+	f.Elapsed, f.Documents = time.Since(start), len(jobs)
+	st := fake.Stats()
+	f.Calls, f.Limited = st.Calls, st.Limited
+	f.LimitedRate = float64(st.Limited) / float64(max(st.Calls, 1))
+	f.LimitShare = limitShare(st, o.rpm)
+	toRecord, overhead, err := stageTimes(ctx, run.db.Writer())
+	if err != nil {
+		return f, err
+	}
+	f.P50, f.P95 = percentile(toRecord, 0.5), percentile(toRecord, 0.95)
+	f.P50MS, f.P95MS = ms(f.P50), ms(f.P95)
+	f.OverheadP50, f.OverheadP95 = ms(percentile(overhead, 0.5)), ms(percentile(overhead, 0.95))
 	return f, nil
 }
