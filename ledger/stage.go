@@ -42,7 +42,7 @@ var (
 		WHERE id = $4 AND attempt = $5 AND state = 'extracting'`
 	qBlock = `UPDATE jobs SET state = 'blocked', failure_class = $1, lease_until = NULL, updated_at = $2
 		WHERE id = $3 AND attempt = $4 AND state IN ('accepted', 'waiting', 'extracting')`
-	qLockJob        = `UPDATE jobs SET updated_at = $1 WHERE id = $2`
+	qLockJob        = `UPDATE jobs SET updated_at = $1 WHERE id = $2 AND state = 'extracted'`
 	qJobForCommit   = `SELECT state, report_id, tenant_id, source_id, revision FROM jobs WHERE id = $1`
 	qRecordOfJob    = `SELECT id FROM review_records WHERE job_id = $1`
 	qArtifactOutput = `SELECT output FROM artifacts WHERE job_id = $1`
@@ -284,12 +284,6 @@ var ErrNothingToCommit = errors.New("job has no artifact to commit")
 // Commit writes the review record for an extracted job and marks the job
 // committed, in tx. It is idempotent: a committed job returns its record.
 func Commit(ctx context.Context, tx Querier, jobID string, now time.Time) (recordID string, err error) {
-	// Lock the job row first: two commits of one job (the extract worker's
-	// and the commit stage's) then run one after the other, and the second
-	// finds the job committed.
-	if _, err := tx.ExecContext(ctx, qLockJob, micros(now), jobID); err != nil {
-		return "", fmt.Errorf("lock job: %w", err)
-	}
 	var state string
 	var reportID, tenantID, sourceID string
 	var revision int64
@@ -309,6 +303,19 @@ func Commit(ctx context.Context, tx Querier, jobID string, now time.Time) (recor
 		}
 		return recordID, nil
 	case stet.JobExtracted:
+		// Take the job row: of two commits of one job (the extract worker's
+		// and the commit stage's) the second waits here, then finds no
+		// extracted job and returns the first one's record.
+		res, err := tx.ExecContext(ctx, qLockJob, micros(now), jobID)
+		if err != nil {
+			return "", fmt.Errorf("lock job: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			if err := tx.QueryRowContext(ctx, qRecordOfJob, jobID).Scan(&recordID); err != nil {
+				return "", fmt.Errorf("read record: %w", err)
+			}
+			return recordID, nil
+		}
 	default:
 		return "", ErrNothingToCommit
 	}
