@@ -97,10 +97,18 @@ func TestDependencyDirection(t *testing.T) {
 	if len(procs) < 2 {
 		t.Fatalf("processor packages = %v, want at least rules and openai", procs)
 	}
+	// The one shared piece: internal/fakekit, the fakes' common code, which
+	// itself imports only the standard library.
+	const kit = mod + "/internal/fakekit"
+	for _, d := range deps(kit) {
+		if d != kit {
+			t.Errorf("internal/fakekit imports %s; it may import only the standard library", d)
+		}
+	}
 	for _, p := range procs {
 		for _, d := range deps(p) {
-			if strings.HasPrefix(d, mod+"/") && d != p && d != mod {
-				t.Errorf("%s imports %s; a processor imports only stet and its SDK", p, d)
+			if strings.HasPrefix(d, mod+"/") && d != p && d != mod && d != kit {
+				t.Errorf("%s imports %s; a processor imports only stet, internal/fakekit and its SDK", p, d)
 			}
 		}
 	}

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	mathrand "math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/stetlabs/stet/internal/fakekit"
 )
 
 // FaultKind names a scripted fault of the Fake.
@@ -826,150 +827,6 @@ func validateFakeRequest(body []byte, req *FakeRequest) string {
 	return ""
 }
 
-// MinimalInstance returns a small JSON document valid against schema, the
-// Fake's default answer: an object holds its required properties, an enum
-// or const gives its first value, a string "ok" (or minLength x's; a date
-// for format date or date-time), a number 0 or its minimum, a boolean
-// false, an array minItems items. A local $ref is followed, anyOf and
-// oneOf take their first branch, allOf merges object branches. No schema
-// gives {}.
-func MinimalInstance(schema json.RawMessage) string {
-	var root any
-	if len(bytes.TrimSpace(schema)) == 0 || json.Unmarshal(schema, &root) != nil {
-		return "{}"
-	}
-	w := instanceWalker{root: root}
-	return string(marshal(w.value(root, 0)))
-}
-
-type instanceWalker struct{ root any }
-
-const maxInstanceDepth = 32
-
-func (w instanceWalker) value(node any, depth int) any {
-	s, ok := node.(map[string]any)
-	if !ok || depth > maxInstanceDepth {
-		return nil
-	}
-	if ref, ok := s["$ref"].(string); ok {
-		return w.value(w.resolve(ref), depth+1)
-	}
-	if v, ok := s["const"]; ok {
-		return v
-	}
-	if values, ok := s["enum"].([]any); ok && len(values) > 0 {
-		return values[0]
-	}
-	for _, key := range []string{"anyOf", "oneOf"} {
-		if branches, ok := s[key].([]any); ok && len(branches) > 0 {
-			return w.value(branches[0], depth+1)
-		}
-	}
-	if branches, ok := s["allOf"].([]any); ok && len(branches) > 0 {
-		merged := map[string]any{}
-		for _, b := range branches {
-			v := w.value(b, depth+1)
-			obj, isObj := v.(map[string]any)
-			if !isObj {
-				return v
-			}
-			for k, x := range obj {
-				merged[k] = x
-			}
-		}
-		return merged
-	}
-	switch schemaType(s) {
-	case "object":
-		props, _ := s["properties"].(map[string]any)
-		out := map[string]any{}
-		required, _ := s["required"].([]any)
-		for _, r := range required {
-			if name, ok := r.(string); ok {
-				out[name] = w.value(props[name], depth+1)
-			}
-		}
-		return out
-	case "array":
-		n, _ := s["minItems"].(float64)
-		items := make([]any, 0, int(n))
-		for range int(n) {
-			items = append(items, w.value(s["items"], depth+1))
-		}
-		return items
-	case "string":
-		switch s["format"] {
-		case "date":
-			return "2000-01-01"
-		case "date-time":
-			return "2000-01-01T00:00:00Z"
-		}
-		if n, _ := s["minLength"].(float64); n > 2 {
-			return strings.Repeat("x", int(n))
-		}
-		return "ok"
-	case "integer":
-		return math.Ceil(lowerBound(s))
-	case "number":
-		return lowerBound(s)
-	case "boolean":
-		return false
-	}
-	return nil
-}
-
-// schemaType is the schema's type: the first non-null one of a list, or
-// what its keywords imply.
-func schemaType(s map[string]any) string {
-	switch t := s["type"].(type) {
-	case string:
-		return t
-	case []any:
-		for _, v := range t {
-			if name, ok := v.(string); ok && name != "null" {
-				return name
-			}
-		}
-		return "null"
-	}
-	if _, ok := s["properties"]; ok {
-		return "object"
-	}
-	if _, ok := s["items"]; ok {
-		return "array"
-	}
-	return ""
-}
-
-// lowerBound is the smallest number the schema allows that is at least 0.
-func lowerBound(s map[string]any) float64 {
-	v := 0.0
-	if lo, ok := s["minimum"].(float64); ok && lo > v {
-		v = lo
-	}
-	if lo, ok := s["exclusiveMinimum"].(float64); ok && lo >= v {
-		v = lo + 1
-	}
-	return v
-}
-
-// resolve follows a local JSON pointer ("#/$defs/flag").
-func (w instanceWalker) resolve(ref string) any {
-	pointer, ok := strings.CutPrefix(ref, "#")
-	if !ok {
-		return nil
-	}
-	node := w.root
-	for _, token := range strings.Split(pointer, "/") {
-		if token == "" {
-			continue
-		}
-		token = strings.NewReplacer("~1", "/", "~0", "~").Replace(token)
-		obj, ok := node.(map[string]any)
-		if !ok {
-			return nil
-		}
-		node = obj[token]
-	}
-	return node
-}
+// MinimalInstance returns the smallest JSON document the Fake considers
+// valid against schema (see fakekit.MinimalInstance).
+func MinimalInstance(schema json.RawMessage) string { return fakekit.MinimalInstance(schema) }

@@ -337,7 +337,7 @@ func TestMinimalInstance(t *testing.T) {
 		{"required only", `{"type":"object","properties":{"a":{"type":"string"},"b":{"type":"integer"}},"required":["b"]}`, `{"b":0}`},
 		{"nested", `{"type":"object","properties":{"o":{"type":"object","properties":{"x":{"type":"boolean"}},"required":["x"]},"l":{"type":"array","items":{"type":"string"}}},"required":["o","l"]}`, `{"l":[],"o":{"x":false}}`},
 		{"minItems", `{"type":"array","minItems":2,"items":{"type":"number"}}`, `[0,0]`},
-		{"minLength", `{"type":"string","minLength":4}`, `"xxxx"`},
+		{"minLength", `{"type":"string","minLength":4}`, `"oooo"`},
 		{"date", `{"type":"string","format":"date"}`, `"2000-01-01"`},
 		{"nullable type", `{"type":["null","string"]}`, `"ok"`},
 		{"null only", `{"type":"null"}`, `null`},

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	mathrand "math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/stetlabs/stet/internal/fakekit"
 )
 
 // FaultKind names a scripted fault of the Fake.
@@ -909,134 +910,5 @@ func validateFakeRequest(req *FakeRequest) (string, bool) {
 }
 
 // MinimalInstance returns the smallest JSON document the Fake considers
-// valid against schema: the required properties of an object, the first
-// enum or const value, "ok" for a string (or minLength letters), minItems
-// elements for an array, 0 or the minimum for a number, false for a
-// boolean. Local $ref, anyOf, oneOf and allOf follow their first branch;
-// "type" may be a list (its first non-null type) or an OpenAPI upper-case
-// name. No schema gives {}.
-func MinimalInstance(schema json.RawMessage) string {
-	var root any
-	if len(schema) == 0 || json.Unmarshal(schema, &root) != nil {
-		return "{}"
-	}
-	b, err := json.Marshal(instanceWalker{root: root}.build(root, 0))
-	if err != nil {
-		return "{}"
-	}
-	return string(b)
-}
-
-// instanceWalker builds instances of sub-schemas of root.
-type instanceWalker struct{ root any }
-
-func (iw instanceWalker) build(node any, depth int) any {
-	s, ok := node.(map[string]any)
-	if !ok || depth > 32 {
-		return nil
-	}
-	if ref, ok := s["$ref"].(string); ok {
-		return iw.build(iw.lookup(ref), depth+1)
-	}
-	if v, ok := s["const"]; ok {
-		return v
-	}
-	if values, ok := s["enum"].([]any); ok && len(values) > 0 {
-		return values[0]
-	}
-	for _, kw := range []string{"anyOf", "oneOf", "allOf"} {
-		if branches, ok := s[kw].([]any); ok && len(branches) > 0 {
-			return iw.build(branches[0], depth+1)
-		}
-	}
-	switch schemaType(s) {
-	case "object":
-		props, _ := s["properties"].(map[string]any)
-		required, _ := s["required"].([]any)
-		obj := make(map[string]any, len(required))
-		for _, r := range required {
-			if name, ok := r.(string); ok {
-				obj[name] = iw.build(props[name], depth+1)
-			}
-		}
-		return obj
-	case "array":
-		n := number(s["minItems"])
-		arr := make([]any, 0, int(n))
-		for range int(n) {
-			arr = append(arr, iw.build(s["items"], depth+1))
-		}
-		return arr
-	case "string":
-		if n := number(s["minLength"]); n > 2 {
-			return strings.Repeat("o", int(n))
-		}
-		return "ok"
-	case "number":
-		return lowest(s)
-	case "integer":
-		return math.Ceil(lowest(s))
-	case "boolean":
-		return false
-	}
-	return nil
-}
-
-// schemaType is the instance type a schema asks for, lower-cased.
-func schemaType(s map[string]any) string {
-	switch t := s["type"].(type) {
-	case string:
-		return strings.ToLower(t)
-	case []any:
-		for _, v := range t {
-			if name, ok := v.(string); ok && !strings.EqualFold(name, "null") {
-				return strings.ToLower(name)
-			}
-		}
-		return "null"
-	}
-	switch {
-	case s["properties"] != nil:
-		return "object"
-	case s["items"] != nil:
-		return "array"
-	}
-	return ""
-}
-
-// lowest is the smallest number at or above 0 the schema allows.
-func lowest(s map[string]any) float64 {
-	v := 0.0
-	if lo, ok := s["minimum"].(float64); ok && lo > v {
-		v = lo
-	}
-	if lo, ok := s["exclusiveMinimum"].(float64); ok && lo >= v {
-		v = lo + 1
-	}
-	return v
-}
-
-func number(v any) float64 {
-	n, _ := v.(float64)
-	return max(n, 0)
-}
-
-// lookup follows a local JSON pointer ("#/$defs/flag").
-func (iw instanceWalker) lookup(ref string) any {
-	pointer, ok := strings.CutPrefix(ref, "#")
-	if !ok {
-		return nil
-	}
-	cur := iw.root
-	for _, tok := range strings.Split(pointer, "/") {
-		if tok == "" {
-			continue
-		}
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return nil
-		}
-		cur = m[strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")]
-	}
-	return cur
-}
+// valid against schema (see fakekit.MinimalInstance).
+func MinimalInstance(schema json.RawMessage) string { return fakekit.MinimalInstance(schema) }

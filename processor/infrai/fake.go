@@ -9,7 +9,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"io"
-	"math"
 	mathrand "math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/internal/fakekit"
 )
 
 // FaultKind names a scripted fault of the Fake.
@@ -807,123 +807,8 @@ func validateFakeRequest(req *FakeRequest) (string, bool) {
 	return "", true
 }
 
-// MinimalInstance returns a small JSON document valid against the simple
-// schemas profiles use: each required property of an object, the first enum
-// value or the const, "ok" (or minLength letters) for a string, minItems
-// copies of the item for an array, the lower bound or 0 for a number, false
-// for a boolean. Local $ref is followed; anyOf, oneOf and allOf take their
-// first branch. No schema or an unreadable one gives {}.
-func MinimalInstance(schema json.RawMessage) string {
-	var root any
-	if len(schema) == 0 || json.Unmarshal(schema, &root) != nil {
-		return "{}"
-	}
-	return string(marshal(instanceOf(root, root, 0)))
-}
-
-func instanceOf(node, root any, depth int) any {
-	s, ok := node.(map[string]any)
-	if !ok || depth > 32 {
-		return nil
-	}
-	if ref, ok := s["$ref"].(string); ok {
-		return instanceOf(pointer(root, ref), root, depth+1)
-	}
-	if v, ok := s["const"]; ok {
-		return v
-	}
-	if values, ok := s["enum"].([]any); ok && len(values) > 0 {
-		return values[0]
-	}
-	for _, k := range []string{"allOf", "anyOf", "oneOf"} {
-		if branches, ok := s[k].([]any); ok && len(branches) > 0 {
-			return instanceOf(branches[0], root, depth+1)
-		}
-	}
-	switch schemaType(s) {
-	case "object":
-		obj := map[string]any{}
-		props, _ := s["properties"].(map[string]any)
-		required, _ := s["required"].([]any)
-		for _, name := range required {
-			if name, ok := name.(string); ok {
-				obj[name] = instanceOf(props[name], root, depth+1)
-			}
-		}
-		return obj
-	case "array":
-		n, _ := s["minItems"].(float64)
-		items := make([]any, int(n))
-		for i := range items {
-			items[i] = instanceOf(s["items"], root, depth+1)
-		}
-		return items
-	case "string":
-		if n, _ := s["minLength"].(float64); n > 2 {
-			return strings.Repeat("x", int(n))
-		}
-		return "ok"
-	case "integer", "number":
-		v := 0.0
-		if lo, ok := s["minimum"].(float64); ok {
-			v = max(v, lo)
-		}
-		if lo, ok := s["exclusiveMinimum"].(float64); ok && lo >= v {
-			v = lo + 1
-		}
-		if schemaType(s) == "integer" {
-			v = math.Ceil(v)
-		}
-		return v
-	case "boolean":
-		return false
-	default:
-		return nil
-	}
-}
-
-// schemaType is the schema's type, the first non-null one of a list, or
-// what its keywords imply.
-func schemaType(s map[string]any) string {
-	switch t := s["type"].(type) {
-	case string:
-		return t
-	case []any:
-		for _, v := range t {
-			if v, ok := v.(string); ok && v != "null" {
-				return v
-			}
-		}
-		return "null"
-	}
-	switch {
-	case s["properties"] != nil:
-		return "object"
-	case s["items"] != nil:
-		return "array"
-	}
-	return ""
-}
-
-// pointer resolves a local JSON pointer reference ("#/$defs/flag").
-func pointer(root any, ref string) any {
-	rest, ok := strings.CutPrefix(ref, "#")
-	if !ok {
-		return nil
-	}
-	cur := root
-	for tok := range strings.SplitSeq(rest, "/") {
-		if tok == "" {
-			continue
-		}
-		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return nil
-		}
-		cur = m[tok]
-	}
-	return cur
-}
+// MinimalInstance returns the smallest JSON document the Fake considers
+// valid against schema (see fakekit.MinimalInstance).
+func MinimalInstance(schema json.RawMessage) string { return fakekit.MinimalInstance(schema) }
 
 func ptr[T any](v T) *T { return &v }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/internal/fakekit"
 )
 
 // FaultKind names a scripted fault of the Fake.
@@ -817,119 +818,8 @@ func validateFakeRequest(req *FakeRequest) (apiError, bool) {
 }
 
 // MinimalInstance returns the smallest JSON document the Fake considers
-// valid against schema: every required property of an object, the first
-// enum or const value, "ok" for a string, [] for an array (minItems
-// honoured), 0 or the minimum for a number, false for a boolean. Local
-// $ref, anyOf and oneOf follow their first branch. No schema gives {}.
-func MinimalInstance(schema json.RawMessage) string {
-	var root any
-	if len(schema) == 0 || json.Unmarshal(schema, &root) != nil {
-		return "{}"
-	}
-	return string(marshal(minimal(root, root, 0)))
-}
-
-func minimal(s, root any, depth int) any {
-	m, ok := s.(map[string]any)
-	if !ok || depth > 32 {
-		return nil
-	}
-	if ref, ok := m["$ref"].(string); ok {
-		return minimal(resolveRef(root, ref), root, depth+1)
-	}
-	if v, ok := m["const"]; ok {
-		return v
-	}
-	if enum, ok := m["enum"].([]any); ok && len(enum) > 0 {
-		return enum[0]
-	}
-	for _, k := range []string{"anyOf", "oneOf", "allOf"} {
-		if branches, ok := m[k].([]any); ok && len(branches) > 0 {
-			return minimal(branches[0], root, depth+1)
-		}
-	}
-	typ := ""
-	switch t := m["type"].(type) {
-	case string:
-		typ = t
-	case []any:
-		for _, v := range t {
-			if s, ok := v.(string); ok && s != "null" {
-				typ = s
-				break
-			}
-		}
-	}
-	if typ == "" {
-		switch {
-		case m["properties"] != nil:
-			typ = "object"
-		case m["items"] != nil:
-			typ = "array"
-		}
-	}
-	switch typ {
-	case "object":
-		out := map[string]any{}
-		props, _ := m["properties"].(map[string]any)
-		req, _ := m["required"].([]any)
-		for _, r := range req {
-			if name, ok := r.(string); ok {
-				out[name] = minimal(props[name], root, depth+1)
-			}
-		}
-		return out
-	case "array":
-		n, _ := m["minItems"].(float64)
-		out := make([]any, 0, int(n))
-		for range int(n) {
-			out = append(out, minimal(m["items"], root, depth+1))
-		}
-		return out
-	case "string":
-		n, _ := m["minLength"].(float64)
-		if n > 2 {
-			return strings.Repeat("o", int(n))
-		}
-		return "ok"
-	case "number", "integer":
-		v := 0.0
-		if lo, ok := m["minimum"].(float64); ok && lo > v {
-			v = lo
-		}
-		if lo, ok := m["exclusiveMinimum"].(float64); ok && lo >= v {
-			v = lo + 1
-		}
-		if typ == "integer" {
-			v = math.Ceil(v)
-		}
-		return v
-	case "boolean":
-		return false
-	default:
-		return nil
-	}
-}
-
-// resolveRef follows a local JSON pointer ("#/$defs/flag").
-func resolveRef(root any, ref string) any {
-	if !strings.HasPrefix(ref, "#") {
-		return nil
-	}
-	cur := root
-	for _, tok := range strings.Split(strings.TrimPrefix(ref, "#"), "/") {
-		if tok == "" {
-			continue
-		}
-		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return nil
-		}
-		cur = m[tok]
-	}
-	return cur
-}
+// valid against schema (see fakekit.MinimalInstance).
+func MinimalInstance(schema json.RawMessage) string { return fakekit.MinimalInstance(schema) }
 
 func ptr[T any](v T) *T { return &v }
 

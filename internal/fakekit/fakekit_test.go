@@ -1,0 +1,29 @@
+package fakekit
+
+import "testing"
+
+func TestMinimalInstance(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ name, schema, want string }{
+		{"no schema", ``, `{}`},
+		{"not JSON", `{`, `{}`},
+		{"required only", `{"type":"object","required":["a"],"properties":{"a":{"type":"string"},"b":{"type":"integer"}}}`, `{"a":"ok"}`},
+		{"enum first", `{"enum":["x","y"]}`, `"x"`},
+		{"const", `{"const":7}`, `7`},
+		{"minLength", `{"type":"string","minLength":4}`, `"oooo"`},
+		{"date", `{"type":"string","format":"date"}`, `"2000-01-01"`},
+		{"date-time", `{"type":"string","format":"date-time"}`, `"2000-01-01T00:00:00Z"`},
+		{"minItems", `{"type":"array","minItems":2,"items":{"type":"boolean"}}`, `[false,false]`},
+		{"minimum integer", `{"type":"integer","minimum":2.5}`, `3`},
+		{"type list", `{"type":["null","number"]}`, `0`},
+		{"OpenAPI upper case", `{"type":"OBJECT","required":["n"],"properties":{"n":{"type":"INTEGER"}}}`, `{"n":0}`},
+		{"local ref", `{"$defs":{"f":{"type":"boolean"}},"type":"object","required":["f"],"properties":{"f":{"$ref":"#/$defs/f"}}}`, `{"f":false}`},
+		{"anyOf first", `{"anyOf":[{"type":"string"},{"type":"number"}]}`, `"ok"`},
+		{"allOf merges objects", `{"allOf":[{"type":"object","required":["a"],"properties":{"a":{"const":1}}},{"type":"object","required":["b"],"properties":{"b":{"const":2}}}]}`, `{"a":1,"b":2}`},
+	}
+	for _, tt := range tests {
+		if got := MinimalInstance([]byte(tt.schema)); got != tt.want {
+			t.Errorf("MinimalInstance(%s) = %s, want %s", tt.name, got, tt.want)
+		}
+	}
+}
