@@ -40,6 +40,7 @@ type Source struct {
 	PolicyHash     string
 	ProfileID      string
 	ProfileVersion int
+	Mode           stet.DispatchMode // sync | batch
 	// Schema validates a reviewer's override classification.
 	Schema *schema.Schema
 }

@@ -68,73 +68,11 @@ func (s *Server) intakeStatus(w http.ResponseWriter, r *http.Request) int {
 			return fail(http.StatusUnprocessableEntity, "unsupported-media", "only application/json text reports are supported; audio and other media are not")
 		}
 	}
-	if !utf8.Valid(body) {
-		return fail(http.StatusBadRequest, "invalid-body", "the body is not valid UTF-8")
+	p, perr := src.ParseBody(body)
+	if perr != nil {
+		return fail(perr.Status, perr.Slug, perr.Detail)
 	}
-	var in intakeBody
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
-		return fail(http.StatusBadRequest, "invalid-body", jsonProblem(err))
-	}
-	if rest := bytes.TrimSpace(body[dec.InputOffset():]); len(rest) > 0 {
-		return fail(http.StatusBadRequest, "invalid-body", "the body holds something after its JSON object")
-	}
-	p := ledger.AcceptParams{
-		TenantID: src.Tenant, SourceID: src.ID, Identity: src.Identity, Revisions: src.Revisions,
-		DeliveryKey: r.Header.Get("webhook-id"), BodySHA256: stet.SHA256Hex(body),
-		PolicyID: src.PolicyID, PolicyHash: src.PolicyHash, ProfileID: src.ProfileID, ProfileVersion: src.ProfileVersion,
-		Now: s.clock.Now(),
-	}
-	if in.Text == nil {
-		return fail(http.StatusBadRequest, "invalid-body", "text is required")
-	}
-	if strings.TrimSpace(*in.Text) == "" {
-		return fail(http.StatusBadRequest, "invalid-body", "text is empty")
-	}
-	if loneSurrogates(*in.Text, body) {
-		return fail(http.StatusBadRequest, "invalid-body", "text holds an escaped lone surrogate, which is not valid UTF-8")
-	}
-	p.Text = stet.NewText(*in.Text)
-	switch src.Identity {
-	case stet.IdentityExternalID:
-		if in.ExternalID == nil || *in.ExternalID == "" {
-			return fail(http.StatusBadRequest, "invalid-body", "external_id is required for this source")
-		}
-		if len(*in.ExternalID) > maxExternalID || strings.ContainsFunc(*in.ExternalID, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
-			return fail(http.StatusBadRequest, "invalid-body", "external_id must be at most 256 bytes without control characters")
-		}
-		p.ExternalID = *in.ExternalID
-	case stet.IdentityContent:
-		if in.ExternalID != nil {
-			return fail(http.StatusBadRequest, "invalid-body", "external_id must be absent: this source identifies reports by content")
-		}
-	}
-	switch src.Revisions {
-	case stet.RevisionsExplicit:
-		if in.Revision == nil || bytes.Equal(in.Revision, []byte("null")) {
-			return fail(http.StatusBadRequest, "invalid-body", "revision is required for this source")
-		}
-		// Only a JSON integer: not "1", not 1.5, not 1e0.
-		n, err := strconv.ParseInt(string(in.Revision), 10, 64)
-		if err != nil || n < 1 {
-			return fail(http.StatusBadRequest, "invalid-body", "revision must be a positive integer")
-		}
-		p.Revision = n
-	case stet.RevisionsContent:
-		if in.Revision != nil && !bytes.Equal(in.Revision, []byte("null")) {
-			return fail(http.StatusBadRequest, "invalid-body", "revision must be absent: stet numbers this source's revisions")
-		}
-	}
-	if in.Metadata != nil {
-		m := bytes.TrimSpace(*in.Metadata)
-		if len(m) > 0 && m[0] != '{' && !bytes.Equal(m, []byte("null")) {
-			return fail(http.StatusBadRequest, "invalid-body", "metadata must be an object")
-		}
-		if len(m) > 0 && m[0] == '{' {
-			p.Metadata = json.RawMessage(m)
-		}
-	}
+	p.DeliveryKey, p.Now = r.Header.Get("webhook-id"), s.clock.Now()
 
 	res, err := s.cfg.Acceptor.Accept(r.Context(), p)
 	if err != nil {
@@ -192,4 +130,90 @@ func loneSurrogates(text string, body []byte) bool {
 	lower := bytes.ToLower(body)
 	spelled := bytes.Count(body, []byte("\uFFFD")) + bytes.Count(lower, []byte(`\ufffd`))
 	return n > spelled
+}
+
+// BodyError is why a delivery's body was refused: an HTTP status, a stable
+// problem slug and a detail that never quotes the body.
+type BodyError struct {
+	Status int
+	Slug   string
+	Detail string
+}
+
+func (e *BodyError) Error() string { return e.Detail }
+
+// ParseBody checks a delivery body (already verified and read) against the
+// source's identity and revision rules and returns what to accept. It is
+// the one place those rules live: intake and stet import both use it. The
+// caller sets DeliveryKey and Now.
+func (src *Source) ParseBody(body []byte) (ledger.AcceptParams, *BodyError) {
+	if !utf8.Valid(body) {
+		return ledger.AcceptParams{}, &BodyError{Status: http.StatusBadRequest, Slug: "invalid-body", Detail: "the body is not valid UTF-8"}
+	}
+	var p ledger.AcceptParams
+	var in intakeBody
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		return p, &BodyError{Status: http.StatusBadRequest, Slug: "invalid-body", Detail: jsonProblem(err)}
+	}
+	if rest := bytes.TrimSpace(body[dec.InputOffset():]); len(rest) > 0 {
+		return p, &BodyError{Status: http.StatusBadRequest, Slug: "invalid-body", Detail: "the body holds something after its JSON object"}
+	}
+	p = ledger.AcceptParams{
+		TenantID: src.Tenant, SourceID: src.ID, Identity: src.Identity, Revisions: src.Revisions,
+		BodySHA256: stet.SHA256Hex(body), Mode: src.Mode,
+		PolicyID: src.PolicyID, PolicyHash: src.PolicyHash, ProfileID: src.ProfileID, ProfileVersion: src.ProfileVersion,
+	}
+	if in.Text == nil {
+		return p, &BodyError{Status: http.StatusBadRequest, Slug: "invalid-body", Detail: "text is required"}
+	}
+	if strings.TrimSpace(*in.Text) == "" {
+		return p, &BodyError{Status: http.StatusBadRequest, Slug: "invalid-body", Detail: "text is empty"}
+	}
+	if loneSurrogates(*in.Text, body) {
+		return p, &BodyError{Status: http.StatusBadRequest, Slug: "invalid-body", Detail: "text holds an escaped lone surrogate, which is not valid UTF-8"}
+	}
+	p.Text = stet.NewText(*in.Text)
+	switch src.Identity {
+	case stet.IdentityExternalID:
+		if in.ExternalID == nil || *in.ExternalID == "" {
+			return p, &BodyError{Status: http.StatusBadRequest, Slug: "invalid-body", Detail: "external_id is required for this source"}
+		}
+		if len(*in.ExternalID) > maxExternalID || strings.ContainsFunc(*in.ExternalID, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+			return p, &BodyError{Status: http.StatusBadRequest, Slug: "invalid-body", Detail: "external_id must be at most 256 bytes without control characters"}
+		}
+		p.ExternalID = *in.ExternalID
+	case stet.IdentityContent:
+		if in.ExternalID != nil {
+			return p, &BodyError{Status: http.StatusBadRequest, Slug: "invalid-body", Detail: "external_id must be absent: this source identifies reports by content"}
+		}
+	}
+	switch src.Revisions {
+	case stet.RevisionsExplicit:
+		if in.Revision == nil || bytes.Equal(in.Revision, []byte("null")) {
+			return p, &BodyError{Status: http.StatusBadRequest, Slug: "invalid-body", Detail: "revision is required for this source"}
+		}
+		// Only a JSON integer: not "1", not 1.5, not 1e0.
+		n, err := strconv.ParseInt(string(in.Revision), 10, 64)
+		if err != nil || n < 1 {
+			return p, &BodyError{Status: http.StatusBadRequest, Slug: "invalid-body", Detail: "revision must be a positive integer"}
+		}
+		p.Revision = n
+	case stet.RevisionsContent:
+		if in.Revision != nil && !bytes.Equal(in.Revision, []byte("null")) {
+			return p, &BodyError{Status: http.StatusBadRequest, Slug: "invalid-body", Detail: "revision must be absent: stet numbers this source's revisions"}
+		}
+	}
+	if in.Metadata != nil {
+		m := bytes.TrimSpace(*in.Metadata)
+		if len(m) > 0 && m[0] != '{' && !bytes.Equal(m, []byte("null")) {
+			return p, &BodyError{Status: http.StatusBadRequest, Slug: "invalid-body", Detail: "metadata must be an object"}
+		}
+		if len(m) > 0 && m[0] == '{' {
+			p.Metadata = json.RawMessage(m)
+		}
+	}
+
+	return p, nil
 }

@@ -107,8 +107,23 @@ type Processor struct {
 	ToolUse bool `yaml:"tool_use"`
 	// MaxTokens (anthropic): the output budget of one call; optional.
 	MaxTokens int `yaml:"max_tokens"`
+	// Batch tunes the processor's provider batches (kinds openai,
+	// anthropic, gemini, infrai).
+	Batch BatchSettings `yaml:"batch"`
 	// APIKey is read from APIKeyEnv at load.
 	APIKey string `yaml:"-"`
+}
+
+// BatchSettings tune a processor's provider batches (DESIGN §4). Zero
+// values take the defaults shown.
+type BatchSettings struct {
+	MaxItems  int      `yaml:"max_items"`  // a batch is assembled at this many jobs (1000)
+	MaxWait   Duration `yaml:"max_wait"`   // or once its oldest job has waited this long (10m)
+	PollFirst Duration `yaml:"poll_first"` // the first status poll after submission (30s)
+	PollMax   Duration `yaml:"poll_max"`   // the poll backoff cap (10m)
+	// OnExpired: where items that ended without an answer (expired,
+	// cancelled, a transient error) go: batch (the next batch) or sync.
+	OnExpired stet.DispatchMode `yaml:"on_expired"`
 }
 
 // Retention is a policy's retention for text and artifacts.
@@ -138,6 +153,9 @@ type Workers struct {
 	// default 200ms. (River's SQLite and database/sql drivers poll; they
 	// have no notifications.)
 	PollInterval Duration `yaml:"poll_interval"`
+	// AssembleEvery is how often the batch assembler looks for batch-mode
+	// jobs to group; default 5s.
+	AssembleEvery Duration `yaml:"assemble_every"`
 }
 
 // Duration is a time.Duration that also accepts a day suffix ("30d").

@@ -41,6 +41,7 @@ const (
 	DefaultRescueAfter       = Duration(5 * time.Minute)
 	DefaultMaxAttempts       = 5
 	DefaultPollInterval      = Duration(200 * time.Millisecond)
+	DefaultAssembleEvery     = Duration(5 * time.Second)
 )
 
 // Processor kinds.
@@ -737,6 +738,29 @@ func (l *loader) validateProcessor(p string, pr *Processor) {
 			l.problem(join(join(p, "limits"), lim.key), "must not be negative")
 		}
 	}
+	bp := join(p, "batch")
+	if l.present(bp) {
+		switch pr.Kind {
+		case KindOpenAI, KindAnthropic, KindGemini, KindInfrai:
+		default:
+			l.problem(bp, "used only by kinds %s, %s, %s and %s (processors with a batch API)", KindOpenAI, KindAnthropic, KindGemini, KindInfrai)
+		}
+		b := pr.Batch
+		if b.MaxItems < 0 {
+			l.problem(join(bp, "max_items"), "must not be negative")
+		}
+		for _, d := range []struct {
+			key string
+			v   Duration
+		}{{"max_wait", b.MaxWait}, {"poll_first", b.PollFirst}, {"poll_max", b.PollMax}} {
+			if d.v < 0 {
+				l.problem(join(bp, d.key), "must not be negative")
+			}
+		}
+		if b.OnExpired != "" && !slices.Contains(stet.DispatchModes, b.OnExpired) {
+			l.problem(join(bp, "on_expired"), "must be one of sync | batch")
+		}
+	}
 	tp := join(p, "timeout")
 	if !l.present(tp) {
 		pr.Timeout = DefaultTimeout
@@ -812,6 +836,7 @@ func (l *loader) validateWorkers(w *Workers) {
 	duration("job_timeout", &w.JobTimeout, DefaultJobTimeout)
 	duration("rescue_after", &w.RescueAfter, DefaultRescueAfter)
 	duration("poll_interval", &w.PollInterval, DefaultPollInterval)
+	duration("assemble_every", &w.AssembleEvery, DefaultAssembleEvery)
 	if w.RescueAfter > 0 && w.RescueAfter <= w.JobTimeout {
 		l.problem("workers.rescue_after", "must be greater than job_timeout (%s): a live worker's job would be rescued while it still runs", w.JobTimeout)
 	}

@@ -70,7 +70,7 @@ func TestLoadDesignExample(t *testing.T) {
 		{"policy text retention", c.Policies[0].Retention.Text, Duration(30 * day)},
 		{"policy artifact retention", c.Policies[0].Retention.Artifacts, Duration(365 * day)},
 		{"policy replay horizon", c.Policies[0].ReplayHorizon, Duration(90 * day)},
-		{"workers", c.Workers, Workers{Concurrency: 8, JobTimeout: Duration(2 * time.Minute), RescueAfter: Duration(5 * time.Minute), MaxAttempts: 5, PollInterval: Duration(200 * time.Millisecond)}},
+		{"workers", c.Workers, Workers{Concurrency: 8, JobTimeout: Duration(2 * time.Minute), RescueAfter: Duration(5 * time.Minute), MaxAttempts: 5, PollInterval: Duration(200 * time.Millisecond), AssembleEvery: DefaultAssembleEvery}},
 	}
 	for _, ck := range checks {
 		if ck.got != ck.want {
@@ -127,7 +127,7 @@ workers: {concurrency: 2, job_timeout: 30s, rescue_after: 1m, max_attempts: 3}
 		{"null timeout takes the default", c.Processors[1].Timeout, DefaultTimeout},
 		{"explicit zero text retention", c.Policies[0].Retention.Text, Duration(0)},
 		{"default artifact retention", c.Policies[0].Retention.Artifacts, Duration(365 * day)},
-		{"workers", c.Workers, Workers{Concurrency: 2, JobTimeout: Duration(30 * time.Second), RescueAfter: Duration(time.Minute), MaxAttempts: 3, PollInterval: Duration(200 * time.Millisecond)}},
+		{"workers", c.Workers, Workers{Concurrency: 2, JobTimeout: Duration(30 * time.Second), RescueAfter: Duration(time.Minute), MaxAttempts: 3, PollInterval: Duration(200 * time.Millisecond), AssembleEvery: DefaultAssembleEvery}},
 	}
 	for _, ck := range checks {
 		if ck.got != ck.want {
@@ -205,6 +205,10 @@ func TestLoadRejects(t *testing.T) {
 		{name: "mapping on an openai processor", edits: []edit{{"    model: gpt-4.1-mini", "    model: gpt-4.1-mini\n    mapping: profiles/moderation.rules.yaml"}}, wantPath: "processors[1].mapping", wantReason: "used only by kind azure-content-safety"},
 		{name: "tool_use on an openai processor", edits: []edit{{"    model: gpt-4.1-mini", "    model: gpt-4.1-mini\n    tool_use: true"}}, wantPath: "processors[1].tool_use", wantReason: "used only by kind anthropic"},
 		{name: "azure without a mapping", edits: []edit{{"    kind: openai", "    kind: azure-content-safety"}, {"    model: gpt-4.1-mini\n", ""}}, wantPath: "processors[1].mapping", wantReason: "required: a file path"},
+		{name: "batch on a rules processor", edits: []edit{{"    rules: profiles/moderation.rules.yaml", "    rules: profiles/moderation.rules.yaml\n    batch: {max_items: 10}"}}, wantPath: "processors[0].batch", wantReason: "used only by kinds openai"},
+		{name: "batch on_expired", edits: []edit{{"concurrency: 16}", "concurrency: 16}\n    batch: {on_expired: later}"}}, wantPath: "processors[1].batch.on_expired", wantReason: "must be one of sync | batch"},
+		{name: "batch negative max_items", edits: []edit{{"concurrency: 16}", "concurrency: 16}\n    batch: {max_items: -1}"}}, wantPath: "processors[1].batch.max_items", wantReason: "must not be negative"},
+		{name: "batch unknown key", edits: []edit{{"concurrency: 16}", "concurrency: 16}\n    batch: {max_item: 5}"}}, wantPath: "processors[1].batch.max_item", wantReason: "unknown key"},
 		{name: "unknown key in flow mapping", edits: []edit{{"concurrency: 16}", "concurency: 16}"}}, wantPath: "processors[1].limits.concurency", wantReason: "unknown key"},
 		{name: "duplicate key", edits: []edit{{"    mode: sync", "    mode: sync\n    mode: batch"}}, wantPath: "sources[0].mode", wantReason: "duplicate key"},
 		{name: "database missing", edits: []edit{{"database: sqlite://stet-data/stet.db", ""}}, wantPath: "database", wantReason: "required"},

@@ -28,7 +28,10 @@ type AcceptParams struct {
 	PolicyHash     string
 	ProfileID      string
 	ProfileVersion int
-	Now            time.Time
+	// Mode is how the job is dispatched: sync (an extract task is enqueued
+	// with it) or batch (it waits for the batch assembler). Empty is sync.
+	Mode stet.DispatchMode
+	Now  time.Time
 }
 
 // Outcome is what intake decided about one delivery.
@@ -87,8 +90,8 @@ var (
 		ON CONFLICT (report_id, revision) DO NOTHING RETURNING id`
 	qRevisionByNumber = `SELECT id, content_sha256 FROM revisions WHERE report_id = $1 AND revision = $2`
 	qInsertJob        = `INSERT INTO jobs (id, revision_id, report_id, tenant_id, source_id, revision,
-			extraction_version, state, attempt, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, 'accepted', 0, $8, $8)
+			extraction_version, state, attempt, created_at, updated_at, mode)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, 'accepted', 0, $8, $8, $9)
 		ON CONFLICT (revision_id, extraction_version) DO NOTHING RETURNING id`
 	qJobByRevision  = `SELECT id, state FROM jobs WHERE revision_id = $1 AND extraction_version = $2`
 	qInsertDelivery = `INSERT INTO deliveries (source_id, delivery_key, body_sha256, job_id, report_id, revision, received_at)
@@ -191,8 +194,12 @@ func Accept(ctx context.Context, tx Querier, p AcceptParams) (res AcceptResult, 
 	jobID := stet.NewID("job", p.Now)
 	outcome := OutcomeAccepted
 	state := stet.JobAccepted
+	mode := stet.ModeSync
+	if p.Mode == stet.ModeBatch {
+		mode = stet.ModeBatch
+	}
 	err = tx.QueryRowContext(ctx, qInsertJob,
-		jobID, revisionID, reportID, p.TenantID, p.SourceID, revision, extractionVersion, now).Scan(&got)
+		jobID, revisionID, reportID, p.TenantID, p.SourceID, revision, extractionVersion, now, string(mode)).Scan(&got)
 	switch {
 	case err == nil:
 		newJob = true

@@ -12,6 +12,8 @@ const (
 	InvNoRecordAfterSLA  = "no_record_after_sla" // 1
 	InvManyAuthoritative = "many_authoritative"  // 2
 	InvHeldPastLease     = "held_past_lease"     // 3
+	InvBatchNotApplied   = "batch_not_applied"   // 4
+	InvBatchUnknown      = "batch_unknown"       // 5
 	InvPausedTooLong     = "paused_too_long"     // 7
 )
 
@@ -28,7 +30,9 @@ type Violation struct {
 	Stage             string `json:"stage,omitempty"`
 	ExtractionVersion string `json:"extraction_version,omitempty"`
 	Count             int    `json:"count,omitempty"`
-	Scope             string `json:"scope,omitempty"` // a dispatch pause's scope (invariant 7)
+	Scope             string `json:"scope,omitempty"`    // a dispatch pause's scope (invariant 7)
+	BatchID           string `json:"batch_id,omitempty"` // invariants 4 and 5
+	ProcessorID       string `json:"processor_id,omitempty"`
 }
 
 // CheckParams tunes the invariant checks.
@@ -37,14 +41,26 @@ type CheckParams struct {
 	SLA        time.Duration // an accepted revision must have a record within this
 	LeaseGrace time.Duration // a lease expired longer than this is a violation
 	PauseLimit time.Duration // a dispatch pause older than this is a violation; 0: not checked
-	Limit      int           // at most this many violations per invariant
+	// BatchSLA replaces SLA for batch-mode jobs (a provider batch may take
+	// its whole 24 h window); default 26h.
+	BatchSLA time.Duration
+	// ApplyGrace: a batch ended at the provider longer ago than this must
+	// have all its results applied; default 15m.
+	ApplyGrace time.Duration
+	Limit      int // at most this many violations per invariant
 }
 
-// CheckInvariants runs invariants 1–3 and 7 of DESIGN §6 on the writer pool (the
+// CheckInvariants runs invariants 1–5 and 7 of DESIGN §6 on the writer pool (the
 // answer decides alerts).
 func (db *DB) CheckInvariants(ctx context.Context, p CheckParams) ([]Violation, error) {
 	if p.Limit <= 0 {
 		p.Limit = 100
+	}
+	if p.BatchSLA <= 0 {
+		p.BatchSLA = 26 * time.Hour
+	}
+	if p.ApplyGrace <= 0 {
+		p.ApplyGrace = 15 * time.Minute
 	}
 	var out []Violation
 	scan := func(inv int, name, query string, args ...any) error {
@@ -64,8 +80,9 @@ func (db *DB) CheckInvariants(ctx context.Context, p CheckParams) ([]Violation, 
 	}
 	err := scan(1, InvNoRecordAfterSLA, `SELECT j.tenant_id, j.source_id, j.report_id, j.revision, j.id, j.state, j.extraction_version, 0
 		FROM jobs j LEFT JOIN review_records r ON r.job_id = j.id
-		WHERE r.id IS NULL AND j.state <> 'cancelled' AND j.created_at < $1
-		ORDER BY j.created_at LIMIT $2`, micros(p.Now.Add(-p.SLA)), p.Limit)
+		WHERE r.id IS NULL AND j.state <> 'cancelled'
+		  AND ((j.mode = 'sync' AND j.created_at < $1) OR j.created_at < $3)
+		ORDER BY j.created_at LIMIT $2`, micros(p.Now.Add(-p.SLA)), p.Limit, micros(p.Now.Add(-max(p.BatchSLA, p.SLA))))
 	if err != nil {
 		return nil, err
 	}
@@ -77,6 +94,35 @@ func (db *DB) CheckInvariants(ctx context.Context, p CheckParams) ([]Violation, 
 	err = scan(3, InvHeldPastLease, `SELECT tenant_id, source_id, report_id, revision, id, state, extraction_version, 0
 		FROM jobs WHERE state = 'extracting' AND lease_until < $1 ORDER BY lease_until LIMIT $2`,
 		micros(p.Now.Add(-p.LeaseGrace)), p.Limit)
+	if err != nil {
+		return nil, err
+	}
+	batches := func(inv int, name, query string, args ...any) error {
+		rows, err := db.w.QueryContext(ctx, query, args...)
+		if err != nil {
+			return fmt.Errorf("check %s: %w", name, err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			v := Violation{Invariant: inv, Name: name, TenantID: "*", Stage: "batch"}
+			if err := rows.Scan(&v.BatchID, &v.ProcessorID, &v.Count); err != nil {
+				return fmt.Errorf("check %s: %w", name, err)
+			}
+			out = append(out, v)
+		}
+		return rows.Err()
+	}
+	// 4: ended at the provider, results not all applied (after a grace, or
+	// at once when the provider's retention of the results has passed).
+	err = batches(4, InvBatchNotApplied, `SELECT id, processor_id, item_count - applied_count FROM batches
+		WHERE state IN ('completed', 'failed', 'expired', 'cancelled') AND applied_at IS NULL
+		  AND (ended_at < $1 OR results_expire_at < $2)
+		ORDER BY created_at LIMIT $3`, micros(p.Now.Add(-p.ApplyGrace)), micros(p.Now), p.Limit)
+	if err != nil {
+		return nil, err
+	}
+	err = batches(5, InvBatchUnknown, `SELECT id, processor_id, item_count FROM batches WHERE state = 'unknown'
+		ORDER BY created_at LIMIT $1`, p.Limit)
 	if err != nil {
 		return nil, err
 	}

@@ -65,6 +65,9 @@ func (db *DB) Close() error {
 // Writer returns the pool that writes, shared with River.
 func (db *DB) Writer() *sql.DB { return db.w }
 
+// Reader returns the read-only pool, for display reads.
+func (db *DB) Reader() *sql.DB { return db.r }
+
 // Dialect returns "sqlite" or "postgres".
 func (db *DB) Dialect() string { return db.dialect.name }
 

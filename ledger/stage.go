@@ -49,7 +49,7 @@ var (
 	qMarkCommitted  = `UPDATE jobs SET state = 'committed', committed_at = $1, updated_at = $1 WHERE id = $2`
 	qMarkManual     = `UPDATE jobs SET state = 'manual', failure_class = $1, lease_until = NULL,
 			committed_at = $2, updated_at = $2
-		WHERE id = $3 AND ($4 < 0 OR attempt = $4) AND state IN ('accepted', 'extracting', 'waiting', 'blocked')
+		WHERE id = $3 AND ($4 < 0 OR attempt = $4) AND state IN ('accepted', 'extracting', 'waiting', 'blocked', 'batched')
 		RETURNING report_id, tenant_id, source_id, revision`
 	qLockReport          = `UPDATE reports SET updated_at = $1 WHERE id = $2`
 	qAuthoritativeRecord = `SELECT id, revision FROM review_records WHERE report_id = $1 AND authoritative`

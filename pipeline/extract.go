@@ -132,25 +132,9 @@ func (p *Pipeline) extract(ctx context.Context, job *river.Job[ExtractArgs]) (st
 		return "paused", river.JobSnooze(p.cfg.PausedRecheck)
 	}
 
-	// Minimize before anything leaves, then render the prompt.
-	min, err := p.minimizer(recorded)
+	params, sent, err := p.prepare(recorded, profile, proc, jobID, work.Text)
 	if err != nil {
 		return "error", err
-	}
-	input, counts := min.Minimize(work.Text)
-	var prompt bytes.Buffer
-	if err := profile.Template.Execute(&prompt, struct{ Text string }{input.Reveal()}); err != nil {
-		return "error", fmt.Errorf("render prompt for profile %s: %w", profile.ID, stripText(err))
-	}
-	params := stet.ExtractParams{
-		JobID: jobID, Prompt: stet.NewText(prompt.String()), Input: input,
-		SchemaName: profile.SchemaName(), Schema: profile.Schema,
-	}
-	// What leaves is the rendered prompt for prompted models; processors
-	// that take the text alone (rules, moderation services) get the input.
-	sent := params.Prompt
-	if info := proc.Info(); !info.SendsTextOffHost || !slices.Contains(info.Capabilities, "json_schema") {
-		sent = input
 	}
 
 	// Admission toward the provider's limits, before the claim: a request
@@ -186,7 +170,7 @@ func (p *Pipeline) extract(ctx context.Context, job *river.Job[ExtractArgs]) (st
 	}
 	params.Attempt = token
 	log = log.With("attempt", token, "processor", processorID)
-	log.Debug("extract claimed", "minimized", counts)
+	log.Debug("extract claimed")
 
 	for repairs := 0; ; repairs++ {
 		if repairs > 0 {
@@ -595,3 +579,28 @@ func (p *Pipeline) minimizer(pol *stet.Policy) (*boundary.Minimizer, error) {
 // stripText keeps template errors from carrying data: only the error type
 // survives.
 func stripText(err error) error { return fmt.Errorf("template execution error (%T)", err) }
+
+// prepare minimizes a job's text under its recorded policy and renders the
+// profile's prompt over it. It returns the request and what leaves the
+// host: the rendered prompt for prompted models, the minimized text alone
+// for processors that take text only (rules, moderation services).
+func (p *Pipeline) prepare(recorded *stet.Policy, profile *Profile, proc stet.Processor, jobID string, text stet.Text) (stet.ExtractParams, stet.Text, error) {
+	min, err := p.minimizer(recorded)
+	if err != nil {
+		return stet.ExtractParams{}, stet.Text{}, err
+	}
+	input, _ := min.Minimize(text)
+	var prompt bytes.Buffer
+	if err := profile.Template.Execute(&prompt, struct{ Text string }{input.Reveal()}); err != nil {
+		return stet.ExtractParams{}, stet.Text{}, fmt.Errorf("render prompt for profile %s: %w", profile.ID, stripText(err))
+	}
+	params := stet.ExtractParams{
+		JobID: jobID, Prompt: stet.NewText(prompt.String()), Input: input,
+		SchemaName: profile.SchemaName(), Schema: profile.Schema,
+	}
+	sent := params.Prompt
+	if info := proc.Info(); !info.SendsTextOffHost || !slices.Contains(info.Capabilities, "json_schema") {
+		sent = input
+	}
+	return params, sent, nil
+}

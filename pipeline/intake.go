@@ -11,6 +11,7 @@ import (
 
 	"github.com/riverqueue/river"
 
+	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/internal/crash"
 	"github.com/stetlabs/stet/ledger"
 )
@@ -196,7 +197,7 @@ func (in *intake) commitGroup(ctx context.Context, batch []*acceptReq, savepoint
 					}
 				}
 				r.res = res
-				if newJob {
+				if newJob && r.params.Mode != stet.ModeBatch {
 					inserts = append(inserts, river.InsertManyParams{Args: ExtractArgs{JobID: res.JobID}})
 				}
 				break

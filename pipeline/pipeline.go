@@ -66,12 +66,17 @@ type Config struct {
 	// Limits are each processor's configured provider limits (absent or
 	// zero: unlimited). Processes sharing a database split them by worker
 	// heartbeats.
-	Limits   map[string]admission.Limits
-	Profiles []*Profile
-	Policies []*stet.Policy // the policies in force now
-	Logger   *slog.Logger
-	Metrics  *metrics.Metrics
-	Clock    stet.Clock
+	Limits map[string]admission.Limits
+	// Batch tunes each batch-capable processor's batches (absent: defaults).
+	Batch map[string]BatchSettings
+	// AssembleEvery is how often the assembler looks for batch-mode jobs;
+	// default 5s.
+	AssembleEvery time.Duration
+	Profiles      []*Profile
+	Policies      []*stet.Policy // the policies in force now
+	Logger        *slog.Logger
+	Metrics       *metrics.Metrics
+	Clock         stet.Clock
 
 	Concurrency  int           // extract attempts at once; default 8
 	JobTimeout   time.Duration // one stage attempt; default 2m
@@ -163,6 +168,7 @@ func New(cfg Config) (*Pipeline, error) {
 	setDefault(&cfg.RetryMax, 5*time.Minute)
 	setDefault(&cfg.PollInterval, time.Second)
 	setDefault(&cfg.PausedRecheck, 10*time.Second)
+	setDefault(&cfg.AssembleEvery, 5*time.Second)
 	p := &Pipeline{
 		cfg: cfg, db: cfg.DB, log: cfg.Logger, clock: cfg.Clock,
 		profiles: map[string]*Profile{}, policies: map[string]*stet.Policy{},
@@ -183,6 +189,8 @@ func New(cfg Config) (*Pipeline, error) {
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &extractWorker{p: p})
 	river.AddWorker(workers, &commitWorker{p: p})
+	river.AddWorker(workers, &batchWorker{p: p})
+	river.AddWorker(workers, &assembleWorker{p: p})
 	rc := &river.Config{
 		Logger:               cfg.Logger.With("component", "river"),
 		Workers:              workers,
@@ -193,9 +201,13 @@ func New(cfg Config) (*Pipeline, error) {
 		MaxAttempts:          maxRiverAttempts,
 	}
 	if cfg.Work {
+		rc.PeriodicJobs = []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(cfg.AssembleEvery),
+			func() (river.JobArgs, *river.InsertOpts) { return AssembleArgs{}, nil },
+			&river.PeriodicJobOpts{RunOnStart: true})}
 		rc.Queues = map[string]river.QueueConfig{
 			QueueExtract: {MaxWorkers: cfg.Concurrency},
 			QueueCommit:  {MaxWorkers: max(4, cfg.Concurrency)}, // commits are short transactions
+			QueueBatch:   {MaxWorkers: 4},
 		}
 	}
 	client, err := river.NewClient(RiverDriver(cfg.DB), rc)

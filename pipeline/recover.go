@@ -39,10 +39,18 @@ func (p *Pipeline) recoverOrphans(ctx context.Context) (int, error) {
 			if err := json.Unmarshal(j.EncodedArgs, &a); err == nil {
 				inserts = append(inserts, river.InsertManyParams{Args: a})
 			}
+		case BatchArgs{}.Kind():
+			var a BatchArgs
+			if err := json.Unmarshal(j.EncodedArgs, &a); err == nil {
+				inserts = append(inserts, river.InsertManyParams{Args: a})
+			}
 		}
 	}
 	err = p.db.InTx(ctx, func(tx *sql.Tx) error {
 		if err := ledger.ReleaseLeases(ctx, tx, p.clock.Now()); err != nil {
+			return err
+		}
+		if err := ledger.ReleaseBatchLeases(ctx, tx); err != nil {
 			return err
 		}
 		if len(inserts) == 0 {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -110,8 +111,11 @@ func openApp(ctx context.Context, cfg *config.Config, o appOptions) (*app, error
 
 	procs := map[string]stet.Processor{}
 	limits := map[string]admission.Limits{}
+	batch := map[string]pipeline.BatchSettings{}
 	for i := range cfg.Processors {
 		pc := &cfg.Processors[i]
+		batch[pc.ID] = pipeline.BatchSettings{MaxItems: pc.Batch.MaxItems, MaxWait: pc.Batch.MaxWait.Std(),
+			PollFirst: pc.Batch.PollFirst.Std(), PollMax: pc.Batch.PollMax.Std(), OnExpired: pc.Batch.OnExpired}
 		limits[pc.ID] = admission.Limits{RPM: pc.Limits.RPM, TPM: pc.Limits.TPM, Concurrency: pc.Limits.Concurrency}
 		p, err := newProcessor(pc, cfg)
 		if err != nil {
@@ -139,12 +143,12 @@ func openApp(ctx context.Context, cfg *config.Config, o appOptions) (*app, error
 	}
 	role := cmp(o.role, "all")
 	pl, err := pipeline.New(pipeline.Config{
-		DB: db, Processors: procs, Limits: limits, Profiles: profiles, Policies: policies,
+		DB: db, Processors: procs, Limits: limits, Batch: batch, AssembleEvery: cfg.Workers.AssembleEvery.Std(), Profiles: profiles, Policies: policies,
 		Logger: o.logger, Metrics: a.metrics, Clock: o.clock,
 		Concurrency: cfg.Workers.Concurrency, JobTimeout: cfg.Workers.JobTimeout.Std(),
 		RescueAfter: cfg.Workers.RescueAfter.Std(), MaxAttempts: cfg.Workers.MaxAttempts,
 		PollInterval:  cmpDuration(o.pollInterval, cfg.Workers.PollInterval.Std()),
-		Work:          role == "worker" || role == "all",
+		Work:          o.role == "worker" || o.role == "all",
 		SingleProcess: strings.HasPrefix(cfg.Database, "sqlite://") && o.role != "",
 	})
 	if err != nil {
@@ -156,20 +160,10 @@ func openApp(ctx context.Context, cfg *config.Config, o appOptions) (*app, error
 	if o.role == "" {
 		return a, nil // an operator command: no API
 	}
-	var sources []*api.Source
-	for i := range cfg.Sources {
-		s := &cfg.Sources[i]
-		v, err := api.NewVerifier(s.Secrets, o.clock)
-		if err != nil {
-			a.close()
-			return nil, fmt.Errorf("source %s: %w", s.ID, err)
-		}
-		prof := cfg.Profile(s.Profile)
-		pol := cfg.Policy(s.Policy).Domain()
-		sources = append(sources, &api.Source{
-			ID: s.ID, Tenant: s.Tenant, Identity: s.Identity, Revisions: s.Revisions, Verifier: v,
-			PolicyID: pol.ID, PolicyHash: pol.Hash(), ProfileID: prof.ID, ProfileVersion: prof.Version, Schema: prof.Validator,
-		})
+	sources, err := apiSources(cfg, o.clock)
+	if err != nil {
+		a.close()
+		return nil, err
 	}
 	var tokens []api.Token
 	for _, t := range cfg.Tenants {
@@ -201,6 +195,12 @@ func cmp(s, d string) string {
 // newProcessor builds a processor from its config; nil for kinds this build
 // does not have yet (their jobs are blocked, never re-routed).
 func newProcessor(pc *config.Processor, cfg *config.Config) (stet.Processor, error) {
+	return newProcessorClient(pc, cfg, nil)
+}
+
+// newProcessorClient builds a processor that sends through hc (nil: the
+// processor's own client).
+func newProcessorClient(pc *config.Processor, cfg *config.Config, hc *http.Client) (stet.Processor, error) {
 	switch pc.Kind {
 	case config.KindRules:
 		return rules.New(rules.Params{ID: pc.ID, RulesPath: pc.Rules})
@@ -208,25 +208,25 @@ func newProcessor(pc *config.Processor, cfg *config.Config) (stet.Processor, err
 		return openai.New(openai.Config{
 			ID: pc.ID, BaseURL: pc.BaseURL, APIKey: pc.APIKey, Model: pc.Model, Region: pc.Region,
 			Retention: pc.Retention, ZeroRetention: pc.ZeroRetention, Subprocessors: pc.Subprocessors,
-			Timeout: pc.Timeout.Std(), AzureAPIVersion: pc.APIVersion,
+			Timeout: pc.Timeout.Std(), AzureAPIVersion: pc.APIVersion, HTTPClient: hc,
 		})
 	case config.KindAnthropic:
 		return anthropic.New(anthropic.Config{
 			ID: pc.ID, BaseURL: pc.BaseURL, APIKey: pc.APIKey, Model: pc.Model, Region: pc.Region,
 			Retention: pc.Retention, ZeroRetention: pc.ZeroRetention, Subprocessors: pc.Subprocessors,
-			Timeout: pc.Timeout.Std(), MaxTokens: int64(pc.MaxTokens), ToolUse: pc.ToolUse,
+			Timeout: pc.Timeout.Std(), MaxTokens: int64(pc.MaxTokens), ToolUse: pc.ToolUse, HTTPClient: hc,
 		})
 	case config.KindInfrai:
 		return infrai.New(infrai.Config{
 			ID: pc.ID, BaseURL: pc.BaseURL, APIKey: pc.APIKey, Model: pc.Model, Region: pc.Region,
 			Retention: pc.Retention, ZeroRetention: pc.ZeroRetention, Subprocessors: pc.Subprocessors,
-			Timeout: pc.Timeout.Std(),
+			Timeout: pc.Timeout.Std(), HTTPClient: hc,
 		})
 	case config.KindGemini:
 		return gemini.New(gemini.Config{
 			ID: pc.ID, BaseURL: pc.BaseURL, APIKey: pc.APIKey, Model: pc.Model, Region: pc.Region,
 			Retention: pc.Retention, ZeroRetention: pc.ZeroRetention, Subprocessors: pc.Subprocessors,
-			Timeout: pc.Timeout.Std(),
+			Timeout: pc.Timeout.Std(), HTTPClient: hc,
 		})
 	case config.KindAzureContentSafety:
 		return azurecs.New(azurecs.Config{
@@ -281,3 +281,26 @@ func configFlag(fs *flag.FlagSet) *string {
 }
 
 func migrateRiver(ctx context.Context, db *ledger.DB) error { return pipeline.Migrate(ctx, db) }
+
+// apiSources builds the intake's sources from the config: intake and stet
+// import accept through them.
+func apiSources(cfg *config.Config, clock stet.Clock) ([]*api.Source, error) {
+	var sources []*api.Source
+	for i := range cfg.Sources {
+		s := &cfg.Sources[i]
+		var v *api.Verifier
+		if len(s.Secrets) > 0 { // an operator command (stet import) loads no secrets and verifies nothing
+			var err error
+			if v, err = api.NewVerifier(s.Secrets, clock); err != nil {
+				return nil, fmt.Errorf("source %s: %w", s.ID, err)
+			}
+		}
+		prof := cfg.Profile(s.Profile)
+		pol := cfg.Policy(s.Policy).Domain()
+		sources = append(sources, &api.Source{
+			ID: s.ID, Tenant: s.Tenant, Identity: s.Identity, Revisions: s.Revisions, Verifier: v, Mode: s.Mode,
+			PolicyID: pol.ID, PolicyHash: pol.Hash(), ProfileID: prof.ID, ProfileVersion: prof.Version, Schema: prof.Validator,
+		})
+	}
+	return sources, nil
+}

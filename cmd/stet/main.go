@@ -40,7 +40,9 @@ Commands:
   check        check the ledger's invariants; exit 1 if any is violated
   pause        pause dispatch (--scope all|processor:ID|tenant:ID --reason …); no flags: list pauses
   unpause      resume dispatch for a scope
-  bench        run a benchmark: intake | pipeline
+  batch        provider batches: status ID (one lookup, never submits), list, reconcile ID
+  import       bulk backfill from an NDJSON file (--source ID, --mode sync|batch); resumable
+  bench        run a benchmark: intake | pipeline | provider-limited | batch
   drill        run a recovery drill: chaos (many processes, kills, a database restart)
   version      print the version
 
@@ -70,6 +72,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdPause(ctx, rest, stdout, stderr, false)
 	case "unpause":
 		return cmdPause(ctx, rest, stdout, stderr, true)
+	case "batch":
+		return cmdBatch(ctx, rest, stdout, stderr)
+	case "import":
+		return cmdImport(ctx, rest, stdout, stderr)
 	case "bench":
 		return cmdBench(ctx, rest, stdout, stderr)
 	case "drill":

@@ -17,6 +17,11 @@ const (
 	MidCall       = "mid_call"       // the provider call is under way
 	AfterArtifact = "after_artifact" // the artifact is saved; the commit has not run
 	MidCommit     = "mid_commit"     // inside the commit transaction, before it commits
+	// AfterBatchSubmit: the provider's creating call returned; its batch ID
+	// is not yet persisted.
+	AfterBatchSubmit = "after_batch_submit"
+	// MidApply: one chunk of a batch's items is applied; the rest are not.
+	MidApply = "mid_apply"
 )
 
 var at = os.Getenv("STET_CRASH_AT")

@@ -40,6 +40,7 @@ const (
 	SourceBlobs   = "blobs"   // identity content, revisions content
 	SourceNotes   = "notes"   // identity external_id, revisions content
 	SourceOther   = "other-tenant-reports"
+	SourceBatch   = "batch-reports" // like reports, dispatched through provider batches
 )
 
 // Secret is every source's webhook secret.
@@ -74,6 +75,9 @@ type Options struct {
 	NoWorkers bool
 	// Limits are the OpenAI fake processor's configured provider limits.
 	Limits admission.Limits
+	// Batch tunes the OpenAI fake processor's batches; zero values take
+	// test defaults (max_wait 100ms, poll_first 50ms, poll_max 200ms).
+	Batch pipeline.BatchSettings
 }
 
 // Env is a running in-process stet.
@@ -209,6 +213,7 @@ func (e *Env) start(policy *stet.Policy) {
 		Concurrency: 4, JobTimeout: e.opts.JobTimeout, RescueAfter: e.opts.JobTimeout + 5*time.Second,
 		MaxAttempts: e.opts.MaxAttempts, RetryBase: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond,
 		PollInterval: 50 * time.Millisecond, PausedRecheck: 100 * time.Millisecond, Work: !e.opts.NoWorkers,
+		Batch: map[string]pipeline.BatchSettings{"openai-fake": e.batchSettings()}, AssembleEvery: 50 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -222,7 +227,11 @@ func (e *Env) start(policy *stet.Policy) {
 		t.Fatal(err)
 	}
 	src := func(id, tenant string, ident stet.IdentityMode, revs stet.RevisionMode) *api.Source {
-		return &api.Source{ID: id, Tenant: tenant, Identity: ident, Revisions: revs, Verifier: v,
+		mode := stet.ModeSync
+		if id == SourceBatch {
+			mode = stet.ModeBatch
+		}
+		return &api.Source{ID: id, Tenant: tenant, Identity: ident, Revisions: revs, Verifier: v, Mode: mode,
 			PolicyID: policy.ID, PolicyHash: policy.Hash(), ProfileID: "moderation", ProfileVersion: 1, Schema: e.profile.Validator}
 	}
 	e.API = api.New(api.Config{
@@ -232,6 +241,7 @@ func (e *Env) start(policy *stet.Policy) {
 			src(SourceBlobs, "demo", stet.IdentityContent, stet.RevisionsContent),
 			src(SourceNotes, "demo", stet.IdentityExternalID, stet.RevisionsContent),
 			src(SourceOther, "other", stet.IdentityExternalID, stet.RevisionsExplicit),
+			src(SourceBatch, "demo", stet.IdentityExternalID, stet.RevisionsExplicit),
 		},
 		Tokens: []api.Token{
 			{Name: "reader", Tenant: "demo", Role: stet.RoleReader, Value: ReaderToken},
@@ -243,6 +253,20 @@ func (e *Env) start(policy *stet.Policy) {
 	if e.Server == nil {
 		e.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { e.API.ServeHTTP(w, r) }))
 	}
+}
+
+func (e *Env) batchSettings() pipeline.BatchSettings {
+	b := e.opts.Batch
+	if b.MaxWait == 0 {
+		b.MaxWait = 100 * time.Millisecond
+	}
+	if b.PollFirst == 0 {
+		b.PollFirst = 50 * time.Millisecond
+	}
+	if b.PollMax == 0 {
+		b.PollMax = 200 * time.Millisecond
+	}
+	return b
 }
 
 // Restart stops the pipeline and starts a new one under policy, as a new

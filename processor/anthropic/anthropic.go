@@ -156,7 +156,7 @@ func New(cfg Config) (*Client, error) {
 		opts = append(opts, option.WithAPIKey(cfg.APIKey))
 	}
 
-	caps := []string{"sync", "json_schema"}
+	caps := []string{"sync", "batch", "json_schema"}
 	if cfg.ToolUse {
 		caps = append(caps, "tool_use")
 	}

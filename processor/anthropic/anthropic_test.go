@@ -770,8 +770,8 @@ func TestInfo(t *testing.T) {
 		toolUse  bool
 		wantCaps []string
 	}{
-		{false, []string{"sync", "json_schema"}},
-		{true, []string{"sync", "json_schema", "tool_use"}},
+		{false, []string{"sync", "batch", "json_schema"}},
+		{true, []string{"sync", "batch", "json_schema", "tool_use"}},
 	} {
 		subs := []string{"Amazon Web Services"}
 		c, err := New(Config{ID: "anthropic-eu", Model: testModel, Region: "eu", Retention: "30d", ZeroRetention: true, Subprocessors: subs, ToolUse: tt.toolUse})

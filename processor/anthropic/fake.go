@@ -74,8 +74,10 @@ type FakeOptions struct {
 	// from Seed.
 	FaultRate float64
 	Seed      int64
-	// Latency is added to every answer.
+	// Latency is added to every answer of POST /v1/messages.
 	Latency time.Duration
+	// Batch scripts the Message Batches routes (fake_batch.go).
+	Batch FakeBatchOptions
 }
 
 // FakeRequest is a decoded Messages request as the Fake received it.
@@ -105,9 +107,10 @@ type FakeMessage struct {
 }
 
 // Fake is an in-process server speaking the Anthropic Messages wire format
-// (POST /v1/messages), with scriptable faults. It is safe for concurrent
-// use. It keeps the user text of every request for CallsContaining: it is a
-// test tool, not a sink for real documents.
+// (POST /v1/messages) and the Message Batches routes (fake_batch.go), with
+// scriptable faults. It is safe for concurrent use. It keeps the user text
+// of every request for CallsContaining: it is a test tool, not a sink for
+// real documents.
 type Fake struct {
 	opts FakeOptions
 	srv  *httptest.Server
@@ -119,6 +122,8 @@ type Fake struct {
 	rng    *mathrand.Rand
 	calls  int
 	inputs []string // user content of every decoded request
+
+	batch fakeBatches // the Message Batches routes' state (fake_batch.go)
 }
 
 // NewFake starts a Fake on a local httptest server. Close it when done.
@@ -157,7 +162,7 @@ func (f *Fake) Enqueue(faults ...Fault) {
 }
 
 // Calls returns the number of requests that reached the handler, faulted
-// ones included.
+// ones included, batch routes excepted (see BatchCounts).
 func (f *Fake) Calls() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -182,6 +187,9 @@ func (f *Fake) CallsContaining(s string) int {
 const maxFakeRequest = 32 << 20
 
 func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
+	if f.serveBatch(w, r) {
+		return
+	}
 	body, readErr := io.ReadAll(io.LimitReader(r.Body, maxFakeRequest+1))
 	req, decodeErr := decodeFakeRequest(body)
 	req.Header = r.Header.Clone()
@@ -207,19 +215,8 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusNotFound, nil, apiError{Type: "not_found_error", Message: "Not Found"})
 		return
 	}
-	if f.opts.APIKey != "" {
-		key := r.Header.Get("x-api-key")
-		if bearer, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && key == "" {
-			key = bearer
-		}
-		switch {
-		case key == "":
-			writeAPIError(w, http.StatusUnauthorized, nil, apiError{Type: "authentication_error", Message: "x-api-key header is required"})
-			return
-		case key != f.opts.APIKey:
-			writeAPIError(w, http.StatusUnauthorized, nil, apiError{Type: "authentication_error", Message: "invalid x-api-key"})
-			return
-		}
+	if !f.authorized(w, r) {
+		return
 	}
 	if len(body) > maxFakeRequest {
 		writeAPIError(w, http.StatusRequestEntityTooLarge, nil, apiError{Type: "request_too_large", Message: "Request exceeds the maximum allowed number of bytes."})
@@ -244,6 +241,27 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.fault(w, r, req, fault)
+}
+
+// authorized checks the API key, if the fake wants one, and answers 401
+// when it is missing or wrong.
+func (f *Fake) authorized(w http.ResponseWriter, r *http.Request) bool {
+	if f.opts.APIKey == "" {
+		return true
+	}
+	key := r.Header.Get("x-api-key")
+	if bearer, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && key == "" {
+		key = bearer
+	}
+	switch {
+	case key == "":
+		writeAPIError(w, http.StatusUnauthorized, nil, apiError{Type: "authentication_error", Message: "x-api-key header is required"})
+		return false
+	case key != f.opts.APIKey:
+		writeAPIError(w, http.StatusUnauthorized, nil, apiError{Type: "authentication_error", Message: "invalid x-api-key"})
+		return false
+	}
+	return true
 }
 
 // nextFault pops a scripted fault or draws a random one.

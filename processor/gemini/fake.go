@@ -99,6 +99,8 @@ type FakeOptions struct {
 	// ThoughtsTokens, if positive, is reported as usageMetadata
 	// thoughtsTokenCount, as thinking models do.
 	ThoughtsTokens int
+	// Batch configures the batch routes (fake_batch.go).
+	Batch FakeBatchOptions
 }
 
 // FakeRequest is a decoded generateContent request as the Fake received it.
@@ -125,9 +127,10 @@ type FakeContent struct {
 
 // Fake is an in-process server speaking the Gemini API generateContent wire
 // format (POST /v1beta/models/{model}:generateContent), with scriptable
-// faults. It is safe for concurrent use. It keeps the user text of every
-// request for CallsContaining: it is a test tool, not a sink for real
-// documents.
+// faults, and the batch and Files routes of the Batch API (fake_batch.go).
+// It is safe for concurrent use. It keeps the user text of every request,
+// and of every batch item, for CallsContaining: it is a test tool, not a
+// sink for real documents.
 type Fake struct {
 	opts FakeOptions
 	srv  *httptest.Server
@@ -138,7 +141,9 @@ type Fake struct {
 	queue  []Fault
 	rng    *mathrand.Rand
 	calls  int
-	inputs []string // user text of every decoded request
+	inputs []string // user text of every decoded request and batch item
+
+	batch fakeBatchState // the batch routes' state, under its own lock
 }
 
 // NewFake starts a Fake on a local httptest server. Close it when done.
@@ -177,14 +182,15 @@ func (f *Fake) Enqueue(faults ...Fault) {
 }
 
 // Calls returns the number of requests that reached the handler, faulted
-// ones included.
+// ones included, batch and Files routes excepted (see BatchCounts).
 func (f *Fake) Calls() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.calls
 }
 
-// CallsContaining returns the number of requests whose user turns contain s.
+// CallsContaining returns the number of requests and batch items whose
+// user turns contain s.
 func (f *Fake) CallsContaining(s string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -201,6 +207,9 @@ func (f *Fake) CallsContaining(s string) int {
 const maxFakeRequest = 32 << 20
 
 func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
+	if f.serveBatch(w, r) {
+		return
+	}
 	body, readErr := io.ReadAll(io.LimitReader(r.Body, maxFakeRequest+1))
 	req, decodeErr := decodeFakeRequest(body)
 	req.Header = r.Header.Clone()

@@ -150,8 +150,9 @@ type FakeMessage struct {
 // idempotency: within the dedup window the same Idempotency-Key with the
 // same body gets the stored answer back without a new execution, and with a
 // different body gets 409 IDEMPOTENCY_CONFLICT. Error answers are not
-// stored. It is safe for concurrent use. It keeps the user text of every
-// request for CallsContaining: it is a test tool, not a sink for real
+// stored. It also serves Infrai's batch routes (fake_batch.go). It is safe
+// for concurrent use. It keeps the user text of every request and batch
+// item for CallsContaining: it is a test tool, not a sink for real
 // documents.
 type Fake struct {
 	opts     FakeOptions
@@ -170,6 +171,10 @@ type Fake struct {
 	replays    int
 	inputs     []string
 	keys       map[string]*idemEntry
+
+	// batch holds the batch routes' state (fake_batch.go); its zero value
+	// is ready to use.
+	batch fakeBatches
 }
 
 // idemEntry is what the Fake remembers of one Idempotency-Key.
@@ -272,6 +277,12 @@ func (f *Fake) CallsContaining(s string) int {
 const maxFakeRequest = 32 << 20
 
 func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, fakeBatchPrefix) {
+		// Batch routes keep their own counters: Calls, Executions and
+		// Replays stay about the chat route.
+		f.serveBatch(w, r)
+		return
+	}
 	start := time.Now()
 	body, readErr := io.ReadAll(io.LimitReader(r.Body, maxFakeRequest+1))
 	req, canonical, decodeErr := decodeFakeRequest(body)
@@ -444,18 +455,7 @@ func (f *Fake) respond(w http.ResponseWriter, r *http.Request, req FakeRequest, 
 		answer(f.content(req), nil, "stop")
 	case ErrorCode:
 		code := cmp.Or(ft.Code, CodeInternalError)
-		h := http.Header{}
-		if ft.RetryAfter != "" {
-			h.Set("Retry-After", ft.RetryAfter)
-		}
-		if ft.RetryAfterMS > 0 {
-			h.Set("retry-after-ms", strconv.Itoa(ft.RetryAfterMS))
-		}
-		if ft.RateLimitReset != "" {
-			h.Set("X-RateLimit-Remaining", "0")
-			h.Set("X-RateLimit-Reset", ft.RateLimitReset)
-		}
-		f.writeError(w, start, cmp.Or(ft.Status, StatusForCode(code)), code, cmp.Or(ft.Message, errorMessage(code)), h, ft.Header)
+		f.writeError(w, start, cmp.Or(ft.Status, StatusForCode(code)), code, cmp.Or(ft.Message, errorMessage(code)), faultHeader(ft), ft.Header)
 	case Disconnect:
 		panic(http.ErrAbortHandler)
 	case Delay:
@@ -496,6 +496,22 @@ func (f *Fake) respond(w http.ResponseWriter, r *http.Request, req FakeRequest, 
 	default:
 		f.writeError(w, start, http.StatusInternalServerError, CodeInternalError, "unknown fake fault "+string(ft.Kind))
 	}
+}
+
+// faultHeader returns the wait headers an ErrorCode fault asks for.
+func faultHeader(ft Fault) http.Header {
+	h := http.Header{}
+	if ft.RetryAfter != "" {
+		h.Set("Retry-After", ft.RetryAfter)
+	}
+	if ft.RetryAfterMS > 0 {
+		h.Set("retry-after-ms", strconv.Itoa(ft.RetryAfterMS))
+	}
+	if ft.RateLimitReset != "" {
+		h.Set("X-RateLimit-Remaining", "0")
+		h.Set("X-RateLimit-Reset", ft.RateLimitReset)
+	}
+	return h
 }
 
 // errorMessage is a plausible human message for code; tests override it to
@@ -608,28 +624,8 @@ type wireMetadata struct {
 
 // answer builds a 200 response carrying one chat completion.
 func (f *Fake) answer(req FakeRequest, content, refusal *string, finish string, extra http.Header, start time.Time) fakeResponse {
-	prompt := 0
-	for _, m := range req.Messages {
-		prompt += tokens(m.Content) + 4
-	}
-	completion := 0
-	switch {
-	case content != nil:
-		completion = tokens(*content)
-	case refusal != nil:
-		completion = tokens(*refusal)
-	}
-	c := wireCompletion{
-		ID:      "chatcmpl-" + rand.Text(),
-		Object:  "chat.completion",
-		Created: time.Now().Unix(),
-		Model:   req.Model,
-		Choices: []wireChoice{{
-			Message:      wireMessage{Role: "assistant", Content: content, Refusal: refusal},
-			FinishReason: finish,
-		}},
-		Usage: wireUsage{PromptTokens: prompt, CompletionTokens: completion, TotalTokens: prompt + completion},
-	}
+	c := f.completion(req, content, refusal, finish)
+	prompt, completion := c.Usage.PromptTokens, c.Usage.CompletionTokens
 	id := newRequestID()
 	h := http.Header{}
 	h.Set("Content-Type", "application/json")
@@ -650,10 +646,43 @@ func (f *Fake) answer(req FakeRequest, content, refusal *string, finish string, 
 	return fakeResponse{status: http.StatusOK, header: h, body: body}
 }
 
+// completion builds the chat.completion of an answer; the sync route and
+// batch items share it.
+func (f *Fake) completion(req FakeRequest, content, refusal *string, finish string) wireCompletion {
+	prompt := 0
+	for _, m := range req.Messages {
+		prompt += tokens(m.Content) + 4
+	}
+	completion := 0
+	switch {
+	case content != nil:
+		completion = tokens(*content)
+	case refusal != nil:
+		completion = tokens(*refusal)
+	}
+	return wireCompletion{
+		ID:      "chatcmpl-" + rand.Text(),
+		Object:  "chat.completion",
+		Created: time.Now().Unix(),
+		Model:   req.Model,
+		Choices: []wireChoice{{
+			Message:      wireMessage{Role: "assistant", Content: content, Refusal: refusal},
+			FinishReason: finish,
+		}},
+		Usage: wireUsage{PromptTokens: prompt, CompletionTokens: completion, TotalTokens: prompt + completion},
+	}
+}
+
 // writeError answers status with an error in the envelope (or, for a Bare
 // fake, in OpenAI's shape). extra headers are merged over the defaults in
 // order.
 func (f *Fake) writeError(w http.ResponseWriter, start time.Time, status int, code, message string, extra ...http.Header) {
+	writeErrorShaped(w, start, f.opts.Bare, status, code, message, extra...)
+}
+
+// writeErrorShaped is writeError with the shape chosen by the caller: the
+// batch routes are Infrai-native and always answer in the envelope.
+func writeErrorShaped(w http.ResponseWriter, start time.Time, bare bool, status int, code, message string, extra ...http.Header) {
 	id := newRequestID()
 	h := http.Header{}
 	h.Set("Content-Type", "application/json")
@@ -662,7 +691,7 @@ func (f *Fake) writeError(w http.ResponseWriter, start time.Time, status int, co
 		mergeHeader(h, x)
 	}
 	var body []byte
-	if f.opts.Bare {
+	if bare {
 		typ := "invalid_request_error"
 		switch {
 		case status == http.StatusUnauthorized:

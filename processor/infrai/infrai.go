@@ -110,6 +110,7 @@ type Client struct {
 	info    stet.ProcessorInfo
 	model   string
 	url     string
+	base    string // the API root (…/v1), for the batch routes
 	apiKey  string
 	timeout time.Duration
 	hc      *http.Client
@@ -161,11 +162,12 @@ func New(cfg Config) (*Client, error) {
 			Retention:        cfg.Retention,
 			ZeroRetention:    cfg.ZeroRetention,
 			Subprocessors:    append([]string{}, cfg.Subprocessors...),
-			Capabilities:     []string{"sync", "json_schema", "idempotency_key"},
+			Capabilities:     []string{"sync", "batch", "json_schema", "idempotency_key"},
 			SendsTextOffHost: true,
 		},
 		model:   cfg.Model,
 		url:     strings.TrimRight(base, "/") + path,
+		base:    strings.TrimRight(base, "/"),
 		apiKey:  cfg.APIKey,
 		timeout: timeout,
 		hc:      hc,

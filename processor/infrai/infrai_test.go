@@ -741,7 +741,7 @@ func TestInfo(t *testing.T) {
 	want := stet.ProcessorInfo{
 		ID: "infrai-eu", Kind: "infrai", Model: testModel, Region: "western", Retention: "30d",
 		ZeroRetention: true, Subprocessors: []string{"Infrai", "OpenAI"},
-		Capabilities: []string{"sync", "json_schema", "idempotency_key"}, SendsTextOffHost: true,
+		Capabilities: []string{"sync", "batch", "json_schema", "idempotency_key"}, SendsTextOffHost: true,
 	}
 	if got.ID != want.ID || got.Kind != want.Kind || got.Model != want.Model || got.Region != want.Region ||
 		got.Retention != want.Retention || got.ZeroRetention != want.ZeroRetention || got.SendsTextOffHost != want.SendsTextOffHost ||

@@ -116,6 +116,8 @@ type FakeOptions struct {
 	// Clock drives the limits and the Stats windows; the system clock by
 	// default. Latency is always real time.
 	Clock stet.Clock
+	// Batch configures the Batch API routes (fake_batch.go).
+	Batch FakeBatchOptions
 }
 
 // FakeRequest is a decoded Chat Completions request as the Fake received it.
@@ -143,7 +145,8 @@ type FakeMessage struct {
 
 // Fake is an in-process server speaking the OpenAI Chat Completions wire
 // format (POST /v1/chat/completions, also /chat/completions), with
-// scriptable faults. It is safe for concurrent use. It keeps the user text
+// scriptable faults, and the Files and Batches routes of the Batch API
+// (fake_batch.go). It is safe for concurrent use. It keeps the user text
 // of every request for CallsContaining: it is a test tool, not a sink for
 // real documents.
 type Fake struct {
@@ -165,6 +168,8 @@ type Fake struct {
 	refilled time.Time      // when the levels were last refilled
 	stats    FakeStats
 	windows  map[int64]*FakeWindow // by Unix second
+
+	batch *fakeBatches // the Batch API routes, under their own lock
 }
 
 // FakeStats counts what a Fake received and answered.
@@ -207,6 +212,7 @@ func NewFake(opts FakeOptions) *Fake {
 	}
 	f.refilled = f.clock.Now()
 	f.reqs, f.toks = f.reqCap(), f.tokCap()
+	f.batch = newFakeBatches(opts.Batch)
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	return f
 }
@@ -260,6 +266,12 @@ func (f *Fake) CallsContaining(s string) int {
 const maxFakeRequest = 32 << 20
 
 func (f *Fake) serve(rw http.ResponseWriter, r *http.Request) {
+	if isBatchPath(r.URL.Path) {
+		// Files and Batches keep their own counters: Calls and Stats stay
+		// the sync path's.
+		f.serveBatch(rw, r)
+		return
+	}
 	w := &statusWriter{ResponseWriter: rw}
 	defer func() { f.recordStatus(w.status) }()
 	body, readErr := io.ReadAll(io.LimitReader(r.Body, maxFakeRequest+1))
@@ -543,17 +555,27 @@ type wireUsage struct {
 }
 
 func (f *Fake) completion(req FakeRequest, content, refusal *string, finish string) []byte {
-	prompt := promptTokens(req)
-	completion := 0
-	if content != nil {
-		completion = tokens(*content)
-	}
-	if refusal != nil {
-		completion = tokens(*refusal)
-	}
 	if req.MaxCompletionTokens == 0 {
-		f.chargeCompletion(completion)
+		f.chargeCompletion(completionTokens(content, refusal))
 	}
+	return completionBody(req, content, refusal, finish)
+}
+
+func completionTokens(content, refusal *string) int {
+	switch {
+	case refusal != nil:
+		return tokens(*refusal)
+	case content != nil:
+		return tokens(*content)
+	}
+	return 0
+}
+
+// completionBody builds a chat.completion answering req; it charges no
+// limit, so batch items can share it.
+func completionBody(req FakeRequest, content, refusal *string, finish string) []byte {
+	prompt := promptTokens(req)
+	completion := completionTokens(content, refusal)
 	c := wireCompletion{
 		ID:      "chatcmpl-" + rand.Text(),
 		Object:  "chat.completion",
@@ -614,6 +636,19 @@ func invalidKey() apiError {
 // writeAPIError answers status with the API's error object; extra headers
 // are merged over the defaults in order.
 func writeAPIError(w http.ResponseWriter, status int, extra []http.Header, e apiError) {
+	body := apiErrorBody(e)
+	h := w.Header()
+	setDefaultHeaders(h)
+	for _, x := range extra {
+		mergeHeader(h, x)
+	}
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// apiErrorBody is the API's error object {"error":{…}}.
+func apiErrorBody(e apiError) []byte {
 	nullable := func(s string) *string {
 		if s == "" {
 			return nil
@@ -633,14 +668,7 @@ func writeAPIError(w http.ResponseWriter, status int, extra []http.Header, e api
 		Param   *string `json:"param"`
 		Code    *string `json:"code"`
 	}{e.Message, e.Type, nullable(e.Param), nullable(e.Code)}})
-	h := w.Header()
-	setDefaultHeaders(h)
-	for _, x := range extra {
-		mergeHeader(h, x)
-	}
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
+	return body
 }
 
 // setDefaultHeaders sets the headers every answer carries. The processing

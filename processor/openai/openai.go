@@ -81,6 +81,7 @@ type Client struct {
 	timeout time.Duration
 	chat    sdk.ChatCompletionService
 	now     func() time.Time // for Retry-After HTTP-dates
+	onAzure bool             // Azure OpenAI: no Batch API through this adapter
 }
 
 var _ stet.Processor = (*Client)(nil)
@@ -137,6 +138,10 @@ func New(cfg Config) (*Client, error) {
 	}
 
 	subs := append([]string{}, cfg.Subprocessors...)
+	caps := []string{"sync", "batch", "json_schema"}
+	if cfg.AzureAPIVersion != "" {
+		caps = []string{"sync", "json_schema"}
+	}
 	return &Client{
 		info: stet.ProcessorInfo{
 			ID:               cfg.ID,
@@ -146,9 +151,10 @@ func New(cfg Config) (*Client, error) {
 			Retention:        cfg.Retention,
 			ZeroRetention:    cfg.ZeroRetention,
 			Subprocessors:    subs,
-			Capabilities:     []string{"sync", "json_schema"},
+			Capabilities:     caps,
 			SendsTextOffHost: true,
 		},
+		onAzure: cfg.AzureAPIVersion != "",
 		model:   cfg.Model,
 		timeout: timeout,
 		chat:    sdk.NewChatCompletionService(opts...),

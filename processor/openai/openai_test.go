@@ -569,7 +569,7 @@ func TestInfo(t *testing.T) {
 	want := stet.ProcessorInfo{
 		ID: "openai-us", Kind: "openai", Model: testModel, Region: "us", Retention: "30d",
 		ZeroRetention: true, Subprocessors: []string{"Microsoft Azure"},
-		Capabilities: []string{"sync", "json_schema"}, SendsTextOffHost: true,
+		Capabilities: []string{"sync", "batch", "json_schema"}, SendsTextOffHost: true,
 	}
 	if got.ID != want.ID || got.Kind != want.Kind || got.Model != want.Model || got.Region != want.Region ||
 		got.Retention != want.Retention || got.ZeroRetention != want.ZeroRetention || got.SendsTextOffHost != want.SendsTextOffHost ||

@@ -1,0 +1,380 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/config"
+	"github.com/stetlabs/stet/ledger"
+)
+
+const batchUsage = `Usage: stet batch status|list|reconcile [flags]
+
+  status ID      one status lookup of an existing batch (stet's batch ID or
+                 the provider's); see 'stet batch status -h'
+  list           the ledger's batches: state, items applied, next poll time
+  reconcile ID   record an operator's decision about an unknown batch:
+                 --adopt PROVIDER_BATCH_ID or --resubmit
+`
+
+func cmdBatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, batchUsage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "status":
+		return cmdBatchStatus(ctx, args[1:], stdout, stderr)
+	case "list":
+		return cmdBatchList(ctx, args[1:], stdout, stderr)
+	case "reconcile":
+		return cmdBatchReconcile(ctx, args[1:], stdout, stderr)
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, batchUsage)
+		return exitOK
+	default:
+		fmt.Fprintf(stderr, "stet batch: unknown subcommand %q\n\n%s", args[0], batchUsage)
+		return exitUsage
+	}
+}
+
+const batchStatusHelp = `Usage: stet batch status [flags] ID
+
+Performs ONE status lookup of an existing provider batch and prints it.
+ID is stet's batch ID (bat_…) or the provider's batch ID; a provider ID
+stet's ledger does not know needs --processor.
+
+It never submits a batch, never cancels one, and never sends document
+text: it sends one GET with the processor's key. A 429 is retried at most
+three attempts in all, waiting Retry-After (seconds or an HTTP-date) when
+that is longer than the exponential delay (1 s, 2 s). Each request times
+out after 20 s, redirects are refused, and the answer is read up to 1 MiB.
+An unsuccessful lookup is not a reason to submit again.
+
+Exit status: 0 the status was printed; 1 the lookup failed (after its
+retries); 2 bad flags, config or ID; 3 the ledger is unreachable.
+
+Flags:
+`
+
+// Status lookup bounds of stet batch status.
+const (
+	statusAttempts = 3
+	statusTimeout  = 20 * time.Second
+	statusMaxBody  = 1 << 20
+)
+
+func cmdBatchStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("batch status", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, batchStatusHelp); fs.PrintDefaults() }
+	cfgPath := configFlag(fs)
+	asJSON := fs.Bool("json", false, "print the provider's raw answer")
+	procID := fs.String("processor", "", "the processor of a provider batch ID the ledger does not know")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return exitUsage
+	}
+	id := fs.Arg(0)
+	cfg, ok := loadOperatorConfig(*cfgPath, stderr)
+	if !ok {
+		return exitUsage
+	}
+	providerID, processorID := id, *procID
+	if processorID == "" || strings.HasPrefix(id, "bat_") {
+		if !ledgerExists(cfg.Database, stderr) {
+			return exitUnhealthy
+		}
+		db, code := openLedger(ctx, *cfgPath, stderr)
+		if db == nil {
+			return code
+		}
+		b, err := ledger.GetBatch(ctx, db.Reader(), id)
+		db.Close()
+		switch {
+		case stet.ErrorCodeOf(err) == stet.ENotFound:
+			fmt.Fprintln(stderr, "stet batch status: no batch with this ID in the ledger; for a provider batch ID, name its --processor")
+			return exitUsage
+		case err != nil:
+			fmt.Fprintln(stderr, "stet batch status:", err)
+			return exitUnhealthy
+		case b.ProviderBatchID == "":
+			fmt.Fprintf(stderr, "stet batch status: batch %s is %s and has no provider batch to look up\n", b.ID, b.State)
+			return exitFailure
+		}
+		providerID, processorID = b.ProviderBatchID, b.ProcessorID
+	}
+	pc := cfg.Processor(processorID)
+	if pc == nil {
+		fmt.Fprintf(stderr, "stet batch status: no processor %q in the config\n", processorID)
+		return exitUsage
+	}
+	withKey := *pc
+	if withKey.APIKeyEnv != "" {
+		withKey.APIKey = os.Getenv(withKey.APIKeyEnv)
+	}
+	proc, err := newProcessorClient(&withKey, cfg, statusClient())
+	if err != nil {
+		fmt.Fprintln(stderr, "stet batch status:", err)
+		return exitUsage
+	}
+	bp, ok := proc.(stet.BatchProcessor)
+	if !ok {
+		fmt.Fprintf(stderr, "stet batch status: processor %s (kind %s) has no batch API\n", pc.ID, pc.Kind)
+		return exitUsage
+	}
+	st, err := lookupStatus(ctx, bp, providerID, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "stet batch status:", err)
+		return exitFailure
+	}
+	if *asJSON {
+		stdout.Write(st.Raw)
+		if len(st.Raw) > 0 && st.Raw[len(st.Raw)-1] != '\n' {
+			fmt.Fprintln(stdout)
+		}
+		return exitOK
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "processor\t%s\n", pc.ID)
+	fmt.Fprintf(tw, "state\t%s (provider: %s)\n", st.State, dash(st.ProviderState))
+	if st.Total > 0 {
+		fmt.Fprintf(tw, "items\t%d: %d succeeded, %d failed\n", st.Total, st.Succeeded, st.Failed)
+	}
+	if !st.ResultsExpireAt.IsZero() {
+		fmt.Fprintf(tw, "results expire\t%s\n", st.ResultsExpireAt.UTC().Format(time.RFC3339))
+	}
+	if st.RequestID != "" {
+		fmt.Fprintf(tw, "request id\t%s\n", st.RequestID)
+	}
+	tw.Flush()
+	return exitOK
+}
+
+// lookupStatus performs one status lookup, retrying a 429 at most
+// statusAttempts attempts in all.
+func lookupStatus(ctx context.Context, bp stet.BatchProcessor, providerID string, stderr io.Writer) (*stet.BatchStatus, error) {
+	var err error
+	for attempt := 0; attempt < statusAttempts; attempt++ {
+		var st *stet.BatchStatus
+		st, err = bp.BatchStatus(ctx, providerID)
+		if err == nil {
+			return st, nil
+		}
+		if stet.ClassOf(err) != stet.FailureRateLimited || attempt == statusAttempts-1 {
+			break
+		}
+		delay := time.Second << attempt
+		if ra := retryAfterOf(err); ra > delay {
+			delay = ra
+		}
+		fmt.Fprintf(stderr, "rate limited; attempt %d of %d in %s\n", attempt+2, statusAttempts, delay.Round(time.Millisecond))
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	var pe *stet.ProcessorError
+	if errors.As(err, &pe) && pe.StatusCode != 0 {
+		return nil, fmt.Errorf("status lookup failed: HTTP %d (%s)", pe.StatusCode, pe.Class)
+	}
+	return nil, fmt.Errorf("status lookup failed: %w", err)
+}
+
+func retryAfterOf(err error) time.Duration {
+	var pe *stet.ProcessorError
+	if errors.As(err, &pe) {
+		return pe.RetryAfter
+	}
+	return 0
+}
+
+// statusClient is the HTTP client of stet batch status: a 20 s timeout,
+// no redirects, bodies read up to 1 MiB.
+func statusClient() *http.Client {
+	return &http.Client{
+		Timeout: statusTimeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return errRedirect
+		},
+		Transport: cappedTransport{next: http.DefaultTransport, max: statusMaxBody},
+	}
+}
+
+var errRedirect = errors.New("redirects are refused")
+
+// errTooLarge is what reading past the cap returns.
+var errTooLarge = errors.New("the response is larger than 1 MiB")
+
+type cappedTransport struct {
+	next http.RoundTripper
+	max  int64
+}
+
+func (t cappedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(r)
+	if err != nil {
+		return nil, err
+	}
+	if resp.ContentLength > t.max {
+		resp.Body.Close()
+		return nil, errTooLarge
+	}
+	resp.Body = &cappedBody{rc: resp.Body, left: t.max}
+	return resp, nil
+}
+
+type cappedBody struct {
+	rc   io.ReadCloser
+	left int64
+}
+
+func (b *cappedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		// One byte more than the cap means the body is too large.
+		var one [1]byte
+		if n, _ := b.rc.Read(one[:]); n > 0 {
+			return 0, errTooLarge
+		}
+		return 0, io.EOF
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.rc.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+func (b *cappedBody) Close() error { return b.rc.Close() }
+
+func cmdBatchList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("batch list", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := configFlag(fs)
+	asJSON := fs.Bool("json", false, "print JSON")
+	state := fs.String("state", "", "only batches in this state (intent, submitted, in_progress, completed, failed, expired, cancelled, unknown)")
+	limit := fs.Int("limit", 100, "at most this many batches, newest first")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	var states []stet.BatchState
+	if *state != "" {
+		s := stet.BatchState(*state)
+		valid := false
+		for _, v := range stet.BatchStates {
+			valid = valid || v == s
+		}
+		if !valid {
+			fmt.Fprintf(stderr, "stet batch list: unknown state %q\n", *state)
+			return exitUsage
+		}
+		states = append(states, s)
+	}
+	cfg, ok := loadOperatorConfig(*cfgPath, stderr)
+	if !ok {
+		return exitUsage
+	}
+	if !ledgerExists(cfg.Database, stderr) {
+		return exitUnhealthy
+	}
+	db, code := openLedger(ctx, *cfgPath, stderr)
+	if db == nil {
+		return code
+	}
+	defer db.Close()
+	bs, err := ledger.ListBatches(ctx, db.Reader(), states, *limit)
+	if err != nil {
+		fmt.Fprintln(stderr, "stet batch list:", err)
+		return exitUnhealthy
+	}
+	if *asJSON {
+		if bs == nil {
+			bs = []*ledger.Batch{}
+		}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(map[string]any{"batches": bs})
+		return exitOK
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "BATCH\tPROCESSOR\tSTATE\tPROVIDER STATE\tITEMS\tAPPLIED\tPOLLS\tNEXT POLL\tCREATED")
+	for _, b := range bs {
+		next := "-"
+		if !b.NextPollAt.IsZero() {
+			next = b.NextPollAt.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", b.ID, b.ProcessorID, b.State, dash(b.ProviderState),
+			b.ItemCount, b.AppliedCount, b.PollCount, next, b.CreatedAt.UTC().Format(time.RFC3339))
+	}
+	tw.Flush()
+	return exitOK
+}
+
+func cmdBatchReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("batch reconcile", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := configFlag(fs)
+	adopt := fs.String("adopt", "", "the provider batch ID that this batch's submission created")
+	resubmit := fs.Bool("resubmit", false, "the submission created nothing at the provider: submit it again")
+	actor := fs.String("actor", "", "who decides (recorded in the audit log); default $USER")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() != 1 || (*adopt == "") == !*resubmit {
+		fmt.Fprintln(stderr, "Usage: stet batch reconcile [flags] BATCH_ID (--adopt PROVIDER_BATCH_ID | --resubmit)")
+		return exitUsage
+	}
+	cfg, ok := loadOperatorConfig(*cfgPath, stderr)
+	if !ok {
+		return exitUsage
+	}
+	if !ledgerExists(cfg.Database, stderr) {
+		return exitUnhealthy
+	}
+	a, err := openApp(ctx, cfg, appOptions{})
+	if err != nil {
+		fmt.Fprintln(stderr, "stet batch reconcile:", err)
+		return exitUnhealthy
+	}
+	defer a.close()
+	who := *actor
+	if who == "" {
+		who = "cli:" + cmp(os.Getenv("USER"), "operator")
+	}
+	if err := a.pipeline.ReconcileBatch(ctx, fs.Arg(0), *adopt, *resubmit, who); err != nil {
+		fmt.Fprintln(stderr, "stet batch reconcile:", stet.ErrorMessageOf(err))
+		return exitFailure
+	}
+	if *adopt != "" {
+		fmt.Fprintf(stdout, "batch %s: adopted the provider's batch; polling resumes\n", fs.Arg(0))
+	} else {
+		fmt.Fprintf(stdout, "batch %s: will be submitted again\n", fs.Arg(0))
+	}
+	return exitOK
+}
+
+var _ = config.KindOpenAI

@@ -1,0 +1,526 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/stetlabs/stet"
+)
+
+// Batch is one provider batch in the ledger.
+type Batch struct {
+	ID               string          `json:"id"`
+	ProcessorID      string          `json:"processor_id"`
+	State            stet.BatchState `json:"state"`
+	ProviderState    string          `json:"provider_state,omitempty"`
+	ProviderBatchID  string          `json:"provider_batch_id,omitempty"`
+	InputFileID      string          `json:"input_file_id,omitempty"`
+	OutputFileID     string          `json:"output_file_id,omitempty"`
+	ErrorFileID      string          `json:"error_file_id,omitempty"`
+	ResultsURL       string          `json:"results_url,omitempty"`
+	ItemCount        int             `json:"item_count"`
+	AppliedCount     int             `json:"applied_count"`
+	SubmitStartedAt  time.Time       `json:"submit_started_at,omitzero"`
+	SubmittedAt      time.Time       `json:"submitted_at,omitzero"`
+	EndedAt          time.Time       `json:"ended_at,omitzero"`
+	ResultsFetchedAt time.Time       `json:"results_fetched_at,omitzero"`
+	ResultsExpireAt  time.Time       `json:"results_expire_at,omitzero"`
+	AppliedAt        time.Time       `json:"applied_at,omitzero"`
+	NextPollAt       time.Time       `json:"next_poll_at,omitzero"`
+	PollCount        int             `json:"poll_count"`
+	LastPolledAt     time.Time       `json:"last_polled_at,omitzero"`
+	LeaseUntil       time.Time       `json:"-"`
+	UnknownReason    string          `json:"unknown_reason,omitempty"`
+	CreatedAt        time.Time       `json:"created_at"`
+	UpdatedAt        time.Time       `json:"updated_at"`
+}
+
+const batchColumns = `id, processor_id, state, provider_state, provider_batch_id, input_file_id, output_file_id,
+	error_file_id, results_url, item_count, applied_count, submit_started_at, submitted_at, ended_at,
+	results_fetched_at, results_expire_at, applied_at, next_poll_at, poll_count, last_polled_at, lease_until,
+	unknown_reason, created_at, updated_at`
+
+func scanBatch(row interface{ Scan(...any) error }) (*Batch, error) {
+	var b Batch
+	var state string
+	var pstate, pid, in, out, errf, url, reason sql.NullString
+	var started, submitted, ended, fetched, expire, applied, next, polled, lease, created, updated sql.NullInt64
+	err := row.Scan(&b.ID, &b.ProcessorID, &state, &pstate, &pid, &in, &out, &errf, &url, &b.ItemCount, &b.AppliedCount,
+		&started, &submitted, &ended, &fetched, &expire, &applied, &next, &b.PollCount, &polled, &lease, &reason, &created, &updated)
+	if err != nil {
+		return nil, err
+	}
+	b.State = stet.BatchState(state)
+	b.ProviderState, b.ProviderBatchID, b.InputFileID, b.OutputFileID = pstate.String, pid.String, in.String, out.String
+	b.ErrorFileID, b.ResultsURL, b.UnknownReason = errf.String, url.String, reason.String
+	b.SubmitStartedAt, b.SubmittedAt, b.EndedAt = fromMicros(started), fromMicros(submitted), fromMicros(ended)
+	b.ResultsFetchedAt, b.ResultsExpireAt, b.AppliedAt = fromMicros(fetched), fromMicros(expire), fromMicros(applied)
+	b.NextPollAt, b.LastPolledAt, b.LeaseUntil = fromMicros(next), fromMicros(polled), fromMicros(lease)
+	b.CreatedAt, b.UpdatedAt = fromMicros(created), fromMicros(updated)
+	return &b, nil
+}
+
+// GetBatch reads one batch by stet's batch ID, or by the provider's batch ID.
+func GetBatch(ctx context.Context, q Querier, id string) (*Batch, error) {
+	b, err := scanBatch(q.QueryRowContext(ctx, `SELECT `+batchColumns+` FROM batches WHERE id = $1`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		b, err = scanBatch(q.QueryRowContext(ctx, `SELECT `+batchColumns+` FROM batches WHERE provider_batch_id = $1 ORDER BY created_at LIMIT 1`, id))
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound("batch")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read batch: %w", err)
+	}
+	return b, nil
+}
+
+// ListBatches returns batches, newest first; states filters when not empty.
+func ListBatches(ctx context.Context, q Querier, states []stet.BatchState, limit int) ([]*Batch, error) {
+	query := `SELECT ` + batchColumns + ` FROM batches`
+	var args []any
+	if len(states) > 0 {
+		ph := make([]string, len(states))
+		for i, s := range states {
+			args = append(args, string(s))
+			ph[i] = fmt.Sprintf("$%d", i+1)
+		}
+		query += ` WHERE state IN (` + strings.Join(ph, ", ") + `)`
+	}
+	args = append(args, limit)
+	query += fmt.Sprintf(` ORDER BY created_at DESC, id DESC LIMIT $%d`, len(args))
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list batches: %w", err)
+	}
+	defer rows.Close()
+	var out []*Batch
+	for rows.Next() {
+		b, err := scanBatch(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list batches: %w", err)
+		}
+		out = append(out, b)
+	}
+	return out, rows.Err()
+}
+
+// PendingJob is a batch-mode job waiting for the assembler.
+type PendingJob struct {
+	ID                string
+	TenantID          string
+	PolicyHash        string
+	ExtractionVersion string
+	Attempt           int64
+	CreatedAt         time.Time
+}
+
+// PendingBatchJobs returns batch-mode jobs waiting in 'accepted', oldest
+// first.
+func PendingBatchJobs(ctx context.Context, q Querier, limit int) ([]PendingJob, error) {
+	rows, err := q.QueryContext(ctx, `SELECT j.id, j.tenant_id, v.policy_hash, j.extraction_version, j.attempt, j.created_at
+		FROM jobs j JOIN revisions v ON v.id = j.revision_id
+		WHERE j.mode = 'batch' AND j.state = 'accepted' ORDER BY j.created_at, j.id LIMIT $1`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read pending batch jobs: %w", err)
+	}
+	defer rows.Close()
+	var out []PendingJob
+	for rows.Next() {
+		var j PendingJob
+		var created int64
+		if err := rows.Scan(&j.ID, &j.TenantID, &j.PolicyHash, &j.ExtractionVersion, &j.Attempt, &created); err != nil {
+			return nil, fmt.Errorf("read pending batch jobs: %w", err)
+		}
+		j.CreatedAt = time.UnixMicro(created).UTC()
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}
+
+// CreateBatch writes a batch in state intent with its items, in tx: each job
+// still waiting with the attempt token the caller saw moves to 'batched'
+// with a new token (the batch item holds it). Jobs another assembler took
+// meanwhile are skipped. It returns how many items the batch holds; with
+// none, nothing is written.
+func CreateBatch(ctx context.Context, tx Querier, id, processorID string, jobs []PendingJob, now time.Time) (int, error) {
+	ts := micros(now)
+	type taken struct {
+		id    string
+		token int64
+	}
+	var items []taken
+	for _, j := range jobs {
+		var token int64
+		err := tx.QueryRowContext(ctx, `UPDATE jobs SET state = 'batched', attempt = attempt + 1, processor_id = $1, updated_at = $2
+			WHERE id = $3 AND attempt = $4 AND state = 'accepted' AND mode = 'batch' RETURNING attempt`,
+			processorID, ts, j.ID, j.Attempt).Scan(&token)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return 0, fmt.Errorf("batch job: %w", err)
+		}
+		items = append(items, taken{j.ID, token})
+	}
+	if len(items) == 0 {
+		return 0, nil
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO batches (id, processor_id, state, item_count, created_at, updated_at)
+		VALUES ($1, $2, 'intent', $3, $4, $4)`, id, processorID, len(items), ts)
+	if err != nil {
+		return 0, fmt.Errorf("insert batch: %w", err)
+	}
+	for _, it := range items {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO batch_items (batch_id, job_id, token) VALUES ($1, $2, $3)`,
+			id, it.id, it.token); err != nil {
+			return 0, fmt.Errorf("insert batch item: %w", err)
+		}
+	}
+	return len(items), nil
+}
+
+// BatchItem is one item of a batch with what applying it needs.
+type BatchItem struct {
+	JobID             string
+	Token             int64
+	AttemptN          int // 0 until the submission recorded the attempt
+	Applied           bool
+	TenantID          string
+	ExtractionVersion string
+	PolicyHash        string
+	TransientFails    int
+}
+
+// BatchItems returns a batch's items in job order.
+func BatchItems(ctx context.Context, q Querier, batchID string) ([]BatchItem, error) {
+	rows, err := q.QueryContext(ctx, `SELECT i.job_id, i.token, COALESCE(i.attempt_n, 0), i.applied_at IS NOT NULL,
+			j.tenant_id, j.extraction_version, v.policy_hash,
+			(SELECT COUNT(*) FROM attempts t WHERE t.job_id = i.job_id AND t.failure_class = 'transient')
+		FROM batch_items i JOIN jobs j ON j.id = i.job_id JOIN revisions v ON v.id = j.revision_id
+		WHERE i.batch_id = $1 ORDER BY i.job_id`, batchID)
+	if err != nil {
+		return nil, fmt.Errorf("read batch items: %w", err)
+	}
+	defer rows.Close()
+	var out []BatchItem
+	for rows.Next() {
+		var it BatchItem
+		if err := rows.Scan(&it.JobID, &it.Token, &it.AttemptN, &it.Applied, &it.TenantID, &it.ExtractionVersion,
+			&it.PolicyHash, &it.TransientFails); err != nil {
+			return nil, fmt.Errorf("read batch items: %w", err)
+		}
+		out = append(out, it)
+	}
+	return out, rows.Err()
+}
+
+// ClaimBatch takes a batch's lease so that one worker at a time submits,
+// polls or applies it. It returns ErrNotClaimable while another holds it.
+func ClaimBatch(ctx context.Context, q Querier, id string, now time.Time, leaseFor time.Duration) (*Batch, error) {
+	b, err := scanBatch(q.QueryRowContext(ctx, `UPDATE batches SET lease_until = $1
+		WHERE id = $2 AND (lease_until IS NULL OR lease_until <= $3) RETURNING `+batchColumns,
+		micros(now.Add(leaseFor)), id, micros(now)))
+	if errors.Is(err, sql.ErrNoRows) {
+		if _, gerr := GetBatch(ctx, q, id); gerr != nil {
+			return nil, gerr
+		}
+		return nil, ErrNotClaimable
+	}
+	if err != nil {
+		return nil, fmt.Errorf("claim batch: %w", err)
+	}
+	return b, nil
+}
+
+// ReleaseBatch ends a batch's lease.
+func ReleaseBatch(ctx context.Context, q Querier, id string) error {
+	if _, err := q.ExecContext(ctx, `UPDATE batches SET lease_until = NULL WHERE id = $1`, id); err != nil {
+		return fmt.Errorf("release batch: %w", err)
+	}
+	return nil
+}
+
+// ReleaseBatchLeases ends every batch lease; like ReleaseLeases, only for a
+// process alone on its database after a crash.
+func ReleaseBatchLeases(ctx context.Context, q Querier) error {
+	if _, err := q.ExecContext(ctx, `UPDATE batches SET lease_until = NULL WHERE lease_until IS NOT NULL`); err != nil {
+		return fmt.Errorf("release batch leases: %w", err)
+	}
+	return nil
+}
+
+// SubmitItem is one item's attempt as it is submitted.
+type SubmitItem struct {
+	JobID       string
+	Token       int64
+	InputSHA256 string
+}
+
+// MarkSubmitStarted records, just before the provider's creating call,
+// that a submission is in flight (from now on an interrupted submission is
+// ambiguous and is reconciled, never blindly repeated), the uploaded input
+// file, and one attempt per item not yet recorded. Run it in a transaction.
+func MarkSubmitStarted(ctx context.Context, tx Querier, batchID, processorID, inputFileID string, items []SubmitItem, now time.Time) error {
+	ts := micros(now)
+	res, err := tx.ExecContext(ctx, `UPDATE batches SET submit_started_at = COALESCE(submit_started_at, $1),
+			input_file_id = COALESCE($2, input_file_id), updated_at = $1
+		WHERE id = $3 AND state = 'intent'`, ts, nullString(inputFileID), batchID)
+	if err != nil {
+		return fmt.Errorf("mark batch submitting: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return stet.Errorf(stet.EConflict, "batch is no longer waiting for submission")
+	}
+	for _, it := range items {
+		var n int
+		err := tx.QueryRowContext(ctx, `SELECT COALESCE(attempt_n, 0) FROM batch_items WHERE batch_id = $1 AND job_id = $2`,
+			batchID, it.JobID).Scan(&n)
+		if err != nil {
+			return fmt.Errorf("read batch item: %w", err)
+		}
+		if n != 0 {
+			continue // an earlier, ambiguous submission recorded it
+		}
+		if err := tx.QueryRowContext(ctx, `INSERT INTO attempts (job_id, n, token, processor_id, status, input_sha256, started_at, batch_id)
+			VALUES ($1, (SELECT COALESCE(MAX(n), 0) + 1 FROM attempts WHERE job_id = $1), $2, $3, 'started', $4, $5, $6)
+			RETURNING n`, it.JobID, it.Token, processorID, it.InputSHA256, ts, batchID).Scan(&n); err != nil {
+			return fmt.Errorf("start batch attempt: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE batch_items SET attempt_n = $1 WHERE batch_id = $2 AND job_id = $3`,
+			n, batchID, it.JobID); err != nil {
+			return fmt.Errorf("record batch attempt: %w", err)
+		}
+	}
+	return nil
+}
+
+// RecordInputFile records an uploaded input file before the creating call,
+// so that a retry reuses it.
+func RecordInputFile(ctx context.Context, q Querier, batchID, fileID string, now time.Time) error {
+	_, err := q.ExecContext(ctx, `UPDATE batches SET input_file_id = $1, updated_at = $2 WHERE id = $3`, fileID, micros(now), batchID)
+	if err != nil {
+		return fmt.Errorf("record input file: %w", err)
+	}
+	return nil
+}
+
+// ClearSubmitStarted records that a submission definitely created nothing
+// (the provider refused it with a definitive answer), so the next try
+// submits rather than reconciles.
+func ClearSubmitStarted(ctx context.Context, q Querier, batchID string, now time.Time) error {
+	_, err := q.ExecContext(ctx, `UPDATE batches SET submit_started_at = NULL, updated_at = $1 WHERE id = $2 AND state = 'intent'`,
+		micros(now), batchID)
+	if err != nil {
+		return fmt.Errorf("clear batch submission: %w", err)
+	}
+	return nil
+}
+
+// MarkSubmitted persists the provider's batch ID. Only a batch waiting for
+// submission (intent) or for an operator (unknown) takes one, and a
+// provider batch ID belongs to one batch (unique).
+func MarkSubmitted(ctx context.Context, q Querier, batchID string, h stet.BatchHandle, nextPoll, now time.Time) error {
+	state := h.State
+	if state == "" || state == stet.BatchIntent || state == stet.BatchUnknown {
+		state = stet.BatchSubmitted
+	}
+	ts := micros(now)
+	res, err := q.ExecContext(ctx, `UPDATE batches SET provider_batch_id = $1, state = $2,
+			input_file_id = COALESCE($3, input_file_id), submitted_at = $4, next_poll_at = $5, unknown_reason = NULL, updated_at = $4
+		WHERE id = $6 AND state IN ('intent', 'unknown')`,
+		h.ProviderID, string(state), nullString(h.InputFileID), ts, micros(nextPoll), batchID)
+	if err != nil {
+		return fmt.Errorf("record provider batch: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return stet.Errorf(stet.EConflict, "batch already has a provider batch")
+	}
+	return nil
+}
+
+// MarkUnknown parks a batch for an operator: a submission whose outcome
+// could not be reconciled. reason must hold no provider IDs or text.
+func MarkUnknown(ctx context.Context, q Querier, batchID, reason string, now time.Time) error {
+	_, err := q.ExecContext(ctx, `UPDATE batches SET state = 'unknown', unknown_reason = $1, next_poll_at = NULL, updated_at = $2
+		WHERE id = $3 AND state IN ('intent', 'submitted', 'in_progress', 'completed', 'failed', 'expired', 'cancelled')`,
+		reason, micros(now), batchID)
+	if err != nil {
+		return fmt.Errorf("mark batch unknown: %w", err)
+	}
+	return nil
+}
+
+// ResetForResubmit returns an unknown batch to intent after an operator
+// decided that nothing was created at the provider.
+func ResetForResubmit(ctx context.Context, q Querier, batchID string, now time.Time) error {
+	res, err := q.ExecContext(ctx, `UPDATE batches SET state = 'intent', submit_started_at = NULL, input_file_id = NULL,
+			unknown_reason = NULL, updated_at = $1
+		WHERE id = $2 AND state = 'unknown' AND provider_batch_id IS NULL`, micros(now), batchID)
+	if err != nil {
+		return fmt.Errorf("reset batch: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return stet.Errorf(stet.EConflict, "only an unknown batch without a provider batch can be resubmitted")
+	}
+	return nil
+}
+
+// RecordPoll records one status lookup and the next poll time.
+func RecordPoll(ctx context.Context, q Querier, batchID string, st *stet.BatchStatus, nextPoll, now time.Time) error {
+	ts := micros(now)
+	var ended, next sql.NullInt64
+	if st.State.Terminal() {
+		ended = sql.NullInt64{Int64: ts, Valid: true}
+	} else {
+		next = sql.NullInt64{Int64: micros(nextPoll), Valid: true}
+	}
+	var expire sql.NullInt64
+	if !st.ResultsExpireAt.IsZero() {
+		expire = sql.NullInt64{Int64: micros(st.ResultsExpireAt), Valid: true}
+	}
+	_, err := q.ExecContext(ctx, `UPDATE batches SET state = $1, provider_state = $2,
+			input_file_id = COALESCE($3, input_file_id), output_file_id = COALESCE($4, output_file_id),
+			error_file_id = COALESCE($5, error_file_id), results_url = COALESCE($6, results_url),
+			results_expire_at = COALESCE($7, results_expire_at), ended_at = COALESCE(ended_at, $8),
+			next_poll_at = $9, poll_count = poll_count + 1, last_polled_at = $10, updated_at = $10
+		WHERE id = $11 AND state IN ('submitted', 'in_progress')`,
+		string(st.State), nullString(st.ProviderState), nullString(st.InputFileID), nullString(st.OutputFileID),
+		nullString(st.ErrorFileID), nullString(st.ResultsURL), expire, ended, next, ts, batchID)
+	if err != nil {
+		return fmt.Errorf("record batch poll: %w", err)
+	}
+	return nil
+}
+
+// SetNextPoll records when the batch is looked at next (after a 429 or a
+// failed lookup), counting the lookup.
+func SetNextPoll(ctx context.Context, q Querier, batchID string, next, now time.Time, counted bool) error {
+	inc := 0
+	if counted {
+		inc = 1
+	}
+	_, err := q.ExecContext(ctx, `UPDATE batches SET next_poll_at = $1, poll_count = poll_count + $2, last_polled_at = $3, updated_at = $3
+		WHERE id = $4`, micros(next), inc, micros(now), batchID)
+	if err != nil {
+		return fmt.Errorf("record next poll: %w", err)
+	}
+	return nil
+}
+
+// ApplyItem is one batch item's outcome, applied once.
+type ApplyItem struct {
+	BatchID string
+	Item    BatchItem
+	Result  AttemptResult
+	// Artifact is set for a validated result.
+	Artifact *SaveArtifactParams
+	// Otherwise the job goes to Route: "manual" (a manual review record
+	// with Result.FailureClass), or back to extraction: "batch" (the next
+	// batch) or "sync" (an extract task; the caller enqueues it in tx).
+	Route string
+	Now   time.Time
+}
+
+// Apply outcomes.
+const (
+	ApplySkipped    = "skipped"    // applied before: nothing written
+	ApplySucceeded  = "succeeded"  // artifact saved; enqueue the commit stage
+	ApplyFailed     = "failed"     // the job went to its route
+	ApplySuperseded = "superseded" // the job no longer carries the item's token
+)
+
+// ApplyBatchItem applies one item in tx: it sets the item's applied_at
+// marker (only if unset: a second application writes nothing), finishes its
+// attempt, and either saves the artifact fenced on the item's token or
+// sends the job to its route.
+func ApplyBatchItem(ctx context.Context, tx Querier, a ApplyItem) (string, error) {
+	ts := micros(a.Now)
+	outcome := ApplySucceeded
+	if a.Artifact == nil {
+		outcome = ApplyFailed
+	}
+	res, err := tx.ExecContext(ctx, `UPDATE batch_items SET applied_at = $1, outcome = $2, failure_class = $3
+		WHERE batch_id = $4 AND job_id = $5 AND applied_at IS NULL`,
+		ts, outcome, nullString(string(a.Result.FailureClass)), a.BatchID, a.Item.JobID)
+	if err != nil {
+		return "", fmt.Errorf("mark batch item applied: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return ApplySkipped, nil
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE batches SET applied_count = applied_count + 1, updated_at = $1 WHERE id = $2`,
+		ts, a.BatchID); err != nil {
+		return "", fmt.Errorf("count applied item: %w", err)
+	}
+	if a.Item.AttemptN > 0 {
+		a.Result.JobID, a.Result.N = a.Item.JobID, a.Item.AttemptN
+		if err := FinishAttempt(ctx, tx, a.Result); err != nil {
+			return "", err
+		}
+	}
+	var moved int64
+	switch {
+	case a.Artifact != nil:
+		r, err := tx.ExecContext(ctx, `UPDATE jobs SET state = 'extracted', extracted_at = $1, updated_at = $1,
+				failure_class = NULL, processor_id = $2, extracting_at = COALESCE(extracting_at, $1)
+			WHERE id = $3 AND attempt = $4 AND state = 'batched'`, ts, a.Artifact.ProcessorID, a.Item.JobID, a.Item.Token)
+		if err != nil {
+			return "", fmt.Errorf("fence batched job: %w", err)
+		}
+		if moved, _ = r.RowsAffected(); moved == 1 {
+			_, err = tx.ExecContext(ctx, qInsertArtifact,
+				stet.NewID("art", a.Now), a.Item.JobID, a.Item.AttemptN, string(a.Artifact.Raw), string(a.Artifact.Output),
+				a.Artifact.SchemaVersion, a.Artifact.ProcessorID, nullString(a.Artifact.Model), ts)
+			if err != nil {
+				return "", fmt.Errorf("insert artifact: %w", err)
+			}
+		}
+	case a.Route == "manual":
+		if _, err := MarkManual(ctx, tx, a.Item.JobID, a.Item.Token, a.Result.FailureClass, a.Now); err != nil {
+			if errors.Is(err, stet.ErrLeaseLost) {
+				break
+			}
+			return "", err
+		}
+		moved = 1
+	default:
+		mode := stet.ModeBatch
+		if a.Route == "sync" {
+			mode = stet.ModeSync
+		}
+		r, err := tx.ExecContext(ctx, `UPDATE jobs SET state = 'accepted', mode = $1, failure_class = $2, updated_at = $3
+			WHERE id = $4 AND attempt = $5 AND state = 'batched'`,
+			string(mode), nullString(string(a.Result.FailureClass)), ts, a.Item.JobID, a.Item.Token)
+		if err != nil {
+			return "", fmt.Errorf("return job to extraction: %w", err)
+		}
+		moved, _ = r.RowsAffected()
+	}
+	if moved != 1 {
+		if _, err := tx.ExecContext(ctx, `UPDATE batch_items SET outcome = 'superseded' WHERE batch_id = $1 AND job_id = $2`,
+			a.BatchID, a.Item.JobID); err != nil {
+			return "", fmt.Errorf("mark batch item superseded: %w", err)
+		}
+		return ApplySuperseded, nil
+	}
+	return outcome, nil
+}
+
+// FinishApply records that a batch's results were fetched and, when every
+// item is applied, that the batch is applied.
+func FinishApply(ctx context.Context, q Querier, batchID string, now time.Time) error {
+	ts := micros(now)
+	_, err := q.ExecContext(ctx, `UPDATE batches SET results_fetched_at = COALESCE(results_fetched_at, $1),
+			applied_at = CASE WHEN applied_count >= item_count THEN COALESCE(applied_at, $1) ELSE applied_at END,
+			next_poll_at = NULL, updated_at = $1
+		WHERE id = $2`, ts, batchID)
+	if err != nil {
+		return fmt.Errorf("finish batch apply: %w", err)
+	}
+	return nil
+}

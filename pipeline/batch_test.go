@@ -1,0 +1,257 @@
+package pipeline_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/internal/stettest"
+	"github.com/stetlabs/stet/ledger"
+	"github.com/stetlabs/stet/pipeline"
+	"github.com/stetlabs/stet/processor/openai"
+)
+
+// deliverBatch delivers n batch-mode reports and returns their job IDs.
+func deliverBatch(t *testing.T, e *stettest.Env, prefix string, n int) []string {
+	t.Helper()
+	var jobs []string
+	for i := range n {
+		r := e.Deliver(stettest.SourceBatch, fmt.Sprintf("%s-msg-%d", prefix, i),
+			stettest.Report{ExternalID: fmt.Sprintf("%s-%d", prefix, i), Revision: 1, Text: fmt.Sprintf("Report %d: you are all idiots.", i)})
+		if r.Status != http.StatusAccepted {
+			t.Fatalf("delivery %d = %d %s, want 202", i, r.Status, r.Body)
+		}
+		jobs = append(jobs, r.JobID)
+	}
+	return jobs
+}
+
+func waitCommitted(t *testing.T, e *stettest.Env, n int) {
+	t.Helper()
+	e.WaitFor(fmt.Sprintf("%d committed jobs", n), func() bool {
+		return e.Count("jobs", "state IN ('committed', 'manual')") >= n
+	})
+}
+
+// A batch-mode source: the jobs go through one provider batch, submitted
+// once and polled; each becomes one artifact and one record; no synchronous
+// call is made.
+func TestBatchEndToEnd(t *testing.T) {
+	t.Parallel()
+	e := stettest.New(t, stettest.Options{Batch: pipeline.BatchSettings{MaxItems: 5, MaxWait: time.Hour},
+		FakeOptions: openai.FakeOptions{Batch: openai.FakeBatchOptions{PollsToEnd: 2}}})
+	jobs := deliverBatch(t, e, "b", 5)
+	waitCommitted(t, e, 5)
+
+	st := e.Fake.BatchStats()
+	if st.Created != 1 || st.CreateCalls != 1 || st.Uploads != 1 {
+		t.Errorf("fake batch stats = %+v, want 1 upload, 1 create call, 1 batch", st)
+	}
+	if st.StatusCalls < 2 {
+		t.Errorf("status calls = %d, want at least 2 (the batch ends on its second poll)", st.StatusCalls)
+	}
+	if n := e.Fake.Calls(); n != 0 {
+		t.Errorf("synchronous calls = %d, want 0", n)
+	}
+	for table, want := range map[string]int{"artifacts": 5, "review_records": 5, "batches": 1, "batch_items": 5} {
+		if n := e.Count(table, ""); n != want {
+			t.Errorf("%s = %d, want %d", table, n, want)
+		}
+	}
+	if n := e.Count("jobs", "state = 'committed'"); n != 5 {
+		t.Errorf("committed jobs = %d, want 5", n)
+	}
+	if n := e.Count("batch_items", "applied_at IS NOT NULL AND outcome = 'succeeded'"); n != 5 {
+		t.Errorf("applied items = %d, want 5", n)
+	}
+	if n := e.Count("attempts", "batch_id IS NOT NULL AND status = 'succeeded'"); n != 5 {
+		t.Errorf("succeeded batch attempts = %d, want 5", n)
+	}
+	bs, err := ledger.ListBatches(context.Background(), e.DB.Writer(), nil, 10)
+	if err != nil || len(bs) != 1 {
+		t.Fatalf("ListBatches = %v, %v", bs, err)
+	}
+	b := bs[0]
+	if b.State != stet.BatchCompleted || b.AppliedAt.IsZero() || b.ProviderBatchID == "" || b.InputFileID == "" || b.OutputFileID == "" {
+		t.Errorf("batch = %+v, want completed, applied, with its provider batch and files recorded", b)
+	}
+	if fb := e.Fake.Batches(); len(fb) != 1 || fb[0].Label != b.ID || fb[0].ID != b.ProviderBatchID {
+		t.Errorf("fake batches = %+v, want one labelled %s", fb, b.ID)
+	}
+	rec := e.Record(jobs[0])
+	if rec.Kind != "extracted" || !rec.Authoritative {
+		t.Errorf("record = %+v, want an authoritative extracted record", rec)
+	}
+}
+
+// Results fetched twice are applied once.
+func TestBatchResultsFetchedTwiceAppliedOnce(t *testing.T) {
+	t.Parallel()
+	e := stettest.New(t, stettest.Options{Batch: pipeline.BatchSettings{MaxItems: 3, MaxWait: time.Hour}})
+	deliverBatch(t, e, "t", 3)
+	waitCommitted(t, e, 3)
+	var id string
+	if err := e.DB.Writer().QueryRow(`SELECT id FROM batches`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	before := e.Fake.BatchStats().ResultFetches
+	// As after a crash between applying the items and marking the batch.
+	if _, err := e.DB.Writer().Exec(`UPDATE batches SET applied_at = NULL WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Pipeline.RunBatch(context.Background(), id); err != nil {
+		t.Fatalf("RunBatch = %v", err)
+	}
+	if after := e.Fake.BatchStats().ResultFetches; after <= before {
+		t.Errorf("result fetches = %d then %d, want the results fetched again", before, after)
+	}
+	for table, want := range map[string]int{"artifacts": 3, "review_records": 3, "batch_items": 3} {
+		if n := e.Count(table, ""); n != want {
+			t.Errorf("%s = %d, want %d", table, n, want)
+		}
+	}
+	if n := e.Count("batches", "applied_at IS NOT NULL AND applied_count = 3"); n != 1 {
+		t.Errorf("applied batches = %d, want 1 with 3 applied items", n)
+	}
+	if st := e.Fake.BatchStats(); st.Created != 1 {
+		t.Errorf("batches created = %d, want 1", st.Created)
+	}
+}
+
+// A partially expired batch: the expired items go into a new batch, the
+// rest are applied once; nothing is duplicated.
+func TestBatchPartiallyExpired(t *testing.T) {
+	t.Parallel()
+	e := stettest.New(t, stettest.Options{MaxAttempts: 20, Batch: pipeline.BatchSettings{MaxItems: 4, MaxWait: 200 * time.Millisecond}})
+	jobs := deliverBatch(t, e, "x", 4)
+	e.Fake.ScriptBatchItem(jobs[1], openai.Fault{Kind: openai.ItemExpired})
+	waitCommitted(t, e, 3)
+	e.WaitFor("the first batch applied", func() bool { return e.Count("batches", "applied_at IS NOT NULL") >= 1 })
+	// From now on the provider answers that item.
+	e.Fake.ScriptBatchItem(jobs[1], openai.Fault{Kind: openai.ItemOK})
+	waitCommitted(t, e, 4)
+
+	if n := e.Count("jobs", "state = 'committed'"); n != 4 {
+		t.Errorf("committed jobs = %d, want 4", n)
+	}
+	for table, want := range map[string]int{"artifacts": 4, "review_records": 4} {
+		if n := e.Count(table, ""); n != want {
+			t.Errorf("%s = %d, want %d", table, n, want)
+		}
+	}
+	if n := e.Count("batch_items", "job_id = $1", jobs[1]); n < 2 {
+		t.Errorf("batch items of the expired job = %d, want it in a second batch", n)
+	}
+	if n := e.Count("batch_items", "job_id = $1 AND outcome = 'succeeded'", jobs[1]); n != 1 {
+		t.Errorf("succeeded items of the expired job = %d, want 1", n)
+	}
+	expired := e.Count("attempts", "job_id = $1 AND failure_class = 'transient'", jobs[1])
+	if items := e.Count("batch_items", "job_id = $1", jobs[1]); expired < 1 || expired != items-1 {
+		t.Errorf("transient attempts of the expired job = %d in %d batches, want one per expired item", expired, items)
+	}
+	if n := e.Fake.Calls(); n != 0 {
+		t.Errorf("synchronous calls = %d, want 0 (on_expired: batch)", n)
+	}
+}
+
+// A 429 on a status lookup with Retry-After as an HTTP-date: the next poll
+// is not before that date, and nothing is submitted again.
+func TestBatchStatus429HTTPDate(t *testing.T) {
+	t.Parallel()
+	e := stettest.New(t, stettest.Options{Batch: pipeline.BatchSettings{MaxItems: 2, MaxWait: time.Hour}})
+	until := time.Now().Add(30 * time.Second).UTC().Truncate(time.Second).Add(time.Second)
+	e.Fake.EnqueueBatch(openai.BatchRouteStatus, openai.Fault{Kind: openai.RateLimit, RetryAfter: until.Format(http.TimeFormat)})
+	deliverBatch(t, e, "r", 2)
+	e.WaitFor("a rate-limited poll", func() bool { return e.Fake.BatchStats().StatusCalls >= 1 && e.Count("batches", "poll_count >= 1") == 1 })
+	var next int64
+	if err := e.DB.Writer().QueryRow(`SELECT next_poll_at FROM batches`).Scan(&next); err != nil {
+		t.Fatal(err)
+	}
+	if got := time.UnixMicro(next); got.Before(until.Add(-time.Second)) {
+		t.Errorf("next poll at %s, want not before the Retry-After date %s", got.UTC(), until)
+	}
+	time.Sleep(300 * time.Millisecond) // the poll cap is 200ms: a poll ignoring Retry-After would have happened
+	st := e.Fake.BatchStats()
+	if st.StatusCalls != 1 || st.CreateCalls != 1 || st.Created != 1 {
+		t.Errorf("fake stats = %+v, want 1 status call, 1 create call, 1 batch", st)
+	}
+}
+
+// The provider created the batch but the answer was lost: the next run
+// reconciles by the batch's metadata, adopts it, and never submits again.
+func TestBatchAmbiguousSubmitReconciled(t *testing.T) {
+	t.Parallel()
+	e := stettest.New(t, stettest.Options{Batch: pipeline.BatchSettings{MaxItems: 3, MaxWait: time.Hour}})
+	e.Fake.EnqueueBatch(openai.BatchRouteCreate, openai.Fault{Kind: openai.CreateThenReset})
+	deliverBatch(t, e, "a", 3)
+	waitCommitted(t, e, 3)
+	st := e.Fake.BatchStats()
+	if st.Created != 1 || st.CreateCalls != 1 || st.ListCalls < 1 {
+		t.Errorf("fake stats = %+v, want 1 batch from 1 create call, found by listing", st)
+	}
+	for table, want := range map[string]int{"artifacts": 3, "review_records": 3} {
+		if n := e.Count(table, ""); n != want {
+			t.Errorf("%s = %d, want %d", table, n, want)
+		}
+	}
+}
+
+// An interrupted submission that created nothing cannot be established
+// either way from the listing: the batch goes to unknown, an alert names
+// it, and an operator's resubmit is audit-logged and submits once.
+func TestBatchUnknownThenResubmit(t *testing.T) {
+	t.Parallel()
+	e := stettest.New(t, stettest.Options{Batch: pipeline.BatchSettings{MaxItems: 2, MaxWait: time.Hour}})
+	// A 500 on the create call: ambiguous, but nothing was created.
+	e.Fake.EnqueueBatch(openai.BatchRouteCreate, openai.Fault{Kind: openai.ServerError})
+	deliverBatch(t, e, "u", 2)
+	e.WaitFor("an unknown batch", func() bool { return e.Count("batches", "state = 'unknown'") == 1 })
+	var id string
+	if err := e.DB.Writer().QueryRow(`SELECT id FROM batches`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	vs, err := e.DB.CheckInvariants(context.Background(), ledger.CheckParams{Now: time.Now(), SLA: time.Hour, LeaseGrace: time.Minute})
+	if err != nil || len(vs) != 1 || vs[0].Name != ledger.InvBatchUnknown || vs[0].BatchID != id {
+		t.Errorf("violations = %+v, %v; want batch_unknown for %s", vs, err, id)
+	}
+	if st := e.Fake.BatchStats(); st.Created != 0 {
+		t.Fatalf("batches created = %d, want 0", st.Created)
+	}
+	if err := e.Pipeline.ReconcileBatch(context.Background(), id, "", true, "test-operator"); err != nil {
+		t.Fatalf("ReconcileBatch(resubmit) = %v", err)
+	}
+	waitCommitted(t, e, 2)
+	if st := e.Fake.BatchStats(); st.Created != 1 {
+		t.Errorf("batches created = %d, want 1", st.Created)
+	}
+	if n := e.Count("audit_log", "action = 'batch.reconcile.resubmit' AND object_id = $1 AND actor = 'test-operator'", id); n != 1 {
+		t.Errorf("audit entries = %d, want 1", n)
+	}
+}
+
+// Removing the processor from the policy blocks waiting batch-mode jobs; they
+// are never sent elsewhere.
+func TestBatchPolicyDropBlocks(t *testing.T) {
+	t.Parallel()
+	e := stettest.New(t, stettest.Options{NoWorkers: false, Batch: pipeline.BatchSettings{MaxItems: 100, MaxWait: time.Hour},
+		PolicyProcessors: []string{"openai-fake", "rules"}})
+	jobs := deliverBatch(t, e, "p", 2)
+	dropped := *e.Policy
+	dropped.Processors = []string{"rules"}
+	e.Restart(&dropped)
+	if _, err := e.Pipeline.Assemble(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs {
+		e.WaitJob(j, stet.JobBlocked)
+	}
+	if st := e.Fake.BatchStats(); st.CreateCalls != 0 || st.Uploads != 0 {
+		t.Errorf("fake stats = %+v, want nothing sent", st)
+	}
+	if n := e.Count("review_records", ""); n != 0 {
+		t.Errorf("records = %d, want 0 (nothing re-routed to rules)", n)
+	}
+}

@@ -1,0 +1,1167 @@
+package anthropic
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	sdk "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
+
+	"github.com/stetlabs/stet"
+)
+
+// jobID returns a job ID shaped like stet.NewID's.
+func jobID(n int) string { return fmt.Sprintf("job_01JBATCHTEST%013d", n) }
+
+// batchItems returns n items with distinct prompts.
+func batchItems(n int) []stet.BatchItem {
+	items := make([]stet.BatchItem, n)
+	for i := range items {
+		p := testParams(fmt.Sprintf("Classify report %d: the pharmacy was closed.", i))
+		p.JobID = jobID(i)
+		items[i] = stet.BatchItem{JobID: p.JobID, Params: p}
+	}
+	return items
+}
+
+// submit submits items and fails the test on an error.
+func submit(t *testing.T, c *Client, items []stet.BatchItem) *stet.BatchHandle {
+	t.Helper()
+	h, err := c.SubmitBatch(t.Context(), stet.BatchSubmit{BatchID: "bat_01TEST", Items: items})
+	if err != nil {
+		t.Fatalf("SubmitBatch() = %v, want success", err)
+	}
+	return h
+}
+
+// cappedClient is an HTTP client like the one stet batch status uses: it
+// refuses redirects (refuse says how), has a timeout and caps bodies at
+// 1 MiB.
+func cappedClient(refuse func(*http.Request, []*http.Request) error) *http.Client {
+	return &http.Client{
+		Timeout:       20 * time.Second,
+		CheckRedirect: refuse,
+		Transport:     capTransport{limit: 1 << 20},
+	}
+}
+
+// freshConnections returns a client with a transport of its own. net/http
+// resends a GET, once, when a reused keep-alive connection drops before any
+// answer; a first connection is never resent on.
+func freshConnections() *http.Client { return &http.Client{Transport: &http.Transport{}} }
+
+func useLastResponse(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+var errNoRedirects = errors.New("redirects are not followed")
+
+func refuseRedirect(*http.Request, []*http.Request) error { return errNoRedirects }
+
+type capTransport struct{ limit int64 }
+
+func (t capTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	res, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	res.Body = &cappedBody{rc: res.Body, left: t.limit}
+	return res, nil
+}
+
+var errBodyCapped = errors.New("response body over 1 MiB")
+
+type cappedBody struct {
+	rc   io.ReadCloser
+	left int64
+}
+
+func (b *cappedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		var one [1]byte
+		if n, err := b.rc.Read(one[:]); n > 0 {
+			return 0, errBodyCapped
+		} else {
+			return 0, err
+		}
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.rc.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+func (b *cappedBody) Close() error { return b.rc.Close() }
+
+// batchClient returns a Client for f; hc may be nil.
+func batchClient(t *testing.T, f *Fake, toolUse bool, hc *http.Client) *Client {
+	t.Helper()
+	c, err := New(Config{ID: "anthropic-batch", BaseURL: f.URL(), APIKey: testKey, Model: testModel, ToolUse: toolUse, Timeout: 10 * time.Second, HTTPClient: hc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestBatchRequestGolden(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		golden  string
+		toolUse bool
+	}{
+		{name: "output_config", golden: "batch_create.golden.json"},
+		{name: "tool use", golden: "batch_create_tool.golden.json", toolUse: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			opts, last := recordRequests()
+			f := newFake(t, opts)
+			c := batchClient(t, f, tt.toolUse, nil)
+			first := testParams("Classify the report below.\n\nReport: patient <b>[EMAIL]</b> says the dose & timing felt wrong.")
+			first.JobID = "job_01JBATCHGOLDEN000000000000A"
+			second := testParams("Classify the report below.\n\nReport: the nurse was kind.")
+			second.JobID = "job_01JBATCHGOLDEN000000000000B"
+			second.Repair = []stet.RepairTurn{{Output: []byte(`{"category":"maybe"}`), Problems: []string{`/category: value must be one of "ok", "harmful", "medical_advice"`}}}
+			items := []stet.BatchItem{{JobID: first.JobID, Params: first}, {JobID: second.JobID, Params: second}}
+			submit(t, c, items)
+
+			batches := f.Batches()
+			if len(batches) != 1 {
+				t.Fatalf("fake holds %d batches, want 1", len(batches))
+			}
+			b := batches[0]
+			var indented bytes.Buffer
+			if err := json.Indent(&indented, b.Body, "", "  "); err != nil {
+				t.Fatalf("create body is not JSON: %v", err)
+			}
+			indented.WriteByte('\n')
+			path := filepath.Join("testdata", tt.golden)
+			if *update {
+				if err := os.WriteFile(path, indented.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("read golden file (run with -update to create it): %v", err)
+			}
+			if !bytes.Equal(indented.Bytes(), want) {
+				t.Errorf("create body differs from %s (run with -update if intended):\ngot:\n%s\nwant:\n%s", path, indented.Bytes(), want)
+			}
+
+			header := b.Requests[0].Header
+			if auth := header.Get("Authorization"); auth != "Bearer "+testKey {
+				t.Errorf("Authorization header = %q, want the configured key as a bearer token", auth)
+			}
+			if header.Get("anthropic-version") == "" {
+				t.Errorf("anthropic-version header missing")
+			}
+			if n := header.Get("X-Stainless-Retry-Count"); n != "0" {
+				t.Errorf("X-Stainless-Retry-Count = %q, want 0", n)
+			}
+			if !slices.Equal(b.CustomIDs, []string{first.JobID, second.JobID}) {
+				t.Errorf("custom_ids = %v, want the job IDs in order", b.CustomIDs)
+			}
+			// Each item's params are what Extract sends for the same params.
+			for i, it := range items {
+				if _, err := c.Extract(t.Context(), it.Params); err != nil {
+					t.Fatalf("Extract() = %v, want success", err)
+				}
+				if sync := last().Body; !bytes.Equal(b.Requests[i].Body, sync) {
+					t.Errorf("item %d params =\n%s\nwant the sync request body\n%s", i, b.Requests[i].Body, sync)
+				}
+			}
+		})
+	}
+}
+
+func TestBatchStateMapping(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		status    string
+		cancelled bool
+		want      stet.BatchState
+		wantErr   bool
+	}{
+		{status: "in_progress", want: stet.BatchInProgress},
+		{status: "canceling", cancelled: true, want: stet.BatchInProgress},
+		{status: "ended", want: stet.BatchCompleted},
+		{status: "ended", cancelled: true, want: stet.BatchCancelled},
+		{status: "", wantErr: true},
+		{status: "archived", wantErr: true},
+		{status: "ENDED", wantErr: true},
+	}
+	for _, tt := range tests {
+		got, err := batchState(tt.status, tt.cancelled)
+		if (err != nil) != tt.wantErr || got != tt.want {
+			t.Errorf("batchState(%q, %v) = %q, %v; want %q, error %v", tt.status, tt.cancelled, got, err, tt.want, tt.wantErr)
+		}
+	}
+}
+
+func TestBatchItemErrorClassification(t *testing.T) {
+	t.Parallel()
+	body := func(typ, msg, code string) string {
+		details := ""
+		if code != "" {
+			details = `,"details":{"error_code":"` + code + `"}`
+		}
+		return `{"type":"error","error":{"type":"` + typ + `","message":"` + msg + `"` + details + `},"request_id":"req_011Item"}`
+	}
+	tests := []struct {
+		name      string
+		raw       string
+		wantClass stet.FailureClass
+		wantCode  string
+	}{
+		{"invalid request", body("invalid_request_error", "messages.0: bad", ""), stet.FailureUnsupported, "invalid_request_error"},
+		{"credit exhausted", body("invalid_request_error", "Your credit balance is too low to access the Anthropic API.", ""), stet.FailureQuota, "invalid_request_error"},
+		{"overloaded", body("overloaded_error", "Overloaded", ""), stet.FailureTransient, "overloaded_error"},
+		{"api error", body("api_error", "Internal server error", ""), stet.FailureTransient, "api_error"},
+		{"timeout", body("timeout_error", "Request timed out.", ""), stet.FailureTransient, "timeout_error"},
+		{"rate limit", body("rate_limit_error", "slow down", ""), stet.FailureRateLimited, "rate_limit_error"},
+		{"spend limit", body("rate_limit_error", "monthly spend limit", "enforced_spend_limit_reached"), stet.FailureQuota, "enforced_spend_limit_reached"},
+		{"billing", body("billing_error", "pay up", ""), stet.FailureQuota, "billing_error"},
+		{"authentication", body("authentication_error", "invalid x-api-key", ""), stet.FailureAuth, "authentication_error"},
+		{"permission", body("permission_error", "no", ""), stet.FailureAuth, "permission_error"},
+		{"not found", body("not_found_error", "model: x", ""), stet.FailureUnsupported, "not_found_error"},
+		{"too large", body("request_too_large", "too big", ""), stet.FailureUnsupported, "request_too_large"},
+		{"unknown type", body("brand_new_error", "?", ""), stet.FailureTransient, "brand_new_error"},
+		{"free-text type", body("the report says X", "?", ""), stet.FailureTransient, ""},
+		{"not JSON", `<html>`, stet.FailureTransient, ""},
+	}
+	for _, tt := range tests {
+		pe := itemError(json.RawMessage(tt.raw))
+		if pe.Class != tt.wantClass || pe.Code != tt.wantCode || pe.StatusCode != 0 {
+			t.Errorf("itemError(%s) = class %q code %q status %d, want %q %q 0", tt.name, pe.Class, pe.Code, pe.StatusCode, tt.wantClass, tt.wantCode)
+		}
+	}
+}
+
+func TestSubmitBatchCallsBeforeCreateFirst(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, FakeOptions{})
+	c := batchClient(t, f, false, nil)
+	var (
+		calls    int
+		gotFile  = "unset"
+		atCreate BatchCounts
+	)
+	items := batchItems(3)
+	h, err := c.SubmitBatch(t.Context(), stet.BatchSubmit{
+		BatchID:     "bat_01TEST",
+		Items:       items,
+		InputFileID: "file_ignored", // Anthropic takes requests inline: nothing to reuse
+		BeforeCreate: func(_ context.Context, fileID string) error {
+			calls++
+			gotFile = fileID
+			atCreate = f.BatchCounts()
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatalf("SubmitBatch() = %v, want success", err)
+	}
+	if calls != 1 || gotFile != "" {
+		t.Errorf("BeforeCreate called %d times with file %q, want once with \"\"", calls, gotFile)
+	}
+	if atCreate.CreateCalls != 0 {
+		t.Errorf("creating calls when BeforeCreate ran = %d, want 0", atCreate.CreateCalls)
+	}
+	got := f.BatchCounts()
+	if got.CreateCalls != 1 || got.Created != 1 || got.Uploads != 0 {
+		t.Errorf("counts after submit = %+v, want 1 creating call, 1 batch, no upload", got)
+	}
+	batches := f.Batches()
+	if len(batches) != 1 || h.ProviderID != batches[0].ID {
+		t.Fatalf("SubmitBatch() = %+v, fake holds %+v; want the one batch's ID", h, batches)
+	}
+	if h.State != stet.BatchInProgress || h.RequestCount != 3 || h.InputFileID != "" || !strings.HasPrefix(h.RequestID, "req_") || h.CreatedAt.IsZero() {
+		t.Errorf("SubmitBatch() = %+v, want in_progress, 3 requests, no file, a request ID and a creation time", h)
+	}
+}
+
+func TestSubmitBatchAborts(t *testing.T) {
+	t.Parallel()
+	errLedger := errors.New("ledger unavailable")
+	noSchema := batchItems(2)
+	noSchema[1].Params.Schema = nil
+	badID := batchItems(2)
+	badID[0].JobID = "job/../1"
+	dup := batchItems(2)
+	dup[1].JobID = dup[0].JobID
+	tests := []struct {
+		name       string
+		items      []stet.BatchItem
+		before     error
+		wantErr    error
+		wantCode   string
+		wantBefore int
+	}{
+		{name: "BeforeCreate fails", items: batchItems(2), before: errLedger, wantErr: errLedger, wantBefore: 1},
+		{name: "no items", items: nil, wantCode: "empty_batch"},
+		{name: "item without schema", items: noSchema, wantCode: "invalid_schema"},
+		{name: "job ID not a custom_id", items: badID, wantCode: "invalid_custom_id"},
+		{name: "duplicate job ID", items: dup, wantCode: "duplicate_custom_id"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t, FakeOptions{})
+			c := batchClient(t, f, false, nil)
+			calls := 0
+			_, err := c.SubmitBatch(t.Context(), stet.BatchSubmit{BatchID: "bat_01TEST", Items: tt.items, BeforeCreate: func(context.Context, string) error {
+				calls++
+				return tt.before
+			}})
+			if tt.wantErr != nil && !errors.Is(err, tt.wantErr) {
+				t.Errorf("SubmitBatch() = %v, want %v", err, tt.wantErr)
+			}
+			if tt.wantCode != "" {
+				var pe *stet.ProcessorError
+				if !errors.As(err, &pe) || pe.Class != stet.FailureUnsupported || pe.Code != tt.wantCode {
+					t.Errorf("SubmitBatch() = %v, want unsupported code %s", err, tt.wantCode)
+				}
+			}
+			if calls != tt.wantBefore {
+				t.Errorf("BeforeCreate calls = %d, want %d", calls, tt.wantBefore)
+			}
+			if got := f.BatchCounts(); got.CreateCalls != 0 || got.Created != 0 || len(f.Batches()) != 0 {
+				t.Errorf("fake after an aborted submit: %+v, %d batches; want nothing created or called", got, len(f.Batches()))
+			}
+		})
+	}
+}
+
+// offsetClock is a fake clock: now plus an adjustable offset.
+type offsetClock struct{ offset atomic.Int64 }
+
+func (c *offsetClock) now() time.Time         { return time.Now().Add(time.Duration(c.offset.Load())) }
+func (c *offsetClock) set(d time.Duration)    { c.offset.Store(int64(d)) }
+func (c *offsetClock) opts() FakeBatchOptions { return FakeBatchOptions{Now: c.now} }
+
+func TestFindBatchAfterInterruptedSubmit(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name        string
+		fault       Fault
+		deadline    time.Duration // the caller's deadline; 0: none
+		wantCreated int
+	}{
+		{name: "created then connection reset", fault: Fault{Kind: CreateThenDisconnect}, wantCreated: 1},
+		{name: "created then no answer until the caller gives up", fault: Fault{Kind: CreateThenHang}, deadline: 300 * time.Millisecond, wantCreated: 1},
+		{name: "refused with 529", fault: Fault{Kind: Overloaded}, wantCreated: 0},
+		{name: "dropped before anything was created", fault: Fault{Kind: Disconnect}, wantCreated: 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			clock := &offsetClock{}
+			f := newFake(t, FakeOptions{Batch: clock.opts()})
+			c := batchClient(t, f, false, nil)
+
+			// Noise: an older batch of the same size and a newer one of
+			// another size.
+			clock.set(-time.Hour)
+			submit(t, c, batchItems(4))
+			clock.set(0)
+			submit(t, c, batchItems(2))
+
+			f.EnqueueBatchFaults(RouteBatchCreate, tt.fault)
+			submittedAt := time.Now()
+			ctx := t.Context()
+			if tt.deadline > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, tt.deadline)
+				defer cancel()
+			}
+			_, err := c.SubmitBatch(ctx, stet.BatchSubmit{BatchID: "bat_01TEST", Items: batchItems(4)})
+			if got := stet.ClassOf(err); got != stet.FailureTransient {
+				t.Fatalf("interrupted SubmitBatch() = %v (class %q), want a transient failure", err, got)
+			}
+			before := f.BatchCounts()
+			if before.Created != 2+tt.wantCreated {
+				t.Fatalf("batches created = %d, want %d", before.Created, 2+tt.wantCreated)
+			}
+
+			found, err := c.FindBatch(t.Context(), stet.BatchQuery{BatchID: "bat_01TEST", SubmittedAt: submittedAt, ItemCount: 4})
+			if err != nil {
+				t.Fatalf("FindBatch() = %v, want success", err)
+			}
+			var want []string
+			if tt.wantCreated == 1 {
+				batches := f.Batches()
+				want = []string{batches[len(batches)-1].ID}
+			}
+			var got []string
+			for _, h := range found {
+				got = append(got, h.ProviderID)
+				if h.RequestCount != 4 || h.State != stet.BatchInProgress || h.CreatedAt.Before(submittedAt.Add(-findBatchSkew)) {
+					t.Errorf("FindBatch() handle %+v, want 4 requests, in_progress, created in the window", h)
+				}
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("FindBatch() = %v, want %v", got, want)
+			}
+			after := f.BatchCounts()
+			if after.Created != before.Created || after.CreateCalls != before.CreateCalls {
+				t.Errorf("FindBatch() changed the fake's creations: %+v → %+v", before, after)
+			}
+			if after.ListCalls == 0 {
+				t.Errorf("FindBatch() made no list call")
+			}
+		})
+	}
+}
+
+func TestFindBatchPagesAndFails(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, FakeOptions{})
+	c := batchClient(t, f, false, nil)
+	submittedAt := time.Now()
+	target := submit(t, c, batchItems(3))
+	// 105 newer batches of another size push the target onto page two.
+	for range 105 {
+		submit(t, c, batchItems(1))
+	}
+	found, err := c.FindBatch(t.Context(), stet.BatchQuery{SubmittedAt: submittedAt, ItemCount: 3})
+	if err != nil {
+		t.Fatalf("FindBatch() = %v, want success", err)
+	}
+	if len(found) != 1 || found[0].ProviderID != target.ProviderID {
+		t.Errorf("FindBatch() = %+v, want only %s", found, target.ProviderID)
+	}
+	if n := f.BatchCounts().ListCalls; n != 2 {
+		t.Errorf("list calls = %d, want 2 pages", n)
+	}
+
+	// A failed listing is an error, never "none found".
+	f.EnqueueBatchFaults(RouteBatchList, Fault{Kind: ServerError})
+	found, err = c.FindBatch(t.Context(), stet.BatchQuery{SubmittedAt: submittedAt, ItemCount: 3})
+	if got := stet.ClassOf(err); got != stet.FailureTransient || found != nil {
+		t.Errorf("FindBatch() with a 500 on list = %v, %v; want nil and a transient error", found, err)
+	}
+	// A 429 on the second page: the first answers normally.
+	f.EnqueueBatchFaults(RouteBatchList, Fault{Kind: Delay}, Fault{Kind: RateLimit, RetryAfter: "4"})
+	found, err = c.FindBatch(t.Context(), stet.BatchQuery{SubmittedAt: submittedAt, ItemCount: 3})
+	if found != nil {
+		t.Errorf("FindBatch() with a 429 on page two = %v, want nil", found)
+	}
+	var pe *stet.ProcessorError
+	if !errors.As(err, &pe) || pe.Class != stet.FailureRateLimited || pe.RetryAfter != 4*time.Second {
+		t.Errorf("FindBatch() with a 429 on list = %v, want rate_limited with RetryAfter 4s", err)
+	}
+	for _, q := range []stet.BatchQuery{{ItemCount: 3}, {SubmittedAt: submittedAt}} {
+		if _, err := c.FindBatch(t.Context(), q); stet.ClassOf(err) != stet.FailureUnsupported {
+			t.Errorf("FindBatch(%+v) = %v, want unsupported", q, err)
+		}
+	}
+	if got := f.BatchCounts(); got.Created != 106 || got.CreateCalls != 106 {
+		t.Errorf("counts = %+v, want the 106 batches the test created and no more", got)
+	}
+}
+
+func TestBatchStatus(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 3, 4, 7, 28, 0, 0, time.UTC)
+	tests := []struct {
+		name           string
+		fault          *Fault
+		client         func() *http.Client
+		id             string // default: the submitted batch
+		wantClass      stet.FailureClass
+		wantStatus     int
+		wantCode       string
+		wantRetryAfter time.Duration
+		wantFollowed   int
+	}{
+		{name: "ok", wantStatus: 200},
+		{name: "ok through a capped client", client: func() *http.Client { return cappedClient(useLastResponse) }, wantStatus: 200},
+		{name: "429 retry-after seconds", fault: &Fault{Kind: RateLimit, RetryAfter: "7"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: 7 * time.Second},
+		{name: "429 retry-after HTTP-date", fault: &Fault{Kind: RateLimit, RetryAfter: now.Add(30 * time.Second).Format(http.TimeFormat)}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: 30 * time.Second},
+		{name: "429 retry-after-ms", fault: &Fault{Kind: RateLimit, RetryAfterMS: 1500}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: 1500 * time.Millisecond},
+		{name: "429 through a capped client", fault: &Fault{Kind: RateLimit, RetryAfter: "9"}, client: func() *http.Client { return cappedClient(useLastResponse) }, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: 9 * time.Second},
+		{name: "404 unknown batch", id: "msgbatch_01Unknown", wantClass: stet.FailureUnsupported, wantStatus: 404, wantCode: "batch_not_found"},
+		{name: "not a batch ID", id: "../v1/messages", wantClass: stet.FailureUnsupported, wantCode: "batch_not_found"},
+		{name: "401", fault: &Fault{Kind: HTTPError, Status: 401}, wantClass: stet.FailureAuth, wantStatus: 401, wantCode: "authentication_error"},
+		{name: "500", fault: &Fault{Kind: ServerError}, wantClass: stet.FailureTransient, wantStatus: 500, wantCode: "api_error"},
+		{name: "529", fault: &Fault{Kind: Overloaded}, wantClass: stet.FailureTransient, wantStatus: 529, wantCode: "overloaded_error"},
+		{name: "connection reset", fault: &Fault{Kind: Disconnect}, client: freshConnections, wantClass: stet.FailureTransient},
+		{name: "redirect, last response kept", fault: &Fault{Kind: Redirect}, client: func() *http.Client { return cappedClient(useLastResponse) }, wantClass: stet.FailureTransient, wantStatus: 302, wantCode: "redirect"},
+		{name: "redirect refused with an error", fault: &Fault{Kind: Redirect}, client: func() *http.Client { return cappedClient(refuseRedirect) }, wantClass: stet.FailureTransient, wantStatus: 302, wantCode: "redirect"},
+		{name: "huge body through a capped client", fault: &Fault{Kind: HugeBody}, client: func() *http.Client { return cappedClient(useLastResponse) }, wantClass: stet.FailureTransient, wantStatus: 200},
+		{name: "huge body without a cap", fault: &Fault{Kind: HugeBody}, wantStatus: 200},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t, FakeOptions{Batch: FakeBatchOptions{PollsToEnd: -1}})
+			h := submit(t, batchClient(t, f, false, nil), batchItems(2))
+			var hc *http.Client
+			if tt.client != nil {
+				hc = tt.client()
+			}
+			c := batchClient(t, f, false, hc)
+			c.now = func() time.Time { return now }
+			if tt.fault != nil {
+				f.EnqueueBatchFaults(RouteBatchRetrieve, *tt.fault)
+			}
+			id := h.ProviderID
+			if tt.id != "" {
+				id = tt.id
+			}
+			st, err := c.BatchStatus(t.Context(), id)
+			if n := f.BatchCounts().RedirectsFollowed; n != tt.wantFollowed {
+				t.Errorf("redirects followed = %d, want %d", n, tt.wantFollowed)
+			}
+			if tt.wantClass == stet.FailureNone {
+				if err != nil {
+					t.Fatalf("BatchStatus() = %v, want success", err)
+				}
+				if st.ProviderID != id || st.ProviderState != "in_progress" || st.State != stet.BatchInProgress || st.Total != 2 || st.StatusCode != tt.wantStatus {
+					t.Errorf("BatchStatus() = %+v, want %s in_progress, 2 requests, status %d", st, id, tt.wantStatus)
+				}
+				if !json.Valid(st.Raw) || !bytes.Contains(st.Raw, []byte(`"processing_status":"in_progress"`)) {
+					t.Errorf("BatchStatus().Raw = %.200q, want the message_batch body", st.Raw)
+				}
+				return
+			}
+			var pe *stet.ProcessorError
+			if !errors.As(err, &pe) {
+				t.Fatalf("BatchStatus() = %v, %v; want a *stet.ProcessorError", st, err)
+			}
+			if pe.Class != tt.wantClass || pe.StatusCode != tt.wantStatus || pe.Code != tt.wantCode || pe.RetryAfter != tt.wantRetryAfter {
+				t.Errorf("BatchStatus() = class %q status %d code %q retry-after %v, want %q %d %q %v (cause %v)",
+					pe.Class, pe.StatusCode, pe.Code, pe.RetryAfter, tt.wantClass, tt.wantStatus, tt.wantCode, tt.wantRetryAfter, pe.Err)
+			}
+			if strings.Contains(err.Error(), id) {
+				t.Errorf("BatchStatus() error %q names the batch ID", err)
+			}
+		})
+	}
+}
+
+func TestBatchStatusRawAndFields(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, FakeOptions{})
+	rt := &recordingTransport{}
+	c := batchClient(t, f, false, &http.Client{Transport: rt})
+	h := submit(t, c, batchItems(3))
+	st, err := c.BatchStatus(t.Context(), h.ProviderID)
+	if err != nil {
+		t.Fatalf("BatchStatus() = %v, want success", err)
+	}
+	rt.mu.Lock()
+	body, header := rt.body, rt.header
+	rt.mu.Unlock()
+	if !bytes.Equal(st.Raw, body) {
+		t.Errorf("BatchStatus().Raw = %s, want the body as received %s", st.Raw, body)
+	}
+	if st.RequestID != header.Get("request-id") || st.StatusCode != 200 {
+		t.Errorf("BatchStatus() request ID %q status %d, want %q 200", st.RequestID, st.StatusCode, header.Get("request-id"))
+	}
+	var wire struct {
+		CreatedAt  time.Time `json:"created_at"`
+		ResultsURL string    `json:"results_url"`
+	}
+	if err := json.Unmarshal(body, &wire); err != nil {
+		t.Fatal(err)
+	}
+	want := stet.BatchStatus{ProviderID: h.ProviderID, ProviderState: "ended", State: stet.BatchCompleted, Total: 3, Succeeded: 3, ResultsURL: f.URL() + "/v1/messages/batches/" + h.ProviderID + "/results"}
+	if st.ProviderID != want.ProviderID || st.ProviderState != want.ProviderState || st.State != want.State || st.Total != want.Total || st.Succeeded != want.Succeeded || st.Failed != 0 || st.ResultsURL != want.ResultsURL || wire.ResultsURL != want.ResultsURL {
+		t.Errorf("BatchStatus() = %+v, want %+v", st, want)
+	}
+	if wantExp := wire.CreatedAt.Add(29 * 24 * time.Hour); !st.ResultsExpireAt.Equal(wantExp) {
+		t.Errorf("ResultsExpireAt = %v, want created_at + 29 days = %v", st.ResultsExpireAt, wantExp)
+	}
+	if info := c.BatchInfo(); info.IdempotentSubmit || info.ResultsRetention != 29*24*time.Hour || info.MaxItems != 100000 {
+		t.Errorf("BatchInfo() = %+v, want not idempotent, 29 days, 100000 items", info)
+	}
+}
+
+// resultSummary is what a user checks of one result.
+type resultSummary struct {
+	Class  stet.FailureClass
+	Code   string
+	Output string
+}
+
+func summarize(results []stet.BatchResult) map[string]resultSummary {
+	out := map[string]resultSummary{}
+	for _, r := range results {
+		s := resultSummary{Class: stet.ClassOf(r.Err)}
+		var pe *stet.ProcessorError
+		if errors.As(r.Err, &pe) {
+			s.Code = pe.Code
+		}
+		if r.Extraction != nil {
+			s.Output = string(r.Extraction.Output)
+		}
+		out[r.JobID] = s
+	}
+	return out
+}
+
+func TestBatchResultsMixed(t *testing.T) {
+	t.Parallel()
+	ok := MinimalInstance(json.RawMessage(testSchema))
+	scripts := map[int]BatchItemScript{
+		1: {Outcome: ItemInvalidJSON},
+		2: {Outcome: ItemRefusal, Message: "I can't help with that."},
+		3: {Outcome: ItemExpired},
+		4: {Outcome: ItemErrored, ErrorType: "invalid_request_error", Message: "messages.0.content: bad"},
+		5: {Outcome: ItemErrored, ErrorType: "overloaded_error"},
+		6: {Outcome: ItemMaxTokens},
+		7: {Outcome: ItemCanceled},
+		8: {Outcome: ItemMissing},
+		9: {Outcome: ItemSucceeded, Answer: `{"category":"harmful","flags":["dose"],"confidence":0.9}`},
+	}
+	want := map[string]resultSummary{
+		jobID(0): {Output: ok},
+		jobID(1): {Class: stet.FailureInvalidOutput},
+		jobID(2): {Class: stet.FailureRefusal, Code: "refusal"},
+		jobID(3): {Class: stet.FailureTransient, Code: stet.CodeBatchItemExpired},
+		jobID(4): {Class: stet.FailureUnsupported, Code: "invalid_request_error"},
+		jobID(5): {Class: stet.FailureTransient, Code: "overloaded_error"},
+		jobID(6): {Class: stet.FailureInvalidOutput, Code: "max_tokens"},
+		jobID(7): {Class: stet.FailureTransient, Code: stet.CodeBatchItemCancelled},
+		jobID(9): {Output: `{"category":"harmful","flags":["dose"],"confidence":0.9}`},
+	}
+	for _, toolUse := range []bool{false, true} {
+		t.Run(fmt.Sprint("tool use ", toolUse), func(t *testing.T) {
+			t.Parallel()
+			items := map[string]BatchItemScript{}
+			for i, s := range scripts {
+				items[jobID(i)] = s
+			}
+			f := newFake(t, FakeOptions{Batch: FakeBatchOptions{Items: items}})
+			c := batchClient(t, f, toolUse, nil)
+			h := submit(t, c, batchItems(10))
+			st, err := c.BatchStatus(t.Context(), h.ProviderID)
+			if err != nil || st.State != stet.BatchCompleted {
+				t.Fatalf("BatchStatus() = %+v, %v; want completed on the first poll", st, err)
+			}
+			if st.Total != 10 || st.Succeeded != 5 || st.Failed != 5 {
+				t.Errorf("BatchStatus() counts total %d succeeded %d failed %d, want 10, 5, 5", st.Total, st.Succeeded, st.Failed)
+			}
+
+			first, err := c.BatchResults(t.Context(), st)
+			if err != nil {
+				t.Fatalf("BatchResults() = %v, want success", err)
+			}
+			if got := summarize(first); !mapsEqual(got, want) {
+				t.Errorf("BatchResults() =\n%v\nwant\n%v", got, want)
+			}
+			for _, r := range first {
+				switch {
+				case r.JobID == jobID(0):
+					e := r.Extraction
+					if e == nil || e.Model != testModel || !strings.HasPrefix(e.RequestID, "msg_") || e.InputTokens <= 0 || e.OutputTokens <= 0 {
+						t.Errorf("BatchResults() ok item = %+v, want model, the message ID and token counts", e)
+					}
+					if e != nil && (!json.Valid(e.Raw) || !bytes.Contains(e.Raw, []byte(`"custom_id":"`+jobID(0)+`"`))) {
+						t.Errorf("ok item Raw = %s, want its results line", e.Raw)
+					}
+				case r.JobID == jobID(1):
+					var pe *stet.ProcessorError
+					if errors.As(r.Err, &pe) && (len(pe.Output) == 0 || len(pe.Problems) != 1) {
+						t.Errorf("invalid item: Output %q Problems %q, want the invalid answer and one problem", pe.Output, pe.Problems)
+					}
+				case r.JobID == jobID(4):
+					var pe *stet.ProcessorError
+					if errors.As(r.Err, &pe) && !strings.HasPrefix(pe.RequestID, "req_") {
+						t.Errorf("errored item RequestID = %q, want the error's request_id", pe.RequestID)
+					}
+				}
+			}
+
+			second, err := c.BatchResults(t.Context(), st)
+			if err != nil {
+				t.Fatalf("second BatchResults() = %v, want success", err)
+			}
+			if !mapsEqual(summarize(second), summarize(first)) {
+				t.Errorf("second BatchResults() = %v, want the first's %v", summarize(second), summarize(first))
+			}
+			for i := range first {
+				if first[i].Extraction != nil && (second[i].Extraction == nil || !bytes.Equal(first[i].Extraction.Raw, second[i].Extraction.Raw)) {
+					t.Errorf("item %s: second fetch Raw differs", first[i].JobID)
+				}
+			}
+			got := f.BatchCounts()
+			wantCounts := BatchCounts{CreateCalls: 1, Created: 1, StatusCalls: 1, ResultsFetches: 2}
+			if got != wantCounts {
+				t.Errorf("fake counts = %+v, want %+v", got, wantCounts)
+			}
+		})
+	}
+}
+
+func mapsEqual(a, b map[string]resultSummary) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+func TestBatchResultsWholeBatch(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		setup     func(f *Fake, id string)
+		wantState stet.BatchState
+		wantClass stet.FailureClass
+		wantCode  string
+	}{
+		{
+			name: "every item errored",
+			setup: func(f *Fake, _ string) {
+				f.ScriptAllBatchItems(BatchItemScript{Outcome: ItemErrored, ErrorType: "api_error"})
+			},
+			wantState: stet.BatchCompleted, wantClass: stet.FailureTransient, wantCode: "api_error",
+		},
+		{
+			name:      "every item expired",
+			setup:     func(f *Fake, _ string) { f.ScriptAllBatchItems(BatchItemScript{Outcome: ItemExpired}) },
+			wantState: stet.BatchCompleted, wantClass: stet.FailureTransient, wantCode: stet.CodeBatchItemExpired,
+		},
+		{
+			name: "cancelled",
+			setup: func(f *Fake, id string) {
+				req, _ := http.NewRequest(http.MethodPost, f.URL()+"/v1/messages/batches/"+id+"/cancel", nil)
+				req.Header.Set("x-api-key", testKey)
+				req.Header.Set("anthropic-version", "2023-06-01")
+				res, err := http.DefaultClient.Do(req)
+				if err != nil || res.StatusCode != 200 {
+					panic(fmt.Sprintf("cancel: %v %v", res, err))
+				}
+				res.Body.Close()
+			},
+			wantState: stet.BatchCancelled, wantClass: stet.FailureTransient, wantCode: stet.CodeBatchItemCancelled,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t, FakeOptions{Batch: FakeBatchOptions{PollsToEnd: 3}})
+			c := batchClient(t, f, false, nil)
+			h := submit(t, c, batchItems(3))
+			tt.setup(f, h.ProviderID)
+			var st *stet.BatchStatus
+			for range 3 {
+				var err error
+				if st, err = c.BatchStatus(t.Context(), h.ProviderID); err != nil {
+					t.Fatalf("BatchStatus() = %v", err)
+				}
+				if st.State.Terminal() {
+					break
+				}
+				if _, err := c.BatchResults(t.Context(), st); stet.ClassOf(err) != stet.FailureUnsupported {
+					t.Errorf("BatchResults() before the end = %v, want unsupported", err)
+				}
+			}
+			if st.State != tt.wantState {
+				t.Fatalf("BatchStatus() after 3 polls = %q (%s), want %q", st.State, st.ProviderState, tt.wantState)
+			}
+			results, err := c.BatchResults(t.Context(), st)
+			if err != nil || len(results) != 3 {
+				t.Fatalf("BatchResults() = %d results, %v; want 3", len(results), err)
+			}
+			for _, r := range results {
+				var pe *stet.ProcessorError
+				if !errors.As(r.Err, &pe) || pe.Class != tt.wantClass || pe.Code != tt.wantCode {
+					t.Errorf("BatchResults() item %s = %v, want %s code %s", r.JobID, r.Err, tt.wantClass, tt.wantCode)
+				}
+			}
+			if n := f.BatchCounts().ResultsFetches; n != 1 {
+				t.Errorf("results fetches = %d, want 1 (none before the end)", n)
+			}
+		})
+	}
+}
+
+func TestBatchResultsFetchFailures(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		fault      Fault
+		client     func() *http.Client
+		wantClass  stet.FailureClass
+		wantStatus int
+		wantCode   string
+	}{
+		{name: "429", fault: Fault{Kind: RateLimit, RetryAfter: "2"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error"},
+		{name: "500", fault: Fault{Kind: ServerError}, wantClass: stet.FailureTransient, wantStatus: 500, wantCode: "api_error"},
+		{name: "404", fault: Fault{Kind: HTTPError, Status: 404}, wantClass: stet.FailureUnsupported, wantStatus: 404, wantCode: "batch_not_found"},
+		{name: "redirect", fault: Fault{Kind: Redirect}, client: func() *http.Client { return cappedClient(useLastResponse) }, wantClass: stet.FailureTransient, wantStatus: 302, wantCode: "redirect"},
+		{name: "over the cap", fault: Fault{Kind: HugeBody}, client: func() *http.Client { return cappedClient(useLastResponse) }, wantClass: stet.FailureTransient, wantStatus: 200},
+		{name: "connection reset", fault: Fault{Kind: Disconnect}, client: freshConnections, wantClass: stet.FailureTransient},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t, FakeOptions{})
+			var hc *http.Client
+			if tt.client != nil {
+				hc = tt.client()
+			}
+			setup := batchClient(t, f, false, nil)
+			h := submit(t, setup, batchItems(2))
+			st, err := setup.BatchStatus(t.Context(), h.ProviderID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := batchClient(t, f, false, hc)
+			f.EnqueueBatchFaults(RouteBatchResults, tt.fault)
+			_, err = c.BatchResults(t.Context(), st)
+			var pe *stet.ProcessorError
+			if !errors.As(err, &pe) {
+				t.Fatalf("BatchResults() = %v, want a *stet.ProcessorError", err)
+			}
+			if pe.Class != tt.wantClass || pe.StatusCode != tt.wantStatus || pe.Code != tt.wantCode {
+				t.Errorf("BatchResults() = class %q status %d code %q, want %q %d %q (cause %v)", pe.Class, pe.StatusCode, pe.Code, tt.wantClass, tt.wantStatus, tt.wantCode, pe.Err)
+			}
+			// The fault is spent: the next fetch reads the results.
+			if results, err := c.BatchResults(t.Context(), st); err != nil || len(results) != 2 {
+				t.Errorf("BatchResults() after the fault = %d results, %v; want 2", len(results), err)
+			}
+		})
+	}
+}
+
+func TestReadResultsLines(t *testing.T) {
+	t.Parallel()
+	c, err := New(Config{ID: "x", Model: testModel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := `{"id":"msg_01A","type":"message","role":"assistant","model":"m","content":[{"type":"text","text":"{\"a\":1}"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":3,"output_tokens":2}}`
+	tests := []struct {
+		name    string
+		file    string
+		want    []string // job IDs, in order
+		wantErr bool
+	}{
+		{name: "lines in any order, no final newline", file: `{"custom_id":"b","result":{"type":"expired"}}` + "\n" + `{"custom_id":"a","result":{"type":"succeeded","message":` + msg + `}}`, want: []string{"b", "a"}},
+		{name: "blank lines and CRLF", file: "\r\n" + `{"custom_id":"a","result":{"type":"canceled"}}` + "\r\n\n", want: []string{"a"}},
+		{name: "repeated custom_id kept once", file: `{"custom_id":"a","result":{"type":"expired"}}` + "\n" + `{"custom_id":"a","result":{"type":"canceled"}}`, want: []string{"a"}},
+		{name: "line without custom_id left out", file: `{"result":{"type":"expired"}}` + "\n" + `{"custom_id":"a","result":{"type":"expired"}}`, want: []string{"a"}},
+		{name: "unknown result type", file: `{"custom_id":"a","result":{"type":"vanished"}}`, want: []string{"a"}},
+		{name: "cut file", file: `{"custom_id":"a","result":{"type":"exp`, wantErr: true},
+		{name: "empty file", file: ``, want: nil},
+	}
+	for _, tt := range tests {
+		results, err := c.readResults(strings.NewReader(tt.file), 200)
+		if (err != nil) != tt.wantErr {
+			t.Errorf("readResults(%s) error = %v, want error %v", tt.name, err, tt.wantErr)
+			continue
+		}
+		var got []string
+		for _, r := range results {
+			got = append(got, r.JobID)
+			if (r.Err == nil) == (r.Extraction == nil) {
+				t.Errorf("readResults(%s): item %s has Err %v and Extraction %v, want exactly one", tt.name, r.JobID, r.Err, r.Extraction)
+			}
+		}
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("readResults(%s) = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+	// An unknown result type is a transient failure of that item.
+	results, _ := c.readResults(strings.NewReader(`{"custom_id":"a","result":{"type":"vanished"}}`), 200)
+	if got := stet.ClassOf(results[0].Err); got != stet.FailureTransient {
+		t.Errorf("unknown result type: class %q, want transient", got)
+	}
+}
+
+func TestBatchCanaryNeverInErrors(t *testing.T) {
+	t.Parallel()
+	const marker = "CANARY Jane Roe 555-0100"
+	f := newFake(t, FakeOptions{Batch: FakeBatchOptions{Items: map[string]BatchItemScript{
+		jobID(0): {Outcome: ItemErrored, ErrorType: "invalid_request_error", Message: "messages.0: " + marker},
+		jobID(1): {Outcome: ItemRefusal, Message: "I can't discuss " + marker},
+		jobID(2): {Outcome: ItemInvalidJSON, Answer: `{"note":"` + marker + `"}`},
+		jobID(3): {Outcome: ItemErrored, ErrorType: marker, Message: marker},
+	}}})
+	c := batchClient(t, f, false, nil)
+	items := batchItems(4)
+	for i := range items {
+		items[i].Params.Prompt = stet.NewText("Classify this report: " + marker)
+	}
+	h := submit(t, c, items)
+	if n := f.BatchRequestsContaining(marker); n != 4 {
+		t.Fatalf("fake saw the marker in %d batch items, want 4 (the canary must reach the provider)", n)
+	}
+	f.EnqueueBatchFaults(RouteBatchRetrieve, Fault{Kind: HTTPError, Status: 400, Message: marker, Type: marker, Code: marker})
+	_, statusErr := c.BatchStatus(t.Context(), h.ProviderID)
+	st, err := c.BatchStatus(t.Context(), h.ProviderID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	results, err := c.BatchResults(t.Context(), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := []error{statusErr}
+	for _, r := range results {
+		errs = append(errs, r.Err)
+	}
+	for _, e := range errs {
+		if e == nil {
+			t.Errorf("want every item and the faulted status to fail, got a nil error among %v", errs)
+			continue
+		}
+		for _, s := range []string{e.Error(), fmt.Sprintf("%+v", e)} {
+			if strings.Contains(s, "CANARY") || strings.Contains(s, "Jane Roe") || strings.Contains(s, h.ProviderID) {
+				t.Errorf("error %q contains the canary or the batch ID", s)
+			}
+		}
+	}
+}
+
+// rawBatchCall sends one request to the fake's batch routes and decodes
+// the JSON answer.
+func rawBatchCall(t *testing.T, f *Fake, method, path, body string) (int, http.Header, map[string]any) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), method, f.URL()+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("x-api-key", testKey)
+	req.Header.Set("anthropic-version", "2023-06-01")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatalf("%s %s answered non-JSON %q", method, path, raw)
+	}
+	return res.StatusCode, res.Header, out
+}
+
+func TestFakeBatchRoutes(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, FakeOptions{Batch: FakeBatchOptions{PollsToEnd: -1}})
+	item := func(id string) string { return `{"custom_id":"` + id + `","params":` + validBody + `}` }
+	invalidParams := `{"custom_id":"bad","params":{"model":"m","messages":[{"role":"user","content":"hi"}]}}`
+
+	tests := []struct {
+		name       string
+		method     string
+		path       string
+		body       string
+		wantStatus int
+		wantType   string
+	}{
+		{"create without requests", "POST", "/v1/messages/batches", `{}`, 400, "invalid_request_error"},
+		{"create with no requests", "POST", "/v1/messages/batches", `{"requests":[]}`, 400, "invalid_request_error"},
+		{"create with a bad custom_id", "POST", "/v1/messages/batches", `{"requests":[` + item("a b") + `]}`, 400, "invalid_request_error"},
+		{"create with a duplicate custom_id", "POST", "/v1/messages/batches", `{"requests":[` + item("a") + `,` + item("a") + `]}`, 400, "invalid_request_error"},
+		{"create not JSON", "POST", "/v1/messages/batches", `{"requests":`, 400, "invalid_request_error"},
+		{"unknown batch", "GET", "/v1/messages/batches/msgbatch_01Nope", "", 404, "not_found_error"},
+		{"unknown action", "GET", "/v1/messages/batches/msgbatch_01Nope/other", "", 404, "not_found_error"},
+		{"list limit too large", "GET", "/v1/messages/batches?limit=1001", "", 400, "invalid_request_error"},
+	}
+	for _, tt := range tests {
+		status, header, body := rawBatchCall(t, f, tt.method, tt.path, tt.body)
+		e, _ := body["error"].(map[string]any)
+		if status != tt.wantStatus || body["type"] != "error" || e["type"] != tt.wantType || body["request_id"] != header.Get("request-id") {
+			t.Errorf("%s: %d %v, want %d with a %s error object and request_id", tt.name, status, body, tt.wantStatus, tt.wantType)
+		}
+	}
+	if got := f.BatchCounts(); got.Created != 0 || got.CreateCalls != 5 {
+		t.Errorf("counts after refused creates = %+v, want 5 creating calls and nothing created", got)
+	}
+
+	// A valid create with one invalid request: params are validated
+	// when the batch ends, as the API does.
+	status, _, created := rawBatchCall(t, f, "POST", "/v1/messages/batches", `{"requests":[`+item("good")+`,`+invalidParams+`]}`)
+	if status != 200 || created["type"] != "message_batch" || created["processing_status"] != "in_progress" || created["results_url"] != nil {
+		t.Fatalf("create = %d %v, want an in_progress message_batch without results_url", status, created)
+	}
+	for _, k := range []string{"ended_at", "archived_at", "cancel_initiated_at"} {
+		if v, ok := created[k]; !ok || v != nil {
+			t.Errorf("create: %s = %v (present %v), want null", k, v, ok)
+		}
+	}
+	id := created["id"].(string)
+	if !strings.HasPrefix(id, "msgbatch_") {
+		t.Errorf("batch id = %q, want msgbatch_…", id)
+	}
+	if counts := created["request_counts"].(map[string]any); counts["processing"] != 2.0 {
+		t.Errorf("request_counts = %v, want 2 processing", counts)
+	}
+	if status, _, body := rawBatchCall(t, f, "GET", "/v1/messages/batches/"+id+"/results", ""); status != 400 {
+		t.Errorf("results before the end = %d %v, want 400", status, body)
+	}
+	if status, _, body := rawBatchCall(t, f, "DELETE", "/v1/messages/batches/"+id, ""); status != 400 {
+		t.Errorf("delete before the end = %d %v, want 400", status, body)
+	}
+	for range 3 {
+		if _, _, b := rawBatchCall(t, f, "GET", "/v1/messages/batches/"+id, ""); b["processing_status"] != "in_progress" {
+			t.Errorf("poll with PollsToEnd -1 = %v, want in_progress", b["processing_status"])
+		}
+	}
+	if !f.EndBatch(id) || f.EndBatch(id) {
+		t.Errorf("EndBatch() = false the first time or true the second, want true then false")
+	}
+	_, _, ended := rawBatchCall(t, f, "GET", "/v1/messages/batches/"+id, "")
+	counts := ended["request_counts"].(map[string]any)
+	if ended["processing_status"] != "ended" || ended["ended_at"] == nil || counts["succeeded"] != 1.0 || counts["errored"] != 1.0 || counts["processing"] != 0.0 {
+		t.Errorf("ended batch = %v, want ended with 1 succeeded and 1 errored", ended)
+	}
+	resultsURL, _ := ended["results_url"].(string)
+	if resultsURL != f.URL()+"/v1/messages/batches/"+id+"/results" {
+		t.Errorf("results_url = %q, want the fake's own results route", resultsURL)
+	}
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, resultsURL, nil)
+	req.Header.Set("x-api-key", testKey)
+	req.Header.Set("anthropic-version", "2023-06-01")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	lines := strings.Split(strings.TrimSpace(string(file)), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], `"custom_id":"good","result":{"type":"succeeded","message":{"id":"msg_`) ||
+		!strings.Contains(lines[1], `"custom_id":"bad","result":{"type":"errored","error":{"type":"error","error":{"type":"invalid_request_error","message":"max_tokens: Field required"}`) {
+		t.Errorf("results file =\n%s\nwant a succeeded line and an errored invalid_request_error line", file)
+	}
+	if status, _, body := rawBatchCall(t, f, "POST", "/v1/messages/batches/"+id+"/cancel", ""); status != 400 {
+		t.Errorf("cancel after the end = %d %v, want 400", status, body)
+	}
+	if status, _, body := rawBatchCall(t, f, "DELETE", "/v1/messages/batches/"+id, ""); status != 200 || body["type"] != "message_batch_deleted" || body["id"] != id {
+		t.Errorf("delete = %d %v, want message_batch_deleted", status, body)
+	}
+	if status, _, _ := rawBatchCall(t, f, "GET", "/v1/messages/batches/"+id, ""); status != 404 {
+		t.Errorf("retrieve after delete = %d, want 404", status)
+	}
+	if len(f.Batches()) != 0 {
+		t.Errorf("Batches() after delete = %v, want none", f.Batches())
+	}
+
+	// Without a key.
+	req, _ = http.NewRequestWithContext(t.Context(), http.MethodGet, f.URL()+"/v1/messages/batches", nil)
+	req.Header.Set("anthropic-version", "2023-06-01")
+	res, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 401 {
+		t.Errorf("list without a key = %d, want 401", res.StatusCode)
+	}
+	if n := f.Calls(); n != 0 {
+		t.Errorf("Calls() = %d, want 0: batch routes have their own counters", n)
+	}
+}
+
+// TestFakeBatchListWithSDK pages the fake's list through the SDK's own
+// auto-pager, both ways, to check the page shape and cursors.
+func TestFakeBatchListWithSDK(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, FakeOptions{})
+	c := batchClient(t, f, false, nil)
+	var ids []string
+	for range 7 {
+		ids = append(ids, submit(t, c, batchItems(1)).ProviderID)
+	}
+	svc := sdk.NewMessageBatchService(option.WithBaseURL(f.URL()), option.WithAPIKey(testKey), option.WithMaxRetries(0))
+	var got []string
+	pager := svc.ListAutoPaging(t.Context(), sdk.MessageBatchListParams{Limit: sdk.Int(3)})
+	for pager.Next() {
+		got = append(got, pager.Current().ID)
+	}
+	if err := pager.Err(); err != nil {
+		t.Fatal(err)
+	}
+	newestFirst := slices.Clone(ids)
+	slices.Reverse(newestFirst)
+	if !slices.Equal(got, newestFirst) {
+		t.Errorf("auto-paged list = %v, want newest first %v", got, newestFirst)
+	}
+	page, err := svc.List(t.Context(), sdk.MessageBatchListParams{Limit: sdk.Int(2), BeforeID: sdk.String(ids[2])})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before []string
+	for _, b := range page.Data {
+		before = append(before, b.ID)
+	}
+	if want := []string{ids[4], ids[3]}; !slices.Equal(before, want) || !page.HasMore || page.FirstID != ids[4] || page.LastID != ids[3] {
+		t.Errorf("list before %s = %v has_more %v first %s last %s, want %v, more, %s, %s", ids[2], before, page.HasMore, page.FirstID, page.LastID, want, ids[4], ids[3])
+	}
+}
+
+func TestFakeBatchConcurrentUse(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, FakeOptions{Batch: FakeBatchOptions{PollsToEnd: 2}})
+	c := batchClient(t, f, false, nil)
+	const n = 12
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for range n {
+		wg.Go(func() {
+			h, err := c.SubmitBatch(t.Context(), stet.BatchSubmit{Items: batchItems(2)})
+			if err != nil {
+				errs <- err
+				return
+			}
+			for {
+				st, err := c.BatchStatus(t.Context(), h.ProviderID)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if st.State.Terminal() {
+					results, err := c.BatchResults(t.Context(), st)
+					if err == nil && len(results) != 2 {
+						err = fmt.Errorf("%d results, want 2", len(results))
+					}
+					if err != nil {
+						errs <- err
+					}
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("concurrent batch: %v", err)
+	}
+	if got := f.BatchCounts(); got.Created != n || got.StatusCalls != 2*n || got.ResultsFetches != n {
+		t.Errorf("counts = %+v, want %d batches, %d polls, %d fetches", got, n, 2*n, n)
+	}
+}

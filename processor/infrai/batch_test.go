@@ -1,0 +1,913 @@
+package infrai
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stetlabs/stet"
+)
+
+const testBatchID = "bat_01JTESTBATCH0000000000000"
+
+// batchItems returns n items with distinct job IDs and prompts.
+func batchItems(n int) []stet.BatchItem {
+	items := make([]stet.BatchItem, n)
+	for i := range items {
+		p := testParams(fmt.Sprintf("Classify report %d: the pharmacy was closed <again> & again.", i+1))
+		p.JobID = fmt.Sprintf("job_%02d", i+1)
+		items[i] = stet.BatchItem{JobID: p.JobID, Params: p}
+	}
+	return items
+}
+
+func submitOf(items []stet.BatchItem) stet.BatchSubmit {
+	return stet.BatchSubmit{BatchID: testBatchID, Items: items}
+}
+
+// sentRequest is one request as the client sent it.
+type sentRequest struct {
+	method, path string
+	header       http.Header
+	body         []byte
+}
+
+// requestRecorder keeps every request the client sends.
+type requestRecorder struct {
+	mu   sync.Mutex
+	sent []sentRequest
+}
+
+func (rr *requestRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	var body []byte
+	if req.Body != nil {
+		b, err := io.ReadAll(req.Body)
+		if err != nil {
+			return nil, err
+		}
+		_ = req.Body.Close()
+		body = b
+		req.Body = io.NopCloser(bytes.NewReader(b))
+	}
+	rr.mu.Lock()
+	rr.sent = append(rr.sent, sentRequest{req.Method, req.URL.Path, req.Header.Clone(), body})
+	rr.mu.Unlock()
+	return http.DefaultTransport.RoundTrip(req)
+}
+
+func (rr *requestRecorder) requests() []sentRequest {
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	return append([]sentRequest(nil), rr.sent...)
+}
+
+func clientWith(t *testing.T, f *Fake, hc *http.Client, timeout time.Duration) *Client {
+	t.Helper()
+	c, err := New(Config{ID: testID, BaseURL: f.URL(), APIKey: testKey, Model: testModel, HTTPClient: hc, Timeout: timeout})
+	if err != nil {
+		t.Fatalf("New() = %v", err)
+	}
+	return c
+}
+
+func asProcessorError(t *testing.T, what string, err error) *stet.ProcessorError {
+	t.Helper()
+	var pe *stet.ProcessorError
+	if !errors.As(err, &pe) {
+		t.Fatalf("%s = %v, want a *stet.ProcessorError", what, err)
+	}
+	return pe
+}
+
+func TestBatchSubmitGolden(t *testing.T) {
+	t.Parallel()
+	var (
+		mu       sync.Mutex
+		syncBody = map[string][]byte{}
+	)
+	f := newFake(t, FakeOptions{Respond: func(req FakeRequest) string {
+		mu.Lock()
+		defer mu.Unlock()
+		if req.IdempotencyKey != "" { // the chat route, not a batch item
+			syncBody[req.Messages[0].Content] = req.Body
+		}
+		return MinimalInstance(req.Schema)
+	}})
+	rr := &requestRecorder{}
+	c := clientWith(t, f, &http.Client{Transport: rr}, 0)
+	items := batchItems(2)
+	items[1].Params.Repair = []stet.RepairTurn{{Output: []byte(`{"category":"maybe"}`), Problems: []string{"/category: value must be one of \"ok\", \"harmful\", \"medical_advice\""}}}
+
+	h, err := c.SubmitBatch(t.Context(), submitOf(items))
+	if err != nil {
+		t.Fatalf("SubmitBatch() = %v, want success", err)
+	}
+	sent := rr.requests()
+	if len(sent) != 1 || sent[0].method != http.MethodPost || sent[0].path != "/v1/ai/batch/submit" {
+		t.Fatalf("SubmitBatch() sent %d requests (first %s %s), want one POST /v1/ai/batch/submit", len(sent), sent[0].method, sent[0].path)
+	}
+	got := sent[0]
+	for k, want := range map[string]string{
+		"Authorization":   "Bearer " + testKey,
+		"Content-Type":    "application/json",
+		"Accept":          "application/json",
+		"Idempotency-Key": testBatchID,
+	} {
+		if v := got.header.Get(k); v != want {
+			t.Errorf("header %s = %q, want %q", k, v, want)
+		}
+	}
+	if canon, err := canonicalJSON(json.RawMessage(got.body)); err != nil || !bytes.Equal(canon, got.body) {
+		t.Errorf("submit body is not canonical JSON:\n%s", got.body)
+	}
+	path := filepath.Join("testdata", "batch_submit.golden.json")
+	if *update {
+		if err := os.WriteFile(path, got.body, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read golden file (run with -update to create it): %v", err)
+	}
+	if !bytes.Equal(got.body, want) {
+		t.Errorf("submit body differs from %s:\ngot  %s\nwant %s", path, got.body, want)
+	}
+
+	// Each item's body is byte for byte what Extract sends for the same job.
+	var wire struct {
+		Requests []struct {
+			CustomID string          `json:"custom_id"`
+			Body     json.RawMessage `json:"body"`
+		} `json:"requests"`
+	}
+	if err := json.Unmarshal(got.body, &wire); err != nil || len(wire.Requests) != len(items) {
+		t.Fatalf("submit body has %d requests (%v), want %d", len(wire.Requests), err, len(items))
+	}
+	for i, it := range items {
+		if _, err := c.Extract(t.Context(), it.Params); err != nil {
+			t.Fatalf("Extract(%s) = %v", it.JobID, err)
+		}
+		mu.Lock()
+		sb := syncBody[it.Params.Prompt.Reveal()]
+		mu.Unlock()
+		item, err := canonicalJSON(wire.Requests[i].Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if wire.Requests[i].CustomID != it.JobID || !bytes.Equal(item, sb) {
+			t.Errorf("request %d = custom_id %q body %s, want %q and the sync body %s", i, wire.Requests[i].CustomID, item, it.JobID, sb)
+		}
+	}
+	if h.RequestCount != 2 || h.State != stet.BatchSubmitted || !uuidV7.MatchString(h.RequestID) || h.InputFileID != "" {
+		t.Errorf("SubmitBatch() = %+v, want 2 requests, submitted, a UUID v7 request ID, no input file", h)
+	}
+}
+
+func TestBatchInfo(t *testing.T) {
+	t.Parallel()
+	c := newTestClient(t, newFake(t, FakeOptions{}), 0)
+	if got, want := c.BatchInfo(), (stet.BatchInfo{IdempotentSubmit: true, ResultsRetention: 24 * time.Hour}); got != want {
+		t.Errorf("BatchInfo() = %+v, want %+v", got, want)
+	}
+}
+
+func TestBatchStateMapping(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		word string
+		want stet.BatchState
+	}{
+		{"queued", stet.BatchSubmitted},
+		{"pending", stet.BatchSubmitted},
+		{"validating", stet.BatchSubmitted},
+		{"running", stet.BatchInProgress},
+		{"processing", stet.BatchInProgress},
+		{"finalizing", stet.BatchInProgress},
+		{"cancelling", stet.BatchInProgress},
+		{"completed", stet.BatchCompleted},
+		{" Completed ", stet.BatchCompleted},
+		{"succeeded", stet.BatchCompleted},
+		{"failed", stet.BatchFailed},
+		{"cancelled", stet.BatchCancelled},
+		{"canceled", stet.BatchCancelled},
+		{"expired", stet.BatchExpired},
+		{"EXPIRED", stet.BatchExpired},
+		{"warming_up", stet.BatchInProgress},
+	}
+	for _, tt := range tests {
+		if got := batchState(tt.word); got != tt.want {
+			t.Errorf("batchState(%q) = %q, want %q", tt.word, got, tt.want)
+		}
+	}
+	// Every stet state a provider can report is reachable.
+	reached := map[stet.BatchState]bool{}
+	for _, s := range batchStates {
+		reached[s] = true
+	}
+	for _, s := range []stet.BatchState{stet.BatchSubmitted, stet.BatchInProgress, stet.BatchCompleted, stet.BatchFailed, stet.BatchExpired, stet.BatchCancelled} {
+		if !reached[s] {
+			t.Errorf("no provider word maps to %q", s)
+		}
+	}
+}
+
+// TestBatchStatusLifecycle polls a batch scripted to end on the third poll,
+// with an unknown running word, and checks every field a caller reads.
+func TestBatchStatusLifecycle(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, FakeOptions{})
+	f.ScriptBatch(testBatchID, FakeBatchScript{PollsToEnd: 3, Running: "warming_up", Items: map[string]Fault{"job_02": {Kind: Refusal}, "job_03": {Kind: ErrorCode, Code: CodeVendorDown}}})
+	rt := &recordingTransport{}
+	c := clientWith(t, f, &http.Client{Transport: rt}, 0)
+	h, err := c.SubmitBatch(t.Context(), submitOf(batchItems(3)))
+	if err != nil {
+		t.Fatalf("SubmitBatch() = %v", err)
+	}
+	for poll, want := range []struct {
+		word  string
+		state stet.BatchState
+	}{{"warming_up", stet.BatchInProgress}, {"warming_up", stet.BatchInProgress}, {"completed", stet.BatchCompleted}} {
+		st, err := c.BatchStatus(t.Context(), h.ProviderID)
+		if err != nil {
+			t.Fatalf("poll %d: BatchStatus() = %v", poll+1, err)
+		}
+		rt.mu.Lock()
+		body := rt.body
+		rt.mu.Unlock()
+		var env struct {
+			Metadata struct {
+				RequestID string `json:"request_id"`
+			} `json:"metadata"`
+		}
+		if err := json.Unmarshal(body, &env); err != nil {
+			t.Fatal(err)
+		}
+		if st.ProviderState != want.word || st.State != want.state {
+			t.Errorf("poll %d: state = %q (%q), want %q (%q)", poll+1, st.State, st.ProviderState, want.state, want.word)
+		}
+		if !bytes.Equal(st.Raw, body) || st.StatusCode != http.StatusOK || st.RequestID != env.Metadata.RequestID || st.ProviderID != h.ProviderID {
+			t.Errorf("poll %d: Raw, StatusCode, RequestID, ProviderID = %q, %d, %q, %q; want the body, 200, %q, %q", poll+1, st.Raw, st.StatusCode, st.RequestID, st.ProviderID, env.Metadata.RequestID, h.ProviderID)
+		}
+		if st.Total != 3 {
+			t.Errorf("poll %d: Total = %d, want 3", poll+1, st.Total)
+		}
+		terminal := want.state.Terminal()
+		if (st.ResultsURL != "") != terminal {
+			t.Errorf("poll %d: ResultsURL = %q, want one only once the batch ended", poll+1, st.ResultsURL)
+		}
+		if terminal && (st.Succeeded != 2 || st.Failed != 1) {
+			t.Errorf("poll %d: Succeeded, Failed = %d, %d; want 2, 1", poll+1, st.Succeeded, st.Failed)
+		}
+	}
+	if n := f.BatchStatusCalls(); n != 3 {
+		t.Errorf("status calls = %d, want 3 (one per BatchStatus)", n)
+	}
+}
+
+func TestBatchStatusFailures(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 3, 4, 7, 28, 0, 0, time.UTC)
+	tests := []struct {
+		name      string
+		fault     Fault
+		id        string // default: the submitted batch
+		key       string // default: the test key
+		class     stet.FailureClass
+		status    int
+		code      string
+		retry     time.Duration
+		requestID bool
+	}{
+		{name: "429 seconds", fault: Fault{Kind: ErrorCode, Code: CodeRateLimitExceeded, RetryAfter: "7"}, class: stet.FailureRateLimited, status: 429, code: CodeRateLimitExceeded, retry: 7 * time.Second, requestID: true},
+		{name: "429 http-date", fault: Fault{Kind: ErrorCode, Code: CodeRateLimitExceeded, RetryAfter: now.Add(90 * time.Second).Format(http.TimeFormat)}, class: stet.FailureRateLimited, status: 429, code: CodeRateLimitExceeded, retry: 90 * time.Second, requestID: true},
+		{name: "429 retry-after-ms", fault: Fault{Kind: ErrorCode, Status: 429, Code: "TOO_MANY", RetryAfterMS: 1500}, class: stet.FailureRateLimited, status: 429, code: "TOO_MANY", retry: 1500 * time.Millisecond, requestID: true},
+		{name: "404 unknown batch", id: "batch_nosuch", class: stet.FailureUnsupported, status: 404, code: "batch_not_found", requestID: true},
+		{name: "401", key: "ifr_pk_wrong", class: stet.FailureAuth, status: 401, code: CodeInvalidAPIKey, requestID: true},
+		{name: "503", fault: Fault{Kind: ErrorCode, Code: CodeMaintenance, RetryAfter: "30"}, class: stet.FailureTransient, status: 503, code: CodeMaintenance, retry: 30 * time.Second, requestID: true},
+		{name: "500", fault: Fault{Kind: ErrorCode}, class: stet.FailureTransient, status: 500, code: CodeInternalError, requestID: true},
+		{name: "redirect", fault: Fault{Kind: Redirect}, class: stet.FailureTransient, status: 302},
+		{name: "reset", fault: Fault{Kind: Disconnect}, class: stet.FailureTransient},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t, FakeOptions{})
+			c := newTestClient(t, f, 0)
+			c.now = func() time.Time { return now }
+			h, err := c.SubmitBatch(t.Context(), submitOf(batchItems(1)))
+			if err != nil {
+				t.Fatalf("SubmitBatch() = %v", err)
+			}
+			if tt.key != "" {
+				c.apiKey = tt.key
+			}
+			if tt.fault.Kind != "" {
+				f.EnqueueBatch(BatchStatusRoute, tt.fault)
+			}
+			id := h.ProviderID
+			if tt.id != "" {
+				id = tt.id
+			}
+			st, err := c.BatchStatus(t.Context(), id)
+			pe := asProcessorError(t, fmt.Sprintf("BatchStatus() with %s", tt.name), err)
+			if st != nil || pe.Class != tt.class || pe.StatusCode != tt.status || pe.Code != tt.code || pe.RetryAfter != tt.retry {
+				t.Errorf("BatchStatus() = %v, class %q status %d code %q retry %v; want nil, %q %d %q %v", st, pe.Class, pe.StatusCode, pe.Code, pe.RetryAfter, tt.class, tt.status, tt.code, tt.retry)
+			}
+			if tt.requestID && !uuidV7.MatchString(pe.RequestID) {
+				t.Errorf("RequestID = %q, want the answer's UUID v7", pe.RequestID)
+			}
+			if strings.Contains(pe.Error(), id) {
+				t.Errorf("error %q names the provider batch ID", pe.Error())
+			}
+			if n := f.BatchesCreated(); n != 1 {
+				t.Errorf("batches created = %d, want 1 (a lookup creates nothing)", n)
+			}
+			// One lookup, even when the connection breaks: net/http must
+			// not resend it on its own.
+			if n := f.BatchStatusCalls(); n != 1 {
+				t.Errorf("status calls = %d, want 1", n)
+			}
+		})
+	}
+}
+
+// cappedBody fails reads past limit, as the lead's stet batch status client
+// does.
+type cappedBody struct {
+	io.ReadCloser
+	left int64
+}
+
+func (b *cappedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, errors.New("response body over 1 MiB")
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+type capTransport struct{}
+
+func (capTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	res, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	res.Body = &cappedBody{ReadCloser: res.Body, left: 1 << 20}
+	return res, nil
+}
+
+// TestBatchStatusStrictClient uses a client like the one stet batch status
+// uses: redirects refused with an error, a timeout, bodies capped at 1 MiB.
+func TestBatchStatusStrictClient(t *testing.T) {
+	t.Parallel()
+	strict := &http.Client{
+		Timeout:   20 * time.Second,
+		Transport: capTransport{},
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return errors.New("redirects are refused")
+		},
+	}
+	f := newFake(t, FakeOptions{})
+	c := clientWith(t, f, strict, 0)
+	h, err := c.SubmitBatch(t.Context(), submitOf(batchItems(2)))
+	if err != nil {
+		t.Fatalf("SubmitBatch() = %v", err)
+	}
+	if st, err := c.BatchStatus(t.Context(), h.ProviderID); err != nil || st.State != stet.BatchCompleted {
+		t.Fatalf("BatchStatus() through the strict client = %+v, %v; want completed", st, err)
+	}
+	for _, ft := range []Fault{{Kind: Redirect}, {Kind: HugeBody}} {
+		f.EnqueueBatch(BatchStatusRoute, ft)
+		st, err := c.BatchStatus(t.Context(), h.ProviderID)
+		pe := asProcessorError(t, fmt.Sprintf("BatchStatus() with %s", ft.Kind), err)
+		if st != nil || pe.Class != stet.FailureTransient {
+			t.Errorf("BatchStatus() with %s = %v, class %q; want nil, transient", ft.Kind, st, pe.Class)
+		}
+	}
+	// Without the cap the huge answer is still a valid status.
+	f.EnqueueBatch(BatchStatusRoute, Fault{Kind: HugeBody})
+	if st, err := newTestClient(t, f, 0).BatchStatus(t.Context(), h.ProviderID); err != nil || len(st.Raw) <= 2<<20 {
+		t.Errorf("BatchStatus() with a huge body and no cap = %v; want a status with the whole body", err)
+	}
+}
+
+// TestSubmitBatchBeforeCreate checks that BeforeCreate runs once, before the
+// creating call and with no input file, and that its error sends nothing.
+func TestSubmitBatchBeforeCreate(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, FakeOptions{})
+	c := newTestClient(t, f, 0)
+
+	var calls, createCallsSeen int
+	b := submitOf(batchItems(2))
+	b.BeforeCreate = func(ctx context.Context, inputFileID string) error {
+		calls++
+		createCallsSeen = f.BatchCreateCalls()
+		if inputFileID != "" {
+			t.Errorf("BeforeCreate(%q), want no input file: Infrai batches are inline", inputFileID)
+		}
+		return nil
+	}
+	h, err := c.SubmitBatch(t.Context(), b)
+	if err != nil {
+		t.Fatalf("SubmitBatch() = %v", err)
+	}
+	if calls != 1 || createCallsSeen != 0 || f.BatchCreateCalls() != 1 {
+		t.Errorf("BeforeCreate calls = %d seeing %d creating calls, creating calls after = %d; want 1, 0, 1", calls, createCallsSeen, f.BatchCreateCalls())
+	}
+	got := f.Batches()
+	if len(got) != 1 || got[0].ID != h.ProviderID || got[0].Label != testBatchID || got[0].IdempotencyKey != testBatchID || got[0].Items != 2 || got[0].Metadata["stet_batch_id"] != testBatchID {
+		t.Errorf("fake holds %+v, want one batch %s labelled %s with 2 items", got, h.ProviderID, testBatchID)
+	}
+
+	errBoom := errors.New("ledger unavailable")
+	f2 := newFake(t, FakeOptions{})
+	c2 := newTestClient(t, f2, 0)
+	b.BeforeCreate = func(context.Context, string) error { return errBoom }
+	if h, err := c2.SubmitBatch(t.Context(), b); err != errBoom || h != nil {
+		t.Errorf("SubmitBatch() with a failing BeforeCreate = %v, %v; want nil and its error unchanged", h, err)
+	}
+	if f2.BatchCreateCalls() != 0 || f2.BatchesCreated() != 0 {
+		t.Errorf("after a failing BeforeCreate: creating calls, batches = %d, %d; want 0, 0", f2.BatchCreateCalls(), f2.BatchesCreated())
+	}
+}
+
+func TestSubmitBatchRejectsBadInput(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, FakeOptions{})
+	c := newTestClient(t, f, 0)
+	noSchema := batchItems(1)
+	noSchema[0].Params.Schema = json.RawMessage("{not json")
+	dup := batchItems(2)
+	dup[1].JobID = dup[0].JobID
+	for name, b := range map[string]stet.BatchSubmit{
+		"no batch id":  {Items: batchItems(1)},
+		"no items":     {BatchID: testBatchID},
+		"bad schema":   submitOf(noSchema),
+		"duplicate id": submitOf(dup),
+	} {
+		called := false
+		b.BeforeCreate = func(context.Context, string) error { called = true; return nil }
+		_, err := c.SubmitBatch(t.Context(), b)
+		if got := stet.ClassOf(err); got != stet.FailureUnsupported || called {
+			t.Errorf("SubmitBatch(%s) class = %q, BeforeCreate called %v; want unsupported, false", name, got, called)
+		}
+	}
+	if n := f.BatchCreateCalls(); n != 0 {
+		t.Errorf("creating calls = %d, want 0", n)
+	}
+}
+
+// TestSubmitBatchAmbiguous is drill 7 at the adapter: a submission whose
+// answer is lost is resent with the same key, and exactly one batch exists.
+func TestSubmitBatchAmbiguous(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		fault       Fault
+		createdLost int // batches the lost submission created
+	}{
+		{Fault{Kind: TimeoutAfterAnswer}, 1},
+		{Fault{Kind: CreateThenDisconnect}, 1},
+		{Fault{Kind: Disconnect}, 0},
+		{Fault{Kind: ErrorCode, Code: CodeVendorDown}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.fault.Kind), func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t, FakeOptions{})
+			f.EnqueueBatch(BatchSubmitRoute, tt.fault)
+			short := newTestClient(t, f, 300*time.Millisecond)
+			b := submitOf(batchItems(3))
+			if _, err := short.SubmitBatch(t.Context(), b); stet.ClassOf(err) != stet.FailureTransient {
+				t.Fatalf("SubmitBatch() with %s = %v, want transient", tt.fault.Kind, err)
+			}
+			if n := f.BatchesCreated(); n != tt.createdLost {
+				t.Fatalf("batches after the lost submission = %d, want %d", n, tt.createdLost)
+			}
+			// Infrai is reconciled by resubmission, not lookup.
+			if hs, err := short.FindBatch(t.Context(), stet.BatchQuery{BatchID: b.BatchID, ItemCount: 3}); hs != nil || stet.ClassOf(err) != stet.FailureUnsupported {
+				t.Errorf("FindBatch() = %v, %v; want nil, unsupported", hs, err)
+			}
+			c := newTestClient(t, f, 0)
+			h, err := c.SubmitBatch(t.Context(), b)
+			if err != nil {
+				t.Fatalf("resubmission = %v, want success", err)
+			}
+			again, err := c.SubmitBatch(t.Context(), b)
+			if err != nil || again.ProviderID != h.ProviderID {
+				t.Errorf("second resubmission = %v, %v; want the same batch %s", again, err, h.ProviderID)
+			}
+			got := f.Batches()
+			if len(got) != 1 || got[0].ID != h.ProviderID || f.BatchesCreated() != 1 || f.BatchCreateCalls() != 3 {
+				t.Errorf("fake holds %d batches (created %d, creating calls %d), want exactly one (1, 3)", len(got), f.BatchesCreated(), f.BatchCreateCalls())
+			}
+		})
+	}
+}
+
+func TestSubmitBatchConflictAndWindow(t *testing.T) {
+	t.Parallel()
+	clock := stet.NewManualClock(time.Date(2026, 3, 4, 7, 28, 0, 0, time.UTC))
+	f := newFake(t, FakeOptions{Clock: clock})
+	c := newTestClient(t, f, 0)
+	first, err := c.SubmitBatch(t.Context(), submitOf(batchItems(2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Same key, other items: stet's ledger and what it sent disagree.
+	_, err = c.SubmitBatch(t.Context(), submitOf(batchItems(3)))
+	pe := asProcessorError(t, "SubmitBatch() with changed items", err)
+	if pe.Class != stet.FailureStore || pe.Code != CodeIdempotencyConflict || pe.StatusCode != http.StatusConflict || pe.RetryAfter != 0 {
+		t.Errorf("SubmitBatch() with changed items = %v (retry %v), want store IDEMPOTENCY_CONFLICT 409 without a wait", pe, pe.RetryAfter)
+	}
+	if n := f.BatchesCreated(); n != 1 {
+		t.Errorf("batches after a conflict = %d, want 1", n)
+	}
+	// Past the window the key is forgotten: the same submission creates.
+	clock.Advance(24*time.Hour + time.Second)
+	later, err := c.SubmitBatch(t.Context(), submitOf(batchItems(2)))
+	if err != nil || later.ProviderID == first.ProviderID || f.BatchesCreated() != 2 {
+		t.Errorf("SubmitBatch() after the window = %v, %v, created %d; want a new batch (2)", later, err, f.BatchesCreated())
+	}
+}
+
+func TestFakeBatchConcurrentSameKey(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, FakeOptions{})
+	c := newTestClient(t, f, 0)
+	b := submitOf(batchItems(2))
+	const n = 8
+	ids := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			h, err := c.SubmitBatch(t.Context(), b)
+			if err != nil {
+				t.Errorf("SubmitBatch() = %v", err)
+				return
+			}
+			ids[i] = h.ProviderID
+		})
+	}
+	wg.Wait()
+	for _, id := range ids {
+		if id != ids[0] {
+			t.Errorf("concurrent submissions got batches %v, want one", ids)
+			break
+		}
+	}
+	if f.BatchesCreated() != 1 || f.BatchCreateCalls() != n {
+		t.Errorf("created, creating calls = %d, %d; want 1, %d", f.BatchesCreated(), f.BatchCreateCalls(), n)
+	}
+}
+
+func TestBatchItemClassification(t *testing.T) {
+	t.Parallel()
+	c := newTestClient(t, newFake(t, FakeOptions{}), 0)
+	const rid = `"metadata":{"request_id":"0190f7a4-1111-7abc-8def-0123456789ab"}`
+	completion := func(content, finish string, refusal string) string {
+		msg := `"content":` + content
+		if refusal != "" {
+			msg += `,"refusal":` + refusal
+		}
+		return `"data":{"model":"gpt-4.1-mini-2025","choices":[{"message":{` + msg + `},"finish_reason":"` + finish + `"}],"usage":{"prompt_tokens":11,"completion_tokens":5}}`
+	}
+	tests := []struct {
+		name  string
+		item  string
+		class stet.FailureClass
+		code  string
+	}{
+		{"ok", `{"custom_id":"job_01","status":"succeeded","status_code":200,"ok":true,` + completion(`"{\"category\":\"ok\"}"`, "stop", "") + `,"error":null,` + rid + `}`, stet.FailureNone, ""},
+		{"native result", `{"custom_id":"job_01","ok":true,"data":{"content":"{}","finish_reason":"stop","usage":{"input_tokens":3,"output_tokens":1}},` + rid + `}`, stet.FailureNone, ""},
+		{"not JSON", `{"custom_id":"job_01","status":"succeeded","ok":true,` + completion(`"{\"category\":"`, "stop", "") + `,` + rid + `}`, stet.FailureInvalidOutput, ""},
+		{"length", `{"custom_id":"job_01","status":"succeeded","ok":true,` + completion(`"{\"cat"`, "length", "") + `,` + rid + `}`, stet.FailureInvalidOutput, "length"},
+		{"refusal", `{"custom_id":"job_01","status":"succeeded","ok":true,` + completion(`null`, "stop", `"I can't help"`) + `,` + rid + `}`, stet.FailureRefusal, "refusal"},
+		{"content filter", `{"custom_id":"job_01","status":"succeeded","ok":true,` + completion(`null`, "content_filter", "") + `,` + rid + `}`, stet.FailureRefusal, "content_filter"},
+		{"invalid request", `{"custom_id":"job_01","status":"failed","status_code":400,"ok":false,"data":null,"error":{"code":"INVALID_REQUEST","message":"bad"},` + rid + `}`, stet.FailureUnsupported, "INVALID_REQUEST"},
+		{"server error", `{"custom_id":"job_01","status":"failed","status_code":502,"ok":false,"data":null,"error":{"code":"VENDOR_DOWN","message":"down"},` + rid + `}`, stet.FailureTransient, "VENDOR_DOWN"},
+		{"server error no status", `{"custom_id":"job_01","status":"failed","ok":false,"error":{"code":"INTERNAL_ERROR"},` + rid + `}`, stet.FailureTransient, "INTERNAL_ERROR"},
+		{"rate limit", `{"custom_id":"job_01","status":"failed","status_code":429,"ok":false,"error":{"code":"RATE_LIMIT_EXCEEDED"},` + rid + `}`, stet.FailureRateLimited, "RATE_LIMIT_EXCEEDED"},
+		{"quota", `{"custom_id":"job_01","status":"failed","status_code":402,"ok":false,"error":{"code":"INSUFFICIENT_CREDIT"},` + rid + `}`, stet.FailureQuota, "INSUFFICIENT_CREDIT"},
+		{"region", `{"custom_id":"job_01","status":"failed","status_code":403,"ok":false,"error":{"code":"MODULE_NOT_AVAILABLE_IN_REGION"},` + rid + `}`, stet.FailureUnsupported, "MODULE_NOT_AVAILABLE_IN_REGION"},
+		{"expired word", `{"custom_id":"job_01","status":"expired","ok":false,"error":{"code":"BATCH_TIMEOUT"},` + rid + `}`, stet.FailureTransient, stet.CodeBatchItemExpired},
+		{"expired code", `{"custom_id":"job_01","status":"failed","ok":false,"error":{"code":"BATCH_TIMEOUT"},` + rid + `}`, stet.FailureTransient, stet.CodeBatchItemExpired},
+		{"cancelled word", `{"custom_id":"job_01","status":"cancelled","ok":false,` + rid + `}`, stet.FailureTransient, stet.CodeBatchItemCancelled},
+		{"canceled code", `{"custom_id":"job_01","status":"failed","ok":false,"error":{"code":"BATCH_CANCELLED"},` + rid + `}`, stet.FailureTransient, stet.CodeBatchItemCancelled},
+		{"no answer", `{"custom_id":"job_01","status":"succeeded"}`, stet.FailureTransient, ""},
+	}
+	for _, tt := range tests {
+		r, ok := c.batchItemResult(json.RawMessage(tt.item))
+		if !ok || r.JobID != "job_01" {
+			t.Errorf("batchItemResult(%s) = %+v, %v; want job_01", tt.name, r, ok)
+			continue
+		}
+		if got := stet.ClassOf(r.Err); got != tt.class {
+			t.Errorf("batchItemResult(%s) class = %q (%v), want %q", tt.name, got, r.Err, tt.class)
+			continue
+		}
+		if tt.class == stet.FailureNone {
+			e := r.Extraction
+			if e == nil || !json.Valid(e.Output) || !bytes.Equal(e.Raw, []byte(tt.item)) || e.RequestID != "0190f7a4-1111-7abc-8def-0123456789ab" || e.InputTokens == 0 || e.OutputTokens == 0 || e.Model == "" {
+				t.Errorf("batchItemResult(%s) extraction = %+v, want output, the item as Raw, its request ID, tokens, model", tt.name, e)
+			}
+			continue
+		}
+		pe := asProcessorError(t, "batchItemResult("+tt.name+")", r.Err)
+		if pe.Code != tt.code || r.Extraction != nil {
+			t.Errorf("batchItemResult(%s) code = %q, want %q", tt.name, pe.Code, tt.code)
+		}
+	}
+	for _, item := range []string{`{"status":"succeeded","ok":true}`, `not json`, `{"custom_id":""}`} {
+		if r, ok := c.batchItemResult(json.RawMessage(item)); ok {
+			t.Errorf("batchItemResult(%s) = %+v, want no result: it cannot be attributed", item, r)
+		}
+	}
+}
+
+// TestBatchResultsMixed runs a batch with every item outcome through the
+// fake, then fetches its results twice.
+func TestBatchResultsMixed(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, FakeOptions{})
+	items := batchItems(9)
+	want := map[string]struct {
+		class stet.FailureClass
+		code  string
+	}{
+		"job_01": {stet.FailureNone, ""},
+		"job_02": {stet.FailureInvalidOutput, ""},
+		"job_03": {stet.FailureRefusal, "refusal"},
+		"job_04": {stet.FailureTransient, stet.CodeBatchItemExpired},
+		"job_05": {stet.FailureTransient, CodeVendorDown},
+		"job_06": {stet.FailureInvalidOutput, "length"},
+		"job_07": {stet.FailureTransient, stet.CodeBatchItemCancelled},
+		"job_08": {stet.FailureUnsupported, CodeInvalidRequest},
+		"job_09": {stet.FailureRefusal, "content_filter"},
+	}
+	f.ScriptBatch(testBatchID, FakeBatchScript{Items: map[string]Fault{
+		"job_02": {Kind: TruncatedJSON},
+		"job_03": {Kind: Refusal},
+		"job_04": {Kind: ItemExpired},
+		"job_05": {Kind: ErrorCode, Code: CodeVendorDown},
+		"job_06": {Kind: Length},
+		"job_07": {Kind: ItemCancelled},
+		"job_08": {Kind: ErrorCode, Code: CodeInvalidRequest},
+		"job_09": {Kind: ContentFilter},
+	}})
+	c := newTestClient(t, f, 0)
+	h, err := c.SubmitBatch(t.Context(), submitOf(items))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Results of a batch not known to have ended are not fetched.
+	if _, err := c.BatchResults(t.Context(), &stet.BatchStatus{ProviderID: h.ProviderID, State: stet.BatchInProgress}); stet.ClassOf(err) != stet.FailureTransient || f.BatchResultsFetches() != 0 {
+		t.Errorf("BatchResults() of a running batch = %v with %d fetches, want transient and no fetch", err, f.BatchResultsFetches())
+	}
+	st, err := c.BatchStatus(t.Context(), h.ProviderID)
+	if err != nil || st.State != stet.BatchCompleted {
+		t.Fatalf("BatchStatus() = %+v, %v; want completed", st, err)
+	}
+	first, err := c.BatchResults(t.Context(), st)
+	if err != nil {
+		t.Fatalf("BatchResults() = %v", err)
+	}
+	if len(first) != len(items) {
+		t.Fatalf("BatchResults() gave %d results, want %d", len(first), len(items))
+	}
+	for _, r := range first {
+		w, ok := want[r.JobID]
+		if !ok {
+			t.Errorf("result for unknown job %q", r.JobID)
+			continue
+		}
+		var code string
+		var pe *stet.ProcessorError
+		if errors.As(r.Err, &pe) {
+			code = pe.Code
+		}
+		if got := stet.ClassOf(r.Err); got != w.class || code != w.code {
+			t.Errorf("result %s = %q code %q, want %q code %q", r.JobID, got, code, w.class, w.code)
+		}
+	}
+	ok := first[0].Extraction
+	if first[0].JobID != "job_01" || ok == nil || string(ok.Output) != MinimalInstance(json.RawMessage(testSchema)) || !uuidV7.MatchString(ok.RequestID) || ok.Model != testModel || ok.InputTokens == 0 || ok.OutputTokens == 0 || !bytes.Contains(ok.Raw, []byte(`"custom_id":"job_01"`)) {
+		t.Errorf("result job_01 = %+v, want the minimal instance with request ID, model, tokens and its item as Raw", ok)
+	}
+
+	second, err := c.BatchResults(t.Context(), st)
+	if err != nil || !reflect.DeepEqual(first, second) {
+		t.Errorf("second BatchResults() = %v, differs from the first: %v", err, !reflect.DeepEqual(first, second))
+	}
+	if f.BatchResultsFetches() != 2 || f.BatchesCreated() != 1 || f.BatchCreateCalls() != 1 || f.BatchStatusCalls() != 1 {
+		t.Errorf("fetches, created, creating calls, status calls = %d, %d, %d, %d; want 2, 1, 1, 1", f.BatchResultsFetches(), f.BatchesCreated(), f.BatchCreateCalls(), f.BatchStatusCalls())
+	}
+	if n := f.CallsContaining("Classify report 4:"); n != 1 {
+		t.Errorf("fake saw item 4's prompt %d times, want 1", n)
+	}
+}
+
+func TestBatchEnds(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		end      string
+		state    stet.BatchState
+		results  int
+		itemCode string // of the unscripted items
+	}{
+		{"failed", stet.BatchFailed, 0, ""},
+		{"expired", stet.BatchExpired, 3, stet.CodeBatchItemExpired},
+		{"cancelled", stet.BatchCancelled, 3, stet.CodeBatchItemCancelled},
+	}
+	for _, tt := range tests {
+		t.Run(tt.end, func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t, FakeOptions{})
+			// job_01 finished before the end; the rest did not.
+			f.SetBatchScript(FakeBatchScript{End: tt.end, Items: map[string]Fault{"job_01": {}}})
+			c := newTestClient(t, f, 0)
+			h, err := c.SubmitBatch(t.Context(), submitOf(batchItems(3)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := c.BatchStatus(t.Context(), h.ProviderID)
+			if err != nil || st.State != tt.state || st.ProviderState != tt.end {
+				t.Fatalf("BatchStatus() = %+v, %v; want %q", st, err, tt.state)
+			}
+			rs, err := c.BatchResults(t.Context(), st)
+			if err != nil || len(rs) != tt.results {
+				t.Fatalf("BatchResults() = %d results, %v; want %d", len(rs), err, tt.results)
+			}
+			for _, r := range rs {
+				var pe *stet.ProcessorError
+				switch {
+				case r.JobID == "job_01" && (r.Err != nil || r.Extraction == nil):
+					t.Errorf("job_01 = %v, want its answer", r.Err)
+				case r.JobID != "job_01" && (!errors.As(r.Err, &pe) || pe.Class != stet.FailureTransient || pe.Code != tt.itemCode):
+					t.Errorf("%s = %v, want transient %s", r.JobID, r.Err, tt.itemCode)
+				}
+			}
+		})
+	}
+}
+
+func TestBatchResultsUnknownBatch(t *testing.T) {
+	t.Parallel()
+	c := newTestClient(t, newFake(t, FakeOptions{}), 0)
+	_, err := c.BatchResults(t.Context(), &stet.BatchStatus{ProviderID: "batch_nosuch", State: stet.BatchCompleted})
+	pe := asProcessorError(t, "BatchResults() of an unknown batch", err)
+	if pe.Class != stet.FailureUnsupported || pe.Code != "batch_not_found" || pe.StatusCode != 404 {
+		t.Errorf("BatchResults() of an unknown batch = %v, want unsupported batch_not_found 404", pe)
+	}
+	for _, st := range []*stet.BatchStatus{nil, {State: stet.BatchCompleted}} {
+		if _, err := c.BatchResults(t.Context(), st); stet.ClassOf(err) != stet.FailureUnsupported {
+			t.Errorf("BatchResults(%+v) = %v, want unsupported", st, err)
+		}
+	}
+}
+
+func TestBatchRoutesFollowChatPath(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, FakeOptions{ChatPath: "/v1/ai/chat"})
+	c, err := New(Config{ID: testID, BaseURL: f.URL(), APIKey: testKey, Model: testModel, ChatPath: "/ai/chat"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.SubmitBatch(t.Context(), submitOf(batchItems(1))); err != nil {
+		t.Errorf("SubmitBatch() with chat_path /ai/chat = %v, want success", err)
+	}
+	odd, err := New(Config{ID: testID, BaseURL: f.URL(), APIKey: testKey, Model: testModel, ChatPath: "/proxy/chat"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Batch routes live under the API root whatever the chat path: an
+	// unknown batch is a 404 there, not a call to the chat route.
+	if _, err := odd.BatchStatus(t.Context(), "batch_x"); stet.ClassOf(err) != stet.FailureUnsupported {
+		t.Errorf("BatchStatus() of an unknown batch with chat_path /proxy/chat = %v, want unsupported", err)
+	}
+	if n := f.BatchCreateCalls() + f.BatchStatusCalls(); n != 2 {
+		t.Errorf("batch calls = %d, want 2", n)
+	}
+}
+
+// TestBatchCanaryNeverInErrors sends a marker in every prompt and in the
+// provider's messages, and checks no batch error carries it or the provider
+// batch ID.
+func TestBatchCanaryNeverInErrors(t *testing.T) {
+	t.Parallel()
+	const marker = "CANARY Jane Roe 555-0100"
+	f := newFake(t, FakeOptions{Respond: func(FakeRequest) string {
+		return `{"category":"ok","note":"` + marker + `","flags":[]}`
+	}})
+	f.ScriptBatch(testBatchID, FakeBatchScript{Items: map[string]Fault{
+		"job_01": {Kind: Refusal, Message: "I can't discuss " + marker},
+		"job_02": {Kind: ErrorCode, Code: CodeInvalidRequest, Message: marker},
+		"job_03": {Kind: ErrorCode, Status: 400, Code: marker, Message: marker},
+		"job_04": {Kind: TruncatedJSON},
+		"job_05": {Kind: Length},
+		"job_06": {Kind: ItemExpired},
+	}})
+	c := newTestClient(t, f, 0)
+	items := batchItems(6)
+	for i := range items {
+		items[i].Params.Prompt = stet.NewText("Classify: " + marker)
+	}
+	h, err := c.SubmitBatch(t.Context(), submitOf(items))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := f.CallsContaining(marker); n != len(items) {
+		t.Fatalf("fake saw the marker in %d items, want %d (the canary must reach the provider)", n, len(items))
+	}
+	var errs []error
+	st, err := c.BatchStatus(t.Context(), h.ProviderID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := c.BatchResults(t.Context(), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rs {
+		errs = append(errs, r.Err)
+	}
+	_, err = c.SubmitBatch(t.Context(), submitOf(items[:2]))
+	errs = append(errs, err)
+	f.EnqueueBatch(BatchStatusRoute, Fault{Kind: ErrorCode, Code: CodeRateLimitExceeded, Message: marker + " " + h.ProviderID})
+	_, err = c.BatchStatus(t.Context(), h.ProviderID)
+	errs = append(errs, err)
+	_, err = c.BatchStatus(t.Context(), h.ProviderID+"x")
+	errs = append(errs, err)
+	for i, err := range errs {
+		pe := asProcessorError(t, fmt.Sprintf("error %d", i), err)
+		for _, s := range []string{err.Error(), fmt.Sprint(err), fmt.Sprintf("%+v", err), pe.Code, pe.RequestID} {
+			if strings.Contains(s, "CANARY") || strings.Contains(s, "Jane Roe") || strings.Contains(s, h.ProviderID) {
+				t.Errorf("error %d: %q carries the canary or the provider ID", i, s)
+			}
+		}
+	}
+}
+
+func TestFakeBatchValidates(t *testing.T) {
+	t.Parallel()
+	item := func(customID, capability, body string) string {
+		return `{"body":` + strings.TrimSpace(body) + `,"capability":"` + capability + `","custom_id":"` + customID + `"}`
+	}
+	notStrict := strings.Replace(validBody, `"strict":true`, `"strict":false`, 1)
+	tests := []struct {
+		name, key, idem, body string
+		status                int
+		code                  string
+	}{
+		{"not JSON", testKey, "k1", `{"requests":`, 400, CodeInvalidRequest},
+		{"no requests", testKey, "k2", `{"requests":[]}`, 400, CodeInvalidRequest},
+		{"other capability", testKey, "k3", `{"requests":[` + item("j1", "ai.rerank", validBody) + `]}`, 400, "CAPABILITY_NOT_FOUND"},
+		{"no custom_id", testKey, "k4", `{"requests":[` + item("", "ai.chat", validBody) + `]}`, 400, CodeInvalidRequest},
+		{"duplicate custom_id", testKey, "k5", `{"requests":[` + item("j1", "ai.chat", validBody) + `,` + item("j1", "ai.chat", validBody) + `]}`, 400, CodeInvalidRequest},
+		{"not strict", testKey, "k6", `{"requests":[` + item("j1", "ai.chat", notStrict) + `]}`, 400, CodeInvalidRequest},
+		{"keys differ", testKey, "k7", `{"idempotency_key":"other","requests":[` + item("j1", "ai.chat", validBody) + `]}`, 400, CodeInvalidRequest},
+		{"bad key", "ifr_pk_wrong", "k8", `{"requests":[` + item("j1", "ai.chat", validBody) + `]}`, 401, CodeInvalidAPIKey},
+	}
+	f := newFake(t, FakeOptions{Bare: true}) // batch routes answer in the envelope regardless
+	for _, tt := range tests {
+		status, _, raw := post(t, f.URL()+"/ai/batch/submit", tt.key, tt.idem, tt.body)
+		env := decodeEnvelope(t, raw)
+		if status != tt.status || env.OK == nil || *env.OK || env.Error == nil || env.Error.Code != tt.code {
+			t.Errorf("submit %s = %d %s, want %d with an envelope error %s", tt.name, status, raw, tt.status, tt.code)
+		}
+	}
+	if f.BatchesCreated() != 0 || f.BatchCreateCalls() != len(tests) {
+		t.Errorf("created, creating calls = %d, %d; want 0, %d", f.BatchesCreated(), f.BatchCreateCalls(), len(tests))
+	}
+	// A valid submission, then its results before the end: 409.
+	status, _, raw := post(t, f.URL()+"/ai/batch/submit", testKey, "k9", `{"requests":[`+item("j1", "ai.chat", validBody)+`]}`)
+	var res wireBatchSubmitResult
+	if env := decodeEnvelope(t, raw); status != 200 || json.Unmarshal(env.Data, &res) != nil || res.BatchID == "" || res.State != "queued" || res.TotalCount != 1 {
+		t.Fatalf("valid submit = %d %s, want 200 with a queued BatchSubmitResult", status, raw)
+	}
+	c := newTestClient(t, f, 0)
+	_, err := c.BatchResults(t.Context(), &stet.BatchStatus{ProviderID: res.BatchID})
+	if pe := asProcessorError(t, "BatchResults() before the end", err); pe.StatusCode != http.StatusConflict || pe.Class != stet.FailureTransient {
+		t.Errorf("BatchResults() before the end = %v, want transient 409", pe)
+	}
+	if f.Calls() != 0 {
+		t.Errorf("chat route calls = %d, want 0: batch routes count apart", f.Calls())
+	}
+}

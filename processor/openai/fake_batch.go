@@ -1,0 +1,1163 @@
+package openai
+
+import (
+	"bytes"
+	"cmp"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"maps"
+	"mime"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// The Fake's Batch API: POST /v1/files (multipart), GET /v1/files/{id},
+// GET /v1/files/{id}/content, DELETE /v1/files/{id}, POST /v1/batches,
+// GET /v1/batches (newest first, after/limit), GET /v1/batches/{id} and
+// POST /v1/batches/{id}/cancel, with the shapes of the SDK's FileObject,
+// Batch and CursorPage and the API's error object. Batches live in memory;
+// their items are answered, when the batch ends, by the same answer logic
+// as the sync route (FakeOptions.Respond, or a minimal instance of the
+// schema), with per-item and per-route scripting. The sync fault queue,
+// FaultRate and the RPM/TPM limits apply to the sync route only.
+
+// FakeBatchOptions configures the Fake's Batch API.
+type FakeBatchOptions struct {
+	// PollsToEnd is how many status lookups (GET /v1/batches/{id}) a batch
+	// takes to end: 1, the default, ends it on the first lookup after its
+	// creation; earlier lookups see it in_progress. Negative: batches end
+	// only when cancelled. Listing does not move a batch.
+	PollsToEnd int
+	// End is how batches end unless ScriptBatchEnd says otherwise:
+	// completed by default.
+	End FakeBatchEnd
+	// ListLimit, when positive, caps the page size of GET /v1/batches below
+	// the API's 100, so tests can exercise paging with a few batches.
+	ListLimit int
+}
+
+// FakeBatchEnd is how a Fake batch ends.
+type FakeBatchEnd string
+
+// Batch ends. Items ScriptBatchItem does not script are answered normally
+// in a completed batch, with batch_expired in an expired one and with
+// batch_cancelled in a cancelled one; a failed batch answers none.
+const (
+	BatchEndCompleted FakeBatchEnd = "completed"
+	BatchEndFailed    FakeBatchEnd = "failed"
+	BatchEndExpired   FakeBatchEnd = "expired"
+	BatchEndCancelled FakeBatchEnd = "cancelled"
+)
+
+// FakeBatchRoute names a Batch API route, for EnqueueBatch.
+type FakeBatchRoute string
+
+// Batch API routes.
+const (
+	BatchRouteUpload     FakeBatchRoute = "upload"      // POST /v1/files
+	BatchRouteFile       FakeBatchRoute = "file"        // GET /v1/files/{id}
+	BatchRouteContent    FakeBatchRoute = "content"     // GET /v1/files/{id}/content
+	BatchRouteDeleteFile FakeBatchRoute = "delete_file" // DELETE /v1/files/{id}
+	BatchRouteCreate     FakeBatchRoute = "create"      // POST /v1/batches
+	BatchRouteList       FakeBatchRoute = "list"        // GET /v1/batches
+	BatchRouteStatus     FakeBatchRoute = "status"      // GET /v1/batches/{id}
+	BatchRouteCancel     FakeBatchRoute = "cancel"      // POST /v1/batches/{id}/cancel
+)
+
+// Fault kinds of the Batch API. Route faults (EnqueueBatch) also take the
+// error kinds RateLimit, Quota, Unauthorized, ServerError, HTTPError,
+// Disconnect and Delay; item faults (ScriptBatchItem) also take the answer
+// kinds TruncatedJSON, SchemaInvalid, Refusal, ContentFilter, Length and
+// the error kinds, which become the item's response status and body.
+const (
+	// Redirect answers Status (default 302) with Location from Header,
+	// by default the same path on another origin.
+	Redirect FaultKind = "redirect"
+	// HugeBody answers normally with the JSON padded past 2 MiB.
+	HugeBody FaultKind = "huge_body"
+	// CreateThenHang does the route's work (a create creates the batch, an
+	// upload stores the file, a status lookup counts as a poll) and then
+	// holds the connection without answering until the client gives up.
+	CreateThenHang FaultKind = "create_then_hang"
+	// CreateThenReset does the route's work and closes the connection
+	// without answering.
+	CreateThenReset FaultKind = "create_then_reset"
+
+	// ItemOK answers the item normally, even in an expired or cancelled
+	// batch.
+	ItemOK FaultKind = "item_ok"
+	// ItemExpired reports the item with error code batch_expired.
+	ItemExpired FaultKind = "item_expired"
+	// ItemCancelled reports the item with error code batch_cancelled.
+	ItemCancelled FaultKind = "item_cancelled"
+	// ItemError reports the item with error Code (default request_timeout)
+	// and no response.
+	ItemError FaultKind = "item_error"
+)
+
+// FakeBatchStats counts what the Fake's Batch API received and did.
+type FakeBatchStats struct {
+	Uploads     int // POST /v1/files received
+	CreateCalls int // POST /v1/batches received
+	// Created counts batches created, those whose answer a fault lost
+	// included.
+	Created       int
+	StatusCalls   int // GET /v1/batches/{id} received
+	ListCalls     int // GET /v1/batches received
+	ContentCalls  int // GET /v1/files/{id}/content received
+	ResultFetches int // output or error file contents served
+	CancelCalls   int
+	FileDeletes   int // DELETE /v1/files/{id} received
+}
+
+// FakeBatch is a batch the Fake holds.
+type FakeBatch struct {
+	ID           string
+	Status       string
+	Label        string // metadata stet_batch_id
+	Metadata     map[string]string
+	InputFileID  string
+	OutputFileID string
+	ErrorFileID  string
+	Items        int // lines of the input file
+	Polls        int // status lookups so far
+	CreatedAt    time.Time
+	CreateBody   []byte // the create request as received
+}
+
+// FakeFile is a file the Fake holds.
+type FakeFile struct {
+	ID        string
+	Purpose   string
+	Filename  string
+	Bytes     int
+	CreatedAt time.Time
+	ExpiresAt time.Time // zero: kept until deleted
+	Deleted   bool
+	Content   []byte
+}
+
+// EnqueueBatch scripts faults for the next calls of route, in order.
+func (f *Fake) EnqueueBatch(route FakeBatchRoute, faults ...Fault) {
+	f.batch.mu.Lock()
+	defer f.batch.mu.Unlock()
+	f.batch.faults[route] = append(f.batch.faults[route], faults...)
+}
+
+// ScriptBatchItem scripts the answer of every batch item with this
+// custom_id (a stet job ID) when its batch ends.
+func (f *Fake) ScriptBatchItem(customID string, ft Fault) {
+	f.batch.mu.Lock()
+	defer f.batch.mu.Unlock()
+	f.batch.items[customID] = ft
+}
+
+// ScriptBatchEnd scripts how the batches labelled label (metadata
+// stet_batch_id) end.
+func (f *Fake) ScriptBatchEnd(label string, end FakeBatchEnd) {
+	f.batch.mu.Lock()
+	defer f.batch.mu.Unlock()
+	f.batch.ends[label] = end
+}
+
+// BatchStats returns what the Batch API has counted so far.
+func (f *Fake) BatchStats() FakeBatchStats {
+	f.batch.mu.Lock()
+	defer f.batch.mu.Unlock()
+	return f.batch.stats
+}
+
+// Batches returns the batches the Fake holds, oldest first.
+func (f *Fake) Batches() []FakeBatch {
+	f.batch.mu.Lock()
+	defer f.batch.mu.Unlock()
+	out := make([]FakeBatch, 0, len(f.batch.order))
+	for _, id := range f.batch.order {
+		b := f.batch.batches[id]
+		out = append(out, FakeBatch{
+			ID:           b.wire.ID,
+			Status:       b.wire.Status,
+			Label:        b.wire.Metadata[BatchMetadataKey],
+			Metadata:     maps.Clone(b.wire.Metadata),
+			InputFileID:  b.wire.InputFileID,
+			OutputFileID: deref(b.wire.OutputFileID),
+			ErrorFileID:  deref(b.wire.ErrorFileID),
+			Items:        len(b.lines),
+			Polls:        b.polls,
+			CreatedAt:    time.Unix(b.wire.CreatedAt, 0).UTC(),
+			CreateBody:   slices.Clone(b.createBody),
+		})
+	}
+	return out
+}
+
+// Files returns the files the Fake holds, deleted ones included, oldest
+// first.
+func (f *Fake) Files() []FakeFile {
+	f.batch.mu.Lock()
+	defer f.batch.mu.Unlock()
+	out := make([]FakeFile, 0, len(f.batch.fileOrder))
+	for _, id := range f.batch.fileOrder {
+		ff := *f.batch.files[id]
+		ff.Content = slices.Clone(ff.Content)
+		out = append(out, ff)
+	}
+	return out
+}
+
+// BatchItemsContaining returns the number of uploaded batch request lines
+// whose user messages contain s.
+func (f *Fake) BatchItemsContaining(s string) int {
+	f.batch.mu.Lock()
+	defer f.batch.mu.Unlock()
+	n := 0
+	for _, in := range f.batch.inputs {
+		if strings.Contains(in, s) {
+			n++
+		}
+	}
+	return n
+}
+
+// fakeBatches is the Batch API's state, under its own lock.
+type fakeBatches struct {
+	mu        sync.Mutex
+	opts      FakeBatchOptions
+	files     map[string]*FakeFile
+	fileOrder []string
+	batches   map[string]*fakeBatch
+	order     []string // creation order
+	faults    map[FakeBatchRoute][]Fault
+	items     map[string]Fault
+	ends      map[string]FakeBatchEnd
+	inputs    []string // user text of every uploaded batch line
+	stats     FakeBatchStats
+}
+
+func newFakeBatches(opts FakeBatchOptions) *fakeBatches {
+	return &fakeBatches{
+		opts:    opts,
+		files:   map[string]*FakeFile{},
+		batches: map[string]*fakeBatch{},
+		faults:  map[FakeBatchRoute][]Fault{},
+		items:   map[string]Fault{},
+		ends:    map[string]FakeBatchEnd{},
+	}
+}
+
+type fakeBatch struct {
+	wire       wireBatch
+	createBody []byte
+	lines      []fakeLine
+	invalid    []wireBatchError // validation errors: the batch fails
+	polls      int
+	outputTTL  time.Duration
+}
+
+type fakeLine struct {
+	customID string
+	body     json.RawMessage
+}
+
+// The Batch object, fields in the API's order.
+type wireBatch struct {
+	ID               string            `json:"id"`
+	Object           string            `json:"object"`
+	Endpoint         string            `json:"endpoint"`
+	Model            string            `json:"model,omitempty"`
+	Errors           *wireBatchErrors  `json:"errors"`
+	InputFileID      string            `json:"input_file_id"`
+	CompletionWindow string            `json:"completion_window"`
+	Status           string            `json:"status"`
+	OutputFileID     *string           `json:"output_file_id"`
+	ErrorFileID      *string           `json:"error_file_id"`
+	CreatedAt        int64             `json:"created_at"`
+	InProgressAt     *int64            `json:"in_progress_at"`
+	ExpiresAt        *int64            `json:"expires_at"`
+	FinalizingAt     *int64            `json:"finalizing_at"`
+	CompletedAt      *int64            `json:"completed_at"`
+	FailedAt         *int64            `json:"failed_at"`
+	ExpiredAt        *int64            `json:"expired_at"`
+	CancellingAt     *int64            `json:"cancelling_at"`
+	CancelledAt      *int64            `json:"cancelled_at"`
+	RequestCounts    wireRequestCounts `json:"request_counts"`
+	Usage            *wireBatchUsage   `json:"usage"`
+	Metadata         map[string]string `json:"metadata"`
+}
+
+type wireBatchErrors struct {
+	Object string           `json:"object"`
+	Data   []wireBatchError `json:"data"`
+}
+
+type wireBatchError struct {
+	Code    string  `json:"code"`
+	Message string  `json:"message"`
+	Param   *string `json:"param"`
+	Line    *int    `json:"line"`
+}
+
+type wireRequestCounts struct {
+	Total     int `json:"total"`
+	Completed int `json:"completed"`
+	Failed    int `json:"failed"`
+}
+
+type wireBatchUsage struct {
+	InputTokens         int            `json:"input_tokens"`
+	InputTokensDetails  map[string]int `json:"input_tokens_details"`
+	OutputTokens        int            `json:"output_tokens"`
+	OutputTokensDetails map[string]int `json:"output_tokens_details"`
+	TotalTokens         int            `json:"total_tokens"`
+}
+
+// One line of an output or error file.
+type wireBatchLine struct {
+	ID       string             `json:"id"`
+	CustomID string             `json:"custom_id"`
+	Response *wireBatchResponse `json:"response"`
+	Error    *wireItemError     `json:"error"`
+}
+
+type wireBatchResponse struct {
+	StatusCode int             `json:"status_code"`
+	RequestID  string          `json:"request_id"`
+	Body       json.RawMessage `json:"body"`
+}
+
+type wireItemError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// The File object.
+type wireFile struct {
+	Object        string  `json:"object"`
+	ID            string  `json:"id"`
+	Purpose       string  `json:"purpose"`
+	Filename      string  `json:"filename"`
+	Bytes         int     `json:"bytes"`
+	CreatedAt     int64   `json:"created_at"`
+	ExpiresAt     *int64  `json:"expires_at"`
+	Status        string  `json:"status"`
+	StatusDetails *string `json:"status_details"`
+}
+
+// batchAnswer is a route's answer before it is written.
+type batchAnswer struct {
+	status      int
+	body        []byte
+	contentType string
+}
+
+const (
+	maxFakeUpload     = 256 << 20
+	fakeFileRetention = 30 * 24 * time.Hour
+	hugeBodyBytes     = 2 << 20
+)
+
+// isBatchPath reports whether p is a Files or Batches route.
+func isBatchPath(p string) bool {
+	return p == "/v1/files" || strings.HasPrefix(p, "/v1/files/") ||
+		p == "/v1/batches" || strings.HasPrefix(p, "/v1/batches/")
+}
+
+// batchRoute parses method and path into a route and its object ID.
+func batchRoute(method, p string) (FakeBatchRoute, string, bool) {
+	rest := strings.Split(strings.TrimPrefix(p, "/v1/"), "/")
+	switch {
+	case len(rest) == 1 && rest[0] == "files" && method == http.MethodPost:
+		return BatchRouteUpload, "", true
+	case len(rest) == 2 && rest[0] == "files" && rest[1] != "" && method == http.MethodGet:
+		return BatchRouteFile, rest[1], true
+	case len(rest) == 2 && rest[0] == "files" && rest[1] != "" && method == http.MethodDelete:
+		return BatchRouteDeleteFile, rest[1], true
+	case len(rest) == 3 && rest[0] == "files" && rest[1] != "" && rest[2] == "content" && method == http.MethodGet:
+		return BatchRouteContent, rest[1], true
+	case len(rest) == 1 && rest[0] == "batches" && method == http.MethodPost:
+		return BatchRouteCreate, "", true
+	case len(rest) == 1 && rest[0] == "batches" && method == http.MethodGet:
+		return BatchRouteList, "", true
+	case len(rest) == 2 && rest[0] == "batches" && rest[1] != "" && method == http.MethodGet:
+		return BatchRouteStatus, rest[1], true
+	case len(rest) == 3 && rest[0] == "batches" && rest[1] != "" && rest[2] == "cancel" && method == http.MethodPost:
+		return BatchRouteCancel, rest[1], true
+	}
+	return "", "", false
+}
+
+func (f *Fake) serveBatch(w http.ResponseWriter, r *http.Request) {
+	route, id, ok := batchRoute(r.Method, r.URL.Path)
+	if !ok {
+		writeAPIError(w, http.StatusNotFound, nil, apiError{
+			Message: "Invalid URL (" + r.Method + " " + r.URL.Path + ")",
+			Type:    "invalid_request_error",
+		})
+		return
+	}
+	f.batch.count(route)
+	if !f.batchAuthorized(w, r) {
+		return
+	}
+	ft := f.batch.nextFault(route)
+	switch ft.Kind {
+	case "", HugeBody, CreateThenHang, CreateThenReset:
+	case Delay:
+		if !f.sleep(r, ft.Delay) {
+			return
+		}
+	case Redirect:
+		h := http.Header{"Location": {"https://elsewhere.invalid" + r.URL.RequestURI()}}
+		mergeHeader(h, ft.Header)
+		writeBatchAnswer(w, batchAnswer{status: cmp.Or(ft.Status, http.StatusFound), body: []byte{}}, h)
+		return
+	default:
+		batchRouteFault(w, ft)
+		return
+	}
+
+	var a batchAnswer
+	switch route {
+	case BatchRouteUpload:
+		a = f.batchUpload(r)
+	case BatchRouteFile:
+		a = f.batchGetFile(id)
+	case BatchRouteContent:
+		a = f.batchContent(id)
+	case BatchRouteDeleteFile:
+		a = f.batchDeleteFile(id)
+	case BatchRouteCreate:
+		a = f.batchCreate(r)
+	case BatchRouteList:
+		a = f.batchList(r)
+	case BatchRouteStatus:
+		a = f.batchStatus(id)
+	case BatchRouteCancel:
+		a = f.batchCancel(id)
+	}
+
+	switch ft.Kind {
+	case CreateThenHang:
+		select {
+		case <-r.Context().Done():
+		case <-f.done:
+		}
+		panic(http.ErrAbortHandler)
+	case CreateThenReset:
+		panic(http.ErrAbortHandler)
+	case HugeBody:
+		a.body = pad(a.body)
+	}
+	writeBatchAnswer(w, a, ft.Header)
+}
+
+// count counts a call received on route.
+func (fb *fakeBatches) count(route FakeBatchRoute) {
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	switch route {
+	case BatchRouteUpload:
+		fb.stats.Uploads++
+	case BatchRouteCreate:
+		fb.stats.CreateCalls++
+	case BatchRouteStatus:
+		fb.stats.StatusCalls++
+	case BatchRouteList:
+		fb.stats.ListCalls++
+	case BatchRouteContent:
+		fb.stats.ContentCalls++
+	case BatchRouteCancel:
+		fb.stats.CancelCalls++
+	case BatchRouteDeleteFile:
+		fb.stats.FileDeletes++
+	}
+}
+
+func (fb *fakeBatches) nextFault(route FakeBatchRoute) Fault {
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	q := fb.faults[route]
+	if len(q) == 0 {
+		return Fault{}
+	}
+	fb.faults[route] = q[1:]
+	return q[0]
+}
+
+// batchAuthorized checks the bearer key as the sync route does.
+func (f *Fake) batchAuthorized(w http.ResponseWriter, r *http.Request) bool {
+	if f.opts.APIKey == "" {
+		return true
+	}
+	switch got := r.Header.Get("Authorization"); {
+	case got == "":
+		writeAPIError(w, http.StatusUnauthorized, nil, apiError{
+			Message: "You didn't provide an API key. You need to provide your API key in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).",
+			Type:    "invalid_request_error",
+		})
+		return false
+	case got != "Bearer "+f.opts.APIKey:
+		writeAPIError(w, http.StatusUnauthorized, nil, invalidKey())
+		return false
+	}
+	return true
+}
+
+// batchRouteFault answers a route with a scripted error.
+func batchRouteFault(w http.ResponseWriter, ft Fault) {
+	switch ft.Kind {
+	case Disconnect:
+		panic(http.ErrAbortHandler)
+	case RateLimit:
+		h := http.Header{}
+		if ft.RetryAfter != "" {
+			h.Set("Retry-After", ft.RetryAfter)
+		}
+		if ft.RetryAfterMS > 0 {
+			h.Set("retry-after-ms", strconv.Itoa(ft.RetryAfterMS))
+		}
+		writeAPIError(w, http.StatusTooManyRequests, []http.Header{h, ft.Header}, ft.override(apiError{
+			Message: "Rate limit reached for requests. Please try again later.",
+			Type:    "requests",
+			Code:    "rate_limit_exceeded",
+		}))
+	case Quota:
+		writeAPIError(w, http.StatusTooManyRequests, []http.Header{ft.Header}, ft.override(apiError{
+			Message: "You exceeded your current quota, please check your plan and billing details.",
+			Type:    "insufficient_quota",
+			Code:    "insufficient_quota",
+		}))
+	case Unauthorized:
+		writeAPIError(w, http.StatusUnauthorized, []http.Header{ft.Header}, ft.override(invalidKey()))
+	default:
+		status, e := errorAnswer(ft)
+		writeAPIError(w, status, []http.Header{ft.Header}, e)
+	}
+}
+
+// errorAnswer is the status and error object of ServerError, HTTPError and
+// unknown kinds.
+func errorAnswer(ft Fault) (int, apiError) {
+	switch ft.Kind {
+	case HTTPError:
+		status := cmp.Or(ft.Status, http.StatusBadRequest)
+		typ := "invalid_request_error"
+		if status >= 500 {
+			typ = "server_error"
+		}
+		return status, ft.override(apiError{Message: http.StatusText(status), Type: typ})
+	case ServerError:
+		status := cmp.Or(ft.Status, http.StatusInternalServerError)
+		return status, ft.override(apiError{Message: "The server had an error while processing your request. Sorry about that!", Type: "server_error"})
+	default:
+		return http.StatusInternalServerError, apiError{Message: "unknown fake fault " + string(ft.Kind), Type: "server_error"}
+	}
+}
+
+func writeBatchAnswer(w http.ResponseWriter, a batchAnswer, extra http.Header) {
+	h := w.Header()
+	setDefaultHeaders(h)
+	if a.contentType != "" {
+		h.Set("Content-Type", a.contentType)
+	}
+	mergeHeader(h, extra)
+	h.Set("Content-Length", strconv.Itoa(len(a.body)))
+	w.WriteHeader(a.status)
+	_, _ = w.Write(a.body)
+}
+
+// pad makes body larger than hugeBodyBytes: a padding member in front of
+// a JSON object, blank lines after anything else.
+func pad(body []byte) []byte {
+	if len(body) > 0 && body[0] == '{' {
+		out := []byte(`{"padding":"` + strings.Repeat("x", hugeBodyBytes) + `"`)
+		if len(body) > 2 {
+			out = append(out, ',')
+		}
+		return append(out, body[1:]...)
+	}
+	return append(body, bytes.Repeat([]byte("\n"), hugeBodyBytes)...)
+}
+
+func okAnswer(v any) batchAnswer { return batchAnswer{status: http.StatusOK, body: marshal(v)} }
+
+func errAnswer(status int, e apiError) batchAnswer {
+	return batchAnswer{status: status, body: apiErrorBody(e)}
+}
+
+func missingParam(param string) batchAnswer {
+	return errAnswer(http.StatusBadRequest, apiError{
+		Message: "Missing required parameter: '" + param + "'.",
+		Type:    "invalid_request_error",
+		Param:   param,
+		Code:    "missing_required_parameter",
+	})
+}
+
+func invalidParam(param, msg string) batchAnswer {
+	return errAnswer(http.StatusBadRequest, apiError{Message: msg, Type: "invalid_request_error", Param: param, Code: "invalid_value"})
+}
+
+func noSuchFile(id string) batchAnswer {
+	return errAnswer(http.StatusNotFound, apiError{Message: "No such File object: " + id, Type: "invalid_request_error", Param: "id"})
+}
+
+func noSuchBatch(id string) batchAnswer {
+	return errAnswer(http.StatusNotFound, apiError{Message: "No batch found with id '" + id + "'.", Type: "invalid_request_error"})
+}
+
+// purposes are the upload purposes the API accepts.
+var purposes = []string{"assistants", "batch", "fine-tune", "vision", "user_data", "evals"}
+
+func (f *Fake) batchUpload(r *http.Request) batchAnswer {
+	mr, err := r.MultipartReader()
+	if err != nil {
+		return errAnswer(http.StatusBadRequest, apiError{Message: "Invalid request: the body must be multipart/form-data.", Type: "invalid_request_error"})
+	}
+	var (
+		purpose, filename string
+		content           []byte
+		haveFile          bool
+	)
+	for {
+		part, err := mr.NextPart()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return errAnswer(http.StatusBadRequest, apiError{Message: "Invalid multipart body.", Type: "invalid_request_error"})
+		}
+		data, err := io.ReadAll(io.LimitReader(part, maxFakeUpload+1))
+		if err != nil || len(data) > maxFakeUpload {
+			return errAnswer(http.StatusRequestEntityTooLarge, apiError{Message: "File too large.", Type: "invalid_request_error", Param: "file"})
+		}
+		switch part.FormName() {
+		case "purpose":
+			purpose = string(data)
+		case "file":
+			filename, content, haveFile = part.FileName(), data, true
+		}
+	}
+	switch {
+	case !haveFile:
+		return missingParam("file")
+	case purpose == "":
+		return missingParam("purpose")
+	case !slices.Contains(purposes, purpose):
+		return invalidParam("purpose", "Invalid value for 'purpose': '"+purpose+"'.")
+	case purpose == "batch" && !strings.HasSuffix(filename, ".jsonl"):
+		return errAnswer(http.StatusBadRequest, apiError{Message: "Invalid file format for Batch API. Must be .jsonl", Type: "invalid_request_error"})
+	}
+
+	now := f.clock.Now()
+	fb := f.batch
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	ttl := time.Duration(0)
+	if purpose == "batch" {
+		// Batch input files expire after 30 days by default.
+		ttl = fakeFileRetention
+	}
+	ff := fb.addFile(now, purpose, filename, content, ttl)
+	if purpose == "batch" {
+		for _, l := range splitLines(content) {
+			var line struct {
+				Body json.RawMessage `json:"body"`
+			}
+			if json.Unmarshal(l, &line) != nil {
+				continue
+			}
+			req, _ := decodeFakeRequest(line.Body)
+			var sb strings.Builder
+			for _, m := range req.Messages {
+				if m.Role == "user" {
+					sb.WriteString(m.Content)
+					sb.WriteByte('\n')
+				}
+			}
+			fb.inputs = append(fb.inputs, sb.String())
+		}
+	}
+	return okAnswer(fileObject(ff))
+}
+
+// addFile stores a file. fb.mu is held.
+func (fb *fakeBatches) addFile(now time.Time, purpose, filename string, content []byte, ttl time.Duration) *FakeFile {
+	ff := &FakeFile{
+		ID:        "file-" + rand.Text()[:22],
+		Purpose:   purpose,
+		Filename:  filename,
+		Bytes:     len(content),
+		CreatedAt: now.UTC(),
+		Content:   content,
+	}
+	if ttl > 0 {
+		ff.ExpiresAt = ff.CreatedAt.Add(ttl)
+	}
+	fb.files[ff.ID] = ff
+	fb.fileOrder = append(fb.fileOrder, ff.ID)
+	return ff
+}
+
+func fileObject(ff *FakeFile) wireFile {
+	w := wireFile{
+		Object:    "file",
+		ID:        ff.ID,
+		Purpose:   ff.Purpose,
+		Filename:  ff.Filename,
+		Bytes:     ff.Bytes,
+		CreatedAt: ff.CreatedAt.Unix(),
+		Status:    "processed",
+	}
+	if !ff.ExpiresAt.IsZero() {
+		w.ExpiresAt = ptr(ff.ExpiresAt.Unix())
+	}
+	return w
+}
+
+// file returns a live file. fb.mu is held.
+func (fb *fakeBatches) file(id string) (*FakeFile, bool) {
+	ff, ok := fb.files[id]
+	if !ok || ff.Deleted {
+		return nil, false
+	}
+	return ff, true
+}
+
+func (f *Fake) batchGetFile(id string) batchAnswer {
+	fb := f.batch
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	ff, found := fb.file(id)
+	if !found {
+		return noSuchFile(id)
+	}
+	return okAnswer(fileObject(ff))
+}
+
+func (f *Fake) batchContent(id string) batchAnswer {
+	fb := f.batch
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	ff, found := fb.file(id)
+	if !found {
+		return noSuchFile(id)
+	}
+	if ff.Purpose == "batch_output" {
+		fb.stats.ResultFetches++
+	}
+	return batchAnswer{status: http.StatusOK, body: slices.Clone(ff.Content), contentType: "application/octet-stream"}
+}
+
+func (f *Fake) batchDeleteFile(id string) batchAnswer {
+	fb := f.batch
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	ff, found := fb.file(id)
+	if !found {
+		return noSuchFile(id)
+	}
+	ff.Deleted = true
+	return okAnswer(struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Deleted bool   `json:"deleted"`
+	}{ff.ID, "file", true})
+}
+
+func (f *Fake) batchCreate(r *http.Request) batchAnswer {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxFakeRequest+1))
+	var req struct {
+		InputFileID        *string           `json:"input_file_id"`
+		Endpoint           *string           `json:"endpoint"`
+		CompletionWindow   *string           `json:"completion_window"`
+		Metadata           map[string]string `json:"metadata"`
+		OutputExpiresAfter *struct {
+			Anchor  string `json:"anchor"`
+			Seconds int64  `json:"seconds"`
+		} `json:"output_expires_after"`
+	}
+	if err != nil || len(body) > maxFakeRequest || json.Unmarshal(body, &req) != nil {
+		return errAnswer(http.StatusBadRequest, apiError{
+			Message: "We could not parse the JSON body of your request. The OpenAI API expects a JSON payload, but what was sent was not valid JSON.",
+			Type:    "invalid_request_error",
+		})
+	}
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
+		return errAnswer(http.StatusBadRequest, apiError{Message: "Invalid Content-Type header, expected application/json.", Type: "invalid_request_error"})
+	}
+	switch {
+	case req.InputFileID == nil:
+		return missingParam("input_file_id")
+	case req.Endpoint == nil:
+		return missingParam("endpoint")
+	case req.CompletionWindow == nil:
+		return missingParam("completion_window")
+	case *req.Endpoint != batchEndpoint:
+		return invalidParam("endpoint", "Invalid value for 'endpoint': this server batches only /v1/chat/completions.")
+	case *req.CompletionWindow != "24h":
+		return invalidParam("completion_window", "Invalid value for 'completion_window': supported values are: '24h'.")
+	case len(req.Metadata) > 16:
+		return invalidParam("metadata", "Invalid 'metadata': too many properties. Expected an object with at most 16 properties.")
+	}
+	for k, v := range req.Metadata {
+		if len(k) > 64 || len(v) > 512 {
+			return invalidParam("metadata", "Invalid 'metadata': keys are at most 64 and values at most 512 characters long.")
+		}
+	}
+	outputTTL := fakeFileRetention
+	if oe := req.OutputExpiresAfter; oe != nil {
+		if oe.Anchor != "created_at" || oe.Seconds < 3600 || oe.Seconds > 2592000 {
+			return invalidParam("output_expires_after", "Invalid 'output_expires_after': anchor must be 'created_at' and seconds between 3600 and 2592000.")
+		}
+		outputTTL = time.Duration(oe.Seconds) * time.Second
+	}
+
+	now := f.clock.Now()
+	fb := f.batch
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	in, found := fb.file(*req.InputFileID)
+	if !found {
+		return noSuchFile(*req.InputFileID)
+	}
+	if in.Purpose != "batch" {
+		return invalidParam("input_file_id", "Invalid 'input_file_id': the file must be uploaded with purpose 'batch'.")
+	}
+	b := &fakeBatch{
+		createBody: body,
+		outputTTL:  outputTTL,
+		wire: wireBatch{
+			ID:               "batch_" + hex.EncodeToString(randBytes(16)),
+			Object:           "batch",
+			Endpoint:         *req.Endpoint,
+			InputFileID:      in.ID,
+			CompletionWindow: *req.CompletionWindow,
+			Status:           "validating",
+			CreatedAt:        now.Unix(),
+			ExpiresAt:        ptr(now.Add(24 * time.Hour).Unix()),
+			Metadata:         maps.Clone(req.Metadata),
+		},
+	}
+	b.lines, b.invalid, b.wire.Model = parseBatchInput(in.Content, *req.Endpoint)
+	fb.batches[b.wire.ID] = b
+	fb.order = append(fb.order, b.wire.ID)
+	fb.stats.Created++
+	return okAnswer(b.wire)
+}
+
+// parseBatchInput reads an input file as the API validates it: one JSON
+// request a line, each with a unique custom_id, method POST and the
+// batch's endpoint as url.
+func parseBatchInput(content []byte, endpoint string) ([]fakeLine, []wireBatchError, string) {
+	var (
+		lines   []fakeLine
+		invalid []wireBatchError
+		model   string
+		seen    = map[string]bool{}
+	)
+	bad := func(n int, code, param, msg string) {
+		e := wireBatchError{Code: code, Message: msg, Line: ptr(n)}
+		if param != "" {
+			e.Param = ptr(param)
+		}
+		invalid = append(invalid, e)
+	}
+	for i, raw := range splitLines(content) {
+		n := i + 1
+		var l struct {
+			CustomID *string         `json:"custom_id"`
+			Method   string          `json:"method"`
+			URL      string          `json:"url"`
+			Body     json.RawMessage `json:"body"`
+		}
+		switch {
+		case json.Unmarshal(raw, &l) != nil:
+			bad(n, "invalid_json_line", "", "This line is not parseable as valid JSON.")
+		case l.CustomID == nil || *l.CustomID == "":
+			bad(n, "missing_required_parameter", "custom_id", "Missing required parameter: 'custom_id'.")
+		case seen[*l.CustomID]:
+			bad(n, "duplicate_custom_id", "custom_id", "The custom_id for this request is a duplicate of another request.")
+		case l.Method != http.MethodPost:
+			bad(n, "invalid_method", "method", "The method for this request must be POST.")
+		case l.URL != endpoint:
+			bad(n, "mismatched_endpoint", "url", "The url for this request does not match the batch's endpoint.")
+		case len(l.Body) == 0 || l.Body[0] != '{':
+			bad(n, "missing_required_parameter", "body", "Missing required parameter: 'body'.")
+		default:
+			seen[*l.CustomID] = true
+			lines = append(lines, fakeLine{customID: *l.CustomID, body: l.Body})
+			if model == "" {
+				var m struct {
+					Model string `json:"model"`
+				}
+				_ = json.Unmarshal(l.Body, &m)
+				model = m.Model
+			}
+		}
+	}
+	switch {
+	case len(lines) == 0 && len(invalid) == 0:
+		invalid = append(invalid, wireBatchError{Code: "empty_file", Message: "The input file is empty."})
+	case len(lines) > BatchMaxItems:
+		invalid = append(invalid, wireBatchError{Code: "too_many_requests", Message: "The input file holds more than 50,000 requests."})
+	}
+	return lines, invalid, model
+}
+
+func (f *Fake) batchList(r *http.Request) batchAnswer {
+	q := r.URL.Query()
+	limit := 20
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 100 {
+			return invalidParam("limit", "Invalid 'limit': expected an integer between 1 and 100.")
+		}
+		limit = n
+	}
+	fb := f.batch
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	if fb.opts.ListLimit > 0 {
+		limit = min(limit, fb.opts.ListLimit)
+	}
+	start := len(fb.order) - 1 // newest first
+	if after := q.Get("after"); after != "" {
+		i := slices.Index(fb.order, after)
+		if i < 0 {
+			return invalidParam("after", "Invalid 'after': no batch found with id '"+after+"'.")
+		}
+		start = i - 1
+	}
+	page := struct {
+		Object  string      `json:"object"`
+		Data    []wireBatch `json:"data"`
+		FirstID *string     `json:"first_id"`
+		LastID  *string     `json:"last_id"`
+		HasMore bool        `json:"has_more"`
+	}{Object: "list", Data: []wireBatch{}}
+	i := start
+	for ; i >= 0 && len(page.Data) < limit; i-- {
+		page.Data = append(page.Data, fb.batches[fb.order[i]].wire)
+	}
+	if n := len(page.Data); n > 0 {
+		page.FirstID, page.LastID = ptr(page.Data[0].ID), ptr(page.Data[n-1].ID)
+	}
+	page.HasMore = i >= 0
+	return okAnswer(page)
+}
+
+func (f *Fake) batchStatus(id string) batchAnswer {
+	now := f.clock.Now()
+	fb := f.batch
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	b, found := fb.batches[id]
+	if !found {
+		return noSuchBatch(id)
+	}
+	b.polls++
+	polls := cmp.Or(fb.opts.PollsToEnd, 1)
+	switch {
+	case terminal(b.wire.Status):
+	case len(b.invalid) > 0:
+		b.wire.Status = "failed"
+		b.wire.FailedAt = ptr(now.Unix())
+		b.wire.Errors = &wireBatchErrors{Object: "list", Data: b.invalid}
+	case b.wire.Status == "cancelling":
+		f.endBatch(b, now, BatchEndCancelled)
+	case polls > 0 && b.polls >= polls:
+		f.endBatch(b, now, cmp.Or(fb.ends[b.wire.Metadata[BatchMetadataKey]], fb.opts.End, BatchEndCompleted))
+	default:
+		b.wire.Status = "in_progress"
+		if b.wire.InProgressAt == nil {
+			b.wire.InProgressAt = ptr(now.Unix())
+		}
+		b.wire.RequestCounts.Total = len(b.lines)
+	}
+	return okAnswer(b.wire)
+}
+
+func (f *Fake) batchCancel(id string) batchAnswer {
+	now := f.clock.Now()
+	fb := f.batch
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	b, found := fb.batches[id]
+	if !found {
+		return noSuchBatch(id)
+	}
+	switch {
+	case terminal(b.wire.Status):
+		return errAnswer(http.StatusConflict, apiError{Message: "Cannot cancel a batch with status '" + b.wire.Status + "'.", Type: "invalid_request_error"})
+	case b.wire.Status != "cancelling":
+		b.wire.Status = "cancelling"
+		b.wire.CancellingAt = ptr(now.Unix())
+	}
+	return okAnswer(b.wire)
+}
+
+func terminal(status string) bool {
+	switch status {
+	case "completed", "failed", "expired", "cancelled":
+		return true
+	}
+	return false
+}
+
+// endBatch answers the batch's items and ends it. fb.mu is held.
+func (f *Fake) endBatch(b *fakeBatch, now time.Time, end FakeBatchEnd) {
+	fb := f.batch
+	at := ptr(now.Unix())
+	if b.wire.InProgressAt == nil {
+		b.wire.InProgressAt = at
+	}
+	if end == BatchEndFailed {
+		b.wire.Status = "failed"
+		b.wire.FailedAt = at
+		b.wire.Errors = &wireBatchErrors{Object: "list", Data: []wireBatchError{{Code: "batch_failed", Message: "The batch could not be processed."}}}
+		return
+	}
+	var (
+		out, errs    bytes.Buffer
+		counts       = wireRequestCounts{Total: len(b.lines)}
+		usage        = wireBatchUsage{InputTokensDetails: map[string]int{"cached_tokens": 0}, OutputTokensDetails: map[string]int{"reasoning_tokens": 0}}
+		itemFallback = Fault{}
+	)
+	switch end {
+	case BatchEndExpired:
+		itemFallback = Fault{Kind: ItemExpired}
+	case BatchEndCancelled:
+		itemFallback = Fault{Kind: ItemCancelled}
+	}
+	for _, l := range b.lines {
+		ft, scripted := fb.items[l.customID]
+		if !scripted {
+			ft = itemFallback
+		}
+		line, success, in, outTok := f.batchItem(l, ft)
+		if success {
+			counts.Completed++
+			usage.InputTokens += in
+			usage.OutputTokens += outTok
+			out.Write(line)
+			out.WriteByte('\n')
+		} else {
+			counts.Failed++
+			errs.Write(line)
+			errs.WriteByte('\n')
+		}
+	}
+	usage.TotalTokens = usage.InputTokens + usage.OutputTokens
+	b.wire.RequestCounts = counts
+	b.wire.Usage = &usage
+	id := b.wire.ID
+	if out.Len() > 0 {
+		b.wire.OutputFileID = ptr(fb.addFile(now, "batch_output", id+"_output.jsonl", out.Bytes(), b.outputTTL).ID)
+	}
+	if errs.Len() > 0 {
+		b.wire.ErrorFileID = ptr(fb.addFile(now, "batch_output", id+"_error.jsonl", errs.Bytes(), b.outputTTL).ID)
+	}
+	b.wire.FinalizingAt = at
+	switch end {
+	case BatchEndExpired:
+		b.wire.Status, b.wire.ExpiredAt = "expired", at
+	case BatchEndCancelled:
+		if b.wire.CancellingAt == nil {
+			b.wire.CancellingAt = at
+		}
+		b.wire.Status, b.wire.CancelledAt = "cancelled", at
+	default:
+		b.wire.Status, b.wire.CompletedAt = "completed", at
+	}
+}
+
+// batchItem answers one batch request as the sync route would, shaped as
+// a results line. success says whether it belongs in the output file.
+func (f *Fake) batchItem(l fakeLine, ft Fault) (line []byte, success bool, inTok, outTok int) {
+	wl := wireBatchLine{ID: "batch_req_" + hex.EncodeToString(randBytes(16)), CustomID: l.customID}
+	respond := func(status int, body []byte) {
+		wl.Response = &wireBatchResponse{StatusCode: status, RequestID: "req_" + hex.EncodeToString(randBytes(16)), Body: body}
+	}
+	req, err := decodeFakeRequest(l.body)
+	e, valid := validateFakeRequest(&req)
+	answer := func(content, refusal *string, finish string) {
+		respond(http.StatusOK, completionBody(req, content, refusal, finish))
+		success = true
+		inTok, outTok = promptTokens(req), completionTokens(content, refusal)
+	}
+	switch {
+	case err != nil || !valid:
+		if err != nil {
+			e = apiError{Message: "We could not parse the JSON body of your request.", Type: "invalid_request_error"}
+		}
+		respond(http.StatusBadRequest, apiErrorBody(e))
+	case ft.Kind == ItemExpired:
+		wl.Error = &wireItemError{Code: "batch_expired", Message: "This request could not be executed before the completion window expired."}
+	case ft.Kind == ItemCancelled:
+		wl.Error = &wireItemError{Code: "batch_cancelled", Message: "This request was not executed because the batch was cancelled."}
+	case ft.Kind == ItemError:
+		wl.Error = &wireItemError{Code: cmp.Or(ft.Code, "request_timeout"), Message: cmp.Or(ft.Message, "The request timed out.")}
+	case ft.Kind == "" || ft.Kind == ItemOK:
+		answer(f.content(req), nil, "stop")
+	case ft.Kind == TruncatedJSON:
+		answer(cut(f.content(req)), nil, "stop")
+	case ft.Kind == SchemaInvalid:
+		answer(ptr(`{"unexpected":true}`), nil, "stop")
+	case ft.Kind == Refusal:
+		answer(nil, ptr(cmp.Or(ft.Message, "I'm sorry, but I can't assist with that request.")), "stop")
+	case ft.Kind == ContentFilter:
+		answer(nil, nil, "content_filter")
+	case ft.Kind == Length:
+		answer(cut(f.content(req)), nil, "length")
+	case ft.Kind == RateLimit:
+		respond(http.StatusTooManyRequests, apiErrorBody(ft.override(apiError{
+			Message: "Rate limit reached for " + req.Model + " in organization org-fake on requests per min (RPM).",
+			Type:    "requests",
+			Code:    "rate_limit_exceeded",
+		})))
+	case ft.Kind == Quota:
+		respond(http.StatusTooManyRequests, apiErrorBody(ft.override(apiError{
+			Message: "You exceeded your current quota, please check your plan and billing details.",
+			Type:    "insufficient_quota",
+			Code:    "insufficient_quota",
+		})))
+	case ft.Kind == Unauthorized:
+		respond(http.StatusUnauthorized, apiErrorBody(ft.override(invalidKey())))
+	default:
+		status, e := errorAnswer(ft)
+		respond(status, apiErrorBody(e))
+	}
+	return marshal(wl), success, inTok, outTok
+}
+
+// splitLines returns the non-blank lines of a JSONL file.
+func splitLines(content []byte) [][]byte {
+	var out [][]byte
+	for l := range bytes.SplitSeq(content, []byte("\n")) {
+		if l = bytes.TrimSpace(l); len(l) > 0 {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func randBytes(n int) []byte {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return b
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
