@@ -561,7 +561,7 @@ func TestSubmitBatchBeforeCreate(t *testing.T) {
 			if h.ProviderID != b.ID || h.State != stet.BatchSubmitted || h.RequestCount != 3 || h.CreatedAt.IsZero() || h.InputFileID != b.InputFile || gotFile != b.InputFile {
 				t.Errorf("handle = %+v (BeforeCreate saw file %q), want the fake's batch %+v, submitted, 3 items", h, gotFile, b)
 			}
-			if b.DisplayName != "bat_ok" || !slices.Equal(b.Keys, []string{"job_a", "job_b", "job_c"}) {
+			if b.DisplayName != "bat_ok" || b.Items != 3 || !slices.Equal(b.Keys, []string{"job_a", "job_b", "job_c"}) {
 				t.Errorf("fake batch = %+v, want display name bat_ok and the three job keys", b)
 			}
 			if (mode == "file") != (b.InputFile != "") || counts.Uploads != boolInt(mode == "file") {
@@ -1009,6 +1009,11 @@ func TestBatchResultsTwice(t *testing.T) {
 				t.Errorf("OutputFileID = %q in %s mode", st.OutputFileID, mode)
 			}
 			before := f.BatchCounts()
+			// The batch ended on the first lookup (PollsToEnd default);
+			// an inline batch's results were one more lookup.
+			if wantLookups := 1 + boolInt(mode == "inline"); before.StatusCalls != wantLookups {
+				t.Errorf("status lookups before the second fetch = %d, want %d", before.StatusCalls, wantLookups)
+			}
 			second, err := c.BatchResults(t.Context(), st)
 			if err != nil {
 				t.Fatalf("second BatchResults() = %v", err)
@@ -1126,6 +1131,43 @@ func TestBatchEnds(t *testing.T) {
 			t.Errorf("BatchResults() of a running batch = %v, want transient %s", err, codeBatchNotTerminal)
 		}
 	})
+}
+
+// TestResultsParsing feeds results the fake never writes: lines without a
+// key or not JSON report on no item, a key reported twice counts once, an
+// item with neither response nor error is a transient failure.
+func TestResultsParsing(t *testing.T) {
+	t.Parallel()
+	c := &BatchClient{Client: &Client{model: testModel, now: time.Now}}
+	answer := `{"candidates":[{"content":{"parts":[{"text":"{\"a\":1}"}],"role":"model"},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":3,"candidatesTokenCount":2},"modelVersion":"gemini-2.5-flash-001","responseId":"resp-1"}`
+	file := strings.Join([]string{
+		`{"key":"job_1","response":` + answer + `}`,
+		`{"key":"job_1","error":{"code":13,"message":"later duplicate"}}`,
+		`{"response":` + answer + `}`,
+		`not json at all`,
+		``,
+		`{"key":"job_2","response":null}`,
+		`{"metadata":{"key":"job_3"},"error":{"code":3,"message":"bad"}}`,
+	}, "\n")
+	inline := []json.RawMessage{
+		json.RawMessage(`{"metadata":{"key":"job_1"},"response":` + answer + `}`),
+		json.RawMessage(`{"metadata":{"key":"job_1"},"error":{"code":13}}`),
+		json.RawMessage(`{"metadata":{"other":"x"},"response":` + answer + `}`),
+		json.RawMessage(`{"metadata":{"key":"job_2"}}`),
+		json.RawMessage(`{"metadata":{"key":"job_3"},"error":{"code":3}}`),
+	}
+	want := "job_1 class= output={\"a\":1}"
+	for name, results := range map[string][]stet.BatchResult{"file": c.fileResults([]byte(file), 200), "inline": c.inlineResults(inline, 200)} {
+		got := describe(results)
+		if len(results) != 3 || !strings.HasPrefix(got, want) ||
+			!strings.Contains(got, "job_2 class=transient code="+codeEmptyItem) ||
+			!strings.Contains(got, "job_3 class=unsupported code=INVALID_ARGUMENT") {
+			t.Errorf("%s results =\n%s\nwant job_1 answered once, job_2 empty, job_3 invalid", name, got)
+		}
+		if e := results[0].Extraction; e == nil || e.RequestID != "resp-1" || e.Model != "gemini-2.5-flash-001" || e.InputTokens != 3 || e.OutputTokens != 2 || e.StatusCode != 200 {
+			t.Errorf("%s: job_1 extraction = %+v, want the item's ID, model and counts", name, e)
+		}
+	}
 }
 
 // TestBatchReadsSendNoText checks that FindBatch, BatchStatus and

@@ -83,6 +83,7 @@ type FakeBatch struct {
 	ID          string // "batches/…"
 	DisplayName string
 	Model       string
+	Items       int      // requests in the batch
 	Keys        []string // the items' keys (job IDs), in order
 	InputFile   string   // "files/…" for a file batch
 	OutputFile  string   // the results file of an ended file batch
@@ -208,7 +209,7 @@ func (f *Fake) Batches() []FakeBatch {
 	out := make([]FakeBatch, 0, len(st.order))
 	for _, id := range st.order {
 		b := st.batches[id]
-		fb := FakeBatch{ID: b.id, DisplayName: b.displayName, Model: b.model, InputFile: b.inputFile, OutputFile: b.outputFile, State: b.state}
+		fb := FakeBatch{ID: b.id, DisplayName: b.displayName, Model: b.model, Items: len(b.items), InputFile: b.inputFile, OutputFile: b.outputFile, State: b.state}
 		for _, it := range b.items {
 			fb.Keys = append(fb.Keys, it.key)
 		}

@@ -1,0 +1,255 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/internal/crash"
+	"github.com/stetlabs/stet/processor/anthropic"
+	"github.com/stetlabs/stet/processor/infrai"
+	"github.com/stetlabs/stet/processor/openai"
+)
+
+// writeBatchConfig writes a config like writeConfig's whose source is in
+// batch mode and whose processor is kind at baseURL, with fast batch
+// settings.
+func writeBatchConfig(t testing.TB, dir, kind, baseURL, model string, maxItems int) *e2eConfig {
+	t.Helper()
+	c := writeConfig(t, dir, baseURL)
+	b, err := os.ReadFile(c.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y := string(b)
+	y = strings.Replace(y, "    mode: sync", "    mode: batch", 1)
+	y = strings.Replace(y, "    kind: openai", "    kind: "+kind, 1)
+	y = strings.Replace(y, "    model: gpt-test", "    model: "+model, 1)
+	y = strings.Replace(y, "    timeout: 30s", fmt.Sprintf("    timeout: 30s\n    batch: {max_items: %d, max_wait: 200ms, poll_first: 100ms, poll_max: 300ms}", maxItems), 1)
+	y = strings.Replace(y, "  rescue_after: 3s", "  rescue_after: 3s\n  assemble_every: 100ms", 1)
+	if err := os.WriteFile(c.Path, []byte(y), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// writeNDJSON writes n reports, one per line.
+func writeNDJSON(t testing.TB, dir string, n int) string {
+	t.Helper()
+	var sb strings.Builder
+	for i := range n {
+		b, _ := json.Marshal(map[string]any{"external_id": fmt.Sprintf("r-%05d", i), "revision": 1,
+			"text": fmt.Sprintf("Report %d. Contact jane%d@example.com. You are all idiots.", i, i)})
+		sb.Write(b)
+		sb.WriteByte('\n')
+	}
+	path := filepath.Join(dir, "reports.ndjson")
+	if err := os.WriteFile(path, []byte(sb.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// batchProvider is one provider's fake as the batch drills see it.
+type batchProvider struct {
+	kind, model string
+	start       func(t *testing.T) (url string, created, createCalls func() int)
+}
+
+var batchProviders = []batchProvider{
+	{kind: "openai", model: "gpt-test", start: func(t *testing.T) (string, func() int, func() int) {
+		f := openai.NewFake(openai.FakeOptions{APIKey: testOpenAIKey})
+		t.Cleanup(f.Close)
+		return f.URL(), func() int { return f.BatchStats().Created }, func() int { return f.BatchStats().CreateCalls }
+	}},
+	{kind: "anthropic", model: "claude-test", start: func(t *testing.T) (string, func() int, func() int) {
+		f := anthropic.NewFake(anthropic.FakeOptions{APIKey: testOpenAIKey})
+		t.Cleanup(f.Close)
+		return f.URL(), func() int { return f.BatchCounts().Created }, func() int { return f.BatchCounts().CreateCalls }
+	}},
+	{kind: "infrai", model: "gpt-4.1-mini", start: func(t *testing.T) (string, func() int, func() int) {
+		f := infrai.NewFake(infrai.FakeOptions{APIKey: testOpenAIKey})
+		t.Cleanup(f.Close)
+		return f.URL(), f.BatchesCreated, f.BatchCreateCalls
+	}},
+}
+
+// Drill 7, for each provider: the real binary is SIGKILLed between the
+// provider's creating call and persisting the batch ID. After a restart
+// exactly one batch exists at the provider and every report has its record.
+func TestBatchCrashBetweenSubmitAndPersist(t *testing.T) {
+	t.Parallel()
+	for _, bp := range batchProviders {
+		t.Run(bp.kind, func(t *testing.T) {
+			t.Parallel()
+			url, created, createCalls := bp.start(t)
+			cfg := writeBatchConfig(t, t.TempDir(), bp.kind, url, bp.model, 3)
+			file := writeNDJSON(t, cfg.Dir, 3)
+			if code, out, errOut := runBinary(t, cfg.Dir, "import", "--config", cfg.Path, "--source", testSource, file); code != 0 {
+				t.Fatalf("stet import = %d\n%s\n%s", code, out, errOut)
+			}
+			p := startStet(t, cfg, map[string]string{"STET_CRASH_AT": crash.AfterBatchSubmit})
+			if st := p.waitExit(t, 60*time.Second); !killedBySIGKILL(st) {
+				t.Fatalf("serve ended with %v, want SIGKILL at %s", st, crash.AfterBatchSubmit)
+			}
+			if n := created(); n != 1 {
+				t.Fatalf("batches at the provider after the crash = %d, want 1", n)
+			}
+			db := openLedgerRO(t, cfg.DBPath)
+			if n := count(t, db, `SELECT COUNT(*) FROM batches WHERE provider_batch_id IS NULL AND submit_started_at IS NOT NULL`); n != 1 {
+				t.Fatalf("batches in flight without a provider ID = %d, want 1", n)
+			}
+			p2 := startStet(t, cfg, nil)
+			waitFor(t, 60*time.Second, "3 records", p2, func() bool {
+				return count(t, db, `SELECT COUNT(*) FROM review_records`) == 3
+			})
+			if n := created(); n != 1 {
+				t.Errorf("batches at the provider = %d, want 1", n)
+			}
+			wantCalls := 1
+			if bp.kind == "infrai" {
+				wantCalls = 2 // resent with the same Idempotency-Key; the provider returns the same batch
+			}
+			if n := createCalls(); n != wantCalls {
+				t.Errorf("creating calls = %d, want %d", n, wantCalls)
+			}
+			for table, want := range map[string]int{"batches": 1, "artifacts": 3, "batch_items": 3} {
+				if n := count(t, db, `SELECT COUNT(*) FROM `+table); n != want {
+					t.Errorf("%s = %d, want %d", table, n, want)
+				}
+			}
+		})
+	}
+}
+
+// Crash during apply: the binary dies after the first chunk of items is
+// applied; after a restart only the rest are applied, and the records equal
+// the items.
+func TestBatchCrashMidApply(t *testing.T) {
+	t.Parallel()
+	f := openai.NewFake(openai.FakeOptions{APIKey: testOpenAIKey})
+	t.Cleanup(f.Close)
+	const n = 250 // more than one apply chunk (200)
+	cfg := writeBatchConfig(t, t.TempDir(), "openai", f.URL(), "gpt-test", n)
+	file := writeNDJSON(t, cfg.Dir, n)
+	if code, out, errOut := runBinary(t, cfg.Dir, "import", "--config", cfg.Path, "--source", testSource, file); code != 0 {
+		t.Fatalf("stet import = %d\n%s\n%s", code, out, errOut)
+	}
+	p := startStet(t, cfg, map[string]string{"STET_CRASH_AT": crash.MidApply})
+	if st := p.waitExit(t, 60*time.Second); !killedBySIGKILL(st) {
+		t.Fatalf("serve ended with %v, want SIGKILL at %s", st, crash.MidApply)
+	}
+	db := openLedgerRO(t, cfg.DBPath)
+	applied := count(t, db, `SELECT COUNT(*) FROM batch_items WHERE applied_at IS NOT NULL`)
+	if applied == 0 || applied >= n {
+		t.Fatalf("items applied at the crash = %d, want some but not all of %d", applied, n)
+	}
+	p2 := startStet(t, cfg, nil)
+	waitFor(t, 60*time.Second, "all records", p2, func() bool {
+		return count(t, db, `SELECT COUNT(*) FROM review_records`) == n
+	})
+	for q, want := range map[string]int{
+		`SELECT COUNT(*) FROM artifacts`:                                                            n,
+		`SELECT COUNT(*) FROM batch_items WHERE applied_at IS NOT NULL`:                             n,
+		`SELECT COUNT(*) FROM batch_items WHERE outcome = 'succeeded'`:                              n,
+		`SELECT COUNT(*) FROM attempts WHERE batch_id IS NOT NULL`:                                  n,
+		`SELECT COUNT(*) FROM batches WHERE applied_at IS NOT NULL`:                                 1,
+		`SELECT COUNT(*) FROM jobs WHERE state = 'committed'`:                                       n,
+		`SELECT COUNT(*) FROM review_records WHERE authoritative`:                                   n,
+		`SELECT COUNT(*) FROM (SELECT job_id FROM artifacts GROUP BY job_id HAVING COUNT(*) > 1) d`: 0,
+	} {
+		if got := count(t, db, q); got != want {
+			t.Errorf("%s = %d, want %d", q, got, want)
+		}
+	}
+	if st := f.BatchStats(); st.Created != 1 || st.ResultFetches < 2 {
+		t.Errorf("fake stats = %+v, want 1 batch, results fetched again after the crash", st)
+	}
+}
+
+// stet batch status: one lookup with bounded retries, its exit codes, and
+// what it refuses.
+func TestBatchStatusCommand(t *testing.T) {
+	t.Parallel()
+	f := openai.NewFake(openai.FakeOptions{APIKey: testOpenAIKey, Batch: openai.FakeBatchOptions{PollsToEnd: -1}})
+	t.Cleanup(f.Close)
+	cfg := writeBatchConfig(t, t.TempDir(), "openai", f.URL(), "gpt-test", 10)
+	c, err := openai.New(openai.Config{ID: "openai-fake", BaseURL: f.URL(), APIKey: testOpenAIKey, Model: "gpt-test", Region: "us", Retention: "30d"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := c.SubmitBatch(t.Context(), stet.BatchSubmit{BatchID: "bat_status_test", Items: []stet.BatchItem{{JobID: "job_1",
+		Params: stet.ExtractParams{JobID: "job_1", Prompt: stet.NewText("Classify: hello"), SchemaName: "moderation_v1",
+			Schema: json.RawMessage(`{"type":"object","properties":{"category":{"type":"string"}},"required":["category"],"additionalProperties":false}`)}}},
+		BeforeCreate: func(context.Context, string) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := func(args ...string) (int, string, string) {
+		return runInProcess(t, append([]string{"batch", "status", "--config", cfg.Path, "--processor", "openai-fake"}, args...)...)
+	}
+	calls := func() int { return f.BatchStats().StatusCalls }
+	creates := f.BatchStats().CreateCalls
+
+	code, out, errOut := status(h.ProviderID)
+	if code != exitOK || !strings.Contains(out, "in_progress") {
+		t.Errorf("status = %d %q %q, want 0 and the state", code, out, errOut)
+	}
+	code, out, _ = status("--json", h.ProviderID)
+	var raw map[string]any
+	if code != exitOK || json.Unmarshal([]byte(out), &raw) != nil || raw["id"] != h.ProviderID {
+		t.Errorf("status --json = %d %q, want the provider's raw batch object", code, out)
+	}
+
+	// Three 429s: three attempts, then exit 1.
+	before := calls()
+	for range 3 {
+		f.EnqueueBatch(openai.BatchRouteStatus, openai.Fault{Kind: openai.RateLimit, RetryAfter: "1"})
+	}
+	code, _, errOut = status(h.ProviderID)
+	if code != exitFailure || calls()-before != 3 {
+		t.Errorf("status after three 429s = %d (%d calls) %q, want 1 after 3 calls", code, calls()-before, errOut)
+	}
+	// A 429 with an HTTP-date, then an answer.
+	before = calls()
+	f.EnqueueBatch(openai.BatchRouteStatus, openai.Fault{Kind: openai.RateLimit, RetryAfter: time.Now().Add(time.Second).UTC().Format(http.TimeFormat)})
+	code, _, errOut = status(h.ProviderID)
+	if code != exitOK || calls()-before != 2 {
+		t.Errorf("status after one 429 = %d (%d calls) %q, want 0 after 2 calls", code, calls()-before, errOut)
+	}
+	// A redirect is refused: one call, exit 1.
+	before = calls()
+	f.EnqueueBatch(openai.BatchRouteStatus, openai.Fault{Kind: openai.Redirect})
+	if code, _, errOut = status(h.ProviderID); code != exitFailure || calls()-before != 1 {
+		t.Errorf("status on a redirect = %d (%d calls) %q, want 1 after 1 call", code, calls()-before, errOut)
+	}
+	// A body over 1 MiB is refused.
+	f.EnqueueBatch(openai.BatchRouteStatus, openai.Fault{Kind: openai.HugeBody})
+	if code, out, errOut = status(h.ProviderID); code != exitFailure || out != "" {
+		t.Errorf("status on a 2 MiB body = %d %q %q, want 1 and nothing printed", code, out, errOut)
+	}
+	// An unknown provider batch: exit 1; an unknown stet batch ID: exit 2.
+	if code, _, _ = status("batch_does_not_exist"); code != exitFailure {
+		t.Errorf("status of an unknown provider batch = %d, want 1", code)
+	}
+	if code, _, errOut = runInProcess(t, "migrate", "--config", cfg.Path); code != exitOK {
+		t.Fatalf("migrate = %d %s", code, errOut)
+	}
+	if code, _, _ = runInProcess(t, "batch", "status", "--config", cfg.Path, "bat_nope"); code != exitUsage {
+		t.Errorf("status of an unknown stet batch = %d, want 2", code)
+	}
+	if f.BatchStats().CreateCalls != creates {
+		t.Errorf("create calls = %d, want %d: status never submits", f.BatchStats().CreateCalls, creates)
+	}
+	code, _, errOut = runInProcess(t, "batch", "status", "-h")
+	if code != exitOK || !strings.Contains(errOut, "never submits") || !strings.Contains(errOut, "never sends document") {
+		t.Errorf("batch status -h = %d %q, want the promise that it never submits nor sends text", code, errOut)
+	}
+}
