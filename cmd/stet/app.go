@@ -223,7 +223,7 @@ func newProcessorClient(pc *config.Processor, cfg *config.Config, hc *http.Clien
 			Timeout: pc.Timeout.Std(), HTTPClient: hc,
 		})
 	case config.KindGemini:
-		return gemini.New(gemini.Config{
+		return gemini.NewBatch(gemini.Config{
 			ID: pc.ID, BaseURL: pc.BaseURL, APIKey: pc.APIKey, Model: pc.Model, Region: pc.Region,
 			Retention: pc.Retention, ZeroRetention: pc.ZeroRetention, Subprocessors: pc.Subprocessors,
 			Timeout: pc.Timeout.Std(), HTTPClient: hc,

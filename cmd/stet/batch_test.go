@@ -14,6 +14,7 @@ import (
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/internal/crash"
 	"github.com/stetlabs/stet/processor/anthropic"
+	"github.com/stetlabs/stet/processor/gemini"
 	"github.com/stetlabs/stet/processor/infrai"
 	"github.com/stetlabs/stet/processor/openai"
 )
@@ -71,6 +72,11 @@ var batchProviders = []batchProvider{
 	}},
 	{kind: "anthropic", model: "claude-test", start: func(t *testing.T) (string, func() int, func() int) {
 		f := anthropic.NewFake(anthropic.FakeOptions{APIKey: testOpenAIKey})
+		t.Cleanup(f.Close)
+		return f.URL(), func() int { return f.BatchCounts().Created }, func() int { return f.BatchCounts().CreateCalls }
+	}},
+	{kind: "gemini", model: "gemini-2.5-flash", start: func(t *testing.T) (string, func() int, func() int) {
+		f := gemini.NewFake(gemini.FakeOptions{APIKey: testOpenAIKey})
 		t.Cleanup(f.Close)
 		return f.URL(), func() int { return f.BatchCounts().Created }, func() int { return f.BatchCounts().CreateCalls }
 	}},
@@ -251,5 +257,67 @@ func TestBatchStatusCommand(t *testing.T) {
 	code, _, errOut = runInProcess(t, "batch", "status", "-h")
 	if code != exitOK || !strings.Contains(errOut, "never submits") || !strings.Contains(errOut, "never sends document") {
 		t.Errorf("batch status -h = %d %q, want the promise that it never submits nor sends text", code, errOut)
+	}
+}
+
+// stet import: accepts every line through the source's rules, reports bad
+// lines by number without their text, and running the same file again
+// skips what was accepted. stet batch list shows the batches.
+func TestImportResumableAndBatchList(t *testing.T) {
+	t.Parallel()
+	f := openai.NewFake(openai.FakeOptions{APIKey: testOpenAIKey})
+	t.Cleanup(f.Close)
+	cfg := writeBatchConfig(t, t.TempDir(), "openai", f.URL(), "gpt-test", 100)
+	file := writeNDJSON(t, cfg.Dir, 20)
+	// Two bad lines: no revision, and text that is not a string.
+	b, _ := os.ReadFile(file)
+	b = append(b, []byte("{\"external_id\":\"bad-1\",\"text\":\"SECRET-LINE-TEXT\"}\n\n{\"external_id\":\"bad-2\",\"revision\":1,\"text\":5}\n")...)
+	if err := os.WriteFile(file, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runInProcess(t, "import", "--config", cfg.Path, "--source", testSource, "--json", file)
+	var sum map[string]any
+	if code != exitFailure || json.Unmarshal([]byte(out), &sum) != nil || sum["accepted"] != 20.0 || sum["rejected"] != 2.0 || sum["mode"] != "batch" {
+		t.Fatalf("import = %d %q %q, want 1 with 20 accepted and 2 rejected", code, out, errOut)
+	}
+	if !strings.Contains(errOut, "line 21: revision is required") || !strings.Contains(errOut, "line 23:") || strings.Contains(errOut, "SECRET-LINE-TEXT") {
+		t.Errorf("import stderr = %q, want the bad lines named by number, without their text", errOut)
+	}
+	db := openLedgerRO(t, cfg.DBPath)
+	if n := count(t, db, `SELECT COUNT(*) FROM jobs WHERE mode = 'batch' AND state = 'accepted'`); n != 20 {
+		t.Errorf("batch-mode jobs waiting = %d, want 20", n)
+	}
+	// Again, in sync mode: nothing new (the mode applies to new jobs only).
+	code, out, _ = runInProcess(t, "import", "--config", cfg.Path, "--source", testSource, "--mode", "sync", "--json", file)
+	sum = nil
+	if code != exitFailure || json.Unmarshal([]byte(out), &sum) != nil || sum["accepted"] != 0.0 || sum["duplicate"] != 20.0 {
+		t.Errorf("import again = %d %q, want 0 accepted, 20 already there", code, out)
+	}
+	if n := count(t, db, `SELECT COUNT(*) FROM jobs`); n != 20 {
+		t.Errorf("jobs = %d, want 20", n)
+	}
+	if n := count(t, db, `SELECT COUNT(*) FROM river_job`); n != 0 {
+		t.Errorf("river jobs = %d, want 0: batch-mode jobs wait for the assembler", n)
+	}
+
+	p := startStet(t, cfg, nil)
+	waitFor(t, 60*time.Second, "20 records", p, func() bool { return count(t, db, `SELECT COUNT(*) FROM review_records`) == 20 })
+	code, out, errOut = runInProcess(t, "batch", "list", "--config", cfg.Path, "--json")
+	var list struct {
+		Batches []struct {
+			ID, State    string
+			ItemCount    int `json:"item_count"`
+			AppliedCount int `json:"applied_count"`
+		} `json:"batches"`
+	}
+	if code != exitOK || json.Unmarshal([]byte(out), &list) != nil || len(list.Batches) != 1 ||
+		list.Batches[0].State != "completed" || list.Batches[0].ItemCount != 20 || list.Batches[0].AppliedCount != 20 {
+		t.Errorf("batch list = %d %q %q, want one completed batch of 20 applied items", code, out, errOut)
+	}
+	if code, out, _ = runInProcess(t, "batch", "list", "--config", cfg.Path); code != exitOK || !strings.Contains(out, "NEXT POLL") || !strings.Contains(out, "completed") {
+		t.Errorf("batch list = %d %q, want a table", code, out)
+	}
+	if st := f.BatchStats(); st.Created != 1 || f.Calls() != 0 {
+		t.Errorf("provider: %d batches, %d sync calls; want 1 batch and no sync call", st.Created, f.Calls())
 	}
 }
