@@ -29,7 +29,7 @@ import (
 	"github.com/stetlabs/stet/processor/openai"
 )
 
-const benchUsage = `Usage: stet bench intake|pipeline [flags]
+const benchUsage = `Usage: stet bench intake|pipeline|provider-limited|batch [flags]
 
   intake    accepted deliveries/s at durable commit (20 % duplicates), through
             the real HTTP API, vs a raw one-row-per-transaction insert into the
@@ -40,6 +40,9 @@ const benchUsage = `Usage: stet bench intake|pipeline [flags]
             a fake provider enforcing --rpm with 1–2 s latency: share of the limit
             used, share of calls answered 429, p50/p95 to review record, ledger
             overhead; vs the seeds' naive loop (sleep Retry-After, resend)
+  batch     a 10,000-document backfill (-n) through stet import --mode batch into
+            the OpenAI Batch API fake: wall time, ledger overhead per item, and
+            the provider calls made, vs a request per document
   river-drivers, scaling
             PostgreSQL only (--database): River's two drivers; 1, 2, 4 worker processes
 
@@ -63,6 +66,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	rpm := fs.Int("rpm", 600, "provider-limited: the requests-per-minute limit the fake enforces and stet is configured with")
 	provConc := fs.Int("provider-concurrency", 32, "provider-limited: calls in flight (stet's limits.concurrency and workers; the naive loop's goroutines)")
 	asJSON := fs.Bool("json", false, "print JSON")
+	batchSize := fs.Int("batch-size", 2500, "batch: the processor's batch max_items")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	if err := fs.Parse(args[1:]); err != nil {
 		return exitUsage
@@ -107,6 +111,14 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return benchProviderLimited(ctx, stdout, stderr, providerBenchOptions{dir: scratch, database: *database, n: *n,
 			binary: *binary, processes: *workerProcs,
 			rpm: *rpm, latencyMin: time.Second, latencyMax: 2 * time.Second, concurrency: *provConc}, *asJSON)
+	case "batch":
+		docs := 10000
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name == "n" {
+				docs = *n
+			}
+		})
+		return benchBatch(ctx, stdout, stderr, scratch, docs, *batchSize, *asJSON)
 	case "scaling":
 		return benchScaling(ctx, stdout, stderr, scratch, *database, *binary, *processes, *n, *conc, *asJSON)
 	default:

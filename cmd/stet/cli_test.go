@@ -514,6 +514,23 @@ func TestBenchRuns(t *testing.T) {
 	}
 }
 
+// stet bench batch on a small backfill: every document gets its record
+// through a few batches, with no synchronous call.
+func TestBenchBatchRuns(t *testing.T) {
+	t.Parallel()
+	code, stdout, stderr := runInProcess(t, "bench", "batch", "-n", "300", "--batch-size", "100", "--json", "-dir", t.TempDir())
+	if code != exitOK {
+		t.Fatalf("bench batch = %d\nstderr: %s", code, stderr)
+	}
+	var res batchBenchResult
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+		t.Fatalf("bench batch output: %v\n%s", err, stdout)
+	}
+	if res.Records != 300 || res.Batches != 3 || res.CreateCalls != 3 || res.SyncCalls != 0 || res.Wall <= 0 {
+		t.Errorf("bench batch = %+v, want 300 records from 3 batches and no sync call", res)
+	}
+}
+
 // stet pause / unpause: pauses are listed, recorded and audited; bad scopes
 // and missing reasons are usage errors; unpausing what is not paused fails.
 func TestPauseUnpause(t *testing.T) {
