@@ -605,6 +605,16 @@ func (p *Pipeline) applyBatch(ctx context.Context, b *ledger.Batch, proc stet.Ba
 					return err
 				}
 				counts[outcome]++
+				if outcome == ledger.ApplySucceeded {
+					// Commit with the artifact; the commit stage only if that fails.
+					recordID, err := p.commitInTx(ctx, tx, it.JobID)
+					if err != nil {
+						return err
+					}
+					if recordID != "" {
+						continue
+					}
+				}
 				if (outcome == ledger.ApplySucceeded || outcome == ledger.ApplyFailed) && args != nil {
 					inserts = append(inserts, river.InsertManyParams{Args: args})
 				}

@@ -60,7 +60,9 @@ func (p *Pipeline) leaseFor() time.Duration { return p.cfg.JobTimeout + 5*time.S
 func (p *Pipeline) extract(ctx context.Context, job *river.Job[ExtractArgs]) (string, error) {
 	jobID := job.Args.JobID
 	log := p.log.With("job_id", jobID, "stage", "extract")
-	work, err := ledger.LoadWork(ctx, p.db.Writer(), jobID)
+	// Read from the read pool: what happens next is fenced on the attempt
+	// token by the claim, so a read never needs the single writer.
+	work, err := ledger.LoadWork(ctx, p.db.Reader(), jobID)
 	if err != nil {
 		return "error", fmt.Errorf("load job %s: %w", jobID, err)
 	}
@@ -123,10 +125,10 @@ func (p *Pipeline) extract(ctx context.Context, job *river.Job[ExtractArgs]) (st
 	}
 	// A paused processor, tenant or everything: send nothing, spend no
 	// attempt, look again later. Pausing never rewrites the job.
-	if pause, err := ledger.ActivePause(ctx, p.db.Writer(), j.TenantID, processorID); err != nil {
+	if pause, err := ledger.ActivePause(ctx, p.db.Reader(), j.TenantID, processorID); err != nil {
 		return "error", err
 	} else if pause != nil {
-		if err := ledger.MarkWaiting(ctx, p.db.Writer(), jobID, j.Attempt, now); err != nil {
+		if err := p.markWaiting(ctx, j, now); err != nil {
 			return "error", err
 		}
 		return "paused", river.JobSnooze(p.cfg.PausedRecheck)
@@ -142,7 +144,7 @@ func (p *Pipeline) extract(ctx context.Context, job *river.Job[ExtractArgs]) (st
 	est := admission.EstimateTokens(sent.Reveal(), estimatedOutputTokens)
 	ticket, wait := p.admit(processorID, est)
 	if ticket == nil {
-		if err := ledger.MarkWaiting(ctx, p.db.Writer(), jobID, j.Attempt, now); err != nil {
+		if err := p.markWaiting(ctx, j, now); err != nil {
 			return "error", err
 		}
 		return "throttled", river.JobSnooze(wait)
@@ -228,6 +230,15 @@ func (p *Pipeline) extract(ctx context.Context, job *river.Job[ExtractArgs]) (st
 	}
 }
 
+// markWaiting records that a job waits (paused or throttled) without
+// spending an attempt; a job already waiting is not written again.
+func (p *Pipeline) markWaiting(ctx context.Context, j *stet.Job, now time.Time) error {
+	if j.State == stet.JobWaiting {
+		return nil
+	}
+	return ledger.MarkWaiting(ctx, p.db.Writer(), j.ID, j.Attempt, now)
+}
+
 func attemptResult(jobID string, n int, ext *stet.Extraction, err error, now time.Time) ledger.AttemptResult {
 	r := ledger.AttemptResult{JobID: jobID, N: n, Now: now, Status: stet.AttemptSucceeded}
 	if ext != nil {
@@ -250,9 +261,11 @@ func attemptResult(jobID string, n int, ext *stet.Extraction, err error, now tim
 	return r
 }
 
-// saveArtifact stores a validated result fenced on the attempt token and
-// enqueues the commit stage in the same transaction. A failed write is
-// retried here from the result in memory, never by calling again.
+// saveArtifact stores a validated result fenced on the attempt token and,
+// in the same transaction, commits it (the review record) or — when that
+// part fails — enqueues the commit stage, which retries from the artifact.
+// A failed write is retried here from the result in memory, never by
+// calling again.
 func (p *Pipeline) saveArtifact(ctx context.Context, job *river.Job[ExtractArgs], token int64, result ledger.AttemptResult,
 	ext *stet.Extraction, profile *Profile, processorID string, log interface {
 		Warn(string, ...any)
@@ -264,6 +277,8 @@ func (p *Pipeline) saveArtifact(ctx context.Context, job *river.Job[ExtractArgs]
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.leaseFor())
 	defer cancel()
 	var err error
+	var recordID string
+	var commitTook time.Duration
 	for try := 0; wctx.Err() == nil; try++ {
 		if try > 0 {
 			select {
@@ -281,8 +296,16 @@ func (p *Pipeline) saveArtifact(ctx context.Context, job *river.Job[ExtractArgs]
 			if err := ledger.FinishAttempt(wctx, tx, result); err != nil {
 				return err
 			}
-			if _, err := p.river.InsertTx(wctx, tx, CommitArgs{JobID: jobID}, nil); err != nil {
-				return fmt.Errorf("enqueue commit: %w", err)
+			var err error
+			commitStart := time.Now()
+			if recordID, err = p.commitInTx(wctx, tx, jobID); err != nil {
+				return err
+			}
+			commitTook = time.Since(commitStart)
+			if recordID == "" {
+				if _, err := p.river.InsertTx(wctx, tx, CommitArgs{JobID: jobID}, nil); err != nil {
+					return fmt.Errorf("enqueue commit: %w", err)
+				}
 			}
 			return completeTx(wctx, tx, job)
 		})
@@ -305,32 +328,43 @@ func (p *Pipeline) saveArtifact(ctx context.Context, job *river.Job[ExtractArgs]
 		return "error", fmt.Errorf("store artifact of job %s: %w", jobID, err)
 	}
 	crash.Point(crash.AfterArtifact)
-	p.commitNow(ctx, jobID)
+	if recordID == "" {
+		log.Warn("review record left to the commit stage", "failure_class", string(stet.FailureStore))
+		return "extracted", nil
+	}
+	p.cfg.Metrics.StageDuration.WithLabelValues("commit", "committed").Observe(commitTook.Seconds())
+	p.log.Info("review record committed", "job_id", jobID, "review_record_id", recordID, "stage", "commit")
 	return "extracted", nil
 }
 
-// commitNow runs the commit stage at once, so a review record does not wait
-// for River to pick up the commit job. It is an optimization only: the
-// commit job enqueued with the artifact stays the durable path, and finds
-// the job committed (the ledger serializes the two on the job row). A
-// failure here is left to that job.
-func (p *Pipeline) commitNow(ctx context.Context, jobID string) {
-	start := time.Now()
-	var recordID string
-	err := p.db.InTx(context.WithoutCancel(ctx), func(tx *sql.Tx) error {
-		var err error
-		recordID, err = ledger.Commit(ctx, tx, jobID, p.clock.Now())
-		if err == nil {
-			crash.Point(crash.MidCommit)
-		}
-		return err
-	})
-	if err != nil {
-		p.log.Debug("inline commit left to the commit stage", "job_id", jobID, "stage", "commit", "err", err)
-		return
+// commitInTx runs the commit stage inside tx, the transaction that saves
+// the artifact, under a savepoint: the review record and the job's
+// committed marker land with the artifact, and no commit job is needed. If
+// the commit fails (a destination write refused), the savepoint is rolled
+// back and it returns "" with no error: the caller enqueues the commit
+// stage in the same transaction, which retries from the artifact. A drill
+// of the commit stage (STET_CRASH_AT=mid_commit) takes that stage always.
+func (p *Pipeline) commitInTx(ctx context.Context, tx *sql.Tx, jobID string) (string, error) {
+	if crash.Armed(crash.MidCommit) {
+		return "", nil
 	}
-	p.cfg.Metrics.StageDuration.WithLabelValues("commit", "committed").Observe(time.Since(start).Seconds())
-	p.log.Info("review record committed", "job_id", jobID, "review_record_id", recordID, "stage", "commit")
+	if _, err := tx.ExecContext(ctx, "SAVEPOINT inline_commit"); err != nil {
+		return "", fmt.Errorf("savepoint: %w", err)
+	}
+	recordID, err := ledger.Commit(ctx, tx, jobID, p.clock.Now())
+	if err != nil {
+		if _, rerr := tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT inline_commit"); rerr != nil {
+			return "", fmt.Errorf("rollback to savepoint: %w", rerr)
+		}
+		if _, rerr := tx.ExecContext(ctx, "RELEASE SAVEPOINT inline_commit"); rerr != nil {
+			return "", fmt.Errorf("release savepoint: %w", rerr)
+		}
+		return "", nil
+	}
+	if _, err := tx.ExecContext(ctx, "RELEASE SAVEPOINT inline_commit"); err != nil {
+		return "", fmt.Errorf("release savepoint: %w", err)
+	}
+	return recordID, nil
 }
 
 // failed acts on a classified failure.

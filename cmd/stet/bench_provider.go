@@ -148,7 +148,7 @@ func providerStet(ctx context.Context, o providerBenchOptions) (providerFigures,
 	if err != nil {
 		return f, err
 	}
-	a, err := openApp(ctx, cfg, appOptions{role: "all", migrate: true, pollInterval: 20 * time.Millisecond})
+	a, err := openApp(ctx, cfg, appOptions{role: "all", migrate: true, pollInterval: config.DefaultPollInterval.Std()})
 	if err != nil {
 		return f, err
 	}

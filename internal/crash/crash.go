@@ -26,6 +26,10 @@ const (
 
 var at = os.Getenv("STET_CRASH_AT")
 
+// Armed reports whether STET_CRASH_AT names this point: a drill of a
+// stage may need that stage to run on its own.
+func Armed(name string) bool { return at != "" && at == name }
+
 // Point kills the process if STET_CRASH_AT names this point.
 func Point(name string) {
 	if at != "" && at == name {
