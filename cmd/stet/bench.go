@@ -56,7 +56,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	fs := flag.NewFlagSet("bench "+args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	n := fs.Int("n", 5000, "deliveries (intake) or documents (pipeline)")
+	n := fs.Int("n", 5000, "deliveries (intake), documents (pipeline); provider-limited: default one minute of --rpm; batch: default 10000")
 	conc := fs.Int("concurrency", 32, "concurrent HTTP clients")
 	dir := fs.String("dir", "", "scratch folder (default: a new temporary folder, removed after)")
 	database := fs.String("database", "", "run on this PostgreSQL server (postgres://…; a scratch schema is created and dropped) instead of a scratch SQLite file")
@@ -108,7 +108,13 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	case "river-drivers":
 		res, err = benchRiverDrivers(ctx, *database, *n)
 	case "provider-limited":
-		return benchProviderLimited(ctx, stdout, stderr, providerBenchOptions{dir: scratch, database: *database, n: *n,
+		docs := *rpm // one minute of the limit, unless -n says otherwise
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name == "n" {
+				docs = *n
+			}
+		})
+		return benchProviderLimited(ctx, stdout, stderr, providerBenchOptions{dir: scratch, database: *database, n: docs,
 			binary: *binary, processes: *workerProcs,
 			rpm: *rpm, latencyMin: time.Second, latencyMax: 2 * time.Second, concurrency: *provConc}, *asJSON)
 	case "batch":

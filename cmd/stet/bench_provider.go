@@ -186,12 +186,15 @@ func providerStet(ctx context.Context, o providerBenchOptions) (providerFigures,
 }
 
 // stageTimes reads, per committed job, the time from acceptance to its
-// review record, and the ledger's overhead: from the claim to the commit,
-// less the provider latency of every call the job made.
+// review record, and the ledger's overhead: from the claim of the attempt
+// that succeeded to the commit, less that call's provider latency.
 func stageTimes(ctx context.Context, db *sql.DB) (toRecord, overhead []time.Duration, err error) {
-	rows, err := db.QueryContext(ctx, `SELECT j.created_at, j.extracting_at, j.committed_at,
-			(SELECT COALESCE(SUM(latency_ms), 0) FROM attempts t WHERE t.job_id = j.id)
-		FROM jobs j WHERE j.state = 'committed'`)
+	// From the claim of the attempt that succeeded: a job whose earlier
+	// attempt was answered 429 waited out the provider's Retry-After in
+	// between, which is neither the ledger's time nor the provider's latency.
+	rows, err := db.QueryContext(ctx, `SELECT j.created_at, t.started_at, j.committed_at, COALESCE(t.latency_ms, 0)
+		FROM jobs j JOIN attempts t ON t.job_id = j.id AND t.status = 'succeeded'
+		WHERE j.state = 'committed'`)
 	if err != nil {
 		return nil, nil, err
 	}
