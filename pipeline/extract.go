@@ -143,6 +143,12 @@ func (p *Pipeline) extract(ctx context.Context, job *river.Job[ExtractArgs]) (st
 	// that must wait spends no attempt and holds no lease; the job snoozes.
 	est := admission.EstimateTokens(sent.Reveal(), estimatedOutputTokens)
 	ticket, wait := p.admit(processorID, est)
+	if ticket == nil && wait <= p.inlineAdmitWait() {
+		// A short wait is spent here, holding only the River job: a snooze
+		// costs writes on the ledger's one writer, a wait costs nothing.
+		ticket, wait = p.admitWithin(ctx, processorID, est, p.inlineAdmitWait())
+		now = p.clock.Now()
+	}
 	if ticket == nil {
 		if err := p.markWaiting(ctx, j, now); err != nil {
 			return "error", err
@@ -497,6 +503,30 @@ func (p *Pipeline) admit(processorID string, est int) (*admission.Ticket, time.D
 
 // admitWait admits a request, sleeping (never in a transaction) while the
 // limiter says to wait.
+// inlineAdmitWait is the longest admission wait a stage spends in process
+// rather than snoozing.
+func (p *Pipeline) inlineAdmitWait() time.Duration { return min(5*time.Second, p.cfg.JobTimeout/4) }
+
+// admitWithin waits up to limit for an admission; if none comes in time it
+// returns a nil ticket and how long is still to wait.
+func (p *Pipeline) admitWithin(ctx context.Context, processorID string, est int, limit time.Duration) (*admission.Ticket, time.Duration) {
+	deadline := time.Now().Add(limit)
+	for {
+		t, wait := p.admit(processorID, est)
+		if t != nil {
+			return t, 0
+		}
+		if time.Now().Add(wait).After(deadline) || ctx.Err() != nil {
+			return nil, wait
+		}
+		select {
+		case <-ctx.Done():
+			return nil, wait
+		case <-time.After(wait):
+		}
+	}
+}
+
 func (p *Pipeline) admitWait(ctx context.Context, processorID string, est int) (*admission.Ticket, error) {
 	for {
 		t, wait := p.admit(processorID, est)
