@@ -81,10 +81,7 @@ func openSQLite(ctx context.Context, path string) (*sql.DB, *sql.DB, error) {
 		}
 	}
 	q := url.Values{}
-	// wal_autocheckpoint(0): the writer never runs a checkpoint inside a
-	// commit (tens of milliseconds, every thousand pages, stalling every
-	// write behind it); DB.checkpoints runs them beside it instead.
-	for _, p := range []string{"busy_timeout(10000)", "journal_mode(WAL)", "synchronous(FULL)", "foreign_keys(1)", "wal_autocheckpoint(0)"} {
+	for _, p := range []string{"busy_timeout(10000)", "journal_mode(WAL)", "synchronous(FULL)", "foreign_keys(1)"} {
 		q.Add("_pragma", p)
 	}
 	q.Set("_txlock", "immediate")

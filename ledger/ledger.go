@@ -37,8 +37,6 @@ type DB struct {
 	r       *sql.DB
 	dialect *dialect
 	url     string
-	// stopCheckpoints ends SQLite's background checkpointer.
-	stopCheckpoints func()
 }
 
 // Open opens the ledger at url ("sqlite:///path/stet.db", "sqlite://rel.db",
@@ -52,52 +50,11 @@ func Open(ctx context.Context, url string) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	db := &DB{w: w, r: r, dialect: d, url: url, stopCheckpoints: func() {}}
-	if d.name == "sqlite" && dsn != ":memory:" {
-		db.startCheckpoints(dsn)
-	}
-	return db, nil
-}
-
-// checkpointEvery is how often SQLite's WAL is checkpointed into the
-// database file.
-const checkpointEvery = 250 * time.Millisecond
-
-// startCheckpoints runs PASSIVE WAL checkpoints from a connection of their
-// own: they copy committed pages into the database file while the writer
-// keeps committing (a PASSIVE checkpoint takes no writer lock), so no commit
-// waits for one. SQLite restarts the WAL at the next write after a complete
-// checkpoint.
-func (db *DB) startCheckpoints(path string) {
-	c, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
-	if err != nil {
-		return // the writer's own checkpoint on close still runs
-	}
-	c.SetMaxOpenConns(1)
-	stop, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(checkpointEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				_, _ = c.Exec(`PRAGMA wal_checkpoint(PASSIVE)`)
-			}
-		}
-	}()
-	db.stopCheckpoints = func() {
-		close(stop)
-		<-done
-		c.Close()
-	}
+	return &DB{w: w, r: r, dialect: d, url: url}, nil
 }
 
 // Close closes both pools.
 func (db *DB) Close() error {
-	db.stopCheckpoints()
 	err := db.w.Close()
 	if db.r != db.w {
 		err = errors.Join(err, db.r.Close())
