@@ -191,7 +191,20 @@ func TestBatchInvariants(t *testing.T) {
 		if err := ledger.MarkUnknown(ctx, w, "bat_lost", "test", t0); err != nil {
 			t.Fatal(err)
 		}
-		vs, err := db.CheckInvariants(ctx, ledger.CheckParams{Now: t0.Add(time.Hour), SLA: 48 * time.Hour, LeaseGrace: time.Minute})
+		// Within the apply grace, a batch that ended is not yet a violation…
+		vs, err := db.CheckInvariants(ctx, ledger.CheckParams{Now: t0.Add(time.Minute), SLA: 48 * time.Hour, LeaseGrace: time.Minute})
+		if err != nil || len(vs) != 1 || vs[0].Name != ledger.InvBatchUnknown {
+			t.Errorf("violations within the grace = %+v, %v; want only batch_unknown", vs, err)
+		}
+		// …unless the provider's retention of its results has passed.
+		if _, err := w.Exec(`UPDATE batches SET results_expire_at = $1 WHERE id = 'bat_done'`, t0.Add(30*time.Second).UnixMicro()); err != nil {
+			t.Fatal(err)
+		}
+		vs, err = db.CheckInvariants(ctx, ledger.CheckParams{Now: t0.Add(time.Minute), SLA: 48 * time.Hour, LeaseGrace: time.Minute})
+		if err != nil || len(vs) != 2 {
+			t.Errorf("violations with the results expired = %+v, %v; want batch_not_applied and batch_unknown", vs, err)
+		}
+		vs, err = db.CheckInvariants(ctx, ledger.CheckParams{Now: t0.Add(time.Hour), SLA: 48 * time.Hour, LeaseGrace: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -321,3 +321,83 @@ func TestImportResumableAndBatchList(t *testing.T) {
 		t.Errorf("provider: %d batches, %d sync calls; want 1 batch and no sync call", st.Created, f.Calls())
 	}
 }
+
+// An unknown batch, as an operator meets it: stet check and stet batch list
+// name it; stet batch reconcile --adopt records the decision in the audit
+// log and the batch is polled and applied; a second decision is refused.
+func TestBatchReconcileAdopt(t *testing.T) {
+	t.Parallel()
+	f := openai.NewFake(openai.FakeOptions{APIKey: testOpenAIKey})
+	t.Cleanup(f.Close)
+	f.EnqueueBatch(openai.BatchRouteCreate, openai.Fault{Kind: openai.ServerError}) // ambiguous, created nothing
+	cfg := writeBatchConfig(t, t.TempDir(), "openai", f.URL(), "gpt-test", 2)
+	file := writeNDJSON(t, cfg.Dir, 2)
+	if code, out, errOut := runBinary(t, cfg.Dir, "import", "--config", cfg.Path, "--source", testSource, file); code != 0 {
+		t.Fatalf("stet import = %d\n%s\n%s", code, out, errOut)
+	}
+	p := startStet(t, cfg, nil)
+	db := openLedgerRO(t, cfg.DBPath)
+	waitFor(t, 60*time.Second, "an unknown batch", p, func() bool {
+		return count(t, db, `SELECT COUNT(*) FROM batches WHERE state = 'unknown'`) == 1
+	})
+	var batchID string
+	if err := db.QueryRow(`SELECT id FROM batches`).Scan(&batchID); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, _ := runInProcess(t, "check", "--config", cfg.Path); code != exitFailure || !strings.Contains(out, "batch_unknown") || !strings.Contains(out, batchID) {
+		t.Errorf("check = %d %q, want 1 naming batch_unknown and %s", code, out, batchID)
+	}
+	if code, out, _ := runInProcess(t, "batch", "list", "--config", cfg.Path, "--state", "unknown"); code != exitOK || !strings.Contains(out, batchID) {
+		t.Errorf("batch list --state unknown = %d %q, want %s", code, out, batchID)
+	}
+
+	// The operator finds the provider's batch for these items and adopts it.
+	rows, err := db.Query(`SELECT job_id FROM batch_items WHERE batch_id = $1 ORDER BY job_id`, batchID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var items []stet.BatchItem
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		items = append(items, stet.BatchItem{JobID: id, Params: stet.ExtractParams{JobID: id, Prompt: stet.NewText("Classify: report"),
+			SchemaName: "moderation_v1", Schema: mustRead(t, filepath.Join(quickstartDir(), "profiles", "moderation.schema.json"))}})
+	}
+	rows.Close()
+	c, err := openai.New(openai.Config{ID: "openai-fake", BaseURL: f.URL(), APIKey: testOpenAIKey, Model: "gpt-test", Region: "us", Retention: "30d"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := c.SubmitBatch(t.Context(), stet.BatchSubmit{BatchID: batchID, Items: items, BeforeCreate: func(context.Context, string) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runInProcess(t, "batch", "reconcile", "--config", cfg.Path, "--actor", "ops-test", "--adopt", h.ProviderID, batchID)
+	if code != exitOK {
+		t.Fatalf("reconcile --adopt = %d %q %q", code, out, errOut)
+	}
+	waitFor(t, 60*time.Second, "2 records", p, func() bool { return count(t, db, `SELECT COUNT(*) FROM review_records`) == 2 })
+	if n := count(t, db, `SELECT COUNT(*) FROM audit_log WHERE action = 'batch.reconcile.adopt' AND object_id = $1 AND actor = 'ops-test'`, batchID); n != 1 {
+		t.Errorf("audit entries = %d, want 1", n)
+	}
+	if n := count(t, db, `SELECT COUNT(*) FROM batches WHERE provider_batch_id = $1 AND applied_at IS NOT NULL`, h.ProviderID); n != 1 {
+		t.Errorf("applied adopted batches = %d, want 1", n)
+	}
+	if st := f.BatchStats(); st.Created != 1 {
+		t.Errorf("batches at the provider = %d, want 1 (stet submitted nothing itself)", st.Created)
+	}
+	if code, _, _ := runInProcess(t, "batch", "reconcile", "--config", cfg.Path, "--resubmit", batchID); code != exitFailure {
+		t.Errorf("reconcile of an applied batch = %d, want 1", code)
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
