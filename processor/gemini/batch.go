@@ -139,29 +139,9 @@ func NewBatch(cfg Config) (*BatchClient, error) {
 	if base == "" {
 		base = DefaultBaseURL
 	}
-	hc := &http.Client{}
-	if cfg.HTTPClient != nil {
-		copied := *cfg.HTTPClient
-		hc = &copied
-	}
-	next := hc.Transport
-	if next == nil {
-		next = http.DefaultTransport
-	}
-	hc.Transport = batchTransport{next: next}
-	// As in New: backend, key and base URL explicit, one attempt.
-	sdk, err := genai.NewClient(context.Background(), &genai.ClientConfig{
-		APIKey:     cfg.APIKey,
-		Backend:    genai.BackendGeminiAPI,
-		HTTPClient: hc,
-		HTTPOptions: genai.HTTPOptions{
-			BaseURL:      base,
-			APIVersion:   APIVersion,
-			RetryOptions: &genai.HTTPRetryOptions{Attempts: genai.Ptr[int32](1)},
-		},
-	})
+	sdk, err := newSDK(cfg, base, func(next http.RoundTripper) http.RoundTripper { return batchTransport{next: next} })
 	if err != nil {
-		return nil, fmt.Errorf("gemini: config %s: the SDK rejected the client configuration", cfg.ID)
+		return nil, err
 	}
 	return &BatchClient{Client: c, batches: sdk.Batches, files: sdk.Files, inlineLimit: MaxInlineBatchBytes}, nil
 }

@@ -133,34 +133,9 @@ func New(cfg Config) (*Client, error) {
 		timeout = DefaultTimeout
 	}
 
-	hc := &http.Client{}
-	if cfg.HTTPClient != nil {
-		copied := *cfg.HTTPClient
-		hc = &copied
-	}
-	next := hc.Transport
-	if next == nil {
-		next = http.DefaultTransport
-	}
-	hc.Transport = captureTransport{next: next}
-
-	// Backend, key and base URL are all explicit, so none of the SDK's
-	// environment variables can change where text goes. Attempts 1 is no
-	// retry (nil retry options mean the same in v1.77.0, but say it).
-	sdk, err := genai.NewClient(context.Background(), &genai.ClientConfig{
-		APIKey:     cfg.APIKey,
-		Backend:    genai.BackendGeminiAPI,
-		HTTPClient: hc,
-		HTTPOptions: genai.HTTPOptions{
-			BaseURL:      base,
-			APIVersion:   APIVersion,
-			RetryOptions: &genai.HTTPRetryOptions{Attempts: genai.Ptr[int32](1)},
-		},
-	})
+	sdk, err := newSDK(cfg, base, func(next http.RoundTripper) http.RoundTripper { return captureTransport{next: next} })
 	if err != nil {
-		// The SDK's error prints the whole client config, API key included:
-		// it must not travel.
-		return nil, fmt.Errorf("gemini: config %s: the SDK rejected the client configuration", cfg.ID)
+		return nil, err
 	}
 
 	subs := append([]string{}, cfg.Subprocessors...)
@@ -187,6 +162,40 @@ func New(cfg Config) (*Client, error) {
 		models:          sdk.Models,
 		now:             time.Now,
 	}, nil
+}
+
+// newSDK builds the SDK client of a processor: its HTTP client (a copy of
+// cfg.HTTPClient) with its transport wrapped by wrap. Backend, key and base
+// URL are all explicit, so none of the SDK's environment variables can
+// change where text goes. Attempts 1 is no retry (nil retry options mean the
+// same in v1.77.0, but say it).
+func newSDK(cfg Config, base string, wrap func(http.RoundTripper) http.RoundTripper) (*genai.Client, error) {
+	hc := &http.Client{}
+	if cfg.HTTPClient != nil {
+		copied := *cfg.HTTPClient
+		hc = &copied
+	}
+	next := hc.Transport
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	hc.Transport = wrap(next)
+	sdk, err := genai.NewClient(context.Background(), &genai.ClientConfig{
+		APIKey:     cfg.APIKey,
+		Backend:    genai.BackendGeminiAPI,
+		HTTPClient: hc,
+		HTTPOptions: genai.HTTPOptions{
+			BaseURL:      base,
+			APIVersion:   APIVersion,
+			RetryOptions: &genai.HTTPRetryOptions{Attempts: genai.Ptr[int32](1)},
+		},
+	})
+	if err != nil {
+		// The SDK's error prints the whole client config, API key included:
+		// it must not travel.
+		return nil, fmt.Errorf("gemini: config %s: the SDK rejected the client configuration", cfg.ID)
+	}
+	return sdk, nil
 }
 
 // validModel accepts what the SDK will put in the URL path unchanged.
