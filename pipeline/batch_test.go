@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -253,5 +254,53 @@ func TestBatchPolicyDropBlocks(t *testing.T) {
 	}
 	if n := e.Count("review_records", ""); n != 0 {
 		t.Errorf("records = %d, want 0 (nothing re-routed to rules)", n)
+	}
+}
+
+// No document text, prompt or model output reaches the logs, River's job
+// rows or the batch ledger through the batch path, whatever the items'
+// outcomes.
+func TestBatchCanaryNeverLogged(t *testing.T) {
+	t.Parallel()
+	const marker = "CANARY-Jane-Roe-555-0199"
+	e := stettest.New(t, stettest.Options{MaxAttempts: 2, Batch: pipeline.BatchSettings{MaxItems: 3, MaxWait: time.Hour, OnExpired: stet.ModeSync}})
+	var jobs []string
+	for i := range 3 {
+		r := e.Deliver(stettest.SourceBatch, fmt.Sprintf("c-%d", i), stettest.Report{ExternalID: fmt.Sprintf("canary-%d-%s", i, marker), Revision: 1,
+			Text: "Patient " + marker + " (canary.jane@example.com) says you are all idiots."})
+		if r.Status != http.StatusAccepted {
+			t.Fatalf("delivery = %d %s", r.Status, r.Body)
+		}
+		jobs = append(jobs, r.JobID)
+	}
+	e.Fake.ScriptBatchItem(jobs[0], openai.Fault{Kind: openai.Refusal, Message: "I will not discuss " + marker})
+	e.Fake.ScriptBatchItem(jobs[1], openai.Fault{Kind: openai.SchemaInvalid})
+	e.Fake.ScriptBatchItem(jobs[2], openai.Fault{Kind: openai.ItemExpired})
+	waitCommitted(t, e, 3)
+	if strings.Contains(e.Logs.String(), marker) {
+		t.Errorf("logs contain the marker")
+	}
+	var leaks int
+	for _, q := range []string{
+		`SELECT COUNT(*) FROM river_job WHERE CAST(args AS TEXT) LIKE $1 OR CAST(errors AS TEXT) LIKE $1`,
+		`SELECT COUNT(*) FROM batches WHERE COALESCE(unknown_reason, '') LIKE $1 OR COALESCE(provider_state, '') LIKE $1`,
+		`SELECT COUNT(*) FROM attempts WHERE COALESCE(request_id, '') LIKE $1`,
+	} {
+		var n int
+		if err := e.DB.Writer().QueryRow(q, "%"+marker+"%").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		leaks += n
+	}
+	if leaks != 0 {
+		t.Errorf("rows holding the marker = %d, want 0", leaks)
+	}
+	// The policy minimizes email addresses, not names: the provider sees
+	// the marker but never the address.
+	if n := e.Fake.BatchItemsContaining(marker); n == 0 {
+		t.Errorf("batch items holding the marker = 0, want some (the fake's inputs were not inspected)")
+	}
+	if n := e.Fake.BatchItemsContaining("canary.jane@example.com"); n != 0 {
+		t.Errorf("batch items holding the email address = %d, want 0: minimization must run on the batch path", n)
 	}
 }
