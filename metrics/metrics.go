@@ -21,6 +21,7 @@ type Metrics struct {
 	StageDuration *prometheus.HistogramVec // stet_stage_duration_seconds{stage,outcome}
 	ProviderCalls *prometheus.CounterVec   // stet_provider_calls_total{processor,failure_class}
 	Alerts        *prometheus.CounterVec   // stet_alerts_total{kind}
+	Violations    *prometheus.GaugeVec     // stet_invariant_violations{invariant}
 }
 
 // JobCounter counts jobs by state, for the queue-depth gauge.
@@ -47,8 +48,11 @@ func New(jobs JobCounter, log *slog.Logger) *Metrics {
 		Alerts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "stet_alerts_total", Help: "Alerts raised, by kind.",
 		}, []string{"kind"}),
+		Violations: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "stet_invariant_violations", Help: "Violations found by the last periodic invariant check, by invariant (DESIGN §6).",
+		}, []string{"invariant"}),
 	}
-	reg.MustRegister(m.Intake, m.StageDuration, m.ProviderCalls, m.Alerts,
+	reg.MustRegister(m.Intake, m.StageDuration, m.ProviderCalls, m.Alerts, m.Violations,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if jobs != nil {
 		reg.MustRegister(&jobsCollector{jobs: jobs, log: log, desc: prometheus.NewDesc("stet_jobs", "Jobs by state (queue depth).", []string{"state"}, nil)})

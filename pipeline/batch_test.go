@@ -221,6 +221,11 @@ func TestBatchUnknownThenResubmit(t *testing.T) {
 	if st := e.Fake.BatchStats(); st.Created != 0 {
 		t.Fatalf("batches created = %d, want 0", st.Created)
 	}
+	// The periodic check raises the alert, IDs only, and sets the gauge.
+	e.WaitFor("the batch_unknown alert", func() bool {
+		return strings.Contains(e.Logs.String(), `"alert":"invariant_violated"`) && strings.Contains(e.Logs.String(), `"batch_id":"`+id+`"`) &&
+			violations(t, e, ledger.InvBatchUnknown) == 1
+	})
 	if err := e.Pipeline.ReconcileBatch(context.Background(), id, "", true, "test-operator"); err != nil {
 		t.Fatalf("ReconcileBatch(resubmit) = %v", err)
 	}
@@ -228,6 +233,9 @@ func TestBatchUnknownThenResubmit(t *testing.T) {
 	if st := e.Fake.BatchStats(); st.Created != 1 {
 		t.Errorf("batches created = %d, want 1", st.Created)
 	}
+	e.WaitFor("the gauge back to 0", func() bool {
+		return violations(t, e, ledger.InvBatchUnknown) == 0
+	})
 	if n := e.Count("audit_log", "action = 'batch.reconcile.resubmit' AND object_id = $1 AND actor = 'test-operator'", id); n != 1 {
 		t.Errorf("audit entries = %d, want 1", n)
 	}
@@ -303,4 +311,27 @@ func TestBatchCanaryNeverLogged(t *testing.T) {
 	if n := e.Fake.BatchItemsContaining("canary.jane@example.com"); n != 0 {
 		t.Errorf("batch items holding the email address = %d, want 0: minimization must run on the batch path", n)
 	}
+}
+
+// violations reads stet_invariant_violations{invariant=name} from the
+// registry; -1 when the check has not set it yet.
+func violations(t *testing.T, e *stettest.Env, name string) float64 {
+	t.Helper()
+	mfs, err := e.Metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "stet_invariant_violations" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "invariant" && l.GetValue() == name {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return -1
 }

@@ -72,11 +72,17 @@ type Config struct {
 	// AssembleEvery is how often the assembler looks for batch-mode jobs;
 	// default 5s.
 	AssembleEvery time.Duration
-	Profiles      []*Profile
-	Policies      []*stet.Policy // the policies in force now
-	Logger        *slog.Logger
-	Metrics       *metrics.Metrics
-	Clock         stet.Clock
+	// InvariantsEvery is how often the leader checks the invariants and
+	// raises alerts; default 1m. SLA (default 1h) and PauseLimit (default
+	// 1h) tune invariants 1 and 7.
+	InvariantsEvery time.Duration
+	SLA             time.Duration
+	PauseLimit      time.Duration
+	Profiles        []*Profile
+	Policies        []*stet.Policy // the policies in force now
+	Logger          *slog.Logger
+	Metrics         *metrics.Metrics
+	Clock           stet.Clock
 
 	Concurrency  int           // extract attempts at once; default 8
 	JobTimeout   time.Duration // one stage attempt; default 2m
@@ -115,6 +121,7 @@ type Pipeline struct {
 	mu          sync.Mutex
 	minimizers  map[string]*boundary.Minimizer // by policy hash
 	oldPolicies map[string]*stet.Policy        // by hash, recorded versions
+	violations  map[string]bool                // seen by the last invariant check
 
 	limiters  map[string]*admission.Limiter // by processor ID; every processor has one
 	processID string                        // this process's worker heartbeat
@@ -169,6 +176,9 @@ func New(cfg Config) (*Pipeline, error) {
 	setDefault(&cfg.PollInterval, time.Second)
 	setDefault(&cfg.PausedRecheck, 10*time.Second)
 	setDefault(&cfg.AssembleEvery, 5*time.Second)
+	setDefault(&cfg.InvariantsEvery, time.Minute)
+	setDefault(&cfg.SLA, time.Hour)
+	setDefault(&cfg.PauseLimit, time.Hour)
 	p := &Pipeline{
 		cfg: cfg, db: cfg.DB, log: cfg.Logger, clock: cfg.Clock,
 		profiles: map[string]*Profile{}, policies: map[string]*stet.Policy{},
@@ -191,6 +201,7 @@ func New(cfg Config) (*Pipeline, error) {
 	river.AddWorker(workers, &commitWorker{p: p})
 	river.AddWorker(workers, &batchWorker{p: p})
 	river.AddWorker(workers, &assembleWorker{p: p})
+	river.AddWorker(workers, &invariantsWorker{p: p})
 	rc := &river.Config{
 		Logger:               cfg.Logger.With("component", "river"),
 		Workers:              workers,
@@ -203,7 +214,10 @@ func New(cfg Config) (*Pipeline, error) {
 	if cfg.Work {
 		rc.PeriodicJobs = []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(cfg.AssembleEvery),
 			func() (river.JobArgs, *river.InsertOpts) { return AssembleArgs{}, nil },
-			&river.PeriodicJobOpts{RunOnStart: true})}
+			&river.PeriodicJobOpts{RunOnStart: true}),
+			river.NewPeriodicJob(river.PeriodicInterval(cfg.InvariantsEvery),
+				func() (river.JobArgs, *river.InsertOpts) { return InvariantsArgs{}, nil },
+				&river.PeriodicJobOpts{RunOnStart: true})}
 		rc.Queues = map[string]river.QueueConfig{
 			QueueExtract: {MaxWorkers: cfg.Concurrency},
 			QueueCommit:  {MaxWorkers: max(4, cfg.Concurrency)}, // commits are short transactions

@@ -214,6 +214,7 @@ func (e *Env) start(policy *stet.Policy) {
 		MaxAttempts: e.opts.MaxAttempts, RetryBase: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond,
 		PollInterval: 50 * time.Millisecond, PausedRecheck: 100 * time.Millisecond, Work: !e.opts.NoWorkers,
 		Batch: map[string]pipeline.BatchSettings{"openai-fake": e.batchSettings()}, AssembleEvery: 50 * time.Millisecond,
+		InvariantsEvery: 100 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatal(err)
