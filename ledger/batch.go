@@ -524,3 +524,30 @@ func FinishApply(ctx context.Context, q Querier, batchID string, now time.Time) 
 	}
 	return nil
 }
+
+// OverdueBatches returns unfinished batches nobody has looked at for grace
+// past their next poll (or, never polled, since their last change), and
+// whose lease is free: their River job was lost (discarded, or deleted by
+// hand). The caller enqueues a new one; a duplicate is harmless because a
+// batch run takes the batch's lease.
+func OverdueBatches(ctx context.Context, q Querier, now time.Time, grace time.Duration, limit int) ([]string, error) {
+	cut := micros(now.Add(-grace))
+	rows, err := q.QueryContext(ctx, `SELECT id FROM batches
+		WHERE (state IN ('intent', 'submitted', 'in_progress') OR (state IN ('completed', 'failed', 'expired', 'cancelled') AND applied_at IS NULL))
+		  AND COALESCE(next_poll_at, updated_at) < $1 AND updated_at < $1
+		  AND (lease_until IS NULL OR lease_until < $2)
+		ORDER BY created_at LIMIT $3`, cut, micros(now), limit)
+	if err != nil {
+		return nil, fmt.Errorf("read overdue batches: %w", err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("read overdue batches: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}

@@ -224,3 +224,54 @@ func TestBatchInvariants(t *testing.T) {
 		}
 	})
 }
+
+// A batch whose River job was lost is found again: unfinished, its next
+// poll long past, its lease free.
+func TestOverdueBatches(t *testing.T) {
+	t.Parallel()
+	eachDialect(t, func(t *testing.T, db *ledger.DB) {
+		ctx := context.Background()
+		w := db.Writer()
+		acceptBatch(t, db, "a")
+		acceptBatch(t, db, "b")
+		pending, _ := ledger.PendingBatchJobs(ctx, w, 10)
+		err := db.InTx(ctx, func(tx *sql.Tx) error {
+			if _, err := ledger.CreateBatch(ctx, tx, "bat_1", "p1", pending[:1], t0); err != nil {
+				return err
+			}
+			_, err := ledger.CreateBatch(ctx, tx, "bat_2", "p1", pending[1:], t0)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ledger.MarkSubmitted(ctx, w, "bat_1", stet.BatchHandle{ProviderID: "p-1"}, t0.Add(time.Minute), t0); err != nil {
+			t.Fatal(err)
+		}
+		at := func(now time.Time) []string {
+			ids, err := ledger.OverdueBatches(ctx, w, now, 15*time.Minute, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ids
+		}
+		if ids := at(t0.Add(10 * time.Minute)); len(ids) != 0 {
+			t.Errorf("overdue at +10m = %v, want none", ids)
+		}
+		if ids := at(t0.Add(20 * time.Minute)); len(ids) != 2 {
+			t.Errorf("overdue at +20m = %v, want both (bat_1's poll is 19m late, bat_2 untouched for 20m)", ids)
+		}
+		if _, err := ledger.ClaimBatch(ctx, w, "bat_1", t0.Add(20*time.Minute), time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		if ids := at(t0.Add(21 * time.Minute)); len(ids) != 1 || ids[0] != "bat_2" {
+			t.Errorf("overdue with bat_1 leased = %v, want [bat_2]", ids)
+		}
+		if err := ledger.MarkUnknown(ctx, w, "bat_2", "test", t0); err != nil {
+			t.Fatal(err)
+		}
+		if ids := at(t0.Add(21 * time.Minute)); len(ids) != 0 {
+			t.Errorf("overdue with bat_2 unknown = %v, want none (an operator decides)", ids)
+		}
+	})
+}

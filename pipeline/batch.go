@@ -144,6 +144,9 @@ func (p *Pipeline) batchSettings(id string) BatchSettings {
 // recorded policy no longer permits a processor are blocked. It returns the
 // batches created.
 func (p *Pipeline) Assemble(ctx context.Context, flush bool) (int, error) {
+	if err := p.requeueOverdue(ctx); err != nil {
+		return 0, err
+	}
 	pending, err := ledger.PendingBatchJobs(ctx, p.db.Writer(), assembleLimit)
 	if err != nil || len(pending) == 0 {
 		return 0, err
@@ -208,6 +211,35 @@ func (p *Pipeline) Assemble(ctx context.Context, flush bool) (int, error) {
 	return created, nil
 }
 
+// overdueGrace is how long past its next poll an unfinished batch may go
+// unlooked-at before the assembler gives it a new River job.
+const overdueGrace = 15 * time.Minute
+
+// requeueOverdue enqueues a River job for every unfinished batch whose job
+// was lost: a batch is never left waiting without one.
+func (p *Pipeline) requeueOverdue(ctx context.Context) error {
+	ids, err := ledger.OverdueBatches(ctx, p.db.Writer(), p.clock.Now(), overdueGrace, 100)
+	if err != nil || len(ids) == 0 {
+		return err
+	}
+	var inserts []river.InsertManyParams
+	for _, id := range ids {
+		inserts = append(inserts, river.InsertManyParams{Args: BatchArgs{BatchID: id}})
+		p.log.Warn("batch overdue: its job is enqueued again", "batch_id", id)
+	}
+	return p.db.InTx(ctx, func(tx *sql.Tx) error {
+		// Touch the batches so that the next sweep does not enqueue them
+		// again before their new job has run.
+		for _, id := range ids {
+			if _, err := tx.ExecContext(ctx, `UPDATE batches SET updated_at = $1 WHERE id = $2`, p.clock.Now().UTC().UnixMicro(), id); err != nil {
+				return err
+			}
+		}
+		_, err := p.river.InsertManyTx(ctx, tx, inserts)
+		return err
+	})
+}
+
 // routeUnbatchable sends batch-mode jobs whose processor has no batch API to
 // synchronous extraction, and blocks those the policy no longer permits.
 func (p *Pipeline) routeUnbatchable(ctx context.Context, toSync, toBlock []ledger.PendingJob) error {
@@ -259,18 +291,29 @@ func (p *Pipeline) runBatch(ctx context.Context, batchID string) (string, error)
 		return "blocked", river.JobSnooze(5 * time.Minute)
 	}
 	set := p.batchSettings(b.ProcessorID)
+	var outcome string
 	switch {
 	case b.State == stet.BatchIntent:
-		return p.submitBatch(ctx, b, proc, set, log)
+		outcome, err = p.submitBatch(ctx, b, proc, set, log)
 	case b.State == stet.BatchUnknown:
 		return "unknown", nil // an operator decides: stet batch reconcile
 	case b.State == stet.BatchSubmitted || b.State == stet.BatchInProgress:
-		return p.pollBatch(ctx, b, proc, set, log)
+		outcome, err = p.pollBatch(ctx, b, proc, set, log)
 	case b.State.Terminal() && b.AppliedAt.IsZero():
-		return p.applyBatch(ctx, b, proc, set, log)
+		outcome, err = p.applyBatch(ctx, b, proc, set, log)
 	default:
 		return "done", nil
 	}
+	// Whatever the batch waits for next, the time it is looked at again is
+	// durable and visible (stet batch list), and it keeps the assembler
+	// from taking the batch for one whose job was lost.
+	var snooze *river.JobSnoozeError
+	if errors.As(err, &snooze) {
+		if serr := ledger.SetNextPoll(ctx, p.db.Writer(), b.ID, p.clock.Now().Add(snooze.Duration), p.clock.Now(), false); serr != nil {
+			return "error", serr
+		}
+	}
+	return outcome, err
 }
 
 // pollDelay is the backoff after n polls: PollFirst doubling to PollMax.
