@@ -92,6 +92,7 @@ type Attempt struct {
 	OutputTokens int
 	LatencyMS    int64
 	InputSHA256  string // SHA-256 of the minimized input that was sent
+	BatchID      string // the provider batch the call went in; empty for a synchronous call
 	StartedAt    time.Time
 }
 

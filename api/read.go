@@ -26,6 +26,7 @@ type AttemptView struct {
 	OutputTokens int    `json:"output_tokens"`
 	LatencyMS    int64  `json:"latency_ms"`
 	InputSHA256  string `json:"input_sha256,omitempty"`
+	BatchID      string `json:"batch_id,omitempty"` // the provider batch the call went in
 	StartedAt    string `json:"started_at"`
 }
 
@@ -88,7 +89,7 @@ func NewJobView(d *ledger.JobDetail) JobView {
 		v.Attempts = append(v.Attempts, AttemptView{
 			N: a.N, Processor: a.Processor, Model: a.Model, Status: string(a.Status), StatusCode: a.StatusCode,
 			FailureClass: string(a.FailureClass), RequestID: a.RequestID, InputTokens: a.InputTokens, OutputTokens: a.OutputTokens,
-			LatencyMS: a.LatencyMS, InputSHA256: a.InputSHA256, StartedAt: ts(a.StartedAt),
+			LatencyMS: a.LatencyMS, InputSHA256: a.InputSHA256, BatchID: a.BatchID, StartedAt: ts(a.StartedAt),
 		})
 	}
 	if a := d.Artifact; a != nil {

@@ -51,7 +51,7 @@ func getJob(ctx context.Context, q Querier, tenant, jobID string) (*JobDetail, e
 		return nil, fmt.Errorf("read job: %w", err)
 	}
 	rows, err := q.QueryContext(ctx, `SELECT n, token, processor_id, model, request_id, status_code, status, failure_class,
-			input_tokens, output_tokens, latency_ms, input_sha256, started_at
+			input_tokens, output_tokens, latency_ms, input_sha256, started_at, batch_id
 		FROM attempts WHERE job_id = $1 ORDER BY n`, jobID)
 	if err != nil {
 		return nil, fmt.Errorf("read attempts: %w", err)
@@ -59,17 +59,17 @@ func getJob(ctx context.Context, q Querier, tenant, jobID string) (*JobDetail, e
 	defer rows.Close()
 	for rows.Next() {
 		a := stet.Attempt{JobID: jobID}
-		var model, requestID, failure, inputSHA sql.NullString
+		var model, requestID, failure, inputSHA, batchID sql.NullString
 		var status string
 		var code, inTok, outTok, latency, started sql.NullInt64
 		if err := rows.Scan(&a.N, &a.Token, &a.Processor, &model, &requestID, &code, &status, &failure,
-			&inTok, &outTok, &latency, &inputSHA, &started); err != nil {
+			&inTok, &outTok, &latency, &inputSHA, &started, &batchID); err != nil {
 			return nil, fmt.Errorf("read attempt: %w", err)
 		}
 		a.Model, a.RequestID, a.FailureClass, a.InputSHA256 = model.String, requestID.String, stet.FailureClass(failure.String), inputSHA.String
 		a.Status = stet.AttemptStatus(status)
 		a.StatusCode, a.InputTokens, a.OutputTokens, a.LatencyMS = int(code.Int64), int(inTok.Int64), int(outTok.Int64), latency.Int64
-		a.StartedAt = fromMicros(started)
+		a.StartedAt, a.BatchID = fromMicros(started), batchID.String
 		d.Attempts = append(d.Attempts, a)
 	}
 	if err := rows.Err(); err != nil {

@@ -82,6 +82,17 @@ func TestBatchEndToEnd(t *testing.T) {
 	if fb := e.Fake.Batches(); len(fb) != 1 || fb[0].Label != b.ID || fb[0].ID != b.ProviderBatchID {
 		t.Errorf("fake batches = %+v, want one labelled %s", fb, b.ID)
 	}
+	var view struct {
+		Attempts []struct {
+			Processor string `json:"processor"`
+			Status    string `json:"status"`
+			BatchID   string `json:"batch_id"`
+		} `json:"attempts"`
+	}
+	if code, body := e.Do(http.MethodGet, "/v1/jobs/"+jobs[0], stettest.ReaderToken, nil, &view); code != http.StatusOK ||
+		len(view.Attempts) != 1 || view.Attempts[0].BatchID != b.ID || view.Attempts[0].Status != "succeeded" {
+		t.Errorf("GET /v1/jobs/%s = %d %s, want one succeeded attempt in batch %s", jobs[0], code, body, b.ID)
+	}
 	rec := e.Record(jobs[0])
 	if rec.Kind != "extracted" || !rec.Authoritative {
 		t.Errorf("record = %+v, want an authoritative extracted record", rec)

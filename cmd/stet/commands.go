@@ -213,10 +213,10 @@ func printJob(w io.Writer, d *ledger.JobDetail) {
 	if len(d.Attempts) > 0 {
 		fmt.Fprintln(w)
 		tw = tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "  n\ttoken\tprocessor\tstatus\tclass\thttp\trequest id\ttokens in/out\tlatency\tinput sha256")
+		fmt.Fprintln(tw, "  n\ttoken\tprocessor\tstatus\tclass\thttp\trequest id\ttokens in/out\tlatency\tinput sha256\tbatch")
 		for _, a := range d.Attempts {
-			fmt.Fprintf(tw, "  %d\t%d\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%dms\t%s\n", a.N, a.Token, a.Processor, a.Status,
-				dash(string(a.FailureClass)), dash(itoa(a.StatusCode)), dash(a.RequestID), a.InputTokens, a.OutputTokens, a.LatencyMS, short(a.InputSHA256))
+			fmt.Fprintf(tw, "  %d\t%d\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%dms\t%s\t%s\n", a.N, a.Token, a.Processor, a.Status,
+				dash(string(a.FailureClass)), dash(itoa(a.StatusCode)), dash(a.RequestID), a.InputTokens, a.OutputTokens, a.LatencyMS, short(a.InputSHA256), dash(a.BatchID))
 		}
 		tw.Flush()
 	}
