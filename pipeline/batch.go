@@ -155,6 +155,7 @@ func (p *Pipeline) Assemble(ctx context.Context, flush bool) (int, error) {
 	groups := map[string][]ledger.PendingJob{}
 	var order []string
 	var toSync, toBlock []ledger.PendingJob
+	paused := map[string]bool{} // by tenant and processor, for this sweep
 	for _, j := range pending {
 		recorded, err := p.recordedPolicy(ctx, j.PolicyHash)
 		if err != nil {
@@ -168,9 +169,17 @@ func (p *Pipeline) Assemble(ctx context.Context, flush bool) (int, error) {
 		case p.batchProcessor(id) == nil:
 			toSync = append(toSync, j)
 		default:
-			if paused, err := ledger.ActivePause(ctx, p.db.Writer(), j.TenantID, id); err != nil {
-				return 0, err
-			} else if paused != nil {
+			key := j.TenantID + "\x00" + id
+			isPaused, ok := paused[key]
+			if !ok {
+				pause, err := ledger.ActivePause(ctx, p.db.Reader(), j.TenantID, id)
+				if err != nil {
+					return 0, err
+				}
+				isPaused = pause != nil
+				paused[key] = isPaused
+			}
+			if isPaused {
 				continue // dispatch paused: the job waits in accepted
 			}
 			if _, ok := groups[id]; !ok {
@@ -391,7 +400,7 @@ func (p *Pipeline) submitBatch(ctx context.Context, b *ledger.Batch, proc stet.B
 		if it.Applied {
 			continue
 		}
-		work, err := ledger.LoadWork(ctx, p.db.Writer(), it.JobID)
+		work, err := ledger.LoadWork(ctx, p.db.Reader(), it.JobID)
 		if err != nil {
 			return "error", err
 		}

@@ -346,3 +346,33 @@ func violations(t *testing.T, e *stettest.Env, name string) float64 {
 	}
 	return -1
 }
+
+// A paused processor's batch-mode jobs wait in accepted: no batch is
+// assembled, nothing is sent; after unpausing they go out in one batch.
+func TestBatchPausedProcessorWaits(t *testing.T) {
+	t.Parallel()
+	e := stettest.New(t, stettest.Options{Batch: pipeline.BatchSettings{MaxItems: 2, MaxWait: time.Hour}})
+	ctx := context.Background()
+	if err := e.DB.SetPause(ctx, ledger.Pause{Scope: "processor:openai-fake", Reason: "test", PausedBy: "test", PausedAt: time.Now()}, "demo"); err != nil {
+		t.Fatal(err)
+	}
+	jobs := deliverBatch(t, e, "w", 2)
+	if _, err := e.Pipeline.Assemble(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.Count("batches", ""); n != 0 {
+		t.Errorf("batches while paused = %d, want 0", n)
+	}
+	for _, j := range jobs {
+		if s := e.JobState(j); s != stet.JobAccepted {
+			t.Errorf("job %s while paused = %s, want accepted", j, s)
+		}
+	}
+	if err := e.DB.ClearPause(ctx, "processor:openai-fake", "test", "demo", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	waitCommitted(t, e, 2)
+	if st := e.Fake.BatchStats(); st.Created != 1 || st.Uploads != 1 {
+		t.Errorf("fake stats = %+v, want one batch after unpausing", st)
+	}
+}
