@@ -551,3 +551,20 @@ func OverdueBatches(ctx context.Context, q Querier, now time.Time, grace time.Du
 	}
 	return ids, rows.Err()
 }
+
+// ProviderStateRejected is the provider state of a batch whose submission
+// the provider refused for good (an invalid request): nothing was created.
+const ProviderStateRejected = "rejected"
+
+// MarkBatchRejected ends a batch whose submission was refused for good; its
+// items are then applied as failed, like a failed batch's.
+func MarkBatchRejected(ctx context.Context, q Querier, batchID string, now time.Time) error {
+	ts := micros(now)
+	_, err := q.ExecContext(ctx, `UPDATE batches SET state = 'failed', provider_state = $1, submit_started_at = NULL,
+			ended_at = $2, next_poll_at = NULL, updated_at = $2
+		WHERE id = $3 AND state = 'intent'`, ProviderStateRejected, ts, batchID)
+	if err != nil {
+		return fmt.Errorf("mark batch rejected: %w", err)
+	}
+	return nil
+}

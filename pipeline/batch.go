@@ -466,14 +466,33 @@ func (p *Pipeline) submitBatch(ctx context.Context, b *ledger.Batch, proc stet.B
 				return "error", cerr
 			}
 		}
-		if class == stet.FailureAuth || class == stet.FailureQuota {
+		switch class {
+		case stet.FailureAuth, stet.FailureQuota:
 			if perr := p.pauseProcessor(ctx, b.ProcessorID, class); perr != nil {
 				return "error", perr
 			}
 			p.alert(log, "processor_paused", "failure_class", string(class))
 			return "paused", river.JobSnooze(p.cfg.PausedRecheck)
+		case stet.FailureUnsupported, stet.FailureBoundary:
+			// The provider refused this batch for good (an invalid request):
+			// sending it again would be refused again. Its items go to
+			// synchronous extraction, within their transient budget.
+			if ferr := ledger.MarkBatchRejected(ctx, p.db.Writer(), b.ID, now); ferr != nil {
+				return "error", ferr
+			}
+			p.alert(log, "batch_rejected", "failure_class", string(class))
+			nb, gerr := ledger.GetBatch(ctx, p.db.Writer(), b.ID)
+			if gerr != nil {
+				return "error", gerr
+			}
+			return p.applyBatch(ctx, nb, proc, set, log)
 		}
-		return "failed", river.JobSnooze(max(retryAfterOf(err), p.backoff(1)))
+		// Nothing was created: try again later, backing off like a poll.
+		d := max(retryAfterOf(err), pollDelay(set, b.PollCount))
+		if serr := ledger.SetNextPoll(ctx, p.db.Writer(), b.ID, now.Add(d), now, true); serr != nil {
+			return "error", serr
+		}
+		return "failed", river.JobSnooze(d)
 	}
 	p.cfg.Metrics.ProviderCalls.WithLabelValues(b.ProcessorID, "ok").Inc()
 	if err := p.persistSubmitted(ctx, b.ID, *h, now.Add(set.PollFirst)); err != nil {
@@ -698,7 +717,11 @@ func (p *Pipeline) itemOutcome(b *ledger.Batch, it ledger.BatchItem, r stet.Batc
 	a := ledger.ApplyItem{BatchID: b.ID, Item: it, Now: now,
 		Result: ledger.AttemptResult{Status: stet.AttemptSucceeded, Now: now}}
 	var err error
+	rejected := false
 	switch {
+	case b.State == stet.BatchFailed && b.ProviderState == ledger.ProviderStateRejected:
+		err = &stet.ProcessorError{Class: stet.FailureTransient, Code: "batch_rejected"}
+		rejected = true
 	case b.State == stet.BatchFailed:
 		err = &stet.ProcessorError{Class: stet.FailureTransient, Code: "batch_failed"}
 	case r.JobID == "":
@@ -745,7 +768,7 @@ func (p *Pipeline) itemOutcome(b *ledger.Batch, it ledger.BatchItem, r stet.Batc
 	if class != stet.FailureTransient {
 		a.Result.FailureClass = stet.FailureTransient
 	}
-	if set.OnExpired == stet.ModeSync {
+	if set.OnExpired == stet.ModeSync || rejected {
 		a.Route = "sync"
 		return a, ExtractArgs{JobID: it.JobID}
 	}

@@ -376,3 +376,23 @@ func TestBatchPausedProcessorWaits(t *testing.T) {
 		t.Errorf("fake stats = %+v, want one batch after unpausing", st)
 	}
 }
+
+// The provider refuses a batch for good (400): nothing is sent again as a
+// batch; the items go to synchronous extraction.
+func TestBatchRejectedGoesSync(t *testing.T) {
+	t.Parallel()
+	e := stettest.New(t, stettest.Options{Batch: pipeline.BatchSettings{MaxItems: 2, MaxWait: time.Hour}})
+	e.Fake.EnqueueBatch(openai.BatchRouteCreate, openai.Fault{Kind: openai.HTTPError, Status: 400})
+	deliverBatch(t, e, "j", 2)
+	waitCommitted(t, e, 2)
+	if n := e.Count("jobs", "state = 'committed'"); n != 2 {
+		t.Errorf("committed jobs = %d, want 2", n)
+	}
+	st := e.Fake.BatchStats()
+	if st.CreateCalls != 1 || st.Created != 0 || e.Fake.Calls() != 2 {
+		t.Errorf("fake: %d create calls, %d batches, %d sync calls; want 1, 0, 2", st.CreateCalls, st.Created, e.Fake.Calls())
+	}
+	if n := e.Count("batches", "state = 'failed' AND provider_state = 'rejected' AND applied_at IS NOT NULL"); n != 1 {
+		t.Errorf("rejected, applied batches = %d, want 1", n)
+	}
+}
