@@ -63,6 +63,16 @@ func (e *ProcessorError) Error() string {
 // Unwrap returns the internal cause.
 func (e *ProcessorError) Unwrap() error { return e.Err }
 
+// RetryAfterOf returns how long the provider asked to wait before the next
+// request (Retry-After and its kin), or zero.
+func RetryAfterOf(err error) time.Duration {
+	var pe *ProcessorError
+	if errors.As(err, &pe) {
+		return pe.RetryAfter
+	}
+	return 0
+}
+
 // ClassOf returns the failure class of err: the class of a *ProcessorError
 // in its chain, transient for any other error.
 func ClassOf(err error) FailureClass {

@@ -355,17 +355,19 @@ func MarkUnknown(ctx context.Context, q Querier, batchID, reason string, now tim
 	return nil
 }
 
-// ResetForResubmit returns an unknown batch to intent after an operator
-// decided that nothing was created at the provider.
+// ResetForResubmit returns an unknown batch, or one whose submission is
+// still in flight, to a fresh intent after an operator decided that nothing
+// was created at the provider.
 func ResetForResubmit(ctx context.Context, q Querier, batchID string, now time.Time) error {
 	res, err := q.ExecContext(ctx, `UPDATE batches SET state = 'intent', submit_started_at = NULL, input_file_id = NULL,
 			unknown_reason = NULL, updated_at = $1
-		WHERE id = $2 AND state = 'unknown' AND provider_batch_id IS NULL`, micros(now), batchID)
+		WHERE id = $2 AND provider_batch_id IS NULL
+		  AND (state = 'unknown' OR (state = 'intent' AND submit_started_at IS NOT NULL))`, micros(now), batchID)
 	if err != nil {
 		return fmt.Errorf("reset batch: %w", err)
 	}
 	if n, _ := res.RowsAffected(); n != 1 {
-		return stet.Errorf(stet.EConflict, "only an unknown batch without a provider batch can be resubmitted")
+		return stet.Errorf(stet.EConflict, "only an unknown or in-flight batch without a provider batch can be resubmitted")
 	}
 	return nil
 }
@@ -420,8 +422,9 @@ type ApplyItem struct {
 	// Artifact is set for a validated result.
 	Artifact *SaveArtifactParams
 	// Otherwise the job goes to Route: "manual" (a manual review record
-	// with Result.FailureClass), or back to extraction: "batch" (the next
-	// batch) or "sync" (an extract task; the caller enqueues it in tx).
+	// with Result.FailureClass), "blocked" (an operator decides), or back
+	// to extraction: "batch" (the next batch) or "sync" (an extract task;
+	// the caller enqueues it in tx).
 	Route string
 	Now   time.Time
 }
@@ -488,6 +491,13 @@ func ApplyBatchItem(ctx context.Context, tx Querier, a ApplyItem) (string, error
 			return "", err
 		}
 		moved = 1
+	case a.Route == "blocked":
+		r, err := tx.ExecContext(ctx, `UPDATE jobs SET state = 'blocked', failure_class = $1, lease_until = NULL, updated_at = $2
+			WHERE id = $3 AND attempt = $4 AND state = 'batched'`, string(a.Result.FailureClass), ts, a.Item.JobID, a.Item.Token)
+		if err != nil {
+			return "", fmt.Errorf("block batched job: %w", err)
+		}
+		moved, _ = r.RowsAffected()
 	default:
 		mode := stet.ModeBatch
 		if a.Route == "sync" {
@@ -565,6 +575,28 @@ func MarkBatchRejected(ctx context.Context, q Querier, batchID string, now time.
 		WHERE id = $3 AND state = 'intent'`, ProviderStateRejected, ts, batchID)
 	if err != nil {
 		return fmt.Errorf("mark batch rejected: %w", err)
+	}
+	return nil
+}
+
+// RouteToSync sends a waiting batch-mode job to synchronous extraction (its
+// processor has no batch API). It reports whether the job was still
+// waiting; the caller enqueues its extract task in tx.
+func RouteToSync(ctx context.Context, tx Querier, jobID string, now time.Time) (bool, error) {
+	res, err := tx.ExecContext(ctx, `UPDATE jobs SET mode = 'sync', updated_at = $1 WHERE id = $2 AND state = 'accepted' AND mode = 'batch'`,
+		micros(now), jobID)
+	if err != nil {
+		return false, fmt.Errorf("route job to sync: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return n == 1, nil
+}
+
+// TouchBatch records that a batch was handled now without polling it (a
+// lost River job enqueued again), so OverdueBatches leaves it for a while.
+func TouchBatch(ctx context.Context, q Querier, batchID string, now time.Time) error {
+	if _, err := q.ExecContext(ctx, `UPDATE batches SET updated_at = $1 WHERE id = $2`, micros(now), batchID); err != nil {
+		return fmt.Errorf("touch batch: %w", err)
 	}
 	return nil
 }

@@ -240,7 +240,7 @@ func (p *Pipeline) requeueOverdue(ctx context.Context) error {
 		// Touch the batches so that the next sweep does not enqueue them
 		// again before their new job has run.
 		for _, id := range ids {
-			if _, err := tx.ExecContext(ctx, `UPDATE batches SET updated_at = $1 WHERE id = $2`, p.clock.Now().UTC().UnixMicro(), id); err != nil {
+			if err := ledger.TouchBatch(ctx, tx, id, p.clock.Now()); err != nil {
 				return err
 			}
 		}
@@ -256,12 +256,11 @@ func (p *Pipeline) routeUnbatchable(ctx context.Context, toSync, toBlock []ledge
 	return p.db.InTx(ctx, func(tx *sql.Tx) error {
 		var inserts []river.InsertManyParams
 		for _, j := range toSync {
-			res, err := tx.ExecContext(ctx, `UPDATE jobs SET mode = 'sync', updated_at = $1 WHERE id = $2 AND state = 'accepted' AND mode = 'batch'`,
-				now.UTC().UnixMicro(), j.ID)
+			routed, err := ledger.RouteToSync(ctx, tx, j.ID, now)
 			if err != nil {
-				return fmt.Errorf("route job to sync: %w", err)
+				return err
 			}
-			if n, _ := res.RowsAffected(); n == 1 {
+			if routed {
 				inserts = append(inserts, river.InsertManyParams{Args: ExtractArgs{JobID: j.ID}})
 			}
 		}
@@ -372,7 +371,7 @@ func (p *Pipeline) submitBatch(ctx context.Context, b *ledger.Batch, proc stet.B
 		if err != nil {
 			class := stet.ClassOf(err)
 			log.Warn("batch reconciliation lookup failed", "failure_class", string(class))
-			d := max(retryAfterOf(err), pollDelay(set, 0)/6, time.Second)
+			d := max(stet.RetryAfterOf(err), pollDelay(set, 0)/6, time.Second)
 			return "reconcile_failed", river.JobSnooze(d)
 		}
 		if len(found) != 1 {
@@ -393,6 +392,20 @@ func (p *Pipeline) submitBatch(ctx context.Context, b *ledger.Batch, proc stet.B
 	items, err := ledger.BatchItems(ctx, p.db.Writer(), b.ID)
 	if err != nil {
 		return "error", err
+	}
+	// A dispatch pause set after assembly holds the whole batch: nothing is
+	// sent while the processor, or a tenant with items in it, is paused.
+	checked := map[string]bool{}
+	for _, it := range items {
+		if checked[it.TenantID] {
+			continue
+		}
+		checked[it.TenantID] = true
+		if pause, err := ledger.ActivePause(ctx, p.db.Reader(), it.TenantID, b.ProcessorID); err != nil {
+			return "error", err
+		} else if pause != nil {
+			return "paused", river.JobSnooze(p.cfg.PausedRecheck)
+		}
 	}
 	var reqs []stet.BatchItem
 	var subs []ledger.SubmitItem
@@ -460,7 +473,7 @@ func (p *Pipeline) submitBatch(ctx context.Context, b *ledger.Batch, proc stet.B
 		case started && ambiguous(err):
 			// Maybe created: the next run reconciles (or resends the same
 			// key), soon.
-			return "ambiguous", river.JobSnooze(max(retryAfterOf(err), 2*time.Second))
+			return "ambiguous", river.JobSnooze(max(stet.RetryAfterOf(err), 2*time.Second))
 		case started:
 			if cerr := ledger.ClearSubmitStarted(ctx, p.db.Writer(), b.ID, now); cerr != nil {
 				return "error", cerr
@@ -488,7 +501,7 @@ func (p *Pipeline) submitBatch(ctx context.Context, b *ledger.Batch, proc stet.B
 			return p.applyBatch(ctx, nb, proc, set, log)
 		}
 		// Nothing was created: try again later, backing off like a poll.
-		d := max(retryAfterOf(err), pollDelay(set, b.PollCount))
+		d := max(stet.RetryAfterOf(err), pollDelay(set, b.PollCount))
 		if serr := ledger.SetNextPoll(ctx, p.db.Writer(), b.ID, now.Add(d), now, true); serr != nil {
 			return "error", serr
 		}
@@ -532,27 +545,16 @@ func (p *Pipeline) dropItem(ctx context.Context, batchID string, it ledger.Batch
 	if manual {
 		route, class = "manual", stet.FailureUnsupported
 	}
-	return p.db.InTx(ctx, func(tx *sql.Tx) error {
-		now := p.clock.Now()
-		if route == "manual" {
-			_, err := ledger.ApplyBatchItem(ctx, tx, ledger.ApplyItem{BatchID: batchID, Item: it, Route: "manual",
-				Result: ledger.AttemptResult{Status: stet.AttemptFailed, FailureClass: class, Now: now}, Now: now})
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE batch_items SET applied_at = $1, outcome = 'failed', failure_class = $2
-			WHERE batch_id = $3 AND job_id = $4 AND applied_at IS NULL`, now.UTC().UnixMicro(), string(class), batchID, it.JobID); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE batches SET applied_count = applied_count + 1 WHERE id = $1`, batchID); err != nil {
-			return err
-		}
-		_, err := tx.ExecContext(ctx, `UPDATE jobs SET state = 'blocked', failure_class = $1, updated_at = $2
-			WHERE id = $3 AND attempt = $4 AND state = 'batched'`, string(class), now.UTC().UnixMicro(), it.JobID, it.Token)
-		if err == nil {
-			p.alert(p.log.With("job_id", it.JobID, "batch_id", batchID), "job_blocked", "failure_class", string(class))
-		}
+	now := p.clock.Now()
+	err := p.db.InTx(ctx, func(tx *sql.Tx) error {
+		_, err := ledger.ApplyBatchItem(ctx, tx, ledger.ApplyItem{BatchID: batchID, Item: it, Route: route,
+			Result: ledger.AttemptResult{Status: stet.AttemptFailed, FailureClass: class, Now: now}, Now: now})
 		return err
 	})
+	if err == nil && route == "blocked" {
+		p.alert(p.log.With("job_id", it.JobID, "batch_id", batchID), "job_blocked", "failure_class", string(class))
+	}
+	return err
 }
 
 func (p *Pipeline) pollBatch(ctx context.Context, b *ledger.Batch, proc stet.BatchProcessor, set BatchSettings, log interface {
@@ -575,7 +577,7 @@ func (p *Pipeline) pollBatch(ctx context.Context, b *ledger.Batch, proc stet.Bat
 			return "unknown", nil
 		}
 		// A 429 or a failed lookup is a reason to wait, never to submit.
-		d := max(retryAfterOf(err), pollDelay(set, b.PollCount))
+		d := max(stet.RetryAfterOf(err), pollDelay(set, b.PollCount))
 		log.Warn("batch status lookup failed", "failure_class", string(class), "next_poll_in", d.String())
 		if err := ledger.SetNextPoll(ctx, p.db.Writer(), b.ID, now.Add(d), now, true); err != nil {
 			return "error", err
@@ -629,7 +631,7 @@ func (p *Pipeline) applyBatch(ctx context.Context, b *ledger.Batch, proc stet.Ba
 				expiredUnfetched = true
 				p.alert(log, "batch_results_expired")
 			} else {
-				d := max(retryAfterOf(err), pollDelay(set, 0))
+				d := max(stet.RetryAfterOf(err), pollDelay(set, 0))
 				log.Warn("batch results fetch failed", "failure_class", string(stet.ClassOf(err)))
 				if err := ledger.SetNextPoll(ctx, p.db.Writer(), b.ID, now.Add(d), now, false); err != nil {
 					return "error", err
@@ -802,11 +804,6 @@ func (p *Pipeline) ReconcileBatch(ctx context.Context, batchID, adopt string, re
 				return err
 			}
 		} else if resubmit {
-			if b.State == stet.BatchIntent {
-				if _, err := tx.ExecContext(ctx, `UPDATE batches SET state = 'unknown' WHERE id = $1`, b.ID); err != nil {
-					return err
-				}
-			}
 			if err := ledger.ResetForResubmit(ctx, tx, b.ID, now); err != nil {
 				return err
 			}

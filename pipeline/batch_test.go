@@ -396,3 +396,54 @@ func TestBatchRejectedGoesSync(t *testing.T) {
 		t.Errorf("rejected, applied batches = %d, want 1", n)
 	}
 }
+
+// Between assembly and submission: a pause holds the batch (nothing is
+// sent); a policy that no longer permits the processor takes the items out
+// of the batch, blocked, before anything leaves.
+func TestBatchBeforeSubmission(t *testing.T) {
+	t.Parallel()
+	e := stettest.New(t, stettest.Options{NoWorkers: true, Batch: pipeline.BatchSettings{MaxItems: 100, MaxWait: time.Hour},
+		PolicyProcessors: []string{"openai-fake", "rules"}})
+	ctx := context.Background()
+	jobs := deliverBatch(t, e, "s", 2)
+	if n, err := e.Pipeline.Assemble(ctx, true); err != nil || n != 1 {
+		t.Fatalf("Assemble = %d, %v; want 1 batch", n, err)
+	}
+	var id string
+	if err := e.DB.Writer().QueryRow(`SELECT id FROM batches`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.DB.SetPause(ctx, ledger.Pause{Scope: "processor:openai-fake", Reason: "test", PausedBy: "test", PausedAt: time.Now()}, "demo"); err != nil {
+		t.Fatal(err)
+	}
+	if outcome, err := e.Pipeline.RunBatch(ctx, id); err != nil || outcome != "paused" {
+		t.Errorf("RunBatch while paused = %q, %v; want paused", outcome, err)
+	}
+	if st := e.Fake.BatchStats(); st.Uploads != 0 || st.CreateCalls != 0 {
+		t.Errorf("fake stats while paused = %+v, want nothing sent", st)
+	}
+	if err := e.DB.ClearPause(ctx, "processor:openai-fake", "test", "demo", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+
+	dropped := *e.Policy
+	dropped.Processors = []string{"rules"}
+	e.Restart(&dropped)
+	if outcome, err := e.Pipeline.RunBatch(ctx, id); err != nil || outcome != "empty" {
+		t.Errorf("RunBatch after the policy dropped the processor = %q, %v; want empty", outcome, err)
+	}
+	for _, j := range jobs {
+		if s := e.JobState(j); s != stet.JobBlocked {
+			t.Errorf("job %s = %s, want blocked", j, s)
+		}
+	}
+	if st := e.Fake.BatchStats(); st.Uploads != 0 || st.CreateCalls != 0 {
+		t.Errorf("fake stats = %+v, want nothing sent", st)
+	}
+	if n := e.Count("batches", "applied_at IS NOT NULL AND applied_count = 2"); n != 1 {
+		t.Errorf("batches with both items taken out = %d, want 1", n)
+	}
+	if n := e.Count("review_records", ""); n != 0 {
+		t.Errorf("records = %d, want 0 (nothing re-routed to rules)", n)
+	}
+}

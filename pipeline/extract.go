@@ -192,7 +192,7 @@ func (p *Pipeline) extract(ctx context.Context, job *river.Job[ExtractArgs]) (st
 		callCtx, cancel := context.WithTimeout(ctx, p.cfg.JobTimeout)
 		ext, callErr := proc.Extract(callCtx, params)
 		cancel()
-		ticket.Done(usedTokens(ext, callErr), stet.ClassOf(callErr) == stet.FailureRateLimited, retryAfterOf(callErr))
+		ticket.Done(usedTokens(ext, callErr), stet.ClassOf(callErr) == stet.FailureRateLimited, stet.RetryAfterOf(callErr))
 		if callErr == nil {
 			if problems := profile.Validator.Validate(ext.Output); len(problems) > 0 {
 				callErr = &stet.ProcessorError{Class: stet.FailureInvalidOutput, StatusCode: ext.StatusCode, RequestID: ext.RequestID,
@@ -552,14 +552,6 @@ func usedTokens(ext *stet.Extraction, err error) int {
 		}
 	}
 	return -1 // unknown: the estimate stands
-}
-
-func retryAfterOf(err error) time.Duration {
-	var pe *stet.ProcessorError
-	if errors.As(err, &pe) {
-		return pe.RetryAfter
-	}
-	return 0
 }
 
 // chooseProcessor picks the processor for this attempt: the recorded

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet"
-	"github.com/stetlabs/stet/config"
 	"github.com/stetlabs/stet/ledger"
 )
 
@@ -181,7 +180,7 @@ func lookupStatus(ctx context.Context, bp stet.BatchProcessor, providerID string
 			break
 		}
 		delay := time.Second << attempt
-		if ra := retryAfterOf(err); ra > delay {
+		if ra := stet.RetryAfterOf(err); ra > delay {
 			delay = ra
 		}
 		fmt.Fprintf(stderr, "rate limited; attempt %d of %d in %s\n", attempt+2, statusAttempts, delay.Round(time.Millisecond))
@@ -196,14 +195,6 @@ func lookupStatus(ctx context.Context, bp stet.BatchProcessor, providerID string
 		return nil, fmt.Errorf("status lookup failed: HTTP %d (%s)", pe.StatusCode, pe.Class)
 	}
 	return nil, fmt.Errorf("status lookup failed: %w", err)
-}
-
-func retryAfterOf(err error) time.Duration {
-	var pe *stet.ProcessorError
-	if errors.As(err, &pe) {
-		return pe.RetryAfter
-	}
-	return 0
 }
 
 // statusClient is the HTTP client of stet batch status: a 20 s timeout,
@@ -376,5 +367,3 @@ func cmdBatchReconcile(ctx context.Context, args []string, stdout, stderr io.Wri
 	}
 	return exitOK
 }
-
-var _ = config.KindOpenAI
