@@ -618,7 +618,6 @@ func (p *Pipeline) applyBatch(ctx context.Context, b *ledger.Batch, proc stet.Ba
 		return "error", err
 	}
 	byJob := make(map[string]stet.BatchResult, len(items))
-	expiredUnfetched := false
 	if b.State != stet.BatchFailed {
 		st := &stet.BatchStatus{ProviderID: b.ProviderBatchID, ProviderState: b.ProviderState, State: b.State,
 			InputFileID: b.InputFileID, OutputFileID: b.OutputFileID, ErrorFileID: b.ErrorFileID, ResultsURL: b.ResultsURL,
@@ -627,17 +626,13 @@ func (p *Pipeline) applyBatch(ctx context.Context, b *ledger.Batch, proc stet.Ba
 		results, err := proc.BatchResults(callCtx, st)
 		cancel()
 		if err != nil {
-			if !b.ResultsExpireAt.IsZero() && now.After(b.ResultsExpireAt) {
-				expiredUnfetched = true
-				p.alert(log, "batch_results_expired")
-			} else {
-				d := max(stet.RetryAfterOf(err), pollDelay(set, 0))
+			if b.ResultsExpireAt.IsZero() || !now.After(b.ResultsExpireAt) {
 				log.Warn("batch results fetch failed", "failure_class", string(stet.ClassOf(err)))
-				if err := ledger.SetNextPoll(ctx, p.db.Writer(), b.ID, now.Add(d), now, false); err != nil {
-					return "error", err
-				}
-				return "fetch_failed", river.JobSnooze(d)
+				return "fetch_failed", river.JobSnooze(max(stet.RetryAfterOf(err), pollDelay(set, 0)))
 			}
+			// Gone with the provider's retention: every unapplied item is
+			// extracted again (no result is applied from nothing).
+			p.alert(log, "batch_results_expired")
 		}
 		mine := make(map[string]bool, len(items))
 		for _, it := range items {
@@ -656,10 +651,6 @@ func (p *Pipeline) applyBatch(ctx context.Context, b *ledger.Batch, proc stet.Ba
 			byJob[r.JobID] = r
 		}
 	}
-	if expiredUnfetched {
-		log.Warn("batch results expired before they were fetched: every unapplied item is extracted again")
-	}
-
 	var pending []ledger.BatchItem
 	for _, it := range items {
 		if !it.Applied {
@@ -745,7 +736,11 @@ func (p *Pipeline) itemOutcome(b *ledger.Batch, it ledger.BatchItem, r stet.Batc
 		err = &stet.ProcessorError{Class: stet.FailureUnsupported, Code: "no_profile"}
 	}
 	class := stet.ClassOf(err)
-	p.cfg.Metrics.ProviderCalls.WithLabelValues(b.ProcessorID, map[bool]string{true: "ok", false: string(class)}[err == nil]).Inc()
+	label := string(class)
+	if err == nil {
+		label = "ok"
+	}
+	p.cfg.Metrics.ProviderCalls.WithLabelValues(b.ProcessorID, label).Inc()
 	if err == nil {
 		a.Artifact = &ledger.SaveArtifactParams{JobID: it.JobID, Token: it.Token, AttemptN: it.AttemptN, Raw: ext.Raw,
 			Output: ext.Output, SchemaVersion: profile.ExtractionVersion(), ProcessorID: b.ProcessorID, Model: ext.Model, Now: now}

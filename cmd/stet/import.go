@@ -151,7 +151,9 @@ func cmdImport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 				res, err := a.pipeline.Accept(ctx, params)
 				if err != nil {
 					failMu.Lock()
-					fatal = errors.Join(fatal, err)
+					if fatal == nil {
+						fatal = err // the first is enough: the rest are the same outage
+					}
 					failMu.Unlock()
 					counts.rejected.Add(1)
 					continue
