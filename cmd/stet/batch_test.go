@@ -13,7 +13,7 @@ import (
 
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/internal/crash"
-	"github.com/stetlabs/stet/processor/anthropic"
+	"github.com/stetlabs/stet/processor/anthropic/anthropicfake"
 	"github.com/stetlabs/stet/processor/gemini"
 	"github.com/stetlabs/stet/processor/infrai"
 	"github.com/stetlabs/stet/processor/openai"
@@ -71,7 +71,7 @@ var batchProviders = []batchProvider{
 		return f.URL(), func() int { return f.BatchStats().Created }, func() int { return f.BatchStats().CreateCalls }
 	}},
 	{kind: "anthropic", model: "claude-test", start: func(t *testing.T) (string, func() int, func() int) {
-		f := anthropic.NewFake(anthropic.FakeOptions{APIKey: testOpenAIKey})
+		f := anthropicfake.New(anthropicfake.Options{APIKey: testOpenAIKey})
 		t.Cleanup(f.Close)
 		return f.URL(), func() int { return f.BatchCounts().Created }, func() int { return f.BatchCounts().CreateCalls }
 	}},
