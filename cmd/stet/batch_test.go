@@ -13,9 +13,9 @@ import (
 
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/internal/crash"
-	"github.com/stetlabs/stet/processor/anthropic"
+	"github.com/stetlabs/stet/processor/anthropic/anthropicfake"
 	"github.com/stetlabs/stet/processor/gemini"
-	"github.com/stetlabs/stet/processor/infrai"
+	"github.com/stetlabs/stet/processor/infrai/infraifake"
 	"github.com/stetlabs/stet/processor/openai"
 )
 
@@ -71,7 +71,7 @@ var batchProviders = []batchProvider{
 		return f.URL(), func() int { return f.BatchStats().Created }, func() int { return f.BatchStats().CreateCalls }
 	}},
 	{kind: "anthropic", model: "claude-test", start: func(t *testing.T) (string, func() int, func() int) {
-		f := anthropic.NewFake(anthropic.FakeOptions{APIKey: testOpenAIKey})
+		f := anthropicfake.New(anthropicfake.Options{APIKey: testOpenAIKey})
 		t.Cleanup(f.Close)
 		return f.URL(), func() int { return f.BatchCounts().Created }, func() int { return f.BatchCounts().CreateCalls }
 	}},
@@ -81,7 +81,7 @@ var batchProviders = []batchProvider{
 		return f.URL(), func() int { return f.BatchCounts().Created }, func() int { return f.BatchCounts().CreateCalls }
 	}},
 	{kind: "infrai", model: "gpt-4.1-mini", start: func(t *testing.T) (string, func() int, func() int) {
-		f := infrai.NewFake(infrai.FakeOptions{APIKey: testOpenAIKey})
+		f := infraifake.New(infraifake.Options{APIKey: testOpenAIKey})
 		t.Cleanup(f.Close)
 		return f.URL(), f.BatchesCreated, f.BatchCreateCalls
 	}},

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/processor/anthropic/anthropicfake"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata")
@@ -30,7 +31,7 @@ const (
 )
 
 // newTestClient returns a Client talking to f with the test key.
-func newTestClient(t *testing.T, f *Fake, timeout time.Duration, toolUse bool) *Client {
+func newTestClient(t *testing.T, f *anthropicfake.Server, timeout time.Duration, toolUse bool) *Client {
 	t.Helper()
 	c, err := New(Config{
 		ID:        "anthropic-test",
@@ -59,29 +60,29 @@ func testParams(prompt string) stet.ExtractParams {
 	}
 }
 
-func newFake(t *testing.T, opts FakeOptions) *Fake {
+func newFake(t *testing.T, opts anthropicfake.Options) *anthropicfake.Server {
 	t.Helper()
 	if opts.APIKey == "" {
 		opts.APIKey = testKey
 	}
-	f := NewFake(opts)
+	f := anthropicfake.New(opts)
 	t.Cleanup(f.Close)
 	return f
 }
 
-// recordRequests returns FakeOptions whose Respond keeps the last request.
-func recordRequests() (FakeOptions, func() FakeRequest) {
+// recordRequests returns anthropicfake.Options whose Respond keeps the last request.
+func recordRequests() (anthropicfake.Options, func() anthropicfake.Request) {
 	var (
 		mu  sync.Mutex
-		got FakeRequest
+		got anthropicfake.Request
 	)
-	opts := FakeOptions{Respond: func(req FakeRequest) string {
+	opts := anthropicfake.Options{Respond: func(req anthropicfake.Request) string {
 		mu.Lock()
 		defer mu.Unlock()
 		got = req
-		return MinimalInstance(req.Schema)
+		return anthropicfake.MinimalInstance(req.Schema)
 	}}
-	return opts, func() FakeRequest {
+	return opts, func() anthropicfake.Request {
 		mu.Lock()
 		defer mu.Unlock()
 		return got
@@ -188,17 +189,17 @@ func TestSchemaSentVerbatim(t *testing.T) {
 // it would retry by default, x-should-retry: true included.
 func TestNoRetries(t *testing.T) {
 	t.Parallel()
-	for _, ft := range []Fault{
-		{Kind: ServerError},
-		{Kind: Overloaded},
-		{Kind: RateLimit, RetryAfter: "0"},
-		{Kind: HTTPError, Status: http.StatusConflict},
-		{Kind: HTTPError, Status: http.StatusRequestTimeout},
-		{Kind: Disconnect},
+	for _, ft := range []anthropicfake.Fault{
+		{Kind: anthropicfake.ServerError},
+		{Kind: anthropicfake.Overloaded},
+		{Kind: anthropicfake.RateLimit, RetryAfter: "0"},
+		{Kind: anthropicfake.HTTPError, Status: http.StatusConflict},
+		{Kind: anthropicfake.HTTPError, Status: http.StatusRequestTimeout},
+		{Kind: anthropicfake.Disconnect},
 	} {
 		t.Run(fmt.Sprintf("%s_%d", ft.Kind, ft.Status), func(t *testing.T) {
 			t.Parallel()
-			f := newFake(t, FakeOptions{})
+			f := newFake(t, anthropicfake.Options{})
 			f.Enqueue(ft, ft, ft)
 			c := newTestClient(t, f, 0, false)
 			_, err := c.Extract(t.Context(), testParams("hello"))
@@ -235,7 +236,7 @@ func TestClassification(t *testing.T) {
 
 	tests := []struct {
 		name           string
-		fault          Fault
+		fault          anthropicfake.Fault
 		toolUse        bool
 		timeout        time.Duration
 		wantClass      stet.FailureClass
@@ -244,64 +245,64 @@ func TestClassification(t *testing.T) {
 		wantRetryAfter time.Duration
 		wantProblem    string // invalid_output: the first problem
 	}{
-		{name: "429 retry-after seconds", fault: Fault{Kind: RateLimit, RetryAfter: "7"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: 7 * time.Second},
-		{name: "429 retry-after-ms", fault: Fault{Kind: RateLimit, RetryAfterMS: 1500}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: 1500 * time.Millisecond},
-		{name: "429 retry-after HTTP-date", fault: Fault{Kind: RateLimit, RetryAfter: now.Add(30 * time.Second).Format(http.TimeFormat)}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: 30 * time.Second},
-		{name: "429 retry-after date in the past", fault: Fault{Kind: RateLimit, RetryAfter: now.Add(-time.Minute).Format(http.TimeFormat)}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: 0},
+		{name: "429 retry-after seconds", fault: anthropicfake.Fault{Kind: anthropicfake.RateLimit, RetryAfter: "7"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: 7 * time.Second},
+		{name: "429 retry-after-ms", fault: anthropicfake.Fault{Kind: anthropicfake.RateLimit, RetryAfterMS: 1500}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: 1500 * time.Millisecond},
+		{name: "429 retry-after HTTP-date", fault: anthropicfake.Fault{Kind: anthropicfake.RateLimit, RetryAfter: now.Add(30 * time.Second).Format(http.TimeFormat)}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: 30 * time.Second},
+		{name: "429 retry-after date in the past", fault: anthropicfake.Fault{Kind: anthropicfake.RateLimit, RetryAfter: now.Add(-time.Minute).Format(http.TimeFormat)}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: 0},
 		{
 			name:      "429 requests exhausted waits for the requests reset",
-			fault:     Fault{Kind: RateLimit, Header: resets([4]string{"0", "900", "900", "900"}, [4]time.Duration{20 * time.Second, 50 * time.Second, 5 * time.Second, 5 * time.Second})},
+			fault:     anthropicfake.Fault{Kind: anthropicfake.RateLimit, Header: resets([4]string{"0", "900", "900", "900"}, [4]time.Duration{20 * time.Second, 50 * time.Second, 5 * time.Second, 5 * time.Second})},
 			wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: 20 * time.Second,
 		},
 		{
 			name:      "429 two limits exhausted waits for the later",
-			fault:     Fault{Kind: RateLimit, Header: resets([4]string{"0", "900", "0", "900"}, [4]time.Duration{20 * time.Second, 50 * time.Second, 40 * time.Second, 5 * time.Second})},
+			fault:     anthropicfake.Fault{Kind: anthropicfake.RateLimit, Header: resets([4]string{"0", "900", "0", "900"}, [4]time.Duration{20 * time.Second, 50 * time.Second, 40 * time.Second, 5 * time.Second})},
 			wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: 40 * time.Second,
 		},
 		{
 			name:      "429 none exhausted waits for the latest reset",
-			fault:     Fault{Kind: RateLimit, Header: resets([4]string{"3", "900", "900", "900"}, [4]time.Duration{5 * time.Second, 10 * time.Second, 15 * time.Second, 25 * time.Second})},
+			fault:     anthropicfake.Fault{Kind: anthropicfake.RateLimit, Header: resets([4]string{"3", "900", "900", "900"}, [4]time.Duration{5 * time.Second, 10 * time.Second, 15 * time.Second, 25 * time.Second})},
 			wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: 25 * time.Second,
 		},
-		{name: "429 without any wait header", fault: Fault{Kind: RateLimit, Header: noWait}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error"},
-		{name: "429 ramp limit is a rate limit", fault: Fault{Kind: HTTPError, Status: 429, Code: "ramp_limit_exceeded", Header: http.Header{"Retry-After": {"3"}}}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "ramp_limit_exceeded", wantRetryAfter: 3 * time.Second},
-		{name: "429 enforced spend limit", fault: Fault{Kind: SpendLimit}, wantClass: stet.FailureQuota, wantStatus: 429, wantCode: "enforced_spend_limit_reached"},
-		{name: "429 contract spend limit", fault: Fault{Kind: SpendLimit, Code: "contract_spend_limit_reached"}, wantClass: stet.FailureQuota, wantStatus: 429, wantCode: "contract_spend_limit_reached"},
-		{name: "429 spend limit said only in the message", fault: Fault{Kind: HTTPError, Status: 429, Message: "You have reached your organization's spend limit."}, wantClass: stet.FailureQuota, wantStatus: 429, wantCode: "rate_limit_error"},
-		{name: "402 billing_error", fault: Fault{Kind: HTTPError, Status: 402}, wantClass: stet.FailureQuota, wantStatus: 402, wantCode: "billing_error"},
-		{name: "402 linked organization spend limit", fault: Fault{Kind: HTTPError, Status: 402, Code: "linked_organization_spend_limit_reached"}, wantClass: stet.FailureQuota, wantStatus: 402, wantCode: "linked_organization_spend_limit_reached"},
-		{name: "400 credit balance too low", fault: Fault{Kind: HTTPError, Status: 400, Message: "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits."}, wantClass: stet.FailureQuota, wantStatus: 400, wantCode: "invalid_request_error"},
-		{name: "400 quoting credit words later is not quota", fault: Fault{Kind: HTTPError, Status: 400, Message: "messages.0.content.0.text: invalid: your credit balance is too low"}, wantClass: stet.FailureUnsupported, wantStatus: 400, wantCode: "invalid_request_error"},
-		{name: "400 invalid_request_error", fault: Fault{Kind: HTTPError, Status: 400}, wantClass: stet.FailureUnsupported, wantStatus: 400, wantCode: "invalid_request_error"},
-		{name: "400 with an error_code", fault: Fault{Kind: HTTPError, Status: 400, Code: "image_dimensions_too_large"}, wantClass: stet.FailureUnsupported, wantStatus: 400, wantCode: "image_dimensions_too_large"},
-		{name: "401 authentication_error", fault: Fault{Kind: HTTPError, Status: 401}, wantClass: stet.FailureAuth, wantStatus: 401, wantCode: "authentication_error"},
-		{name: "403 permission_error", fault: Fault{Kind: HTTPError, Status: 403}, wantClass: stet.FailureAuth, wantStatus: 403, wantCode: "permission_error"},
-		{name: "404 not_found_error", fault: Fault{Kind: HTTPError, Status: 404}, wantClass: stet.FailureUnsupported, wantStatus: 404, wantCode: "not_found_error"},
-		{name: "413 request_too_large", fault: Fault{Kind: HTTPError, Status: 413}, wantClass: stet.FailureUnsupported, wantStatus: 413, wantCode: "request_too_large"},
-		{name: "409 conflict", fault: Fault{Kind: HTTPError, Status: 409}, wantClass: stet.FailureTransient, wantStatus: 409, wantCode: "conflict_error"},
-		{name: "500 api_error", fault: Fault{Kind: ServerError}, wantClass: stet.FailureTransient, wantStatus: 500, wantCode: "api_error"},
-		{name: "504 timeout_error", fault: Fault{Kind: HTTPError, Status: 504}, wantClass: stet.FailureTransient, wantStatus: 504, wantCode: "timeout_error"},
-		{name: "529 overloaded_error", fault: Fault{Kind: Overloaded}, wantClass: stet.FailureTransient, wantStatus: 529, wantCode: "overloaded_error"},
-		{name: "529 with retry-after", fault: Fault{Kind: Overloaded, Header: http.Header{"Retry-After": {"2"}}}, wantClass: stet.FailureTransient, wantStatus: 529, wantCode: "overloaded_error", wantRetryAfter: 2 * time.Second},
-		{name: "connection dropped", fault: Fault{Kind: Disconnect}, wantClass: stet.FailureTransient},
-		{name: "timeout before headers", fault: Fault{Kind: Delay, Delay: time.Minute}, timeout: 100 * time.Millisecond, wantClass: stet.FailureTransient},
-		{name: "timeout after answer", fault: Fault{Kind: TimeoutAfterAnswer}, timeout: 200 * time.Millisecond, wantClass: stet.FailureTransient, wantStatus: 200},
-		{name: "truncated JSON", fault: Fault{Kind: TruncatedJSON}, wantClass: stet.FailureInvalidOutput, wantStatus: 200, wantProblem: "not valid JSON"},
-		{name: "stop_reason max_tokens", fault: Fault{Kind: MaxTokens}, wantClass: stet.FailureInvalidOutput, wantStatus: 200, wantCode: "max_tokens", wantProblem: "output truncated at the token limit"},
-		{name: "stop_reason refusal", fault: Fault{Kind: Refusal}, wantClass: stet.FailureRefusal, wantStatus: 200, wantCode: "refusal"},
+		{name: "429 without any wait header", fault: anthropicfake.Fault{Kind: anthropicfake.RateLimit, Header: noWait}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error"},
+		{name: "429 ramp limit is a rate limit", fault: anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 429, Code: "ramp_limit_exceeded", Header: http.Header{"Retry-After": {"3"}}}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "ramp_limit_exceeded", wantRetryAfter: 3 * time.Second},
+		{name: "429 enforced spend limit", fault: anthropicfake.Fault{Kind: anthropicfake.SpendLimit}, wantClass: stet.FailureQuota, wantStatus: 429, wantCode: "enforced_spend_limit_reached"},
+		{name: "429 contract spend limit", fault: anthropicfake.Fault{Kind: anthropicfake.SpendLimit, Code: "contract_spend_limit_reached"}, wantClass: stet.FailureQuota, wantStatus: 429, wantCode: "contract_spend_limit_reached"},
+		{name: "429 spend limit said only in the message", fault: anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 429, Message: "You have reached your organization's spend limit."}, wantClass: stet.FailureQuota, wantStatus: 429, wantCode: "rate_limit_error"},
+		{name: "402 billing_error", fault: anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 402}, wantClass: stet.FailureQuota, wantStatus: 402, wantCode: "billing_error"},
+		{name: "402 linked organization spend limit", fault: anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 402, Code: "linked_organization_spend_limit_reached"}, wantClass: stet.FailureQuota, wantStatus: 402, wantCode: "linked_organization_spend_limit_reached"},
+		{name: "400 credit balance too low", fault: anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 400, Message: "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits."}, wantClass: stet.FailureQuota, wantStatus: 400, wantCode: "invalid_request_error"},
+		{name: "400 quoting credit words later is not quota", fault: anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 400, Message: "messages.0.content.0.text: invalid: your credit balance is too low"}, wantClass: stet.FailureUnsupported, wantStatus: 400, wantCode: "invalid_request_error"},
+		{name: "400 invalid_request_error", fault: anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 400}, wantClass: stet.FailureUnsupported, wantStatus: 400, wantCode: "invalid_request_error"},
+		{name: "400 with an error_code", fault: anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 400, Code: "image_dimensions_too_large"}, wantClass: stet.FailureUnsupported, wantStatus: 400, wantCode: "image_dimensions_too_large"},
+		{name: "401 authentication_error", fault: anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 401}, wantClass: stet.FailureAuth, wantStatus: 401, wantCode: "authentication_error"},
+		{name: "403 permission_error", fault: anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 403}, wantClass: stet.FailureAuth, wantStatus: 403, wantCode: "permission_error"},
+		{name: "404 not_found_error", fault: anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 404}, wantClass: stet.FailureUnsupported, wantStatus: 404, wantCode: "not_found_error"},
+		{name: "413 request_too_large", fault: anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 413}, wantClass: stet.FailureUnsupported, wantStatus: 413, wantCode: "request_too_large"},
+		{name: "409 conflict", fault: anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 409}, wantClass: stet.FailureTransient, wantStatus: 409, wantCode: "conflict_error"},
+		{name: "500 api_error", fault: anthropicfake.Fault{Kind: anthropicfake.ServerError}, wantClass: stet.FailureTransient, wantStatus: 500, wantCode: "api_error"},
+		{name: "504 timeout_error", fault: anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 504}, wantClass: stet.FailureTransient, wantStatus: 504, wantCode: "timeout_error"},
+		{name: "529 overloaded_error", fault: anthropicfake.Fault{Kind: anthropicfake.Overloaded}, wantClass: stet.FailureTransient, wantStatus: 529, wantCode: "overloaded_error"},
+		{name: "529 with retry-after", fault: anthropicfake.Fault{Kind: anthropicfake.Overloaded, Header: http.Header{"Retry-After": {"2"}}}, wantClass: stet.FailureTransient, wantStatus: 529, wantCode: "overloaded_error", wantRetryAfter: 2 * time.Second},
+		{name: "connection dropped", fault: anthropicfake.Fault{Kind: anthropicfake.Disconnect}, wantClass: stet.FailureTransient},
+		{name: "timeout before headers", fault: anthropicfake.Fault{Kind: anthropicfake.Delay, Delay: time.Minute}, timeout: 100 * time.Millisecond, wantClass: stet.FailureTransient},
+		{name: "timeout after answer", fault: anthropicfake.Fault{Kind: anthropicfake.TimeoutAfterAnswer}, timeout: 200 * time.Millisecond, wantClass: stet.FailureTransient, wantStatus: 200},
+		{name: "truncated JSON", fault: anthropicfake.Fault{Kind: anthropicfake.TruncatedJSON}, wantClass: stet.FailureInvalidOutput, wantStatus: 200, wantProblem: "not valid JSON"},
+		{name: "stop_reason max_tokens", fault: anthropicfake.Fault{Kind: anthropicfake.MaxTokens}, wantClass: stet.FailureInvalidOutput, wantStatus: 200, wantCode: "max_tokens", wantProblem: "output truncated at the token limit"},
+		{name: "stop_reason refusal", fault: anthropicfake.Fault{Kind: anthropicfake.Refusal}, wantClass: stet.FailureRefusal, wantStatus: 200, wantCode: "refusal"},
 		// Schema validation is the pipeline's job: valid JSON passes here.
-		{name: "schema-invalid JSON", fault: Fault{Kind: SchemaInvalid}, wantClass: stet.FailureNone, wantStatus: 200},
-		{name: "delay then answer", fault: Fault{Kind: Delay, Delay: 10 * time.Millisecond}, wantClass: stet.FailureNone, wantStatus: 200},
-		{name: "tool use: answer without a tool call", toolUse: true, fault: Fault{Kind: TruncatedJSON}, wantClass: stet.FailureInvalidOutput, wantStatus: 200, wantProblem: "answer did not call the moderation_v1 tool"},
-		{name: "tool use: stop_reason max_tokens", toolUse: true, fault: Fault{Kind: MaxTokens}, wantClass: stet.FailureInvalidOutput, wantStatus: 200, wantCode: "max_tokens", wantProblem: "output truncated at the token limit"},
-		{name: "tool use: stop_reason refusal", toolUse: true, fault: Fault{Kind: Refusal}, wantClass: stet.FailureRefusal, wantStatus: 200, wantCode: "refusal"},
-		{name: "tool use: schema-invalid input", toolUse: true, fault: Fault{Kind: SchemaInvalid}, wantClass: stet.FailureNone, wantStatus: 200},
-		{name: "tool use: 529 overloaded_error", toolUse: true, fault: Fault{Kind: Overloaded}, wantClass: stet.FailureTransient, wantStatus: 529, wantCode: "overloaded_error"},
+		{name: "schema-invalid JSON", fault: anthropicfake.Fault{Kind: anthropicfake.SchemaInvalid}, wantClass: stet.FailureNone, wantStatus: 200},
+		{name: "delay then answer", fault: anthropicfake.Fault{Kind: anthropicfake.Delay, Delay: 10 * time.Millisecond}, wantClass: stet.FailureNone, wantStatus: 200},
+		{name: "tool use: answer without a tool call", toolUse: true, fault: anthropicfake.Fault{Kind: anthropicfake.TruncatedJSON}, wantClass: stet.FailureInvalidOutput, wantStatus: 200, wantProblem: "answer did not call the moderation_v1 tool"},
+		{name: "tool use: stop_reason max_tokens", toolUse: true, fault: anthropicfake.Fault{Kind: anthropicfake.MaxTokens}, wantClass: stet.FailureInvalidOutput, wantStatus: 200, wantCode: "max_tokens", wantProblem: "output truncated at the token limit"},
+		{name: "tool use: stop_reason refusal", toolUse: true, fault: anthropicfake.Fault{Kind: anthropicfake.Refusal}, wantClass: stet.FailureRefusal, wantStatus: 200, wantCode: "refusal"},
+		{name: "tool use: schema-invalid input", toolUse: true, fault: anthropicfake.Fault{Kind: anthropicfake.SchemaInvalid}, wantClass: stet.FailureNone, wantStatus: 200},
+		{name: "tool use: 529 overloaded_error", toolUse: true, fault: anthropicfake.Fault{Kind: anthropicfake.Overloaded}, wantClass: stet.FailureTransient, wantStatus: 529, wantCode: "overloaded_error"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			f := newFake(t, FakeOptions{})
+			f := newFake(t, anthropicfake.Options{})
 			f.Enqueue(tt.fault)
 			timeout := cmpOr(tt.timeout, 10*time.Second)
 			c := newTestClient(t, f, timeout, tt.toolUse)
@@ -523,7 +524,7 @@ func TestExtractSuccess(t *testing.T) {
 	for _, toolUse := range []bool{false, true} {
 		t.Run(fmt.Sprint("tool use ", toolUse), func(t *testing.T) {
 			t.Parallel()
-			f := newFake(t, FakeOptions{})
+			f := newFake(t, anthropicfake.Options{})
 			rt := &recordingTransport{}
 			c, err := New(Config{ID: "anthropic-eu", BaseURL: f.URL(), APIKey: testKey, Model: testModel, ToolUse: toolUse, HTTPClient: &http.Client{Transport: rt}})
 			if err != nil {
@@ -564,7 +565,7 @@ func TestExtractSuccess(t *testing.T) {
 			if !bytes.Equal(got.Raw, rt.body) {
 				t.Errorf("Raw = %q, want the response body %q", got.Raw, rt.body)
 			}
-			if want := MinimalInstance(json.RawMessage(testSchema)); string(got.Output) != want {
+			if want := anthropicfake.MinimalInstance(json.RawMessage(testSchema)); string(got.Output) != want {
 				t.Errorf("Output = %s, want %s", got.Output, want)
 			}
 			if got.Latency <= 0 {
@@ -600,31 +601,31 @@ func TestCachedInputTokensCount(t *testing.T) {
 func TestCanaryNeverInErrors(t *testing.T) {
 	t.Parallel()
 	const marker = "CANARY Jane Roe 555-0100"
-	faults := []Fault{
-		{Kind: RateLimit, Message: marker},
-		{Kind: SpendLimit, Message: marker + " spend limit"},
-		{Kind: Overloaded, Message: marker},
-		{Kind: ServerError, Message: marker},
-		{Kind: HTTPError, Status: 400, Message: marker, Type: marker, Code: marker},
-		{Kind: HTTPError, Status: 401, Message: marker},
-		{Kind: HTTPError, Status: 404, Message: "model: " + marker},
-		{Kind: HTTPError, Status: 413, Message: marker},
-		{Kind: Disconnect},
-		{Kind: TimeoutAfterAnswer},
-		{Kind: TruncatedJSON},
-		{Kind: MaxTokens},
-		{Kind: Refusal, Message: "I can't discuss " + marker},
+	faults := []anthropicfake.Fault{
+		{Kind: anthropicfake.RateLimit, Message: marker},
+		{Kind: anthropicfake.SpendLimit, Message: marker + " spend limit"},
+		{Kind: anthropicfake.Overloaded, Message: marker},
+		{Kind: anthropicfake.ServerError, Message: marker},
+		{Kind: anthropicfake.HTTPError, Status: 400, Message: marker, Type: marker, Code: marker},
+		{Kind: anthropicfake.HTTPError, Status: 401, Message: marker},
+		{Kind: anthropicfake.HTTPError, Status: 404, Message: "model: " + marker},
+		{Kind: anthropicfake.HTTPError, Status: 413, Message: marker},
+		{Kind: anthropicfake.Disconnect},
+		{Kind: anthropicfake.TimeoutAfterAnswer},
+		{Kind: anthropicfake.TruncatedJSON},
+		{Kind: anthropicfake.MaxTokens},
+		{Kind: anthropicfake.Refusal, Message: "I can't discuss " + marker},
 	}
 	for _, toolUse := range []bool{false, true} {
 		for _, ft := range faults {
 			t.Run(fmt.Sprintf("%s tool use %v", ft.Kind, toolUse), func(t *testing.T) {
 				t.Parallel()
-				f := newFake(t, FakeOptions{Respond: func(FakeRequest) string {
+				f := newFake(t, anthropicfake.Options{Respond: func(anthropicfake.Request) string {
 					return `{"category":"ok","note":"` + marker + `","flags":[]}`
 				}})
 				f.Enqueue(ft)
 				timeout := 10 * time.Second
-				if ft.Kind == TimeoutAfterAnswer {
+				if ft.Kind == anthropicfake.TimeoutAfterAnswer {
 					timeout = 200 * time.Millisecond
 				}
 				c := newTestClient(t, f, timeout, toolUse)
@@ -650,7 +651,7 @@ func TestCanaryNeverInErrors(t *testing.T) {
 func TestInvalidSchemaMakesNoCall(t *testing.T) {
 	t.Parallel()
 	for _, schema := range []string{"", "{not json", "[]", `"object"`, "null"} {
-		f := newFake(t, FakeOptions{})
+		f := newFake(t, anthropicfake.Options{})
 		c := newTestClient(t, f, 0, false)
 		p := testParams("hello")
 		p.Schema = json.RawMessage(schema)
@@ -718,7 +719,7 @@ func TestEnvironmentIgnored(t *testing.T) {
 	t.Setenv("ANTHROPIC_OPEN_TELEMETRY_TRACES_CONTENT_MODE", "content")
 
 	opts, last := recordRequests()
-	f := NewFake(opts) // no key required
+	f := anthropicfake.New(opts) // no key required
 	defer f.Close()
 	c, err := New(Config{ID: "env", BaseURL: f.URL(), Model: testModel})
 	if err != nil {
@@ -807,5 +808,69 @@ func TestSchemaName(t *testing.T) {
 		if got := schemaName(tt.in); got != tt.want {
 			t.Errorf("schemaName(%q) = %q, want %q", tt.in, got, tt.want)
 		}
+	}
+}
+
+// TestFakeFaultQueueAndCounts drives the fake through the client: scripted
+// faults are served in order and every call is counted.
+func TestFakeFaultQueueAndCounts(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, anthropicfake.Options{})
+	f.Enqueue(anthropicfake.Fault{Kind: anthropicfake.Overloaded}, anthropicfake.Fault{Kind: anthropicfake.RateLimit, RetryAfter: "1"})
+	f.Enqueue(anthropicfake.Fault{Kind: anthropicfake.Refusal})
+	c := newTestClient(t, f, 0, false)
+	var got []stet.FailureClass
+	for i := range 4 {
+		_, err := c.Extract(t.Context(), testParams(fmt.Sprintf("report %d about marker-x", i)))
+		got = append(got, stet.ClassOf(err))
+	}
+	want := []stet.FailureClass{stet.FailureTransient, stet.FailureRateLimited, stet.FailureRefusal, stet.FailureNone}
+	if !slices.Equal(got, want) {
+		t.Errorf("classes of 4 calls = %v, want %v", got, want)
+	}
+	if n := f.Calls(); n != 4 {
+		t.Errorf("Calls() = %d, want 4", n)
+	}
+	if n := f.CallsContaining("marker-x"); n != 4 {
+		t.Errorf("CallsContaining(marker-x) = %d, want 4", n)
+	}
+	if n := f.CallsContaining("report 2 "); n != 1 {
+		t.Errorf("CallsContaining(report 2) = %d, want 1", n)
+	}
+	if n := f.CallsContaining("absent"); n != 0 {
+		t.Errorf("CallsContaining(absent) = %d, want 0", n)
+	}
+}
+
+func TestFakeConcurrentUse(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, anthropicfake.Options{})
+	f.Enqueue(anthropicfake.Fault{Kind: anthropicfake.ServerError}, anthropicfake.Fault{Kind: anthropicfake.ServerError}, anthropicfake.Fault{Kind: anthropicfake.ServerError})
+	c := newTestClient(t, f, 0, true)
+	const n = 24
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		failed int
+	)
+	for i := range n {
+		wg.Go(func() {
+			_, err := c.Extract(t.Context(), testParams(fmt.Sprintf("concurrent report %d", i)))
+			if err != nil {
+				mu.Lock()
+				failed++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if got := f.Calls(); got != n {
+		t.Errorf("Calls() = %d, want %d", got, n)
+	}
+	if failed != 3 {
+		t.Errorf("failed calls = %d, want the 3 scripted faults", failed)
+	}
+	if got := f.CallsContaining("concurrent report"); got != n {
+		t.Errorf("CallsContaining = %d, want %d", got, n)
 	}
 }

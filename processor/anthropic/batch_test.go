@@ -21,6 +21,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/processor/anthropic/anthropicfake"
 )
 
 // jobID returns a job ID shaped like stet.NewID's.
@@ -107,7 +108,7 @@ func (b *cappedBody) Read(p []byte) (int, error) {
 func (b *cappedBody) Close() error { return b.rc.Close() }
 
 // batchClient returns a Client for f; hc may be nil.
-func batchClient(t *testing.T, f *Fake, toolUse bool, hc *http.Client) *Client {
+func batchClient(t *testing.T, f *anthropicfake.Server, toolUse bool, hc *http.Client) *Client {
 	t.Helper()
 	c, err := New(Config{ID: "anthropic-batch", BaseURL: f.URL(), APIKey: testKey, Model: testModel, ToolUse: toolUse, Timeout: 10 * time.Second, HTTPClient: hc})
 	if err != nil {
@@ -255,12 +256,12 @@ func TestBatchItemErrorClassification(t *testing.T) {
 
 func TestSubmitBatchCallsBeforeCreateFirst(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, FakeOptions{})
+	f := newFake(t, anthropicfake.Options{})
 	c := batchClient(t, f, false, nil)
 	var (
 		calls    int
 		gotFile  = "unset"
-		atCreate BatchCounts
+		atCreate anthropicfake.BatchCounts
 	)
 	items := batchItems(3)
 	h, err := c.SubmitBatch(t.Context(), stet.BatchSubmit{
@@ -322,7 +323,7 @@ func TestSubmitBatchAborts(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			f := newFake(t, FakeOptions{})
+			f := newFake(t, anthropicfake.Options{})
 			c := batchClient(t, f, false, nil)
 			calls := 0
 			_, err := c.SubmitBatch(t.Context(), stet.BatchSubmit{BatchID: "bat_01TEST", Items: tt.items, BeforeCreate: func(context.Context, string) error {
@@ -351,28 +352,30 @@ func TestSubmitBatchAborts(t *testing.T) {
 // offsetClock is a fake clock: now plus an adjustable offset.
 type offsetClock struct{ offset atomic.Int64 }
 
-func (c *offsetClock) now() time.Time         { return time.Now().Add(time.Duration(c.offset.Load())) }
-func (c *offsetClock) set(d time.Duration)    { c.offset.Store(int64(d)) }
-func (c *offsetClock) opts() FakeBatchOptions { return FakeBatchOptions{Now: c.now} }
+func (c *offsetClock) now() time.Time      { return time.Now().Add(time.Duration(c.offset.Load())) }
+func (c *offsetClock) set(d time.Duration) { c.offset.Store(int64(d)) }
+func (c *offsetClock) opts() anthropicfake.BatchOptions {
+	return anthropicfake.BatchOptions{Now: c.now}
+}
 
 func TestFindBatchAfterInterruptedSubmit(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name        string
-		fault       Fault
+		fault       anthropicfake.Fault
 		deadline    time.Duration // the caller's deadline; 0: none
 		wantCreated int
 	}{
-		{name: "created then connection reset", fault: Fault{Kind: CreateThenDisconnect}, wantCreated: 1},
-		{name: "created then no answer until the caller gives up", fault: Fault{Kind: CreateThenHang}, deadline: 300 * time.Millisecond, wantCreated: 1},
-		{name: "refused with 529", fault: Fault{Kind: Overloaded}, wantCreated: 0},
-		{name: "dropped before anything was created", fault: Fault{Kind: Disconnect}, wantCreated: 0},
+		{name: "created then connection reset", fault: anthropicfake.Fault{Kind: anthropicfake.CreateThenDisconnect}, wantCreated: 1},
+		{name: "created then no answer until the caller gives up", fault: anthropicfake.Fault{Kind: anthropicfake.CreateThenHang}, deadline: 300 * time.Millisecond, wantCreated: 1},
+		{name: "refused with 529", fault: anthropicfake.Fault{Kind: anthropicfake.Overloaded}, wantCreated: 0},
+		{name: "dropped before anything was created", fault: anthropicfake.Fault{Kind: anthropicfake.Disconnect}, wantCreated: 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			clock := &offsetClock{}
-			f := newFake(t, FakeOptions{Batch: clock.opts()})
+			f := newFake(t, anthropicfake.Options{Batch: clock.opts()})
 			c := batchClient(t, f, false, nil)
 
 			// Noise: an older batch of the same size and a newer one of
@@ -382,7 +385,7 @@ func TestFindBatchAfterInterruptedSubmit(t *testing.T) {
 			clock.set(0)
 			submit(t, c, batchItems(2))
 
-			f.EnqueueBatchFaults(RouteBatchCreate, tt.fault)
+			f.EnqueueBatchFaults(anthropicfake.RouteBatchCreate, tt.fault)
 			submittedAt := time.Now()
 			ctx := t.Context()
 			if tt.deadline > 0 {
@@ -431,7 +434,7 @@ func TestFindBatchAfterInterruptedSubmit(t *testing.T) {
 
 func TestFindBatchPagesAndFails(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, FakeOptions{})
+	f := newFake(t, anthropicfake.Options{})
 	c := batchClient(t, f, false, nil)
 	submittedAt := time.Now()
 	target := submit(t, c, batchItems(3))
@@ -451,13 +454,13 @@ func TestFindBatchPagesAndFails(t *testing.T) {
 	}
 
 	// A failed listing is an error, never "none found".
-	f.EnqueueBatchFaults(RouteBatchList, Fault{Kind: ServerError})
+	f.EnqueueBatchFaults(anthropicfake.RouteBatchList, anthropicfake.Fault{Kind: anthropicfake.ServerError})
 	found, err = c.FindBatch(t.Context(), stet.BatchQuery{SubmittedAt: submittedAt, ItemCount: 3})
 	if got := stet.ClassOf(err); got != stet.FailureTransient || found != nil {
 		t.Errorf("FindBatch() with a 500 on list = %v, %v; want nil and a transient error", found, err)
 	}
 	// A 429 on the second page: the first answers normally.
-	f.EnqueueBatchFaults(RouteBatchList, Fault{Kind: Delay}, Fault{Kind: RateLimit, RetryAfter: "4"})
+	f.EnqueueBatchFaults(anthropicfake.RouteBatchList, anthropicfake.Fault{Kind: anthropicfake.Delay}, anthropicfake.Fault{Kind: anthropicfake.RateLimit, RetryAfter: "4"})
 	found, err = c.FindBatch(t.Context(), stet.BatchQuery{SubmittedAt: submittedAt, ItemCount: 3})
 	if found != nil {
 		t.Errorf("FindBatch() with a 429 on page two = %v, want nil", found)
@@ -481,7 +484,7 @@ func TestBatchStatus(t *testing.T) {
 	now := time.Date(2026, 3, 4, 7, 28, 0, 0, time.UTC)
 	tests := []struct {
 		name           string
-		fault          *Fault
+		fault          *anthropicfake.Fault
 		client         func() *http.Client
 		id             string // default: the submitted batch
 		wantClass      stet.FailureClass
@@ -492,25 +495,25 @@ func TestBatchStatus(t *testing.T) {
 	}{
 		{name: "ok", wantStatus: 200},
 		{name: "ok through a capped client", client: func() *http.Client { return cappedClient(useLastResponse) }, wantStatus: 200},
-		{name: "429 retry-after seconds", fault: &Fault{Kind: RateLimit, RetryAfter: "7"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: 7 * time.Second},
-		{name: "429 retry-after HTTP-date", fault: &Fault{Kind: RateLimit, RetryAfter: now.Add(30 * time.Second).Format(http.TimeFormat)}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: 30 * time.Second},
-		{name: "429 retry-after-ms", fault: &Fault{Kind: RateLimit, RetryAfterMS: 1500}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: 1500 * time.Millisecond},
-		{name: "429 through a capped client", fault: &Fault{Kind: RateLimit, RetryAfter: "9"}, client: func() *http.Client { return cappedClient(useLastResponse) }, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: 9 * time.Second},
+		{name: "429 retry-after seconds", fault: &anthropicfake.Fault{Kind: anthropicfake.RateLimit, RetryAfter: "7"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: 7 * time.Second},
+		{name: "429 retry-after HTTP-date", fault: &anthropicfake.Fault{Kind: anthropicfake.RateLimit, RetryAfter: now.Add(30 * time.Second).Format(http.TimeFormat)}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: 30 * time.Second},
+		{name: "429 retry-after-ms", fault: &anthropicfake.Fault{Kind: anthropicfake.RateLimit, RetryAfterMS: 1500}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: 1500 * time.Millisecond},
+		{name: "429 through a capped client", fault: &anthropicfake.Fault{Kind: anthropicfake.RateLimit, RetryAfter: "9"}, client: func() *http.Client { return cappedClient(useLastResponse) }, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: 9 * time.Second},
 		{name: "404 unknown batch", id: "msgbatch_01Unknown", wantClass: stet.FailureUnsupported, wantStatus: 404, wantCode: "batch_not_found"},
 		{name: "not a batch ID", id: "../v1/messages", wantClass: stet.FailureUnsupported, wantCode: "batch_not_found"},
-		{name: "401", fault: &Fault{Kind: HTTPError, Status: 401}, wantClass: stet.FailureAuth, wantStatus: 401, wantCode: "authentication_error"},
-		{name: "500", fault: &Fault{Kind: ServerError}, wantClass: stet.FailureTransient, wantStatus: 500, wantCode: "api_error"},
-		{name: "529", fault: &Fault{Kind: Overloaded}, wantClass: stet.FailureTransient, wantStatus: 529, wantCode: "overloaded_error"},
-		{name: "connection reset", fault: &Fault{Kind: Disconnect}, client: freshConnections, wantClass: stet.FailureTransient},
-		{name: "redirect, last response kept", fault: &Fault{Kind: Redirect}, client: func() *http.Client { return cappedClient(useLastResponse) }, wantClass: stet.FailureTransient, wantStatus: 302, wantCode: "redirect"},
-		{name: "redirect refused with an error", fault: &Fault{Kind: Redirect}, client: func() *http.Client { return cappedClient(refuseRedirect) }, wantClass: stet.FailureTransient, wantStatus: 302, wantCode: "redirect"},
-		{name: "huge body through a capped client", fault: &Fault{Kind: HugeBody}, client: func() *http.Client { return cappedClient(useLastResponse) }, wantClass: stet.FailureTransient, wantStatus: 200},
-		{name: "huge body without a cap", fault: &Fault{Kind: HugeBody}, wantStatus: 200},
+		{name: "401", fault: &anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 401}, wantClass: stet.FailureAuth, wantStatus: 401, wantCode: "authentication_error"},
+		{name: "500", fault: &anthropicfake.Fault{Kind: anthropicfake.ServerError}, wantClass: stet.FailureTransient, wantStatus: 500, wantCode: "api_error"},
+		{name: "529", fault: &anthropicfake.Fault{Kind: anthropicfake.Overloaded}, wantClass: stet.FailureTransient, wantStatus: 529, wantCode: "overloaded_error"},
+		{name: "connection reset", fault: &anthropicfake.Fault{Kind: anthropicfake.Disconnect}, client: freshConnections, wantClass: stet.FailureTransient},
+		{name: "redirect, last response kept", fault: &anthropicfake.Fault{Kind: anthropicfake.Redirect}, client: func() *http.Client { return cappedClient(useLastResponse) }, wantClass: stet.FailureTransient, wantStatus: 302, wantCode: "redirect"},
+		{name: "redirect refused with an error", fault: &anthropicfake.Fault{Kind: anthropicfake.Redirect}, client: func() *http.Client { return cappedClient(refuseRedirect) }, wantClass: stet.FailureTransient, wantStatus: 302, wantCode: "redirect"},
+		{name: "huge body through a capped client", fault: &anthropicfake.Fault{Kind: anthropicfake.HugeBody}, client: func() *http.Client { return cappedClient(useLastResponse) }, wantClass: stet.FailureTransient, wantStatus: 200},
+		{name: "huge body without a cap", fault: &anthropicfake.Fault{Kind: anthropicfake.HugeBody}, wantStatus: 200},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			f := newFake(t, FakeOptions{Batch: FakeBatchOptions{PollsToEnd: -1}})
+			f := newFake(t, anthropicfake.Options{Batch: anthropicfake.BatchOptions{PollsToEnd: -1}})
 			h := submit(t, batchClient(t, f, false, nil), batchItems(2))
 			var hc *http.Client
 			if tt.client != nil {
@@ -519,7 +522,7 @@ func TestBatchStatus(t *testing.T) {
 			c := batchClient(t, f, false, hc)
 			c.now = func() time.Time { return now }
 			if tt.fault != nil {
-				f.EnqueueBatchFaults(RouteBatchRetrieve, *tt.fault)
+				f.EnqueueBatchFaults(anthropicfake.RouteBatchRetrieve, *tt.fault)
 			}
 			id := h.ProviderID
 			if tt.id != "" {
@@ -558,7 +561,7 @@ func TestBatchStatus(t *testing.T) {
 
 func TestBatchStatusRawAndFields(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, FakeOptions{})
+	f := newFake(t, anthropicfake.Options{})
 	rt := &recordingTransport{}
 	c := batchClient(t, f, false, &http.Client{Transport: rt})
 	h := submit(t, c, batchItems(3))
@@ -619,17 +622,17 @@ func summarize(results []stet.BatchResult) map[string]resultSummary {
 
 func TestBatchResultsMixed(t *testing.T) {
 	t.Parallel()
-	ok := MinimalInstance(json.RawMessage(testSchema))
-	scripts := map[int]BatchItemScript{
-		1: {Outcome: ItemInvalidJSON},
-		2: {Outcome: ItemRefusal, Message: "I can't help with that."},
-		3: {Outcome: ItemExpired},
-		4: {Outcome: ItemErrored, ErrorType: "invalid_request_error", Message: "messages.0.content: bad"},
-		5: {Outcome: ItemErrored, ErrorType: "overloaded_error"},
-		6: {Outcome: ItemMaxTokens},
-		7: {Outcome: ItemCanceled},
-		8: {Outcome: ItemMissing},
-		9: {Outcome: ItemSucceeded, Answer: `{"category":"harmful","flags":["dose"],"confidence":0.9}`},
+	ok := anthropicfake.MinimalInstance(json.RawMessage(testSchema))
+	scripts := map[int]anthropicfake.BatchItemScript{
+		1: {Outcome: anthropicfake.ItemInvalidJSON},
+		2: {Outcome: anthropicfake.ItemRefusal, Message: "I can't help with that."},
+		3: {Outcome: anthropicfake.ItemExpired},
+		4: {Outcome: anthropicfake.ItemErrored, ErrorType: "invalid_request_error", Message: "messages.0.content: bad"},
+		5: {Outcome: anthropicfake.ItemErrored, ErrorType: "overloaded_error"},
+		6: {Outcome: anthropicfake.ItemMaxTokens},
+		7: {Outcome: anthropicfake.ItemCanceled},
+		8: {Outcome: anthropicfake.ItemMissing},
+		9: {Outcome: anthropicfake.ItemSucceeded, Answer: `{"category":"harmful","flags":["dose"],"confidence":0.9}`},
 	}
 	want := map[string]resultSummary{
 		jobID(0): {Output: ok},
@@ -645,11 +648,11 @@ func TestBatchResultsMixed(t *testing.T) {
 	for _, toolUse := range []bool{false, true} {
 		t.Run(fmt.Sprint("tool use ", toolUse), func(t *testing.T) {
 			t.Parallel()
-			items := map[string]BatchItemScript{}
+			items := map[string]anthropicfake.BatchItemScript{}
 			for i, s := range scripts {
 				items[jobID(i)] = s
 			}
-			f := newFake(t, FakeOptions{Batch: FakeBatchOptions{Items: items}})
+			f := newFake(t, anthropicfake.Options{Batch: anthropicfake.BatchOptions{Items: items}})
 			c := batchClient(t, f, toolUse, nil)
 			h := submit(t, c, batchItems(10))
 			st, err := c.BatchStatus(t.Context(), h.ProviderID)
@@ -703,7 +706,7 @@ func TestBatchResultsMixed(t *testing.T) {
 				}
 			}
 			got := f.BatchCounts()
-			wantCounts := BatchCounts{CreateCalls: 1, Created: 1, StatusCalls: 1, ResultsFetches: 2}
+			wantCounts := anthropicfake.BatchCounts{CreateCalls: 1, Created: 1, StatusCalls: 1, ResultsFetches: 2}
 			if got != wantCounts {
 				t.Errorf("fake counts = %+v, want %+v", got, wantCounts)
 			}
@@ -727,26 +730,28 @@ func TestBatchResultsWholeBatch(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name      string
-		setup     func(f *Fake, id string)
+		setup     func(f *anthropicfake.Server, id string)
 		wantState stet.BatchState
 		wantClass stet.FailureClass
 		wantCode  string
 	}{
 		{
 			name: "every item errored",
-			setup: func(f *Fake, _ string) {
-				f.ScriptAllBatchItems(BatchItemScript{Outcome: ItemErrored, ErrorType: "api_error"})
+			setup: func(f *anthropicfake.Server, _ string) {
+				f.ScriptAllBatchItems(anthropicfake.BatchItemScript{Outcome: anthropicfake.ItemErrored, ErrorType: "api_error"})
 			},
 			wantState: stet.BatchCompleted, wantClass: stet.FailureTransient, wantCode: "api_error",
 		},
 		{
-			name:      "every item expired",
-			setup:     func(f *Fake, _ string) { f.ScriptAllBatchItems(BatchItemScript{Outcome: ItemExpired}) },
+			name: "every item expired",
+			setup: func(f *anthropicfake.Server, _ string) {
+				f.ScriptAllBatchItems(anthropicfake.BatchItemScript{Outcome: anthropicfake.ItemExpired})
+			},
 			wantState: stet.BatchCompleted, wantClass: stet.FailureTransient, wantCode: stet.CodeBatchItemExpired,
 		},
 		{
 			name: "cancelled",
-			setup: func(f *Fake, id string) {
+			setup: func(f *anthropicfake.Server, id string) {
 				req, _ := http.NewRequest(http.MethodPost, f.URL()+"/v1/messages/batches/"+id+"/cancel", nil)
 				req.Header.Set("x-api-key", testKey)
 				req.Header.Set("anthropic-version", "2023-06-01")
@@ -762,7 +767,7 @@ func TestBatchResultsWholeBatch(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			f := newFake(t, FakeOptions{Batch: FakeBatchOptions{PollsToEnd: 3}})
+			f := newFake(t, anthropicfake.Options{Batch: anthropicfake.BatchOptions{PollsToEnd: 3}})
 			c := batchClient(t, f, false, nil)
 			h := submit(t, c, batchItems(3))
 			tt.setup(f, h.ProviderID)
@@ -803,23 +808,23 @@ func TestBatchResultsFetchFailures(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name       string
-		fault      Fault
+		fault      anthropicfake.Fault
 		client     func() *http.Client
 		wantClass  stet.FailureClass
 		wantStatus int
 		wantCode   string
 	}{
-		{name: "429", fault: Fault{Kind: RateLimit, RetryAfter: "2"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error"},
-		{name: "500", fault: Fault{Kind: ServerError}, wantClass: stet.FailureTransient, wantStatus: 500, wantCode: "api_error"},
-		{name: "404", fault: Fault{Kind: HTTPError, Status: 404}, wantClass: stet.FailureUnsupported, wantStatus: 404, wantCode: "batch_not_found"},
-		{name: "redirect", fault: Fault{Kind: Redirect}, client: func() *http.Client { return cappedClient(useLastResponse) }, wantClass: stet.FailureTransient, wantStatus: 302, wantCode: "redirect"},
-		{name: "over the cap", fault: Fault{Kind: HugeBody}, client: func() *http.Client { return cappedClient(useLastResponse) }, wantClass: stet.FailureTransient, wantStatus: 200},
-		{name: "connection reset", fault: Fault{Kind: Disconnect}, client: freshConnections, wantClass: stet.FailureTransient},
+		{name: "429", fault: anthropicfake.Fault{Kind: anthropicfake.RateLimit, RetryAfter: "2"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error"},
+		{name: "500", fault: anthropicfake.Fault{Kind: anthropicfake.ServerError}, wantClass: stet.FailureTransient, wantStatus: 500, wantCode: "api_error"},
+		{name: "404", fault: anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 404}, wantClass: stet.FailureUnsupported, wantStatus: 404, wantCode: "batch_not_found"},
+		{name: "redirect", fault: anthropicfake.Fault{Kind: anthropicfake.Redirect}, client: func() *http.Client { return cappedClient(useLastResponse) }, wantClass: stet.FailureTransient, wantStatus: 302, wantCode: "redirect"},
+		{name: "over the cap", fault: anthropicfake.Fault{Kind: anthropicfake.HugeBody}, client: func() *http.Client { return cappedClient(useLastResponse) }, wantClass: stet.FailureTransient, wantStatus: 200},
+		{name: "connection reset", fault: anthropicfake.Fault{Kind: anthropicfake.Disconnect}, client: freshConnections, wantClass: stet.FailureTransient},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			f := newFake(t, FakeOptions{})
+			f := newFake(t, anthropicfake.Options{})
 			var hc *http.Client
 			if tt.client != nil {
 				hc = tt.client()
@@ -831,7 +836,7 @@ func TestBatchResultsFetchFailures(t *testing.T) {
 				t.Fatal(err)
 			}
 			c := batchClient(t, f, false, hc)
-			f.EnqueueBatchFaults(RouteBatchResults, tt.fault)
+			f.EnqueueBatchFaults(anthropicfake.RouteBatchResults, tt.fault)
 			_, err = c.BatchResults(t.Context(), st)
 			var pe *stet.ProcessorError
 			if !errors.As(err, &pe) {
@@ -896,11 +901,11 @@ func TestReadResultsLines(t *testing.T) {
 func TestBatchCanaryNeverInErrors(t *testing.T) {
 	t.Parallel()
 	const marker = "CANARY Jane Roe 555-0100"
-	f := newFake(t, FakeOptions{Batch: FakeBatchOptions{Items: map[string]BatchItemScript{
-		jobID(0): {Outcome: ItemErrored, ErrorType: "invalid_request_error", Message: "messages.0: " + marker},
-		jobID(1): {Outcome: ItemRefusal, Message: "I can't discuss " + marker},
-		jobID(2): {Outcome: ItemInvalidJSON, Answer: `{"note":"` + marker + `"}`},
-		jobID(3): {Outcome: ItemErrored, ErrorType: marker, Message: marker},
+	f := newFake(t, anthropicfake.Options{Batch: anthropicfake.BatchOptions{Items: map[string]anthropicfake.BatchItemScript{
+		jobID(0): {Outcome: anthropicfake.ItemErrored, ErrorType: "invalid_request_error", Message: "messages.0: " + marker},
+		jobID(1): {Outcome: anthropicfake.ItemRefusal, Message: "I can't discuss " + marker},
+		jobID(2): {Outcome: anthropicfake.ItemInvalidJSON, Answer: `{"note":"` + marker + `"}`},
+		jobID(3): {Outcome: anthropicfake.ItemErrored, ErrorType: marker, Message: marker},
 	}}})
 	c := batchClient(t, f, false, nil)
 	items := batchItems(4)
@@ -911,7 +916,7 @@ func TestBatchCanaryNeverInErrors(t *testing.T) {
 	if n := f.BatchRequestsContaining(marker); n != 4 {
 		t.Fatalf("fake saw the marker in %d batch items, want 4 (the canary must reach the provider)", n)
 	}
-	f.EnqueueBatchFaults(RouteBatchRetrieve, Fault{Kind: HTTPError, Status: 400, Message: marker, Type: marker, Code: marker})
+	f.EnqueueBatchFaults(anthropicfake.RouteBatchRetrieve, anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 400, Message: marker, Type: marker, Code: marker})
 	_, statusErr := c.BatchStatus(t.Context(), h.ProviderID)
 	st, err := c.BatchStatus(t.Context(), h.ProviderID)
 	if err != nil {
@@ -938,159 +943,11 @@ func TestBatchCanaryNeverInErrors(t *testing.T) {
 	}
 }
 
-// rawBatchCall sends one request to the fake's batch routes and decodes
-// the JSON answer.
-func rawBatchCall(t *testing.T, f *Fake, method, path, body string) (int, http.Header, map[string]any) {
-	t.Helper()
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(t.Context(), method, f.URL()+path, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("x-api-key", testKey)
-	req.Header.Set("anthropic-version", "2023-06-01")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer res.Body.Close()
-	raw, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out map[string]any
-	if err := json.Unmarshal(raw, &out); err != nil {
-		t.Fatalf("%s %s answered non-JSON %q", method, path, raw)
-	}
-	return res.StatusCode, res.Header, out
-}
-
-func TestFakeBatchRoutes(t *testing.T) {
-	t.Parallel()
-	f := newFake(t, FakeOptions{Batch: FakeBatchOptions{PollsToEnd: -1}})
-	item := func(id string) string { return `{"custom_id":"` + id + `","params":` + validBody + `}` }
-	invalidParams := `{"custom_id":"bad","params":{"model":"m","messages":[{"role":"user","content":"hi"}]}}`
-
-	tests := []struct {
-		name       string
-		method     string
-		path       string
-		body       string
-		wantStatus int
-		wantType   string
-	}{
-		{"create without requests", "POST", "/v1/messages/batches", `{}`, 400, "invalid_request_error"},
-		{"create with no requests", "POST", "/v1/messages/batches", `{"requests":[]}`, 400, "invalid_request_error"},
-		{"create with a bad custom_id", "POST", "/v1/messages/batches", `{"requests":[` + item("a b") + `]}`, 400, "invalid_request_error"},
-		{"create with a duplicate custom_id", "POST", "/v1/messages/batches", `{"requests":[` + item("a") + `,` + item("a") + `]}`, 400, "invalid_request_error"},
-		{"create not JSON", "POST", "/v1/messages/batches", `{"requests":`, 400, "invalid_request_error"},
-		{"unknown batch", "GET", "/v1/messages/batches/msgbatch_01Nope", "", 404, "not_found_error"},
-		{"unknown action", "GET", "/v1/messages/batches/msgbatch_01Nope/other", "", 404, "not_found_error"},
-		{"list limit too large", "GET", "/v1/messages/batches?limit=1001", "", 400, "invalid_request_error"},
-	}
-	for _, tt := range tests {
-		status, header, body := rawBatchCall(t, f, tt.method, tt.path, tt.body)
-		e, _ := body["error"].(map[string]any)
-		if status != tt.wantStatus || body["type"] != "error" || e["type"] != tt.wantType || body["request_id"] != header.Get("request-id") {
-			t.Errorf("%s: %d %v, want %d with a %s error object and request_id", tt.name, status, body, tt.wantStatus, tt.wantType)
-		}
-	}
-	if got := f.BatchCounts(); got.Created != 0 || got.CreateCalls != 5 {
-		t.Errorf("counts after refused creates = %+v, want 5 creating calls and nothing created", got)
-	}
-
-	// A valid create with one invalid request: params are validated
-	// when the batch ends, as the API does.
-	status, _, created := rawBatchCall(t, f, "POST", "/v1/messages/batches", `{"requests":[`+item("good")+`,`+invalidParams+`]}`)
-	if status != 200 || created["type"] != "message_batch" || created["processing_status"] != "in_progress" || created["results_url"] != nil {
-		t.Fatalf("create = %d %v, want an in_progress message_batch without results_url", status, created)
-	}
-	for _, k := range []string{"ended_at", "archived_at", "cancel_initiated_at"} {
-		if v, ok := created[k]; !ok || v != nil {
-			t.Errorf("create: %s = %v (present %v), want null", k, v, ok)
-		}
-	}
-	id := created["id"].(string)
-	if !strings.HasPrefix(id, "msgbatch_") {
-		t.Errorf("batch id = %q, want msgbatch_…", id)
-	}
-	if counts := created["request_counts"].(map[string]any); counts["processing"] != 2.0 {
-		t.Errorf("request_counts = %v, want 2 processing", counts)
-	}
-	if status, _, body := rawBatchCall(t, f, "GET", "/v1/messages/batches/"+id+"/results", ""); status != 400 {
-		t.Errorf("results before the end = %d %v, want 400", status, body)
-	}
-	if status, _, body := rawBatchCall(t, f, "DELETE", "/v1/messages/batches/"+id, ""); status != 400 {
-		t.Errorf("delete before the end = %d %v, want 400", status, body)
-	}
-	for range 3 {
-		if _, _, b := rawBatchCall(t, f, "GET", "/v1/messages/batches/"+id, ""); b["processing_status"] != "in_progress" {
-			t.Errorf("poll with PollsToEnd -1 = %v, want in_progress", b["processing_status"])
-		}
-	}
-	if !f.EndBatch(id) || f.EndBatch(id) {
-		t.Errorf("EndBatch() = false the first time or true the second, want true then false")
-	}
-	_, _, ended := rawBatchCall(t, f, "GET", "/v1/messages/batches/"+id, "")
-	counts := ended["request_counts"].(map[string]any)
-	if ended["processing_status"] != "ended" || ended["ended_at"] == nil || counts["succeeded"] != 1.0 || counts["errored"] != 1.0 || counts["processing"] != 0.0 {
-		t.Errorf("ended batch = %v, want ended with 1 succeeded and 1 errored", ended)
-	}
-	resultsURL, _ := ended["results_url"].(string)
-	if resultsURL != f.URL()+"/v1/messages/batches/"+id+"/results" {
-		t.Errorf("results_url = %q, want the fake's own results route", resultsURL)
-	}
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, resultsURL, nil)
-	req.Header.Set("x-api-key", testKey)
-	req.Header.Set("anthropic-version", "2023-06-01")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	file, _ := io.ReadAll(res.Body)
-	res.Body.Close()
-	lines := strings.Split(strings.TrimSpace(string(file)), "\n")
-	if len(lines) != 2 || !strings.Contains(lines[0], `"custom_id":"good","result":{"type":"succeeded","message":{"id":"msg_`) ||
-		!strings.Contains(lines[1], `"custom_id":"bad","result":{"type":"errored","error":{"type":"error","error":{"type":"invalid_request_error","message":"max_tokens: Field required"}`) {
-		t.Errorf("results file =\n%s\nwant a succeeded line and an errored invalid_request_error line", file)
-	}
-	if status, _, body := rawBatchCall(t, f, "POST", "/v1/messages/batches/"+id+"/cancel", ""); status != 400 {
-		t.Errorf("cancel after the end = %d %v, want 400", status, body)
-	}
-	if status, _, body := rawBatchCall(t, f, "DELETE", "/v1/messages/batches/"+id, ""); status != 200 || body["type"] != "message_batch_deleted" || body["id"] != id {
-		t.Errorf("delete = %d %v, want message_batch_deleted", status, body)
-	}
-	if status, _, _ := rawBatchCall(t, f, "GET", "/v1/messages/batches/"+id, ""); status != 404 {
-		t.Errorf("retrieve after delete = %d, want 404", status)
-	}
-	if len(f.Batches()) != 0 {
-		t.Errorf("Batches() after delete = %v, want none", f.Batches())
-	}
-
-	// Without a key.
-	req, _ = http.NewRequestWithContext(t.Context(), http.MethodGet, f.URL()+"/v1/messages/batches", nil)
-	req.Header.Set("anthropic-version", "2023-06-01")
-	res, err = http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
-	if res.StatusCode != 401 {
-		t.Errorf("list without a key = %d, want 401", res.StatusCode)
-	}
-	if n := f.Calls(); n != 0 {
-		t.Errorf("Calls() = %d, want 0: batch routes have their own counters", n)
-	}
-}
-
 // TestFakeBatchListWithSDK pages the fake's list through the SDK's own
 // auto-pager, both ways, to check the page shape and cursors.
 func TestFakeBatchListWithSDK(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, FakeOptions{})
+	f := newFake(t, anthropicfake.Options{})
 	c := batchClient(t, f, false, nil)
 	var ids []string
 	for range 7 {
@@ -1125,7 +982,7 @@ func TestFakeBatchListWithSDK(t *testing.T) {
 
 func TestFakeBatchConcurrentUse(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, FakeOptions{Batch: FakeBatchOptions{PollsToEnd: 2}})
+	f := newFake(t, anthropicfake.Options{Batch: anthropicfake.BatchOptions{PollsToEnd: 2}})
 	c := batchClient(t, f, false, nil)
 	const n = 12
 	var wg sync.WaitGroup

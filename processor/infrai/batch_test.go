@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/processor/infrai/infraifake"
 )
 
 const testBatchID = "bat_01JTESTBATCH0000000000000"
@@ -72,7 +73,7 @@ func (rr *requestRecorder) requests() []sentRequest {
 	return append([]sentRequest(nil), rr.sent...)
 }
 
-func clientWith(t *testing.T, f *Fake, hc *http.Client, timeout time.Duration) *Client {
+func clientWith(t *testing.T, f *infraifake.Server, hc *http.Client, timeout time.Duration) *Client {
 	t.Helper()
 	c, err := New(Config{ID: testID, BaseURL: f.URL(), APIKey: testKey, Model: testModel, HTTPClient: hc, Timeout: timeout})
 	if err != nil {
@@ -96,13 +97,13 @@ func TestBatchSubmitGolden(t *testing.T) {
 		mu       sync.Mutex
 		syncBody = map[string][]byte{}
 	)
-	f := newFake(t, FakeOptions{Respond: func(req FakeRequest) string {
+	f := newFake(t, infraifake.Options{Respond: func(req infraifake.Request) string {
 		mu.Lock()
 		defer mu.Unlock()
 		if req.IdempotencyKey != "" { // the chat route, not a batch item
 			syncBody[req.Messages[0].Content] = req.Body
 		}
-		return MinimalInstance(req.Schema)
+		return infraifake.MinimalInstance(req.Schema)
 	}})
 	rr := &requestRecorder{}
 	c := clientWith(t, f, &http.Client{Transport: rr}, 0)
@@ -177,7 +178,7 @@ func TestBatchSubmitGolden(t *testing.T) {
 
 func TestBatchInfo(t *testing.T) {
 	t.Parallel()
-	c := newTestClient(t, newFake(t, FakeOptions{}), 0)
+	c := newTestClient(t, newFake(t, infraifake.Options{}), 0)
 	if got, want := c.BatchInfo(), (stet.BatchInfo{IdempotentSubmit: true, ResultsRetention: 24 * time.Hour}); got != want {
 		t.Errorf("BatchInfo() = %+v, want %+v", got, want)
 	}
@@ -227,8 +228,8 @@ func TestBatchStateMapping(t *testing.T) {
 // with an unknown running word, and checks every field a caller reads.
 func TestBatchStatusLifecycle(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, FakeOptions{})
-	f.ScriptBatch(testBatchID, FakeBatchScript{PollsToEnd: 3, Running: "warming_up", Items: map[string]Fault{"job_02": {Kind: Refusal}, "job_03": {Kind: ErrorCode, Code: CodeVendorDown}}})
+	f := newFake(t, infraifake.Options{})
+	f.ScriptBatch(testBatchID, infraifake.BatchScript{PollsToEnd: 3, Running: "warming_up", Items: map[string]infraifake.Fault{"job_02": {Kind: infraifake.Refusal}, "job_03": {Kind: infraifake.ErrorCode, Code: CodeVendorDown}}})
 	rt := &recordingTransport{}
 	c := clientWith(t, f, &http.Client{Transport: rt}, 0)
 	h, err := c.SubmitBatch(t.Context(), submitOf(batchItems(3)))
@@ -281,7 +282,7 @@ func TestBatchStatusFailures(t *testing.T) {
 	now := time.Date(2026, 3, 4, 7, 28, 0, 0, time.UTC)
 	tests := []struct {
 		name      string
-		fault     Fault
+		fault     infraifake.Fault
 		id        string // default: the submitted batch
 		key       string // default: the test key
 		class     stet.FailureClass
@@ -290,20 +291,20 @@ func TestBatchStatusFailures(t *testing.T) {
 		retry     time.Duration
 		requestID bool
 	}{
-		{name: "429 seconds", fault: Fault{Kind: ErrorCode, Code: CodeRateLimitExceeded, RetryAfter: "7"}, class: stet.FailureRateLimited, status: 429, code: CodeRateLimitExceeded, retry: 7 * time.Second, requestID: true},
-		{name: "429 http-date", fault: Fault{Kind: ErrorCode, Code: CodeRateLimitExceeded, RetryAfter: now.Add(90 * time.Second).Format(http.TimeFormat)}, class: stet.FailureRateLimited, status: 429, code: CodeRateLimitExceeded, retry: 90 * time.Second, requestID: true},
-		{name: "429 retry-after-ms", fault: Fault{Kind: ErrorCode, Status: 429, Code: "TOO_MANY", RetryAfterMS: 1500}, class: stet.FailureRateLimited, status: 429, code: "TOO_MANY", retry: 1500 * time.Millisecond, requestID: true},
+		{name: "429 seconds", fault: infraifake.Fault{Kind: infraifake.ErrorCode, Code: CodeRateLimitExceeded, RetryAfter: "7"}, class: stet.FailureRateLimited, status: 429, code: CodeRateLimitExceeded, retry: 7 * time.Second, requestID: true},
+		{name: "429 http-date", fault: infraifake.Fault{Kind: infraifake.ErrorCode, Code: CodeRateLimitExceeded, RetryAfter: now.Add(90 * time.Second).Format(http.TimeFormat)}, class: stet.FailureRateLimited, status: 429, code: CodeRateLimitExceeded, retry: 90 * time.Second, requestID: true},
+		{name: "429 retry-after-ms", fault: infraifake.Fault{Kind: infraifake.ErrorCode, Status: 429, Code: "TOO_MANY", RetryAfterMS: 1500}, class: stet.FailureRateLimited, status: 429, code: "TOO_MANY", retry: 1500 * time.Millisecond, requestID: true},
 		{name: "404 unknown batch", id: "batch_nosuch", class: stet.FailureUnsupported, status: 404, code: "batch_not_found", requestID: true},
 		{name: "401", key: "ifr_pk_wrong", class: stet.FailureAuth, status: 401, code: CodeInvalidAPIKey, requestID: true},
-		{name: "503", fault: Fault{Kind: ErrorCode, Code: CodeMaintenance, RetryAfter: "30"}, class: stet.FailureTransient, status: 503, code: CodeMaintenance, retry: 30 * time.Second, requestID: true},
-		{name: "500", fault: Fault{Kind: ErrorCode}, class: stet.FailureTransient, status: 500, code: CodeInternalError, requestID: true},
-		{name: "redirect", fault: Fault{Kind: Redirect}, class: stet.FailureTransient, status: 302},
-		{name: "reset", fault: Fault{Kind: Disconnect}, class: stet.FailureTransient},
+		{name: "503", fault: infraifake.Fault{Kind: infraifake.ErrorCode, Code: CodeMaintenance, RetryAfter: "30"}, class: stet.FailureTransient, status: 503, code: CodeMaintenance, retry: 30 * time.Second, requestID: true},
+		{name: "500", fault: infraifake.Fault{Kind: infraifake.ErrorCode}, class: stet.FailureTransient, status: 500, code: CodeInternalError, requestID: true},
+		{name: "redirect", fault: infraifake.Fault{Kind: infraifake.Redirect}, class: stet.FailureTransient, status: 302},
+		{name: "reset", fault: infraifake.Fault{Kind: infraifake.Disconnect}, class: stet.FailureTransient},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			f := newFake(t, FakeOptions{})
+			f := newFake(t, infraifake.Options{})
 			c := newTestClient(t, f, 0)
 			c.now = func() time.Time { return now }
 			h, err := c.SubmitBatch(t.Context(), submitOf(batchItems(1)))
@@ -314,7 +315,7 @@ func TestBatchStatusFailures(t *testing.T) {
 				c.apiKey = tt.key
 			}
 			if tt.fault.Kind != "" {
-				f.EnqueueBatch(BatchStatusRoute, tt.fault)
+				f.EnqueueBatch(infraifake.BatchStatusRoute, tt.fault)
 			}
 			id := h.ProviderID
 			if tt.id != "" {
@@ -384,7 +385,7 @@ func TestBatchStatusStrictClient(t *testing.T) {
 			return errors.New("redirects are refused")
 		},
 	}
-	f := newFake(t, FakeOptions{})
+	f := newFake(t, infraifake.Options{})
 	c := clientWith(t, f, strict, 0)
 	h, err := c.SubmitBatch(t.Context(), submitOf(batchItems(2)))
 	if err != nil {
@@ -393,8 +394,8 @@ func TestBatchStatusStrictClient(t *testing.T) {
 	if st, err := c.BatchStatus(t.Context(), h.ProviderID); err != nil || st.State != stet.BatchCompleted {
 		t.Fatalf("BatchStatus() through the strict client = %+v, %v; want completed", st, err)
 	}
-	for _, ft := range []Fault{{Kind: Redirect}, {Kind: HugeBody}} {
-		f.EnqueueBatch(BatchStatusRoute, ft)
+	for _, ft := range []infraifake.Fault{{Kind: infraifake.Redirect}, {Kind: infraifake.HugeBody}} {
+		f.EnqueueBatch(infraifake.BatchStatusRoute, ft)
 		st, err := c.BatchStatus(t.Context(), h.ProviderID)
 		pe := asProcessorError(t, fmt.Sprintf("BatchStatus() with %s", ft.Kind), err)
 		if st != nil || pe.Class != stet.FailureTransient {
@@ -402,7 +403,7 @@ func TestBatchStatusStrictClient(t *testing.T) {
 		}
 	}
 	// Without the cap the huge answer is still a valid status.
-	f.EnqueueBatch(BatchStatusRoute, Fault{Kind: HugeBody})
+	f.EnqueueBatch(infraifake.BatchStatusRoute, infraifake.Fault{Kind: infraifake.HugeBody})
 	if st, err := newTestClient(t, f, 0).BatchStatus(t.Context(), h.ProviderID); err != nil || len(st.Raw) <= 2<<20 {
 		t.Errorf("BatchStatus() with a huge body and no cap = %v; want a status with the whole body", err)
 	}
@@ -412,7 +413,7 @@ func TestBatchStatusStrictClient(t *testing.T) {
 // creating call and with no input file, and that its error sends nothing.
 func TestSubmitBatchBeforeCreate(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, FakeOptions{})
+	f := newFake(t, infraifake.Options{})
 	c := newTestClient(t, f, 0)
 
 	var calls, createCallsSeen int
@@ -438,7 +439,7 @@ func TestSubmitBatchBeforeCreate(t *testing.T) {
 	}
 
 	errBoom := errors.New("ledger unavailable")
-	f2 := newFake(t, FakeOptions{})
+	f2 := newFake(t, infraifake.Options{})
 	c2 := newTestClient(t, f2, 0)
 	b.BeforeCreate = func(context.Context, string) error { return errBoom }
 	if h, err := c2.SubmitBatch(t.Context(), b); err != errBoom || h != nil {
@@ -451,7 +452,7 @@ func TestSubmitBatchBeforeCreate(t *testing.T) {
 
 func TestSubmitBatchRejectsBadInput(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, FakeOptions{})
+	f := newFake(t, infraifake.Options{})
 	c := newTestClient(t, f, 0)
 	noSchema := batchItems(1)
 	noSchema[0].Params.Schema = json.RawMessage("{not json")
@@ -480,19 +481,19 @@ func TestSubmitBatchRejectsBadInput(t *testing.T) {
 func TestSubmitBatchAmbiguous(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		fault       Fault
+		fault       infraifake.Fault
 		createdLost int // batches the lost submission created
 	}{
-		{Fault{Kind: TimeoutAfterAnswer}, 1},
-		{Fault{Kind: CreateThenDisconnect}, 1},
-		{Fault{Kind: Disconnect}, 0},
-		{Fault{Kind: ErrorCode, Code: CodeVendorDown}, 0},
+		{infraifake.Fault{Kind: infraifake.TimeoutAfterAnswer}, 1},
+		{infraifake.Fault{Kind: infraifake.CreateThenDisconnect}, 1},
+		{infraifake.Fault{Kind: infraifake.Disconnect}, 0},
+		{infraifake.Fault{Kind: infraifake.ErrorCode, Code: CodeVendorDown}, 0},
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.fault.Kind), func(t *testing.T) {
 			t.Parallel()
-			f := newFake(t, FakeOptions{})
-			f.EnqueueBatch(BatchSubmitRoute, tt.fault)
+			f := newFake(t, infraifake.Options{})
+			f.EnqueueBatch(infraifake.BatchSubmitRoute, tt.fault)
 			short := newTestClient(t, f, 300*time.Millisecond)
 			b := submitOf(batchItems(3))
 			if _, err := short.SubmitBatch(t.Context(), b); stet.ClassOf(err) != stet.FailureTransient {
@@ -525,7 +526,7 @@ func TestSubmitBatchAmbiguous(t *testing.T) {
 func TestSubmitBatchConflictAndWindow(t *testing.T) {
 	t.Parallel()
 	clock := stet.NewManualClock(time.Date(2026, 3, 4, 7, 28, 0, 0, time.UTC))
-	f := newFake(t, FakeOptions{Clock: clock})
+	f := newFake(t, infraifake.Options{Clock: clock})
 	c := newTestClient(t, f, 0)
 	first, err := c.SubmitBatch(t.Context(), submitOf(batchItems(2)))
 	if err != nil {
@@ -550,7 +551,7 @@ func TestSubmitBatchConflictAndWindow(t *testing.T) {
 
 func TestFakeBatchConcurrentSameKey(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, FakeOptions{})
+	f := newFake(t, infraifake.Options{})
 	c := newTestClient(t, f, 0)
 	b := submitOf(batchItems(2))
 	const n = 8
@@ -580,7 +581,7 @@ func TestFakeBatchConcurrentSameKey(t *testing.T) {
 
 func TestBatchItemClassification(t *testing.T) {
 	t.Parallel()
-	c := newTestClient(t, newFake(t, FakeOptions{}), 0)
+	c := newTestClient(t, newFake(t, infraifake.Options{}), 0)
 	const rid = `"metadata":{"request_id":"0190f7a4-1111-7abc-8def-0123456789ab"}`
 	completion := func(content, finish string, refusal string) string {
 		msg := `"content":` + content
@@ -646,7 +647,7 @@ func TestBatchItemClassification(t *testing.T) {
 // fake, then fetches its results twice.
 func TestBatchResultsMixed(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, FakeOptions{})
+	f := newFake(t, infraifake.Options{})
 	items := batchItems(9)
 	want := map[string]struct {
 		class stet.FailureClass
@@ -662,15 +663,15 @@ func TestBatchResultsMixed(t *testing.T) {
 		"job_08": {stet.FailureUnsupported, CodeInvalidRequest},
 		"job_09": {stet.FailureRefusal, "content_filter"},
 	}
-	f.ScriptBatch(testBatchID, FakeBatchScript{Items: map[string]Fault{
-		"job_02": {Kind: TruncatedJSON},
-		"job_03": {Kind: Refusal},
-		"job_04": {Kind: ItemExpired},
-		"job_05": {Kind: ErrorCode, Code: CodeVendorDown},
-		"job_06": {Kind: Length},
-		"job_07": {Kind: ItemCancelled},
-		"job_08": {Kind: ErrorCode, Code: CodeInvalidRequest},
-		"job_09": {Kind: ContentFilter},
+	f.ScriptBatch(testBatchID, infraifake.BatchScript{Items: map[string]infraifake.Fault{
+		"job_02": {Kind: infraifake.TruncatedJSON},
+		"job_03": {Kind: infraifake.Refusal},
+		"job_04": {Kind: infraifake.ItemExpired},
+		"job_05": {Kind: infraifake.ErrorCode, Code: CodeVendorDown},
+		"job_06": {Kind: infraifake.Length},
+		"job_07": {Kind: infraifake.ItemCancelled},
+		"job_08": {Kind: infraifake.ErrorCode, Code: CodeInvalidRequest},
+		"job_09": {Kind: infraifake.ContentFilter},
 	}})
 	c := newTestClient(t, f, 0)
 	h, err := c.SubmitBatch(t.Context(), submitOf(items))
@@ -708,7 +709,7 @@ func TestBatchResultsMixed(t *testing.T) {
 		}
 	}
 	ok := first[0].Extraction
-	if first[0].JobID != "job_01" || ok == nil || string(ok.Output) != MinimalInstance(json.RawMessage(testSchema)) || !uuidV7.MatchString(ok.RequestID) || ok.Model != testModel || ok.InputTokens == 0 || ok.OutputTokens == 0 || !bytes.Contains(ok.Raw, []byte(`"custom_id":"job_01"`)) {
+	if first[0].JobID != "job_01" || ok == nil || string(ok.Output) != infraifake.MinimalInstance(json.RawMessage(testSchema)) || !uuidV7.MatchString(ok.RequestID) || ok.Model != testModel || ok.InputTokens == 0 || ok.OutputTokens == 0 || !bytes.Contains(ok.Raw, []byte(`"custom_id":"job_01"`)) {
 		t.Errorf("result job_01 = %+v, want the minimal instance with request ID, model, tokens and its item as Raw", ok)
 	}
 
@@ -739,9 +740,9 @@ func TestBatchEnds(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.end, func(t *testing.T) {
 			t.Parallel()
-			f := newFake(t, FakeOptions{})
+			f := newFake(t, infraifake.Options{})
 			// job_01 finished before the end; the rest did not.
-			f.SetBatchScript(FakeBatchScript{End: tt.end, Items: map[string]Fault{"job_01": {}}})
+			f.SetBatchScript(infraifake.BatchScript{End: tt.end, Items: map[string]infraifake.Fault{"job_01": {}}})
 			c := newTestClient(t, f, 0)
 			h, err := c.SubmitBatch(t.Context(), submitOf(batchItems(3)))
 			if err != nil {
@@ -770,7 +771,7 @@ func TestBatchEnds(t *testing.T) {
 
 func TestBatchResultsUnknownBatch(t *testing.T) {
 	t.Parallel()
-	c := newTestClient(t, newFake(t, FakeOptions{}), 0)
+	c := newTestClient(t, newFake(t, infraifake.Options{}), 0)
 	_, err := c.BatchResults(t.Context(), &stet.BatchStatus{ProviderID: "batch_nosuch", State: stet.BatchCompleted})
 	pe := asProcessorError(t, "BatchResults() of an unknown batch", err)
 	if pe.Class != stet.FailureUnsupported || pe.Code != "batch_not_found" || pe.StatusCode != 404 {
@@ -785,7 +786,7 @@ func TestBatchResultsUnknownBatch(t *testing.T) {
 
 func TestBatchRoutesFollowChatPath(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, FakeOptions{ChatPath: "/v1/ai/chat"})
+	f := newFake(t, infraifake.Options{ChatPath: "/v1/ai/chat"})
 	c, err := New(Config{ID: testID, BaseURL: f.URL(), APIKey: testKey, Model: testModel, ChatPath: "/ai/chat"})
 	if err != nil {
 		t.Fatal(err)
@@ -813,16 +814,16 @@ func TestBatchRoutesFollowChatPath(t *testing.T) {
 func TestBatchCanaryNeverInErrors(t *testing.T) {
 	t.Parallel()
 	const marker = "CANARY Jane Roe 555-0100"
-	f := newFake(t, FakeOptions{Respond: func(FakeRequest) string {
+	f := newFake(t, infraifake.Options{Respond: func(infraifake.Request) string {
 		return `{"category":"ok","note":"` + marker + `","flags":[]}`
 	}})
-	f.ScriptBatch(testBatchID, FakeBatchScript{Items: map[string]Fault{
-		"job_01": {Kind: Refusal, Message: "I can't discuss " + marker},
-		"job_02": {Kind: ErrorCode, Code: CodeInvalidRequest, Message: marker},
-		"job_03": {Kind: ErrorCode, Status: 400, Code: marker, Message: marker},
-		"job_04": {Kind: TruncatedJSON},
-		"job_05": {Kind: Length},
-		"job_06": {Kind: ItemExpired},
+	f.ScriptBatch(testBatchID, infraifake.BatchScript{Items: map[string]infraifake.Fault{
+		"job_01": {Kind: infraifake.Refusal, Message: "I can't discuss " + marker},
+		"job_02": {Kind: infraifake.ErrorCode, Code: CodeInvalidRequest, Message: marker},
+		"job_03": {Kind: infraifake.ErrorCode, Status: 400, Code: marker, Message: marker},
+		"job_04": {Kind: infraifake.TruncatedJSON},
+		"job_05": {Kind: infraifake.Length},
+		"job_06": {Kind: infraifake.ItemExpired},
 	}})
 	c := newTestClient(t, f, 0)
 	items := batchItems(6)
@@ -850,7 +851,7 @@ func TestBatchCanaryNeverInErrors(t *testing.T) {
 	}
 	_, err = c.SubmitBatch(t.Context(), submitOf(items[:2]))
 	errs = append(errs, err)
-	f.EnqueueBatch(BatchStatusRoute, Fault{Kind: ErrorCode, Code: CodeRateLimitExceeded, Message: marker + " " + h.ProviderID})
+	f.EnqueueBatch(infraifake.BatchStatusRoute, infraifake.Fault{Kind: infraifake.ErrorCode, Code: CodeRateLimitExceeded, Message: marker + " " + h.ProviderID})
 	_, err = c.BatchStatus(t.Context(), h.ProviderID)
 	errs = append(errs, err)
 	_, err = c.BatchStatus(t.Context(), h.ProviderID+"x")
@@ -865,49 +866,16 @@ func TestBatchCanaryNeverInErrors(t *testing.T) {
 	}
 }
 
-func TestFakeBatchValidates(t *testing.T) {
+func TestBatchResultsBeforeEnd(t *testing.T) {
 	t.Parallel()
-	item := func(customID, capability, body string) string {
-		return `{"body":` + strings.TrimSpace(body) + `,"capability":"` + capability + `","custom_id":"` + customID + `"}`
-	}
-	notStrict := strings.Replace(validBody, `"strict":true`, `"strict":false`, 1)
-	tests := []struct {
-		name, key, idem, body string
-		status                int
-		code                  string
-	}{
-		{"not JSON", testKey, "k1", `{"requests":`, 400, CodeInvalidRequest},
-		{"no requests", testKey, "k2", `{"requests":[]}`, 400, CodeInvalidRequest},
-		{"other capability", testKey, "k3", `{"requests":[` + item("j1", "ai.rerank", validBody) + `]}`, 400, "CAPABILITY_NOT_FOUND"},
-		{"no custom_id", testKey, "k4", `{"requests":[` + item("", "ai.chat", validBody) + `]}`, 400, CodeInvalidRequest},
-		{"duplicate custom_id", testKey, "k5", `{"requests":[` + item("j1", "ai.chat", validBody) + `,` + item("j1", "ai.chat", validBody) + `]}`, 400, CodeInvalidRequest},
-		{"not strict", testKey, "k6", `{"requests":[` + item("j1", "ai.chat", notStrict) + `]}`, 400, CodeInvalidRequest},
-		{"keys differ", testKey, "k7", `{"idempotency_key":"other","requests":[` + item("j1", "ai.chat", validBody) + `]}`, 400, CodeInvalidRequest},
-		{"bad key", "ifr_pk_wrong", "k8", `{"requests":[` + item("j1", "ai.chat", validBody) + `]}`, 401, CodeInvalidAPIKey},
-	}
-	f := newFake(t, FakeOptions{Bare: true}) // batch routes answer in the envelope regardless
-	for _, tt := range tests {
-		status, _, raw := post(t, f.URL()+"/ai/batch/submit", tt.key, tt.idem, tt.body)
-		env := decodeEnvelope(t, raw)
-		if status != tt.status || env.OK == nil || *env.OK || env.Error == nil || env.Error.Code != tt.code {
-			t.Errorf("submit %s = %d %s, want %d with an envelope error %s", tt.name, status, raw, tt.status, tt.code)
-		}
-	}
-	if f.BatchesCreated() != 0 || f.BatchCreateCalls() != len(tests) {
-		t.Errorf("created, creating calls = %d, %d; want 0, %d", f.BatchesCreated(), f.BatchCreateCalls(), len(tests))
-	}
-	// A valid submission, then its results before the end: 409.
-	status, _, raw := post(t, f.URL()+"/ai/batch/submit", testKey, "k9", `{"requests":[`+item("j1", "ai.chat", validBody)+`]}`)
-	var res wireBatchSubmitResult
-	if env := decodeEnvelope(t, raw); status != 200 || json.Unmarshal(env.Data, &res) != nil || res.BatchID == "" || res.State != "queued" || res.TotalCount != 1 {
-		t.Fatalf("valid submit = %d %s, want 200 with a queued BatchSubmitResult", status, raw)
-	}
+	f := newFake(t, infraifake.Options{})
 	c := newTestClient(t, f, 0)
-	_, err := c.BatchResults(t.Context(), &stet.BatchStatus{ProviderID: res.BatchID})
+	h, err := c.SubmitBatch(t.Context(), submitOf(batchItems(1)))
+	if err != nil {
+		t.Fatalf("SubmitBatch() = %v", err)
+	}
+	_, err = c.BatchResults(t.Context(), &stet.BatchStatus{ProviderID: h.ProviderID})
 	if pe := asProcessorError(t, "BatchResults() before the end", err); pe.StatusCode != http.StatusConflict || pe.Class != stet.FailureTransient {
 		t.Errorf("BatchResults() before the end = %v, want transient 409", pe)
-	}
-	if f.Calls() != 0 {
-		t.Errorf("chat route calls = %d, want 0: batch routes count apart", f.Calls())
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/processor/infrai/infraifake"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata")
@@ -34,18 +35,18 @@ const (
 
 var uuidV7 = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
 
-func newFake(t *testing.T, opts FakeOptions) *Fake {
+func newFake(t *testing.T, opts infraifake.Options) *infraifake.Server {
 	t.Helper()
 	if opts.APIKey == "" {
 		opts.APIKey = testKey
 	}
-	f := NewFake(opts)
+	f := infraifake.New(opts)
 	t.Cleanup(f.Close)
 	return f
 }
 
 // newTestClient returns a Client talking to f with the test key.
-func newTestClient(t *testing.T, f *Fake, timeout time.Duration) *Client {
+func newTestClient(t *testing.T, f *infraifake.Server, timeout time.Duration) *Client {
 	t.Helper()
 	c, err := New(Config{
 		ID:        testID,
@@ -97,13 +98,13 @@ func TestRequestGolden(t *testing.T) {
 			t.Parallel()
 			var (
 				mu  sync.Mutex
-				got FakeRequest
+				got infraifake.Request
 			)
-			f := newFake(t, FakeOptions{Respond: func(req FakeRequest) string {
+			f := newFake(t, infraifake.Options{Respond: func(req infraifake.Request) string {
 				mu.Lock()
 				defer mu.Unlock()
 				got = req
-				return MinimalInstance(req.Schema)
+				return infraifake.MinimalInstance(req.Schema)
 			}})
 			c := newTestClient(t, f, 0)
 			p := testParams("Classify the report below.\n\nReport: patient <b>[EMAIL]</b> says the dose & timing felt wrong.")
@@ -196,15 +197,15 @@ func TestCanonicalJSON(t *testing.T) {
 // Idempotency-Key on a reused connection that breaks.
 func TestNoRetries(t *testing.T) {
 	t.Parallel()
-	for _, ft := range []Fault{
-		{Kind: ErrorCode, Code: CodeInternalError},
-		{Kind: ErrorCode, Code: CodeVendorDown, Status: http.StatusServiceUnavailable},
-		{Kind: ErrorCode, Code: CodeRateLimitExceeded, RetryAfterMS: 1},
-		{Kind: Disconnect},
+	for _, ft := range []infraifake.Fault{
+		{Kind: infraifake.ErrorCode, Code: CodeInternalError},
+		{Kind: infraifake.ErrorCode, Code: CodeVendorDown, Status: http.StatusServiceUnavailable},
+		{Kind: infraifake.ErrorCode, Code: CodeRateLimitExceeded, RetryAfterMS: 1},
+		{Kind: infraifake.Disconnect},
 	} {
 		t.Run(ft.Code+string(ft.Kind), func(t *testing.T) {
 			t.Parallel()
-			f := newFake(t, FakeOptions{})
+			f := newFake(t, infraifake.Options{})
 			c := newTestClient(t, f, 0)
 			p := testParams("hello")
 			if _, err := c.Extract(t.Context(), p); err != nil {
@@ -226,32 +227,37 @@ func TestClassification(t *testing.T) {
 	t.Parallel()
 	// HTTP-dates and Unix reset times are computed against this clock.
 	now := time.Date(2026, 3, 4, 7, 28, 0, 0, time.UTC)
-	rate := func(ft Fault) Fault { ft.Kind, ft.Code = ErrorCode, cmp.Or(ft.Code, CodeRateLimitExceeded); return ft }
-	code := func(code string, status int) Fault { return Fault{Kind: ErrorCode, Code: code, Status: status} }
+	rate := func(ft infraifake.Fault) infraifake.Fault {
+		ft.Kind, ft.Code = infraifake.ErrorCode, cmp.Or(ft.Code, CodeRateLimitExceeded)
+		return ft
+	}
+	code := func(code string, status int) infraifake.Fault {
+		return infraifake.Fault{Kind: infraifake.ErrorCode, Code: code, Status: status}
+	}
 	tests := []struct {
 		name           string
-		fault          Fault
+		fault          infraifake.Fault
 		timeout        time.Duration
 		wantClass      stet.FailureClass
 		wantStatus     int
 		wantCode       string
 		wantRetryAfter time.Duration
 	}{
-		{name: "429 Retry-After seconds", fault: rate(Fault{RetryAfter: "7"}), wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: CodeRateLimitExceeded, wantRetryAfter: 7 * time.Second},
-		{name: "429 retry-after-ms", fault: rate(Fault{RetryAfterMS: 1500}), wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: CodeRateLimitExceeded, wantRetryAfter: 1500 * time.Millisecond},
-		{name: "429 retry-after-ms wins over Retry-After", fault: rate(Fault{RetryAfter: "7", RetryAfterMS: 1500}), wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: CodeRateLimitExceeded, wantRetryAfter: 1500 * time.Millisecond},
-		{name: "429 Retry-After HTTP-date", fault: rate(Fault{RetryAfter: now.Add(30 * time.Second).Format(http.TimeFormat)}), wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: CodeRateLimitExceeded, wantRetryAfter: 30 * time.Second},
-		{name: "429 Retry-After date in the past", fault: rate(Fault{RetryAfter: now.Add(-time.Minute).Format(http.TimeFormat)}), wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: CodeRateLimitExceeded},
-		{name: "429 X-RateLimit-Reset seconds", fault: rate(Fault{RateLimitReset: "12"}), wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: CodeRateLimitExceeded, wantRetryAfter: 12 * time.Second},
-		{name: "429 X-RateLimit-Reset Unix time", fault: rate(Fault{RateLimitReset: fmt.Sprint(now.Add(45 * time.Second).Unix())}), wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: CodeRateLimitExceeded, wantRetryAfter: 45 * time.Second},
-		{name: "429 Retry-After wins over reset", fault: rate(Fault{RetryAfter: "2", RateLimitReset: "12"}), wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: CodeRateLimitExceeded, wantRetryAfter: 2 * time.Second},
-		{name: "429 without any wait header", fault: rate(Fault{}), wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: CodeRateLimitExceeded},
-		{name: "RATE_LIMIT_TOKENS family", fault: rate(Fault{Code: "RATE_LIMIT_TOKENS", RetryAfter: "3"}), wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "RATE_LIMIT_TOKENS", wantRetryAfter: 3 * time.Second},
-		{name: "VENDOR_QUOTA_EXCEEDED", fault: Fault{Kind: ErrorCode, Code: CodeVendorQuotaExceeded, RetryAfter: "20"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: CodeVendorQuotaExceeded, wantRetryAfter: 20 * time.Second},
+		{name: "429 Retry-After seconds", fault: rate(infraifake.Fault{RetryAfter: "7"}), wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: CodeRateLimitExceeded, wantRetryAfter: 7 * time.Second},
+		{name: "429 retry-after-ms", fault: rate(infraifake.Fault{RetryAfterMS: 1500}), wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: CodeRateLimitExceeded, wantRetryAfter: 1500 * time.Millisecond},
+		{name: "429 retry-after-ms wins over Retry-After", fault: rate(infraifake.Fault{RetryAfter: "7", RetryAfterMS: 1500}), wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: CodeRateLimitExceeded, wantRetryAfter: 1500 * time.Millisecond},
+		{name: "429 Retry-After HTTP-date", fault: rate(infraifake.Fault{RetryAfter: now.Add(30 * time.Second).Format(http.TimeFormat)}), wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: CodeRateLimitExceeded, wantRetryAfter: 30 * time.Second},
+		{name: "429 Retry-After date in the past", fault: rate(infraifake.Fault{RetryAfter: now.Add(-time.Minute).Format(http.TimeFormat)}), wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: CodeRateLimitExceeded},
+		{name: "429 X-RateLimit-Reset seconds", fault: rate(infraifake.Fault{RateLimitReset: "12"}), wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: CodeRateLimitExceeded, wantRetryAfter: 12 * time.Second},
+		{name: "429 X-RateLimit-Reset Unix time", fault: rate(infraifake.Fault{RateLimitReset: fmt.Sprint(now.Add(45 * time.Second).Unix())}), wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: CodeRateLimitExceeded, wantRetryAfter: 45 * time.Second},
+		{name: "429 Retry-After wins over reset", fault: rate(infraifake.Fault{RetryAfter: "2", RateLimitReset: "12"}), wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: CodeRateLimitExceeded, wantRetryAfter: 2 * time.Second},
+		{name: "429 without any wait header", fault: rate(infraifake.Fault{}), wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: CodeRateLimitExceeded},
+		{name: "RATE_LIMIT_TOKENS family", fault: rate(infraifake.Fault{Code: "RATE_LIMIT_TOKENS", RetryAfter: "3"}), wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "RATE_LIMIT_TOKENS", wantRetryAfter: 3 * time.Second},
+		{name: "VENDOR_QUOTA_EXCEEDED", fault: infraifake.Fault{Kind: infraifake.ErrorCode, Code: CodeVendorQuotaExceeded, RetryAfter: "20"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: CodeVendorQuotaExceeded, wantRetryAfter: 20 * time.Second},
 		{name: "VENDOR_DOWN", fault: code(CodeVendorDown, 0), wantClass: stet.FailureTransient, wantStatus: 502, wantCode: CodeVendorDown},
 		{name: "VENDOR_DOWN as 503", fault: code(CodeVendorDown, 503), wantClass: stet.FailureTransient, wantStatus: 503, wantCode: CodeVendorDown},
 		{name: "VENDOR_TIMEOUT", fault: code(CodeVendorTimeout, 0), wantClass: stet.FailureTransient, wantStatus: 504, wantCode: CodeVendorTimeout},
-		{name: "MAINTENANCE with Retry-After", fault: Fault{Kind: ErrorCode, Code: CodeMaintenance, RetryAfter: "600"}, wantClass: stet.FailureTransient, wantStatus: 503, wantCode: CodeMaintenance, wantRetryAfter: 10 * time.Minute},
+		{name: "MAINTENANCE with Retry-After", fault: infraifake.Fault{Kind: infraifake.ErrorCode, Code: CodeMaintenance, RetryAfter: "600"}, wantClass: stet.FailureTransient, wantStatus: 503, wantCode: CodeMaintenance, wantRetryAfter: 10 * time.Minute},
 		{name: "500 INTERNAL_ERROR", fault: code(CodeInternalError, 0), wantClass: stet.FailureTransient, wantStatus: 500, wantCode: CodeInternalError},
 		{name: "5xx with an unknown code", fault: code("SOMETHING_ODD", 503), wantClass: stet.FailureTransient, wantStatus: 503, wantCode: "SOMETHING_ODD"},
 		{name: "402 INSUFFICIENT_CREDIT", fault: code(CodeInsufficientCredit, 0), wantClass: stet.FailureQuota, wantStatus: 402, wantCode: CodeInsufficientCredit},
@@ -264,28 +270,28 @@ func TestClassification(t *testing.T) {
 		{name: "capability not supported", fault: code("JSON_SCHEMA_NOT_SUPPORTED", 400), wantClass: stet.FailureUnsupported, wantStatus: 400, wantCode: "JSON_SCHEMA_NOT_SUPPORTED"},
 		{name: "404 MODEL_NOT_FOUND", fault: code("MODEL_NOT_FOUND", 404), wantClass: stet.FailureUnsupported, wantStatus: 404, wantCode: "MODEL_NOT_FOUND"},
 		{name: "400 INVALID_REQUEST", fault: code(CodeInvalidRequest, 0), wantClass: stet.FailureUnsupported, wantStatus: 400, wantCode: CodeInvalidRequest},
-		{name: "409 IDEMPOTENCY_CONFLICT is a store conflict", fault: Fault{Kind: ErrorCode, Code: CodeIdempotencyConflict, RetryAfter: "5"}, wantClass: stet.FailureStore, wantStatus: 409, wantCode: CodeIdempotencyConflict},
+		{name: "409 IDEMPOTENCY_CONFLICT is a store conflict", fault: infraifake.Fault{Kind: infraifake.ErrorCode, Code: CodeIdempotencyConflict, RetryAfter: "5"}, wantClass: stet.FailureStore, wantStatus: 409, wantCode: CodeIdempotencyConflict},
 		{name: "422 IDEMPOTENCY_CONFLICT", fault: code(CodeIdempotencyConflict, 422), wantClass: stet.FailureStore, wantStatus: 422, wantCode: CodeIdempotencyConflict},
 		{name: "409 without a code", fault: code("", 409), wantClass: stet.FailureTransient, wantStatus: 409, wantCode: CodeInternalError},
-		{name: "connection dropped", fault: Fault{Kind: Disconnect}, wantClass: stet.FailureTransient},
-		{name: "timeout before headers", fault: Fault{Kind: Delay, Delay: time.Minute}, timeout: 100 * time.Millisecond, wantClass: stet.FailureTransient},
-		{name: "timeout after answer", fault: Fault{Kind: TimeoutAfterAnswer}, timeout: 200 * time.Millisecond, wantClass: stet.FailureTransient, wantStatus: 200},
-		{name: "truncated JSON", fault: Fault{Kind: TruncatedJSON}, wantClass: stet.FailureInvalidOutput, wantStatus: 200},
-		{name: "finish_reason length", fault: Fault{Kind: Length}, wantClass: stet.FailureInvalidOutput, wantStatus: 200, wantCode: "length"},
-		{name: "refusal", fault: Fault{Kind: Refusal}, wantClass: stet.FailureRefusal, wantStatus: 200, wantCode: "refusal"},
-		{name: "content filter", fault: Fault{Kind: ContentFilter}, wantClass: stet.FailureRefusal, wantStatus: 200, wantCode: "content_filter"},
+		{name: "connection dropped", fault: infraifake.Fault{Kind: infraifake.Disconnect}, wantClass: stet.FailureTransient},
+		{name: "timeout before headers", fault: infraifake.Fault{Kind: infraifake.Delay, Delay: time.Minute}, timeout: 100 * time.Millisecond, wantClass: stet.FailureTransient},
+		{name: "timeout after answer", fault: infraifake.Fault{Kind: infraifake.TimeoutAfterAnswer}, timeout: 200 * time.Millisecond, wantClass: stet.FailureTransient, wantStatus: 200},
+		{name: "truncated JSON", fault: infraifake.Fault{Kind: infraifake.TruncatedJSON}, wantClass: stet.FailureInvalidOutput, wantStatus: 200},
+		{name: "finish_reason length", fault: infraifake.Fault{Kind: infraifake.Length}, wantClass: stet.FailureInvalidOutput, wantStatus: 200, wantCode: "length"},
+		{name: "refusal", fault: infraifake.Fault{Kind: infraifake.Refusal}, wantClass: stet.FailureRefusal, wantStatus: 200, wantCode: "refusal"},
+		{name: "content filter", fault: infraifake.Fault{Kind: infraifake.ContentFilter}, wantClass: stet.FailureRefusal, wantStatus: 200, wantCode: "content_filter"},
 		// Schema validation is the pipeline's job: valid JSON passes here.
-		{name: "schema-invalid JSON", fault: Fault{Kind: SchemaInvalid}, wantClass: stet.FailureNone, wantStatus: 200},
-		{name: "delay then answer", fault: Fault{Kind: Delay, Delay: 10 * time.Millisecond}, wantClass: stet.FailureNone, wantStatus: 200},
+		{name: "schema-invalid JSON", fault: infraifake.Fault{Kind: infraifake.SchemaInvalid}, wantClass: stet.FailureNone, wantStatus: 200},
+		{name: "delay then answer", fault: infraifake.Fault{Kind: infraifake.Delay, Delay: 10 * time.Millisecond}, wantClass: stet.FailureNone, wantStatus: 200},
 	}
 	for _, bare := range []bool{false, true} {
 		for _, tt := range tests {
-			if tt.fault.Code == "" && tt.fault.Kind == ErrorCode {
+			if tt.fault.Code == "" && tt.fault.Kind == infraifake.ErrorCode {
 				tt.wantCode = CodeInternalError
 			}
 			t.Run(fmt.Sprintf("bare=%v/%s", bare, tt.name), func(t *testing.T) {
 				t.Parallel()
-				f := newFake(t, FakeOptions{Bare: bare})
+				f := newFake(t, infraifake.Options{Bare: bare})
 				f.Enqueue(tt.fault)
 				c := newTestClient(t, f, cmp.Or(tt.timeout, 10*time.Second))
 				c.now = func() time.Time { return now }
@@ -479,10 +485,10 @@ func TestExtractSuccess(t *testing.T) {
 	for _, bare := range []bool{false, true} {
 		t.Run(fmt.Sprintf("bare=%v", bare), func(t *testing.T) {
 			t.Parallel()
-			f := newFake(t, FakeOptions{Bare: bare})
+			f := newFake(t, infraifake.Options{Bare: bare})
 			if !bare {
 				// The envelope's metadata.request_id must be read, not the header.
-				f.Enqueue(Fault{Kind: Delay, Header: http.Header{"X-Request-Id": nil}})
+				f.Enqueue(infraifake.Fault{Kind: infraifake.Delay, Header: http.Header{"X-Request-Id": nil}})
 			}
 			rt := &recordingTransport{}
 			c, err := New(Config{ID: testID, BaseURL: f.URL(), APIKey: testKey, Model: testModel, HTTPClient: &http.Client{Transport: rt}})
@@ -535,7 +541,7 @@ func TestExtractSuccess(t *testing.T) {
 			if !bytes.Equal(got.Raw, rt.body) {
 				t.Errorf("Raw = %q, want the response body %q", got.Raw, rt.body)
 			}
-			if want := MinimalInstance(json.RawMessage(testSchema)); string(got.Output) != want {
+			if want := infraifake.MinimalInstance(json.RawMessage(testSchema)); string(got.Output) != want {
 				t.Errorf("Output = %s, want %s", got.Output, want)
 			}
 			if got.Latency <= 0 {
@@ -551,7 +557,7 @@ func TestExtractSuccess(t *testing.T) {
 func TestIdempotentRetries(t *testing.T) {
 	t.Parallel()
 	clock := stet.NewManualClock(time.Date(2026, 3, 4, 7, 28, 0, 0, time.UTC))
-	f := newFake(t, FakeOptions{Clock: clock})
+	f := newFake(t, infraifake.Options{Clock: clock})
 	short := newTestClient(t, f, 300*time.Millisecond)
 	c := newTestClient(t, f, 10*time.Second)
 	p := testParams("Classify: the clinic lost my results.")
@@ -570,7 +576,7 @@ func TestIdempotentRetries(t *testing.T) {
 	}
 
 	// The provider answers, then the call times out reading the body.
-	f.Enqueue(Fault{Kind: TimeoutAfterAnswer})
+	f.Enqueue(infraifake.Fault{Kind: infraifake.TimeoutAfterAnswer})
 	step("ambiguous first call", short, p, stet.FailureTransient, counts{1, 1, 0})
 	// Repeating the same attempt is answered from the store: no new charge.
 	first := step("same attempt again", c, p, stet.FailureNone, counts{2, 1, 1})
@@ -606,12 +612,12 @@ func TestIdempotentRetries(t *testing.T) {
 // the retry of a rate-limited attempt executes.
 func TestErrorsAreNotStored(t *testing.T) {
 	t.Parallel()
-	for _, ft := range []Fault{
-		{Kind: ErrorCode, Code: CodeRateLimitExceeded, RetryAfter: "1"},
-		{Kind: ErrorCode, Code: CodeVendorDown},
-		{Kind: Disconnect},
+	for _, ft := range []infraifake.Fault{
+		{Kind: infraifake.ErrorCode, Code: CodeRateLimitExceeded, RetryAfter: "1"},
+		{Kind: infraifake.ErrorCode, Code: CodeVendorDown},
+		{Kind: infraifake.Disconnect},
 	} {
-		f := newFake(t, FakeOptions{})
+		f := newFake(t, infraifake.Options{})
 		f.Enqueue(ft)
 		c := newTestClient(t, f, 0)
 		p := testParams("hello")
@@ -630,31 +636,31 @@ func TestErrorsAreNotStored(t *testing.T) {
 func TestCanaryNeverInErrors(t *testing.T) {
 	t.Parallel()
 	const marker = "CANARY Jane Roe 555-0100"
-	faults := []Fault{
-		{Kind: ErrorCode, Code: CodeRateLimitExceeded, Message: marker},
-		{Kind: ErrorCode, Code: CodeInsufficientCredit, Message: marker},
-		{Kind: ErrorCode, Code: CodeInvalidAPIKey, Message: marker},
-		{Kind: ErrorCode, Code: CodeVendorDown, Message: marker},
-		{Kind: ErrorCode, Code: CodeIdempotencyConflict, Message: marker},
-		{Kind: ErrorCode, Status: 400, Code: marker, Message: marker},
-		{Kind: ErrorCode, Status: 404, Code: "MODEL_NOT_FOUND", Message: "model " + marker + " not found"},
-		{Kind: Disconnect},
-		{Kind: TimeoutAfterAnswer},
-		{Kind: TruncatedJSON},
-		{Kind: Length},
-		{Kind: Refusal, Message: "I can't discuss " + marker},
-		{Kind: ContentFilter},
+	faults := []infraifake.Fault{
+		{Kind: infraifake.ErrorCode, Code: CodeRateLimitExceeded, Message: marker},
+		{Kind: infraifake.ErrorCode, Code: CodeInsufficientCredit, Message: marker},
+		{Kind: infraifake.ErrorCode, Code: CodeInvalidAPIKey, Message: marker},
+		{Kind: infraifake.ErrorCode, Code: CodeVendorDown, Message: marker},
+		{Kind: infraifake.ErrorCode, Code: CodeIdempotencyConflict, Message: marker},
+		{Kind: infraifake.ErrorCode, Status: 400, Code: marker, Message: marker},
+		{Kind: infraifake.ErrorCode, Status: 404, Code: "MODEL_NOT_FOUND", Message: "model " + marker + " not found"},
+		{Kind: infraifake.Disconnect},
+		{Kind: infraifake.TimeoutAfterAnswer},
+		{Kind: infraifake.TruncatedJSON},
+		{Kind: infraifake.Length},
+		{Kind: infraifake.Refusal, Message: "I can't discuss " + marker},
+		{Kind: infraifake.ContentFilter},
 	}
 	for _, bare := range []bool{false, true} {
 		for i, ft := range faults {
 			t.Run(fmt.Sprintf("bare=%v/%d_%s", bare, i, ft.Kind), func(t *testing.T) {
 				t.Parallel()
-				f := newFake(t, FakeOptions{Bare: bare, Respond: func(FakeRequest) string {
+				f := newFake(t, infraifake.Options{Bare: bare, Respond: func(infraifake.Request) string {
 					return `{"category":"ok","note":"` + marker + `","flags":[]}`
 				}})
 				f.Enqueue(ft)
 				timeout := 10 * time.Second
-				if ft.Kind == TimeoutAfterAnswer {
+				if ft.Kind == infraifake.TimeoutAfterAnswer {
 					timeout = 200 * time.Millisecond
 				}
 				c := newTestClient(t, f, timeout)
@@ -684,7 +690,7 @@ func TestCanaryNeverInErrors(t *testing.T) {
 func TestInvalidSchemaMakesNoCall(t *testing.T) {
 	t.Parallel()
 	for _, schema := range []string{"", "{not json"} {
-		f := newFake(t, FakeOptions{})
+		f := newFake(t, infraifake.Options{})
 		c := newTestClient(t, f, 0)
 		p := testParams("hello")
 		p.Schema = json.RawMessage(schema)
@@ -762,5 +768,38 @@ func TestSchemaName(t *testing.T) {
 		if got := schemaName(tt.in); got != tt.want {
 			t.Errorf("schemaName(%q) = %q, want %q", tt.in, got, tt.want)
 		}
+	}
+}
+
+// TestFakeFaultQueueAndCounts drives the fake through the client: scripted
+// faults are served in order, errors execute nothing, every call counts.
+func TestFakeFaultQueueAndCounts(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, infraifake.Options{})
+	f.Enqueue(infraifake.Fault{Kind: infraifake.ErrorCode, Code: CodeVendorDown}, infraifake.Fault{Kind: infraifake.ErrorCode, Code: CodeRateLimitExceeded, RetryAfter: "1"})
+	f.Enqueue(infraifake.Fault{Kind: infraifake.Refusal})
+	c := newTestClient(t, f, 0)
+	var got []stet.FailureClass
+	for i := range 4 {
+		p := testParams(fmt.Sprintf("report %d about marker-x", i))
+		p.JobID = fmt.Sprintf("job_%d", i)
+		_, err := c.Extract(t.Context(), p)
+		got = append(got, stet.ClassOf(err))
+	}
+	want := []stet.FailureClass{stet.FailureTransient, stet.FailureRateLimited, stet.FailureRefusal, stet.FailureNone}
+	if !slices.Equal(got, want) {
+		t.Errorf("classes of 4 calls = %v, want %v", got, want)
+	}
+	if f.Calls() != 4 || f.Executions() != 2 {
+		t.Errorf("calls, executions = %d, %d; want 4, 2 (errors execute nothing)", f.Calls(), f.Executions())
+	}
+	if n := f.CallsContaining("marker-x"); n != 4 {
+		t.Errorf("CallsContaining(marker-x) = %d, want 4", n)
+	}
+	if n := f.CallsContaining("report 2 "); n != 1 {
+		t.Errorf("CallsContaining(report 2) = %d, want 1", n)
+	}
+	if n := f.CallsContaining("absent"); n != 0 {
+		t.Errorf("CallsContaining(absent) = %d, want 0", n)
 	}
 }

@@ -1,11 +1,11 @@
-package infrai
+package infraifake
 
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -14,6 +14,23 @@ import (
 
 	"github.com/stetlabs/stet"
 )
+
+const (
+	testKey    = "ifr_pk_proj_test"
+	testSchema = `{"type":"object","properties":{"category":{"type":"string","enum":["ok","harmful","medical_advice"]},"flags":{"type":"array","items":{"type":"string"}},"confidence":{"type":"number","minimum":0,"maximum":1}},"required":["category","flags","confidence"],"additionalProperties":false}`
+)
+
+var uuidV7 = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+
+func newFake(t *testing.T, opts Options) *Server {
+	t.Helper()
+	if opts.APIKey == "" {
+		opts.APIKey = testKey
+	}
+	f := New(opts)
+	t.Cleanup(f.Close)
+	return f
+}
 
 // post sends body to the fake and returns the status, headers and raw body.
 func post(t *testing.T, url, key, idemKey, body string) (int, http.Header, []byte) {
@@ -65,7 +82,7 @@ const validBody = `{"messages":[{"content":"hi","role":"user"}],"model":"gpt-4.1
 
 func TestFakeValidatesRequests(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, FakeOptions{})
+	f := newFake(t, Options{})
 	tests := []struct {
 		name       string
 		path       string
@@ -76,14 +93,14 @@ func TestFakeValidatesRequests(t *testing.T) {
 	}{
 		{"valid", "/v1/chat/completions", testKey, validBody, 200, ""},
 		{"valid, not canonical", "/v1/chat/completions", testKey, `{"model":"m", "messages":[{"role":"user","content":"hi"}]}`, 200, ""},
-		{"wrong key", "/v1/chat/completions", "ifr_wrong", validBody, 401, CodeInvalidAPIKey},
-		{"no key", "/v1/chat/completions", "", validBody, 401, CodeInvalidAPIKey},
+		{"wrong key", "/v1/chat/completions", "ifr_wrong", validBody, 401, codeInvalidAPIKey},
+		{"no key", "/v1/chat/completions", "", validBody, 401, codeInvalidAPIKey},
 		{"unknown path", "/v1/ai/chat", testKey, validBody, 404, "NOT_FOUND"},
-		{"not JSON", "/v1/chat/completions", testKey, `{"model":`, 400, CodeInvalidRequest},
-		{"missing model", "/v1/chat/completions", testKey, `{"messages":[{"role":"user","content":"hi"}]}`, 400, CodeInvalidRequest},
-		{"empty messages", "/v1/chat/completions", testKey, `{"model":"m","messages":[]}`, 400, CodeInvalidRequest},
-		{"json_schema without schema", "/v1/chat/completions", testKey, `{"model":"m","messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"name":"s","strict":true}}}`, 400, CodeInvalidRequest},
-		{"json_schema not strict", "/v1/chat/completions", testKey, `{"model":"m","messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"name":"s","schema":{"type":"object"}}}}`, 400, CodeInvalidRequest},
+		{"not JSON", "/v1/chat/completions", testKey, `{"model":`, 400, codeInvalidRequest},
+		{"missing model", "/v1/chat/completions", testKey, `{"messages":[{"role":"user","content":"hi"}]}`, 400, codeInvalidRequest},
+		{"empty messages", "/v1/chat/completions", testKey, `{"model":"m","messages":[]}`, 400, codeInvalidRequest},
+		{"json_schema without schema", "/v1/chat/completions", testKey, `{"model":"m","messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"name":"s","strict":true}}}`, 400, codeInvalidRequest},
+		{"json_schema not strict", "/v1/chat/completions", testKey, `{"model":"m","messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"name":"s","schema":{"type":"object"}}}}`, 400, codeInvalidRequest},
 	}
 	for _, tt := range tests {
 		status, header, raw := post(t, f.srv.URL+tt.path, tt.key, "", tt.body)
@@ -152,7 +169,7 @@ func TestFakeResponseShape(t *testing.T) {
 	}
 	t.Run("envelope", func(t *testing.T) {
 		t.Parallel()
-		f := newFake(t, FakeOptions{Vendor: "deepseek"})
+		f := newFake(t, Options{Vendor: "deepseek"})
 		status, _, raw := post(t, f.URL()+"/chat/completions", testKey, "k1", validBody)
 		if status != 200 {
 			t.Fatalf("POST = %d %s, want 200", status, raw)
@@ -173,7 +190,7 @@ func TestFakeResponseShape(t *testing.T) {
 	})
 	t.Run("bare", func(t *testing.T) {
 		t.Parallel()
-		f := newFake(t, FakeOptions{Bare: true})
+		f := newFake(t, Options{Bare: true})
 		status, header, raw := post(t, f.URL()+"/chat/completions", testKey, "k1", validBody)
 		if status != 200 || !uuidV7.MatchString(header.Get("X-Request-Id")) {
 			t.Fatalf("POST = %d with X-Request-Id %q, want 200 and a UUID v7", status, header.Get("X-Request-Id"))
@@ -183,7 +200,7 @@ func TestFakeResponseShape(t *testing.T) {
 		var e struct {
 			Error map[string]any `json:"error"`
 		}
-		if err := json.Unmarshal(raw, &e); err != nil || status != 401 || e.Error["code"] != CodeInvalidAPIKey || e.Error["type"] != "authentication_error" {
+		if err := json.Unmarshal(raw, &e); err != nil || status != 401 || e.Error["code"] != codeInvalidAPIKey || e.Error["type"] != "authentication_error" {
 			t.Errorf("bare error = %d %s, want 401 with an OpenAI-shaped error carrying INVALID_API_KEY", status, raw)
 		}
 	})
@@ -192,7 +209,7 @@ func TestFakeResponseShape(t *testing.T) {
 func TestFakeIdempotency(t *testing.T) {
 	t.Parallel()
 	clock := stet.NewManualClock(time.Date(2026, 3, 4, 7, 28, 0, 0, time.UTC))
-	f := newFake(t, FakeOptions{Clock: clock})
+	f := newFake(t, Options{Clock: clock})
 	url := f.URL() + "/chat/completions"
 
 	status, _, first := post(t, url, testKey, "key-1", validBody)
@@ -210,7 +227,7 @@ func TestFakeIdempotency(t *testing.T) {
 	}
 	other := strings.Replace(validBody, `"hi"`, `"hello"`, 1)
 	status, _, raw := post(t, url, testKey, "key-1", other)
-	if env := decodeEnvelope(t, raw); status != 409 || env.Error == nil || env.Error.Code != CodeIdempotencyConflict {
+	if env := decodeEnvelope(t, raw); status != 409 || env.Error == nil || env.Error.Code != codeIdempotencyConflict {
 		t.Errorf("same key, other body = %d %s, want 409 IDEMPOTENCY_CONFLICT", status, raw)
 	}
 	// Without a key every request executes.
@@ -235,7 +252,7 @@ func TestFakeIdempotency(t *testing.T) {
 
 func TestFakeConcurrentSameKey(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, FakeOptions{})
+	f := newFake(t, Options{})
 	f.Enqueue(Fault{Kind: Delay, Delay: 50 * time.Millisecond})
 	const n = 8
 	var (
@@ -277,41 +294,10 @@ func TestFakeConcurrentSameKey(t *testing.T) {
 	}
 }
 
-func TestFakeFaultQueueAndCounts(t *testing.T) {
-	t.Parallel()
-	f := newFake(t, FakeOptions{})
-	f.Enqueue(Fault{Kind: ErrorCode, Code: CodeVendorDown}, Fault{Kind: ErrorCode, Code: CodeRateLimitExceeded, RetryAfter: "1"})
-	f.Enqueue(Fault{Kind: Refusal})
-	c := newTestClient(t, f, 0)
-	var got []stet.FailureClass
-	for i := range 4 {
-		p := testParams(fmt.Sprintf("report %d about marker-x", i))
-		p.JobID = fmt.Sprintf("job_%d", i)
-		_, err := c.Extract(t.Context(), p)
-		got = append(got, stet.ClassOf(err))
-	}
-	want := []stet.FailureClass{stet.FailureTransient, stet.FailureRateLimited, stet.FailureRefusal, stet.FailureNone}
-	if !slices.Equal(got, want) {
-		t.Errorf("classes of 4 calls = %v, want %v", got, want)
-	}
-	if f.Calls() != 4 || f.Executions() != 2 {
-		t.Errorf("calls, executions = %d, %d; want 4, 2 (errors execute nothing)", f.Calls(), f.Executions())
-	}
-	if n := f.CallsContaining("marker-x"); n != 4 {
-		t.Errorf("CallsContaining(marker-x) = %d, want 4", n)
-	}
-	if n := f.CallsContaining("report 2 "); n != 1 {
-		t.Errorf("CallsContaining(report 2) = %d, want 1", n)
-	}
-	if n := f.CallsContaining("absent"); n != 0 {
-		t.Errorf("CallsContaining(absent) = %d, want 0", n)
-	}
-}
-
 func TestFakeRandomFaultsAreReproducible(t *testing.T) {
 	t.Parallel()
 	run := func(seed int64) []int {
-		f := newFake(t, FakeOptions{FaultRate: 0.5, Seed: seed})
+		f := newFake(t, Options{FaultRate: 0.5, Seed: seed})
 		var statuses []int
 		for range 40 {
 			status, _, _ := post(t, f.URL()+"/chat/completions", testKey, "", validBody)
@@ -340,11 +326,11 @@ func TestFakeRandomFaultsAreReproducible(t *testing.T) {
 func TestStatusForCode(t *testing.T) {
 	t.Parallel()
 	tests := map[string]int{
-		CodeRateLimitExceeded: 429, "RATE_LIMIT_TOKENS": 429, CodeVendorQuotaExceeded: 429,
-		CodeInsufficientCredit: 402, CodePaymentRequired: 402, CodeInvalidAPIKey: 401,
-		CodeModuleNotAvailableInRegion: 403, CodeIdempotencyConflict: 409,
-		CodeVendorDown: 502, CodeVendorTimeout: 504, CodeMaintenance: 503,
-		CodeInternalError: 500, "": 500, CodeInvalidRequest: 400,
+		codeRateLimitExceeded: 429, "RATE_LIMIT_TOKENS": 429, codeVendorQuotaExceeded: 429,
+		codeInsufficientCredit: 402, codePaymentRequired: 402, codeInvalidAPIKey: 401,
+		codeModuleNotAvailableInRegion: 403, codeIdempotencyConflict: 409,
+		codeVendorDown: 502, codeVendorTimeout: 504, codeMaintenance: 503,
+		codeInternalError: 500, "": 500, codeInvalidRequest: 400,
 	}
 	for code, want := range tests {
 		if got := StatusForCode(code); got != want {

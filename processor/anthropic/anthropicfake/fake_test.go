@@ -1,4 +1,4 @@
-package anthropic
+package anthropicfake
 
 import (
 	"encoding/json"
@@ -7,11 +7,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/stetlabs/stet"
 )
 
 // post sends body to the fake and decodes the answer. header holds extra
@@ -47,6 +44,25 @@ func post(t *testing.T, url string, header map[string]string, body string) (int,
 	return res.StatusCode, res.Header, out
 }
 
+const (
+	testKey   = "sk-ant-test-key"
+	testModel = "claude-sonnet-4-5"
+)
+
+// rateLimits are the limits the API reports in anthropic-ratelimit-*
+// headers.
+var rateLimits = []string{"requests", "tokens", "input-tokens", "output-tokens"}
+
+func newFake(t *testing.T, opts Options) *Server {
+	t.Helper()
+	if opts.APIKey == "" {
+		opts.APIKey = testKey
+	}
+	f := New(opts)
+	t.Cleanup(f.Close)
+	return f
+}
+
 func keyHeader() map[string]string { return map[string]string{"x-api-key": testKey} }
 
 const (
@@ -56,7 +72,7 @@ const (
 
 func TestFakeValidatesRequests(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, FakeOptions{})
+	f := newFake(t, Options{})
 	msgs := func(m string) string {
 		return `{"model":"m","max_tokens":10,"messages":` + m + `}`
 	}
@@ -129,7 +145,7 @@ func TestFakeValidatesRequests(t *testing.T) {
 
 func TestFakeResponseShape(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, FakeOptions{})
+	f := newFake(t, Options{})
 	tests := []struct {
 		name      string
 		body      string
@@ -209,7 +225,7 @@ func TestFakeFaultShapes(t *testing.T) {
 		{Fault{Kind: HTTPError, Status: 402, Code: "linked_organization_spend_limit_reached"}, 402, "billing_error", "linked_organization_spend_limit_reached", "false", nil},
 	}
 	for _, tt := range tests {
-		f := newFake(t, FakeOptions{})
+		f := newFake(t, Options{})
 		f.Enqueue(tt.fault)
 		status, header, body := post(t, f.URL()+"/v1/messages", keyHeader(), validBody)
 		if status != tt.wantStatus {
@@ -234,39 +250,10 @@ func TestFakeFaultShapes(t *testing.T) {
 	}
 }
 
-func TestFakeFaultQueueAndCounts(t *testing.T) {
-	t.Parallel()
-	f := newFake(t, FakeOptions{})
-	f.Enqueue(Fault{Kind: Overloaded}, Fault{Kind: RateLimit, RetryAfter: "1"})
-	f.Enqueue(Fault{Kind: Refusal})
-	c := newTestClient(t, f, 0, false)
-	var got []stet.FailureClass
-	for i := range 4 {
-		_, err := c.Extract(t.Context(), testParams(fmt.Sprintf("report %d about marker-x", i)))
-		got = append(got, stet.ClassOf(err))
-	}
-	want := []stet.FailureClass{stet.FailureTransient, stet.FailureRateLimited, stet.FailureRefusal, stet.FailureNone}
-	if !slices.Equal(got, want) {
-		t.Errorf("classes of 4 calls = %v, want %v", got, want)
-	}
-	if n := f.Calls(); n != 4 {
-		t.Errorf("Calls() = %d, want 4", n)
-	}
-	if n := f.CallsContaining("marker-x"); n != 4 {
-		t.Errorf("CallsContaining(marker-x) = %d, want 4", n)
-	}
-	if n := f.CallsContaining("report 2 "); n != 1 {
-		t.Errorf("CallsContaining(report 2) = %d, want 1", n)
-	}
-	if n := f.CallsContaining("absent"); n != 0 {
-		t.Errorf("CallsContaining(absent) = %d, want 0", n)
-	}
-}
-
 func TestFakeRandomFaultsAreReproducible(t *testing.T) {
 	t.Parallel()
 	run := func(seed int64) []int {
-		f := newFake(t, FakeOptions{FaultRate: 0.5, Seed: seed})
+		f := newFake(t, Options{FaultRate: 0.5, Seed: seed})
 		var statuses []int
 		for range 40 {
 			status, _, _ := post(t, f.URL()+"/v1/messages", keyHeader(), validBody)
@@ -289,39 +276,6 @@ func TestFakeRandomFaultsAreReproducible(t *testing.T) {
 	}
 	if slices.Equal(a, run(7)) {
 		t.Errorf("seeds 42 and 7 gave the same fault sequence %v", a)
-	}
-}
-
-func TestFakeConcurrentUse(t *testing.T) {
-	t.Parallel()
-	f := newFake(t, FakeOptions{})
-	f.Enqueue(Fault{Kind: ServerError}, Fault{Kind: ServerError}, Fault{Kind: ServerError})
-	c := newTestClient(t, f, 0, true)
-	const n = 24
-	var (
-		wg     sync.WaitGroup
-		mu     sync.Mutex
-		failed int
-	)
-	for i := range n {
-		wg.Go(func() {
-			_, err := c.Extract(t.Context(), testParams(fmt.Sprintf("concurrent report %d", i)))
-			if err != nil {
-				mu.Lock()
-				failed++
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	if got := f.Calls(); got != n {
-		t.Errorf("Calls() = %d, want %d", got, n)
-	}
-	if failed != 3 {
-		t.Errorf("failed calls = %d, want the 3 scripted faults", failed)
-	}
-	if got := f.CallsContaining("concurrent report"); got != n {
-		t.Errorf("CallsContaining = %d, want %d", got, n)
 	}
 }
 

@@ -1,4 +1,4 @@
-package anthropic
+package anthropicfake
 
 import (
 	"bytes"
@@ -14,8 +14,8 @@ import (
 	"time"
 )
 
-// The Fake's Message Batches routes, with the shapes of the real API (see
-// the wire facts at the top of batch.go):
+// The Server's Message Batches routes, with the shapes of the real API (see
+// the wire facts at the top of processor/anthropic/batch.go):
 //
 //	POST   /v1/messages/batches               create
 //	GET    /v1/messages/batches               list (limit, after_id, before_id; newest first)
@@ -69,7 +69,7 @@ const (
 // hugeBodySize is the size a HugeBody answer is padded to.
 const hugeBodySize = 1<<20 + 64<<10
 
-// BatchItemOutcome is how the Fake answers one batch item.
+// BatchItemOutcome is how the Server answers one batch item.
 type BatchItemOutcome string
 
 // Batch item outcomes.
@@ -97,8 +97,8 @@ type BatchItemScript struct {
 	Message string
 }
 
-// FakeBatchOptions scripts the Fake's batch routes.
-type FakeBatchOptions struct {
+// BatchOptions scripts the Server's batch routes.
+type BatchOptions struct {
 	// PollsToEnd is the number of the status poll at which a batch has
 	// ended: 0 or 1, the first poll after creation; negative, never on its
 	// own (EndBatch or a cancellation ends it). Faulted polls do not count.
@@ -113,7 +113,7 @@ type FakeBatchOptions struct {
 	Now func() time.Time
 }
 
-// BatchCounts are the Fake's batch counters.
+// BatchCounts are the Server's batch counters.
 type BatchCounts struct {
 	CreateCalls       int // creating calls received, faulted ones included
 	Created           int // batches created (a create-then-fail fault creates one)
@@ -126,18 +126,18 @@ type BatchCounts struct {
 	RedirectsFollowed int // requests that arrived at a Redirect fault's default target
 }
 
-// FakeBatch is a batch as the Fake holds it.
-type FakeBatch struct {
+// Batch is a batch as the Server holds it.
+type Batch struct {
 	ID               string
 	ProcessingStatus string // in_progress, canceling, ended
 	CreatedAt        time.Time
 	ItemCount        int
-	CustomIDs        []string      // in request order
-	Requests         []FakeRequest // each item's params, decoded
-	Body             []byte        // the exact create request body
+	CustomIDs        []string  // in request order
+	Requests         []Request // each item's params, decoded
+	Body             []byte    // the exact create request body
 }
 
-// fakeBatches is the Fake's batch state; the zero value is ready.
+// fakeBatches is the Server's batch state; the zero value is ready.
 type fakeBatches struct {
 	mu       sync.Mutex
 	order    []*fakeBatch // creation order, deleted ones included (cursors)
@@ -166,14 +166,14 @@ type fakeBatch struct {
 
 type fakeBatchItem struct {
 	customID string
-	req      FakeRequest
+	req      Request
 	invalid  string // the API's validation message; "" when valid
 	answer   string // the normal answer, decided at creation
 }
 
 // EnqueueBatchFaults scripts faults for the next calls of one batch route,
 // in order.
-func (f *Fake) EnqueueBatchFaults(route BatchRoute, faults ...Fault) {
+func (f *Server) EnqueueBatchFaults(route BatchRoute, faults ...Fault) {
 	f.batch.mu.Lock()
 	defer f.batch.mu.Unlock()
 	if f.batch.faults == nil {
@@ -183,8 +183,8 @@ func (f *Fake) EnqueueBatchFaults(route BatchRoute, faults ...Fault) {
 }
 
 // ScriptBatchItem scripts the item with custom_id id in every batch that
-// ends from now on; it overrides FakeBatchOptions.Items.
-func (f *Fake) ScriptBatchItem(id string, s BatchItemScript) {
+// ends from now on; it overrides BatchOptions.Items.
+func (f *Server) ScriptBatchItem(id string, s BatchItemScript) {
 	f.batch.mu.Lock()
 	defer f.batch.mu.Unlock()
 	if f.batch.items == nil {
@@ -194,17 +194,17 @@ func (f *Fake) ScriptBatchItem(id string, s BatchItemScript) {
 }
 
 // ScriptAllBatchItems sets the outcome of items without a script of their
-// own, overriding FakeBatchOptions.AllItems; the zero script restores
+// own, overriding BatchOptions.AllItems; the zero script restores
 // normal answers.
-func (f *Fake) ScriptAllBatchItems(s BatchItemScript) {
+func (f *Server) ScriptAllBatchItems(s BatchItemScript) {
 	f.batch.mu.Lock()
 	defer f.batch.mu.Unlock()
 	f.batch.all = &s
 }
 
-// SetBatchPollsToEnd overrides FakeBatchOptions.PollsToEnd for batches
+// SetBatchPollsToEnd overrides BatchOptions.PollsToEnd for batches
 // that have not ended yet.
-func (f *Fake) SetBatchPollsToEnd(n int) {
+func (f *Server) SetBatchPollsToEnd(n int) {
 	f.batch.mu.Lock()
 	defer f.batch.mu.Unlock()
 	f.batch.polls = &n
@@ -212,7 +212,7 @@ func (f *Fake) SetBatchPollsToEnd(n int) {
 
 // EndBatch ends a batch now, as if processing had finished. It reports
 // whether the batch exists and had not ended.
-func (f *Fake) EndBatch(id string) bool {
+func (f *Server) EndBatch(id string) bool {
 	f.batch.mu.Lock()
 	defer f.batch.mu.Unlock()
 	b := f.batch.byID[id]
@@ -224,7 +224,7 @@ func (f *Fake) EndBatch(id string) bool {
 }
 
 // BatchCounts returns the batch counters.
-func (f *Fake) BatchCounts() BatchCounts {
+func (f *Server) BatchCounts() BatchCounts {
 	f.batch.mu.Lock()
 	defer f.batch.mu.Unlock()
 	return f.batch.counts
@@ -232,15 +232,15 @@ func (f *Fake) BatchCounts() BatchCounts {
 
 // Batches returns the batches the fake holds (deleted ones left out), in
 // creation order.
-func (f *Fake) Batches() []FakeBatch {
+func (f *Server) Batches() []Batch {
 	f.batch.mu.Lock()
 	defer f.batch.mu.Unlock()
-	var out []FakeBatch
+	var out []Batch
 	for _, b := range f.batch.order {
 		if b.deleted {
 			continue
 		}
-		fb := FakeBatch{
+		fb := Batch{
 			ID:               b.id,
 			ProcessingStatus: b.status,
 			CreatedAt:        b.createdAt,
@@ -258,7 +258,7 @@ func (f *Fake) Batches() []FakeBatch {
 
 // BatchRequestsContaining returns the number of batch items, over all
 // batches created, whose user messages contain s.
-func (f *Fake) BatchRequestsContaining(s string) int {
+func (f *Server) BatchRequestsContaining(s string) int {
 	f.batch.mu.Lock()
 	defer f.batch.mu.Unlock()
 	n := 0
@@ -270,7 +270,7 @@ func (f *Fake) BatchRequestsContaining(s string) int {
 	return n
 }
 
-func (f *Fake) now() time.Time {
+func (f *Server) now() time.Time {
 	if f.opts.Batch.Now != nil {
 		return f.opts.Batch.Now()
 	}
@@ -280,7 +280,7 @@ func (f *Fake) now() time.Time {
 const batchesPath = "/v1/messages/batches"
 
 // serveBatch answers the batch routes and reports whether r was one.
-func (f *Fake) serveBatch(w http.ResponseWriter, r *http.Request) bool {
+func (f *Server) serveBatch(w http.ResponseWriter, r *http.Request) bool {
 	path := r.URL.Path
 	if strings.HasPrefix(path, "/elsewhere/") {
 		f.batch.mu.Lock()
@@ -376,7 +376,7 @@ func (f *Fake) serveBatch(w http.ResponseWriter, r *http.Request) bool {
 			writeAPIError(w, status, []http.Header{ft.Header}, ft.override(apiError{Type: statusErrorType(status), Message: msg}))
 			return true
 		case RateLimit, SpendLimit, Overloaded, ServerError, Disconnect:
-			f.fault(w, r, FakeRequest{}, *ft)
+			f.fault(w, r, Request{}, *ft)
 			return true
 		default:
 			writeAPIError(w, http.StatusInternalServerError, nil, apiError{Type: "api_error", Message: "fake fault " + string(ft.Kind) + " does not apply to batch routes"})
@@ -440,9 +440,27 @@ func (f *Fake) serveBatch(w http.ResponseWriter, r *http.Request) bool {
 // maxFakeBatchBody is the API's limit on a create body.
 const maxFakeBatchBody = 256_000_000
 
+// maxBatchItems is the API's limit on requests per batch.
+const maxBatchItems = 100_000
+
+// validCustomID reports whether id matches the API's custom_id pattern,
+// ^[a-zA-Z0-9_-]{1,64}$.
+func validCustomID(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
 // createBatch validates a create body and stores the batch, answering the
 // message_batch object, or the status and error of a refused body.
-func (f *Fake) createBatch(r *http.Request) ([]byte, int, apiError) {
+func (f *Server) createBatch(r *http.Request) ([]byte, int, apiError) {
 	raw, err := readAll(r, maxFakeBatchBody)
 	if err != nil {
 		return nil, http.StatusRequestEntityTooLarge, apiError{Type: "request_too_large", Message: "Request exceeds the maximum allowed number of bytes."}
@@ -464,7 +482,7 @@ func (f *Fake) createBatch(r *http.Request) ([]byte, int, apiError) {
 		return invalid("requests: Field required")
 	case len(*req.Requests) == 0:
 		return invalid("requests: List should have at least 1 item after validation, not 0")
-	case len(*req.Requests) > BatchMaxItems:
+	case len(*req.Requests) > maxBatchItems:
 		return invalid("requests: List should have at most 100000 items after validation")
 	}
 	items := make([]fakeBatchItem, 0, len(*req.Requests))
@@ -541,7 +559,7 @@ func readAll(r *http.Request, limit int64) ([]byte, error) {
 }
 
 // batchByID answers retrieve, results, cancel and delete.
-func (f *Fake) batchByID(r *http.Request, route BatchRoute, id string) (int, []byte, string, apiError) {
+func (f *Server) batchByID(r *http.Request, route BatchRoute, id string) (int, []byte, string, apiError) {
 	f.batch.mu.Lock()
 	defer f.batch.mu.Unlock()
 	b := f.batch.byID[id]
@@ -592,7 +610,7 @@ func (f *Fake) batchByID(r *http.Request, route BatchRoute, id string) (int, []b
 }
 
 // endBatch answers every item and ends b. The caller holds f.batch.mu.
-func (f *Fake) endBatch(b *fakeBatch) {
+func (f *Server) endBatch(b *fakeBatch) {
 	var lines bytes.Buffer
 	counts := wireCounts{}
 	for _, it := range b.items {
@@ -642,7 +660,7 @@ func (f *Fake) endBatch(b *fakeBatch) {
 }
 
 // itemResult builds one item's result object and says its kind.
-func (f *Fake) itemResult(it fakeBatchItem, s BatchItemScript) (any, string) {
+func (f *Server) itemResult(it fakeBatchItem, s BatchItemScript) (any, string) {
 	type succeeded struct {
 		Type    string          `json:"type"`
 		Message json.RawMessage `json:"message"`
@@ -740,7 +758,7 @@ func optTime(t time.Time) *string {
 	return &s
 }
 
-func (f *Fake) wireObject(r *http.Request, b *fakeBatch) wireBatch {
+func (f *Server) wireObject(r *http.Request, b *fakeBatch) wireBatch {
 	wb := wireBatch{
 		ID:                b.id,
 		Type:              "message_batch",
@@ -762,13 +780,13 @@ func (f *Fake) wireObject(r *http.Request, b *fakeBatch) wireBatch {
 	return wb
 }
 
-func (f *Fake) wireBatch(r *http.Request, b *fakeBatch) []byte {
+func (f *Server) wireBatch(r *http.Request, b *fakeBatch) []byte {
 	return marshal(f.wireObject(r, b))
 }
 
 // listBatches answers the list route: newest first, limit 1 to 1000
 // (default 20), after_id for older pages, before_id for newer ones.
-func (f *Fake) listBatches(r *http.Request) (int, []byte, apiError) {
+func (f *Server) listBatches(r *http.Request) (int, []byte, apiError) {
 	q := r.URL.Query()
 	invalid := func(msg string) (int, []byte, apiError) {
 		return http.StatusBadRequest, nil, apiError{Type: "invalid_request_error", Message: msg}

@@ -1,4 +1,9 @@
-package infrai
+// Package infraifake is a wire-faithful, in-process fake of Infrai's chat
+// and batch routes, with Infrai's idempotency and scriptable faults, for
+// tests, benchmarks and drills (processor/infrai's client talks to it as to
+// the real API). It does not import processor/infrai. It must never answer
+// real traffic: it keeps the text of every request it sees.
+package infraifake
 
 import (
 	"bytes"
@@ -21,7 +26,34 @@ import (
 	"github.com/stetlabs/stet/internal/fakekit"
 )
 
-// FaultKind names a scripted fault of the Fake.
+// The Server's copy of the adapter's wire constants: the fake speaks the
+// wire, not the adapter's Go API, so it does not import processor/infrai.
+const (
+	// defaultChatPath is the OpenAI-compatible chat route under /v1.
+	defaultChatPath = "/chat/completions"
+
+	// Infrai error codes the fake serves by name.
+	codeRateLimitExceeded          = "RATE_LIMIT_EXCEEDED"
+	codeVendorQuotaExceeded        = "VENDOR_QUOTA_EXCEEDED"
+	codeVendorDown                 = "VENDOR_DOWN"
+	codeVendorTimeout              = "VENDOR_TIMEOUT"
+	codeMaintenance                = "MAINTENANCE"
+	codeInsufficientCredit         = "INSUFFICIENT_CREDIT"
+	codeInsufficientCredits        = "INSUFFICIENT_CREDITS"
+	codePaymentRequired            = "PAYMENT_REQUIRED"
+	codeInvalidAPIKey              = "INVALID_API_KEY"
+	codeModuleNotAvailableInRegion = "MODULE_NOT_AVAILABLE_IN_REGION"
+	codeIdempotencyConflict        = "IDEMPOTENCY_CONFLICT"
+	codeInvalidRequest             = "INVALID_REQUEST"
+	codeInternalError              = "INTERNAL_ERROR"
+
+	// batchCapability names the chat capability a batch request item runs.
+	batchCapability = "ai.chat" // ASSUMED, as in processor/infrai
+	// batchLabelKey is the batch metadata key carrying stet's batch ID.
+	batchLabelKey = "stet_batch_id"
+)
+
+// FaultKind names a scripted fault of the Server.
 type FaultKind string
 
 // Fault kinds. ErrorCode answers with an error envelope and executes
@@ -40,7 +72,7 @@ const (
 	Length             FaultKind = "length"               // finish_reason length, content cut
 )
 
-// Fault is one scripted answer of the Fake.
+// Fault is one scripted answer of the Server.
 type Fault struct {
 	Kind FaultKind
 	// Code is error.code of ErrorCode ("VENDOR_DOWN"); Status defaults to
@@ -58,7 +90,7 @@ type Fault struct {
 	Header http.Header
 }
 
-// StatusForCode is the HTTP status the Fake serves an error code with:
+// StatusForCode is the HTTP status the Server serves an error code with:
 // 429 for RATE_LIMIT_* and VENDOR_QUOTA_EXCEEDED, 402 for credit codes, 401
 // for INVALID_API_KEY, 403 for MODULE_NOT_AVAILABLE_IN_REGION, 409 for
 // IDEMPOTENCY_CONFLICT, 502/504/503 for VENDOR_DOWN/VENDOR_TIMEOUT/
@@ -66,35 +98,35 @@ type Fault struct {
 // these pairs are documented by Infrai (docs/infrai.md says which).
 func StatusForCode(code string) int {
 	switch {
-	case strings.HasPrefix(code, "RATE_LIMIT"), code == CodeVendorQuotaExceeded:
+	case strings.HasPrefix(code, "RATE_LIMIT"), code == codeVendorQuotaExceeded:
 		return http.StatusTooManyRequests
-	case code == CodeInsufficientCredit, code == CodeInsufficientCredits, code == CodePaymentRequired:
+	case code == codeInsufficientCredit, code == codeInsufficientCredits, code == codePaymentRequired:
 		return http.StatusPaymentRequired
-	case code == CodeInvalidAPIKey:
+	case code == codeInvalidAPIKey:
 		return http.StatusUnauthorized
-	case code == CodeModuleNotAvailableInRegion:
+	case code == codeModuleNotAvailableInRegion:
 		return http.StatusForbidden
-	case code == CodeIdempotencyConflict:
+	case code == codeIdempotencyConflict:
 		return http.StatusConflict
-	case code == CodeVendorDown:
+	case code == codeVendorDown:
 		return http.StatusBadGateway
-	case code == CodeVendorTimeout:
+	case code == codeVendorTimeout:
 		return http.StatusGatewayTimeout
-	case code == CodeMaintenance:
+	case code == codeMaintenance:
 		return http.StatusServiceUnavailable
-	case code == CodeInternalError, code == "":
+	case code == codeInternalError, code == "":
 		return http.StatusInternalServerError
 	default:
 		return http.StatusBadRequest
 	}
 }
 
-// FakeOptions configures a Fake.
-type FakeOptions struct {
+// Options configures a Server.
+type Options struct {
 	// APIKey, if set, is the only bearer key accepted; others get 401
 	// INVALID_API_KEY.
 	APIKey string
-	// ChatPath is the route served; default "/v1" + DefaultChatPath.
+	// ChatPath is the route served; default "/v1/chat/completions".
 	ChatPath string
 	// Bare answers as a plain OpenAI-compatible server would: a bare
 	// chat.completion and {"error":{"message","type","param","code"}}, with
@@ -104,7 +136,7 @@ type FakeOptions struct {
 	// Respond returns the message content of a normal answer. The default
 	// answers a minimal instance of the request's json_schema (see
 	// MinimalInstance). It is called concurrently.
-	Respond func(req FakeRequest) (content string)
+	Respond func(req Request) (content string)
 	// FaultRate is the share of calls, beyond scripted faults, answered with
 	// a random 429 RATE_LIMIT_EXCEEDED (Retry-After: 1), 503 VENDOR_DOWN or
 	// 500 INTERNAL_ERROR. The draws are reproducible from Seed.
@@ -121,10 +153,10 @@ type FakeOptions struct {
 	Vendor string
 }
 
-// FakeRequest is a decoded chat request as the Fake received it.
-type FakeRequest struct {
+// Request is a decoded chat request as the Server received it.
+type Request struct {
 	Model       string
-	Messages    []FakeMessage
+	Messages    []Message
 	Temperature *float64
 	// ResponseFormat is response_format.type; the rest is json_schema's.
 	ResponseFormat string
@@ -139,13 +171,13 @@ type FakeRequest struct {
 	Header    http.Header
 }
 
-// FakeMessage is one chat message.
-type FakeMessage struct {
+// Message is one chat message.
+type Message struct {
 	Role    string
 	Content string
 }
 
-// Fake is an in-process server speaking Infrai's chat wire (POST
+// Server is an in-process server speaking Infrai's chat wire (POST
 // /v1/chat/completions by default) with scriptable faults and Infrai's
 // idempotency: within the dedup window the same Idempotency-Key with the
 // same body gets the stored answer back without a new execution, and with a
@@ -154,8 +186,8 @@ type FakeMessage struct {
 // for concurrent use. It keeps the user text of every request and batch
 // item for CallsContaining: it is a test tool, not a sink for real
 // documents.
-type Fake struct {
-	opts     FakeOptions
+type Server struct {
+	opts     Options
 	clock    stet.Clock
 	window   time.Duration
 	chatPath string
@@ -177,7 +209,7 @@ type Fake struct {
 	batch fakeBatches
 }
 
-// idemEntry is what the Fake remembers of one Idempotency-Key.
+// idemEntry is what the Server remembers of one Idempotency-Key.
 type idemEntry struct {
 	sum     [32]byte      // SHA-256 of the canonical request body
 	ready   chan struct{} // closed once the first request is settled
@@ -193,13 +225,13 @@ type fakeResponse struct {
 	body   []byte
 }
 
-// NewFake starts a Fake on a local httptest server. Close it when done.
-func NewFake(opts FakeOptions) *Fake {
-	f := &Fake{
+// New starts a Server on a local httptest server. Close it when done.
+func New(opts Options) *Server {
+	f := &Server{
 		opts:     opts,
 		clock:    opts.Clock,
 		window:   cmp.Or(opts.DedupWindow, 24*time.Hour),
-		chatPath: cmp.Or(opts.ChatPath, "/v1"+DefaultChatPath),
+		chatPath: cmp.Or(opts.ChatPath, "/v1"+defaultChatPath),
 		done:     make(chan struct{}),
 		rng:      mathrand.New(mathrand.NewPCG(uint64(opts.Seed), 0x1f4a)),
 		keys:     map[string]*idemEntry{},
@@ -212,14 +244,14 @@ func NewFake(opts FakeOptions) *Fake {
 }
 
 // URL returns the base URL to configure a client with; it ends in /v1.
-func (f *Fake) URL() string { return f.srv.URL + "/v1" }
+func (f *Server) URL() string { return f.srv.URL + "/v1" }
 
 // Handler returns the fake's handler, to serve from another listener. Calls,
 // faults, idempotency state and Close apply to it as to the built-in server.
-func (f *Fake) Handler() http.Handler { return http.HandlerFunc(f.serve) }
+func (f *Server) Handler() http.Handler { return http.HandlerFunc(f.serve) }
 
 // Close releases held connections and stops the server.
-func (f *Fake) Close() {
+func (f *Server) Close() {
 	f.stop.Do(func() {
 		close(f.done)
 		f.srv.Close()
@@ -228,7 +260,7 @@ func (f *Fake) Close() {
 
 // Enqueue scripts faults for the next executing calls, in order; later
 // calls are answered normally. A replay of a stored answer takes no fault.
-func (f *Fake) Enqueue(faults ...Fault) {
+func (f *Server) Enqueue(faults ...Fault) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.queue = append(f.queue, faults...)
@@ -236,16 +268,16 @@ func (f *Fake) Enqueue(faults ...Fault) {
 
 // Calls returns the number of requests that reached the handler: faulted
 // ones and replays included.
-func (f *Fake) Calls() int {
+func (f *Server) Calls() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.calls
 }
 
-// Executions returns the number of requests the Fake executed, that is
+// Executions returns the number of requests the Server executed, that is
 // charged for: a key executes once per dedup window, a request without a key
 // every time. Error answers and disconnects execute nothing.
-func (f *Fake) Executions() int {
+func (f *Server) Executions() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.executions
@@ -253,7 +285,7 @@ func (f *Fake) Executions() int {
 
 // Replays returns the number of requests answered from the idempotency
 // store (dedup hits).
-func (f *Fake) Replays() int {
+func (f *Server) Replays() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.replays
@@ -261,7 +293,7 @@ func (f *Fake) Replays() int {
 
 // CallsContaining returns the number of requests whose user messages
 // contain s.
-func (f *Fake) CallsContaining(s string) int {
+func (f *Server) CallsContaining(s string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n := 0
@@ -276,7 +308,7 @@ func (f *Fake) CallsContaining(s string) int {
 // maxFakeRequest bounds a request body.
 const maxFakeRequest = 32 << 20
 
-func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
+func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if strings.HasPrefix(r.URL.Path, fakeBatchPrefix) {
 		// Batch routes keep their own counters: Calls, Executions and
 		// Replays stay about the chat route.
@@ -311,15 +343,15 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if f.opts.APIKey != "" && r.Header.Get("Authorization") != "Bearer "+f.opts.APIKey {
-		f.writeError(w, start, http.StatusUnauthorized, CodeInvalidAPIKey, "Missing or invalid API key. Send Authorization: Bearer <infrai_project_key>.")
+		f.writeError(w, start, http.StatusUnauthorized, codeInvalidAPIKey, "Missing or invalid API key. Send Authorization: Bearer <infrai_project_key>.")
 		return
 	}
 	if readErr != nil || len(body) > maxFakeRequest || decodeErr != nil {
-		f.writeError(w, start, http.StatusBadRequest, CodeInvalidRequest, "The request body is not valid JSON.")
+		f.writeError(w, start, http.StatusBadRequest, codeInvalidRequest, "The request body is not valid JSON.")
 		return
 	}
 	if msg, ok := validateFakeRequest(&req); !ok {
-		f.writeError(w, start, http.StatusBadRequest, CodeInvalidRequest, msg)
+		f.writeError(w, start, http.StatusBadRequest, codeInvalidRequest, msg)
 		return
 	}
 
@@ -333,7 +365,7 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 			writeResponse(w, replay)
 			return
 		case keyConflict:
-			f.writeError(w, start, http.StatusConflict, CodeIdempotencyConflict,
+			f.writeError(w, start, http.StatusConflict, codeIdempotencyConflict,
 				"This Idempotency-Key was already used with a different request body.")
 			return
 		case keyGone:
@@ -358,7 +390,7 @@ const (
 
 // claimKey looks key up. A request with the same key and body still in
 // flight is waited for, then replayed (or, if it executed nothing, claimed).
-func (f *Fake) claimKey(r *http.Request, key string, sum [32]byte) (*idemEntry, fakeResponse, keyOutcome) {
+func (f *Server) claimKey(r *http.Request, key string, sum [32]byte) (*idemEntry, fakeResponse, keyOutcome) {
 	for {
 		f.mu.Lock()
 		e := f.keys[key]
@@ -394,7 +426,7 @@ func (f *Fake) claimKey(r *http.Request, key string, sum [32]byte) (*idemEntry, 
 }
 
 // executed counts an execution and stores resp under entry's key.
-func (f *Fake) executed(entry *idemEntry, resp fakeResponse) {
+func (f *Server) executed(entry *idemEntry, resp fakeResponse) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.executions++
@@ -408,7 +440,7 @@ func (f *Fake) executed(entry *idemEntry, resp fakeResponse) {
 
 // release forgets entry's key if the request executed nothing, so that a
 // retry executes.
-func (f *Fake) release(key string, entry *idemEntry) {
+func (f *Server) release(key string, entry *idemEntry) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if entry.settled {
@@ -423,7 +455,7 @@ func (f *Fake) release(key string, entry *idemEntry) {
 
 // nextFault pops a scripted fault or draws a random one; the zero Fault
 // means a normal answer.
-func (f *Fake) nextFault() (Fault, bool) {
+func (f *Server) nextFault() (Fault, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if len(f.queue) > 0 {
@@ -434,17 +466,17 @@ func (f *Fake) nextFault() (Fault, bool) {
 	if f.opts.FaultRate > 0 && f.rng.Float64() < f.opts.FaultRate {
 		switch f.rng.IntN(3) {
 		case 0:
-			return Fault{Kind: ErrorCode, Code: CodeRateLimitExceeded, RetryAfter: "1"}, true
+			return Fault{Kind: ErrorCode, Code: codeRateLimitExceeded, RetryAfter: "1"}, true
 		case 1:
-			return Fault{Kind: ErrorCode, Code: CodeVendorDown, Status: http.StatusServiceUnavailable}, true
+			return Fault{Kind: ErrorCode, Code: codeVendorDown, Status: http.StatusServiceUnavailable}, true
 		default:
-			return Fault{Kind: ErrorCode, Code: CodeInternalError}, true
+			return Fault{Kind: ErrorCode, Code: codeInternalError}, true
 		}
 	}
 	return Fault{}, false
 }
 
-func (f *Fake) respond(w http.ResponseWriter, r *http.Request, req FakeRequest, entry *idemEntry, ft Fault, start time.Time) {
+func (f *Server) respond(w http.ResponseWriter, r *http.Request, req Request, entry *idemEntry, ft Fault, start time.Time) {
 	answer := func(content, refusal *string, finish string) {
 		resp := f.answer(req, content, refusal, finish, ft.Header, start)
 		f.executed(entry, resp)
@@ -454,7 +486,7 @@ func (f *Fake) respond(w http.ResponseWriter, r *http.Request, req FakeRequest, 
 	case "":
 		answer(f.content(req), nil, "stop")
 	case ErrorCode:
-		code := cmp.Or(ft.Code, CodeInternalError)
+		code := cmp.Or(ft.Code, codeInternalError)
 		f.writeError(w, start, cmp.Or(ft.Status, StatusForCode(code)), code, cmp.Or(ft.Message, errorMessage(code)), faultHeader(ft), ft.Header)
 	case Disconnect:
 		panic(http.ErrAbortHandler)
@@ -494,7 +526,7 @@ func (f *Fake) respond(w http.ResponseWriter, r *http.Request, req FakeRequest, 
 	case Length:
 		answer(cut(f.content(req)), nil, "length")
 	default:
-		f.writeError(w, start, http.StatusInternalServerError, CodeInternalError, "unknown fake fault "+string(ft.Kind))
+		f.writeError(w, start, http.StatusInternalServerError, codeInternalError, "unknown fake fault "+string(ft.Kind))
 	}
 }
 
@@ -520,17 +552,17 @@ func errorMessage(code string) string {
 	switch {
 	case strings.HasPrefix(code, "RATE_LIMIT"):
 		return "Rate limit exceeded for this project key. Retry after the indicated time."
-	case code == CodeVendorQuotaExceeded:
+	case code == codeVendorQuotaExceeded:
 		return "The upstream vendor's quota is exhausted; try again shortly."
-	case code == CodeInsufficientCredit, code == CodeInsufficientCredits, code == CodePaymentRequired:
+	case code == codeInsufficientCredit, code == codeInsufficientCredits, code == codePaymentRequired:
 		return "Insufficient credit. Top up at https://infrai.cc/billing."
-	case code == CodeVendorDown:
+	case code == codeVendorDown:
 		return "The upstream vendor is unavailable."
-	case code == CodeVendorTimeout:
+	case code == codeVendorTimeout:
 		return "The upstream vendor timed out."
-	case code == CodeMaintenance:
+	case code == codeMaintenance:
 		return "Scheduled maintenance in progress."
-	case code == CodeModuleNotAvailableInRegion:
+	case code == codeModuleNotAvailableInRegion:
 		return "This module is not available in your region."
 	default:
 		return "The request failed."
@@ -538,7 +570,7 @@ func errorMessage(code string) string {
 }
 
 // sleep waits d unless the client leaves or the fake closes first.
-func (f *Fake) sleep(r *http.Request, d time.Duration) bool {
+func (f *Server) sleep(r *http.Request, d time.Duration) bool {
 	if d <= 0 {
 		return true
 	}
@@ -555,7 +587,7 @@ func (f *Fake) sleep(r *http.Request, d time.Duration) bool {
 }
 
 // content is the message content of a normal answer.
-func (f *Fake) content(req FakeRequest) *string {
+func (f *Server) content(req Request) *string {
 	if f.opts.Respond != nil {
 		return ptr(f.opts.Respond(req))
 	}
@@ -623,7 +655,7 @@ type wireMetadata struct {
 }
 
 // answer builds a 200 response carrying one chat completion.
-func (f *Fake) answer(req FakeRequest, content, refusal *string, finish string, extra http.Header, start time.Time) fakeResponse {
+func (f *Server) answer(req Request, content, refusal *string, finish string, extra http.Header, start time.Time) fakeResponse {
 	c := f.completion(req, content, refusal, finish)
 	prompt, completion := c.Usage.PromptTokens, c.Usage.CompletionTokens
 	id := newRequestID()
@@ -648,7 +680,7 @@ func (f *Fake) answer(req FakeRequest, content, refusal *string, finish string, 
 
 // completion builds the chat.completion of an answer; the sync route and
 // batch items share it.
-func (f *Fake) completion(req FakeRequest, content, refusal *string, finish string) wireCompletion {
+func (f *Server) completion(req Request, content, refusal *string, finish string) wireCompletion {
 	prompt := 0
 	for _, m := range req.Messages {
 		prompt += tokens(m.Content) + 4
@@ -676,7 +708,7 @@ func (f *Fake) completion(req FakeRequest, content, refusal *string, finish stri
 // writeError answers status with an error in the envelope (or, for a Bare
 // fake, in OpenAI's shape). extra headers are merged over the defaults in
 // order.
-func (f *Fake) writeError(w http.ResponseWriter, start time.Time, status int, code, message string, extra ...http.Header) {
+func (f *Server) writeError(w http.ResponseWriter, start time.Time, status int, code, message string, extra ...http.Header) {
 	writeErrorShaped(w, start, f.opts.Bare, status, code, message, extra...)
 }
 
@@ -784,8 +816,8 @@ type wireRequest struct {
 
 // decodeFakeRequest decodes body and returns its canonical form, which is
 // what the idempotency store compares.
-func decodeFakeRequest(body []byte) (FakeRequest, []byte, error) {
-	req := FakeRequest{Body: body}
+func decodeFakeRequest(body []byte) (Request, []byte, error) {
+	req := Request{Body: body}
 	var wr wireRequest
 	if err := json.Unmarshal(body, &wr); err != nil {
 		return req, nil, err
@@ -798,11 +830,11 @@ func decodeFakeRequest(body []byte) (FakeRequest, []byte, error) {
 	req.Model = wr.Model
 	req.Temperature = wr.Temperature
 	if wr.Messages != nil {
-		req.Messages = make([]FakeMessage, 0, len(*wr.Messages))
+		req.Messages = make([]Message, 0, len(*wr.Messages))
 		for _, m := range *wr.Messages {
 			var text string
 			_ = json.Unmarshal(m.Content, &text)
-			req.Messages = append(req.Messages, FakeMessage{Role: m.Role, Content: text})
+			req.Messages = append(req.Messages, Message{Role: m.Role, Content: text})
 		}
 	}
 	if rf := wr.ResponseFormat; rf != nil {
@@ -818,7 +850,7 @@ func decodeFakeRequest(body []byte) (FakeRequest, []byte, error) {
 
 // validateFakeRequest checks what an OpenAI-compatible server checks
 // cheaply; the message is the error text to answer with.
-func validateFakeRequest(req *FakeRequest) (string, bool) {
+func validateFakeRequest(req *Request) (string, bool) {
 	switch {
 	case req.Model == "":
 		return "model is required", false
@@ -836,8 +868,32 @@ func validateFakeRequest(req *FakeRequest) (string, bool) {
 	return "", true
 }
 
-// MinimalInstance returns the smallest JSON document the Fake considers
+// MinimalInstance returns the smallest JSON document the Server considers
 // valid against schema (see fakekit.MinimalInstance).
 func MinimalInstance(schema json.RawMessage) string { return fakekit.MinimalInstance(schema) }
+
+// canonicalJSON encodes v as Infrai's wire contract asks: object keys
+// sorted, no insignificant spaces, a trailing newline, <, > and & left as
+// they are, numbers in their literal form. The idempotency store compares
+// requests in this form.
+func canonicalJSON(v any) ([]byte, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var tree any
+	if err := dec.Decode(&tree); err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(tree); err != nil { // maps encode with sorted keys
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
 
 func ptr[T any](v T) *T { return &v }

@@ -1,4 +1,10 @@
-package anthropic
+// Package anthropicfake is a wire-faithful, in-process fake of the Anthropic
+// Messages API and its Message Batches routes, with scriptable faults, for
+// tests, benchmarks and drills (processor/anthropic's client talks to it as
+// to the real API). It imports neither the Anthropic SDK nor
+// processor/anthropic. It must never answer real traffic: it keeps the text
+// of every request it sees.
+package anthropicfake
 
 import (
 	"bytes"
@@ -18,7 +24,7 @@ import (
 	"github.com/stetlabs/stet/internal/fakekit"
 )
 
-// FaultKind names a scripted fault of the Fake.
+// FaultKind names a scripted fault of the Server.
 type FaultKind string
 
 // Fault kinds. Error kinds answer with the API's error object
@@ -39,7 +45,7 @@ const (
 	MaxTokens          FaultKind = "max_tokens"           // 200, stop_reason max_tokens, the answer cut
 )
 
-// Fault is one scripted answer of the Fake.
+// Fault is one scripted answer of the Server.
 type Fault struct {
 	Kind         FaultKind
 	RetryAfter   string        // RateLimit: retry-after value, seconds or an HTTP-date; default "1"
@@ -58,8 +64,8 @@ type Fault struct {
 	Header http.Header
 }
 
-// FakeOptions configures a Fake.
-type FakeOptions struct {
+// Options configures a Server.
+type Options struct {
 	// APIKey, if set, is the only key accepted, as x-api-key or as a bearer
 	// token; others get 401 authentication_error.
 	APIKey string
@@ -68,7 +74,7 @@ type FakeOptions struct {
 	// that is not a JSON object comes back as text instead). The default
 	// answers MinimalInstance of the request's schema. It is called
 	// concurrently.
-	Respond func(req FakeRequest) (answer string)
+	Respond func(req Request) (answer string)
 	// FaultRate is the share of calls, beyond scripted faults, answered with
 	// a random 429 (retry-after 1), 500 or 529. The draws are reproducible
 	// from Seed.
@@ -77,14 +83,14 @@ type FakeOptions struct {
 	// Latency is added to every answer of POST /v1/messages.
 	Latency time.Duration
 	// Batch scripts the Message Batches routes (fake_batch.go).
-	Batch FakeBatchOptions
+	Batch BatchOptions
 }
 
-// FakeRequest is a decoded Messages request as the Fake received it.
-type FakeRequest struct {
+// Request is a decoded Messages request as the Server received it.
+type Request struct {
 	Model     string
 	MaxTokens int64
-	Messages  []FakeMessage
+	Messages  []Message
 	// Format is output_config.format.type ("json_schema"), empty without one.
 	Format string
 	// ToolName names the tool tool_choice forces, empty without one.
@@ -97,22 +103,22 @@ type FakeRequest struct {
 	Header       http.Header
 }
 
-// FakeMessage is one message; its blocks are joined into Content (text as
+// Message is one message; its blocks are joined into Content (text as
 // is, a tool call as its input JSON, a tool result as its text).
-type FakeMessage struct {
+type Message struct {
 	Role    string
 	Content string
 	// Blocks are the content block types in order ("text", "tool_use", …).
 	Blocks []string
 }
 
-// Fake is an in-process server speaking the Anthropic Messages wire format
+// Server is an in-process server speaking the Anthropic Messages wire format
 // (POST /v1/messages) and the Message Batches routes (fake_batch.go), with
 // scriptable faults. It is safe for concurrent use. It keeps the user text
 // of every request for CallsContaining: it is a test tool, not a sink for
 // real documents.
-type Fake struct {
-	opts FakeOptions
+type Server struct {
+	opts Options
 	srv  *httptest.Server
 	done chan struct{}
 	stop sync.Once
@@ -126,9 +132,9 @@ type Fake struct {
 	batch fakeBatches // the Message Batches routes' state (fake_batch.go)
 }
 
-// NewFake starts a Fake on a local httptest server. Close it when done.
-func NewFake(opts FakeOptions) *Fake {
-	f := &Fake{
+// New starts a Server on a local httptest server. Close it when done.
+func New(opts Options) *Server {
+	f := &Server{
 		opts: opts,
 		done: make(chan struct{}),
 		rng:  mathrand.New(mathrand.NewPCG(uint64(opts.Seed), 0xa17)),
@@ -139,14 +145,14 @@ func NewFake(opts FakeOptions) *Fake {
 
 // URL returns the base URL to configure a client with (no /v1: the SDK adds
 // v1/messages).
-func (f *Fake) URL() string { return f.srv.URL }
+func (f *Server) URL() string { return f.srv.URL }
 
 // Handler returns the fake's handler, to serve from another listener. Calls,
 // faults and Close apply to it as to the built-in server.
-func (f *Fake) Handler() http.Handler { return http.HandlerFunc(f.serve) }
+func (f *Server) Handler() http.Handler { return http.HandlerFunc(f.serve) }
 
 // Close releases held connections and stops the server.
-func (f *Fake) Close() {
+func (f *Server) Close() {
 	f.stop.Do(func() {
 		close(f.done)
 		f.srv.Close()
@@ -155,7 +161,7 @@ func (f *Fake) Close() {
 
 // Enqueue scripts faults for the next calls, in order; later calls are
 // answered normally.
-func (f *Fake) Enqueue(faults ...Fault) {
+func (f *Server) Enqueue(faults ...Fault) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.queue = append(f.queue, faults...)
@@ -163,7 +169,7 @@ func (f *Fake) Enqueue(faults ...Fault) {
 
 // Calls returns the number of requests that reached the handler, faulted
 // ones included, batch routes excepted (see BatchCounts).
-func (f *Fake) Calls() int {
+func (f *Server) Calls() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.calls
@@ -171,7 +177,7 @@ func (f *Fake) Calls() int {
 
 // CallsContaining returns the number of requests whose user messages
 // contain s.
-func (f *Fake) CallsContaining(s string) int {
+func (f *Server) CallsContaining(s string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n := 0
@@ -186,7 +192,7 @@ func (f *Fake) CallsContaining(s string) int {
 // maxFakeRequest is the Messages API's request size limit.
 const maxFakeRequest = 32 << 20
 
-func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
+func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if f.serveBatch(w, r) {
 		return
 	}
@@ -245,7 +251,7 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 
 // authorized checks the API key, if the fake wants one, and answers 401
 // when it is missing or wrong.
-func (f *Fake) authorized(w http.ResponseWriter, r *http.Request) bool {
+func (f *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
 	if f.opts.APIKey == "" {
 		return true
 	}
@@ -265,7 +271,7 @@ func (f *Fake) authorized(w http.ResponseWriter, r *http.Request) bool {
 }
 
 // nextFault pops a scripted fault or draws a random one.
-func (f *Fake) nextFault() (Fault, bool) {
+func (f *Server) nextFault() (Fault, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if len(f.queue) > 0 {
@@ -286,7 +292,7 @@ func (f *Fake) nextFault() (Fault, bool) {
 	return Fault{}, false
 }
 
-func (f *Fake) fault(w http.ResponseWriter, r *http.Request, req FakeRequest, ft Fault) {
+func (f *Server) fault(w http.ResponseWriter, r *http.Request, req Request, ft Fault) {
 	switch ft.Kind {
 	case RateLimit:
 		h := http.Header{}
@@ -416,7 +422,7 @@ func statusMessage(status int, model string) string {
 }
 
 // sleep waits d unless the client leaves or the fake closes first.
-func (f *Fake) sleep(r *http.Request, d time.Duration) bool {
+func (f *Server) sleep(r *http.Request, d time.Duration) bool {
 	if d <= 0 {
 		return true
 	}
@@ -433,7 +439,7 @@ func (f *Fake) sleep(r *http.Request, d time.Duration) bool {
 }
 
 // content is the answer of a normal call.
-func (f *Fake) content(req FakeRequest) string {
+func (f *Server) content(req Request) string {
 	if f.opts.Respond != nil {
 		return f.opts.Respond(req)
 	}
@@ -442,18 +448,18 @@ func (f *Fake) content(req FakeRequest) string {
 
 // answer writes answer as the request's form asks: a call of the forced
 // tool when answer is a JSON object, text otherwise.
-func (f *Fake) answer(w http.ResponseWriter, req FakeRequest, answer string, extra http.Header) {
+func (f *Server) answer(w http.ResponseWriter, req Request, answer string, extra http.Header) {
 	f.write(w, f.message(req, f.blocks(req, answer), "", nil), extra)
 }
 
-func (f *Fake) blocks(req FakeRequest, answer string) []wireBlock {
+func (f *Server) blocks(req Request, answer string) []wireBlock {
 	if req.ToolName != "" && isObject([]byte(answer)) {
 		return []wireBlock{toolUseBlock(req.ToolName, json.RawMessage(answer))}
 	}
 	return []wireBlock{textBlock(answer)}
 }
 
-func (f *Fake) write(w http.ResponseWriter, body []byte, extra http.Header) {
+func (f *Server) write(w http.ResponseWriter, body []byte, extra http.Header) {
 	h := w.Header()
 	setDefaultHeaders(h, newRequestID())
 	mergeHeader(h, extra)
@@ -518,7 +524,7 @@ type wireUsage struct {
 
 // message builds a message body. An empty stop picks tool_use or end_turn
 // from the blocks.
-func (f *Fake) message(req FakeRequest, blocks []wireBlock, stop string, details *wireStopDetails) []byte {
+func (f *Server) message(req Request, blocks []wireBlock, stop string, details *wireStopDetails) []byte {
 	input := tokens(string(req.Schema))
 	for _, m := range req.Messages {
 		input += tokens(m.Content) + 4
@@ -644,6 +650,12 @@ func randomID(n int) string {
 
 func newRequestID() string { return "req_011" + randomID(21) }
 
+// isObject reports whether raw is one JSON object.
+func isObject(raw []byte) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) > 0 && raw[0] == '{' && json.Valid(raw)
+}
+
 func nullable(s string) *string {
 	if s == "" {
 		return nil
@@ -698,8 +710,8 @@ type wireContentBlock struct {
 	Content   json.RawMessage `json:"content"`
 }
 
-func decodeFakeRequest(body []byte) (FakeRequest, error) {
-	req := FakeRequest{Body: body}
+func decodeFakeRequest(body []byte) (Request, error) {
+	req := Request{Body: body}
 	var wr wireRequest
 	if err := json.Unmarshal(body, &wr); err != nil {
 		return req, err
@@ -710,10 +722,10 @@ func decodeFakeRequest(body []byte) (FakeRequest, error) {
 		req.MaxTokens = *wr.MaxTokens
 	}
 	if wr.Messages != nil {
-		req.Messages = make([]FakeMessage, 0, len(*wr.Messages))
+		req.Messages = make([]Message, 0, len(*wr.Messages))
 		for _, m := range *wr.Messages {
 			text, types := contentText(m.Content)
-			req.Messages = append(req.Messages, FakeMessage{Role: m.Role, Content: text, Blocks: types})
+			req.Messages = append(req.Messages, Message{Role: m.Role, Content: text, Blocks: types})
 		}
 	}
 	if oc := wr.OutputConfig; oc != nil && oc.Format != nil {
@@ -762,7 +774,7 @@ func contentText(raw json.RawMessage) (string, []string) {
 
 // validateFakeRequest checks what the real API checks cheaply and returns
 // the API's message for the first problem, or "".
-func validateFakeRequest(body []byte, req *FakeRequest) string {
+func validateFakeRequest(body []byte, req *Request) string {
 	var wr wireRequest
 	_ = json.Unmarshal(body, &wr)
 	switch {
@@ -845,6 +857,6 @@ func validateFakeRequest(body []byte, req *FakeRequest) string {
 	return ""
 }
 
-// MinimalInstance returns the smallest JSON document the Fake considers
+// MinimalInstance returns the smallest JSON document the Server considers
 // valid against schema (see fakekit.MinimalInstance).
 func MinimalInstance(schema json.RawMessage) string { return fakekit.MinimalInstance(schema) }

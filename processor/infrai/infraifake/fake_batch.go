@@ -1,4 +1,4 @@
-package infrai
+package infraifake
 
 import (
 	"bytes"
@@ -15,11 +15,11 @@ import (
 	"time"
 )
 
-// The Fake's batch routes: POST /v1/ai/batch/submit, GET
+// The Server's batch routes: POST /v1/ai/batch/submit, GET
 // /v1/ai/batch/status/{id} and GET /v1/ai/batch/results/{id}, in the shapes
 // batch.go documents (the results route and the item shape are assumed).
 // Batches live in memory. Items are answered when the batch is created, by
-// the same answer logic as the chat route (FakeOptions.Respond or
+// the same answer logic as the chat route (Options.Respond or
 // MinimalInstance), unless scripted.
 
 const fakeBatchPrefix = "/v1/ai/batch/"
@@ -42,7 +42,7 @@ const (
 // and holds the connection until the client leaves; CreateThenDisconnect
 // creates the batch and resets the connection; Delay creates it and answers
 // late. On the status route: HugeBody answers the real status padded past
-// 2 MiB. As an item outcome (FakeBatchScript.Items): ErrorCode,
+// 2 MiB. As an item outcome (BatchScript.Items): ErrorCode,
 // TruncatedJSON, SchemaInvalid, Refusal, ContentFilter, Length, ItemExpired
 // and ItemCancelled; the zero Fault is a normal answer.
 const (
@@ -53,7 +53,7 @@ const (
 	ItemCancelled        FaultKind = "item_cancelled"         // the item was cancelled with the batch
 )
 
-// Provider state words the Fake reports.
+// Provider state words the Server reports.
 const (
 	fakeStateQueued    = "queued"
 	fakeStateRunning   = "running"
@@ -63,8 +63,8 @@ const (
 	fakeStateCancelled = "cancelled"
 )
 
-// FakeBatchScript says how the Fake runs a batch.
-type FakeBatchScript struct {
+// BatchScript says how the Server runs a batch.
+type BatchScript struct {
 	// PollsToEnd is the status poll at which the batch ends; 0 means the
 	// first poll after submission.
 	PollsToEnd int
@@ -80,8 +80,8 @@ type FakeBatchScript struct {
 	Items map[string]Fault
 }
 
-// FakeBatch is a batch the Fake holds.
-type FakeBatch struct {
+// Batch is a batch the Server holds.
+type Batch struct {
 	ID             string
 	Label          string // metadata.stet_batch_id, else the Idempotency-Key
 	IdempotencyKey string
@@ -94,8 +94,8 @@ type FakeBatch struct {
 // fakeBatches is the batch routes' state; its zero value is ready to use.
 type fakeBatches struct {
 	mu       sync.Mutex
-	script   FakeBatchScript
-	scripts  map[string]FakeBatchScript // by label
+	script   BatchScript
+	scripts  map[string]BatchScript // by label
 	queues   map[BatchRoute][]Fault
 	byID     map[string]*fakeBatch
 	order    []string
@@ -107,8 +107,8 @@ type fakeBatches struct {
 }
 
 type fakeBatch struct {
-	FakeBatch
-	script FakeBatchScript
+	Batch
+	script BatchScript
 	items  []fakeBatchItem
 	polls  int
 	ended  bool
@@ -119,7 +119,7 @@ type fakeBatchItem struct {
 	ok  bool
 }
 
-// fakeBatchKey is what the Fake remembers of a submit Idempotency-Key.
+// fakeBatchKey is what the Server remembers of a submit Idempotency-Key.
 type fakeBatchKey struct {
 	sum  [32]byte
 	id   string
@@ -128,7 +128,7 @@ type fakeBatchKey struct {
 }
 
 // SetBatchScript sets how batches without a script of their own run.
-func (f *Fake) SetBatchScript(s FakeBatchScript) {
+func (f *Server) SetBatchScript(s BatchScript) {
 	s.Items = maps.Clone(s.Items)
 	f.batch.mu.Lock()
 	defer f.batch.mu.Unlock()
@@ -137,18 +137,18 @@ func (f *Fake) SetBatchScript(s FakeBatchScript) {
 
 // ScriptBatch sets how the batch labelled label (stet's batch ID) runs, if
 // it is submitted after this call.
-func (f *Fake) ScriptBatch(label string, s FakeBatchScript) {
+func (f *Server) ScriptBatch(label string, s BatchScript) {
 	s.Items = maps.Clone(s.Items)
 	f.batch.mu.Lock()
 	defer f.batch.mu.Unlock()
 	if f.batch.scripts == nil {
-		f.batch.scripts = map[string]FakeBatchScript{}
+		f.batch.scripts = map[string]BatchScript{}
 	}
 	f.batch.scripts[label] = s
 }
 
 // EnqueueBatch scripts faults for the next requests to route, in order.
-func (f *Fake) EnqueueBatch(route BatchRoute, faults ...Fault) {
+func (f *Server) EnqueueBatch(route BatchRoute, faults ...Fault) {
 	f.batch.mu.Lock()
 	defer f.batch.mu.Unlock()
 	if f.batch.queues == nil {
@@ -159,7 +159,7 @@ func (f *Fake) EnqueueBatch(route BatchRoute, faults ...Fault) {
 
 // BatchesCreated returns the number of submit requests that created a
 // batch. A resubmission answered from the idempotency store creates none.
-func (f *Fake) BatchesCreated() int {
+func (f *Server) BatchesCreated() int {
 	f.batch.mu.Lock()
 	defer f.batch.mu.Unlock()
 	return f.batch.created
@@ -167,7 +167,7 @@ func (f *Fake) BatchesCreated() int {
 
 // BatchCreateCalls returns the number of requests the submit route
 // received, whatever their outcome.
-func (f *Fake) BatchCreateCalls() int {
+func (f *Server) BatchCreateCalls() int {
 	f.batch.mu.Lock()
 	defer f.batch.mu.Unlock()
 	return f.batch.creates
@@ -175,7 +175,7 @@ func (f *Fake) BatchCreateCalls() int {
 
 // BatchStatusCalls returns the number of requests the status route
 // received.
-func (f *Fake) BatchStatusCalls() int {
+func (f *Server) BatchStatusCalls() int {
 	f.batch.mu.Lock()
 	defer f.batch.mu.Unlock()
 	return f.batch.statuses
@@ -183,26 +183,26 @@ func (f *Fake) BatchStatusCalls() int {
 
 // BatchResultsFetches returns the number of requests the results route
 // received.
-func (f *Fake) BatchResultsFetches() int {
+func (f *Server) BatchResultsFetches() int {
 	f.batch.mu.Lock()
 	defer f.batch.mu.Unlock()
 	return f.batch.fetches
 }
 
-// Batches lists the batches the Fake holds, oldest first.
-func (f *Fake) Batches() []FakeBatch {
+// Batches lists the batches the Server holds, oldest first.
+func (f *Server) Batches() []Batch {
 	f.batch.mu.Lock()
 	defer f.batch.mu.Unlock()
-	out := make([]FakeBatch, 0, len(f.batch.order))
+	out := make([]Batch, 0, len(f.batch.order))
 	for _, id := range f.batch.order {
-		b := f.batch.byID[id].FakeBatch
+		b := f.batch.byID[id].Batch
 		b.Metadata = maps.Clone(b.Metadata)
 		out = append(out, b)
 	}
 	return out
 }
 
-func (f *Fake) serveBatch(w http.ResponseWriter, r *http.Request) {
+func (f *Server) serveBatch(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	path := r.URL.Path
 	var route BatchRoute
@@ -233,13 +233,13 @@ func (f *Fake) serveBatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if f.opts.APIKey != "" && r.Header.Get("Authorization") != "Bearer "+f.opts.APIKey {
-		writeErrorShaped(w, start, false, http.StatusUnauthorized, CodeInvalidAPIKey, "Missing or invalid API key. Send Authorization: Bearer <infrai_project_key>.")
+		writeErrorShaped(w, start, false, http.StatusUnauthorized, codeInvalidAPIKey, "Missing or invalid API key. Send Authorization: Bearer <infrai_project_key>.")
 		return
 	}
 	ft := f.nextBatchFault(route)
 	switch ft.Kind {
 	case ErrorCode:
-		code := cmp.Or(ft.Code, CodeInternalError)
+		code := cmp.Or(ft.Code, codeInternalError)
 		writeErrorShaped(w, start, false, cmp.Or(ft.Status, StatusForCode(code)), code, cmp.Or(ft.Message, errorMessage(code)), faultHeader(ft), ft.Header)
 		return
 	case Disconnect:
@@ -261,7 +261,7 @@ func (f *Fake) serveBatch(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (f *Fake) nextBatchFault(route BatchRoute) Fault {
+func (f *Server) nextBatchFault(route BatchRoute) Fault {
 	f.batch.mu.Lock()
 	defer f.batch.mu.Unlock()
 	q := f.batch.queues[route]
@@ -272,7 +272,7 @@ func (f *Fake) nextBatchFault(route BatchRoute) Fault {
 	return q[0]
 }
 
-// The submit body as the Fake reads it.
+// The submit body as the Server reads it.
 type wireBatchSubmit struct {
 	Requests *[]struct {
 		CustomID   string          `json:"custom_id"`
@@ -315,25 +315,25 @@ type wireBatchItem struct {
 	Metadata   wireMetadata `json:"metadata"`
 }
 
-func (f *Fake) batchSubmit(w http.ResponseWriter, r *http.Request, ft Fault, start time.Time) {
+func (f *Server) batchSubmit(w http.ResponseWriter, r *http.Request, ft Fault, start time.Time) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxFakeRequest+1))
 	var sub wireBatchSubmit
 	if err != nil || len(body) > maxFakeRequest || json.Unmarshal(body, &sub) != nil {
-		writeErrorShaped(w, start, false, http.StatusBadRequest, CodeInvalidRequest, "The request body is not valid JSON.")
+		writeErrorShaped(w, start, false, http.StatusBadRequest, codeInvalidRequest, "The request body is not valid JSON.")
 		return
 	}
 	canonical, err := canonicalJSON(json.RawMessage(body))
 	if err != nil {
-		writeErrorShaped(w, start, false, http.StatusBadRequest, CodeInvalidRequest, "The request body is not valid JSON.")
+		writeErrorShaped(w, start, false, http.StatusBadRequest, codeInvalidRequest, "The request body is not valid JSON.")
 		return
 	}
 	if sub.Requests == nil || len(*sub.Requests) == 0 {
-		writeErrorShaped(w, start, false, http.StatusBadRequest, CodeInvalidRequest, "requests must be a non-empty array")
+		writeErrorShaped(w, start, false, http.StatusBadRequest, codeInvalidRequest, "requests must be a non-empty array")
 		return
 	}
 	key := r.Header.Get("Idempotency-Key")
 	if key != "" && sub.IdempotencyKey != "" && key != sub.IdempotencyKey {
-		writeErrorShaped(w, start, false, http.StatusBadRequest, CodeInvalidRequest, "Idempotency-Key and idempotency_key differ.")
+		writeErrorShaped(w, start, false, http.StatusBadRequest, codeInvalidRequest, "Idempotency-Key and idempotency_key differ.")
 		return
 	}
 	key = cmp.Or(key, sub.IdempotencyKey)
@@ -347,11 +347,11 @@ func (f *Fake) batchSubmit(w http.ResponseWriter, r *http.Request, ft Fault, sta
 	script := f.batchScript(label)
 
 	// Answer the items before taking the lock: Respond may be slow.
-	reqs := make([]FakeRequest, 0, len(*sub.Requests))
+	reqs := make([]Request, 0, len(*sub.Requests))
 	seen := map[string]bool{}
 	for i, it := range *sub.Requests {
 		if it.CustomID == "" || seen[it.CustomID] {
-			writeErrorShaped(w, start, false, http.StatusBadRequest, CodeInvalidRequest, "requests["+strconv.Itoa(i)+"].custom_id must be present and unique")
+			writeErrorShaped(w, start, false, http.StatusBadRequest, codeInvalidRequest, "requests["+strconv.Itoa(i)+"].custom_id must be present and unique")
 			return
 		}
 		seen[it.CustomID] = true
@@ -362,11 +362,11 @@ func (f *Fake) batchSubmit(w http.ResponseWriter, r *http.Request, ft Fault, sta
 		req, _, err := decodeFakeRequest(it.Body)
 		if err == nil {
 			if msg, ok := validateFakeRequest(&req); !ok {
-				writeErrorShaped(w, start, false, http.StatusBadRequest, CodeInvalidRequest, "requests["+strconv.Itoa(i)+"].body: "+msg)
+				writeErrorShaped(w, start, false, http.StatusBadRequest, codeInvalidRequest, "requests["+strconv.Itoa(i)+"].body: "+msg)
 				return
 			}
 		} else {
-			writeErrorShaped(w, start, false, http.StatusBadRequest, CodeInvalidRequest, "requests["+strconv.Itoa(i)+"].body is not a chat request")
+			writeErrorShaped(w, start, false, http.StatusBadRequest, codeInvalidRequest, "requests["+strconv.Itoa(i)+"].body is not a chat request")
 			return
 		}
 		reqs = append(reqs, req)
@@ -389,7 +389,7 @@ func (f *Fake) batchSubmit(w http.ResponseWriter, r *http.Request, ft Fault, sta
 			conflict := e.sum != sha256.Sum256(canonical)
 			f.batch.mu.Unlock()
 			if conflict {
-				writeErrorShaped(w, start, false, http.StatusConflict, CodeIdempotencyConflict,
+				writeErrorShaped(w, start, false, http.StatusConflict, codeIdempotencyConflict,
 					"This Idempotency-Key was already used with a different request body.")
 				return
 			}
@@ -401,7 +401,7 @@ func (f *Fake) batchSubmit(w http.ResponseWriter, r *http.Request, ft Fault, sta
 		delete(f.batch.keys, key)
 	}
 	b := &fakeBatch{
-		FakeBatch: FakeBatch{
+		Batch: Batch{
 			ID:             "batch_" + strings.ToLower(rand.Text()),
 			Label:          label,
 			IdempotencyKey: key,
@@ -460,7 +460,7 @@ func (f *Fake) batchSubmit(w http.ResponseWriter, r *http.Request, ft Fault, sta
 	writeResponse(w, resp)
 }
 
-func (f *Fake) batchStatus(w http.ResponseWriter, r *http.Request, ft Fault, start time.Time) {
+func (f *Server) batchStatus(w http.ResponseWriter, r *http.Request, ft Fault, start time.Time) {
 	id := strings.TrimPrefix(r.URL.Path, fakeBatchPrefix+"status/")
 	f.batch.mu.Lock()
 	b := f.batch.byID[id]
@@ -503,7 +503,7 @@ func (f *Fake) batchStatus(w http.ResponseWriter, r *http.Request, ft Fault, sta
 	writeResponse(w, resp)
 }
 
-func (f *Fake) batchResults(w http.ResponseWriter, r *http.Request, start time.Time) {
+func (f *Server) batchResults(w http.ResponseWriter, r *http.Request, start time.Time) {
 	id := strings.TrimPrefix(r.URL.Path, fakeBatchPrefix+"results/")
 	f.batch.mu.Lock()
 	b := f.batch.byID[id]
@@ -533,7 +533,7 @@ func (f *Fake) batchResults(w http.ResponseWriter, r *http.Request, start time.T
 }
 
 // batchScript returns the script of the batch labelled label.
-func (f *Fake) batchScript(label string) FakeBatchScript {
+func (f *Server) batchScript(label string) BatchScript {
 	f.batch.mu.Lock()
 	defer f.batch.mu.Unlock()
 	if s, ok := f.batch.scripts[label]; ok {
@@ -544,7 +544,7 @@ func (f *Fake) batchScript(label string) FakeBatchScript {
 
 // itemFault returns the scripted outcome of item id: its own, or the one
 // the batch's end implies.
-func itemFault(s FakeBatchScript, id string) Fault {
+func itemFault(s BatchScript, id string) Fault {
 	if ft, ok := s.Items[id]; ok {
 		return ft
 	}
@@ -559,7 +559,7 @@ func itemFault(s FakeBatchScript, id string) Fault {
 
 // batchItem answers one item as the chat route would answer the same
 // request with the same fault.
-func (f *Fake) batchItem(customID string, req FakeRequest, ft Fault) fakeBatchItem {
+func (f *Server) batchItem(customID string, req Request, ft Fault) fakeBatchItem {
 	vendor := cmp.Or(f.opts.Vendor, "openai")
 	it := wireBatchItem{CustomID: customID, Metadata: wireMetadata{RequestID: newRequestID()}}
 	answer := func(content, refusal *string, finish string) {
@@ -585,20 +585,20 @@ func (f *Fake) batchItem(customID string, req FakeRequest, ft Fault) fakeBatchIt
 	case Length:
 		answer(cut(f.content(req)), nil, "length")
 	case ErrorCode:
-		code := cmp.Or(ft.Code, CodeInternalError)
+		code := cmp.Or(ft.Code, codeInternalError)
 		fail(cmp.Or(ft.Status, StatusForCode(code)), code, cmp.Or(ft.Message, errorMessage(code)))
 	case ItemExpired:
 		it.Status, it.Error = fakeStateExpired, &wireError{Code: "BATCH_TIMEOUT", Message: "The item did not finish within batch_timeout."}
 	case ItemCancelled:
 		it.Status, it.Error = fakeStateCancelled, &wireError{Code: "BATCH_CANCELLED", Message: "The batch was cancelled before this item ran."}
 	default:
-		fail(http.StatusInternalServerError, CodeInternalError, "unknown fake item fault "+string(ft.Kind))
+		fail(http.StatusInternalServerError, codeInternalError, "unknown fake item fault "+string(ft.Kind))
 	}
 	return fakeBatchItem{raw: marshal(it), ok: it.OK}
 }
 
 // envelope wraps data in a 200 envelope answer.
-func (f *Fake) envelope(start time.Time, data any) fakeResponse {
+func (f *Server) envelope(start time.Time, data any) fakeResponse {
 	id := newRequestID()
 	h := http.Header{}
 	h.Set("Content-Type", "application/json")
