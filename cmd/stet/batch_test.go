@@ -14,7 +14,7 @@ import (
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/internal/crash"
 	"github.com/stetlabs/stet/processor/anthropic/anthropicfake"
-	"github.com/stetlabs/stet/processor/gemini"
+	"github.com/stetlabs/stet/processor/gemini/geminifake"
 	"github.com/stetlabs/stet/processor/infrai/infraifake"
 	"github.com/stetlabs/stet/processor/openai"
 )
@@ -76,7 +76,7 @@ var batchProviders = []batchProvider{
 		return f.URL(), func() int { return f.BatchCounts().Created }, func() int { return f.BatchCounts().CreateCalls }
 	}},
 	{kind: "gemini", model: "gemini-2.5-flash", start: func(t *testing.T) (string, func() int, func() int) {
-		f := gemini.NewFake(gemini.FakeOptions{APIKey: testOpenAIKey})
+		f := geminifake.New(geminifake.Options{APIKey: testOpenAIKey})
 		t.Cleanup(f.Close)
 		return f.URL(), func() int { return f.BatchCounts().Created }, func() int { return f.BatchCounts().CreateCalls }
 	}},

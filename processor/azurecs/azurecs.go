@@ -14,8 +14,8 @@
 // holds values from the mapping file, and its rationale names categories
 // and numbers only.
 //
-// fake.go holds Fake, a wire-faithful text:analyze server with scriptable
-// severities and faults, used by tests, drills and benchmarks.
+// Its wire-faithful fake server, used by tests, drills and benchmarks, is
+// package azurecsfake.
 package azurecs
 
 import (

@@ -19,24 +19,25 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/processor/azurecs/azurecsfake"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata")
 
 const testKey = "0123456789abcdef0123456789abcdef"
 
-func newFake(t *testing.T, opts FakeOptions) *Fake {
+func newFake(t *testing.T, opts azurecsfake.Options) *azurecsfake.Server {
 	t.Helper()
 	if opts.APIKey == "" {
 		opts.APIKey = testKey
 	}
-	f := NewFake(opts)
+	f := azurecsfake.New(opts)
 	t.Cleanup(f.Close)
 	return f
 }
 
 // newTestClient returns a Client with the quickstart mapping talking to f.
-func newTestClient(t *testing.T, f *Fake, timeout time.Duration) *Client {
+func newTestClient(t *testing.T, f *azurecsfake.Server, timeout time.Duration) *Client {
 	t.Helper()
 	c, err := New(Config{
 		ID:          "azure-cs-test",
@@ -97,7 +98,7 @@ func TestRequestGolden(t *testing.T) {
 				got *http.Request
 				raw []byte
 			)
-			f := newFake(t, FakeOptions{})
+			f := newFake(t, azurecsfake.Options{})
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				body, _ := io.ReadAll(r.Body)
 				mu.Lock()
@@ -164,8 +165,8 @@ func TestRequestGolden(t *testing.T) {
 
 func TestExtractSuccess(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, FakeOptions{Table: []FakeRule{
-		{Contains: "hurt myself", Severities: Severities{SelfHarm: 5, Hate: 2}},
+	f := newFake(t, azurecsfake.Options{Table: []azurecsfake.Rule{
+		{Contains: "hurt myself", Severities: azurecsfake.Severities{SelfHarm: 5, Hate: 2}},
 	}})
 	rt := &recordingTransport{}
 	c, err := New(Config{ID: "azure-cs", BaseURL: f.URL(), APIKey: testKey, MappingPath: quickstartMapping,
@@ -234,45 +235,45 @@ func TestClassification(t *testing.T) {
 	now := time.Date(2026, 3, 4, 7, 28, 0, 0, time.UTC)
 	tests := []struct {
 		name           string
-		fault          Fault
+		fault          azurecsfake.Fault
 		timeout        time.Duration
 		wantClass      stet.FailureClass
 		wantStatus     int
 		wantCode       string
 		wantRetryAfter time.Duration
 	}{
-		{name: "429 Retry-After seconds", fault: Fault{Kind: RateLimit, RetryAfter: "7"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "429", wantRetryAfter: 7 * time.Second},
-		{name: "429 TooManyRequests code", fault: Fault{Kind: RateLimit, RetryAfter: "2", Code: "TooManyRequests"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "TooManyRequests", wantRetryAfter: 2 * time.Second},
-		{name: "429 retry-after-ms wins", fault: Fault{Kind: RateLimit, RetryAfter: "7", RetryAfterMS: 1500}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "429", wantRetryAfter: 1500 * time.Millisecond},
-		{name: "429 x-ms-retry-after-ms", fault: Fault{Kind: RateLimit, Header: http.Header{"X-Ms-Retry-After-Ms": {"250"}}}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "429", wantRetryAfter: 250 * time.Millisecond},
-		{name: "429 Retry-After HTTP-date", fault: Fault{Kind: RateLimit, RetryAfter: now.Add(30 * time.Second).Format(http.TimeFormat)}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "429", wantRetryAfter: 30 * time.Second},
-		{name: "429 Retry-After date in the past", fault: Fault{Kind: RateLimit, RetryAfter: now.Add(-time.Minute).Format(http.TimeFormat)}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "429", wantRetryAfter: 0},
-		{name: "429 without header: the message's wait", fault: Fault{Kind: RateLimit, Message: "Rate limit is exceeded. Try again in 3 seconds."}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "429", wantRetryAfter: 3 * time.Second},
-		{name: "401 invalid key", fault: Fault{Kind: Unauthorized}, wantClass: stet.FailureAuth, wantStatus: 401, wantCode: "401"},
-		{name: "403 network rules", fault: Fault{Kind: Forbidden}, wantClass: stet.FailureAuth, wantStatus: 403, wantCode: "403"},
-		{name: "403 out of call volume quota", fault: Fault{Kind: Quota}, wantClass: stet.FailureQuota, wantStatus: 403, wantCode: "403"},
-		{name: "400 InvalidRequestBody", fault: Fault{Kind: BadRequest}, wantClass: stet.FailureUnsupported, wantStatus: 400, wantCode: "InvalidRequestBody"},
-		{name: "400 with innererror", fault: Fault{Kind: BadRequest, InnerCode: "TextTooLong"}, wantClass: stet.FailureUnsupported, wantStatus: 400, wantCode: "InvalidRequestBody"},
-		{name: "400 code only in innererror", fault: Fault{Kind: BadRequest, Code: "not an identifier!", InnerCode: "TextTooLong", Header: http.Header{"X-Ms-Error-Code": nil}}, wantClass: stet.FailureUnsupported, wantStatus: 400, wantCode: "TextTooLong"},
-		{name: "404 resource not found", fault: Fault{Kind: HTTPError, Status: 404, Code: "ResourceNotFound"}, wantClass: stet.FailureUnsupported, wantStatus: 404, wantCode: "ResourceNotFound"},
-		{name: "413 too large", fault: Fault{Kind: HTTPError, Status: 413}, wantClass: stet.FailureUnsupported, wantStatus: 413, wantCode: "413"},
-		{name: "408 request timeout", fault: Fault{Kind: HTTPError, Status: 408}, wantClass: stet.FailureTransient, wantStatus: 408, wantCode: "408"},
-		{name: "409 conflict", fault: Fault{Kind: HTTPError, Status: 409}, wantClass: stet.FailureTransient, wantStatus: 409, wantCode: "409"},
-		{name: "500 InternalError", fault: Fault{Kind: ServerError}, wantClass: stet.FailureTransient, wantStatus: 500, wantCode: "InternalError"},
-		{name: "503 ServerBusy", fault: Fault{Kind: ServerError, Status: 503}, wantClass: stet.FailureTransient, wantStatus: 503, wantCode: "ServerBusy"},
-		{name: "503 with Retry-After", fault: Fault{Kind: ServerError, Status: 503, Header: http.Header{"Retry-After": {"2"}}}, wantClass: stet.FailureTransient, wantStatus: 503, wantCode: "ServerBusy", wantRetryAfter: 2 * time.Second},
-		{name: "502 from a proxy", fault: Fault{Kind: HTTPError, Status: 502}, wantClass: stet.FailureTransient, wantStatus: 502, wantCode: "502"},
-		{name: "connection dropped", fault: Fault{Kind: Disconnect}, wantClass: stet.FailureTransient},
-		{name: "timeout before headers", fault: Fault{Kind: Delay, Delay: time.Minute}, timeout: 100 * time.Millisecond, wantClass: stet.FailureTransient},
-		{name: "timeout after answer", fault: Fault{Kind: TimeoutAfterAnswer}, timeout: 200 * time.Millisecond, wantClass: stet.FailureTransient, wantStatus: 200},
-		{name: "200 not JSON", fault: Fault{Kind: Malformed}, wantClass: stet.FailureTransient, wantStatus: 200, wantCode: CodeMalformedResponse},
-		{name: "200 category missing", fault: Fault{Kind: MissingCategory}, wantClass: stet.FailureTransient, wantStatus: 200, wantCode: CodeMalformedResponse},
-		{name: "delay then answer", fault: Fault{Kind: Delay, Delay: 10 * time.Millisecond}, wantClass: stet.FailureNone, wantStatus: 200},
+		{name: "429 Retry-After seconds", fault: azurecsfake.Fault{Kind: azurecsfake.RateLimit, RetryAfter: "7"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "429", wantRetryAfter: 7 * time.Second},
+		{name: "429 TooManyRequests code", fault: azurecsfake.Fault{Kind: azurecsfake.RateLimit, RetryAfter: "2", Code: "TooManyRequests"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "TooManyRequests", wantRetryAfter: 2 * time.Second},
+		{name: "429 retry-after-ms wins", fault: azurecsfake.Fault{Kind: azurecsfake.RateLimit, RetryAfter: "7", RetryAfterMS: 1500}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "429", wantRetryAfter: 1500 * time.Millisecond},
+		{name: "429 x-ms-retry-after-ms", fault: azurecsfake.Fault{Kind: azurecsfake.RateLimit, Header: http.Header{"X-Ms-Retry-After-Ms": {"250"}}}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "429", wantRetryAfter: 250 * time.Millisecond},
+		{name: "429 Retry-After HTTP-date", fault: azurecsfake.Fault{Kind: azurecsfake.RateLimit, RetryAfter: now.Add(30 * time.Second).Format(http.TimeFormat)}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "429", wantRetryAfter: 30 * time.Second},
+		{name: "429 Retry-After date in the past", fault: azurecsfake.Fault{Kind: azurecsfake.RateLimit, RetryAfter: now.Add(-time.Minute).Format(http.TimeFormat)}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "429", wantRetryAfter: 0},
+		{name: "429 without header: the message's wait", fault: azurecsfake.Fault{Kind: azurecsfake.RateLimit, Message: "Rate limit is exceeded. Try again in 3 seconds."}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "429", wantRetryAfter: 3 * time.Second},
+		{name: "401 invalid key", fault: azurecsfake.Fault{Kind: azurecsfake.Unauthorized}, wantClass: stet.FailureAuth, wantStatus: 401, wantCode: "401"},
+		{name: "403 network rules", fault: azurecsfake.Fault{Kind: azurecsfake.Forbidden}, wantClass: stet.FailureAuth, wantStatus: 403, wantCode: "403"},
+		{name: "403 out of call volume quota", fault: azurecsfake.Fault{Kind: azurecsfake.Quota}, wantClass: stet.FailureQuota, wantStatus: 403, wantCode: "403"},
+		{name: "400 InvalidRequestBody", fault: azurecsfake.Fault{Kind: azurecsfake.BadRequest}, wantClass: stet.FailureUnsupported, wantStatus: 400, wantCode: "InvalidRequestBody"},
+		{name: "400 with innererror", fault: azurecsfake.Fault{Kind: azurecsfake.BadRequest, InnerCode: "TextTooLong"}, wantClass: stet.FailureUnsupported, wantStatus: 400, wantCode: "InvalidRequestBody"},
+		{name: "400 code only in innererror", fault: azurecsfake.Fault{Kind: azurecsfake.BadRequest, Code: "not an identifier!", InnerCode: "TextTooLong", Header: http.Header{"X-Ms-Error-Code": nil}}, wantClass: stet.FailureUnsupported, wantStatus: 400, wantCode: "TextTooLong"},
+		{name: "404 resource not found", fault: azurecsfake.Fault{Kind: azurecsfake.HTTPError, Status: 404, Code: "ResourceNotFound"}, wantClass: stet.FailureUnsupported, wantStatus: 404, wantCode: "ResourceNotFound"},
+		{name: "413 too large", fault: azurecsfake.Fault{Kind: azurecsfake.HTTPError, Status: 413}, wantClass: stet.FailureUnsupported, wantStatus: 413, wantCode: "413"},
+		{name: "408 request timeout", fault: azurecsfake.Fault{Kind: azurecsfake.HTTPError, Status: 408}, wantClass: stet.FailureTransient, wantStatus: 408, wantCode: "408"},
+		{name: "409 conflict", fault: azurecsfake.Fault{Kind: azurecsfake.HTTPError, Status: 409}, wantClass: stet.FailureTransient, wantStatus: 409, wantCode: "409"},
+		{name: "500 InternalError", fault: azurecsfake.Fault{Kind: azurecsfake.ServerError}, wantClass: stet.FailureTransient, wantStatus: 500, wantCode: "InternalError"},
+		{name: "503 ServerBusy", fault: azurecsfake.Fault{Kind: azurecsfake.ServerError, Status: 503}, wantClass: stet.FailureTransient, wantStatus: 503, wantCode: "ServerBusy"},
+		{name: "503 with Retry-After", fault: azurecsfake.Fault{Kind: azurecsfake.ServerError, Status: 503, Header: http.Header{"Retry-After": {"2"}}}, wantClass: stet.FailureTransient, wantStatus: 503, wantCode: "ServerBusy", wantRetryAfter: 2 * time.Second},
+		{name: "502 from a proxy", fault: azurecsfake.Fault{Kind: azurecsfake.HTTPError, Status: 502}, wantClass: stet.FailureTransient, wantStatus: 502, wantCode: "502"},
+		{name: "connection dropped", fault: azurecsfake.Fault{Kind: azurecsfake.Disconnect}, wantClass: stet.FailureTransient},
+		{name: "timeout before headers", fault: azurecsfake.Fault{Kind: azurecsfake.Delay, Delay: time.Minute}, timeout: 100 * time.Millisecond, wantClass: stet.FailureTransient},
+		{name: "timeout after answer", fault: azurecsfake.Fault{Kind: azurecsfake.TimeoutAfterAnswer}, timeout: 200 * time.Millisecond, wantClass: stet.FailureTransient, wantStatus: 200},
+		{name: "200 not JSON", fault: azurecsfake.Fault{Kind: azurecsfake.Malformed}, wantClass: stet.FailureTransient, wantStatus: 200, wantCode: CodeMalformedResponse},
+		{name: "200 category missing", fault: azurecsfake.Fault{Kind: azurecsfake.MissingCategory}, wantClass: stet.FailureTransient, wantStatus: 200, wantCode: CodeMalformedResponse},
+		{name: "delay then answer", fault: azurecsfake.Fault{Kind: azurecsfake.Delay, Delay: 10 * time.Millisecond}, wantClass: stet.FailureNone, wantStatus: 200},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			f := newFake(t, FakeOptions{})
+			f := newFake(t, azurecsfake.Options{})
 			f.Enqueue(tt.fault)
 			timeout := tt.timeout
 			if timeout == 0 {
@@ -444,16 +445,16 @@ func TestConnectionRefused(t *testing.T) {
 // TestNoRetries checks that one Extract is one request, whatever the answer.
 func TestNoRetries(t *testing.T) {
 	t.Parallel()
-	for _, ft := range []Fault{
-		{Kind: ServerError},
-		{Kind: ServerError, Status: http.StatusServiceUnavailable},
-		{Kind: RateLimit, RetryAfter: "0"},
-		{Kind: HTTPError, Status: http.StatusConflict},
-		{Kind: Disconnect},
+	for _, ft := range []azurecsfake.Fault{
+		{Kind: azurecsfake.ServerError},
+		{Kind: azurecsfake.ServerError, Status: http.StatusServiceUnavailable},
+		{Kind: azurecsfake.RateLimit, RetryAfter: "0"},
+		{Kind: azurecsfake.HTTPError, Status: http.StatusConflict},
+		{Kind: azurecsfake.Disconnect},
 	} {
 		t.Run(fmt.Sprintf("%s_%d", ft.Kind, ft.Status), func(t *testing.T) {
 			t.Parallel()
-			f := newFake(t, FakeOptions{})
+			f := newFake(t, azurecsfake.Options{})
 			f.Enqueue(ft, ft, ft)
 			c := newTestClient(t, f, 0)
 			if _, err := c.Extract(t.Context(), testParams(t, "hello")); err == nil {
@@ -488,7 +489,7 @@ func TestNoCallCases(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			f := newFake(t, FakeOptions{})
+			f := newFake(t, azurecsfake.Options{})
 			c := newTestClient(t, f, 0)
 			p := testParams(t, "hello")
 			tt.modify(&p)
@@ -503,7 +504,7 @@ func TestNoCallCases(t *testing.T) {
 		})
 	}
 	// Exactly the limit is sent.
-	f := newFake(t, FakeOptions{})
+	f := newFake(t, azurecsfake.Options{})
 	c := newTestClient(t, f, 0)
 	p := testParams(t, strings.Repeat("é", MaxTextLength))
 	if _, err := c.Extract(t.Context(), p); err != nil {
@@ -517,26 +518,26 @@ func TestNoCallCases(t *testing.T) {
 func TestCanaryNeverInErrors(t *testing.T) {
 	t.Parallel()
 	const marker = "CANARY Jane Roe 555-0100"
-	faults := []Fault{
-		{Kind: RateLimit, Message: marker},
-		{Kind: Unauthorized, Message: marker},
-		{Kind: Forbidden, Message: marker},
-		{Kind: Quota, Message: "quota " + marker},
-		{Kind: BadRequest, Message: marker, Code: marker, InnerCode: marker},
-		{Kind: ServerError, Message: marker},
-		{Kind: HTTPError, Status: 404, Message: "resource " + marker + " not found", Code: "ResourceNotFound"},
-		{Kind: Disconnect},
-		{Kind: TimeoutAfterAnswer},
-		{Kind: Malformed},
-		{Kind: MissingCategory},
+	faults := []azurecsfake.Fault{
+		{Kind: azurecsfake.RateLimit, Message: marker},
+		{Kind: azurecsfake.Unauthorized, Message: marker},
+		{Kind: azurecsfake.Forbidden, Message: marker},
+		{Kind: azurecsfake.Quota, Message: "quota " + marker},
+		{Kind: azurecsfake.BadRequest, Message: marker, Code: marker, InnerCode: marker},
+		{Kind: azurecsfake.ServerError, Message: marker},
+		{Kind: azurecsfake.HTTPError, Status: 404, Message: "resource " + marker + " not found", Code: "ResourceNotFound"},
+		{Kind: azurecsfake.Disconnect},
+		{Kind: azurecsfake.TimeoutAfterAnswer},
+		{Kind: azurecsfake.Malformed},
+		{Kind: azurecsfake.MissingCategory},
 	}
 	for _, ft := range faults {
 		t.Run(string(ft.Kind), func(t *testing.T) {
 			t.Parallel()
-			f := newFake(t, FakeOptions{})
+			f := newFake(t, azurecsfake.Options{})
 			f.Enqueue(ft)
 			timeout := 10 * time.Second
-			if ft.Kind == TimeoutAfterAnswer {
+			if ft.Kind == azurecsfake.TimeoutAfterAnswer {
 				timeout = 200 * time.Millisecond
 			}
 			c := newTestClient(t, f, timeout)
@@ -557,7 +558,7 @@ func TestCanaryNeverInErrors(t *testing.T) {
 		})
 	}
 	// The no-call refusals and a successful record never carry it either.
-	f := newFake(t, FakeOptions{Table: []FakeRule{{Contains: "CANARY", Severities: Severities{Hate: 6, Violence: 4}}}})
+	f := newFake(t, azurecsfake.Options{Table: []azurecsfake.Rule{{Contains: "CANARY", Severities: azurecsfake.Severities{Hate: 6, Violence: 4}}}})
 	c := newTestClient(t, f, 0)
 	got, err := c.Extract(t.Context(), testParams(t, "Report about "+marker))
 	if err != nil {
@@ -633,7 +634,7 @@ func TestInfo(t *testing.T) {
 
 func TestSchemaCheckIsCached(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, FakeOptions{})
+	f := newFake(t, azurecsfake.Options{})
 	c := newTestClient(t, f, 0)
 	for range 3 {
 		if _, err := c.Extract(t.Context(), testParams(t, "hello")); err != nil {
@@ -644,5 +645,38 @@ func TestSchemaCheckIsCached(t *testing.T) {
 	c.fitted.Range(func(any, any) bool { n++; return true })
 	if n != 1 {
 		t.Errorf("schema checks cached = %d, want 1 for one distinct schema", n)
+	}
+}
+
+func TestFakeRespondHookAndCallsContaining(t *testing.T) {
+	t.Parallel()
+	var (
+		mu   sync.Mutex
+		seen []string
+	)
+	f := newFake(t, azurecsfake.Options{
+		Table: []azurecsfake.Rule{{Contains: "x", Severities: azurecsfake.Severities{Hate: 6}}},
+		Respond: func(req azurecsfake.Request) azurecsfake.Severities {
+			mu.Lock()
+			defer mu.Unlock()
+			seen = append(seen, req.OutputType+"/"+req.APIVersion)
+			return azurecsfake.Severities{Sexual: 4}
+		},
+	})
+	c := newTestClient(t, f, 0)
+	got, err := c.Extract(t.Context(), testParams(t, "x marks the spot"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(got.Output), `"rationale":"azure content safety: Sexual=4; rule sexual-medium"`) {
+		t.Errorf("Output = %s, want the Respond hook's severities to win over the table", got.Output)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 1 || seen[0] != "FourSeverityLevels/2024-09-01" {
+		t.Errorf("Respond saw %v, want one FourSeverityLevels/2024-09-01 request", seen)
+	}
+	if f.CallsContaining("marks the") != 1 || f.CallsContaining("absent") != 0 {
+		t.Errorf("CallsContaining = %d, %d; want 1, 0", f.CallsContaining("marks the"), f.CallsContaining("absent"))
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/processor/gemini/geminifake"
 )
 
 const canary = "CANARY Jane Roe 555-0100"
@@ -86,7 +87,7 @@ func (rt *wireRecorder) last(t *testing.T, method, suffix string) recorded {
 	return recorded{}
 }
 
-func newBatchClient(t *testing.T, f *Fake, modify func(*Config)) *BatchClient {
+func newBatchClient(t *testing.T, f *geminifake.Server, modify func(*Config)) *BatchClient {
 	t.Helper()
 	cfg := Config{ID: "gemini-batch", BaseURL: f.URL(), APIKey: testKey, Model: testModel, Region: "us", Retention: "55d", Timeout: 10 * time.Second}
 	if modify != nil {
@@ -160,7 +161,7 @@ func TestBatchRequestGolden(t *testing.T) {
 
 	t.Run("inline", func(t *testing.T) {
 		t.Parallel()
-		f := newFake(t, FakeOptions{})
+		f := newFake(t, geminifake.Options{})
 		rec := &wireRecorder{}
 		c := newBatchClient(t, f, func(cfg *Config) { cfg.HTTPClient = &http.Client{Transport: rec} })
 		if _, err := c.SubmitBatch(t.Context(), stet.BatchSubmit{BatchID: "bat_01GOLDEN", Items: items}); err != nil {
@@ -178,7 +179,7 @@ func TestBatchRequestGolden(t *testing.T) {
 
 	t.Run("file", func(t *testing.T) {
 		t.Parallel()
-		f := newFake(t, FakeOptions{})
+		f := newFake(t, geminifake.Options{})
 		rec := &wireRecorder{}
 		c := newBatchClient(t, f, func(cfg *Config) { cfg.HTTPClient = &http.Client{Transport: rec} })
 		c.inlineLimit = 1
@@ -218,11 +219,11 @@ func TestJSONLMatchesInline(t *testing.T) {
 		mu         sync.Mutex
 		syncBodies []json.RawMessage
 	)
-	f := newFake(t, FakeOptions{Respond: func(req FakeRequest) string {
+	f := newFake(t, geminifake.Options{Respond: func(req geminifake.Request) string {
 		mu.Lock()
 		defer mu.Unlock()
 		syncBodies = append(syncBodies, req.Body)
-		return MinimalInstance(req.Schema)
+		return geminifake.MinimalInstance(req.Schema)
 	}})
 	temp := float32(0.25)
 	rec := &wireRecorder{}
@@ -374,7 +375,7 @@ func TestItemErrorStatuses(t *testing.T) {
 // FailureNone is a success, missing an item the results leave out.
 type itemCase struct {
 	name           string
-	fault          *Fault
+	fault          *geminifake.Fault
 	wantClass      stet.FailureClass
 	wantCode       string
 	wantRetryAfter time.Duration
@@ -383,24 +384,24 @@ type itemCase struct {
 
 var itemCases = []itemCase{
 	{name: "ok"},
-	{name: "ok_scripted", fault: &Fault{Kind: BatchItemOK}},
-	{name: "schema_invalid", fault: &Fault{Kind: SchemaInvalid}}, // the pipeline validates the schema
-	{name: "truncated", fault: &Fault{Kind: TruncatedJSON}, wantClass: stet.FailureInvalidOutput},
-	{name: "max_tokens", fault: &Fault{Kind: MaxTokens}, wantClass: stet.FailureInvalidOutput, wantCode: "MAX_TOKENS"},
-	{name: "safety", fault: &Fault{Kind: Finish}, wantClass: stet.FailureRefusal, wantCode: "SAFETY"},
-	{name: "prohibited", fault: &Fault{Kind: Finish, FinishReason: "PROHIBITED_CONTENT"}, wantClass: stet.FailureRefusal, wantCode: "PROHIBITED_CONTENT"},
-	{name: "recitation", fault: &Fault{Kind: Finish, FinishReason: "RECITATION"}, wantClass: stet.FailureInvalidOutput, wantCode: "RECITATION"},
-	{name: "blocked", fault: &Fault{Kind: PromptBlocked}, wantClass: stet.FailureRefusal, wantCode: "prompt.SAFETY"},
-	{name: "rate", fault: &Fault{Kind: RateLimit, RetryDelay: "7s", Message: canary}, wantClass: stet.FailureRateLimited, wantCode: "RESOURCE_EXHAUSTED", wantRetryAfter: 7 * time.Second},
-	{name: "quota", fault: &Fault{Kind: Quota}, wantClass: stet.FailureQuota, wantCode: "RESOURCE_EXHAUSTED"},
-	{name: "server", fault: &Fault{Kind: ServerError, Message: canary}, wantClass: stet.FailureTransient, wantCode: "INTERNAL"},
-	{name: "unavailable", fault: &Fault{Kind: ServerError, Status: 503}, wantClass: stet.FailureTransient, wantCode: "UNAVAILABLE"},
-	{name: "invalid", fault: &Fault{Kind: HTTPError, Status: 400, Message: canary}, wantClass: stet.FailureUnsupported, wantCode: "INVALID_ARGUMENT"},
-	{name: "region", fault: &Fault{Kind: RegionUnsupported}, wantClass: stet.FailureUnsupported, wantCode: "FAILED_PRECONDITION"},
-	{name: "bad_key", fault: &Fault{Kind: Unauthorized}, wantClass: stet.FailureAuth, wantCode: "API_KEY_INVALID"},
-	{name: "expired", fault: &Fault{Kind: BatchItemExpired}, wantClass: stet.FailureTransient, wantCode: stet.CodeBatchItemExpired},
-	{name: "cancelled", fault: &Fault{Kind: BatchItemCancelled}, wantClass: stet.FailureTransient, wantCode: stet.CodeBatchItemCancelled},
-	{name: "missing", fault: &Fault{Kind: BatchItemMissing}, missing: true},
+	{name: "ok_scripted", fault: &geminifake.Fault{Kind: geminifake.BatchItemOK}},
+	{name: "schema_invalid", fault: &geminifake.Fault{Kind: geminifake.SchemaInvalid}}, // the pipeline validates the schema
+	{name: "truncated", fault: &geminifake.Fault{Kind: geminifake.TruncatedJSON}, wantClass: stet.FailureInvalidOutput},
+	{name: "max_tokens", fault: &geminifake.Fault{Kind: geminifake.MaxTokens}, wantClass: stet.FailureInvalidOutput, wantCode: "MAX_TOKENS"},
+	{name: "safety", fault: &geminifake.Fault{Kind: geminifake.Finish}, wantClass: stet.FailureRefusal, wantCode: "SAFETY"},
+	{name: "prohibited", fault: &geminifake.Fault{Kind: geminifake.Finish, FinishReason: "PROHIBITED_CONTENT"}, wantClass: stet.FailureRefusal, wantCode: "PROHIBITED_CONTENT"},
+	{name: "recitation", fault: &geminifake.Fault{Kind: geminifake.Finish, FinishReason: "RECITATION"}, wantClass: stet.FailureInvalidOutput, wantCode: "RECITATION"},
+	{name: "blocked", fault: &geminifake.Fault{Kind: geminifake.PromptBlocked}, wantClass: stet.FailureRefusal, wantCode: "prompt.SAFETY"},
+	{name: "rate", fault: &geminifake.Fault{Kind: geminifake.RateLimit, RetryDelay: "7s", Message: canary}, wantClass: stet.FailureRateLimited, wantCode: "RESOURCE_EXHAUSTED", wantRetryAfter: 7 * time.Second},
+	{name: "quota", fault: &geminifake.Fault{Kind: geminifake.Quota}, wantClass: stet.FailureQuota, wantCode: "RESOURCE_EXHAUSTED"},
+	{name: "server", fault: &geminifake.Fault{Kind: geminifake.ServerError, Message: canary}, wantClass: stet.FailureTransient, wantCode: "INTERNAL"},
+	{name: "unavailable", fault: &geminifake.Fault{Kind: geminifake.ServerError, Status: 503}, wantClass: stet.FailureTransient, wantCode: "UNAVAILABLE"},
+	{name: "invalid", fault: &geminifake.Fault{Kind: geminifake.HTTPError, Status: 400, Message: canary}, wantClass: stet.FailureUnsupported, wantCode: "INVALID_ARGUMENT"},
+	{name: "region", fault: &geminifake.Fault{Kind: geminifake.RegionUnsupported}, wantClass: stet.FailureUnsupported, wantCode: "FAILED_PRECONDITION"},
+	{name: "bad_key", fault: &geminifake.Fault{Kind: geminifake.Unauthorized}, wantClass: stet.FailureAuth, wantCode: "API_KEY_INVALID"},
+	{name: "expired", fault: &geminifake.Fault{Kind: geminifake.BatchItemExpired}, wantClass: stet.FailureTransient, wantCode: stet.CodeBatchItemExpired},
+	{name: "cancelled", fault: &geminifake.Fault{Kind: geminifake.BatchItemCancelled}, wantClass: stet.FailureTransient, wantCode: stet.CodeBatchItemCancelled},
+	{name: "missing", fault: &geminifake.Fault{Kind: geminifake.BatchItemMissing}, missing: true},
 }
 
 // runToResults submits items, polls until the batch ends and fetches its
@@ -435,7 +436,7 @@ func TestBatchItemClassification(t *testing.T) {
 	for _, mode := range []string{"inline", "file"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
-			f := newFake(t, FakeOptions{Respond: func(req FakeRequest) string {
+			f := newFake(t, geminifake.Options{Respond: func(req geminifake.Request) string {
 				return `{"category":"ok","flags":[],"confidence":0.5,"note":"` + canary + `"}`
 			}})
 			c := newBatchClient(t, f, nil)
@@ -450,7 +451,7 @@ func TestBatchItemClassification(t *testing.T) {
 				}
 			}
 			st, results := runToResults(t, c, "bat_classify_"+mode, withCanary(batchItems(names...)))
-			if st.State != stet.BatchCompleted || st.ProviderState != BatchStateSucceeded {
+			if st.State != stet.BatchCompleted || st.ProviderState != geminifake.BatchStateSucceeded {
 				t.Errorf("status = %s (%s), want completed (BATCH_STATE_SUCCEEDED)", st.State, st.ProviderState)
 			}
 			if f.CallsContaining(canary) != len(itemCases) {
@@ -516,7 +517,7 @@ func TestSubmitBatchBeforeCreate(t *testing.T) {
 	for _, mode := range []string{"inline", "file"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
-			f := newFake(t, FakeOptions{})
+			f := newFake(t, geminifake.Options{})
 			rec := &wireRecorder{}
 			c := newBatchClient(t, f, func(cfg *Config) { cfg.HTTPClient = &http.Client{Transport: rec} })
 			if mode == "file" {
@@ -569,7 +570,7 @@ func TestSubmitBatchBeforeCreate(t *testing.T) {
 			}
 
 			// An error from BeforeCreate aborts before anything is created.
-			f2 := newFake(t, FakeOptions{})
+			f2 := newFake(t, geminifake.Options{})
 			c2 := newBatchClient(t, f2, nil)
 			c2.inlineLimit = c.inlineLimit
 			_, err = c2.SubmitBatch(t.Context(), stet.BatchSubmit{BatchID: "bat_abort", Items: items, BeforeCreate: func(context.Context, string) error { return errAbort }})
@@ -596,7 +597,7 @@ func boolInt(b bool) int {
 
 func TestSubmitBatchReusesInputFile(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, FakeOptions{})
+	f := newFake(t, geminifake.Options{})
 	c := newBatchClient(t, f, nil)
 	c.inlineLimit = 1
 	items := batchItems("x", "y")
@@ -644,7 +645,7 @@ func TestSubmitBatchRefusesBeforeSending(t *testing.T) {
 		{"malformed input file", stet.BatchSubmit{BatchID: "bat_x", Items: batchItems("a"), InputFileID: "files/../batches"}, codeInvalidBatch},
 	}
 	for _, tt := range tests {
-		f := newFake(t, FakeOptions{})
+		f := newFake(t, geminifake.Options{})
 		c := newBatchClient(t, f, nil)
 		called := false
 		tt.b.BeforeCreate = func(context.Context, string) error { called = true; return nil }
@@ -653,7 +654,7 @@ func TestSubmitBatchRefusesBeforeSending(t *testing.T) {
 		if pe.Class != stet.FailureUnsupported || pe.Code != tt.code {
 			t.Errorf("SubmitBatch(%s) = class %q code %q, want unsupported %q", tt.name, pe.Class, pe.Code, tt.code)
 		}
-		if n := f.BatchCounts(); called || n != (FakeBatchCounts{}) {
+		if n := f.BatchCounts(); called || n != (geminifake.BatchCounts{}) {
 			t.Errorf("SubmitBatch(%s): BeforeCreate called %v, fake counts %+v; want nothing", tt.name, called, n)
 		}
 	}
@@ -663,17 +664,17 @@ func TestFindBatchAfterInterruptedSubmit(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name    string
-		fault   Fault
+		fault   geminifake.Fault
 		timeout time.Duration
 	}{
-		{"connection reset after create", Fault{Kind: Disconnect}, 0},
-		{"half an answer, then silence", Fault{Kind: TimeoutAfterAnswer}, 300 * time.Millisecond},
-		{"no answer before the timeout", Fault{Kind: Delay, Delay: time.Minute}, 300 * time.Millisecond},
+		{"connection reset after create", geminifake.Fault{Kind: geminifake.Disconnect}, 0},
+		{"half an answer, then silence", geminifake.Fault{Kind: geminifake.TimeoutAfterAnswer}, 300 * time.Millisecond},
+		{"no answer before the timeout", geminifake.Fault{Kind: geminifake.Delay, Delay: time.Minute}, 300 * time.Millisecond},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			f := newFake(t, FakeOptions{Batch: FakeBatchOptions{ListPageSize: 2}})
+			f := newFake(t, geminifake.Options{Batch: geminifake.BatchOptions{ListPageSize: 2}})
 			c := newBatchClient(t, f, nil)
 			// Other batches before and after, so the match sits on a later page.
 			for i := range 3 {
@@ -702,7 +703,7 @@ func TestFindBatchAfterInterruptedSubmit(t *testing.T) {
 			if err != nil {
 				t.Fatalf("FindBatch() = %v", err)
 			}
-			var lost FakeBatch
+			var lost geminifake.Batch
 			for _, b := range f.Batches() {
 				if b.DisplayName == "bat_lost" {
 					lost = b
@@ -723,12 +724,12 @@ func TestFindBatchAfterInterruptedSubmit(t *testing.T) {
 
 	t.Run("nothing created", func(t *testing.T) {
 		t.Parallel()
-		f := newFake(t, FakeOptions{})
+		f := newFake(t, geminifake.Options{})
 		c := newBatchClient(t, f, nil)
 		if _, err := c.SubmitBatch(t.Context(), stet.BatchSubmit{BatchID: "bat_other", Items: batchItems("o")}); err != nil {
 			t.Fatal(err)
 		}
-		f.EnqueueBatchCreate(Fault{Kind: RateLimit, RetryDelay: "2s"})
+		f.EnqueueBatchCreate(geminifake.Fault{Kind: geminifake.RateLimit, RetryDelay: "2s"})
 		_, err := c.SubmitBatch(t.Context(), stet.BatchSubmit{BatchID: "bat_refused", Items: batchItems("p")})
 		if pe := asPE(t, err); pe.Class != stet.FailureRateLimited || pe.RetryAfter != 2*time.Second {
 			t.Fatalf("SubmitBatch() = %v (retry %v), want rate_limited after 2s", err, pe.RetryAfter)
@@ -744,7 +745,7 @@ func TestFindBatchAfterInterruptedSubmit(t *testing.T) {
 
 	t.Run("two with the same label", func(t *testing.T) {
 		t.Parallel()
-		f := newFake(t, FakeOptions{})
+		f := newFake(t, geminifake.Options{})
 		c := newBatchClient(t, f, nil)
 		for range 2 {
 			if _, err := c.SubmitBatch(t.Context(), stet.BatchSubmit{BatchID: "bat_twice", Items: batchItems("o")}); err != nil {
@@ -810,7 +811,7 @@ func TestBatchStatus(t *testing.T) {
 	refuse := func(*http.Request, []*http.Request) error { return errors.New("redirects are refused") }
 	tests := []struct {
 		name           string
-		fault          *Fault
+		fault          *geminifake.Fault
 		client         func(wire http.RoundTripper) *http.Client
 		id             string // default: the submitted batch
 		wantClass      stet.FailureClass
@@ -819,26 +820,26 @@ func TestBatchStatus(t *testing.T) {
 		wantRetryAfter time.Duration
 	}{
 		{name: "through the status client", client: statusClient(refuse), wantStatus: 200},
-		{name: "429 Retry-After seconds", fault: &Fault{Kind: RateLimit, RetryAfter: "3"}, client: statusClient(refuse), wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "RESOURCE_EXHAUSTED", wantRetryAfter: 3 * time.Second},
-		{name: "429 Retry-After HTTP-date", fault: &Fault{Kind: RateLimit, RetryAfter: now.Add(30 * time.Second).Format(http.TimeFormat)}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "RESOURCE_EXHAUSTED", wantRetryAfter: 30 * time.Second},
-		{name: "429 retry-after-ms", fault: &Fault{Kind: RateLimit, Header: http.Header{"Retry-After-Ms": {"1500"}}}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "RESOURCE_EXHAUSTED", wantRetryAfter: 1500 * time.Millisecond},
-		{name: "429 RetryInfo", fault: &Fault{Kind: RateLimit, RetryDelay: "9s"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "RESOURCE_EXHAUSTED", wantRetryAfter: 9 * time.Second},
+		{name: "429 Retry-After seconds", fault: &geminifake.Fault{Kind: geminifake.RateLimit, RetryAfter: "3"}, client: statusClient(refuse), wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "RESOURCE_EXHAUSTED", wantRetryAfter: 3 * time.Second},
+		{name: "429 Retry-After HTTP-date", fault: &geminifake.Fault{Kind: geminifake.RateLimit, RetryAfter: now.Add(30 * time.Second).Format(http.TimeFormat)}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "RESOURCE_EXHAUSTED", wantRetryAfter: 30 * time.Second},
+		{name: "429 retry-after-ms", fault: &geminifake.Fault{Kind: geminifake.RateLimit, Header: http.Header{"Retry-After-Ms": {"1500"}}}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "RESOURCE_EXHAUSTED", wantRetryAfter: 1500 * time.Millisecond},
+		{name: "429 RetryInfo", fault: &geminifake.Fault{Kind: geminifake.RateLimit, RetryDelay: "9s"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "RESOURCE_EXHAUSTED", wantRetryAfter: 9 * time.Second},
 		{name: "404 unknown batch", id: "batches/doesnotexist", wantClass: stet.FailureUnsupported, wantStatus: 404, wantCode: codeBatchNotFound},
-		{name: "401", fault: &Fault{Kind: HTTPError, Status: 401}, wantClass: stet.FailureAuth, wantStatus: 401, wantCode: "UNAUTHENTICATED"},
-		{name: "bad key", fault: &Fault{Kind: Unauthorized}, wantClass: stet.FailureAuth, wantStatus: 400, wantCode: "API_KEY_INVALID"},
-		{name: "500", fault: &Fault{Kind: ServerError}, wantClass: stet.FailureTransient, wantStatus: 500, wantCode: "INTERNAL"},
-		{name: "503", fault: &Fault{Kind: ServerError, Status: 503}, client: statusClient(refuse), wantClass: stet.FailureTransient, wantStatus: 503, wantCode: "UNAVAILABLE"},
-		{name: "connection reset", fault: &Fault{Kind: Disconnect}, wantClass: stet.FailureTransient},
-		{name: "redirect followed to a page", fault: &Fault{Kind: Redirect}, wantClass: stet.FailureTransient, wantStatus: 200, wantCode: codeInvalidResponse},
-		{name: "redirect, last response kept", fault: &Fault{Kind: Redirect}, client: statusClient(useLast), wantClass: stet.FailureTransient, wantStatus: 302, wantCode: codeRedirect},
-		{name: "redirect refused", fault: &Fault{Kind: Redirect}, client: statusClient(refuse), wantClass: stet.FailureTransient, wantStatus: 302, wantCode: codeRedirect},
-		{name: "huge body, no cap", fault: &Fault{Kind: HugeBody}, wantStatus: 200},
-		{name: "huge body through the status client", fault: &Fault{Kind: HugeBody}, client: statusClient(refuse), wantClass: stet.FailureTransient, wantStatus: 200},
+		{name: "401", fault: &geminifake.Fault{Kind: geminifake.HTTPError, Status: 401}, wantClass: stet.FailureAuth, wantStatus: 401, wantCode: "UNAUTHENTICATED"},
+		{name: "bad key", fault: &geminifake.Fault{Kind: geminifake.Unauthorized}, wantClass: stet.FailureAuth, wantStatus: 400, wantCode: "API_KEY_INVALID"},
+		{name: "500", fault: &geminifake.Fault{Kind: geminifake.ServerError}, wantClass: stet.FailureTransient, wantStatus: 500, wantCode: "INTERNAL"},
+		{name: "503", fault: &geminifake.Fault{Kind: geminifake.ServerError, Status: 503}, client: statusClient(refuse), wantClass: stet.FailureTransient, wantStatus: 503, wantCode: "UNAVAILABLE"},
+		{name: "connection reset", fault: &geminifake.Fault{Kind: geminifake.Disconnect}, wantClass: stet.FailureTransient},
+		{name: "redirect followed to a page", fault: &geminifake.Fault{Kind: geminifake.Redirect}, wantClass: stet.FailureTransient, wantStatus: 200, wantCode: codeInvalidResponse},
+		{name: "redirect, last response kept", fault: &geminifake.Fault{Kind: geminifake.Redirect}, client: statusClient(useLast), wantClass: stet.FailureTransient, wantStatus: 302, wantCode: codeRedirect},
+		{name: "redirect refused", fault: &geminifake.Fault{Kind: geminifake.Redirect}, client: statusClient(refuse), wantClass: stet.FailureTransient, wantStatus: 302, wantCode: codeRedirect},
+		{name: "huge body, no cap", fault: &geminifake.Fault{Kind: geminifake.HugeBody}, wantStatus: 200},
+		{name: "huge body through the status client", fault: &geminifake.Fault{Kind: geminifake.HugeBody}, client: statusClient(refuse), wantClass: stet.FailureTransient, wantStatus: 200},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			f := newFake(t, FakeOptions{Batch: FakeBatchOptions{PollsToEnd: 5}})
+			f := newFake(t, geminifake.Options{Batch: geminifake.BatchOptions{PollsToEnd: 5}})
 			setup := newBatchClient(t, f, nil)
 			setup.inlineLimit = 1 // a file batch: nothing to leave out of Raw
 			h, err := setup.SubmitBatch(t.Context(), stet.BatchSubmit{BatchID: "bat_status", Items: batchItems("s")})
@@ -879,7 +880,7 @@ func TestBatchStatus(t *testing.T) {
 			if err != nil {
 				t.Fatalf("BatchStatus() = %v", err)
 			}
-			if st.ProviderID != h.ProviderID || st.State != stet.BatchInProgress || st.ProviderState != BatchStateRunning || st.StatusCode != tt.wantStatus || st.Total != 1 {
+			if st.ProviderID != h.ProviderID || st.State != stet.BatchInProgress || st.ProviderState != geminifake.BatchStateRunning || st.StatusCode != tt.wantStatus || st.Total != 1 {
 				t.Errorf("BatchStatus() = %+v, want %s running, status %d, 1 item", st, h.ProviderID, tt.wantStatus)
 			}
 			if st.InputFileID != h.InputFileID || st.InputFileID == "" {
@@ -894,7 +895,7 @@ func TestBatchStatus(t *testing.T) {
 
 	t.Run("malformed id", func(t *testing.T) {
 		t.Parallel()
-		f := newFake(t, FakeOptions{})
+		f := newFake(t, geminifake.Options{})
 		c := newBatchClient(t, f, nil)
 		for _, id := range []string{"", "batches/", "batches/a/b", "batches/../files/x", "operations/x?y"} {
 			_, err := c.BatchStatus(t.Context(), id)
@@ -943,7 +944,7 @@ func (t chainTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 // the answers the API echoes.
 func TestBatchStatusProgress(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, FakeOptions{Batch: FakeBatchOptions{PollsToEnd: 3}, Respond: func(FakeRequest) string {
+	f := newFake(t, geminifake.Options{Batch: geminifake.BatchOptions{PollsToEnd: 3}, Respond: func(geminifake.Request) string {
 		return `{"category":"ok","flags":["OUTPUT-MARKER"],"confidence":1}`
 	}})
 	c := newBatchClient(t, f, nil)
@@ -958,10 +959,10 @@ func TestBatchStatusProgress(t *testing.T) {
 		state stet.BatchState
 		word  string
 	}{
-		{stet.BatchInProgress, BatchStateRunning},
-		{stet.BatchInProgress, BatchStateRunning},
-		{stet.BatchCompleted, BatchStateSucceeded},
-		{stet.BatchCompleted, BatchStateSucceeded},
+		{stet.BatchInProgress, geminifake.BatchStateRunning},
+		{stet.BatchInProgress, geminifake.BatchStateRunning},
+		{stet.BatchCompleted, geminifake.BatchStateSucceeded},
+		{stet.BatchCompleted, geminifake.BatchStateSucceeded},
 	}
 	for i, w := range want {
 		st, err := c.BatchStatus(t.Context(), h.ProviderID)
@@ -995,15 +996,15 @@ func TestBatchResultsTwice(t *testing.T) {
 	for _, mode := range []string{"inline", "file"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
-			f := newFake(t, FakeOptions{})
+			f := newFake(t, geminifake.Options{})
 			c := newBatchClient(t, f, nil)
 			if mode == "file" {
 				c.inlineLimit = 1
 			}
-			f.ScriptBatchItem("job_invalid", Fault{Kind: TruncatedJSON})
-			f.ScriptBatchItem("job_refusal", Fault{Kind: Finish})
-			f.ScriptBatchItem("job_expired", Fault{Kind: BatchItemExpired})
-			f.ScriptBatchItem("job_errored", Fault{Kind: ServerError, Status: 503})
+			f.ScriptBatchItem("job_invalid", geminifake.Fault{Kind: geminifake.TruncatedJSON})
+			f.ScriptBatchItem("job_refusal", geminifake.Fault{Kind: geminifake.Finish})
+			f.ScriptBatchItem("job_expired", geminifake.Fault{Kind: geminifake.BatchItemExpired})
+			f.ScriptBatchItem("job_errored", geminifake.Fault{Kind: geminifake.ServerError, Status: 503})
 			st, first := runToResults(t, c, "bat_twice_"+mode, batchItems("ok", "invalid", "refusal", "expired", "errored"))
 			if (mode == "file") != (st.OutputFileID != "") {
 				t.Errorf("OutputFileID = %q in %s mode", st.OutputFileID, mode)
@@ -1031,8 +1032,8 @@ func TestBatchResultsTwice(t *testing.T) {
 			if after.CreateCalls != 1 || after.Created != 1 || after.Uploads != before.Uploads || after.Cancels+after.Deletes != 0 {
 				t.Errorf("fetching had side effects: %+v → %+v", before, after)
 			}
-			if s := f.Batches()[0].State; s != BatchStateSucceeded {
-				t.Errorf("batch state after fetches = %s, want %s", s, BatchStateSucceeded)
+			if s := f.Batches()[0].State; s != geminifake.BatchStateSucceeded {
+				t.Errorf("batch state after fetches = %s, want %s", s, geminifake.BatchStateSucceeded)
 			}
 			classes := map[string]stet.FailureClass{}
 			for _, r := range second {
@@ -1072,11 +1073,11 @@ func TestBatchEnds(t *testing.T) {
 	t.Parallel()
 	t.Run("failed", func(t *testing.T) {
 		t.Parallel()
-		f := newFake(t, FakeOptions{})
-		f.ScriptBatchEnd("bat_fail", BatchStateFailed)
+		f := newFake(t, geminifake.Options{})
+		f.ScriptBatchEnd("bat_fail", geminifake.BatchStateFailed)
 		c := newBatchClient(t, f, nil)
 		st, results := runToResults(t, c, "bat_fail", batchItems("a", "b"))
-		if st.State != stet.BatchFailed || st.ProviderState != BatchStateFailed {
+		if st.State != stet.BatchFailed || st.ProviderState != geminifake.BatchStateFailed {
 			t.Errorf("state = %s (%s), want failed", st.State, st.ProviderState)
 		}
 		if len(results) != 0 {
@@ -1085,9 +1086,9 @@ func TestBatchEnds(t *testing.T) {
 	})
 	t.Run("expired with partial results", func(t *testing.T) {
 		t.Parallel()
-		f := newFake(t, FakeOptions{})
-		f.ScriptBatchEnd("bat_exp", BatchStateExpired)
-		f.ScriptBatchItem("job_done", Fault{Kind: BatchItemOK})
+		f := newFake(t, geminifake.Options{})
+		f.ScriptBatchEnd("bat_exp", geminifake.BatchStateExpired)
+		f.ScriptBatchItem("job_done", geminifake.Fault{Kind: geminifake.BatchItemOK})
 		c := newBatchClient(t, f, nil)
 		st, results := runToResults(t, c, "bat_exp", batchItems("done", "late"))
 		if st.State != stet.BatchExpired {
@@ -1100,7 +1101,7 @@ func TestBatchEnds(t *testing.T) {
 	})
 	t.Run("cancelled", func(t *testing.T) {
 		t.Parallel()
-		f := newFake(t, FakeOptions{Batch: FakeBatchOptions{PollsToEnd: 10}})
+		f := newFake(t, geminifake.Options{Batch: geminifake.BatchOptions{PollsToEnd: 10}})
 		c := newBatchClient(t, f, nil)
 		h, err := c.SubmitBatch(t.Context(), stet.BatchSubmit{BatchID: "bat_cancel", Items: batchItems("a")})
 		if err != nil {
@@ -1120,7 +1121,7 @@ func TestBatchEnds(t *testing.T) {
 	})
 	t.Run("not ended", func(t *testing.T) {
 		t.Parallel()
-		f := newFake(t, FakeOptions{Batch: FakeBatchOptions{PollsToEnd: 10}})
+		f := newFake(t, geminifake.Options{Batch: geminifake.BatchOptions{PollsToEnd: 10}})
 		c := newBatchClient(t, f, nil)
 		h, err := c.SubmitBatch(t.Context(), stet.BatchSubmit{BatchID: "bat_early", Items: batchItems("a")})
 		if err != nil {
@@ -1174,7 +1175,7 @@ func TestResultsParsing(t *testing.T) {
 // BatchResults send no body and nothing of the document.
 func TestBatchReadsSendNoText(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, FakeOptions{})
+	f := newFake(t, geminifake.Options{})
 	rec := &wireRecorder{}
 	c := newBatchClient(t, f, func(cfg *Config) { cfg.HTTPClient = &http.Client{Transport: rec} })
 	h, err := c.SubmitBatch(t.Context(), stet.BatchSubmit{BatchID: "bat_reads", Items: withCanary(batchItems("a"))})
@@ -1205,8 +1206,8 @@ func TestBatchReadsSendNoText(t *testing.T) {
 // BatchStatus and BatchResults read it.
 func TestSDKCannotDecodeItemErrors(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, FakeOptions{})
-	f.ScriptBatchItem("job_limited", Fault{Kind: RateLimit, RetryDelay: "7s"})
+	f := newFake(t, geminifake.Options{})
+	f.ScriptBatchItem("job_limited", geminifake.Fault{Kind: geminifake.RateLimit, RetryDelay: "7s"})
 	c := newBatchClient(t, f, nil)
 	st, results := runToResults(t, c, "bat_details", batchItems("limited", "fine"))
 	if _, err := c.batches.Get(t.Context(), st.ProviderID, nil); err == nil {
@@ -1220,7 +1221,7 @@ func TestSDKCannotDecodeItemErrors(t *testing.T) {
 // TestFakeSpeaksSDK checks that the SDK itself reads the fake's answers.
 func TestFakeSpeaksSDK(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, FakeOptions{})
+	f := newFake(t, geminifake.Options{})
 	c := newBatchClient(t, f, nil)
 	ctx := t.Context()
 	inline, err := c.SubmitBatch(ctx, stet.BatchSubmit{BatchID: "bat_sdk_inline", Items: batchItems("a", "b")})
@@ -1279,45 +1280,9 @@ func TestFakeSpeaksSDK(t *testing.T) {
 	}
 }
 
-func TestFakeBatchValidates(t *testing.T) {
-	t.Parallel()
-	f := newFake(t, FakeOptions{})
-	const create = "/v1beta/models/gemini-2.5-flash:batchGenerateContent"
-	request := `{"request":` + validBody + `,"metadata":{"key":"job_1"}}`
-	tests := []struct {
-		name       string
-		key        string
-		body       string
-		wantStatus int
-		wantRPC    any
-	}{
-		{"valid", testKey, `{"batch":{"displayName":"b","inputConfig":{"requests":{"requests":[` + request + `]}}}}`, 200, nil},
-		{"no key", "", `{"batch":{"displayName":"b","inputConfig":{"requests":{"requests":[` + request + `]}}}}`, 403, "PERMISSION_DENIED"},
-		{"wrong key", "AIza-wrong", `{"batch":{"displayName":"b","inputConfig":{"requests":{"requests":[` + request + `]}}}}`, 400, "INVALID_ARGUMENT"},
-		{"no display name", testKey, `{"batch":{"inputConfig":{"requests":{"requests":[` + request + `]}}}}`, 400, "INVALID_ARGUMENT"},
-		{"no input", testKey, `{"batch":{"displayName":"b"}}`, 400, "INVALID_ARGUMENT"},
-		{"empty requests", testKey, `{"batch":{"displayName":"b","inputConfig":{"requests":{"requests":[]}}}}`, 400, "INVALID_ARGUMENT"},
-		{"invalid request", testKey, `{"batch":{"displayName":"b","inputConfig":{"requests":{"requests":[{"request":{"contents":[]}}]}}}}`, 400, "INVALID_ARGUMENT"},
-		{"unknown file", testKey, `{"batch":{"displayName":"b","inputConfig":{"fileName":"files/nope"}}}`, 404, "NOT_FOUND"},
-		{"not JSON", testKey, `{"batch":`, 400, "INVALID_ARGUMENT"},
-	}
-	for _, tt := range tests {
-		status, _, body := post(t, f.URL()+create, tt.key, tt.body)
-		if status != tt.wantStatus || (tt.wantRPC != nil && errorField(body, "status") != tt.wantRPC) {
-			t.Errorf("%s: POST = %d %v, want %d %v", tt.name, status, errorField(body, "status"), tt.wantStatus, tt.wantRPC)
-		}
-	}
-	if n := f.BatchCounts(); n.CreateCalls != len(tests) || n.Created != 1 {
-		t.Errorf("counts = %+v, want %d creating calls, 1 created", n, len(tests))
-	}
-	if n := f.Calls(); n != 0 {
-		t.Errorf("Calls() = %d, want 0: batch routes are counted apart", n)
-	}
-}
-
 func TestBatchInfo(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, FakeOptions{})
+	f := newFake(t, geminifake.Options{})
 	c := newBatchClient(t, f, nil)
 	if got := c.BatchInfo(); got.IdempotentSubmit || got.ResultsRetention != 48*time.Hour || got.MaxItems != 0 {
 		t.Errorf("BatchInfo() = %+v, want not idempotent, 48h retention, no item limit", got)

@@ -12,8 +12,8 @@
 // provider's error message, the prompt or the model's output into an error
 // string or a log: any of them may quote the document.
 //
-// fake.go holds Fake, a wire-faithful generateContent server with scriptable
-// faults, used by tests, drills and benchmarks.
+// Its wire-faithful fake server, used by tests, drills and benchmarks, is
+// package geminifake.
 package gemini
 
 import (

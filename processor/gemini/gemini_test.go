@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/processor/gemini/geminifake"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata")
@@ -30,7 +31,7 @@ const (
 )
 
 // newTestClient returns a Client talking to f with the test key.
-func newTestClient(t *testing.T, f *Fake, timeout time.Duration) *Client {
+func newTestClient(t *testing.T, f *geminifake.Server, timeout time.Duration) *Client {
 	t.Helper()
 	c, err := New(Config{
 		ID:        "gemini-test",
@@ -58,12 +59,12 @@ func testParams(prompt string) stet.ExtractParams {
 	}
 }
 
-func newFake(t *testing.T, opts FakeOptions) *Fake {
+func newFake(t *testing.T, opts geminifake.Options) *geminifake.Server {
 	t.Helper()
 	if opts.APIKey == "" {
 		opts.APIKey = testKey
 	}
-	f := NewFake(opts)
+	f := geminifake.New(opts)
 	t.Cleanup(f.Close)
 	return f
 }
@@ -123,13 +124,13 @@ func TestRequestGolden(t *testing.T) {
 			t.Parallel()
 			var (
 				mu  sync.Mutex
-				got FakeRequest
+				got geminifake.Request
 			)
-			f := newFake(t, FakeOptions{Respond: func(req FakeRequest) string {
+			f := newFake(t, geminifake.Options{Respond: func(req geminifake.Request) string {
 				mu.Lock()
 				defer mu.Unlock()
 				got = req
-				return MinimalInstance(req.Schema)
+				return geminifake.MinimalInstance(req.Schema)
 			}})
 			rt := &recordingTransport{}
 			cfg := Config{ID: "gemini-test", BaseURL: f.URL(), APIKey: testKey, Model: testModel, HTTPClient: &http.Client{Transport: rt}}
@@ -194,18 +195,18 @@ func TestRequestGolden(t *testing.T) {
 // own: one Extract is one call, whatever the answer.
 func TestNoRetries(t *testing.T) {
 	t.Parallel()
-	for _, ft := range []Fault{
-		{Kind: ServerError},
-		{Kind: ServerError, Status: http.StatusServiceUnavailable},
-		{Kind: ServerError, Status: http.StatusGatewayTimeout},
-		{Kind: RateLimit, RetryDelay: "0.001s"},
-		{Kind: HTTPError, Status: http.StatusRequestTimeout},
-		{Kind: Disconnect},
-		{Kind: Finish, FinishReason: "CONTINUATION"},
+	for _, ft := range []geminifake.Fault{
+		{Kind: geminifake.ServerError},
+		{Kind: geminifake.ServerError, Status: http.StatusServiceUnavailable},
+		{Kind: geminifake.ServerError, Status: http.StatusGatewayTimeout},
+		{Kind: geminifake.RateLimit, RetryDelay: "0.001s"},
+		{Kind: geminifake.HTTPError, Status: http.StatusRequestTimeout},
+		{Kind: geminifake.Disconnect},
+		{Kind: geminifake.Finish, FinishReason: "CONTINUATION"},
 	} {
 		t.Run(fmt.Sprintf("%s_%d%s", ft.Kind, ft.Status, ft.FinishReason), func(t *testing.T) {
 			t.Parallel()
-			f := newFake(t, FakeOptions{})
+			f := newFake(t, geminifake.Options{})
 			f.Enqueue(ft, ft, ft)
 			c := newTestClient(t, f, 0)
 			_, err := c.Extract(t.Context(), testParams("hello"))
@@ -226,63 +227,63 @@ func TestClassification(t *testing.T) {
 	const exhausted = "RESOURCE_EXHAUSTED"
 	tests := []struct {
 		name           string
-		fault          Fault
+		fault          geminifake.Fault
 		timeout        time.Duration
 		wantClass      stet.FailureClass
 		wantStatus     int
 		wantCode       string
 		wantRetryAfter time.Duration
 	}{
-		{name: "429 RetryInfo", fault: Fault{Kind: RateLimit, RetryDelay: "7s"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: exhausted, wantRetryAfter: 7 * time.Second},
-		{name: "429 fractional RetryInfo", fault: Fault{Kind: RateLimit, RetryDelay: "25.465784708s"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: exhausted, wantRetryAfter: 25465784708 * time.Nanosecond},
-		{name: "429 Retry-After seconds", fault: Fault{Kind: RateLimit, RetryAfter: "3"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: exhausted, wantRetryAfter: 3 * time.Second},
-		{name: "429 Retry-After HTTP-date", fault: Fault{Kind: RateLimit, RetryAfter: now.Add(30 * time.Second).Format(http.TimeFormat)}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: exhausted, wantRetryAfter: 30 * time.Second},
-		{name: "429 Retry-After date in the past", fault: Fault{Kind: RateLimit, RetryAfter: now.Add(-time.Minute).Format(http.TimeFormat)}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: exhausted},
-		{name: "429 retry-after-ms", fault: Fault{Kind: RateLimit, Header: http.Header{"Retry-After-Ms": {"1500"}}}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: exhausted, wantRetryAfter: 1500 * time.Millisecond},
-		{name: "429 longest wait wins", fault: Fault{Kind: RateLimit, RetryDelay: "7s", RetryAfter: "3"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: exhausted, wantRetryAfter: 7 * time.Second},
-		{name: "429 without details", fault: Fault{Kind: HTTPError, Status: 429, Message: "Resource has been exhausted (e.g. check quota)."}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: exhausted},
-		{name: "429 per-minute tokens", fault: Fault{Kind: RateLimit, QuotaID: "GenerateContentInputTokensPerModelPerMinute-FreeTier", QuotaValue: "250000", RetryDelay: "26s"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: exhausted, wantRetryAfter: 26 * time.Second},
-		{name: "429 per-day quota", fault: Fault{Kind: Quota, RetryDelay: "43s"}, wantClass: stet.FailureQuota, wantStatus: 429, wantCode: exhausted, wantRetryAfter: 43 * time.Second},
-		{name: "429 limit 0", fault: Fault{Kind: RateLimit, QuotaID: "GenerateRequestsPerMinutePerProjectPerModel-FreeTier", QuotaValue: "0"}, wantClass: stet.FailureQuota, wantStatus: 429, wantCode: exhausted},
-		{name: "403 billing disabled", fault: Fault{Kind: HTTPError, Status: 403, Reason: "BILLING_DISABLED"}, wantClass: stet.FailureQuota, wantStatus: 403, wantCode: "BILLING_DISABLED"},
-		{name: "400 API_KEY_INVALID", fault: Fault{Kind: Unauthorized}, wantClass: stet.FailureAuth, wantStatus: 400, wantCode: "API_KEY_INVALID"},
-		{name: "403 PERMISSION_DENIED", fault: Fault{Kind: PermissionDenied}, wantClass: stet.FailureAuth, wantStatus: 403, wantCode: "PERMISSION_DENIED"},
-		{name: "403 SERVICE_DISABLED", fault: Fault{Kind: HTTPError, Status: 403, Reason: "SERVICE_DISABLED"}, wantClass: stet.FailureAuth, wantStatus: 403, wantCode: "SERVICE_DISABLED"},
-		{name: "401 UNAUTHENTICATED", fault: Fault{Kind: HTTPError, Status: 401}, wantClass: stet.FailureAuth, wantStatus: 401, wantCode: "UNAUTHENTICATED"},
-		{name: "400 FAILED_PRECONDITION region", fault: Fault{Kind: RegionUnsupported}, wantClass: stet.FailureUnsupported, wantStatus: 400, wantCode: "FAILED_PRECONDITION"},
-		{name: "400 INVALID_ARGUMENT", fault: Fault{Kind: HTTPError, Status: 400}, wantClass: stet.FailureUnsupported, wantStatus: 400, wantCode: "INVALID_ARGUMENT"},
-		{name: "404 NOT_FOUND model", fault: Fault{Kind: HTTPError, Status: 404}, wantClass: stet.FailureUnsupported, wantStatus: 404, wantCode: "NOT_FOUND"},
-		{name: "413 too large", fault: Fault{Kind: HTTPError, Status: 413}, wantClass: stet.FailureUnsupported, wantStatus: 413, wantCode: "INVALID_ARGUMENT"},
-		{name: "408 request timeout", fault: Fault{Kind: HTTPError, Status: 408}, wantClass: stet.FailureTransient, wantStatus: 408},
-		{name: "409 ABORTED", fault: Fault{Kind: HTTPError, Status: 409}, wantClass: stet.FailureTransient, wantStatus: 409, wantCode: "ABORTED"},
-		{name: "500 INTERNAL", fault: Fault{Kind: ServerError}, wantClass: stet.FailureTransient, wantStatus: 500, wantCode: "INTERNAL"},
-		{name: "503 UNAVAILABLE", fault: Fault{Kind: ServerError, Status: 503}, wantClass: stet.FailureTransient, wantStatus: 503, wantCode: "UNAVAILABLE"},
-		{name: "504 DEADLINE_EXCEEDED", fault: Fault{Kind: ServerError, Status: 504}, wantClass: stet.FailureTransient, wantStatus: 504, wantCode: "DEADLINE_EXCEEDED"},
-		{name: "503 with Retry-After", fault: Fault{Kind: ServerError, Status: 503, RetryAfter: "2"}, wantClass: stet.FailureTransient, wantStatus: 503, wantCode: "UNAVAILABLE", wantRetryAfter: 2 * time.Second},
-		{name: "connection dropped", fault: Fault{Kind: Disconnect}, wantClass: stet.FailureTransient},
-		{name: "timeout before headers", fault: Fault{Kind: Delay, Delay: time.Minute}, timeout: 100 * time.Millisecond, wantClass: stet.FailureTransient},
-		{name: "timeout after answer", fault: Fault{Kind: TimeoutAfterAnswer}, timeout: 200 * time.Millisecond, wantClass: stet.FailureTransient, wantStatus: 200},
-		{name: "truncated JSON", fault: Fault{Kind: TruncatedJSON}, wantClass: stet.FailureInvalidOutput, wantStatus: 200},
-		{name: "MAX_TOKENS", fault: Fault{Kind: MaxTokens}, wantClass: stet.FailureInvalidOutput, wantStatus: 200, wantCode: "MAX_TOKENS"},
-		{name: "CONTINUATION", fault: Fault{Kind: Finish, FinishReason: "CONTINUATION"}, wantClass: stet.FailureInvalidOutput, wantStatus: 200, wantCode: "CONTINUATION"},
-		{name: "SAFETY", fault: Fault{Kind: Finish}, wantClass: stet.FailureRefusal, wantStatus: 200, wantCode: "SAFETY"},
-		{name: "PROHIBITED_CONTENT", fault: Fault{Kind: Finish, FinishReason: "PROHIBITED_CONTENT"}, wantClass: stet.FailureRefusal, wantStatus: 200, wantCode: "PROHIBITED_CONTENT"},
-		{name: "BLOCKLIST", fault: Fault{Kind: Finish, FinishReason: "BLOCKLIST"}, wantClass: stet.FailureRefusal, wantStatus: 200, wantCode: "BLOCKLIST"},
-		{name: "SPII", fault: Fault{Kind: Finish, FinishReason: "SPII"}, wantClass: stet.FailureRefusal, wantStatus: 200, wantCode: "SPII"},
-		{name: "RECITATION", fault: Fault{Kind: Finish, FinishReason: "RECITATION"}, wantClass: stet.FailureInvalidOutput, wantStatus: 200, wantCode: "RECITATION"},
-		{name: "OTHER", fault: Fault{Kind: Finish, FinishReason: "OTHER"}, wantClass: stet.FailureInvalidOutput, wantStatus: 200, wantCode: "OTHER"},
-		{name: "LANGUAGE", fault: Fault{Kind: Finish, FinishReason: "LANGUAGE"}, wantClass: stet.FailureUnsupported, wantStatus: 200, wantCode: "LANGUAGE"},
-		{name: "unknown finish reason", fault: Fault{Kind: Finish, FinishReason: "SOMETHING_NEW"}, wantClass: stet.FailureInvalidOutput, wantStatus: 200, wantCode: "SOMETHING_NEW"},
-		{name: "prompt blocked SAFETY", fault: Fault{Kind: PromptBlocked}, wantClass: stet.FailureRefusal, wantStatus: 200, wantCode: "prompt.SAFETY"},
-		{name: "prompt blocked PROHIBITED_CONTENT", fault: Fault{Kind: PromptBlocked, BlockReason: "PROHIBITED_CONTENT"}, wantClass: stet.FailureRefusal, wantStatus: 200, wantCode: "prompt.PROHIBITED_CONTENT"},
+		{name: "429 RetryInfo", fault: geminifake.Fault{Kind: geminifake.RateLimit, RetryDelay: "7s"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: exhausted, wantRetryAfter: 7 * time.Second},
+		{name: "429 fractional RetryInfo", fault: geminifake.Fault{Kind: geminifake.RateLimit, RetryDelay: "25.465784708s"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: exhausted, wantRetryAfter: 25465784708 * time.Nanosecond},
+		{name: "429 Retry-After seconds", fault: geminifake.Fault{Kind: geminifake.RateLimit, RetryAfter: "3"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: exhausted, wantRetryAfter: 3 * time.Second},
+		{name: "429 Retry-After HTTP-date", fault: geminifake.Fault{Kind: geminifake.RateLimit, RetryAfter: now.Add(30 * time.Second).Format(http.TimeFormat)}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: exhausted, wantRetryAfter: 30 * time.Second},
+		{name: "429 Retry-After date in the past", fault: geminifake.Fault{Kind: geminifake.RateLimit, RetryAfter: now.Add(-time.Minute).Format(http.TimeFormat)}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: exhausted},
+		{name: "429 retry-after-ms", fault: geminifake.Fault{Kind: geminifake.RateLimit, Header: http.Header{"Retry-After-Ms": {"1500"}}}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: exhausted, wantRetryAfter: 1500 * time.Millisecond},
+		{name: "429 longest wait wins", fault: geminifake.Fault{Kind: geminifake.RateLimit, RetryDelay: "7s", RetryAfter: "3"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: exhausted, wantRetryAfter: 7 * time.Second},
+		{name: "429 without details", fault: geminifake.Fault{Kind: geminifake.HTTPError, Status: 429, Message: "Resource has been exhausted (e.g. check quota)."}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: exhausted},
+		{name: "429 per-minute tokens", fault: geminifake.Fault{Kind: geminifake.RateLimit, QuotaID: "GenerateContentInputTokensPerModelPerMinute-FreeTier", QuotaValue: "250000", RetryDelay: "26s"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: exhausted, wantRetryAfter: 26 * time.Second},
+		{name: "429 per-day quota", fault: geminifake.Fault{Kind: geminifake.Quota, RetryDelay: "43s"}, wantClass: stet.FailureQuota, wantStatus: 429, wantCode: exhausted, wantRetryAfter: 43 * time.Second},
+		{name: "429 limit 0", fault: geminifake.Fault{Kind: geminifake.RateLimit, QuotaID: "GenerateRequestsPerMinutePerProjectPerModel-FreeTier", QuotaValue: "0"}, wantClass: stet.FailureQuota, wantStatus: 429, wantCode: exhausted},
+		{name: "403 billing disabled", fault: geminifake.Fault{Kind: geminifake.HTTPError, Status: 403, Reason: "BILLING_DISABLED"}, wantClass: stet.FailureQuota, wantStatus: 403, wantCode: "BILLING_DISABLED"},
+		{name: "400 API_KEY_INVALID", fault: geminifake.Fault{Kind: geminifake.Unauthorized}, wantClass: stet.FailureAuth, wantStatus: 400, wantCode: "API_KEY_INVALID"},
+		{name: "403 PERMISSION_DENIED", fault: geminifake.Fault{Kind: geminifake.PermissionDenied}, wantClass: stet.FailureAuth, wantStatus: 403, wantCode: "PERMISSION_DENIED"},
+		{name: "403 SERVICE_DISABLED", fault: geminifake.Fault{Kind: geminifake.HTTPError, Status: 403, Reason: "SERVICE_DISABLED"}, wantClass: stet.FailureAuth, wantStatus: 403, wantCode: "SERVICE_DISABLED"},
+		{name: "401 UNAUTHENTICATED", fault: geminifake.Fault{Kind: geminifake.HTTPError, Status: 401}, wantClass: stet.FailureAuth, wantStatus: 401, wantCode: "UNAUTHENTICATED"},
+		{name: "400 FAILED_PRECONDITION region", fault: geminifake.Fault{Kind: geminifake.RegionUnsupported}, wantClass: stet.FailureUnsupported, wantStatus: 400, wantCode: "FAILED_PRECONDITION"},
+		{name: "400 INVALID_ARGUMENT", fault: geminifake.Fault{Kind: geminifake.HTTPError, Status: 400}, wantClass: stet.FailureUnsupported, wantStatus: 400, wantCode: "INVALID_ARGUMENT"},
+		{name: "404 NOT_FOUND model", fault: geminifake.Fault{Kind: geminifake.HTTPError, Status: 404}, wantClass: stet.FailureUnsupported, wantStatus: 404, wantCode: "NOT_FOUND"},
+		{name: "413 too large", fault: geminifake.Fault{Kind: geminifake.HTTPError, Status: 413}, wantClass: stet.FailureUnsupported, wantStatus: 413, wantCode: "INVALID_ARGUMENT"},
+		{name: "408 request timeout", fault: geminifake.Fault{Kind: geminifake.HTTPError, Status: 408}, wantClass: stet.FailureTransient, wantStatus: 408},
+		{name: "409 ABORTED", fault: geminifake.Fault{Kind: geminifake.HTTPError, Status: 409}, wantClass: stet.FailureTransient, wantStatus: 409, wantCode: "ABORTED"},
+		{name: "500 INTERNAL", fault: geminifake.Fault{Kind: geminifake.ServerError}, wantClass: stet.FailureTransient, wantStatus: 500, wantCode: "INTERNAL"},
+		{name: "503 UNAVAILABLE", fault: geminifake.Fault{Kind: geminifake.ServerError, Status: 503}, wantClass: stet.FailureTransient, wantStatus: 503, wantCode: "UNAVAILABLE"},
+		{name: "504 DEADLINE_EXCEEDED", fault: geminifake.Fault{Kind: geminifake.ServerError, Status: 504}, wantClass: stet.FailureTransient, wantStatus: 504, wantCode: "DEADLINE_EXCEEDED"},
+		{name: "503 with Retry-After", fault: geminifake.Fault{Kind: geminifake.ServerError, Status: 503, RetryAfter: "2"}, wantClass: stet.FailureTransient, wantStatus: 503, wantCode: "UNAVAILABLE", wantRetryAfter: 2 * time.Second},
+		{name: "connection dropped", fault: geminifake.Fault{Kind: geminifake.Disconnect}, wantClass: stet.FailureTransient},
+		{name: "timeout before headers", fault: geminifake.Fault{Kind: geminifake.Delay, Delay: time.Minute}, timeout: 100 * time.Millisecond, wantClass: stet.FailureTransient},
+		{name: "timeout after answer", fault: geminifake.Fault{Kind: geminifake.TimeoutAfterAnswer}, timeout: 200 * time.Millisecond, wantClass: stet.FailureTransient, wantStatus: 200},
+		{name: "truncated JSON", fault: geminifake.Fault{Kind: geminifake.TruncatedJSON}, wantClass: stet.FailureInvalidOutput, wantStatus: 200},
+		{name: "MAX_TOKENS", fault: geminifake.Fault{Kind: geminifake.MaxTokens}, wantClass: stet.FailureInvalidOutput, wantStatus: 200, wantCode: "MAX_TOKENS"},
+		{name: "CONTINUATION", fault: geminifake.Fault{Kind: geminifake.Finish, FinishReason: "CONTINUATION"}, wantClass: stet.FailureInvalidOutput, wantStatus: 200, wantCode: "CONTINUATION"},
+		{name: "SAFETY", fault: geminifake.Fault{Kind: geminifake.Finish}, wantClass: stet.FailureRefusal, wantStatus: 200, wantCode: "SAFETY"},
+		{name: "PROHIBITED_CONTENT", fault: geminifake.Fault{Kind: geminifake.Finish, FinishReason: "PROHIBITED_CONTENT"}, wantClass: stet.FailureRefusal, wantStatus: 200, wantCode: "PROHIBITED_CONTENT"},
+		{name: "BLOCKLIST", fault: geminifake.Fault{Kind: geminifake.Finish, FinishReason: "BLOCKLIST"}, wantClass: stet.FailureRefusal, wantStatus: 200, wantCode: "BLOCKLIST"},
+		{name: "SPII", fault: geminifake.Fault{Kind: geminifake.Finish, FinishReason: "SPII"}, wantClass: stet.FailureRefusal, wantStatus: 200, wantCode: "SPII"},
+		{name: "RECITATION", fault: geminifake.Fault{Kind: geminifake.Finish, FinishReason: "RECITATION"}, wantClass: stet.FailureInvalidOutput, wantStatus: 200, wantCode: "RECITATION"},
+		{name: "OTHER", fault: geminifake.Fault{Kind: geminifake.Finish, FinishReason: "OTHER"}, wantClass: stet.FailureInvalidOutput, wantStatus: 200, wantCode: "OTHER"},
+		{name: "LANGUAGE", fault: geminifake.Fault{Kind: geminifake.Finish, FinishReason: "LANGUAGE"}, wantClass: stet.FailureUnsupported, wantStatus: 200, wantCode: "LANGUAGE"},
+		{name: "unknown finish reason", fault: geminifake.Fault{Kind: geminifake.Finish, FinishReason: "SOMETHING_NEW"}, wantClass: stet.FailureInvalidOutput, wantStatus: 200, wantCode: "SOMETHING_NEW"},
+		{name: "prompt blocked SAFETY", fault: geminifake.Fault{Kind: geminifake.PromptBlocked}, wantClass: stet.FailureRefusal, wantStatus: 200, wantCode: "prompt.SAFETY"},
+		{name: "prompt blocked PROHIBITED_CONTENT", fault: geminifake.Fault{Kind: geminifake.PromptBlocked, BlockReason: "PROHIBITED_CONTENT"}, wantClass: stet.FailureRefusal, wantStatus: 200, wantCode: "prompt.PROHIBITED_CONTENT"},
 		// Schema validation is the pipeline's job: valid JSON passes here.
-		{name: "schema-invalid JSON", fault: Fault{Kind: SchemaInvalid}, wantClass: stet.FailureNone, wantStatus: 200},
-		{name: "delay then answer", fault: Fault{Kind: Delay, Delay: 10 * time.Millisecond}, wantClass: stet.FailureNone, wantStatus: 200},
+		{name: "schema-invalid JSON", fault: geminifake.Fault{Kind: geminifake.SchemaInvalid}, wantClass: stet.FailureNone, wantStatus: 200},
+		{name: "delay then answer", fault: geminifake.Fault{Kind: geminifake.Delay, Delay: 10 * time.Millisecond}, wantClass: stet.FailureNone, wantStatus: 200},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			f := newFake(t, FakeOptions{})
+			f := newFake(t, geminifake.Options{})
 			f.Enqueue(tt.fault)
 			timeout := tt.timeout
 			if timeout == 0 {
@@ -322,10 +323,10 @@ func TestClassification(t *testing.T) {
 			}
 			// 200 answers that were read carry the body's responseId; error
 			// answers carry none, as the API sends no request ID header.
-			if readBody := tt.wantStatus == 200 && tt.fault.Kind != TimeoutAfterAnswer; readBody != (pe.RequestID != "") {
+			if readBody := tt.wantStatus == 200 && tt.fault.Kind != geminifake.TimeoutAfterAnswer; readBody != (pe.RequestID != "") {
 				t.Errorf("Extract() with %s: RequestID = %q, want it set only from a read 200 body", tt.name, pe.RequestID)
 			}
-			if tt.wantClass == stet.FailureInvalidOutput && tt.fault.Kind != Finish {
+			if tt.wantClass == stet.FailureInvalidOutput && tt.fault.Kind != geminifake.Finish {
 				if len(pe.Output) == 0 || json.Valid(pe.Output) {
 					t.Errorf("Extract() with %s: Output = %q, want the cut text", tt.name, pe.Output)
 				}
@@ -492,7 +493,7 @@ func TestConnectionRefused(t *testing.T) {
 func TestExtractSuccess(t *testing.T) {
 	t.Parallel()
 	const version = "gemini-2.5-flash-preview-09-2025"
-	f := newFake(t, FakeOptions{ModelVersion: version, ThoughtsTokens: 37})
+	f := newFake(t, geminifake.Options{ModelVersion: version, ThoughtsTokens: 37})
 	rt := &recordingTransport{}
 	c, err := New(Config{ID: "gemini-us", BaseURL: f.URL(), APIKey: testKey, Model: testModel, HTTPClient: &http.Client{Transport: rt}})
 	if err != nil {
@@ -535,7 +536,7 @@ func TestExtractSuccess(t *testing.T) {
 	if !bytes.Equal(got.Raw, rt.body) {
 		t.Errorf("Raw = %q, want the response body %q", got.Raw, rt.body)
 	}
-	if want := MinimalInstance(json.RawMessage(testSchema)); string(got.Output) != want {
+	if want := geminifake.MinimalInstance(json.RawMessage(testSchema)); string(got.Output) != want {
 		t.Errorf("Output = %s, want %s", got.Output, want)
 	}
 	if got.Latency <= 0 {
@@ -548,7 +549,7 @@ func TestExtractSuccess(t *testing.T) {
 func TestModelPath(t *testing.T) {
 	t.Parallel()
 	for _, model := range []string{testModel, "models/" + testModel} {
-		f := newFake(t, FakeOptions{})
+		f := newFake(t, geminifake.Options{})
 		rt := &recordingTransport{}
 		c, err := New(Config{ID: "g", BaseURL: f.URL() + "/", APIKey: testKey, Model: model, HTTPClient: &http.Client{Transport: rt}})
 		if err != nil {
@@ -607,7 +608,7 @@ func TestEnvironmentIgnored(t *testing.T) {
 	} {
 		t.Setenv(k, v)
 	}
-	f := newFake(t, FakeOptions{})
+	f := newFake(t, geminifake.Options{})
 	c := newTestClient(t, f, 0)
 	if _, err := c.Extract(t.Context(), testParams("hello")); err != nil {
 		t.Fatalf("Extract() with SDK variables set = %v, want success against the configured fake", err)
@@ -620,32 +621,32 @@ func TestEnvironmentIgnored(t *testing.T) {
 func TestCanaryNeverInErrors(t *testing.T) {
 	t.Parallel()
 	const marker = "CANARY Jane Roe 555-0100"
-	faults := []Fault{
-		{Kind: RateLimit, Message: marker, RetryDelay: "1s"},
-		{Kind: Quota, Message: marker},
-		{Kind: Unauthorized, Message: marker},
-		{Kind: PermissionDenied, Message: marker},
-		{Kind: ServerError, Message: marker},
-		{Kind: HTTPError, Status: 400, Message: marker, Code: marker, Reason: marker},
-		{Kind: HTTPError, Status: 404, Message: "model " + marker + " not found"},
-		{Kind: RegionUnsupported, Message: marker},
-		{Kind: Disconnect},
-		{Kind: TimeoutAfterAnswer},
-		{Kind: TruncatedJSON},
-		{Kind: MaxTokens},
-		{Kind: Finish, FinishReason: marker},
-		{Kind: Finish, FinishReason: "CONTINUATION"},
-		{Kind: PromptBlocked, BlockReason: marker},
+	faults := []geminifake.Fault{
+		{Kind: geminifake.RateLimit, Message: marker, RetryDelay: "1s"},
+		{Kind: geminifake.Quota, Message: marker},
+		{Kind: geminifake.Unauthorized, Message: marker},
+		{Kind: geminifake.PermissionDenied, Message: marker},
+		{Kind: geminifake.ServerError, Message: marker},
+		{Kind: geminifake.HTTPError, Status: 400, Message: marker, Code: marker, Reason: marker},
+		{Kind: geminifake.HTTPError, Status: 404, Message: "model " + marker + " not found"},
+		{Kind: geminifake.RegionUnsupported, Message: marker},
+		{Kind: geminifake.Disconnect},
+		{Kind: geminifake.TimeoutAfterAnswer},
+		{Kind: geminifake.TruncatedJSON},
+		{Kind: geminifake.MaxTokens},
+		{Kind: geminifake.Finish, FinishReason: marker},
+		{Kind: geminifake.Finish, FinishReason: "CONTINUATION"},
+		{Kind: geminifake.PromptBlocked, BlockReason: marker},
 	}
 	for _, ft := range faults {
 		t.Run(string(ft.Kind)+"_"+ft.FinishReason, func(t *testing.T) {
 			t.Parallel()
-			f := newFake(t, FakeOptions{Respond: func(FakeRequest) string {
+			f := newFake(t, geminifake.Options{Respond: func(geminifake.Request) string {
 				return `{"category":"ok","note":"` + marker + `","flags":[]}`
 			}})
 			f.Enqueue(ft)
 			timeout := 10 * time.Second
-			if ft.Kind == TimeoutAfterAnswer {
+			if ft.Kind == geminifake.TimeoutAfterAnswer {
 				timeout = 200 * time.Millisecond
 			}
 			c := newTestClient(t, f, timeout)
@@ -674,7 +675,7 @@ func TestCanaryNeverInErrors(t *testing.T) {
 func TestInvalidSchemaMakesNoCall(t *testing.T) {
 	t.Parallel()
 	for _, schema := range []string{"", "{not json"} {
-		f := newFake(t, FakeOptions{})
+		f := newFake(t, geminifake.Options{})
 		c := newTestClient(t, f, 0)
 		p := testParams("hello")
 		p.Schema = json.RawMessage(schema)
@@ -749,5 +750,67 @@ func TestInfo(t *testing.T) {
 	got.Capabilities[0] = "mutated"
 	if c.Info().Capabilities[0] != "sync" {
 		t.Errorf("Info() shares its Capabilities slice with the caller")
+	}
+}
+
+func TestFakeFaultQueueAndCounts(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, geminifake.Options{})
+	f.Enqueue(geminifake.Fault{Kind: geminifake.ServerError}, geminifake.Fault{Kind: geminifake.RateLimit, RetryDelay: "1s"})
+	f.Enqueue(geminifake.Fault{Kind: geminifake.Finish})
+	c := newTestClient(t, f, 0)
+	var got []stet.FailureClass
+	for i := range 4 {
+		_, err := c.Extract(t.Context(), testParams(fmt.Sprintf("report %d about marker-x", i)))
+		got = append(got, stet.ClassOf(err))
+	}
+	want := []stet.FailureClass{stet.FailureTransient, stet.FailureRateLimited, stet.FailureRefusal, stet.FailureNone}
+	if !slices.Equal(got, want) {
+		t.Errorf("classes of 4 calls = %v, want %v", got, want)
+	}
+	if n := f.Calls(); n != 4 {
+		t.Errorf("Calls() = %d, want 4", n)
+	}
+	if n := f.CallsContaining("marker-x"); n != 4 {
+		t.Errorf("CallsContaining(marker-x) = %d, want 4", n)
+	}
+	if n := f.CallsContaining("report 2 "); n != 1 {
+		t.Errorf("CallsContaining(report 2) = %d, want 1", n)
+	}
+	if n := f.CallsContaining("absent"); n != 0 {
+		t.Errorf("CallsContaining(absent) = %d, want 0", n)
+	}
+}
+
+func TestFakeConcurrentUse(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, geminifake.Options{})
+	f.Enqueue(geminifake.Fault{Kind: geminifake.ServerError}, geminifake.Fault{Kind: geminifake.ServerError}, geminifake.Fault{Kind: geminifake.ServerError})
+	c := newTestClient(t, f, 0)
+	const n = 24
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		failed int
+	)
+	for i := range n {
+		wg.Go(func() {
+			_, err := c.Extract(t.Context(), testParams(fmt.Sprintf("concurrent report %d", i)))
+			if err != nil {
+				mu.Lock()
+				failed++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if got := f.Calls(); got != n {
+		t.Errorf("Calls() = %d, want %d", got, n)
+	}
+	if failed != 3 {
+		t.Errorf("failed calls = %d, want the 3 scripted faults", failed)
+	}
+	if got := f.CallsContaining("concurrent report"); got != n {
+		t.Errorf("CallsContaining = %d, want %d", got, n)
 	}
 }

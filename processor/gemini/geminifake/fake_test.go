@@ -1,17 +1,30 @@
-package gemini
+package geminifake
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
-
-	"github.com/stetlabs/stet"
 )
+
+const testKey = "AIzaTestKey-0000"
+
+// responseIDShape is what the adapter keeps of a responseId (its safeID):
+// at most 128 base64url characters, or '.', ':' and '='.
+var responseIDShape = regexp.MustCompile(`^[A-Za-z0-9_.:=-]{1,128}$`)
+
+func newFake(t *testing.T, opts Options) *Server {
+	t.Helper()
+	if opts.APIKey == "" {
+		opts.APIKey = testKey
+	}
+	f := New(opts)
+	t.Cleanup(f.Close)
+	return f
+}
 
 // post sends body to the fake and decodes the answer; an HTML answer comes
 // back as a nil map.
@@ -56,7 +69,7 @@ const (
 
 func TestFakeValidatesRequests(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, FakeOptions{})
+	f := newFake(t, Options{})
 	tests := []struct {
 		name       string
 		path       string
@@ -120,7 +133,7 @@ func TestFakeValidatesRequests(t *testing.T) {
 
 func TestFakeResponseShape(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, FakeOptions{ThoughtsTokens: 5})
+	f := newFake(t, Options{ThoughtsTokens: 5})
 	status, header, body := post(t, f.URL()+genPath, testKey, validBody)
 	if status != 200 {
 		t.Fatalf("POST = %d, want 200", status)
@@ -131,7 +144,7 @@ func TestFakeResponseShape(t *testing.T) {
 	if got := header.Get("Server"); got != "scaffolding on HTTPServer2" {
 		t.Errorf("Server = %q, want Google's front end", got)
 	}
-	if id, _ := body["responseId"].(string); id == "" || safeID(id) != id {
+	if id, _ := body["responseId"].(string); !responseIDShape.MatchString(id) {
 		t.Errorf("responseId = %q, want a base64url ID", id)
 	}
 	if body["modelVersion"] != "gemini-2.5-flash" {
@@ -181,7 +194,7 @@ func TestFakeErrorShapes(t *testing.T) {
 		{Fault{Kind: RegionUnsupported}, 400, "FAILED_PRECONDITION", nil},
 	}
 	for _, tt := range tests {
-		f := newFake(t, FakeOptions{})
+		f := newFake(t, Options{})
 		f.Enqueue(tt.fault)
 		status, _, body := post(t, f.URL()+genPath, testKey, validBody)
 		if status != tt.wantStatus || errorField(body, "status") != tt.wantRPC {
@@ -192,7 +205,7 @@ func TestFakeErrorShapes(t *testing.T) {
 		}
 	}
 
-	f := newFake(t, FakeOptions{})
+	f := newFake(t, Options{})
 	f.Enqueue(Fault{Kind: Quota, RetryDelay: "43s"})
 	_, _, body := post(t, f.URL()+genPath, testKey, validBody)
 	details := errorField(body, "details").([]any)
@@ -207,7 +220,7 @@ func TestFakeErrorShapes(t *testing.T) {
 
 func TestFakeBlockedAnswers(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, FakeOptions{})
+	f := newFake(t, Options{})
 	f.Enqueue(Fault{Kind: Finish}, Fault{Kind: PromptBlocked, BlockReason: "PROHIBITED_CONTENT"}, Fault{Kind: Finish, FinishReason: "CONTINUATION"})
 
 	_, _, body := post(t, f.URL()+genPath, testKey, validBody)
@@ -231,39 +244,10 @@ func TestFakeBlockedAnswers(t *testing.T) {
 	}
 }
 
-func TestFakeFaultQueueAndCounts(t *testing.T) {
-	t.Parallel()
-	f := newFake(t, FakeOptions{})
-	f.Enqueue(Fault{Kind: ServerError}, Fault{Kind: RateLimit, RetryDelay: "1s"})
-	f.Enqueue(Fault{Kind: Finish})
-	c := newTestClient(t, f, 0)
-	var got []stet.FailureClass
-	for i := range 4 {
-		_, err := c.Extract(t.Context(), testParams(fmt.Sprintf("report %d about marker-x", i)))
-		got = append(got, stet.ClassOf(err))
-	}
-	want := []stet.FailureClass{stet.FailureTransient, stet.FailureRateLimited, stet.FailureRefusal, stet.FailureNone}
-	if !slices.Equal(got, want) {
-		t.Errorf("classes of 4 calls = %v, want %v", got, want)
-	}
-	if n := f.Calls(); n != 4 {
-		t.Errorf("Calls() = %d, want 4", n)
-	}
-	if n := f.CallsContaining("marker-x"); n != 4 {
-		t.Errorf("CallsContaining(marker-x) = %d, want 4", n)
-	}
-	if n := f.CallsContaining("report 2 "); n != 1 {
-		t.Errorf("CallsContaining(report 2) = %d, want 1", n)
-	}
-	if n := f.CallsContaining("absent"); n != 0 {
-		t.Errorf("CallsContaining(absent) = %d, want 0", n)
-	}
-}
-
 func TestFakeRandomFaultsAreReproducible(t *testing.T) {
 	t.Parallel()
 	run := func(seed int64) []int {
-		f := newFake(t, FakeOptions{FaultRate: 0.5, Seed: seed})
+		f := newFake(t, Options{FaultRate: 0.5, Seed: seed})
 		var statuses []int
 		for range 40 {
 			status, _, _ := post(t, f.URL()+genPath, testKey, validBody)
@@ -286,39 +270,6 @@ func TestFakeRandomFaultsAreReproducible(t *testing.T) {
 	}
 	if slices.Equal(a, run(7)) {
 		t.Errorf("seeds 42 and 7 gave the same fault sequence %v", a)
-	}
-}
-
-func TestFakeConcurrentUse(t *testing.T) {
-	t.Parallel()
-	f := newFake(t, FakeOptions{})
-	f.Enqueue(Fault{Kind: ServerError}, Fault{Kind: ServerError}, Fault{Kind: ServerError})
-	c := newTestClient(t, f, 0)
-	const n = 24
-	var (
-		wg     sync.WaitGroup
-		mu     sync.Mutex
-		failed int
-	)
-	for i := range n {
-		wg.Go(func() {
-			_, err := c.Extract(t.Context(), testParams(fmt.Sprintf("concurrent report %d", i)))
-			if err != nil {
-				mu.Lock()
-				failed++
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	if got := f.Calls(); got != n {
-		t.Errorf("Calls() = %d, want %d", got, n)
-	}
-	if failed != 3 {
-		t.Errorf("failed calls = %d, want the 3 scripted faults", failed)
-	}
-	if got := f.CallsContaining("concurrent report"); got != n {
-		t.Errorf("CallsContaining = %d, want %d", got, n)
 	}
 }
 
@@ -347,5 +298,41 @@ func TestMinimalInstance(t *testing.T) {
 		if got := MinimalInstance(json.RawMessage(tt.schema)); got != tt.want {
 			t.Errorf("MinimalInstance(%s) = %s, want %s", tt.name, got, tt.want)
 		}
+	}
+}
+
+func TestFakeBatchValidates(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, Options{})
+	const create = "/v1beta/models/gemini-2.5-flash:batchGenerateContent"
+	request := `{"request":` + validBody + `,"metadata":{"key":"job_1"}}`
+	tests := []struct {
+		name       string
+		key        string
+		body       string
+		wantStatus int
+		wantRPC    any
+	}{
+		{"valid", testKey, `{"batch":{"displayName":"b","inputConfig":{"requests":{"requests":[` + request + `]}}}}`, 200, nil},
+		{"no key", "", `{"batch":{"displayName":"b","inputConfig":{"requests":{"requests":[` + request + `]}}}}`, 403, "PERMISSION_DENIED"},
+		{"wrong key", "AIza-wrong", `{"batch":{"displayName":"b","inputConfig":{"requests":{"requests":[` + request + `]}}}}`, 400, "INVALID_ARGUMENT"},
+		{"no display name", testKey, `{"batch":{"inputConfig":{"requests":{"requests":[` + request + `]}}}}`, 400, "INVALID_ARGUMENT"},
+		{"no input", testKey, `{"batch":{"displayName":"b"}}`, 400, "INVALID_ARGUMENT"},
+		{"empty requests", testKey, `{"batch":{"displayName":"b","inputConfig":{"requests":{"requests":[]}}}}`, 400, "INVALID_ARGUMENT"},
+		{"invalid request", testKey, `{"batch":{"displayName":"b","inputConfig":{"requests":{"requests":[{"request":{"contents":[]}}]}}}}`, 400, "INVALID_ARGUMENT"},
+		{"unknown file", testKey, `{"batch":{"displayName":"b","inputConfig":{"fileName":"files/nope"}}}`, 404, "NOT_FOUND"},
+		{"not JSON", testKey, `{"batch":`, 400, "INVALID_ARGUMENT"},
+	}
+	for _, tt := range tests {
+		status, _, body := post(t, f.URL()+create, tt.key, tt.body)
+		if status != tt.wantStatus || (tt.wantRPC != nil && errorField(body, "status") != tt.wantRPC) {
+			t.Errorf("%s: POST = %d %v, want %d %v", tt.name, status, errorField(body, "status"), tt.wantStatus, tt.wantRPC)
+		}
+	}
+	if n := f.BatchCounts(); n.CreateCalls != len(tests) || n.Created != 1 {
+		t.Errorf("counts = %+v, want %d creating calls, 1 created", n, len(tests))
+	}
+	if n := f.Calls(); n != 0 {
+		t.Errorf("Calls() = %d, want 0: batch routes are counted apart", n)
 	}
 }

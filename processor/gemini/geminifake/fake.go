@@ -1,4 +1,11 @@
-package gemini
+// Package geminifake is a wire-faithful fake of the Gemini API for tests,
+// drills and benchmarks: generateContent, the batch routes and the Files
+// API, with scriptable answers and faults, on a local httptest server. It
+// imports neither the genai SDK nor the gemini adapter, so what it speaks is
+// written down here, not borrowed from the code it tests. It keeps the text
+// of every request: it must never answer real traffic or hold real
+// documents.
+package geminifake
 
 import (
 	"bytes"
@@ -20,7 +27,11 @@ import (
 	"github.com/stetlabs/stet/internal/fakekit"
 )
 
-// FaultKind names a scripted fault of the Fake.
+// apiVersion is the Gemini API version the fake serves, the adapter's
+// gemini.APIVersion (copied: a fake does not import its adapter).
+const apiVersion = "v1beta"
+
+// FaultKind names a scripted fault of the Server.
 type FaultKind string
 
 // Fault kinds. Error kinds answer with Google's error object
@@ -44,7 +55,7 @@ const (
 	PromptBlocked      FaultKind = "prompt_blocked"       // 200, no candidates, promptFeedback.blockReason BlockReason (default SAFETY)
 )
 
-// Fault is one scripted answer of the Fake.
+// Fault is one scripted answer of the Server.
 type Fault struct {
 	Kind FaultKind
 	// RetryDelay is the google.rpc.RetryInfo retryDelay of RateLimit and
@@ -76,8 +87,8 @@ type Fault struct {
 	Header http.Header
 }
 
-// FakeOptions configures a Fake.
-type FakeOptions struct {
+// Options configures a Server.
+type Options struct {
 	// APIKey, if set, is the only key accepted (x-goog-api-key header or
 	// key query parameter). A missing key gets 403 PERMISSION_DENIED, a
 	// wrong one 400 API_KEY_INVALID, as from the real API.
@@ -85,7 +96,7 @@ type FakeOptions struct {
 	// Respond returns the text of a normal answer. The default answers a
 	// minimal instance of the request's response schema (see
 	// MinimalInstance). It is called concurrently.
-	Respond func(req FakeRequest) (text string)
+	Respond func(req Request) (text string)
 	// FaultRate is the share of calls, beyond scripted faults, answered with
 	// a random 429 (retryDelay 0.120s), 500 or 503. The draws are
 	// reproducible from Seed.
@@ -100,13 +111,13 @@ type FakeOptions struct {
 	// thoughtsTokenCount, as thinking models do.
 	ThoughtsTokens int
 	// Batch configures the batch routes (fake_batch.go).
-	Batch FakeBatchOptions
+	Batch BatchOptions
 }
 
-// FakeRequest is a decoded generateContent request as the Fake received it.
-type FakeRequest struct {
+// Request is a decoded generateContent request as the Server received it.
+type Request struct {
 	Model    string // from the path, without "models/"
-	Contents []FakeContent
+	Contents []Content
 	// ResponseMIMEType is generationConfig.responseMimeType.
 	ResponseMIMEType string
 	// Schema is generationConfig.responseJsonSchema, or responseSchema when
@@ -119,20 +130,20 @@ type FakeRequest struct {
 	Header          http.Header
 }
 
-// FakeContent is one turn; its text parts are joined.
-type FakeContent struct {
+// Content is one turn; its text parts are joined.
+type Content struct {
 	Role string
 	Text string
 }
 
-// Fake is an in-process server speaking the Gemini API generateContent wire
+// Server is an in-process server speaking the Gemini API generateContent wire
 // format (POST /v1beta/models/{model}:generateContent), with scriptable
 // faults, and the batch and Files routes of the Batch API (fake_batch.go).
 // It is safe for concurrent use. It keeps the user text of every request,
 // and of every batch item, for CallsContaining: it is a test tool, not a
 // sink for real documents.
-type Fake struct {
-	opts FakeOptions
+type Server struct {
+	opts Options
 	srv  *httptest.Server
 	done chan struct{}
 	stop sync.Once
@@ -146,9 +157,9 @@ type Fake struct {
 	batch fakeBatchState // the batch routes' state, under its own lock
 }
 
-// NewFake starts a Fake on a local httptest server. Close it when done.
-func NewFake(opts FakeOptions) *Fake {
-	f := &Fake{
+// New starts a Server on a local httptest server. Close it when done.
+func New(opts Options) *Server {
+	f := &Server{
 		opts: opts,
 		done: make(chan struct{}),
 		rng:  mathrand.New(mathrand.NewPCG(uint64(opts.Seed), 0x6e1)),
@@ -157,16 +168,16 @@ func NewFake(opts FakeOptions) *Fake {
 	return f
 }
 
-// URL returns the base URL to configure a client with (Config.BaseURL): the
+// URL returns the base URL to configure a client with (gemini.Config.BaseURL): the
 // host root, as the SDK appends the API version.
-func (f *Fake) URL() string { return f.srv.URL }
+func (f *Server) URL() string { return f.srv.URL }
 
 // Handler returns the fake's handler, to serve from another listener. Calls,
 // faults and Close apply to it as to the built-in server.
-func (f *Fake) Handler() http.Handler { return http.HandlerFunc(f.serve) }
+func (f *Server) Handler() http.Handler { return http.HandlerFunc(f.serve) }
 
 // Close releases held connections and stops the server.
-func (f *Fake) Close() {
+func (f *Server) Close() {
 	f.stop.Do(func() {
 		close(f.done)
 		f.srv.Close()
@@ -175,7 +186,7 @@ func (f *Fake) Close() {
 
 // Enqueue scripts faults for the next calls, in order; later calls are
 // answered normally.
-func (f *Fake) Enqueue(faults ...Fault) {
+func (f *Server) Enqueue(faults ...Fault) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.queue = append(f.queue, faults...)
@@ -183,7 +194,7 @@ func (f *Fake) Enqueue(faults ...Fault) {
 
 // Calls returns the number of requests that reached the handler, faulted
 // ones included, batch and Files routes excepted (see BatchCounts).
-func (f *Fake) Calls() int {
+func (f *Server) Calls() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.calls
@@ -191,7 +202,7 @@ func (f *Fake) Calls() int {
 
 // CallsContaining returns the number of requests and batch items whose
 // user turns contain s.
-func (f *Fake) CallsContaining(s string) int {
+func (f *Server) CallsContaining(s string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n := 0
@@ -206,7 +217,7 @@ func (f *Fake) CallsContaining(s string) int {
 // maxFakeRequest bounds a request body.
 const maxFakeRequest = 32 << 20
 
-func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
+func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if f.serveBatch(w, r) {
 		return
 	}
@@ -290,7 +301,7 @@ func modelFromPath(path string) (string, bool) {
 }
 
 // nextFault pops a scripted fault or draws a random one.
-func (f *Fake) nextFault() (Fault, bool) {
+func (f *Server) nextFault() (Fault, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if len(f.queue) > 0 {
@@ -311,7 +322,7 @@ func (f *Fake) nextFault() (Fault, bool) {
 	return Fault{}, false
 }
 
-func (f *Fake) fault(w http.ResponseWriter, r *http.Request, req FakeRequest, ft Fault) {
+func (f *Server) fault(w http.ResponseWriter, r *http.Request, req Request, ft Fault) {
 	extra := []http.Header{ft.Header}
 	if ft.RetryAfter != "" {
 		extra = []http.Header{{"Retry-After": {ft.RetryAfter}}, ft.Header}
@@ -344,7 +355,7 @@ func (f *Fake) fault(w http.ResponseWriter, r *http.Request, req FakeRequest, ft
 		status := cmp.Or(ft.Status, http.StatusBadRequest)
 		msg := http.StatusText(status)
 		if status == http.StatusNotFound {
-			msg = "models/" + req.Model + " is not found for API version " + APIVersion + ", or is not supported for generateContent. Call ListModels to see the list of available models and their supported methods."
+			msg = "models/" + req.Model + " is not found for API version " + apiVersion + ", or is not supported for generateContent. Call ListModels to see the list of available models and their supported methods."
 		}
 		writeAPIError(w, status, extra, ft.override(apiErrorBody{Message: msg, Status: rpcStatus(status)}))
 	case RegionUnsupported:
@@ -412,7 +423,7 @@ func (ft Fault) override(e apiErrorBody) apiErrorBody {
 }
 
 // sleep waits d unless the client leaves or the fake closes first.
-func (f *Fake) sleep(r *http.Request, d time.Duration) bool {
+func (f *Server) sleep(r *http.Request, d time.Duration) bool {
 	if d <= 0 {
 		return true
 	}
@@ -428,7 +439,7 @@ func (f *Fake) sleep(r *http.Request, d time.Duration) bool {
 	}
 }
 
-func (f *Fake) write(w http.ResponseWriter, body []byte, extra http.Header) {
+func (f *Server) write(w http.ResponseWriter, body []byte, extra http.Header) {
 	h := w.Header()
 	setDefaultHeaders(h)
 	mergeHeader(h, extra)
@@ -438,7 +449,7 @@ func (f *Fake) write(w http.ResponseWriter, body []byte, extra http.Header) {
 }
 
 // text is the answer text of a normal call.
-func (f *Fake) text(req FakeRequest) string {
+func (f *Server) text(req Request) string {
 	if f.opts.Respond != nil {
 		return f.opts.Respond(req)
 	}
@@ -524,7 +535,7 @@ func blockedRatings() []wireSafetyRating {
 	}
 }
 
-func (f *Fake) response(req FakeRequest, cand *wireCandidate, feedback *wirePromptFeedback) []byte {
+func (f *Server) response(req Request, cand *wireCandidate, feedback *wirePromptFeedback) []byte {
 	prompt := 0
 	for _, c := range req.Contents {
 		prompt += tokens(c.Text)
@@ -817,14 +828,14 @@ type fakeParts struct {
 	both      bool     // responseSchema and responseJsonSchema
 }
 
-func decodeFakeRequest(body []byte) (FakeRequest, error) {
-	req := FakeRequest{Body: body}
+func decodeFakeRequest(body []byte) (Request, error) {
+	req := Request{Body: body}
 	var wr wireRequest
 	if err := json.Unmarshal(body, &wr); err != nil {
 		return req, err
 	}
 	if wr.Contents != nil {
-		req.Contents = make([]FakeContent, 0, len(*wr.Contents))
+		req.Contents = make([]Content, 0, len(*wr.Contents))
 		for _, c := range *wr.Contents {
 			var sb strings.Builder
 			for _, p := range c.Parts {
@@ -833,7 +844,7 @@ func decodeFakeRequest(body []byte) (FakeRequest, error) {
 					sb.WriteString(s)
 				}
 			}
-			req.Contents = append(req.Contents, FakeContent{Role: c.Role, Text: sb.String()})
+			req.Contents = append(req.Contents, Content{Role: c.Role, Text: sb.String()})
 		}
 	}
 	if gc := wr.GenerationConfig; gc != nil {
@@ -889,7 +900,7 @@ func inspect(body []byte) fakeParts {
 
 // validateFakeRequest checks what the real API checks cheaply, with its
 // messages.
-func validateFakeRequest(req *FakeRequest) (string, bool) {
+func validateFakeRequest(req *Request) (string, bool) {
 	fp := inspect(req.Body)
 	if fp.unknown != "" {
 		return fmt.Sprintf("Invalid JSON payload received. Unknown name %q: Cannot find field.", fp.unknown), false
@@ -918,6 +929,6 @@ func validateFakeRequest(req *FakeRequest) (string, bool) {
 	return "", true
 }
 
-// MinimalInstance returns the smallest JSON document the Fake considers
+// MinimalInstance returns the smallest JSON document the Server considers
 // valid against schema (see fakekit.MinimalInstance).
 func MinimalInstance(schema json.RawMessage) string { return fakekit.MinimalInstance(schema) }

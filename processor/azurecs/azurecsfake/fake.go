@@ -1,4 +1,10 @@
-package azurecs
+// Package azurecsfake is a wire-faithful fake of Azure AI Content Safety's
+// text:analyze for tests, drills and benchmarks, with scriptable severities
+// and faults, on a local httptest server. It does not import the azurecs
+// adapter, so what it speaks is written down here, not borrowed from the
+// code it tests. It keeps the text of every request: it must never answer
+// real traffic or hold real documents.
+package azurecsfake
 
 import (
 	"bytes"
@@ -18,7 +24,33 @@ import (
 	"unicode/utf8"
 )
 
-// FaultKind names a scripted fault of the Fake.
+// Wire facts the fake shares with the adapter, copied: a fake does not
+// import its adapter.
+const (
+	// The harm categories of text:analyze, in the order the service
+	// reports them (azurecs.Categories).
+	hate     = "Hate"
+	selfHarm = "SelfHarm"
+	sexual   = "Sexual"
+	violence = "Violence"
+
+	// The output types of text:analyze: how many severity levels it reports.
+	fourSeverityLevels  = "FourSeverityLevels"  // severities 0, 2, 4, 6
+	eightSeverityLevels = "EightSeverityLevels" // severities 0 to 7
+
+	// maxTextLength is the most Unicode code points text:analyze takes in
+	// one request (azurecs.MaxTextLength).
+	maxTextLength = 10000
+)
+
+// categories lists every category, in request order.
+var categories = []string{hate, selfHarm, sexual, violence}
+
+// Severities holds one severity per category name ("Hate", "SelfHarm",
+// "Sexual", "Violence").
+type Severities map[string]int
+
+// FaultKind names a scripted fault of the Server.
 type FaultKind string
 
 // Fault kinds. Error kinds answer with the service's error object
@@ -39,7 +71,7 @@ const (
 	MissingCategory    FaultKind = "missing_category"     // 200 with the last requested category left out
 )
 
-// Fault is one scripted answer of the Fake.
+// Fault is one scripted answer of the Server.
 type Fault struct {
 	Kind         FaultKind
 	RetryAfter   string        // Retry-After value, seconds or an HTTP-date
@@ -57,23 +89,23 @@ type Fault struct {
 	Header http.Header
 }
 
-// FakeRule gives severities to the texts that contain Contains.
-type FakeRule struct {
+// Rule gives severities to the texts that contain Contains.
+type Rule struct {
 	Contains   string
 	Severities Severities
 }
 
-// FakeOptions configures a Fake.
-type FakeOptions struct {
+// Options configures a Server.
+type Options struct {
 	// APIKey, if set, is the only Ocp-Apim-Subscription-Key accepted;
 	// requests without it get 401.
 	APIKey string
 	// Table scripts severities: the first rule whose Contains occurs in the
 	// text gives them. Categories a rule leaves out are 0.
-	Table []FakeRule
+	Table []Rule
 	// Respond, if set, decides the severities instead of Table. It is
 	// called concurrently.
-	Respond func(req FakeRequest) Severities
+	Respond func(req Request) Severities
 	// FaultRate is the share of calls, beyond scripted faults, answered with
 	// a random 429 (Retry-After 1), 500 or 503. The draws are reproducible
 	// from Seed.
@@ -83,8 +115,8 @@ type FakeOptions struct {
 	Latency time.Duration
 }
 
-// FakeRequest is a decoded text:analyze request as the Fake received it.
-type FakeRequest struct {
+// Request is a decoded text:analyze request as the Server received it.
+type Request struct {
 	APIVersion         string
 	Text               string
 	Categories         []string // nil when the request named none
@@ -95,15 +127,15 @@ type FakeRequest struct {
 	Header             http.Header
 }
 
-// Fake is an in-process server speaking the text:analyze wire format
+// Server is an in-process server speaking the text:analyze wire format
 // (POST /contentsafety/text:analyze?api-version=…) with scriptable
 // severities and faults. Severities are given on the scale of the request's
 // outputType: with FourSeverityLevels a scripted 3 is answered as 2 and 7
 // as 6, as the service reports only 0, 2, 4 and 6. It is safe for
 // concurrent use. It keeps the text of every request for CallsContaining:
 // it is a test tool, not a sink for real documents.
-type Fake struct {
-	opts FakeOptions
+type Server struct {
+	opts Options
 	srv  *httptest.Server
 	done chan struct{}
 	stop sync.Once
@@ -115,9 +147,9 @@ type Fake struct {
 	inputs []string
 }
 
-// NewFake starts a Fake on a local httptest server. Close it when done.
-func NewFake(opts FakeOptions) *Fake {
-	f := &Fake{
+// New starts a Server on a local httptest server. Close it when done.
+func New(opts Options) *Server {
+	f := &Server{
 		opts: opts,
 		done: make(chan struct{}),
 		rng:  mathrand.New(mathrand.NewPCG(uint64(opts.Seed), 0xac5)),
@@ -128,14 +160,14 @@ func NewFake(opts FakeOptions) *Fake {
 
 // URL returns the endpoint to configure a client with, as a resource's
 // endpoint looks (no /contentsafety suffix).
-func (f *Fake) URL() string { return f.srv.URL }
+func (f *Server) URL() string { return f.srv.URL }
 
 // Handler returns the fake's handler, to serve from another listener. Calls,
 // faults and Close apply to it as to the built-in server.
-func (f *Fake) Handler() http.Handler { return http.HandlerFunc(f.serve) }
+func (f *Server) Handler() http.Handler { return http.HandlerFunc(f.serve) }
 
 // Close releases held connections and stops the server.
-func (f *Fake) Close() {
+func (f *Server) Close() {
 	f.stop.Do(func() {
 		close(f.done)
 		f.srv.Close()
@@ -144,7 +176,7 @@ func (f *Fake) Close() {
 
 // Enqueue scripts faults for the next calls, in order; later calls are
 // answered normally.
-func (f *Fake) Enqueue(faults ...Fault) {
+func (f *Server) Enqueue(faults ...Fault) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.queue = append(f.queue, faults...)
@@ -152,14 +184,14 @@ func (f *Fake) Enqueue(faults ...Fault) {
 
 // Calls returns the number of requests that reached the handler, rejected
 // and faulted ones included.
-func (f *Fake) Calls() int {
+func (f *Server) Calls() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.calls
 }
 
 // CallsContaining returns the number of requests whose text contains s.
-func (f *Fake) CallsContaining(s string) int {
+func (f *Server) CallsContaining(s string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n := 0
@@ -177,7 +209,7 @@ const maxFakeRequest = 1 << 20
 // fakeAPIVersions are the api-versions the fake serves text:analyze under.
 var fakeAPIVersions = []string{"2023-10-01", "2024-09-01", "2024-09-15-preview", "2024-12-15-preview"}
 
-func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
+func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 	body, readErr := io.ReadAll(io.LimitReader(r.Body, maxFakeRequest+1))
 	req, hasText, decodeErr := decodeFakeRequest(body)
 	req.Header = r.Header.Clone()
@@ -222,7 +254,7 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 const invalidKeyMessage = "Access denied due to invalid subscription key or wrong API endpoint. Make sure to provide a valid key for an active subscription and use a correct regional API endpoint for your resource."
 
 // nextFault pops a scripted fault or draws a random one.
-func (f *Fake) nextFault() (Fault, bool) {
+func (f *Server) nextFault() (Fault, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if len(f.queue) > 0 {
@@ -243,7 +275,7 @@ func (f *Fake) nextFault() (Fault, bool) {
 	return Fault{}, false
 }
 
-func (f *Fake) fault(w http.ResponseWriter, r *http.Request, req FakeRequest, ft Fault) {
+func (f *Server) fault(w http.ResponseWriter, r *http.Request, req Request, ft Fault) {
 	switch ft.Kind {
 	case RateLimit:
 		h := http.Header{}
@@ -331,7 +363,7 @@ func (ft Fault) override(e wireError) wireError {
 }
 
 // sleep waits d unless the client leaves or the fake closes first.
-func (f *Fake) sleep(r *http.Request, d time.Duration) bool {
+func (f *Server) sleep(r *http.Request, d time.Duration) bool {
 	if d <= 0 {
 		return true
 	}
@@ -347,7 +379,7 @@ func (f *Fake) sleep(r *http.Request, d time.Duration) bool {
 	}
 }
 
-func (f *Fake) write(w http.ResponseWriter, body []byte, extra http.Header) {
+func (f *Server) write(w http.ResponseWriter, body []byte, extra http.Header) {
 	h := w.Header()
 	setDefaultHeaders(h)
 	mergeHeader(h, extra)
@@ -357,7 +389,7 @@ func (f *Fake) write(w http.ResponseWriter, body []byte, extra http.Header) {
 }
 
 // severities decides the scripted severities for req.
-func (f *Fake) severities(req FakeRequest) Severities {
+func (f *Server) severities(req Request) Severities {
 	if f.opts.Respond != nil {
 		return f.opts.Respond(req)
 	}
@@ -382,11 +414,11 @@ type wireCategory struct {
 
 // analysis answers the requested categories (all four when none were
 // named), in request order; dropLast leaves the last one out.
-func (f *Fake) analysis(req FakeRequest, dropLast bool) []byte {
+func (f *Server) analysis(req Request, dropLast bool) []byte {
 	sev := f.severities(req)
 	cats := req.Categories
 	if len(cats) == 0 {
-		cats = Categories
+		cats = categories
 	}
 	out := wireAnalysis{BlocklistsMatch: []struct{}{}, CategoriesAnalysis: []wireCategory{}}
 	seen := map[string]bool{}
@@ -406,7 +438,7 @@ func (f *Fake) analysis(req FakeRequest, dropLast bool) []byte {
 // level puts a scripted severity on the output type's scale.
 func level(v int, outputType string) int {
 	v = min(max(v, 0), 7)
-	if outputType != EightSeverityLevels {
+	if outputType != eightSeverityLevels {
 		v -= v % 2
 	}
 	return v
@@ -506,8 +538,8 @@ type wireRequest struct {
 }
 
 // decodeFakeRequest decodes body; hasText says whether text was given.
-func decodeFakeRequest(body []byte) (req FakeRequest, hasText bool, err error) {
-	req = FakeRequest{Body: body}
+func decodeFakeRequest(body []byte) (req Request, hasText bool, err error) {
+	req = Request{Body: body}
 	var wr wireRequest
 	if err := json.Unmarshal(body, &wr); err != nil {
 		return req, false, err
@@ -527,22 +559,22 @@ func decodeFakeRequest(body []byte) (req FakeRequest, hasText bool, err error) {
 // validateFakeRequest checks what the API definition declares: text is
 // required and at most 10,000 code points; categories and outputType take
 // only their enum values.
-func validateFakeRequest(req FakeRequest, hasText bool) (wireError, bool) {
+func validateFakeRequest(req Request, hasText bool) (wireError, bool) {
 	invalid := func(msg string) (wireError, bool) {
 		return wireError{Code: "InvalidRequestBody", Message: msg}, false
 	}
 	if !hasText {
 		return invalid("The text field is required.")
 	}
-	if utf8.RuneCountInString(req.Text) > MaxTextLength {
+	if utf8.RuneCountInString(req.Text) > maxTextLength {
 		return invalid("The text is too long: at most 10000 characters are supported.")
 	}
 	for _, c := range req.Categories {
-		if !slices.Contains(Categories, c) {
+		if !slices.Contains(categories, c) {
 			return invalid("Invalid category " + strconv.Quote(c) + ".")
 		}
 	}
-	if req.OutputType != "" && req.OutputType != FourSeverityLevels && req.OutputType != EightSeverityLevels {
+	if req.OutputType != "" && req.OutputType != fourSeverityLevels && req.OutputType != eightSeverityLevels {
 		return invalid("Invalid outputType.")
 	}
 	return wireError{}, true

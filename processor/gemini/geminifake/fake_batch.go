@@ -1,7 +1,7 @@
-package gemini
+package geminifake
 
-// The Fake's batch routes: the Gemini API batch and Files endpoints the SDK
-// calls for the Gemini API backend (see batch.go for the wire facts), kept in
+// The Server's batch routes: the Gemini API batch and Files endpoints the SDK
+// calls for the Gemini API backend (see the adapter's batch.go for the wire facts), kept in
 // memory, with scriptable outcomes and faults. Items are answered with the
 // sync route's answer logic (Respond, MinimalInstance) and the same Fault
 // kinds, scripted per job ID; the sync fault queue (Enqueue) is left alone.
@@ -51,8 +51,28 @@ const (
 	hugeBodyPadding     = 2 << 20
 )
 
-// FakeBatchOptions configures the Fake's batch routes.
-type FakeBatchOptions struct {
+// Wire facts the fake shares with the adapter's batch.go, copied: a fake
+// does not import its adapter.
+const (
+	// maxInlineBatchBytes is the largest inline batch request accepted
+	// (gemini.maxInlineBatchBytes).
+	maxInlineBatchBytes = 20_000_000
+	// batchKeyField is the request metadata field (and JSONL field) holding
+	// the job ID (gemini.BatchKeyField).
+	batchKeyField     = "key"
+	batchFileMIMEType = "application/jsonl"
+)
+
+// rpcCodeNames are the google.rpc.Code names by number.
+var rpcCodeNames = [...]string{
+	"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
+	"NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
+	"FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED",
+	"INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED",
+}
+
+// BatchOptions configures the Server's batch routes.
+type BatchOptions struct {
 	// PollsToEnd is how many status lookups (GET batches/{id}) a batch
 	// takes to end: lookups before it answer RUNNING, the one that reaches
 	// it answers the ended batch. Zero means 1: a batch ends on the first
@@ -62,8 +82,8 @@ type FakeBatchOptions struct {
 	ListPageSize int
 }
 
-// FakeBatchCounts counts what the batch routes received.
-type FakeBatchCounts struct {
+// BatchCounts counts what the batch routes received.
+type BatchCounts struct {
 	CreateCalls int // batchGenerateContent requests received
 	Created     int // batches created, by faulted creates too
 	StatusCalls int // GET batches/{id}, faulted ones included
@@ -78,8 +98,8 @@ type FakeBatchCounts struct {
 	Deletes        int
 }
 
-// FakeBatch describes a batch the Fake holds.
-type FakeBatch struct {
+// Batch describes a batch the Server holds.
+type Batch struct {
 	ID          string // "batches/…"
 	DisplayName string
 	Model       string
@@ -100,7 +120,7 @@ type fakeBatchState struct {
 	endScripts   map[string]string
 	createFaults []Fault
 	statusFaults []Fault
-	counts       FakeBatchCounts
+	counts       BatchCounts
 }
 
 type fakeBatch struct {
@@ -120,7 +140,7 @@ type fakeBatch struct {
 type fakeBatchItem struct {
 	key      string
 	metadata map[string]any
-	req      FakeRequest
+	req      Request
 }
 
 type fakeFile struct {
@@ -150,7 +170,7 @@ func (st *fakeBatchState) init() {
 // (TruncatedJSON, SchemaInvalid, MaxTokens, Finish, PromptBlocked) or an
 // error kind (RateLimit, Quota, ServerError, HTTPError, …), which becomes
 // the item's google.rpc.Status.
-func (f *Fake) ScriptBatchItem(key string, ft Fault) {
+func (f *Server) ScriptBatchItem(key string, ft Fault) {
 	st := &f.batch
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -162,7 +182,7 @@ func (f *Fake) ScriptBatchItem(key string, ft Fault) {
 // (BatchStateFailed: no output and an error; BatchStateExpired or
 // BatchStateCancelled: unscripted items get an expired or cancelled
 // status). The default is BatchStateSucceeded.
-func (f *Fake) ScriptBatchEnd(displayName, state string) {
+func (f *Server) ScriptBatchEnd(displayName, state string) {
 	st := &f.batch
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -175,7 +195,7 @@ func (f *Fake) ScriptBatchEnd(displayName, state string) {
 // TimeoutAfterAnswer create the batch first, then drop the connection,
 // answer late, or send half the answer and hold: the provider has the batch
 // but the client never sees its name.
-func (f *Fake) EnqueueBatchCreate(faults ...Fault) {
+func (f *Server) EnqueueBatchCreate(faults ...Fault) {
 	st := &f.batch
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -186,7 +206,7 @@ func (f *Fake) EnqueueBatchCreate(faults ...Fault) {
 // error kinds, Disconnect, Delay (then the normal answer), Redirect and
 // HugeBody. A faulted lookup other than Delay and HugeBody does not advance
 // the batch.
-func (f *Fake) EnqueueBatchStatus(faults ...Fault) {
+func (f *Server) EnqueueBatchStatus(faults ...Fault) {
 	st := &f.batch
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -194,22 +214,22 @@ func (f *Fake) EnqueueBatchStatus(faults ...Fault) {
 }
 
 // BatchCounts returns what the batch routes have received so far.
-func (f *Fake) BatchCounts() FakeBatchCounts {
+func (f *Server) BatchCounts() BatchCounts {
 	st := &f.batch
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return st.counts
 }
 
-// Batches lists the batches the Fake holds, oldest first.
-func (f *Fake) Batches() []FakeBatch {
+// Batches lists the batches the Server holds, oldest first.
+func (f *Server) Batches() []Batch {
 	st := &f.batch
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	out := make([]FakeBatch, 0, len(st.order))
+	out := make([]Batch, 0, len(st.order))
 	for _, id := range st.order {
 		b := st.batches[id]
-		fb := FakeBatch{ID: b.id, DisplayName: b.displayName, Model: b.model, Items: len(b.items), InputFile: b.inputFile, OutputFile: b.outputFile, State: b.state}
+		fb := Batch{ID: b.id, DisplayName: b.displayName, Model: b.model, Items: len(b.items), InputFile: b.inputFile, OutputFile: b.outputFile, State: b.state}
 		for _, it := range b.items {
 			fb.Keys = append(fb.Keys, it.key)
 		}
@@ -219,7 +239,7 @@ func (f *Fake) Batches() []FakeBatch {
 }
 
 // File returns the content of an uploaded or results file ("files/…").
-func (f *Fake) File(name string) ([]byte, bool) {
+func (f *Server) File(name string) ([]byte, bool) {
 	st := &f.batch
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -231,7 +251,7 @@ func (f *Fake) File(name string) ([]byte, bool) {
 }
 
 // serveBatch answers the batch and Files routes; false for any other path.
-func (f *Fake) serveBatch(w http.ResponseWriter, r *http.Request) bool {
+func (f *Server) serveBatch(w http.ResponseWriter, r *http.Request) bool {
 	path := r.URL.Path
 	switch {
 	case path == "/upload/v1beta/files" || path == "/upload/v1/files":
@@ -298,7 +318,7 @@ func (f *Fake) serveBatch(w http.ResponseWriter, r *http.Request) bool {
 }
 
 // authorized checks the API key as the sync route does.
-func (f *Fake) authorized(w http.ResponseWriter, r *http.Request) bool {
+func (f *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
 	if f.opts.APIKey == "" {
 		return true
 	}
@@ -343,7 +363,7 @@ type fakeFileLine struct {
 	Request json.RawMessage `json:"request"`
 }
 
-func (f *Fake) serveBatchCreate(w http.ResponseWriter, r *http.Request, model string) {
+func (f *Server) serveBatchCreate(w http.ResponseWriter, r *http.Request, model string) {
 	st := &f.batch
 	st.mu.Lock()
 	st.init()
@@ -353,8 +373,8 @@ func (f *Fake) serveBatchCreate(w http.ResponseWriter, r *http.Request, model st
 	if !f.authorized(w, r) {
 		return
 	}
-	if err != nil || len(body) > MaxInlineBatchBytes {
-		writeAPIError(w, http.StatusBadRequest, nil, invalidArgument(fmt.Sprintf("Request payload size exceeds the limit: %d bytes.", MaxInlineBatchBytes)))
+	if err != nil || len(body) > maxInlineBatchBytes {
+		writeAPIError(w, http.StatusBadRequest, nil, invalidArgument(fmt.Sprintf("Request payload size exceeds the limit: %d bytes.", maxInlineBatchBytes)))
 		return
 	}
 	b, msg, status := f.decodeBatch(body, model)
@@ -367,7 +387,7 @@ func (f *Fake) serveBatchCreate(w http.ResponseWriter, r *http.Request, model st
 	ft, faulted := popFault(&st.createFaults)
 	st.mu.Unlock()
 	if faulted && !slices.Contains([]FaultKind{Disconnect, Delay, TimeoutAfterAnswer}, ft.Kind) {
-		f.fault(w, r, FakeRequest{Model: model}, ft)
+		f.fault(w, r, Request{Model: model}, ft)
 		return
 	}
 
@@ -422,7 +442,7 @@ func (f *Fake) serveBatchCreate(w http.ResponseWriter, r *http.Request, model st
 
 // decodeBatch reads and checks a create request as the API would; on
 // failure it returns the status and message to answer.
-func (f *Fake) decodeBatch(body []byte, model string) (*fakeBatch, string, int) {
+func (f *Server) decodeBatch(body []byte, model string) (*fakeBatch, string, int) {
 	var cr fakeCreateRequest
 	if err := json.Unmarshal(body, &cr); err != nil {
 		return nil, "Invalid JSON payload received. Unexpected token.", http.StatusBadRequest
@@ -456,7 +476,7 @@ func (f *Fake) decodeBatch(body []byte, model string) (*fakeBatch, string, int) 
 			if json.Unmarshal(raw, &ir) != nil || len(ir.Request) == 0 {
 				return nil, fmt.Sprintf("* BatchGenerateContentRequest.batch.input_config.requests.requests[%d].request: request is required\n", i), http.StatusBadRequest
 			}
-			key, _ := ir.Metadata[BatchKeyField].(string)
+			key, _ := ir.Metadata[batchKeyField].(string)
 			if msg, ok := add(key, ir.Metadata, ir.Request, i); !ok {
 				return nil, msg, http.StatusBadRequest
 			}
@@ -488,7 +508,7 @@ func (f *Fake) decodeBatch(body []byte, model string) (*fakeBatch, string, int) 
 	return b, "", 0
 }
 
-func (f *Fake) serveBatchGet(w http.ResponseWriter, r *http.Request, name string) {
+func (f *Server) serveBatchGet(w http.ResponseWriter, r *http.Request, name string) {
 	st := &f.batch
 	st.mu.Lock()
 	st.init()
@@ -516,7 +536,7 @@ func (f *Fake) serveBatchGet(w http.ResponseWriter, r *http.Request, name string
 				return
 			}
 		default:
-			f.fault(w, r, FakeRequest{}, ft)
+			f.fault(w, r, Request{}, ft)
 			return
 		}
 	}
@@ -546,7 +566,7 @@ func (f *Fake) serveBatchGet(w http.ResponseWriter, r *http.Request, name string
 	f.write(w, answer, ft.Header)
 }
 
-func (f *Fake) serveBatchList(w http.ResponseWriter, r *http.Request) {
+func (f *Server) serveBatchList(w http.ResponseWriter, r *http.Request) {
 	st := &f.batch
 	st.mu.Lock()
 	st.init()
@@ -586,7 +606,7 @@ func (f *Fake) serveBatchList(w http.ResponseWriter, r *http.Request) {
 	f.write(w, marshal(page), nil)
 }
 
-func (f *Fake) serveBatchCancel(w http.ResponseWriter, r *http.Request, name string) {
+func (f *Server) serveBatchCancel(w http.ResponseWriter, r *http.Request, name string) {
 	st := &f.batch
 	st.mu.Lock()
 	st.init()
@@ -608,7 +628,7 @@ func (f *Fake) serveBatchCancel(w http.ResponseWriter, r *http.Request, name str
 	f.write(w, []byte("{}"), nil)
 }
 
-func (f *Fake) serveBatchDelete(w http.ResponseWriter, r *http.Request, name string) {
+func (f *Server) serveBatchDelete(w http.ResponseWriter, r *http.Request, name string) {
 	st := &f.batch
 	st.mu.Lock()
 	st.init()
@@ -634,7 +654,7 @@ func (f *Fake) serveBatchDelete(w http.ResponseWriter, r *http.Request, name str
 // endBatch ends b in state (or its scripted end state) and computes the
 // answers, once: later lookups and downloads serve the same output. The
 // caller holds the batch lock.
-func (f *Fake) endBatch(b *fakeBatch, state string) {
+func (f *Server) endBatch(b *fakeBatch, state string) {
 	st := &f.batch
 	if state == "" {
 		state = cmp.Or(st.endScripts[b.displayName], BatchStateSucceeded)
@@ -689,7 +709,7 @@ func (f *Fake) endBatch(b *fakeBatch, state string) {
 
 // batchItemAnswer answers one item: a GenerateContentResponse, an error
 // status, or nothing at all.
-func (f *Fake) batchItemAnswer(req FakeRequest, ft Fault, scripted bool) (json.RawMessage, *fakeRPCStatus, bool) {
+func (f *Server) batchItemAnswer(req Request, ft Fault, scripted bool) (json.RawMessage, *fakeRPCStatus, bool) {
 	if !scripted {
 		ft = Fault{Kind: BatchItemOK}
 	}
@@ -753,8 +773,8 @@ func (f *Fake) batchItemAnswer(req FakeRequest, ft Fault, scripted bool) (json.R
 // rpcCodeNumber is the google.rpc.Code number of a status name; 2
 // (UNKNOWN) for a name it does not know.
 func rpcCodeNumber(name string) int {
-	for i, rc := range rpcCodes {
-		if rc.name == name {
+	for i, n := range rpcCodeNames {
+		if n == name {
 			return i
 		}
 	}
@@ -872,7 +892,7 @@ func (st *fakeBatchState) opJSON(b *fakeBatch) ([]byte, bool) {
 // X-Goog-Upload-URL, then the bytes in chunks, the last one finalizing.
 // Every answer carries X-Goog-Upload-Status, without which the SDK waits and
 // asks again.
-func (f *Fake) serveUpload(w http.ResponseWriter, r *http.Request) {
+func (f *Server) serveUpload(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(io.LimitReader(r.Body, maxFakeRequest+1))
 	st := &f.batch
 	st.mu.Lock()
@@ -949,7 +969,7 @@ func (f *Fake) serveUpload(w http.ResponseWriter, r *http.Request) {
 	f.write(w, marshal(map[string]any{"file": fileJSON(r, file)}), http.Header{"X-Goog-Upload-Status": {"final"}})
 }
 
-func (f *Fake) serveFileGet(w http.ResponseWriter, r *http.Request, name string, download bool) {
+func (f *Server) serveFileGet(w http.ResponseWriter, r *http.Request, name string, download bool) {
 	st := &f.batch
 	st.mu.Lock()
 	st.init()
@@ -981,7 +1001,7 @@ func (f *Fake) serveFileGet(w http.ResponseWriter, r *http.Request, name string,
 	_, _ = w.Write(file.data)
 }
 
-func (f *Fake) serveFileDelete(w http.ResponseWriter, r *http.Request, name string) {
+func (f *Server) serveFileDelete(w http.ResponseWriter, r *http.Request, name string) {
 	st := &f.batch
 	st.mu.Lock()
 	st.init()
