@@ -115,6 +115,7 @@ type PendingJob struct {
 	TenantID          string
 	PolicyHash        string
 	ExtractionVersion string
+	TextPurged        bool // the revision's text is gone: it can never be sent
 	Attempt           int64
 	CreatedAt         time.Time
 }
@@ -122,7 +123,8 @@ type PendingJob struct {
 // PendingBatchJobs returns batch-mode jobs waiting in 'accepted', oldest
 // first.
 func PendingBatchJobs(ctx context.Context, q Querier, limit int) ([]PendingJob, error) {
-	rows, err := q.QueryContext(ctx, `SELECT j.id, j.tenant_id, v.policy_hash, j.extraction_version, j.attempt, j.created_at
+	rows, err := q.QueryContext(ctx, `SELECT j.id, j.tenant_id, v.policy_hash, j.extraction_version,
+			(v.text IS NULL OR v.text_purged_at IS NOT NULL), j.attempt, j.created_at
 		FROM jobs j JOIN revisions v ON v.id = j.revision_id
 		WHERE j.mode = 'batch' AND j.state = 'accepted' ORDER BY j.created_at, j.id LIMIT $1`, limit)
 	if err != nil {
@@ -133,7 +135,7 @@ func PendingBatchJobs(ctx context.Context, q Querier, limit int) ([]PendingJob, 
 	for rows.Next() {
 		var j PendingJob
 		var created int64
-		if err := rows.Scan(&j.ID, &j.TenantID, &j.PolicyHash, &j.ExtractionVersion, &j.Attempt, &created); err != nil {
+		if err := rows.Scan(&j.ID, &j.TenantID, &j.PolicyHash, &j.ExtractionVersion, &j.TextPurged, &j.Attempt, &created); err != nil {
 			return nil, fmt.Errorf("read pending batch jobs: %w", err)
 		}
 		j.CreatedAt = time.UnixMicro(created).UTC()

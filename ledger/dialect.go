@@ -18,11 +18,24 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
+// Dialect names the SQL dialect a ledger speaks. The list is closed: SQLite
+// and Postgres.
+type Dialect string
+
+// The dialects.
+const (
+	SQLite   Dialect = "sqlite"   // the embedded default: one file, one writer
+	Postgres Dialect = "postgres" // scale-out: any number of stet processes
+)
+
+// String returns the dialect's name, as configuration and logs spell it.
+func (d Dialect) String() string { return string(d) }
+
 // dialect holds everything that differs between SQLite and PostgreSQL.
 // Statements themselves are shared: both bind $1…$N by number, and both
 // accept ON CONFLICT … DO NOTHING RETURNING and partial unique indexes.
 type dialect struct {
-	name          string
+	name          Dialect
 	migrationsDir string
 	open          func(ctx context.Context, dsn string) (w, r *sql.DB, err error)
 	isUnique      func(err error) bool
@@ -46,7 +59,7 @@ func dialectFor(u string) (*dialect, string, error) {
 }
 
 var sqliteDialect = &dialect{
-	name:          "sqlite",
+	name:          SQLite,
 	migrationsDir: "migrations/sqlite",
 	open:          openSQLite,
 	isUnique: func(err error) bool {
@@ -116,7 +129,7 @@ func openSQLite(ctx context.Context, path string) (*sql.DB, *sql.DB, error) {
 }
 
 var postgresDialect = &dialect{
-	name:          "postgres",
+	name:          Postgres,
 	migrationsDir: "migrations/postgres",
 	open:          openPostgres,
 	isUnique: func(err error) bool {

@@ -68,8 +68,8 @@ func (db *DB) Writer() *sql.DB { return db.w }
 // Reader returns the read-only pool, for display reads.
 func (db *DB) Reader() *sql.DB { return db.r }
 
-// Dialect returns "sqlite" or "postgres".
-func (db *DB) Dialect() string { return db.dialect.name }
+// Dialect returns the dialect the ledger speaks: SQLite or Postgres.
+func (db *DB) Dialect() Dialect { return db.dialect.name }
 
 // Ping checks that the database answers.
 func (db *DB) Ping(ctx context.Context) error { return db.w.PingContext(ctx) }

@@ -18,14 +18,14 @@ var t0 = time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)
 // is set, PostgreSQL: the ledger conformance suite.
 func eachDialect(t *testing.T, f func(t *testing.T, db *ledger.DB)) {
 	for _, d := range testdb.Dialects() {
-		t.Run(d, func(t *testing.T) {
+		t.Run(d.String(), func(t *testing.T) {
 			t.Parallel()
 			f(t, open(t, d))
 		})
 	}
 }
 
-func open(t *testing.T, dialect string) *ledger.DB {
+func open(t *testing.T, dialect ledger.Dialect) *ledger.DB {
 	t.Helper()
 	ctx := context.Background()
 	db, err := ledger.Open(ctx, testdb.URL(t, dialect))

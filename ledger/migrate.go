@@ -107,7 +107,7 @@ func (db *DB) migrate(ctx context.Context) ([]string, error) {
 				return err
 			}
 			_, err := tx.ExecContext(ctx, `INSERT INTO stet_migrations (version, name, applied_at) VALUES ($1, $2, $3)`,
-				m.version, m.name, micros(time.Now()))
+				m.version, m.name, micros(time.Now())) // the ledger holds no clock: when this process ran it
 			return err
 		})
 		if err != nil {

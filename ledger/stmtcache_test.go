@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"testing"
+
+	"github.com/stetlabs/stet/ledger"
 )
 
 // The statement cache reuses a statement only when its rows are closed: the
@@ -12,7 +14,7 @@ import (
 // in full.
 func TestStatementCacheNestedQuery(t *testing.T) {
 	t.Parallel()
-	db := open(t, "sqlite")
+	db := open(t, ledger.SQLite)
 	for i := 0; i < 3; i++ {
 		accept(t, db, fmt.Sprintf("r%d", i), 1, fmt.Sprintf("text %d", i), fmt.Sprintf("d%d", i))
 	}

@@ -20,12 +20,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/riverqueue/river"
 
 	"github.com/stetlabs/stet"
-	"github.com/stetlabs/stet/boundary"
 	"github.com/stetlabs/stet/internal/crash"
 	"github.com/stetlabs/stet/ledger"
 )
@@ -107,11 +107,11 @@ func (w *batchWorker) Timeout(*river.Job[BatchArgs]) time.Duration { return 30 *
 // NextRetry: a batch run that errors looks again soon; it never submits
 // twice, whatever happened.
 func (w *batchWorker) NextRetry(job *river.Job[BatchArgs]) time.Time {
-	return time.Now().Add(w.p.backoff(min(job.Attempt, 8)))
+	return w.p.clock.Now().Add(w.p.backoff(min(job.Attempt, 8)))
 }
 
 func (w *batchWorker) Work(ctx context.Context, job *river.Job[BatchArgs]) error {
-	start := time.Now()
+	start := time.Now() // elapsed time for the metric: the monotonic clock, not the injected one
 	outcome, err := w.p.runBatch(ctx, job.Args.BatchID)
 	w.p.cfg.Metrics.StageDuration.WithLabelValues("batch", outcome).Observe(time.Since(start).Seconds())
 	return err
@@ -139,10 +139,11 @@ func (p *Pipeline) batchSettings(id string) BatchSettings {
 
 // Assemble groups waiting batch-mode jobs per processor into batches. A
 // group becomes a batch when it reaches the processor's max_items, or when
-// its oldest job has waited max_wait (or at once, with flush). Jobs whose
-// processor has no batch API go to synchronous extraction; jobs whose
-// recorded policy no longer permits a processor are blocked. It returns the
-// batches created.
+// its oldest job has waited max_wait (or at once, with flush). Each job
+// passes the boundary gate first: jobs it blocks or sends to manual review
+// go there now, jobs it holds (a dispatch pause) wait in accepted, and jobs
+// whose processor has no batch API go to synchronous extraction. It returns
+// the batches created.
 func (p *Pipeline) Assemble(ctx context.Context, flush bool) (int, error) {
 	if err := p.requeueOverdue(ctx); err != nil {
 		return 0, err
@@ -154,42 +155,36 @@ func (p *Pipeline) Assemble(ctx context.Context, flush bool) (int, error) {
 	now := p.clock.Now()
 	groups := map[string][]ledger.PendingJob{}
 	var order []string
-	var toSync, toBlock []ledger.PendingJob
-	paused := map[string]bool{} // by tenant and processor, for this sweep
+	var toSync []ledger.PendingJob
+	var stopped []stoppedJob
+	pauses := pauseCache{} // for this sweep
 	for _, j := range pending {
-		recorded, err := p.recordedPolicy(ctx, j.PolicyHash)
+		r, err := p.route(ctx, gateJob{ID: j.ID, TenantID: j.TenantID, PolicyHash: j.PolicyHash,
+			ExtractionVersion: j.ExtractionVersion, TextPurged: j.TextPurged}, pauses)
 		if err != nil {
 			return 0, err
 		}
-		current := p.policies[recorded.ID]
-		id := recorded.Processors[0]
-		switch proc := p.cfg.Processors[id]; {
-		case current == nil || !current.Permits(id) || proc == nil || boundary.Check(recorded, proc.Info()) != nil:
-			toBlock = append(toBlock, j)
-		case p.batchProcessor(id) == nil:
-			toSync = append(toSync, j)
-		default:
-			key := j.TenantID + "\x00" + id
-			isPaused, ok := paused[key]
-			if !ok {
-				pause, err := ledger.ActivePause(ctx, p.db.Reader(), j.TenantID, id)
-				if err != nil {
-					return 0, err
-				}
-				isPaused = pause != nil
-				paused[key] = isPaused
-			}
-			if isPaused {
-				continue // dispatch paused: the job waits in accepted
+		switch r.kind {
+		case routeSend:
+			id := r.processor
+			if p.batchProcessor(id) == nil {
+				toSync = append(toSync, j)
+				continue
 			}
 			if _, ok := groups[id]; !ok {
 				order = append(order, id)
 			}
 			groups[id] = append(groups[id], j)
+		case routeWait:
+			// dispatch paused: the job waits in accepted
+		case routeBlock, routeManual:
+			stopped = append(stopped, stoppedJob{job: j, route: r})
+		default:
+			return 0, errUnknownRoute(j.ID, r)
 		}
 	}
-	if len(toSync) > 0 || len(toBlock) > 0 {
-		if err := p.routeUnbatchable(ctx, toSync, toBlock); err != nil {
+	if len(toSync) > 0 || len(stopped) > 0 {
+		if err := p.routeUnbatchable(ctx, toSync, stopped); err != nil {
 			return 0, err
 		}
 	}
@@ -249,11 +244,21 @@ func (p *Pipeline) requeueOverdue(ctx context.Context) error {
 	})
 }
 
+// stoppedJob is a waiting batch-mode job the gate blocked or sent to
+// manual review.
+type stoppedJob struct {
+	job   ledger.PendingJob
+	route route
+}
+
 // routeUnbatchable sends batch-mode jobs whose processor has no batch API to
-// synchronous extraction, and blocks those the policy no longer permits.
-func (p *Pipeline) routeUnbatchable(ctx context.Context, toSync, toBlock []ledger.PendingJob) error {
+// synchronous extraction, and the jobs the gate stopped to blocked or
+// manual.
+func (p *Pipeline) routeUnbatchable(ctx context.Context, toSync []ledger.PendingJob, stopped []stoppedJob) error {
 	now := p.clock.Now()
-	return p.db.InTx(ctx, func(tx *sql.Tx) error {
+	var blocked []stoppedJob
+	err := p.db.InTx(ctx, func(tx *sql.Tx) error {
+		blocked = blocked[:0]
 		var inserts []river.InsertManyParams
 		for _, j := range toSync {
 			routed, err := ledger.RouteToSync(ctx, tx, j.ID, now)
@@ -264,11 +269,22 @@ func (p *Pipeline) routeUnbatchable(ctx context.Context, toSync, toBlock []ledge
 				inserts = append(inserts, river.InsertManyParams{Args: ExtractArgs{JobID: j.ID}})
 			}
 		}
-		for _, j := range toBlock {
-			if err := ledger.Block(ctx, tx, j.ID, j.Attempt, stet.FailureBoundary, now); err != nil && !errors.Is(err, stet.ErrLeaseLost) {
+		for _, s := range stopped {
+			var err error
+			switch s.route.kind {
+			case routeBlock:
+				err = ledger.Block(ctx, tx, s.job.ID, s.job.Attempt, s.route.class, now)
+				if err == nil {
+					blocked = append(blocked, s)
+				}
+			case routeManual:
+				_, err = ledger.MarkManual(ctx, tx, s.job.ID, s.job.Attempt, s.route.class, now)
+			default:
+				err = errUnknownRoute(s.job.ID, s.route)
+			}
+			if err != nil && !errors.Is(err, stet.ErrLeaseLost) {
 				return err
 			}
-			p.alert(p.log.With("job_id", j.ID), "job_blocked", "failure_class", string(stet.FailureBoundary))
 		}
 		if len(inserts) == 0 {
 			return nil
@@ -276,6 +292,13 @@ func (p *Pipeline) routeUnbatchable(ctx context.Context, toSync, toBlock []ledge
 		_, err := p.river.InsertManyTx(ctx, tx, inserts)
 		return err
 	})
+	if err != nil {
+		return err
+	}
+	for _, s := range blocked {
+		p.alertBlocked(p.log.With("job_id", s.job.ID), s.route)
+	}
+	return nil
 }
 
 // runBatch moves one batch forward: submit, poll, or apply. It returns a
@@ -347,11 +370,7 @@ func ambiguous(err error) bool {
 	return true
 }
 
-func (p *Pipeline) submitBatch(ctx context.Context, b *ledger.Batch, proc stet.BatchProcessor, set BatchSettings, log interface {
-	Info(string, ...any)
-	Warn(string, ...any)
-	Error(string, ...any)
-}) (string, error) {
+func (p *Pipeline) submitBatch(ctx context.Context, b *ledger.Batch, proc stet.BatchProcessor, set BatchSettings, log *slog.Logger) (string, error) {
 	now := p.clock.Now()
 	info := proc.BatchInfo()
 	if !b.SubmitStartedAt.IsZero() && info.IdempotentSubmit && now.Sub(b.SubmitStartedAt) > idempotencyWindow {
@@ -393,22 +412,18 @@ func (p *Pipeline) submitBatch(ctx context.Context, b *ledger.Batch, proc stet.B
 	if err != nil {
 		return "error", err
 	}
-	// A dispatch pause set after assembly holds the whole batch: nothing is
-	// sent while the processor, or a tenant with items in it, is paused.
-	checked := map[string]bool{}
-	for _, it := range items {
-		if checked[it.TenantID] {
-			continue
-		}
-		checked[it.TenantID] = true
-		if pause, err := ledger.ActivePause(ctx, p.db.Reader(), it.TenantID, b.ProcessorID); err != nil {
-			return "error", err
-		} else if pause != nil {
-			return "paused", river.JobSnooze(p.cfg.PausedRecheck)
-		}
+	// Every item passes the boundary gate again: the policy, the config or
+	// a pause may have changed since assembly. All are decided before
+	// anything is written, so that a pause (a wait for any item) holds the
+	// whole batch: nothing is sent while the processor, or a tenant with
+	// items in it, is paused.
+	type decided struct {
+		item ledger.BatchItem
+		work *ledger.WorkItem
+		r    route
 	}
-	var reqs []stet.BatchItem
-	var subs []ledger.SubmitItem
+	var todo []decided
+	pauses := pauseCache{}
 	for _, it := range items {
 		if it.Applied {
 			continue
@@ -417,27 +432,39 @@ func (p *Pipeline) submitBatch(ctx context.Context, b *ledger.Batch, proc stet.B
 		if err != nil {
 			return "error", err
 		}
-		recorded, err := p.recordedPolicy(ctx, work.Job.PolicyHash)
+		g := gateJobOf(work)
+		g.Processor = b.ProcessorID
+		r, err := p.route(ctx, g, pauses)
 		if err != nil {
 			return "error", err
 		}
-		profile := p.profiles[work.Job.ExtractionVersion]
-		current := p.policies[recorded.ID]
-		if profile == nil || work.TextPurged || current == nil || !current.Permits(b.ProcessorID) || boundary.Check(recorded, proc.Info()) != nil {
+		if r.kind == routeWait {
+			return "paused", river.JobSnooze(r.wait)
+		}
+		todo = append(todo, decided{it, work, r})
+	}
+	var reqs []stet.BatchItem
+	var subs []ledger.SubmitItem
+	for _, d := range todo {
+		switch d.r.kind {
+		case routeSend:
+		case routeBlock, routeManual:
 			// Nothing of this job may leave: it leaves the batch before
 			// submission, blocked or manual, and is never sent.
-			if err := p.dropItem(ctx, b.ID, it, profile == nil || work.TextPurged); err != nil {
+			if err := p.dropItem(ctx, b.ID, d.item, d.r); err != nil {
 				return "error", err
 			}
 			continue
+		default:
+			return "error", errUnknownRoute(d.item.JobID, d.r)
 		}
-		params, sent, err := p.prepare(recorded, profile, proc, it.JobID, work.Text)
+		params, sent, err := p.prepare(d.r.recorded, d.r.profile, d.r.proc, d.item.JobID, d.work.Text)
 		if err != nil {
 			return "error", err
 		}
-		params.Attempt = it.Token
-		reqs = append(reqs, stet.BatchItem{JobID: it.JobID, Params: params})
-		subs = append(subs, ledger.SubmitItem{JobID: it.JobID, Token: it.Token, InputSHA256: sent.SHA256()})
+		params.Attempt = d.item.Token
+		reqs = append(reqs, stet.BatchItem{JobID: d.item.JobID, Params: params})
+		subs = append(subs, ledger.SubmitItem{JobID: d.item.JobID, Token: d.item.Token, InputSHA256: sent.SHA256()})
 	}
 	if len(reqs) == 0 {
 		if err := ledger.FinishApply(ctx, p.db.Writer(), b.ID, now); err != nil {
@@ -537,31 +564,31 @@ func (p *Pipeline) persistSubmitted(ctx context.Context, batchID string, h stet.
 	return err
 }
 
-// dropItem takes an item out of a batch before submission: its job is
-// blocked (the policy no longer permits the processor) or manual (its text
-// or profile is gone).
-func (p *Pipeline) dropItem(ctx context.Context, batchID string, it ledger.BatchItem, manual bool) error {
-	route, class := "blocked", stet.FailureBoundary
-	if manual {
-		route, class = "manual", stet.FailureUnsupported
+// dropItem takes an item out of a batch before submission, as the gate
+// decided (r): its job is blocked or manual, with r's class.
+func (p *Pipeline) dropItem(ctx context.Context, batchID string, it ledger.BatchItem, r route) error {
+	var applyRoute string
+	switch r.kind {
+	case routeBlock:
+		applyRoute = "blocked"
+	case routeManual:
+		applyRoute = "manual"
+	default:
+		return errUnknownRoute(it.JobID, r)
 	}
 	now := p.clock.Now()
 	err := p.db.InTx(ctx, func(tx *sql.Tx) error {
-		_, err := ledger.ApplyBatchItem(ctx, tx, ledger.ApplyItem{BatchID: batchID, Item: it, Route: route,
-			Result: ledger.AttemptResult{Status: stet.AttemptFailed, FailureClass: class, Now: now}, Now: now})
+		_, err := ledger.ApplyBatchItem(ctx, tx, ledger.ApplyItem{BatchID: batchID, Item: it, Route: applyRoute,
+			Result: ledger.AttemptResult{Status: stet.AttemptFailed, FailureClass: r.class, Now: now}, Now: now})
 		return err
 	})
-	if err == nil && route == "blocked" {
-		p.alert(p.log.With("job_id", it.JobID, "batch_id", batchID), "job_blocked", "failure_class", string(class))
+	if err == nil && r.kind == routeBlock {
+		p.alertBlocked(p.log.With("job_id", it.JobID, "batch_id", batchID), r)
 	}
 	return err
 }
 
-func (p *Pipeline) pollBatch(ctx context.Context, b *ledger.Batch, proc stet.BatchProcessor, set BatchSettings, log interface {
-	Info(string, ...any)
-	Warn(string, ...any)
-	Error(string, ...any)
-}) (string, error) {
+func (p *Pipeline) pollBatch(ctx context.Context, b *ledger.Batch, proc stet.BatchProcessor, set BatchSettings, log *slog.Logger) (string, error) {
 	now := p.clock.Now()
 	callCtx, cancel := context.WithTimeout(ctx, p.cfg.JobTimeout)
 	st, err := proc.BatchStatus(callCtx, b.ProviderBatchID)
@@ -607,11 +634,7 @@ const idempotencyWindow = 23 * time.Hour
 // applyChunk is how many items one apply transaction holds.
 const applyChunk = 200
 
-func (p *Pipeline) applyBatch(ctx context.Context, b *ledger.Batch, proc stet.BatchProcessor, set BatchSettings, log interface {
-	Info(string, ...any)
-	Warn(string, ...any)
-	Error(string, ...any)
-}) (string, error) {
+func (p *Pipeline) applyBatch(ctx context.Context, b *ledger.Batch, proc stet.BatchProcessor, set BatchSettings, log *slog.Logger) (string, error) {
 	now := p.clock.Now()
 	items, err := ledger.BatchItems(ctx, p.db.Writer(), b.ID)
 	if err != nil {

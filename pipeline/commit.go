@@ -20,7 +20,7 @@ type commitWorker struct {
 
 // NextRetry retries a failed commit from the saved artifact with backoff.
 func (w *commitWorker) NextRetry(job *river.Job[CommitArgs]) time.Time {
-	return time.Now().Add(w.p.backoff(job.Attempt))
+	return w.p.clock.Now().Add(w.p.backoff(job.Attempt))
 }
 
 // Work writes the review record and the job's committed marker in one
@@ -28,7 +28,7 @@ func (w *commitWorker) NextRetry(job *river.Job[CommitArgs]) time.Time {
 // stage, from the artifact: the processor is never called again.
 func (w *commitWorker) Work(ctx context.Context, job *river.Job[CommitArgs]) error {
 	p := w.p
-	start := time.Now()
+	start := time.Now() // elapsed time for the metric: the monotonic clock
 	var recordID string
 	err := p.db.InTx(ctx, func(tx *sql.Tx) error {
 		var err error

@@ -16,6 +16,7 @@ import (
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/admission"
 	"github.com/stetlabs/stet/internal/stettest"
+	"github.com/stetlabs/stet/ledger"
 	"github.com/stetlabs/stet/pipeline"
 	"github.com/stetlabs/stet/processor/openai"
 )
@@ -66,7 +67,7 @@ func TestDrill2CommitFailsAfterArtifact(t *testing.T) {
 	db := e.DB.Writer()
 	trigger := []string{`CREATE TRIGGER drill_fail_record BEFORE INSERT ON review_records
 			WHEN (SELECT COUNT(*) FROM drill_fault) > 0 BEGIN SELECT RAISE(ABORT, 'injected destination failure'); END`}
-	if e.DB.Dialect() == "postgres" {
+	if e.DB.Dialect() == ledger.Postgres {
 		trigger = []string{`CREATE FUNCTION drill_fail() RETURNS trigger LANGUAGE plpgsql AS $$
 			BEGIN
 				IF (SELECT COUNT(*) FROM drill_fault) > 0 THEN RAISE EXCEPTION 'injected destination failure'; END IF;

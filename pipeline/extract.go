@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -24,19 +25,20 @@ type extractWorker struct {
 	p *Pipeline
 }
 
-// NextRetry is exponential backoff with jitter for transient failures.
+// NextRetry is exponential backoff with jitter for transient failures,
+// from the injected clock.
 func (w *extractWorker) NextRetry(job *river.Job[ExtractArgs]) time.Time {
-	return w.p.clockNow().Add(w.p.backoff(job.Attempt))
+	return w.p.clock.Now().Add(w.p.backoff(job.Attempt))
 }
 
+// Work runs the stage. The stage metric measures elapsed time on the
+// monotonic clock: it is a duration of real work, not a time of the ledger.
 func (w *extractWorker) Work(ctx context.Context, job *river.Job[ExtractArgs]) error {
 	start := time.Now()
 	outcome, err := w.p.extract(ctx, job)
 	w.p.cfg.Metrics.StageDuration.WithLabelValues("extract", outcome).Observe(time.Since(start).Seconds())
 	return err
 }
-
-func (p *Pipeline) clockNow() time.Time { return time.Now() }
 
 // backoff is base·2^(n-1), ±25 % jitter, capped.
 func (p *Pipeline) backoff(n int) time.Duration {
@@ -93,48 +95,31 @@ func (p *Pipeline) extract(ctx context.Context, job *river.Job[ExtractArgs]) (st
 		return "error", fmt.Errorf("job %s: unknown state %q", jobID, j.State)
 	}
 
-	// The boundary: the policy recorded at acceptance decides where the text
-	// may go, and the policy in force must still permit it.
-	recorded, err := p.recordedPolicy(ctx, j.PolicyHash)
+	// The boundary gate: the policy recorded at acceptance decides where the
+	// text may go, and the policy in force must still permit it.
+	r, err := p.route(ctx, gateJobOf(work), nil)
 	if err != nil {
 		return "error", err
 	}
-	current := p.policies[recorded.ID]
-	processorID := p.chooseProcessor(recorded, current, work)
-	proc := p.cfg.Processors[processorID]
-	var boundaryErr error
-	switch {
-	case current == nil || !current.Permits(processorID):
-		boundaryErr = &stet.ProcessorError{Class: stet.FailureBoundary, Code: "processor_no_longer_permitted"}
-	case proc == nil:
-		boundaryErr = &stet.ProcessorError{Class: stet.FailureBoundary, Code: "processor_not_configured"}
-	default:
-		boundaryErr = boundary.Check(recorded, proc.Info())
-	}
-	if boundaryErr != nil {
-		p.alert(log, "job_blocked", "processor", processorID, "failure_class", string(stet.FailureBoundary))
-		return "blocked", p.block(ctx, job, j.Attempt, stet.FailureBoundary)
-	}
-	profile := p.profiles[j.ExtractionVersion]
-	if profile == nil {
-		p.alert(log, "job_blocked", "extraction_version", j.ExtractionVersion, "failure_class", string(stet.FailureUnsupported))
-		return "blocked", p.block(ctx, job, j.Attempt, stet.FailureUnsupported)
-	}
-	if work.TextPurged {
-		return "manual", p.manual(ctx, job, -1, stet.FailureUnsupported, log)
-	}
-	// A paused processor, tenant or everything: send nothing, spend no
-	// attempt, look again later. Pausing never rewrites the job.
-	if pause, err := ledger.ActivePause(ctx, p.db.Reader(), j.TenantID, processorID); err != nil {
-		return "error", err
-	} else if pause != nil {
+	switch r.kind {
+	case routeSend:
+	case routeWait:
+		// Send nothing, spend no attempt, look again later.
 		if err := p.markWaiting(ctx, j, now); err != nil {
 			return "error", err
 		}
-		return "paused", river.JobSnooze(p.cfg.PausedRecheck)
+		return "paused", river.JobSnooze(r.wait)
+	case routeBlock:
+		p.alertBlocked(log, r)
+		return "blocked", p.block(ctx, job, j.Attempt, r.class)
+	case routeManual:
+		return "manual", p.manualAfter(ctx, attempt{job: job, token: -1, result: ledger.AttemptResult{FailureClass: r.class}, log: log})
+	default:
+		return "error", errUnknownRoute(jobID, r)
 	}
+	processorID, proc, profile := r.processor, r.proc, r.profile
 
-	params, sent, err := p.prepare(recorded, profile, proc, jobID, work.Text)
+	params, sent, err := p.prepare(r.recorded, profile, proc, jobID, work.Text)
 	if err != nil {
 		return "error", err
 	}
@@ -142,19 +127,19 @@ func (p *Pipeline) extract(ctx context.Context, job *river.Job[ExtractArgs]) (st
 	// Admission toward the provider's limits, before the claim: a request
 	// that must wait spends no attempt and holds no lease; the job snoozes.
 	est := admission.EstimateTokens(sent.Reveal(), estimatedOutputTokens)
-	ticket, wait := p.admit(processorID, est)
-	if ticket == nil && wait <= p.inlineAdmitWait() {
-		// A short wait is spent here, holding only the River job: a snooze
-		// costs writes on the ledger's one writer, a wait costs nothing.
-		ticket, wait = p.admitWithin(ctx, processorID, est, p.inlineAdmitWait())
-		now = p.clock.Now()
-	}
-	if ticket == nil {
+	r = p.admitRoute(ctx, r, est)
+	now = p.clock.Now()
+	switch r.kind {
+	case routeSend:
+	case routeWait:
 		if err := p.markWaiting(ctx, j, now); err != nil {
 			return "error", err
 		}
-		return "throttled", river.JobSnooze(wait)
+		return "throttled", river.JobSnooze(r.wait)
+	default:
+		return "error", errUnknownRoute(jobID, r)
 	}
+	ticket := r.ticket
 
 	var token int64
 	var n int
@@ -207,8 +192,10 @@ func (p *Pipeline) extract(ctx context.Context, job *river.Job[ExtractArgs]) (st
 		p.cfg.Metrics.ProviderCalls.WithLabelValues(processorID, label).Inc()
 		result := attemptResult(jobID, n, ext, callErr, p.clock.Now())
 
+		a := attempt{job: job, token: token, processor: processorID, policyHash: j.PolicyHash,
+			transientFails: work.TransientFails, profile: profile, result: result, log: log}
 		if callErr == nil {
-			return p.saveArtifact(ctx, job, token, result, ext, profile, processorID, log)
+			return p.saveArtifact(ctx, a, ext)
 		}
 		var pe *stet.ProcessorError
 		errors.As(callErr, &pe)
@@ -232,7 +219,7 @@ func (p *Pipeline) extract(ctx context.Context, job *river.Job[ExtractArgs]) (st
 			params.Repair = append(params.Repair, stet.RepairTurn{Output: pe.Output, Problems: pe.Problems})
 			continue
 		}
-		return p.failed(ctx, job, token, processorID, j.PolicyHash, work.TransientFails, result, pe, log)
+		return p.failed(ctx, a, pe)
 	}
 }
 
@@ -267,15 +254,26 @@ func attemptResult(jobID string, n int, ext *stet.Extraction, err error, now tim
 	return r
 }
 
+// attempt is one claimed extraction attempt: what its outcome is written
+// against.
+type attempt struct {
+	job            *river.Job[ExtractArgs]
+	token          int64  // the fencing token of the claim; -1 for a job no worker holds
+	processor      string // the processor called
+	policyHash     string // the policy recorded at acceptance
+	transientFails int    // failed transient attempts before this one
+	profile        *Profile
+	result         ledger.AttemptResult // what the call returned, to record
+	log            *slog.Logger
+}
+
 // saveArtifact stores a validated result fenced on the attempt token and,
 // in the same transaction, commits it (the review record) or — when that
 // part fails — enqueues the commit stage, which retries from the artifact.
 // A failed write is retried here from the result in memory, never by
 // calling again.
-func (p *Pipeline) saveArtifact(ctx context.Context, job *river.Job[ExtractArgs], token int64, result ledger.AttemptResult,
-	ext *stet.Extraction, profile *Profile, processorID string, log interface {
-		Warn(string, ...any)
-	}) (string, error) {
+func (p *Pipeline) saveArtifact(ctx context.Context, a attempt, ext *stet.Extraction) (string, error) {
+	job, token, result, log := a.job, a.token, a.result, a.log
 	jobID := job.Args.JobID
 	// The call succeeded: finish the write even if the stage was cancelled,
 	// retrying a failed write from the result in memory for as long as the
@@ -295,7 +293,7 @@ func (p *Pipeline) saveArtifact(ctx context.Context, job *river.Job[ExtractArgs]
 		err = p.db.InTx(wctx, func(tx *sql.Tx) error {
 			if err := ledger.SaveArtifact(wctx, tx, ledger.SaveArtifactParams{
 				JobID: jobID, Token: token, AttemptN: result.N, Raw: ext.Raw, Output: ext.Output,
-				SchemaVersion: profile.ExtractionVersion(), ProcessorID: processorID, Model: ext.Model, Now: p.clock.Now(),
+				SchemaVersion: a.profile.ExtractionVersion(), ProcessorID: a.processor, Model: ext.Model, Now: p.clock.Now(),
 			}); err != nil {
 				return err
 			}
@@ -303,7 +301,7 @@ func (p *Pipeline) saveArtifact(ctx context.Context, job *river.Job[ExtractArgs]
 				return err
 			}
 			var err error
-			commitStart := time.Now()
+			commitStart := time.Now() // elapsed time for the metric: the monotonic clock
 			if recordID, err = p.commitInTx(wctx, tx, jobID); err != nil {
 				return err
 			}
@@ -354,28 +352,25 @@ func (p *Pipeline) commitInTx(ctx context.Context, tx *sql.Tx, jobID string) (st
 	if crash.Armed(crash.MidCommit) {
 		return "", nil
 	}
-	if _, err := tx.ExecContext(ctx, "SAVEPOINT inline_commit"); err != nil {
-		return "", fmt.Errorf("savepoint: %w", err)
+	var recordID string
+	err := ledger.Savepoint(ctx, tx, "inline_commit", func() error {
+		var err error
+		recordID, err = ledger.Commit(ctx, tx, jobID, p.clock.Now())
+		return err
+	})
+	if errors.Is(err, ledger.ErrSavepoint) {
+		return "", err
 	}
-	recordID, err := ledger.Commit(ctx, tx, jobID, p.clock.Now())
 	if err != nil {
-		if _, rerr := tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT inline_commit"); rerr != nil {
-			return "", fmt.Errorf("rollback to savepoint: %w", rerr)
-		}
-		if _, rerr := tx.ExecContext(ctx, "RELEASE SAVEPOINT inline_commit"); rerr != nil {
-			return "", fmt.Errorf("release savepoint: %w", rerr)
-		}
-		return "", nil
-	}
-	if _, err := tx.ExecContext(ctx, "RELEASE SAVEPOINT inline_commit"); err != nil {
-		return "", fmt.Errorf("release savepoint: %w", err)
+		return "", nil // rolled back: the commit stage retries from the artifact
 	}
 	return recordID, nil
 }
 
-// failed acts on a classified failure.
-func (p *Pipeline) failed(ctx context.Context, job *river.Job[ExtractArgs], token int64, processorID, policyHash string, transientSoFar int,
-	result ledger.AttemptResult, pe *stet.ProcessorError, log interface{ Warn(string, ...any) }) (string, error) {
+// failed acts on a classified failure of attempt a; pe is the processor's
+// error, when it returned one.
+func (p *Pipeline) failed(ctx context.Context, a attempt, pe *stet.ProcessorError) (string, error) {
+	job, token, processorID, result := a.job, a.token, a.processor, a.result
 	jobID := job.Args.JobID
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
@@ -394,8 +389,8 @@ func (p *Pipeline) failed(ctx context.Context, job *river.Job[ExtractArgs], toke
 	}
 	switch class {
 	case stet.FailureTransient:
-		if transientSoFar+1 >= p.cfg.MaxAttempts || job.Attempt >= job.MaxAttempts {
-			return "manual", p.manualAfter(wctx, job, token, result, log)
+		if a.transientFails+1 >= p.cfg.MaxAttempts || job.Attempt >= job.MaxAttempts {
+			return "manual", p.manualAfter(wctx, a)
 		}
 		if err := setState(stet.JobAccepted); err != nil {
 			return "error", err
@@ -405,7 +400,7 @@ func (p *Pipeline) failed(ctx context.Context, job *river.Job[ExtractArgs], toke
 		if err := setState(stet.JobWaiting); err != nil {
 			return "error", err
 		}
-		if p.hasFallback(policyHash, processorID) {
+		if p.hasFallback(a.policyHash, processorID) {
 			// An approved fallback takes the next attempt now; the limited
 			// processor's wait does not hold the job.
 			return "rate_limited", river.JobSnooze(0)
@@ -433,7 +428,7 @@ func (p *Pipeline) failed(ctx context.Context, job *river.Job[ExtractArgs], toke
 		}
 		return "blocked", p.block(wctx, job, token, class)
 	case stet.FailureInvalidOutput, stet.FailureRefusal, stet.FailureUnsupported, stet.FailureStore:
-		return "manual", p.manualAfter(wctx, job, token, result, log)
+		return "manual", p.manualAfter(wctx, a)
 	default:
 		return "error", fmt.Errorf("extract job %s: unknown failure class %q", jobID, class)
 	}
@@ -441,29 +436,26 @@ func (p *Pipeline) failed(ctx context.Context, job *river.Job[ExtractArgs], toke
 
 var errTransient = errors.New("transient failure; retrying with backoff")
 
-// manualAfter records the last attempt and ends extraction with a manual
-// record, in one transaction with the River completion.
-func (p *Pipeline) manualAfter(ctx context.Context, job *river.Job[ExtractArgs], token int64, result ledger.AttemptResult, log interface{ Warn(string, ...any) }) error {
+// manualAfter records attempt a's result and ends extraction with a manual
+// record carrying its failure class, in one transaction with the River
+// completion.
+func (p *Pipeline) manualAfter(ctx context.Context, a attempt) error {
 	err := p.db.InTx(ctx, func(tx *sql.Tx) error {
-		if err := ledger.FinishAttempt(ctx, tx, result); err != nil {
+		if err := ledger.FinishAttempt(ctx, tx, a.result); err != nil {
 			return err
 		}
-		if _, err := ledger.MarkManual(ctx, tx, job.Args.JobID, token, result.FailureClass, p.clock.Now()); err != nil {
+		if _, err := ledger.MarkManual(ctx, tx, a.job.Args.JobID, a.token, a.result.FailureClass, p.clock.Now()); err != nil {
 			return err
 		}
-		return completeTx(ctx, tx, job)
+		return completeTx(ctx, tx, a.job)
 	})
 	if errors.Is(err, stet.ErrLeaseLost) {
 		return river.JobSnooze(p.leaseFor())
 	}
 	if err == nil {
-		log.Warn("extraction failed for good; manual review record written", "failure_class", string(result.FailureClass))
+		a.log.Warn("extraction failed for good; manual review record written", "failure_class", string(a.result.FailureClass))
 	}
 	return err
-}
-
-func (p *Pipeline) manual(ctx context.Context, job *river.Job[ExtractArgs], token int64, class stet.FailureClass, log interface{ Warn(string, ...any) }) error {
-	return p.manualAfter(ctx, job, token, ledger.AttemptResult{FailureClass: class}, log)
 }
 
 // block moves a job to blocked (no call is made) and completes its River job.
@@ -481,7 +473,7 @@ func (p *Pipeline) block(ctx context.Context, job *river.Job[ExtractArgs], token
 }
 
 // alert raises an alert: a structured log line and a counter, IDs only.
-func (p *Pipeline) alert(log interface{ Error(string, ...any) }, kind string, args ...any) {
+func (p *Pipeline) alert(log *slog.Logger, kind string, args ...any) {
 	p.cfg.Metrics.Alerts.WithLabelValues(kind).Inc()
 	log.Error("alert", append([]any{"alert", kind}, args...)...)
 }
@@ -501,22 +493,22 @@ func (p *Pipeline) admit(processorID string, est int) (*admission.Ticket, time.D
 	return t, wait
 }
 
-// admitWait admits a request, sleeping (never in a transaction) while the
-// limiter says to wait.
 // inlineAdmitWait is the longest admission wait a stage spends in process
 // rather than snoozing.
 func (p *Pipeline) inlineAdmitWait() time.Duration { return min(5*time.Second, p.cfg.JobTimeout/4) }
 
 // admitWithin waits up to limit for an admission; if none comes in time it
-// returns a nil ticket and how long is still to wait.
+// returns a nil ticket and how long is still to wait. The budget counts the
+// waits the limiter asked for (its own clock decides when a request fits),
+// so no time is read here.
 func (p *Pipeline) admitWithin(ctx context.Context, processorID string, est int, limit time.Duration) (*admission.Ticket, time.Duration) {
-	deadline := time.Now().Add(limit)
+	var spent time.Duration
 	for {
 		t, wait := p.admit(processorID, est)
 		if t != nil {
 			return t, 0
 		}
-		if time.Now().Add(wait).After(deadline) || ctx.Err() != nil {
+		if spent+wait > limit || ctx.Err() != nil {
 			return nil, wait
 		}
 		select {
@@ -524,9 +516,12 @@ func (p *Pipeline) admitWithin(ctx context.Context, processorID string, est int,
 			return nil, wait
 		case <-time.After(wait):
 		}
+		spent += wait
 	}
 }
 
+// admitWait admits a request, sleeping (never in a transaction) while the
+// limiter says to wait.
 func (p *Pipeline) admitWait(ctx context.Context, processorID string, est int) (*admission.Ticket, error) {
 	for {
 		t, wait := p.admit(processorID, est)
@@ -552,49 +547,6 @@ func usedTokens(ext *stet.Extraction, err error) int {
 		}
 	}
 	return -1 // unknown: the estimate stands
-}
-
-// chooseProcessor picks the processor for this attempt: the recorded
-// policy's primary, or — only after a transient or rate-limited failure — the
-// next of its approved fallbacks that the policy in force still permits and
-// that is configured, wrapping back to the primary. Never a processor outside
-// the recorded policy. If the primary itself is no longer permitted the
-// primary is returned, and the boundary check blocks the job: it is never
-// re-routed.
-func (p *Pipeline) chooseProcessor(recorded, current *stet.Policy, w *ledger.WorkItem) string {
-	primary := recorded.Processors[0]
-	usable := func(id string) bool {
-		return current != nil && current.Permits(id) && p.cfg.Processors[id] != nil
-	}
-	if !usable(primary) || (w.LastClass != stet.FailureTransient && w.LastClass != stet.FailureRateLimited) {
-		return primary
-	}
-	last := slices.Index(recorded.Processors, w.LastProcessor)
-	for i := 1; i < len(recorded.Processors); i++ {
-		id := recorded.Processors[(last+i)%len(recorded.Processors)]
-		if usable(id) {
-			return id
-		}
-	}
-	return primary
-}
-
-// hasFallback reports whether a transient or rate-limited failure of
-// processorID can go to another approved processor at once.
-func (p *Pipeline) hasFallback(policyHash, processorID string) bool {
-	p.mu.Lock()
-	recorded := p.oldPolicies[policyHash]
-	p.mu.Unlock()
-	if recorded == nil {
-		return false
-	}
-	current := p.policies[recorded.ID]
-	for _, id := range recorded.Processors {
-		if id != processorID && current != nil && current.Permits(id) && p.cfg.Processors[id] != nil {
-			return true
-		}
-	}
-	return false
 }
 
 func (p *Pipeline) recordedPolicy(ctx context.Context, hash string) (*stet.Policy, error) {

@@ -52,7 +52,7 @@ func newIntake(p *Pipeline) *intake {
 // parallel and which flushes concurrent commits together.
 func (in *intake) start() {
 	n := 1
-	if in.p.db.Dialect() == "postgres" {
+	if in.p.db.Dialect() == ledger.Postgres {
 		n = postgresCommitters
 	}
 	for i := 0; i < n; i++ {
@@ -172,29 +172,31 @@ func (in *intake) commitGroup(ctx context.Context, batch []*acceptReq, savepoint
 			r.err, r.res = nil, ledger.AcceptResult{}
 			sp := fmt.Sprintf("d%d", i)
 			for try := 0; ; try++ {
-				if savepoints {
-					if _, err := tx.ExecContext(ctx, "SAVEPOINT "+sp); err != nil {
-						return fmt.Errorf("savepoint: %w", err)
-					}
+				var res ledger.AcceptResult
+				var newJob bool
+				accept := func() error {
+					var err error
+					res, newJob, err = ledger.Accept(ctx, tx, r.params)
+					return err
 				}
-				res, newJob, err := ledger.Accept(ctx, tx, r.params)
+				var err error
+				if savepoints {
+					err = ledger.Savepoint(ctx, tx, sp, accept)
+				} else {
+					err = accept()
+				}
 				if err != nil {
 					if !savepoints {
 						return errItemFailed
 					}
-					if _, rerr := tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT "+sp); rerr != nil {
-						return fmt.Errorf("rollback to savepoint: %w", rerr)
+					if errors.Is(err, ledger.ErrSavepoint) {
+						return err
 					}
 					if errors.Is(err, ledger.ErrRetryItem) && try < 3 {
 						continue
 					}
 					r.err = err
 					break
-				}
-				if savepoints {
-					if _, err := tx.ExecContext(ctx, "RELEASE SAVEPOINT "+sp); err != nil {
-						return fmt.Errorf("release savepoint: %w", err)
-					}
 				}
 				r.res = res
 				if newJob && r.params.Mode != stet.ModeBatch {

@@ -134,10 +134,15 @@ type Pipeline struct {
 // transaction: riversqlite for SQLite, riverdatabasesql (pgx through
 // database/sql) for PostgreSQL.
 func RiverDriver(db *ledger.DB) riverdriver.Driver[*sql.Tx] {
-	if db.Dialect() == "postgres" {
+	switch d := db.Dialect(); d {
+	case ledger.Postgres:
 		return riverdatabasesql.New(db.Writer())
+	case ledger.SQLite:
+		return riversqlite.New(db.Writer())
+	default:
+		// ledger.Open makes no other: a new dialect must be wired here.
+		panic(fmt.Sprintf("pipeline: no River driver for ledger dialect %q", d))
 	}
-	return riversqlite.New(db.Writer())
 }
 
 // Migrate applies River's migrations on db, under the ledger's migration
@@ -191,7 +196,7 @@ func New(cfg Config) (*Pipeline, error) {
 	for id := range cfg.Processors {
 		p.limiters[id] = admission.New(cfg.Limits[id], cfg.Clock)
 	}
-	p.processID = stet.NewID("proc", time.Now())
+	p.processID = stet.NewID("proc", cfg.Clock.Now())
 	for _, pol := range cfg.Policies {
 		p.policies[pol.ID] = pol
 	}

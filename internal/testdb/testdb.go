@@ -15,6 +15,8 @@ import (
 	"testing"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // the pgx database/sql driver
+
+	"github.com/stetlabs/stet/ledger"
 )
 
 // EnvURL names the variable holding the test server's URL.
@@ -22,26 +24,26 @@ const EnvURL = "STET_TEST_DATABASE_URL"
 
 // Dialects returns the dialects to test: sqlite always, postgres when
 // STET_TEST_DATABASE_URL is set.
-func Dialects() []string {
+func Dialects() []ledger.Dialect {
 	if os.Getenv(EnvURL) != "" {
-		return []string{"sqlite", "postgres"}
+		return []ledger.Dialect{ledger.SQLite, ledger.Postgres}
 	}
-	return []string{"sqlite"}
+	return []ledger.Dialect{ledger.SQLite}
 }
 
 // Default is the dialect of suites that run once: postgres when
 // STET_TEST_DATABASE_URL is set, else sqlite.
-func Default() string {
+func Default() ledger.Dialect {
 	if os.Getenv(EnvURL) != "" {
-		return "postgres"
+		return ledger.Postgres
 	}
-	return "sqlite"
+	return ledger.SQLite
 }
 
 // URL returns a fresh database URL of dialect for t.
-func URL(t testing.TB, dialect string) string {
+func URL(t testing.TB, dialect ledger.Dialect) string {
 	t.Helper()
-	if dialect == "sqlite" {
+	if dialect == ledger.SQLite {
 		return "sqlite://" + filepath.Join(t.TempDir(), "stet.db")
 	}
 	base := os.Getenv(EnvURL)
