@@ -11,6 +11,7 @@ import (
 	"github.com/stetlabs/stet/internal/stettest"
 	"github.com/stetlabs/stet/ledger"
 	"github.com/stetlabs/stet/pipeline"
+	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/openai"
 )
 
@@ -156,8 +157,8 @@ func gatePipeline(t *testing.T, e *stettest.Env, recorded *stet.Policy, w gateWo
 	if w.region != "" {
 		region = w.region
 	}
-	oc, err := openai.New(openai.Config{ID: "openai-fake", BaseURL: e.Fake.URL(), APIKey: "sk-test", Model: "gpt-test",
-		Region: region, Retention: "30d", Timeout: 5 * time.Second})
+	oc, err := openai.New(openai.Config{Common: processor.Common{ID: "openai-fake", BaseURL: e.Fake.URL(), APIKey: "sk-test", Model: "gpt-test",
+		Region: region, Retention: "30d", Timeout: 5 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/stetlabs/stet/ledger"
 	"github.com/stetlabs/stet/metrics"
 	"github.com/stetlabs/stet/pipeline"
+	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/anthropic"
 	"github.com/stetlabs/stet/processor/azurecs"
 	"github.com/stetlabs/stet/processor/gemini"
@@ -199,41 +200,30 @@ func newProcessor(pc *config.Processor, cfg *config.Config) (stet.Processor, err
 }
 
 // newProcessorClient builds a processor that sends through hc (nil: the
-// processor's own client).
+// processor's own client). Wiring a kind is one case: the shared settings
+// are built once, as processor.Common.
 func newProcessorClient(pc *config.Processor, cfg *config.Config, hc *http.Client) (stet.Processor, error) {
+	c := processor.Common{
+		ID: pc.ID, BaseURL: pc.BaseURL, APIKey: pc.APIKey, Model: pc.Model, Region: pc.Region,
+		Retention: pc.Retention, ZeroRetention: pc.ZeroRetention, Subprocessors: pc.Subprocessors,
+		Timeout: pc.Timeout.Std(), HTTPClient: hc,
+	}
 	switch pc.Kind {
 	case config.KindRules:
 		return rules.New(rules.Params{ID: pc.ID, RulesPath: pc.Rules})
 	case config.KindOpenAI:
-		return openai.New(openai.Config{
-			ID: pc.ID, BaseURL: pc.BaseURL, APIKey: pc.APIKey, Model: pc.Model, Region: pc.Region,
-			Retention: pc.Retention, ZeroRetention: pc.ZeroRetention, Subprocessors: pc.Subprocessors,
-			Timeout: pc.Timeout.Std(), AzureAPIVersion: pc.APIVersion, HTTPClient: hc,
-		})
+		return openai.New(openai.Config{Common: c, AzureAPIVersion: pc.APIVersion})
 	case config.KindAnthropic:
-		return anthropic.New(anthropic.Config{
-			ID: pc.ID, BaseURL: pc.BaseURL, APIKey: pc.APIKey, Model: pc.Model, Region: pc.Region,
-			Retention: pc.Retention, ZeroRetention: pc.ZeroRetention, Subprocessors: pc.Subprocessors,
-			Timeout: pc.Timeout.Std(), MaxTokens: int64(pc.MaxTokens), ToolUse: pc.ToolUse, HTTPClient: hc,
-		})
+		return anthropic.New(anthropic.Config{Common: c, MaxTokens: int64(pc.MaxTokens), ToolUse: pc.ToolUse})
 	case config.KindInfrai:
-		return infrai.New(infrai.Config{
-			ID: pc.ID, BaseURL: pc.BaseURL, APIKey: pc.APIKey, Model: pc.Model, Region: pc.Region,
-			Retention: pc.Retention, ZeroRetention: pc.ZeroRetention, Subprocessors: pc.Subprocessors,
-			Timeout: pc.Timeout.Std(), HTTPClient: hc,
-		})
+		return infrai.New(infrai.Config{Common: c})
 	case config.KindGemini:
-		return gemini.NewBatch(gemini.Config{
-			ID: pc.ID, BaseURL: pc.BaseURL, APIKey: pc.APIKey, Model: pc.Model, Region: pc.Region,
-			Retention: pc.Retention, ZeroRetention: pc.ZeroRetention, Subprocessors: pc.Subprocessors,
-			Timeout: pc.Timeout.Std(), HTTPClient: hc,
-		})
+		return gemini.NewBatch(gemini.Config{Common: c})
 	case config.KindAzureContentSafety:
-		return azurecs.New(azurecs.Config{
-			ID: pc.ID, BaseURL: pc.BaseURL, APIKey: pc.APIKey, Region: pc.Region, Retention: pc.Retention,
-			ZeroRetention: pc.ZeroRetention, Subprocessors: pc.Subprocessors, Timeout: pc.Timeout.Std(),
-			APIVersion: pc.APIVersion, MappingPath: pc.Mapping,
-		})
+		// The label stays the one the adapter derives from the API version
+		// and the mapping, as it always has: a configured model is not used.
+		c.Model = ""
+		return azurecs.New(azurecs.Config{Common: c, APIVersion: pc.APIVersion, MappingPath: pc.Mapping})
 	default:
 		return nil, nil
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/internal/crash"
+	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/anthropic/anthropicfake"
 	"github.com/stetlabs/stet/processor/gemini/geminifake"
 	"github.com/stetlabs/stet/processor/infrai/infraifake"
@@ -187,7 +188,7 @@ func TestBatchStatusCommand(t *testing.T) {
 	f := openai.NewFake(openai.FakeOptions{APIKey: testOpenAIKey, Batch: openai.FakeBatchOptions{PollsToEnd: -1}})
 	t.Cleanup(f.Close)
 	cfg := writeBatchConfig(t, t.TempDir(), "openai", f.URL(), "gpt-test", 10)
-	c, err := openai.New(openai.Config{ID: "openai-fake", BaseURL: f.URL(), APIKey: testOpenAIKey, Model: "gpt-test", Region: "us", Retention: "30d"})
+	c, err := openai.New(openai.Config{Common: processor.Common{ID: "openai-fake", BaseURL: f.URL(), APIKey: testOpenAIKey, Model: "gpt-test", Region: "us", Retention: "30d"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,7 +367,7 @@ func TestBatchReconcileAdopt(t *testing.T) {
 			SchemaName: "moderation_v1", Schema: mustRead(t, filepath.Join(quickstartDir(), "profiles", "moderation.schema.json"))}})
 	}
 	rows.Close()
-	c, err := openai.New(openai.Config{ID: "openai-fake", BaseURL: f.URL(), APIKey: testOpenAIKey, Model: "gpt-test", Region: "us", Retention: "30d"})
+	c, err := openai.New(openai.Config{Common: processor.Common{ID: "openai-fake", BaseURL: f.URL(), APIKey: testOpenAIKey, Model: "gpt-test", Region: "us", Retention: "30d"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/config"
+	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/openai"
 )
 
@@ -216,7 +217,7 @@ func providerNaive(ctx context.Context, o providerBenchOptions) (providerFigures
 	f := providerFigures{Name: "naive loop (baseline)"}
 	fake := o.fake()
 	defer fake.Close()
-	client, err := openai.New(openai.Config{ID: "fake", BaseURL: fake.URL(), APIKey: "sk-bench", Model: "fake-instant", Region: "local", Retention: "none"})
+	client, err := openai.New(openai.Config{Common: processor.Common{ID: "fake", BaseURL: fake.URL(), APIKey: "sk-bench", Model: "fake-instant", Region: "local", Retention: "none"}})
 	if err != nil {
 		return f, err
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/stetlabs/stet/ledger"
 	"github.com/stetlabs/stet/metrics"
 	"github.com/stetlabs/stet/pipeline"
+	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/openai"
 	"github.com/stetlabs/stet/processor/rules"
 	"github.com/stetlabs/stet/schema"
@@ -178,8 +179,17 @@ func New(t testing.TB, opts Options) *Env {
 	e.Metrics = metrics.New(db, log)
 
 	e.Fake = openai.NewFake(opts.FakeOptions)
-	oc, err := openai.New(openai.Config{ID: "openai-fake", BaseURL: e.Fake.URL(), APIKey: "sk-test", Model: "gpt-test",
-		Region: "us", Retention: "30d", Timeout: opts.ProcessorTimeout})
+	oc, err := openai.New(openai.Config{
+		Common: processor.Common{
+			ID:        "openai-fake",
+			BaseURL:   e.Fake.URL(),
+			APIKey:    "sk-test",
+			Model:     "gpt-test",
+			Region:    "us",
+			Retention: "30d",
+			Timeout:   opts.ProcessorTimeout,
+		},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

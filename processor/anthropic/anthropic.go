@@ -35,6 +35,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/packages/param"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/processor"
 )
 
 // Kind is the processor kind this package implements.
@@ -59,22 +60,11 @@ var (
 	errBodyTooLarge = errors.New("response body over the size limit")
 )
 
-// Config configures a Client.
+// Config configures a Client. BaseURL defaults to DefaultBaseURL and is
+// given without /v1; APIKey may be empty for servers that need none; the
+// SDK's own retries are off whatever HTTPClient does.
 type Config struct {
-	ID        string // the processor ID from stet's config
-	BaseURL   string // default DefaultBaseURL; without /v1
-	APIKey    string // the API key; empty for servers that need none
-	Model     string
-	Region    string
-	Retention string
-	// ZeroRetention says the provider keeps no copy of the text.
-	ZeroRetention bool
-	Subprocessors []string
-	// Timeout bounds one call, response body included; 0 means DefaultTimeout.
-	Timeout time.Duration
-	// HTTPClient is optional (tests, drills). Its own retries and redirects
-	// are its business; the SDK's are off.
-	HTTPClient *http.Client
+	processor.Common
 
 	// MaxTokens is max_tokens; 0 means DefaultMaxTokens.
 	MaxTokens int64
@@ -103,14 +93,11 @@ var _ stet.Processor = (*Client)(nil)
 
 // New returns a Client for cfg. It makes no network call.
 func New(cfg Config) (*Client, error) {
-	if cfg.ID == "" {
-		return nil, errors.New("anthropic: config: id is required")
+	if err := cfg.Check("anthropic"); err != nil {
+		return nil, err
 	}
 	if cfg.Model == "" {
 		return nil, fmt.Errorf("anthropic: config %s: model is required", cfg.ID)
-	}
-	if cfg.Timeout < 0 {
-		return nil, fmt.Errorf("anthropic: config %s: timeout must not be negative", cfg.ID)
 	}
 	if cfg.MaxTokens < 0 {
 		return nil, fmt.Errorf("anthropic: config %s: max_tokens must not be negative", cfg.ID)
@@ -128,10 +115,7 @@ func New(cfg Config) (*Client, error) {
 		// every call to /v1/v1/messages.
 		return nil, fmt.Errorf("anthropic: config %s: base_url must not end in /v1", cfg.ID)
 	}
-	timeout := cfg.Timeout
-	if timeout == 0 {
-		timeout = DefaultTimeout
-	}
+	timeout := cfg.TimeoutOr(DefaultTimeout)
 	maxTokens := cfg.MaxTokens
 	if maxTokens == 0 {
 		maxTokens = DefaultMaxTokens
@@ -156,22 +140,13 @@ func New(cfg Config) (*Client, error) {
 		opts = append(opts, option.WithAPIKey(cfg.APIKey))
 	}
 
-	caps := []string{"sync", "batch", "json_schema"}
+	info := cfg.Info(Kind)
+	info.Capabilities = []string{"sync", "batch", "json_schema"}
 	if cfg.ToolUse {
-		caps = append(caps, "tool_use")
+		info.Capabilities = append(info.Capabilities, "tool_use")
 	}
 	return &Client{
-		info: stet.ProcessorInfo{
-			ID:               cfg.ID,
-			Kind:             Kind,
-			Model:            cfg.Model,
-			Region:           cfg.Region,
-			Retention:        cfg.Retention,
-			ZeroRetention:    cfg.ZeroRetention,
-			Subprocessors:    append([]string{}, cfg.Subprocessors...),
-			Capabilities:     caps,
-			SendsTextOffHost: true,
-		},
+		info:      info,
 		model:     cfg.Model,
 		maxTokens: maxTokens,
 		toolUse:   cfg.ToolUse,
@@ -183,12 +158,7 @@ func New(cfg Config) (*Client, error) {
 }
 
 // Info declares the processor's identity and data boundary.
-func (c *Client) Info() stet.ProcessorInfo {
-	info := c.info
-	info.Subprocessors = append([]string{}, c.info.Subprocessors...)
-	info.Capabilities = append([]string{}, c.info.Capabilities...)
-	return info
-}
+func (c *Client) Info() stet.ProcessorInfo { return processor.CopyInfo(c.info) }
 
 // Extract sends one Messages request and returns the model's JSON. Every
 // error is a *stet.ProcessorError. The output is checked to be JSON;

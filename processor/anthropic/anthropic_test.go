@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/anthropic/anthropicfake"
 )
 
@@ -34,14 +35,16 @@ const (
 func newTestClient(t *testing.T, f *anthropicfake.Server, timeout time.Duration, toolUse bool) *Client {
 	t.Helper()
 	c, err := New(Config{
-		ID:        "anthropic-test",
-		BaseURL:   f.URL(),
-		APIKey:    testKey,
-		Model:     testModel,
-		Region:    "eu",
-		Retention: "30d",
-		Timeout:   timeout,
-		ToolUse:   toolUse,
+		Common: processor.Common{
+			ID:        "anthropic-test",
+			BaseURL:   f.URL(),
+			APIKey:    testKey,
+			Model:     testModel,
+			Region:    "eu",
+			Retention: "30d",
+			Timeout:   timeout,
+		},
+		ToolUse: toolUse,
 	})
 	if err != nil {
 		t.Fatalf("New() = %v", err)
@@ -458,7 +461,7 @@ func TestClassificationOffWire(t *testing.T) {
 			defer cancel(nil)
 			srv := httptest.NewServer(tt.handler(cancel))
 			defer srv.Close()
-			c, err := New(Config{ID: "raw", BaseURL: srv.URL, Model: testModel, Timeout: 10 * time.Second, ToolUse: tt.toolUse})
+			c, err := New(Config{Common: processor.Common{ID: "raw", BaseURL: srv.URL, Model: testModel, Timeout: 10 * time.Second}, ToolUse: tt.toolUse})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -485,7 +488,7 @@ func TestConnectionRefused(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	base := srv.URL
 	srv.Close()
-	c, err := New(Config{ID: "gone", BaseURL: base, Model: testModel})
+	c, err := New(Config{Common: processor.Common{ID: "gone", BaseURL: base, Model: testModel}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -526,7 +529,7 @@ func TestExtractSuccess(t *testing.T) {
 			t.Parallel()
 			f := newFake(t, anthropicfake.Options{})
 			rt := &recordingTransport{}
-			c, err := New(Config{ID: "anthropic-eu", BaseURL: f.URL(), APIKey: testKey, Model: testModel, ToolUse: toolUse, HTTPClient: &http.Client{Transport: rt}})
+			c, err := New(Config{Common: processor.Common{ID: "anthropic-eu", BaseURL: f.URL(), APIKey: testKey, Model: testModel, HTTPClient: &http.Client{Transport: rt}}, ToolUse: toolUse})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -585,7 +588,7 @@ func TestCachedInputTokensCount(t *testing.T) {
 		_, _ = io.WriteString(w, `{"id":"msg_01x","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"{\"a\":1}"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":10,"cache_creation_input_tokens":200,"cache_read_input_tokens":3000,"output_tokens":7}}`)
 	}))
 	defer srv.Close()
-	c, err := New(Config{ID: "cached", BaseURL: srv.URL, Model: testModel})
+	c, err := New(Config{Common: processor.Common{ID: "cached", BaseURL: srv.URL, Model: testModel}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -685,7 +688,7 @@ func TestRequestOptions(t *testing.T) {
 			t.Parallel()
 			opts, last := recordRequests()
 			f := newFake(t, opts)
-			c, err := New(Config{ID: "opts", BaseURL: f.URL(), APIKey: testKey, Model: testModel, MaxTokens: tt.maxTokens, InferenceGeo: tt.geo})
+			c, err := New(Config{Common: processor.Common{ID: "opts", BaseURL: f.URL(), APIKey: testKey, Model: testModel}, MaxTokens: tt.maxTokens, InferenceGeo: tt.geo})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -721,7 +724,7 @@ func TestEnvironmentIgnored(t *testing.T) {
 	opts, last := recordRequests()
 	f := anthropicfake.New(opts) // no key required
 	defer f.Close()
-	c, err := New(Config{ID: "env", BaseURL: f.URL(), Model: testModel})
+	c, err := New(Config{Common: processor.Common{ID: "env", BaseURL: f.URL(), Model: testModel}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -745,13 +748,13 @@ func TestNewValidates(t *testing.T) {
 		name string
 		cfg  Config
 	}{
-		{"no id", Config{Model: testModel}},
-		{"no model", Config{ID: "x"}},
-		{"relative base url", Config{ID: "x", Model: testModel, BaseURL: "api.anthropic.com"}},
-		{"ftp base url", Config{ID: "x", Model: testModel, BaseURL: "ftp://example.com"}},
-		{"base url with /v1", Config{ID: "x", Model: testModel, BaseURL: "https://api.anthropic.com/v1/"}},
-		{"negative timeout", Config{ID: "x", Model: testModel, Timeout: -time.Second}},
-		{"negative max tokens", Config{ID: "x", Model: testModel, MaxTokens: -1}},
+		{"no id", Config{Common: processor.Common{Model: testModel}}},
+		{"no model", Config{Common: processor.Common{ID: "x"}}},
+		{"relative base url", Config{Common: processor.Common{ID: "x", Model: testModel, BaseURL: "api.anthropic.com"}}},
+		{"ftp base url", Config{Common: processor.Common{ID: "x", Model: testModel, BaseURL: "ftp://example.com"}}},
+		{"base url with /v1", Config{Common: processor.Common{ID: "x", Model: testModel, BaseURL: "https://api.anthropic.com/v1/"}}},
+		{"negative timeout", Config{Common: processor.Common{ID: "x", Model: testModel, Timeout: -time.Second}}},
+		{"negative max tokens", Config{Common: processor.Common{ID: "x", Model: testModel}, MaxTokens: -1}},
 	}
 	for _, tt := range tests {
 		if _, err := New(tt.cfg); err == nil {
@@ -759,7 +762,7 @@ func TestNewValidates(t *testing.T) {
 		}
 	}
 	for _, base := range []string{"", "https://api.anthropic.com", "https://gateway.example/anthropic/"} {
-		if _, err := New(Config{ID: "x", Model: testModel, BaseURL: base}); err != nil {
+		if _, err := New(Config{Common: processor.Common{ID: "x", Model: testModel, BaseURL: base}}); err != nil {
 			t.Errorf("New(base url %q) = %v, want nil", base, err)
 		}
 	}
@@ -775,7 +778,7 @@ func TestInfo(t *testing.T) {
 		{true, []string{"sync", "batch", "json_schema", "tool_use"}},
 	} {
 		subs := []string{"Amazon Web Services"}
-		c, err := New(Config{ID: "anthropic-eu", Model: testModel, Region: "eu", Retention: "30d", ZeroRetention: true, Subprocessors: subs, ToolUse: tt.toolUse})
+		c, err := New(Config{Common: processor.Common{ID: "anthropic-eu", Model: testModel, Region: "eu", Retention: "30d", ZeroRetention: true, Subprocessors: subs}, ToolUse: tt.toolUse})
 		if err != nil {
 			t.Fatal(err)
 		}

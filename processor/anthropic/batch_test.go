@@ -21,6 +21,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/anthropic/anthropicfake"
 )
 
@@ -110,7 +111,7 @@ func (b *cappedBody) Close() error { return b.rc.Close() }
 // batchClient returns a Client for f; hc may be nil.
 func batchClient(t *testing.T, f *anthropicfake.Server, toolUse bool, hc *http.Client) *Client {
 	t.Helper()
-	c, err := New(Config{ID: "anthropic-batch", BaseURL: f.URL(), APIKey: testKey, Model: testModel, ToolUse: toolUse, Timeout: 10 * time.Second, HTTPClient: hc})
+	c, err := New(Config{Common: processor.Common{ID: "anthropic-batch", BaseURL: f.URL(), APIKey: testKey, Model: testModel, Timeout: 10 * time.Second, HTTPClient: hc}, ToolUse: toolUse})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -855,7 +856,7 @@ func TestBatchResultsFetchFailures(t *testing.T) {
 
 func TestReadResultsLines(t *testing.T) {
 	t.Parallel()
-	c, err := New(Config{ID: "x", Model: testModel})
+	c, err := New(Config{Common: processor.Common{ID: "x", Model: testModel}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,6 +33,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/processor"
 )
 
 // Kind is the processor kind this package implements.
@@ -87,30 +88,15 @@ var (
 	errBodyTooLarge = errors.New("response body over the size limit")
 )
 
-// Config configures a Client.
+// Config configures a Client. BaseURL is the resource's endpoint,
+// https://<resource>.cognitiveservices.azure.com (a trailing /contentsafety
+// is accepted); APIKey is sent as Ocp-Apim-Subscription-Key. Model labels
+// the processor in Info and attempts, the service having no model
+// parameter; default "text-analyze-<api-version>+mapping-<the first 12 hex
+// digits of the mapping file's SHA-256>". The Client uses a copy of
+// HTTPClient that refuses redirects.
 type Config struct {
-	ID string // the processor ID from stet's config
-	// BaseURL is the resource's endpoint,
-	// https://<resource>.cognitiveservices.azure.com. A trailing
-	// /contentsafety is accepted.
-	BaseURL string
-	// APIKey is sent as Ocp-Apim-Subscription-Key.
-	APIKey string
-	// Model labels the processor in Info and attempts; the service has no
-	// model parameter. Default "text-analyze-<api-version>+mapping-<the
-	// first 12 hex digits of the mapping file's SHA-256>".
-	Model     string
-	Region    string
-	Retention string
-	// ZeroRetention says the provider keeps no copy of the text.
-	ZeroRetention bool
-	Subprocessors []string
-	// Timeout bounds one call, response body included; 0 means
-	// DefaultTimeout.
-	Timeout time.Duration
-	// HTTPClient is optional (tests, drills). The Client uses a copy that
-	// refuses redirects.
-	HTTPClient *http.Client
+	processor.Common
 	// APIVersion is the api-version query parameter; default
 	// DefaultAPIVersion.
 	APIVersion string
@@ -145,11 +131,8 @@ var _ stet.Processor = (*Client)(nil)
 // New returns a Client for cfg. It reads the mapping file if given by path,
 // and makes no network call.
 func New(cfg Config) (*Client, error) {
-	if cfg.ID == "" {
-		return nil, errors.New("azurecs: config: id is required")
-	}
-	if cfg.Timeout < 0 {
-		return nil, fmt.Errorf("azurecs: config %s: timeout must not be negative", cfg.ID)
+	if err := cfg.Check("azurecs"); err != nil {
+		return nil, err
 	}
 	u, err := url.Parse(cfg.BaseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
@@ -171,10 +154,7 @@ func New(cfg Config) (*Client, error) {
 			return nil, fmt.Errorf("azurecs: config %s: %w", cfg.ID, err)
 		}
 	}
-	timeout := cfg.Timeout
-	if timeout == 0 {
-		timeout = DefaultTimeout
-	}
+	timeout := cfg.TimeoutOr(DefaultTimeout)
 	hc := &http.Client{}
 	if cfg.HTTPClient != nil {
 		c := *cfg.HTTPClient
@@ -193,18 +173,11 @@ func New(cfg Config) (*Client, error) {
 		// the label names both.
 		model = "text-analyze-" + version + "+mapping-" + m.Hash()[:12]
 	}
+	info := cfg.Info(Kind)
+	info.Model = model
+	info.Capabilities = []string{"sync", "moderation"}
 	c := &Client{
-		info: stet.ProcessorInfo{
-			ID:               cfg.ID,
-			Kind:             Kind,
-			Model:            model,
-			Region:           cfg.Region,
-			Retention:        cfg.Retention,
-			ZeroRetention:    cfg.ZeroRetention,
-			Subprocessors:    append([]string{}, cfg.Subprocessors...),
-			Capabilities:     []string{"sync", "moderation"},
-			SendsTextOffHost: true,
-		},
+		info:     info,
 		endpoint: u.String(),
 		key:      cfg.APIKey,
 		timeout:  timeout,
@@ -221,12 +194,7 @@ func New(cfg Config) (*Client, error) {
 }
 
 // Info declares the processor's identity and data boundary.
-func (c *Client) Info() stet.ProcessorInfo {
-	info := c.info
-	info.Subprocessors = append([]string{}, c.info.Subprocessors...)
-	info.Capabilities = append([]string{}, c.info.Capabilities...)
-	return info
-}
+func (c *Client) Info() stet.ProcessorInfo { return processor.CopyInfo(c.info) }
 
 // Mapping returns the client's mapping.
 func (c *Client) Mapping() *Mapping { return c.mapping }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/azurecs/azurecsfake"
 )
 
@@ -40,12 +41,14 @@ func newFake(t *testing.T, opts azurecsfake.Options) *azurecsfake.Server {
 func newTestClient(t *testing.T, f *azurecsfake.Server, timeout time.Duration) *Client {
 	t.Helper()
 	c, err := New(Config{
-		ID:          "azure-cs-test",
-		BaseURL:     f.URL(),
-		APIKey:      testKey,
-		Region:      "eastus",
-		Retention:   "none",
-		Timeout:     timeout,
+		Common: processor.Common{
+			ID:        "azure-cs-test",
+			BaseURL:   f.URL(),
+			APIKey:    testKey,
+			Region:    "eastus",
+			Retention: "none",
+			Timeout:   timeout,
+		},
 		MappingPath: quickstartMapping,
 	})
 	if err != nil {
@@ -108,7 +111,7 @@ func TestRequestGolden(t *testing.T) {
 				f.Handler().ServeHTTP(w, r)
 			}))
 			defer srv.Close()
-			c, err := New(Config{ID: "azure-cs", BaseURL: srv.URL + tt.base, APIKey: testKey, Mapping: tt.mapping})
+			c, err := New(Config{Common: processor.Common{ID: "azure-cs", BaseURL: srv.URL + tt.base, APIKey: testKey}, Mapping: tt.mapping})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -169,8 +172,16 @@ func TestExtractSuccess(t *testing.T) {
 		{Contains: "hurt myself", Severities: azurecsfake.Severities{SelfHarm: 5, Hate: 2}},
 	}})
 	rt := &recordingTransport{}
-	c, err := New(Config{ID: "azure-cs", BaseURL: f.URL(), APIKey: testKey, MappingPath: quickstartMapping,
-		HTTPClient: &http.Client{Transport: rt}, Schema: readFile(t, quickstartSchema)})
+	c, err := New(Config{
+		Common: processor.Common{
+			ID:         "azure-cs",
+			BaseURL:    f.URL(),
+			APIKey:     testKey,
+			HTTPClient: &http.Client{Transport: rt},
+		},
+		MappingPath: quickstartMapping,
+		Schema:      readFile(t, quickstartSchema),
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -408,7 +419,7 @@ func TestClassificationOffWire(t *testing.T) {
 			defer cancel(nil)
 			srv := httptest.NewServer(tt.handler(cancel))
 			defer srv.Close()
-			c, err := New(Config{ID: "azure-cs", BaseURL: srv.URL, MappingPath: quickstartMapping, Timeout: 10 * time.Second})
+			c, err := New(Config{Common: processor.Common{ID: "azure-cs", BaseURL: srv.URL, Timeout: 10 * time.Second}, MappingPath: quickstartMapping})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -432,7 +443,7 @@ func TestConnectionRefused(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	base := srv.URL
 	srv.Close()
-	c, err := New(Config{ID: "gone", BaseURL: base, MappingPath: quickstartMapping})
+	c, err := New(Config{Common: processor.Common{ID: "gone", BaseURL: base}, MappingPath: quickstartMapping})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -580,23 +591,23 @@ func TestNewValidates(t *testing.T) {
 		name string
 		cfg  Config
 	}{
-		{"no id", Config{BaseURL: "https://x.cognitiveservices.azure.com", Mapping: m}},
-		{"no base url", Config{ID: "x", Mapping: m}},
-		{"relative base url", Config{ID: "x", BaseURL: "x.cognitiveservices.azure.com", Mapping: m}},
-		{"base url with a query", Config{ID: "x", BaseURL: "https://x.cognitiveservices.azure.com/?api-version=1", Mapping: m}},
-		{"ftp base url", Config{ID: "x", BaseURL: "ftp://example.com", Mapping: m}},
-		{"negative timeout", Config{ID: "x", BaseURL: "https://x.cognitiveservices.azure.com", Mapping: m, Timeout: -time.Second}},
-		{"no mapping", Config{ID: "x", BaseURL: "https://x.cognitiveservices.azure.com"}},
-		{"missing mapping file", Config{ID: "x", BaseURL: "https://x.cognitiveservices.azure.com", MappingPath: "testdata/none.yaml"}},
-		{"bad api version", Config{ID: "x", BaseURL: "https://x.cognitiveservices.azure.com", Mapping: m, APIVersion: "2024 09 01&x=y"}},
-		{"schema the mapping does not fit", Config{ID: "x", BaseURL: "https://x.cognitiveservices.azure.com", Mapping: m, Schema: []byte(`{"type":"object","properties":{"category":{"type":"string"}}}`)}},
+		{"no id", Config{Common: processor.Common{BaseURL: "https://x.cognitiveservices.azure.com"}, Mapping: m}},
+		{"no base url", Config{Common: processor.Common{ID: "x"}, Mapping: m}},
+		{"relative base url", Config{Common: processor.Common{ID: "x", BaseURL: "x.cognitiveservices.azure.com"}, Mapping: m}},
+		{"base url with a query", Config{Common: processor.Common{ID: "x", BaseURL: "https://x.cognitiveservices.azure.com/?api-version=1"}, Mapping: m}},
+		{"ftp base url", Config{Common: processor.Common{ID: "x", BaseURL: "ftp://example.com"}, Mapping: m}},
+		{"negative timeout", Config{Common: processor.Common{ID: "x", BaseURL: "https://x.cognitiveservices.azure.com", Timeout: -time.Second}, Mapping: m}},
+		{"no mapping", Config{Common: processor.Common{ID: "x", BaseURL: "https://x.cognitiveservices.azure.com"}}},
+		{"missing mapping file", Config{Common: processor.Common{ID: "x", BaseURL: "https://x.cognitiveservices.azure.com"}, MappingPath: "testdata/none.yaml"}},
+		{"bad api version", Config{Common: processor.Common{ID: "x", BaseURL: "https://x.cognitiveservices.azure.com"}, Mapping: m, APIVersion: "2024 09 01&x=y"}},
+		{"schema the mapping does not fit", Config{Common: processor.Common{ID: "x", BaseURL: "https://x.cognitiveservices.azure.com"}, Mapping: m, Schema: []byte(`{"type":"object","properties":{"category":{"type":"string"}}}`)}},
 	}
 	for _, tt := range tests {
 		if _, err := New(tt.cfg); err == nil {
 			t.Errorf("New(%s) = nil error, want an error", tt.name)
 		}
 	}
-	c, err := New(Config{ID: "x", BaseURL: "https://x.cognitiveservices.azure.com/", Mapping: m, Schema: readFile(t, quickstartSchema)})
+	c, err := New(Config{Common: processor.Common{ID: "x", BaseURL: "https://x.cognitiveservices.azure.com/"}, Mapping: m, Schema: readFile(t, quickstartSchema)})
 	if err != nil {
 		t.Fatalf("New(defaults) = %v, want nil", err)
 	}
@@ -611,8 +622,17 @@ func TestNewValidates(t *testing.T) {
 func TestInfo(t *testing.T) {
 	t.Parallel()
 	subs := []string{"Microsoft"}
-	c, err := New(Config{ID: "azure-cs-eu", BaseURL: "https://x.cognitiveservices.azure.com", MappingPath: quickstartMapping,
-		Region: "westeurope", Retention: "none", ZeroRetention: true, Subprocessors: subs})
+	c, err := New(Config{
+		Common: processor.Common{
+			ID:            "azure-cs-eu",
+			BaseURL:       "https://x.cognitiveservices.azure.com",
+			Region:        "westeurope",
+			Retention:     "none",
+			ZeroRetention: true,
+			Subprocessors: subs,
+		},
+		MappingPath: quickstartMapping,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

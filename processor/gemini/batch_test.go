@@ -20,6 +20,7 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/gemini/geminifake"
 )
 
@@ -89,7 +90,7 @@ func (rt *wireRecorder) last(t *testing.T, method, suffix string) recorded {
 
 func newBatchClient(t *testing.T, f *geminifake.Server, modify func(*Config)) *BatchClient {
 	t.Helper()
-	cfg := Config{ID: "gemini-batch", BaseURL: f.URL(), APIKey: testKey, Model: testModel, Region: "us", Retention: "55d", Timeout: 10 * time.Second}
+	cfg := Config{Common: processor.Common{ID: "gemini-batch", BaseURL: f.URL(), APIKey: testKey, Model: testModel, Region: "us", Retention: "55d", Timeout: 10 * time.Second}}
 	if modify != nil {
 		modify(&cfg)
 	}

@@ -31,6 +31,7 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/processor"
 )
 
 // Kind is the processor kind this package implements.
@@ -55,26 +56,14 @@ var (
 	errBodyTooLarge = errors.New("response body over the size limit")
 )
 
-// Config configures a Client.
+// Config configures a Client. BaseURL is the API host without the version
+// path; default DefaultBaseURL. APIKey is sent as x-goog-api-key and is
+// required: with an empty key the SDK would fall back to GOOGLE_API_KEY or
+// GEMINI_API_KEY. Model is "gemini-2.5-flash", with or without "models/".
+// HTTPClient's transport is wrapped (in a copy) to record what the wire
+// said; the client itself is not modified.
 type Config struct {
-	ID string // the processor ID from stet's config
-	// BaseURL is the API host without the version path; default
-	// DefaultBaseURL.
-	BaseURL string
-	// APIKey is sent as x-goog-api-key. It is required: with an empty key
-	// the SDK would fall back to GOOGLE_API_KEY or GEMINI_API_KEY.
-	APIKey    string
-	Model     string // "gemini-2.5-flash"; "models/" may be given or not
-	Region    string
-	Retention string
-	// ZeroRetention says the provider keeps no copy of the text.
-	ZeroRetention bool
-	Subprocessors []string
-	// Timeout bounds one call, response body included; 0 means DefaultTimeout.
-	Timeout time.Duration
-	// HTTPClient is optional (tests, drills). Its transport is wrapped to
-	// record what the wire said; the client itself is not modified.
-	HTTPClient *http.Client
+	processor.Common
 
 	// Temperature, if set, is sent as generationConfig.temperature. Nil
 	// leaves the model's default, which Google recommends for Gemini 3
@@ -100,17 +89,14 @@ var _ stet.Processor = (*Client)(nil)
 
 // New returns a Client for cfg. It makes no network call.
 func New(cfg Config) (*Client, error) {
-	if cfg.ID == "" {
-		return nil, errors.New("gemini: config: id is required")
+	if err := cfg.Check("gemini"); err != nil {
+		return nil, err
 	}
 	if !validModel(cfg.Model) {
 		return nil, fmt.Errorf("gemini: config %s: model is required and must be a model name", cfg.ID)
 	}
 	if cfg.APIKey == "" {
 		return nil, fmt.Errorf("gemini: config %s: api key is required", cfg.ID)
-	}
-	if cfg.Timeout < 0 {
-		return nil, fmt.Errorf("gemini: config %s: timeout must not be negative", cfg.ID)
 	}
 	if cfg.MaxOutputTokens < 0 {
 		return nil, fmt.Errorf("gemini: config %s: max output tokens must not be negative", cfg.ID)
@@ -128,33 +114,21 @@ func New(cfg Config) (*Client, error) {
 		// call a 404.
 		return nil, fmt.Errorf("gemini: config %s: base_url must not include the API version", cfg.ID)
 	}
-	timeout := cfg.Timeout
-	if timeout == 0 {
-		timeout = DefaultTimeout
-	}
+	timeout := cfg.TimeoutOr(DefaultTimeout)
 
 	sdk, err := newSDK(cfg, base, func(next http.RoundTripper) http.RoundTripper { return captureTransport{next: next} })
 	if err != nil {
 		return nil, err
 	}
 
-	subs := append([]string{}, cfg.Subprocessors...)
 	var temp *float32
 	if cfg.Temperature != nil {
 		temp = genai.Ptr(*cfg.Temperature)
 	}
+	info := cfg.Info(Kind)
+	info.Capabilities = []string{"sync", "json_schema"}
 	return &Client{
-		info: stet.ProcessorInfo{
-			ID:               cfg.ID,
-			Kind:             Kind,
-			Model:            cfg.Model,
-			Region:           cfg.Region,
-			Retention:        cfg.Retention,
-			ZeroRetention:    cfg.ZeroRetention,
-			Subprocessors:    subs,
-			Capabilities:     []string{"sync", "json_schema"},
-			SendsTextOffHost: true,
-		},
+		info:            info,
 		model:           cfg.Model,
 		timeout:         timeout,
 		temperature:     temp,
@@ -212,12 +186,7 @@ func validModel(m string) bool {
 }
 
 // Info declares the processor's identity and data boundary.
-func (c *Client) Info() stet.ProcessorInfo {
-	info := c.info
-	info.Subprocessors = append([]string{}, c.info.Subprocessors...)
-	info.Capabilities = append([]string{}, c.info.Capabilities...)
-	return info
-}
+func (c *Client) Info() stet.ProcessorInfo { return processor.CopyInfo(c.info) }
 
 // Extract sends one generateContent request and returns the model's JSON.
 // Every error is a *stet.ProcessorError. The output is checked to be JSON;

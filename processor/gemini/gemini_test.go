@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/gemini/geminifake"
 )
 
@@ -34,13 +35,15 @@ const (
 func newTestClient(t *testing.T, f *geminifake.Server, timeout time.Duration) *Client {
 	t.Helper()
 	c, err := New(Config{
-		ID:        "gemini-test",
-		BaseURL:   f.URL(),
-		APIKey:    testKey,
-		Model:     testModel,
-		Region:    "us",
-		Retention: "55d",
-		Timeout:   timeout,
+		Common: processor.Common{
+			ID:        "gemini-test",
+			BaseURL:   f.URL(),
+			APIKey:    testKey,
+			Model:     testModel,
+			Region:    "us",
+			Retention: "55d",
+			Timeout:   timeout,
+		},
 	})
 	if err != nil {
 		t.Fatalf("New() = %v", err)
@@ -133,7 +136,7 @@ func TestRequestGolden(t *testing.T) {
 				return geminifake.MinimalInstance(req.Schema)
 			}})
 			rt := &recordingTransport{}
-			cfg := Config{ID: "gemini-test", BaseURL: f.URL(), APIKey: testKey, Model: testModel, HTTPClient: &http.Client{Transport: rt}}
+			cfg := Config{Common: processor.Common{ID: "gemini-test", BaseURL: f.URL(), APIKey: testKey, Model: testModel, HTTPClient: &http.Client{Transport: rt}}}
 			if tt.cfg != nil {
 				tt.cfg(&cfg)
 			}
@@ -414,7 +417,7 @@ func TestClassificationOffWire(t *testing.T) {
 			defer cancel(nil)
 			srv := httptest.NewServer(tt.handler(cancel))
 			defer srv.Close()
-			c, err := New(Config{ID: "proxy", BaseURL: srv.URL, APIKey: testKey, Model: testModel, Timeout: 10 * time.Second})
+			c, err := New(Config{Common: processor.Common{ID: "proxy", BaseURL: srv.URL, APIKey: testKey, Model: testModel, Timeout: 10 * time.Second}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -480,7 +483,7 @@ func TestConnectionRefused(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	base := srv.URL
 	srv.Close()
-	c, err := New(Config{ID: "gone", BaseURL: base, APIKey: testKey, Model: testModel})
+	c, err := New(Config{Common: processor.Common{ID: "gone", BaseURL: base, APIKey: testKey, Model: testModel}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -495,7 +498,7 @@ func TestExtractSuccess(t *testing.T) {
 	const version = "gemini-2.5-flash-preview-09-2025"
 	f := newFake(t, geminifake.Options{ModelVersion: version, ThoughtsTokens: 37})
 	rt := &recordingTransport{}
-	c, err := New(Config{ID: "gemini-us", BaseURL: f.URL(), APIKey: testKey, Model: testModel, HTTPClient: &http.Client{Transport: rt}})
+	c, err := New(Config{Common: processor.Common{ID: "gemini-us", BaseURL: f.URL(), APIKey: testKey, Model: testModel, HTTPClient: &http.Client{Transport: rt}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -551,7 +554,7 @@ func TestModelPath(t *testing.T) {
 	for _, model := range []string{testModel, "models/" + testModel} {
 		f := newFake(t, geminifake.Options{})
 		rt := &recordingTransport{}
-		c, err := New(Config{ID: "g", BaseURL: f.URL() + "/", APIKey: testKey, Model: model, HTTPClient: &http.Client{Transport: rt}})
+		c, err := New(Config{Common: processor.Common{ID: "g", BaseURL: f.URL() + "/", APIKey: testKey, Model: model, HTTPClient: &http.Client{Transport: rt}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -574,7 +577,7 @@ func TestThoughtsLeftOut(t *testing.T) {
 		_, _ = io.WriteString(w, `{"candidates":[{"content":{"parts":[{"text":"Thinking about it.","thought":true},{"text":"{\"category\":"},{"text":"\"ok\"}"}],"role":"model"},"finishReason":"STOP","index":0}],"modelVersion":"gemini-2.5-pro","responseId":"r1"}`)
 	}))
 	defer srv.Close()
-	c, err := New(Config{ID: "g", BaseURL: srv.URL, APIKey: testKey, Model: testModel})
+	c, err := New(Config{Common: processor.Common{ID: "g", BaseURL: srv.URL, APIKey: testKey, Model: testModel}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -691,7 +694,7 @@ func TestInvalidSchemaMakesNoCall(t *testing.T) {
 
 func TestNewValidates(t *testing.T) {
 	t.Parallel()
-	ok := Config{ID: "x", Model: testModel, APIKey: testKey}
+	ok := Config{Common: processor.Common{ID: "x", Model: testModel, APIKey: testKey}}
 	tests := []struct {
 		name   string
 		modify func(*Config)
@@ -731,7 +734,7 @@ func TestNewValidates(t *testing.T) {
 func TestInfo(t *testing.T) {
 	t.Parallel()
 	subs := []string{"Google LLC"}
-	c, err := New(Config{ID: "gemini-eu", Model: testModel, APIKey: testKey, Region: "eu", Retention: "55d", ZeroRetention: true, Subprocessors: subs})
+	c, err := New(Config{Common: processor.Common{ID: "gemini-eu", Model: testModel, APIKey: testKey, Region: "eu", Retention: "55d", ZeroRetention: true, Subprocessors: subs}})
 	if err != nil {
 		t.Fatal(err)
 	}

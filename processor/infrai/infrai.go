@@ -45,6 +45,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/processor"
 )
 
 // Kind is the processor kind this package implements.
@@ -83,22 +84,12 @@ const (
 
 var errCallTimeout = errors.New("infrai call timed out")
 
-// Config configures a Client.
+// Config configures a Client. ID is part of every idempotency key; BaseURL
+// defaults to DefaultBaseURL; APIKey is sent as a bearer token. Without an
+// HTTPClient the Client follows no redirects: text goes to the configured
+// URL or nowhere.
 type Config struct {
-	ID        string // the processor ID from stet's config; part of every idempotency key
-	BaseURL   string // default DefaultBaseURL
-	APIKey    string // sent as a bearer token
-	Model     string
-	Region    string
-	Retention string
-	// ZeroRetention says the provider keeps no copy of the text.
-	ZeroRetention bool
-	Subprocessors []string
-	// Timeout bounds one call, response body included; 0 means DefaultTimeout.
-	Timeout time.Duration
-	// HTTPClient is optional (tests, drills). The default client follows no
-	// redirects: text goes to the configured URL or nowhere.
-	HTTPClient *http.Client
+	processor.Common
 	// ChatPath is the chat route appended to BaseURL; default
 	// DefaultChatPath. Infrai's documented native route is "/ai/chat".
 	ChatPath string
@@ -121,14 +112,11 @@ var _ stet.Processor = (*Client)(nil)
 
 // New returns a Client for cfg. It makes no network call.
 func New(cfg Config) (*Client, error) {
-	if cfg.ID == "" {
-		return nil, errors.New("infrai: config: id is required")
+	if err := cfg.Check("infrai"); err != nil {
+		return nil, err
 	}
 	if cfg.Model == "" {
 		return nil, fmt.Errorf("infrai: config %s: model is required", cfg.ID)
-	}
-	if cfg.Timeout < 0 {
-		return nil, fmt.Errorf("infrai: config %s: timeout must not be negative", cfg.ID)
 	}
 	base := cfg.BaseURL
 	if base == "" {
@@ -145,26 +133,15 @@ func New(cfg Config) (*Client, error) {
 	if !strings.HasPrefix(path, "/") || strings.ContainsAny(path, "?#") {
 		return nil, fmt.Errorf("infrai: config %s: chat_path must start with / and carry no query", cfg.ID)
 	}
-	timeout := cfg.Timeout
-	if timeout == 0 {
-		timeout = DefaultTimeout
-	}
+	timeout := cfg.TimeoutOr(DefaultTimeout)
 	hc := cfg.HTTPClient
 	if hc == nil {
 		hc = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
+	info := cfg.Info(Kind)
+	info.Capabilities = []string{"sync", "batch", "json_schema", "idempotency_key"}
 	return &Client{
-		info: stet.ProcessorInfo{
-			ID:               cfg.ID,
-			Kind:             Kind,
-			Model:            cfg.Model,
-			Region:           cfg.Region,
-			Retention:        cfg.Retention,
-			ZeroRetention:    cfg.ZeroRetention,
-			Subprocessors:    append([]string{}, cfg.Subprocessors...),
-			Capabilities:     []string{"sync", "batch", "json_schema", "idempotency_key"},
-			SendsTextOffHost: true,
-		},
+		info:    info,
 		model:   cfg.Model,
 		url:     strings.TrimRight(base, "/") + path,
 		base:    strings.TrimRight(base, "/"),
@@ -176,12 +153,7 @@ func New(cfg Config) (*Client, error) {
 }
 
 // Info declares the processor's identity and data boundary.
-func (c *Client) Info() stet.ProcessorInfo {
-	info := c.info
-	info.Subprocessors = append([]string{}, c.info.Subprocessors...)
-	info.Capabilities = append([]string{}, c.info.Capabilities...)
-	return info
-}
+func (c *Client) Info() stet.ProcessorInfo { return processor.CopyInfo(c.info) }
 
 // IdempotencyKey returns the Idempotency-Key of one call: the hex SHA-256 of
 // the processor ID, job ID, attempt token and the number of repair turns

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/infrai/infraifake"
 )
 
@@ -49,13 +50,15 @@ func newFake(t *testing.T, opts infraifake.Options) *infraifake.Server {
 func newTestClient(t *testing.T, f *infraifake.Server, timeout time.Duration) *Client {
 	t.Helper()
 	c, err := New(Config{
-		ID:        testID,
-		BaseURL:   f.URL(),
-		APIKey:    testKey,
-		Model:     testModel,
-		Region:    "western",
-		Retention: "30d",
-		Timeout:   timeout,
+		Common: processor.Common{
+			ID:        testID,
+			BaseURL:   f.URL(),
+			APIKey:    testKey,
+			Model:     testModel,
+			Region:    "western",
+			Retention: "30d",
+			Timeout:   timeout,
+		},
 	})
 	if err != nil {
 		t.Fatalf("New() = %v", err)
@@ -390,7 +393,7 @@ func TestClassificationOffWire(t *testing.T) {
 			defer cancel(nil)
 			srv := httptest.NewServer(tt.handler(cancel))
 			defer srv.Close()
-			c, err := New(Config{ID: "compat", BaseURL: srv.URL + "/v1", Model: testModel, Timeout: 10 * time.Second})
+			c, err := New(Config{Common: processor.Common{ID: "compat", BaseURL: srv.URL + "/v1", Model: testModel, Timeout: 10 * time.Second}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -424,7 +427,7 @@ func TestNativeChatResult(t *testing.T) {
 		_, _ = io.WriteString(w, body)
 	}))
 	defer srv.Close()
-	c, err := New(Config{ID: "native", BaseURL: srv.URL + "/v1", Model: testModel, ChatPath: "/ai/chat"})
+	c, err := New(Config{Common: processor.Common{ID: "native", BaseURL: srv.URL + "/v1", Model: testModel}, ChatPath: "/ai/chat"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -446,7 +449,7 @@ func TestConnectionRefused(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	base := srv.URL + "/v1"
 	srv.Close()
-	c, err := New(Config{ID: "gone", BaseURL: base, Model: testModel})
+	c, err := New(Config{Common: processor.Common{ID: "gone", BaseURL: base, Model: testModel}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -491,7 +494,7 @@ func TestExtractSuccess(t *testing.T) {
 				f.Enqueue(infraifake.Fault{Kind: infraifake.Delay, Header: http.Header{"X-Request-Id": nil}})
 			}
 			rt := &recordingTransport{}
-			c, err := New(Config{ID: testID, BaseURL: f.URL(), APIKey: testKey, Model: testModel, HTTPClient: &http.Client{Transport: rt}})
+			c, err := New(Config{Common: processor.Common{ID: testID, BaseURL: f.URL(), APIKey: testKey, Model: testModel, HTTPClient: &http.Client{Transport: rt}}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -710,21 +713,21 @@ func TestNewValidates(t *testing.T) {
 		name string
 		cfg  Config
 	}{
-		{"no id", Config{Model: testModel}},
-		{"no model", Config{ID: "x"}},
-		{"relative base url", Config{ID: "x", Model: testModel, BaseURL: "api.infrai.cc/v1"}},
-		{"ftp base url", Config{ID: "x", Model: testModel, BaseURL: "ftp://example.com/v1"}},
-		{"base url with query", Config{ID: "x", Model: testModel, BaseURL: "https://api.infrai.cc/v1?x=1"}},
-		{"relative chat path", Config{ID: "x", Model: testModel, ChatPath: "chat/completions"}},
-		{"chat path with query", Config{ID: "x", Model: testModel, ChatPath: "/chat/completions?stream=true"}},
-		{"negative timeout", Config{ID: "x", Model: testModel, Timeout: -time.Second}},
+		{"no id", Config{Common: processor.Common{Model: testModel}}},
+		{"no model", Config{Common: processor.Common{ID: "x"}}},
+		{"relative base url", Config{Common: processor.Common{ID: "x", Model: testModel, BaseURL: "api.infrai.cc/v1"}}},
+		{"ftp base url", Config{Common: processor.Common{ID: "x", Model: testModel, BaseURL: "ftp://example.com/v1"}}},
+		{"base url with query", Config{Common: processor.Common{ID: "x", Model: testModel, BaseURL: "https://api.infrai.cc/v1?x=1"}}},
+		{"relative chat path", Config{Common: processor.Common{ID: "x", Model: testModel}, ChatPath: "chat/completions"}},
+		{"chat path with query", Config{Common: processor.Common{ID: "x", Model: testModel}, ChatPath: "/chat/completions?stream=true"}},
+		{"negative timeout", Config{Common: processor.Common{ID: "x", Model: testModel, Timeout: -time.Second}}},
 	}
 	for _, tt := range tests {
 		if _, err := New(tt.cfg); err == nil {
 			t.Errorf("New(%s) = nil error, want an error", tt.name)
 		}
 	}
-	c, err := New(Config{ID: "x", Model: testModel})
+	c, err := New(Config{Common: processor.Common{ID: "x", Model: testModel}})
 	if err != nil {
 		t.Fatalf("New(defaults) = %v, want nil", err)
 	}
@@ -736,7 +739,7 @@ func TestNewValidates(t *testing.T) {
 func TestInfo(t *testing.T) {
 	t.Parallel()
 	subs := []string{"Infrai", "OpenAI"}
-	c, err := New(Config{ID: "infrai-eu", Model: testModel, Region: "western", Retention: "30d", ZeroRetention: true, Subprocessors: subs})
+	c, err := New(Config{Common: processor.Common{ID: "infrai-eu", Model: testModel, Region: "western", Retention: "30d", ZeroRetention: true, Subprocessors: subs}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/processor"
 )
 
 // batchParams are the extract params of job id: testParams with its own
@@ -225,7 +226,7 @@ func TestBatchItemClassification(t *testing.T) {
 		{name: "no custom_id", line: `{"id":"batch_req_1","response":null,"error":{"code":"batch_expired"}}`, skip: true},
 		{name: "not a JSON line", line: `{"id":"batch_req_1","custom_id":"job_1",`, skip: true},
 	}
-	c, err := New(Config{ID: "openai-test", Model: testModel})
+	c, err := New(Config{Common: processor.Common{ID: "openai-test", Model: testModel}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -409,7 +410,7 @@ func TestSubmitBatchCreateRefused(t *testing.T) {
 func TestBatchAzureUnsupported(t *testing.T) {
 	t.Parallel()
 	f := newFake(t, FakeOptions{})
-	c, err := New(Config{ID: "azure", BaseURL: strings.TrimSuffix(f.URL(), "/v1"), APIKey: testKey, Model: "dep", AzureAPIVersion: "2024-10-21"})
+	c, err := New(Config{Common: processor.Common{ID: "azure", BaseURL: strings.TrimSuffix(f.URL(), "/v1"), APIKey: testKey, Model: "dep"}, AzureAPIVersion: "2024-10-21"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -619,7 +620,7 @@ func TestBatchStatus(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			f := newFake(t, FakeOptions{})
-			cfg := Config{ID: "openai-test", BaseURL: f.URL(), APIKey: testKey, Model: testModel, Timeout: 10 * time.Second}
+			cfg := Config{Common: processor.Common{ID: "openai-test", BaseURL: f.URL(), APIKey: testKey, Model: testModel, Timeout: 10 * time.Second}}
 			if tt.strict {
 				cfg.HTTPClient = strictClient()
 			}
@@ -671,7 +672,7 @@ func TestBatchStatusProgress(t *testing.T) {
 			if strict {
 				hc = strictClient()
 			}
-			c, err := New(Config{ID: "openai-test", BaseURL: f.URL(), APIKey: testKey, Model: testModel, HTTPClient: hc})
+			c, err := New(Config{Common: processor.Common{ID: "openai-test", BaseURL: f.URL(), APIKey: testKey, Model: testModel, HTTPClient: hc}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -985,7 +986,7 @@ func TestBatchCanaryNeverInErrors(t *testing.T) {
 
 func TestBatchInfo(t *testing.T) {
 	t.Parallel()
-	c, err := New(Config{ID: "openai-test", Model: testModel})
+	c, err := New(Config{Common: processor.Common{ID: "openai-test", Model: testModel}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/processor"
 )
 
 // Kind is the processor kind this package implements.
@@ -50,22 +51,12 @@ var (
 	errBodyTooLarge = errors.New("response body over the size limit")
 )
 
-// Config configures a Client.
+// Config configures a Client. BaseURL defaults to DefaultBaseURL; APIKey
+// is sent as a bearer token (or, on Azure, in api-key) and may be empty for
+// servers that need none; the SDK's own retries are off whatever HTTPClient
+// does.
 type Config struct {
-	ID        string // the processor ID from stet's config
-	BaseURL   string // default DefaultBaseURL
-	APIKey    string // sent as a bearer token; empty for servers that need none
-	Model     string
-	Region    string
-	Retention string
-	// ZeroRetention says the provider keeps no copy of the text.
-	ZeroRetention bool
-	Subprocessors []string
-	// Timeout bounds one call, response body included; 0 means DefaultTimeout.
-	Timeout time.Duration
-	// HTTPClient is optional (tests, drills). Its own retries and redirects
-	// are its business; the SDK's are off.
-	HTTPClient *http.Client
+	processor.Common
 	// AzureAPIVersion, when set, speaks Azure OpenAI: BaseURL is the
 	// resource endpoint (https://NAME.openai.azure.com), Model names the
 	// deployment, requests go to /openai/deployments/MODEL/chat/completions
@@ -88,14 +79,11 @@ var _ stet.Processor = (*Client)(nil)
 
 // New returns a Client for cfg. It makes no network call.
 func New(cfg Config) (*Client, error) {
-	if cfg.ID == "" {
-		return nil, errors.New("openai: config: id is required")
+	if err := cfg.Check("openai"); err != nil {
+		return nil, err
 	}
 	if cfg.Model == "" {
 		return nil, fmt.Errorf("openai: config %s: model is required", cfg.ID)
-	}
-	if cfg.Timeout < 0 {
-		return nil, fmt.Errorf("openai: config %s: timeout must not be negative", cfg.ID)
 	}
 	base := cfg.BaseURL
 	if base == "" {
@@ -105,10 +93,7 @@ func New(cfg Config) (*Client, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("openai: config %s: base_url must be an absolute http(s) URL", cfg.ID)
 	}
-	timeout := cfg.Timeout
-	if timeout == 0 {
-		timeout = DefaultTimeout
-	}
+	timeout := cfg.TimeoutOr(DefaultTimeout)
 	hc := cfg.HTTPClient
 	if hc == nil {
 		hc = &http.Client{}
@@ -137,23 +122,13 @@ func New(cfg Config) (*Client, error) {
 		}
 	}
 
-	subs := append([]string{}, cfg.Subprocessors...)
-	caps := []string{"sync", "batch", "json_schema"}
+	info := cfg.Info(Kind)
+	info.Capabilities = []string{"sync", "batch", "json_schema"}
 	if cfg.AzureAPIVersion != "" {
-		caps = []string{"sync", "json_schema"}
+		info.Capabilities = []string{"sync", "json_schema"}
 	}
 	return &Client{
-		info: stet.ProcessorInfo{
-			ID:               cfg.ID,
-			Kind:             Kind,
-			Model:            cfg.Model,
-			Region:           cfg.Region,
-			Retention:        cfg.Retention,
-			ZeroRetention:    cfg.ZeroRetention,
-			Subprocessors:    subs,
-			Capabilities:     caps,
-			SendsTextOffHost: true,
-		},
+		info:    info,
 		onAzure: cfg.AzureAPIVersion != "",
 		model:   cfg.Model,
 		timeout: timeout,
@@ -163,12 +138,7 @@ func New(cfg Config) (*Client, error) {
 }
 
 // Info declares the processor's identity and data boundary.
-func (c *Client) Info() stet.ProcessorInfo {
-	info := c.info
-	info.Subprocessors = append([]string{}, c.info.Subprocessors...)
-	info.Capabilities = append([]string{}, c.info.Capabilities...)
-	return info
-}
+func (c *Client) Info() stet.ProcessorInfo { return processor.CopyInfo(c.info) }
 
 // Extract sends one Chat Completions request and returns the model's JSON.
 // Every error is a *stet.ProcessorError. The output is checked to be JSON;

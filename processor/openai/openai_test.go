@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/processor"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata")
@@ -33,13 +34,15 @@ const (
 func newTestClient(t *testing.T, f *Fake, timeout time.Duration) *Client {
 	t.Helper()
 	c, err := New(Config{
-		ID:        "openai-test",
-		BaseURL:   f.URL(),
-		APIKey:    testKey,
-		Model:     testModel,
-		Region:    "us",
-		Retention: "30d",
-		Timeout:   timeout,
+		Common: processor.Common{
+			ID:        "openai-test",
+			BaseURL:   f.URL(),
+			APIKey:    testKey,
+			Model:     testModel,
+			Region:    "us",
+			Retention: "30d",
+			Timeout:   timeout,
+		},
 	})
 	if err != nil {
 		t.Fatalf("New() = %v", err)
@@ -362,7 +365,7 @@ func TestClassificationOffWire(t *testing.T) {
 			defer cancel(nil)
 			srv := httptest.NewServer(tt.handler(cancel))
 			defer srv.Close()
-			c, err := New(Config{ID: "compat", BaseURL: srv.URL + "/v1", Model: testModel, Timeout: 10 * time.Second})
+			c, err := New(Config{Common: processor.Common{ID: "compat", BaseURL: srv.URL + "/v1", Model: testModel, Timeout: 10 * time.Second}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -386,7 +389,7 @@ func TestConnectionRefused(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	base := srv.URL + "/v1"
 	srv.Close()
-	c, err := New(Config{ID: "gone", BaseURL: base, Model: testModel})
+	c, err := New(Config{Common: processor.Common{ID: "gone", BaseURL: base, Model: testModel}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -424,7 +427,7 @@ func TestExtractSuccess(t *testing.T) {
 	t.Parallel()
 	f := newFake(t, FakeOptions{})
 	rt := &recordingTransport{}
-	c, err := New(Config{ID: "openai-us", BaseURL: f.URL(), APIKey: testKey, Model: testModel, HTTPClient: &http.Client{Transport: rt}})
+	c, err := New(Config{Common: processor.Common{ID: "openai-us", BaseURL: f.URL(), APIKey: testKey, Model: testModel, HTTPClient: &http.Client{Transport: rt}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -541,18 +544,18 @@ func TestNewValidates(t *testing.T) {
 		name string
 		cfg  Config
 	}{
-		{"no id", Config{Model: testModel}},
-		{"no model", Config{ID: "x"}},
-		{"relative base url", Config{ID: "x", Model: testModel, BaseURL: "api.openai.com/v1"}},
-		{"ftp base url", Config{ID: "x", Model: testModel, BaseURL: "ftp://example.com/v1"}},
-		{"negative timeout", Config{ID: "x", Model: testModel, Timeout: -time.Second}},
+		{"no id", Config{Common: processor.Common{Model: testModel}}},
+		{"no model", Config{Common: processor.Common{ID: "x"}}},
+		{"relative base url", Config{Common: processor.Common{ID: "x", Model: testModel, BaseURL: "api.openai.com/v1"}}},
+		{"ftp base url", Config{Common: processor.Common{ID: "x", Model: testModel, BaseURL: "ftp://example.com/v1"}}},
+		{"negative timeout", Config{Common: processor.Common{ID: "x", Model: testModel, Timeout: -time.Second}}},
 	}
 	for _, tt := range tests {
 		if _, err := New(tt.cfg); err == nil {
 			t.Errorf("New(%s) = nil error, want an error", tt.name)
 		}
 	}
-	if _, err := New(Config{ID: "x", Model: testModel}); err != nil {
+	if _, err := New(Config{Common: processor.Common{ID: "x", Model: testModel}}); err != nil {
 		t.Errorf("New(defaults) = %v, want nil", err)
 	}
 }
@@ -560,7 +563,7 @@ func TestNewValidates(t *testing.T) {
 func TestInfo(t *testing.T) {
 	t.Parallel()
 	subs := []string{"Microsoft Azure"}
-	c, err := New(Config{ID: "openai-us", Model: testModel, Region: "us", Retention: "30d", ZeroRetention: true, Subprocessors: subs})
+	c, err := New(Config{Common: processor.Common{ID: "openai-us", Model: testModel, Region: "us", Retention: "30d", ZeroRetention: true, Subprocessors: subs}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -610,7 +613,7 @@ func TestAzureOpenAI(t *testing.T) {
 	schema := json.RawMessage(`{"type":"object","properties":{"category":{"type":"string"}},"required":["category"],"additionalProperties":false}`)
 	params := stet.ExtractParams{JobID: "job_1", Prompt: stet.NewText("classify"), SchemaName: "s", Schema: schema}
 
-	c, err := New(Config{ID: "azure-openai", BaseURL: root, APIKey: "az-key", Model: "my-deployment", AzureAPIVersion: "2024-10-21"})
+	c, err := New(Config{Common: processor.Common{ID: "azure-openai", BaseURL: root, APIKey: "az-key", Model: "my-deployment"}, AzureAPIVersion: "2024-10-21"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -627,7 +630,7 @@ func TestAzureOpenAI(t *testing.T) {
 	}
 	mu.Unlock()
 
-	wrong, err := New(Config{ID: "azure-openai", BaseURL: root, APIKey: "other", Model: "my-deployment", AzureAPIVersion: "2024-10-21"})
+	wrong, err := New(Config{Common: processor.Common{ID: "azure-openai", BaseURL: root, APIKey: "other", Model: "my-deployment"}, AzureAPIVersion: "2024-10-21"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,422 @@
+package config
+
+import (
+	"encoding/base64"
+	"net"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"text/template"
+	"time"
+	"unicode"
+
+	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/schema"
+)
+
+var idPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
+
+// validate checks every section of c, one function a section, and fills
+// in defaults.
+func (l *loader) validate(c *Config) {
+	l.validateDatabase(c)
+	l.validateListen(c)
+	if !l.present("body_limit") {
+		c.BodyLimit = DefaultBodyLimit
+	} else if c.BodyLimit <= 0 {
+		l.problem("body_limit", "must be greater than 0")
+	}
+
+	ids := sectionIDs{
+		tenants:    checkIDs(l, "tenants", c.Tenants, func(t *Tenant) string { return t.ID }),
+		profiles:   checkIDs(l, "profiles", c.Profiles, func(p *Profile) string { return p.ID }),
+		processors: checkIDs(l, "processors", c.Processors, func(p *Processor) string { return p.ID }),
+		policies:   checkIDs(l, "policies", c.Policies, func(p *Policy) string { return p.ID }),
+	}
+	checkIDs(l, "sources", c.Sources, func(s *Source) string { return s.ID })
+
+	l.validateTenants(c)
+	l.validateSources(c, ids)
+	l.validateProfiles(c)
+	l.validateProcessors(c)
+	l.validatePolicies(c, ids)
+	l.validateWorkers(&c.Workers)
+}
+
+// sectionIDs are the well-formed, unique ids of each section that others
+// refer to.
+type sectionIDs struct {
+	tenants, profiles, processors, policies map[string]bool
+}
+
+// checkIDs checks that every item of a list has a well-formed id unique in
+// the list, and returns the set of ids.
+func checkIDs[T any](l *loader, list string, items []T, id func(*T) string) map[string]bool {
+	first := map[string]string{}
+	for i := range items {
+		p := join(index(list, i), "id")
+		v := id(&items[i])
+		switch {
+		case v == "":
+			l.problem(p, "required")
+		case !idPattern.MatchString(v):
+			l.problem(p, "must be lowercase letters, digits, '.', '_' or '-', starting with a letter or digit")
+		case first[v] != "":
+			l.problem(p, "duplicate id %q (also at %s)", v, first[v])
+		default:
+			first[v] = index(list, i)
+		}
+	}
+	ids := make(map[string]bool, len(first))
+	for v := range first {
+		ids[v] = true
+	}
+	return ids
+}
+
+func (l *loader) validateDatabase(c *Config) {
+	const p = "database"
+	db := c.Database
+	switch {
+	case db == "":
+		l.problem(p, "required (sqlite://PATH or postgres://…)")
+	case strings.HasPrefix(db, "sqlite://"):
+		rest, query, hasQuery := strings.Cut(strings.TrimPrefix(db, "sqlite://"), "?")
+		if rest == "" {
+			l.problem(p, "sqlite:// needs a file path")
+			return
+		}
+		if !filepath.IsAbs(rest) {
+			rest = filepath.Join(l.dir, rest)
+		}
+		c.Database = "sqlite://" + filepath.ToSlash(rest)
+		if hasQuery {
+			c.Database += "?" + query
+		}
+	case strings.HasPrefix(db, "postgres://"), strings.HasPrefix(db, "postgresql://"):
+		// The URL may hold a password: say what is wrong without quoting it.
+		u, err := url.Parse(db)
+		if err != nil || u.Host == "" {
+			l.problem(p, "not a valid postgres:// URL")
+		}
+	default:
+		l.problem(p, "must start with sqlite://, postgres:// or postgresql://")
+	}
+}
+
+func (l *loader) validateListen(c *Config) {
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+		return
+	}
+	_, port, err := net.SplitHostPort(c.Listen)
+	if err != nil {
+		l.problem("listen", "must be host:port, such as 127.0.0.1:8080")
+		return
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		l.problem("listen", "port must be a number from 0 to 65535")
+	}
+}
+
+func (l *loader) validateTenants(c *Config) {
+	firstToken := map[string]string{} // token value → path of its first use
+	for i := range c.Tenants {
+		t := &c.Tenants[i]
+		tp := index("tenants", i)
+		names := map[string]bool{}
+		for j := range t.Tokens {
+			tok := &t.Tokens[j]
+			p := index(join(tp, "tokens"), j)
+			switch {
+			case tok.Name == "":
+				l.problem(join(p, "name"), "required")
+			case names[tok.Name]:
+				l.problem(join(p, "name"), "duplicate token name %q in this tenant", tok.Name)
+			}
+			names[tok.Name] = true
+			if tok.Role == "" {
+				l.problem(join(p, "role"), "required (%s)", joinStrings(stet.Roles, " | "))
+			} else if !slices.Contains(stet.Roles, tok.Role) {
+				l.problem(join(p, "role"), "must be one of %s", joinStrings(stet.Roles, " | "))
+			}
+			tok.Value = l.env(join(p, "token_env"), tok.TokenEnv)
+			if tok.Value == "" {
+				continue
+			}
+			if prev, dup := firstToken[tok.Value]; dup {
+				l.problem(join(p, "token_env"), "environment variable %s holds the same token as %s: every token must be unique", tok.TokenEnv, prev)
+				continue
+			}
+			firstToken[tok.Value] = p
+		}
+	}
+}
+
+func (l *loader) validateSources(c *Config, ids sectionIDs) {
+	for i := range c.Sources {
+		l.validateSource(index("sources", i), &c.Sources[i], ids)
+	}
+}
+
+func (l *loader) validateSource(p string, s *Source, ids sectionIDs) {
+	ref := func(key, v, list string, ids map[string]bool) {
+		switch {
+		case v == "":
+			l.problem(join(p, key), "required")
+		case !ids[v]:
+			l.problem(join(p, key), "%s %q is not defined under %s", key, v, list)
+		}
+	}
+	ref("tenant", s.Tenant, "tenants", ids.tenants)
+	ref("profile", s.Profile, "profiles", ids.profiles)
+	ref("policy", s.Policy, "policies", ids.policies)
+
+	if s.Identity == "" {
+		s.Identity = stet.IdentityExternalID
+	} else if !slices.Contains(stet.IdentityModes, s.Identity) {
+		l.problem(join(p, "identity"), "must be one of %s", joinStrings(stet.IdentityModes, " | "))
+	}
+	if s.Revisions == "" {
+		s.Revisions = stet.RevisionsExplicit
+	} else if !slices.Contains(stet.RevisionModes, s.Revisions) {
+		l.problem(join(p, "revisions"), "must be one of %s", joinStrings(stet.RevisionModes, " | "))
+	}
+	if s.Mode == "" {
+		s.Mode = stet.ModeSync
+	} else if !slices.Contains(stet.DispatchModes, s.Mode) {
+		l.problem(join(p, "mode"), "must be one of %s", joinStrings(stet.DispatchModes, " | "))
+	}
+
+	sp := join(p, "secret_env")
+	v := l.env(sp, s.SecretEnv)
+	if v == "" {
+		return
+	}
+	parts := strings.FieldsFunc(v, func(r rune) bool { return r == ',' || unicode.IsSpace(r) })
+	for i, secret := range parts {
+		key, ok := strings.CutPrefix(secret, "whsec_")
+		if !ok {
+			l.problem(sp, "secret %d of %d in %s does not start with whsec_", i+1, len(parts), s.SecretEnv)
+			continue
+		}
+		if b, err := base64.StdEncoding.DecodeString(key); err != nil || len(b) == 0 {
+			l.problem(sp, "secret %d of %d in %s is not whsec_ followed by base64", i+1, len(parts), s.SecretEnv)
+			continue
+		}
+		s.Secrets = append(s.Secrets, secret)
+	}
+}
+
+func (l *loader) validateProfiles(c *Config) {
+	for i := range c.Profiles {
+		l.validateProfile(index("profiles", i), &c.Profiles[i])
+	}
+}
+
+func (l *loader) validateProfile(p string, pr *Profile) {
+	if pr.Version < 1 {
+		l.problem(join(p, "version"), "must be 1 or more")
+	}
+	if doc, ok := l.readFile(join(p, "schema"), &pr.Schema); ok {
+		s, err := schema.Compile(pr.ID, doc)
+		if err != nil {
+			l.problem(join(p, "schema"), "%s: %v", pr.Schema, err)
+		} else {
+			pr.SchemaJSON = s.JSON()
+			pr.Validator = s
+		}
+	}
+	if text, ok := l.readFile(join(p, "prompt"), &pr.Prompt); ok {
+		if _, err := template.New(pr.ID).Parse(string(text)); err != nil {
+			l.problem(join(p, "prompt"), "%s: not a valid Go text/template: %v", pr.Prompt, err)
+		} else {
+			pr.PromptText = string(text)
+		}
+	}
+}
+
+func (l *loader) validateProcessors(c *Config) {
+	for i := range c.Processors {
+		l.validateProcessor(index("processors", i), &c.Processors[i])
+	}
+}
+
+func (l *loader) validateProcessor(p string, pr *Processor) {
+	kp := join(p, "kind")
+	kind := lookupKind(pr.Kind)
+	switch {
+	case pr.Kind == "":
+		l.problem(kp, "required (%s)", strings.Join(ProcessorKinds, " | "))
+	case kind == nil:
+		l.problem(kp, "must be one of %s", strings.Join(ProcessorKinds, " | "))
+	default:
+		l.validateKindKeys(p, pr, kind)
+	}
+
+	if pr.Region == "" {
+		l.problem(join(p, "region"), "required: where this processor handles text (\"local\" for on-host)")
+	}
+	rp := join(p, "retention")
+	switch r, err := parseRetention(pr.Retention); {
+	case pr.Retention == "":
+		l.problem(rp, "required: \"none\" or a duration such as 30d")
+	case err != nil:
+		l.problem(rp, "must be \"none\" or a duration such as 30d")
+	case pr.ZeroRetention && r > 0:
+		l.problem(join(p, "zero_data_retention"), "contradicts retention %s", pr.Retention)
+	}
+	for _, lim := range []struct {
+		key string
+		v   int
+	}{{"rpm", pr.Limits.RPM}, {"tpm", pr.Limits.TPM}, {"concurrency", pr.Limits.Concurrency}} {
+		if lim.v < 0 {
+			l.problem(join(join(p, "limits"), lim.key), "must not be negative")
+		}
+	}
+	l.validateBatch(join(p, "batch"), &pr.Batch, kind)
+	tp := join(p, "timeout")
+	if !l.present(tp) {
+		pr.Timeout = DefaultTimeout
+	} else if pr.Timeout <= 0 {
+		l.problem(tp, "must be greater than 0")
+	}
+}
+
+// validateKindKeys checks the keys whose meaning depends on the kind,
+// reading the kind's file and API key.
+func (l *loader) validateKindKeys(p string, pr *Processor, kind *kindSpec) {
+	if kind.file != "" {
+		l.readFile(join(p, kind.file), scoped(kind.file).str(pr))
+	}
+	for _, k := range scopedKeys {
+		if !kind.takes(k.key) && k.set(pr) {
+			l.problem(join(p, k.key), "%s", notTaken(kind.name, k.key))
+		}
+	}
+	if pr.MaxTokens < 0 {
+		l.problem(join(p, "max_tokens"), "must not be negative")
+	}
+	if kind.needsAPIKey {
+		pr.APIKey = l.env(join(p, "api_key_env"), pr.APIKeyEnv)
+	}
+	if kind.needsModel && pr.Model == "" {
+		l.problem(join(p, "model"), "required for kind %s", kind.name)
+	}
+	if kind.needsBaseURL && pr.BaseURL == "" {
+		l.problem(join(p, "base_url"), "required for kind %s: the resource's endpoint", kind.name)
+	}
+	if kind.takes("base_url") && pr.BaseURL != "" {
+		u, err := url.Parse(pr.BaseURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			l.problem(join(p, "base_url"), "must be an http:// or https:// URL")
+		}
+	}
+}
+
+// validateBatch checks a processor's batch settings; kind is nil when the
+// processor's kind is unknown.
+func (l *loader) validateBatch(bp string, b *BatchSettings, kind *kindSpec) {
+	if !l.present(bp) {
+		return
+	}
+	if kind == nil || !kind.batch {
+		l.problem(bp, "used only by %s (processors with a batch API)", batchKinds())
+	}
+	if b.MaxItems < 0 {
+		l.problem(join(bp, "max_items"), "must not be negative")
+	}
+	for _, d := range []struct {
+		key string
+		v   Duration
+	}{{"max_wait", b.MaxWait}, {"poll_first", b.PollFirst}, {"poll_max", b.PollMax}} {
+		if d.v < 0 {
+			l.problem(join(bp, d.key), "must not be negative")
+		}
+	}
+	if b.OnExpired != "" && !slices.Contains(stet.DispatchModes, b.OnExpired) {
+		l.problem(join(bp, "on_expired"), "must be one of sync | batch")
+	}
+}
+
+// parseRetention reads a processor's retention: "none" (or "0") is zero.
+func parseRetention(s string) (time.Duration, error) {
+	if s == "none" {
+		return 0, nil
+	}
+	d, err := ParseDuration(s)
+	return time.Duration(d), err
+}
+
+func (l *loader) validatePolicies(c *Config, ids sectionIDs) {
+	for i := range c.Policies {
+		l.validatePolicy(index("policies", i), &c.Policies[i], ids.processors, c)
+	}
+}
+
+func (l *loader) validatePolicy(p string, po *Policy, processors map[string]bool, c *Config) {
+	pp := join(p, "processors")
+	if len(po.Processors) == 0 {
+		l.problem(pp, "required: at least one processor")
+	}
+	for i, id := range po.Processors {
+		ip := index(pp, i)
+		switch {
+		case !processors[id]:
+			l.problem(ip, "processor %q is not defined under processors", id)
+		case slices.Index(po.Processors, id) < i:
+			l.problem(ip, "processor %q is listed twice", id)
+		case len(po.Regions) > 0 && !slices.Contains(po.Regions, c.Processor(id).Region):
+			l.problem(ip, "processor %q handles text in region %q, which this policy's regions do not allow", id, c.Processor(id).Region)
+		}
+	}
+	for i, class := range po.Minimize {
+		ip := index(join(p, "minimize"), i)
+		switch {
+		case !slices.Contains(stet.IdentifierClasses, class):
+			l.problem(ip, "must be one of %s", joinStrings(stet.IdentifierClasses, ", "))
+		case class == stet.IdentName && len(po.Names) == 0:
+			l.problem(ip, "name needs a names list to minimize against")
+		}
+	}
+	if !l.present(join(join(p, "retention"), "text")) {
+		po.Retention.Text = DefaultTextRetention
+	}
+	if !l.present(join(join(p, "retention"), "artifacts")) {
+		po.Retention.Artifacts = DefaultArtifactRetention
+	}
+	if !l.present(join(p, "replay_horizon")) {
+		po.ReplayHorizon = DefaultReplayHorizon
+	}
+}
+
+func (l *loader) validateWorkers(w *Workers) {
+	positive := func(key string, v *int, def int) {
+		p := join("workers", key)
+		if !l.present(p) {
+			*v = def
+		} else if *v < 1 {
+			l.problem(p, "must be 1 or more")
+		}
+	}
+	positive("concurrency", &w.Concurrency, DefaultConcurrency)
+	positive("max_attempts", &w.MaxAttempts, DefaultMaxAttempts)
+	duration := func(key string, v *Duration, def Duration) {
+		p := join("workers", key)
+		if !l.present(p) {
+			*v = def
+		} else if *v <= 0 {
+			l.problem(p, "must be greater than 0")
+		}
+	}
+	duration("job_timeout", &w.JobTimeout, DefaultJobTimeout)
+	duration("rescue_after", &w.RescueAfter, DefaultRescueAfter)
+	duration("poll_interval", &w.PollInterval, DefaultPollInterval)
+	duration("assemble_every", &w.AssembleEvery, DefaultAssembleEvery)
+	if w.RescueAfter > 0 && w.RescueAfter <= w.JobTimeout {
+		l.problem("workers.rescue_after", "must be greater than job_timeout (%s): a live worker's job would be rescued while it still runs", w.JobTimeout)
+	}
+}

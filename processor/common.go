@@ -1,0 +1,81 @@
+package processor
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/stetlabs/stet"
+)
+
+// Common is the configuration every provider adapter repeats: who the
+// processor is, where its text goes and what the provider keeps. Each
+// adapter's Config embeds one, so cmd/stet builds it once from the config
+// file whatever the kind.
+type Common struct {
+	ID string // the processor ID from stet's config
+	// BaseURL is the provider's API root; empty means the adapter's
+	// DefaultBaseURL (where it has one).
+	BaseURL string
+	// APIKey is the credential; how it is sent is the adapter's business.
+	// Empty means none, for servers that need none (adapters may insist).
+	APIKey    string
+	Model     string
+	Region    string
+	Retention string
+	// ZeroRetention says the provider keeps no copy of the text.
+	ZeroRetention bool
+	Subprocessors []string
+	// Timeout bounds one call, response body included; 0 means the
+	// adapter's DefaultTimeout.
+	Timeout time.Duration
+	// HTTPClient is optional (tests, drills); nil means the adapter's own.
+	// Its retries and redirects are its business.
+	HTTPClient *http.Client
+}
+
+// Check reports the problems every adapter rejects the same way: a missing
+// id and a negative timeout. pkg prefixes the error ("openai").
+func (c Common) Check(pkg string) error {
+	if c.ID == "" {
+		return errors.New(pkg + ": config: id is required")
+	}
+	if c.Timeout < 0 {
+		return fmt.Errorf("%s: config %s: timeout must not be negative", pkg, c.ID)
+	}
+	return nil
+}
+
+// TimeoutOr returns c.Timeout, or def when it is zero.
+func (c Common) TimeoutOr(def time.Duration) time.Duration {
+	if c.Timeout == 0 {
+		return def
+	}
+	return c.Timeout
+}
+
+// Info returns the part of a processor's stet.ProcessorInfo that Common
+// decides, for a processor of the given kind. Every adapter built on Common
+// calls a provider over HTTP, so SendsTextOffHost is true. Capabilities are
+// left to the adapter; Subprocessors is a copy.
+func (c Common) Info(kind string) stet.ProcessorInfo {
+	return stet.ProcessorInfo{
+		ID:               c.ID,
+		Kind:             kind,
+		Model:            c.Model,
+		Region:           c.Region,
+		Retention:        c.Retention,
+		ZeroRetention:    c.ZeroRetention,
+		Subprocessors:    append([]string{}, c.Subprocessors...),
+		SendsTextOffHost: true,
+	}
+}
+
+// CopyInfo returns info with its slices copied, so that a caller of a
+// processor's Info cannot change what the processor declares.
+func CopyInfo(info stet.ProcessorInfo) stet.ProcessorInfo {
+	info.Subprocessors = append([]string{}, info.Subprocessors...)
+	info.Capabilities = append([]string{}, info.Capabilities...)
+	return info
+}
