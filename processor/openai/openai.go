@@ -9,8 +9,9 @@
 // message, the prompt or the model's output into an error string or a log:
 // any of them may quote the document.
 //
-// Its wire-faithful fake server lives in processor/openai/openaifake.
-// faults, used by tests, drills and benchmarks.
+// Its wire-faithful fake server, for tests, drills and benchmarks, is
+// processor/openai/openaifake; the guarantees above are checked by
+// processor/processortest (conformance_test.go).
 package openai
 
 import (
