@@ -319,13 +319,7 @@ func (f *Server) serve(rw http.ResponseWriter, r *http.Request) {
 func (f *Server) fault(w http.ResponseWriter, r *http.Request, req Request, ft Fault) {
 	switch ft.Kind {
 	case RateLimit:
-		h := http.Header{}
-		if ft.RetryAfter != "" {
-			h.Set("Retry-After", ft.RetryAfter)
-		}
-		if ft.RetryAfterMS > 0 {
-			h.Set("retry-after-ms", strconv.Itoa(ft.RetryAfterMS))
-		}
+		h := ft.retryHeaders()
 		h.Set("x-ratelimit-remaining-requests", "0")
 		h.Set("x-ratelimit-reset-requests", "120ms")
 		writeAPIError(w, http.StatusTooManyRequests, []http.Header{h, ft.Header}, ft.override(apiError{
@@ -334,11 +328,7 @@ func (f *Server) fault(w http.ResponseWriter, r *http.Request, req Request, ft F
 			Code:    "rate_limit_exceeded",
 		}))
 	case Quota:
-		writeAPIError(w, http.StatusTooManyRequests, []http.Header{ft.Header}, ft.override(apiError{
-			Message: "You exceeded your current quota, please check your plan and billing details.",
-			Type:    "insufficient_quota",
-			Code:    "insufficient_quota",
-		}))
+		writeAPIError(w, http.StatusTooManyRequests, []http.Header{ft.Header}, ft.override(quotaError()))
 	case Unauthorized:
 		writeAPIError(w, http.StatusUnauthorized, []http.Header{ft.Header}, ft.override(invalidKey()))
 	case ServerError:
@@ -385,6 +375,18 @@ func (f *Server) fault(w http.ResponseWriter, r *http.Request, req Request, ft F
 	default:
 		writeAPIError(w, http.StatusInternalServerError, nil, apiError{Message: "unknown fake fault " + string(ft.Kind), Type: "server_error"})
 	}
+}
+
+// retryHeaders are the wait headers a RateLimit fault asks for.
+func (ft Fault) retryHeaders() http.Header {
+	h := http.Header{}
+	if ft.RetryAfter != "" {
+		h.Set("Retry-After", ft.RetryAfter)
+	}
+	if ft.RetryAfterMS > 0 {
+		h.Set("retry-after-ms", strconv.Itoa(ft.RetryAfterMS))
+	}
+	return h
 }
 
 func (ft Fault) override(e apiError) apiError {
@@ -524,6 +526,14 @@ type apiError struct {
 	Type    string
 	Param   string
 	Code    string
+}
+
+func quotaError() apiError {
+	return apiError{
+		Message: "You exceeded your current quota, please check your plan and billing details.",
+		Type:    "insufficient_quota",
+		Code:    "insufficient_quota",
+	}
 }
 
 func invalidKey() apiError {

@@ -516,24 +516,14 @@ func batchRouteFault(w http.ResponseWriter, ft Fault) {
 	case Disconnect:
 		panic(http.ErrAbortHandler)
 	case RateLimit:
-		h := http.Header{}
-		if ft.RetryAfter != "" {
-			h.Set("Retry-After", ft.RetryAfter)
-		}
-		if ft.RetryAfterMS > 0 {
-			h.Set("retry-after-ms", strconv.Itoa(ft.RetryAfterMS))
-		}
+		h := ft.retryHeaders()
 		writeAPIError(w, http.StatusTooManyRequests, []http.Header{h, ft.Header}, ft.override(apiError{
 			Message: "Rate limit reached for requests. Please try again later.",
 			Type:    "requests",
 			Code:    "rate_limit_exceeded",
 		}))
 	case Quota:
-		writeAPIError(w, http.StatusTooManyRequests, []http.Header{ft.Header}, ft.override(apiError{
-			Message: "You exceeded your current quota, please check your plan and billing details.",
-			Type:    "insufficient_quota",
-			Code:    "insufficient_quota",
-		}))
+		writeAPIError(w, http.StatusTooManyRequests, []http.Header{ft.Header}, ft.override(quotaError()))
 	case Unauthorized:
 		writeAPIError(w, http.StatusUnauthorized, []http.Header{ft.Header}, ft.override(invalidKey()))
 	default:
