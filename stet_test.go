@@ -105,10 +105,27 @@ func TestDependencyDirection(t *testing.T) {
 			t.Errorf("internal/fakekit imports %s; it may import only the standard library", d)
 		}
 	}
+	// processor is what adapters share; processortest is their conformance
+	// suite; processor/<p> an adapter; processor/<p>/<p>fake its fake.
+	const shared, suite = mod + "/processor", mod + "/processor/processortest"
 	for _, p := range procs {
+		isFake := strings.HasSuffix(p, "fake") && strings.Count(strings.TrimPrefix(p, shared+"/"), "/") == 1
 		for _, d := range deps(p) {
-			if strings.HasPrefix(d, mod+"/") && d != p && d != mod && d != kit {
-				t.Errorf("%s imports %s; a processor imports only stet, internal/fakekit and its SDK", p, d)
+			switch {
+			case d == p || d == mod:
+			case p == shared:
+				t.Errorf("%s imports %s; it may import only stet and the standard library", p, d)
+			case p == suite:
+				if d != shared {
+					t.Errorf("%s imports %s; the suite imports only stet and processor", p, d)
+				}
+			case isFake:
+				// A fake speaks the wire itself: no SDK, no adapter.
+				if d != kit {
+					t.Errorf("%s imports %s; a fake imports only stet and internal/fakekit", p, d)
+				}
+			case strings.HasPrefix(d, mod+"/") && d != shared && d != kit:
+				t.Errorf("%s imports %s; a processor imports only stet, processor, internal/fakekit and its SDK", p, d)
 			}
 		}
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/internal/stettest"
-	"github.com/stetlabs/stet/processor/openai"
+	"github.com/stetlabs/stet/processor/openai/openaifake"
 )
 
 // The canary markers: one inside the document text, one as the external ID.
@@ -31,7 +31,7 @@ func TestCanaryNeverLeaks(t *testing.T) {
 	// Model output that quotes the document back: valid, and (in invalid
 	// mode) schema-invalid with the markers as values and as a property name.
 	var invalidOutput atomic.Bool
-	respond := func(openai.FakeRequest) string {
+	respond := func(openaifake.Request) string {
 		if invalidOutput.Load() {
 			return `{"` + canaryText + `":"` + canaryExt + `","category":"` + canaryText + `","severity":"` + canaryExt +
 				`","action":"allow","labels":["` + canaryText + `"],"rationale":"` + canaryText + `"}`
@@ -41,7 +41,7 @@ func TestCanaryNeverLeaks(t *testing.T) {
 	e := stettest.New(t, stettest.Options{
 		ProcessorTimeout: 300 * time.Millisecond,
 		BodyLimit:        2048,
-		FakeOptions:      openai.FakeOptions{Respond: respond},
+		FakeOptions:      openaifake.Options{Respond: respond},
 	})
 	echo := "Your request about " + canaryText + " in " + canaryExt + " could not be processed."
 	text := func(n int) string {
@@ -52,32 +52,32 @@ func TestCanaryNeverLeaks(t *testing.T) {
 	// at a time so the scripted faults meet the job they were meant for.
 	paths := []struct {
 		name    string
-		faults  []openai.Fault
+		faults  []openaifake.Fault
 		invalid bool
 		state   stet.JobState
 	}{
 		{name: "success", state: stet.JobCommitted},
-		{name: "rate limited", faults: []openai.Fault{{Kind: openai.RateLimit, RetryAfterMS: 50, Message: echo}}, state: stet.JobCommitted},
-		{name: "5xx until manual", faults: []openai.Fault{
-			{Kind: openai.ServerError, Message: echo},
-			{Kind: openai.ServerError, Status: http.StatusServiceUnavailable, Message: echo},
-			{Kind: openai.ServerError, Status: http.StatusBadGateway, Message: echo},
+		{name: "rate limited", faults: []openaifake.Fault{{Kind: openaifake.RateLimit, RetryAfterMS: 50, Message: echo}}, state: stet.JobCommitted},
+		{name: "5xx until manual", faults: []openaifake.Fault{
+			{Kind: openaifake.ServerError, Message: echo},
+			{Kind: openaifake.ServerError, Status: http.StatusServiceUnavailable, Message: echo},
+			{Kind: openaifake.ServerError, Status: http.StatusBadGateway, Message: echo},
 		}, state: stet.JobManual},
-		{name: "disconnect", faults: []openai.Fault{{Kind: openai.Disconnect}}, state: stet.JobCommitted},
-		{name: "schema-invalid, repaired", faults: []openai.Fault{{Kind: openai.SchemaInvalid}}, state: stet.JobCommitted},
-		{name: "truncated JSON, repaired", faults: []openai.Fault{{Kind: openai.TruncatedJSON}}, state: stet.JobCommitted},
-		{name: "schema-invalid, repair budget exhausted", faults: []openai.Fault{
-			{Kind: openai.SchemaInvalid}, {Kind: openai.SchemaInvalid}, {Kind: openai.Length},
+		{name: "disconnect", faults: []openaifake.Fault{{Kind: openaifake.Disconnect}}, state: stet.JobCommitted},
+		{name: "schema-invalid, repaired", faults: []openaifake.Fault{{Kind: openaifake.SchemaInvalid}}, state: stet.JobCommitted},
+		{name: "truncated JSON, repaired", faults: []openaifake.Fault{{Kind: openaifake.TruncatedJSON}}, state: stet.JobCommitted},
+		{name: "schema-invalid, repair budget exhausted", faults: []openaifake.Fault{
+			{Kind: openaifake.SchemaInvalid}, {Kind: openaifake.SchemaInvalid}, {Kind: openaifake.Length},
 		}, state: stet.JobManual},
 		{name: "output quoting the markers, repair budget exhausted", invalid: true, state: stet.JobManual},
-		{name: "refusal", faults: []openai.Fault{{Kind: openai.Refusal, Message: echo}}, state: stet.JobManual},
-		{name: "content filter", faults: []openai.Fault{{Kind: openai.ContentFilter}}, state: stet.JobManual},
-		{name: "400 unsupported", faults: []openai.Fault{{Kind: openai.HTTPError, Status: http.StatusBadRequest, Code: "invalid_request_error", Message: echo}}, state: stet.JobManual},
-		{name: "404 model not found", faults: []openai.Fault{{Kind: openai.HTTPError, Status: http.StatusNotFound, Code: "model_not_found", Message: echo}}, state: stet.JobManual},
-		{name: "timeout after the answer", faults: []openai.Fault{{Kind: openai.TimeoutAfterAnswer}}, state: stet.JobCommitted},
+		{name: "refusal", faults: []openaifake.Fault{{Kind: openaifake.Refusal, Message: echo}}, state: stet.JobManual},
+		{name: "content filter", faults: []openaifake.Fault{{Kind: openaifake.ContentFilter}}, state: stet.JobManual},
+		{name: "400 unsupported", faults: []openaifake.Fault{{Kind: openaifake.HTTPError, Status: http.StatusBadRequest, Code: "invalid_request_error", Message: echo}}, state: stet.JobManual},
+		{name: "404 model not found", faults: []openaifake.Fault{{Kind: openaifake.HTTPError, Status: http.StatusNotFound, Code: "model_not_found", Message: echo}}, state: stet.JobManual},
+		{name: "timeout after the answer", faults: []openaifake.Fault{{Kind: openaifake.TimeoutAfterAnswer}}, state: stet.JobCommitted},
 		// Last: these jobs wait (snoozed for a minute) rather than finish.
-		{name: "quota", faults: []openai.Fault{{Kind: openai.Quota, Message: echo}}, state: stet.JobWaiting},
-		{name: "auth", faults: []openai.Fault{{Kind: openai.Unauthorized, Message: echo}}, state: stet.JobWaiting},
+		{name: "quota", faults: []openaifake.Fault{{Kind: openaifake.Quota, Message: echo}}, state: stet.JobWaiting},
+		{name: "auth", faults: []openaifake.Fault{{Kind: openaifake.Unauthorized, Message: echo}}, state: stet.JobWaiting},
 	}
 	var jobs []string
 	var manualRecord string

@@ -15,7 +15,7 @@ import (
 
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/internal/stettest"
-	"github.com/stetlabs/stet/processor/openai"
+	"github.com/stetlabs/stet/processor/openai/openaifake"
 )
 
 // The read views as a client decodes them: field names are the contract of
@@ -159,7 +159,7 @@ func TestGetJob(t *testing.T) {
 	e := stettest.New(t, stettest.Options{})
 	text := "Stop taking your insulin, cinnamon cures diabetes."
 	plain := deliverCommitted(t, e, stettest.SourceReports, "msg_1", stettest.Report{ExternalID: "report-001", Revision: 1, Text: text})
-	e.Fake.Enqueue(openai.Fault{Kind: openai.ServerError, Status: http.StatusServiceUnavailable})
+	e.Fake.Enqueue(openaifake.Fault{Kind: openaifake.ServerError, Status: http.StatusServiceUnavailable})
 	retried := deliverCommitted(t, e, stettest.SourceReports, "msg_2", stettest.Report{ExternalID: "report-002", Revision: 1, Text: "Another post."})
 
 	tests := []struct {
@@ -403,7 +403,7 @@ func TestReviewDecisions(t *testing.T) {
 	}
 	// A refusal first, alone, so the scripted fault meets its job: a manual
 	// record, which has no classification until a person gives one.
-	e.Fake.Enqueue(openai.Fault{Kind: openai.Refusal})
+	e.Fake.Enqueue(openaifake.Fault{Kind: openaifake.Refusal})
 	m := e.Deliver(stettest.SourceReports, "msg_manual", stettest.Report{ExternalID: "report-manual", Revision: 1, Text: "A post the model refuses."})
 	e.WaitJob(m.JobID, stet.JobManual)
 	manual := recordOf(m.JobID)

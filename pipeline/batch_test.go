@@ -12,7 +12,7 @@ import (
 	"github.com/stetlabs/stet/internal/stettest"
 	"github.com/stetlabs/stet/ledger"
 	"github.com/stetlabs/stet/pipeline"
-	"github.com/stetlabs/stet/processor/openai"
+	"github.com/stetlabs/stet/processor/openai/openaifake"
 )
 
 // deliverBatch delivers n batch-mode reports and returns their job IDs.
@@ -43,7 +43,7 @@ func waitCommitted(t *testing.T, e *stettest.Env, n int) {
 func TestBatchEndToEnd(t *testing.T) {
 	t.Parallel()
 	e := stettest.New(t, stettest.Options{Batch: pipeline.BatchSettings{MaxItems: 5, MaxWait: time.Hour},
-		FakeOptions: openai.FakeOptions{Batch: openai.FakeBatchOptions{PollsToEnd: 2}}})
+		FakeOptions: openaifake.Options{Batch: openaifake.BatchOptions{PollsToEnd: 2}}})
 	jobs := deliverBatch(t, e, "b", 5)
 	waitCommitted(t, e, 5)
 
@@ -139,11 +139,11 @@ func TestBatchPartiallyExpired(t *testing.T) {
 	t.Parallel()
 	e := stettest.New(t, stettest.Options{MaxAttempts: 20, Batch: pipeline.BatchSettings{MaxItems: 4, MaxWait: 200 * time.Millisecond}})
 	jobs := deliverBatch(t, e, "x", 4)
-	e.Fake.ScriptBatchItem(jobs[1], openai.Fault{Kind: openai.ItemExpired})
+	e.Fake.ScriptBatchItem(jobs[1], openaifake.Fault{Kind: openaifake.ItemExpired})
 	waitCommitted(t, e, 3)
 	e.WaitFor("the first batch applied", func() bool { return e.Count("batches", "applied_at IS NOT NULL") >= 1 })
 	// From now on the provider answers that item.
-	e.Fake.ScriptBatchItem(jobs[1], openai.Fault{Kind: openai.ItemOK})
+	e.Fake.ScriptBatchItem(jobs[1], openaifake.Fault{Kind: openaifake.ItemOK})
 	waitCommitted(t, e, 4)
 
 	if n := e.Count("jobs", "state = 'committed'"); n != 4 {
@@ -175,7 +175,7 @@ func TestBatchStatus429HTTPDate(t *testing.T) {
 	t.Parallel()
 	e := stettest.New(t, stettest.Options{Batch: pipeline.BatchSettings{MaxItems: 2, MaxWait: time.Hour}})
 	until := time.Now().Add(30 * time.Second).UTC().Truncate(time.Second).Add(time.Second)
-	e.Fake.EnqueueBatch(openai.BatchRouteStatus, openai.Fault{Kind: openai.RateLimit, RetryAfter: until.Format(http.TimeFormat)})
+	e.Fake.EnqueueBatch(openaifake.BatchRouteStatus, openaifake.Fault{Kind: openaifake.RateLimit, RetryAfter: until.Format(http.TimeFormat)})
 	deliverBatch(t, e, "r", 2)
 	e.WaitFor("a rate-limited poll", func() bool { return e.Fake.BatchStats().StatusCalls >= 1 && e.Count("batches", "poll_count >= 1") == 1 })
 	var next int64
@@ -197,7 +197,7 @@ func TestBatchStatus429HTTPDate(t *testing.T) {
 func TestBatchAmbiguousSubmitReconciled(t *testing.T) {
 	t.Parallel()
 	e := stettest.New(t, stettest.Options{Batch: pipeline.BatchSettings{MaxItems: 3, MaxWait: time.Hour}})
-	e.Fake.EnqueueBatch(openai.BatchRouteCreate, openai.Fault{Kind: openai.CreateThenReset})
+	e.Fake.EnqueueBatch(openaifake.BatchRouteCreate, openaifake.Fault{Kind: openaifake.CreateThenReset})
 	deliverBatch(t, e, "a", 3)
 	waitCommitted(t, e, 3)
 	st := e.Fake.BatchStats()
@@ -218,7 +218,7 @@ func TestBatchUnknownThenResubmit(t *testing.T) {
 	t.Parallel()
 	e := stettest.New(t, stettest.Options{Batch: pipeline.BatchSettings{MaxItems: 2, MaxWait: time.Hour}})
 	// A 500 on the create call: ambiguous, but nothing was created.
-	e.Fake.EnqueueBatch(openai.BatchRouteCreate, openai.Fault{Kind: openai.ServerError})
+	e.Fake.EnqueueBatch(openaifake.BatchRouteCreate, openaifake.Fault{Kind: openaifake.ServerError})
 	deliverBatch(t, e, "u", 2)
 	e.WaitFor("an unknown batch", func() bool { return e.Count("batches", "state = 'unknown'") == 1 })
 	var id string
@@ -292,9 +292,9 @@ func TestBatchCanaryNeverLogged(t *testing.T) {
 		}
 		jobs = append(jobs, r.JobID)
 	}
-	e.Fake.ScriptBatchItem(jobs[0], openai.Fault{Kind: openai.Refusal, Message: "I will not discuss " + marker})
-	e.Fake.ScriptBatchItem(jobs[1], openai.Fault{Kind: openai.SchemaInvalid})
-	e.Fake.ScriptBatchItem(jobs[2], openai.Fault{Kind: openai.ItemExpired})
+	e.Fake.ScriptBatchItem(jobs[0], openaifake.Fault{Kind: openaifake.Refusal, Message: "I will not discuss " + marker})
+	e.Fake.ScriptBatchItem(jobs[1], openaifake.Fault{Kind: openaifake.SchemaInvalid})
+	e.Fake.ScriptBatchItem(jobs[2], openaifake.Fault{Kind: openaifake.ItemExpired})
 	waitCommitted(t, e, 3)
 	if strings.Contains(e.Logs.String(), marker) {
 		t.Errorf("logs contain the marker")
@@ -382,7 +382,7 @@ func TestBatchPausedProcessorWaits(t *testing.T) {
 func TestBatchRejectedGoesSync(t *testing.T) {
 	t.Parallel()
 	e := stettest.New(t, stettest.Options{Batch: pipeline.BatchSettings{MaxItems: 2, MaxWait: time.Hour}})
-	e.Fake.EnqueueBatch(openai.BatchRouteCreate, openai.Fault{Kind: openai.HTTPError, Status: 400})
+	e.Fake.EnqueueBatch(openaifake.BatchRouteCreate, openaifake.Fault{Kind: openaifake.HTTPError, Status: 400})
 	deliverBatch(t, e, "j", 2)
 	waitCommitted(t, e, 2)
 	if n := e.Count("jobs", "state = 'committed'"); n != 2 {

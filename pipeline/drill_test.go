@@ -18,7 +18,7 @@ import (
 	"github.com/stetlabs/stet/internal/stettest"
 	"github.com/stetlabs/stet/ledger"
 	"github.com/stetlabs/stet/pipeline"
-	"github.com/stetlabs/stet/processor/openai"
+	"github.com/stetlabs/stet/processor/openai/openaifake"
 )
 
 // Drill 1: report-001 delivered twice (same webhook-id, then a new
@@ -117,8 +117,8 @@ func TestDrill3RacingWorkers(t *testing.T) {
 	release := make(chan struct{})
 	var mu sync.Mutex
 	calls := 0
-	e := stettest.New(t, stettest.Options{Clock: clock, FakeOptions: openai.FakeOptions{
-		Respond: func(req openai.FakeRequest) string {
+	e := stettest.New(t, stettest.Options{Clock: clock, FakeOptions: openaifake.Options{
+		Respond: func(req openaifake.Request) string {
 			mu.Lock()
 			calls++
 			n := calls
@@ -126,7 +126,7 @@ func TestDrill3RacingWorkers(t *testing.T) {
 			if n == 1 {
 				<-release // the first worker stalls
 			}
-			return openai.MinimalInstance(req.Schema)
+			return openaifake.MinimalInstance(req.Schema)
 		},
 	}})
 	d := e.Deliver(stettest.SourceReports, "msg_1", stettest.Report{ExternalID: "report-001", Revision: 1, Text: "Some text."})
@@ -202,7 +202,7 @@ func TestDrill4ReplayAfterDedupWindow(t *testing.T) {
 func TestDrill5AmbiguousTimeout(t *testing.T) {
 	t.Parallel()
 	e := stettest.New(t, stettest.Options{ProcessorTimeout: 300 * time.Millisecond})
-	e.Fake.Enqueue(openai.Fault{Kind: openai.TimeoutAfterAnswer})
+	e.Fake.Enqueue(openaifake.Fault{Kind: openaifake.TimeoutAfterAnswer})
 	d := e.Deliver(stettest.SourceReports, "msg_1", stettest.Report{ExternalID: "report-001", Revision: 1, Text: "text"})
 	e.WaitJob(d.JobID, stet.JobCommitted)
 	if n := e.Fake.Calls(); n != 2 {
@@ -257,7 +257,7 @@ func TestFailureClasses(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name      string
-		faults    []openai.Fault
+		faults    []openaifake.Fault
 		state     stet.JobState
 		kind      string // record kind
 		class     string // the manual record's failure class
@@ -265,29 +265,29 @@ func TestFailureClasses(t *testing.T) {
 		attempts  []string
 		problemIn string // a string the repair request must carry
 	}{
-		{name: "rate limited snoozes, then succeeds", faults: []openai.Fault{{Kind: openai.RateLimit, RetryAfter: "1"}},
+		{name: "rate limited snoozes, then succeeds", faults: []openaifake.Fault{{Kind: openaifake.RateLimit, RetryAfter: "1"}},
 			state: stet.JobCommitted, kind: "extracted", calls: 2, attempts: []string{"failed/rate_limited", "succeeded"}},
-		{name: "retry-after-ms", faults: []openai.Fault{{Kind: openai.RateLimit, RetryAfterMS: 100}},
+		{name: "retry-after-ms", faults: []openaifake.Fault{{Kind: openaifake.RateLimit, RetryAfterMS: 100}},
 			state: stet.JobCommitted, kind: "extracted", calls: 2, attempts: []string{"failed/rate_limited", "succeeded"}},
-		{name: "transient 5xx retried", faults: []openai.Fault{{Kind: openai.ServerError, Status: 503}},
+		{name: "transient 5xx retried", faults: []openaifake.Fault{{Kind: openaifake.ServerError, Status: 503}},
 			state: stet.JobCommitted, kind: "extracted", calls: 2, attempts: []string{"failed/transient", "succeeded"}},
 		{name: "transient budget exhausted becomes manual",
-			faults: []openai.Fault{{Kind: openai.ServerError}, {Kind: openai.ServerError}, {Kind: openai.ServerError}},
+			faults: []openaifake.Fault{{Kind: openaifake.ServerError}, {Kind: openaifake.ServerError}, {Kind: openaifake.ServerError}},
 			state:  stet.JobManual, kind: "manual", class: "transient", calls: 3,
 			attempts: []string{"failed/transient", "failed/transient", "failed/transient"}},
-		{name: "invalid output repaired", faults: []openai.Fault{{Kind: openai.SchemaInvalid}},
+		{name: "invalid output repaired", faults: []openaifake.Fault{{Kind: openaifake.SchemaInvalid}},
 			state: stet.JobCommitted, kind: "extracted", calls: 2, attempts: []string{"repair/invalid_output", "succeeded"}, problemIn: "not valid against the JSON schema"},
-		{name: "truncated JSON repaired", faults: []openai.Fault{{Kind: openai.TruncatedJSON}},
+		{name: "truncated JSON repaired", faults: []openaifake.Fault{{Kind: openaifake.TruncatedJSON}},
 			state: stet.JobCommitted, kind: "extracted", calls: 2, attempts: []string{"repair/invalid_output", "succeeded"}},
 		{name: "invalid output past the repair budget becomes manual",
-			faults: []openai.Fault{{Kind: openai.SchemaInvalid}, {Kind: openai.SchemaInvalid}, {Kind: openai.Length}},
+			faults: []openaifake.Fault{{Kind: openaifake.SchemaInvalid}, {Kind: openaifake.SchemaInvalid}, {Kind: openaifake.Length}},
 			state:  stet.JobManual, kind: "manual", class: "invalid_output", calls: 3,
 			attempts: []string{"repair/invalid_output", "repair/invalid_output", "failed/invalid_output"}},
-		{name: "refusal is manual, never retried", faults: []openai.Fault{{Kind: openai.Refusal}},
+		{name: "refusal is manual, never retried", faults: []openaifake.Fault{{Kind: openaifake.Refusal}},
 			state: stet.JobManual, kind: "manual", class: "refusal", calls: 1, attempts: []string{"failed/refusal"}},
-		{name: "content filter is a refusal", faults: []openai.Fault{{Kind: openai.ContentFilter}},
+		{name: "content filter is a refusal", faults: []openaifake.Fault{{Kind: openaifake.ContentFilter}},
 			state: stet.JobManual, kind: "manual", class: "refusal", calls: 1, attempts: []string{"failed/refusal"}},
-		{name: "unsupported is manual, never retried", faults: []openai.Fault{{Kind: openai.HTTPError, Status: 400, Code: "invalid_request_error"}},
+		{name: "unsupported is manual, never retried", faults: []openaifake.Fault{{Kind: openaifake.HTTPError, Status: 400, Code: "invalid_request_error"}},
 			state: stet.JobManual, kind: "manual", class: "unsupported", calls: 1, attempts: []string{"failed/unsupported"}},
 	}
 	for _, tt := range tests {
@@ -334,10 +334,10 @@ func TestFailureClasses(t *testing.T) {
 // resumes every job from its last durable stage.
 func TestQuotaPausesProcessor(t *testing.T) {
 	t.Parallel()
-	for _, fault := range []openai.Fault{{Kind: openai.Quota}, {Kind: openai.Unauthorized}} {
+	for _, fault := range []openaifake.Fault{{Kind: openaifake.Quota}, {Kind: openaifake.Unauthorized}} {
 		t.Run(string(fault.Kind), func(t *testing.T) {
 			t.Parallel()
-			e := stettest.New(t, stettest.Options{FakeOptions: openai.FakeOptions{APIKey: "sk-test"}})
+			e := stettest.New(t, stettest.Options{FakeOptions: openaifake.Options{APIKey: "sk-test"}})
 			e.Fake.Enqueue(fault)
 			d := e.Deliver(stettest.SourceReports, "msg_1", stettest.Report{ExternalID: "report-001", Revision: 1, Text: "text one"})
 			e.WaitJob(d.JobID, stet.JobWaiting)
@@ -435,22 +435,22 @@ func TestApprovedFallbacks(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name     string
-		fault    openai.Fault
+		fault    openaifake.Fault
 		edited   []string // the policy in force, if edited after acceptance
 		state    stet.JobState
 		attempts []string // processor/status[/class]
 	}{
-		{name: "rate limited goes to the fallback", fault: openai.Fault{Kind: openai.RateLimit, RetryAfter: "30"},
+		{name: "rate limited goes to the fallback", fault: openaifake.Fault{Kind: openaifake.RateLimit, RetryAfter: "30"},
 			state: stet.JobCommitted, attempts: []string{"openai-fake/failed/rate_limited", "rules/succeeded"}},
-		{name: "transient goes to the fallback", fault: openai.Fault{Kind: openai.ServerError, Status: 503},
+		{name: "transient goes to the fallback", fault: openaifake.Fault{Kind: openaifake.ServerError, Status: 503},
 			state: stet.JobCommitted, attempts: []string{"openai-fake/failed/transient", "rules/succeeded"}},
-		{name: "a refusal never falls back", fault: openai.Fault{Kind: openai.Refusal},
+		{name: "a refusal never falls back", fault: openaifake.Fault{Kind: openaifake.Refusal},
 			state: stet.JobManual, attempts: []string{"openai-fake/failed/refusal"}},
-		{name: "unsupported never falls back", fault: openai.Fault{Kind: openai.HTTPError, Status: 400},
+		{name: "unsupported never falls back", fault: openaifake.Fault{Kind: openaifake.HTTPError, Status: 400},
 			state: stet.JobManual, attempts: []string{"openai-fake/failed/unsupported"}},
-		{name: "a fallback the policy dropped is not used", fault: openai.Fault{Kind: openai.RateLimit, RetryAfter: "1"},
+		{name: "a fallback the policy dropped is not used", fault: openaifake.Fault{Kind: openaifake.RateLimit, RetryAfter: "1"},
 			edited: []string{"openai-fake"}, state: stet.JobCommitted, attempts: []string{"openai-fake/failed/rate_limited", "openai-fake/succeeded"}},
-		{name: "a dropped primary blocks, never re-routes", fault: openai.Fault{Kind: openai.RateLimit, RetryAfter: "1"},
+		{name: "a dropped primary blocks, never re-routes", fault: openaifake.Fault{Kind: openaifake.RateLimit, RetryAfter: "1"},
 			edited: []string{"rules"}, state: stet.JobBlocked, attempts: nil},
 	}
 	for _, tt := range tests {
@@ -506,7 +506,7 @@ func TestApprovedFallbacks(t *testing.T) {
 func TestAdmissionKeepsWithinProviderLimits(t *testing.T) {
 	t.Parallel()
 	e := stettest.New(t, stettest.Options{
-		FakeOptions: openai.FakeOptions{RPM: 120, LimitWindow: time.Second}, // 2 requests a second
+		FakeOptions: openaifake.Options{RPM: 120, LimitWindow: time.Second}, // 2 requests a second
 		Limits:      admission.Limits{RPM: 100},
 	})
 	var jobs []string

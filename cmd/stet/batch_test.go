@@ -18,6 +18,7 @@ import (
 	"github.com/stetlabs/stet/processor/gemini/geminifake"
 	"github.com/stetlabs/stet/processor/infrai/infraifake"
 	"github.com/stetlabs/stet/processor/openai"
+	"github.com/stetlabs/stet/processor/openai/openaifake"
 )
 
 // writeBatchConfig writes a config like writeConfig's whose source is in
@@ -67,7 +68,7 @@ type batchProvider struct {
 
 var batchProviders = []batchProvider{
 	{kind: "openai", model: "gpt-test", start: func(t *testing.T) (string, func() int, func() int) {
-		f := openai.NewFake(openai.FakeOptions{APIKey: testOpenAIKey})
+		f := openaifake.New(openaifake.Options{APIKey: testOpenAIKey})
 		t.Cleanup(f.Close)
 		return f.URL(), func() int { return f.BatchStats().Created }, func() int { return f.BatchStats().CreateCalls }
 	}},
@@ -141,7 +142,7 @@ func TestBatchCrashBetweenSubmitAndPersist(t *testing.T) {
 // the items.
 func TestBatchCrashMidApply(t *testing.T) {
 	t.Parallel()
-	f := openai.NewFake(openai.FakeOptions{APIKey: testOpenAIKey})
+	f := openaifake.New(openaifake.Options{APIKey: testOpenAIKey})
 	t.Cleanup(f.Close)
 	const n = 250 // more than one apply chunk (200)
 	cfg := writeBatchConfig(t, t.TempDir(), "openai", f.URL(), "gpt-test", n)
@@ -185,7 +186,7 @@ func TestBatchCrashMidApply(t *testing.T) {
 // what it refuses.
 func TestBatchStatusCommand(t *testing.T) {
 	t.Parallel()
-	f := openai.NewFake(openai.FakeOptions{APIKey: testOpenAIKey, Batch: openai.FakeBatchOptions{PollsToEnd: -1}})
+	f := openaifake.New(openaifake.Options{APIKey: testOpenAIKey, Batch: openaifake.BatchOptions{PollsToEnd: -1}})
 	t.Cleanup(f.Close)
 	cfg := writeBatchConfig(t, t.TempDir(), "openai", f.URL(), "gpt-test", 10)
 	c, err := openai.New(openai.Config{Common: processor.Common{ID: "openai-fake", BaseURL: f.URL(), APIKey: testOpenAIKey, Model: "gpt-test", Region: "us", Retention: "30d"}})
@@ -218,7 +219,7 @@ func TestBatchStatusCommand(t *testing.T) {
 	// Three 429s: three attempts, then exit 1.
 	before := calls()
 	for range 3 {
-		f.EnqueueBatch(openai.BatchRouteStatus, openai.Fault{Kind: openai.RateLimit, RetryAfter: "1"})
+		f.EnqueueBatch(openaifake.BatchRouteStatus, openaifake.Fault{Kind: openaifake.RateLimit, RetryAfter: "1"})
 	}
 	code, _, errOut = status(h.ProviderID)
 	if code != exitFailure || calls()-before != 3 {
@@ -226,19 +227,19 @@ func TestBatchStatusCommand(t *testing.T) {
 	}
 	// A 429 with an HTTP-date, then an answer.
 	before = calls()
-	f.EnqueueBatch(openai.BatchRouteStatus, openai.Fault{Kind: openai.RateLimit, RetryAfter: time.Now().Add(time.Second).UTC().Format(http.TimeFormat)})
+	f.EnqueueBatch(openaifake.BatchRouteStatus, openaifake.Fault{Kind: openaifake.RateLimit, RetryAfter: time.Now().Add(time.Second).UTC().Format(http.TimeFormat)})
 	code, _, errOut = status(h.ProviderID)
 	if code != exitOK || calls()-before != 2 {
 		t.Errorf("status after one 429 = %d (%d calls) %q, want 0 after 2 calls", code, calls()-before, errOut)
 	}
 	// A redirect is refused: one call, exit 1.
 	before = calls()
-	f.EnqueueBatch(openai.BatchRouteStatus, openai.Fault{Kind: openai.Redirect})
+	f.EnqueueBatch(openaifake.BatchRouteStatus, openaifake.Fault{Kind: openaifake.Redirect})
 	if code, _, errOut = status(h.ProviderID); code != exitFailure || calls()-before != 1 {
 		t.Errorf("status on a redirect = %d (%d calls) %q, want 1 after 1 call", code, calls()-before, errOut)
 	}
 	// A body over 1 MiB is refused.
-	f.EnqueueBatch(openai.BatchRouteStatus, openai.Fault{Kind: openai.HugeBody})
+	f.EnqueueBatch(openaifake.BatchRouteStatus, openaifake.Fault{Kind: openaifake.HugeBody})
 	if code, out, errOut = status(h.ProviderID); code != exitFailure || out != "" {
 		t.Errorf("status on a 2 MiB body = %d %q %q, want 1 and nothing printed", code, out, errOut)
 	}
@@ -266,7 +267,7 @@ func TestBatchStatusCommand(t *testing.T) {
 // skips what was accepted. stet batch list shows the batches.
 func TestImportResumableAndBatchList(t *testing.T) {
 	t.Parallel()
-	f := openai.NewFake(openai.FakeOptions{APIKey: testOpenAIKey})
+	f := openaifake.New(openaifake.Options{APIKey: testOpenAIKey})
 	t.Cleanup(f.Close)
 	cfg := writeBatchConfig(t, t.TempDir(), "openai", f.URL(), "gpt-test", 100)
 	file := writeNDJSON(t, cfg.Dir, 20)
@@ -328,9 +329,9 @@ func TestImportResumableAndBatchList(t *testing.T) {
 // log and the batch is polled and applied; a second decision is refused.
 func TestBatchReconcileAdopt(t *testing.T) {
 	t.Parallel()
-	f := openai.NewFake(openai.FakeOptions{APIKey: testOpenAIKey})
+	f := openaifake.New(openaifake.Options{APIKey: testOpenAIKey})
 	t.Cleanup(f.Close)
-	f.EnqueueBatch(openai.BatchRouteCreate, openai.Fault{Kind: openai.ServerError}) // ambiguous, created nothing
+	f.EnqueueBatch(openaifake.BatchRouteCreate, openaifake.Fault{Kind: openaifake.ServerError}) // ambiguous, created nothing
 	cfg := writeBatchConfig(t, t.TempDir(), "openai", f.URL(), "gpt-test", 2)
 	file := writeNDJSON(t, cfg.Dir, 2)
 	if code, out, errOut := runBinary(t, cfg.Dir, "import", "--config", cfg.Path, "--source", testSource, file); code != 0 {

@@ -26,7 +26,7 @@ import (
 	"github.com/stetlabs/stet/config"
 	"github.com/stetlabs/stet/ledger"
 	"github.com/stetlabs/stet/pipeline"
-	"github.com/stetlabs/stet/processor/openai"
+	"github.com/stetlabs/stet/processor/openai/openaifake"
 )
 
 const benchUsage = `Usage: stet bench intake|pipeline|provider-limited|batch [flags]
@@ -197,7 +197,7 @@ type benchEnv struct {
 	base   string
 	secret string
 	stop   func()
-	fake   *openai.Fake
+	fake   *openaifake.Server
 }
 
 // writeBenchConfig writes a benchmark config: one source, a small profile,
@@ -258,7 +258,7 @@ func limitsYAML(limits string) string {
 }
 
 func startBench(ctx context.Context, dir, database, role string) (*benchEnv, error) {
-	fake := openai.NewFake(openai.FakeOptions{})
+	fake := openaifake.New(openaifake.Options{})
 	cfgPath, env, err := writeBenchConfig(dir, database, fake.URL())
 	if err != nil {
 		return nil, err

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet/config"
-	"github.com/stetlabs/stet/processor/openai"
+	"github.com/stetlabs/stet/processor/openai/openaifake"
 )
 
 // batchBenchResult is what stet bench batch measures.
@@ -39,7 +39,7 @@ type batchBenchResult struct {
 // calls made (a handful of submissions and polls, not n requests). The
 // baseline is the naive backfill's n synchronous requests.
 func benchBatch(ctx context.Context, stdout, stderr io.Writer, dir string, n, batchSize int, asJSON bool) int {
-	fake := openai.NewFake(openai.FakeOptions{})
+	fake := openaifake.New(openaifake.Options{})
 	defer fake.Close()
 	cfgPath, env, err := writeBenchConfig(dir, "", fake.URL())
 	if err != nil {

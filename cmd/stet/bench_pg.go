@@ -30,7 +30,7 @@ import (
 
 	"github.com/stetlabs/stet/config"
 	"github.com/stetlabs/stet/ledger"
-	"github.com/stetlabs/stet/processor/openai"
+	"github.com/stetlabs/stet/processor/openai/openaifake"
 )
 
 // scratchDatabase returns a URL for a fresh schema on the PostgreSQL server
@@ -220,7 +220,7 @@ func benchScaling(ctx context.Context, stdout, stderr io.Writer, dir, base, bina
 
 func scaleOnce(ctx context.Context, dir, base, binary string, workers, n, conc int) (scalingRow, string, error) {
 	row := scalingRow{Workers: workers}
-	fake := openai.NewFake(openai.FakeOptions{})
+	fake := openaifake.New(openaifake.Options{})
 	defer fake.Close()
 	run, err := startProcesses(ctx, dir, base, binary, workers, fake, "", 16)
 	if err != nil {
@@ -249,7 +249,7 @@ type processRun struct {
 	stop     func()
 }
 
-func startProcesses(ctx context.Context, dir, base, binary string, workers int, fake *openai.Fake, limits string, concurrency int) (_ *processRun, err error) {
+func startProcesses(ctx context.Context, dir, base, binary string, workers int, fake *openaifake.Server, limits string, concurrency int) (_ *processRun, err error) {
 	var cleanups []func()
 	stop := func() {
 		for i := len(cleanups) - 1; i >= 0; i-- {

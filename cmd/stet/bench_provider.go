@@ -20,6 +20,7 @@ import (
 	"github.com/stetlabs/stet/config"
 	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/openai"
+	"github.com/stetlabs/stet/processor/openai/openaifake"
 )
 
 // providerFigures are what `stet bench provider-limited` measures for one
@@ -94,14 +95,14 @@ func benchProviderLimited(ctx context.Context, stdout, stderr io.Writer, o provi
 	return exitOK
 }
 
-func (o providerBenchOptions) fake() *openai.Fake {
-	return openai.NewFake(openai.FakeOptions{RPM: o.rpm, LimitWindow: time.Second, LimitRetryAfter: true,
+func (o providerBenchOptions) fake() *openaifake.Server {
+	return openaifake.New(openaifake.Options{RPM: o.rpm, LimitWindow: time.Second, LimitRetryAfter: true,
 		LatencyMin: o.latencyMin, LatencyMax: o.latencyMax, Seed: 1})
 }
 
 // limitShare is the mean admitted calls per second over the steady seconds
 // (the first and last two seconds of traffic left out) ÷ the limit.
-func limitShare(st openai.FakeStats, rpm int) float64 {
+func limitShare(st openaifake.Stats, rpm int) float64 {
 	ws := st.Windows
 	if len(ws) > 6 {
 		ws = ws[2 : len(ws)-2]

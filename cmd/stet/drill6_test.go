@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet/internal/crash"
-	"github.com/stetlabs/stet/processor/openai"
+	"github.com/stetlabs/stet/processor/openai/openaifake"
 )
 
 // TestDrill6KillAtEachRecoveryPoint is DESIGN §10 drill 6 on the real
@@ -47,11 +47,11 @@ func TestDrill6KillAtEachRecoveryPoint(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.point, func(t *testing.T) {
 			t.Parallel()
-			fake := openai.NewFake(openai.FakeOptions{APIKey: testOpenAIKey})
+			fake := openaifake.New(openaifake.Options{APIKey: testOpenAIKey})
 			t.Cleanup(fake.Close)
 			if tt.point == crash.MidCall {
 				// Held until the client goes away: the kill cuts the call.
-				fake.Enqueue(openai.Fault{Kind: openai.Delay, Delay: 10 * time.Minute})
+				fake.Enqueue(openaifake.Fault{Kind: openaifake.Delay, Delay: 10 * time.Minute})
 			}
 			cfg := writeConfig(t, t.TempDir(), fake.URL())
 

@@ -39,7 +39,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // the pgx database/sql driver, to read the scratch ledger
 
 	"github.com/stetlabs/stet/api"
-	"github.com/stetlabs/stet/processor/openai"
+	"github.com/stetlabs/stet/processor/openai/openaifake"
 )
 
 // Settings of the drill that are not flags. The worker settings are the
@@ -619,10 +619,10 @@ type fakeCall struct {
 	Status int // 0: the caller left before an answer (a kill mid-call)
 }
 
-// chaosFake serves an openai.Fake on a loopback listener the stet processes
+// chaosFake serves an openaifake.Server on a loopback listener the stet processes
 // reach, and logs every call with its time and document.
 type chaosFake struct {
-	fake *openai.Fake
+	fake *openaifake.Server
 	srv  *http.Server
 	ln   net.Listener
 
@@ -631,7 +631,7 @@ type chaosFake struct {
 }
 
 func newChaosFake(seed int64, faultRate float64) (*chaosFake, error) {
-	f := &chaosFake{fake: openai.NewFake(openai.FakeOptions{APIKey: chaosAPIKey, FaultRate: faultRate, Seed: seed, Latency: chaosFakeLatency})}
+	f := &chaosFake{fake: openaifake.New(openaifake.Options{APIKey: chaosAPIKey, FaultRate: faultRate, Seed: seed, Latency: chaosFakeLatency})}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		f.fake.Close()

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stetlabs/stet/processor/openai"
+	"github.com/stetlabs/stet/processor/openai/openaifake"
 )
 
 // SIGTERM while a stage is calling the provider: serve stops taking work,
@@ -15,9 +15,9 @@ import (
 // The job ends committed with one provider call.
 func TestGracefulShutdownFinishesInFlightStage(t *testing.T) {
 	t.Parallel()
-	fake := openai.NewFake(openai.FakeOptions{APIKey: testOpenAIKey})
+	fake := openaifake.New(openaifake.Options{APIKey: testOpenAIKey})
 	t.Cleanup(fake.Close)
-	fake.Enqueue(openai.Fault{Kind: openai.Delay, Delay: 1500 * time.Millisecond})
+	fake.Enqueue(openaifake.Fault{Kind: openaifake.Delay, Delay: 1500 * time.Millisecond})
 	cfg := writeConfig(t, t.TempDir(), fake.URL())
 	p := startStet(t, cfg, nil)
 	status, out, err := postReport(p.base, "msg_graceful", sample(t, "report-001.json"))

@@ -1,11 +1,21 @@
-// Package fakekit holds what every wire-faithful provider fake needs alike:
-// today, the default answer built from a request's JSON schema. It imports
-// only the standard library, so processor packages may share it without
-// depending on one another. It must never be used to answer real traffic.
+// Package fakekit is the scaffolding every wire-faithful provider fake
+// (processor/<p>/<p>fake) shares, written once: the server's lifecycle and
+// waits (Server), a scripted fault queue with reproducible random faults
+// (Faults), call counting with the user text kept for CallsContaining
+// (Calls), latency draws on their own seeded stream (Latency), traffic
+// counted by second and by status (Traffic, StatusWriter), continuously
+// refilling RPM/TPM buckets (Bucket), the default answer built from a
+// request's JSON schema (MinimalInstance), and the small wire helpers
+// (Marshal, Cut, MergeHeader, request IDs).
+//
+// What a provider says — its routes, headers, error bodies, fault kinds — is
+// not here: it stays in the provider's fake. fakekit imports only the
+// standard library (time comes in as a func() time.Time), so every fake may
+// share it without depending on another fake or on stet. It must never be
+// used to answer real traffic: Calls keeps the text it is given.
 package fakekit
 
 import (
-	"bytes"
 	"encoding/json"
 	"math"
 	"strings"
@@ -150,11 +160,9 @@ func resolveRef(root any, ref string) any {
 }
 
 func marshal(v any) []byte {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
+	b, err := encode(v, "")
+	if err != nil {
 		return []byte("{}")
 	}
-	return bytes.TrimRight(buf.Bytes(), "\n")
+	return b
 }

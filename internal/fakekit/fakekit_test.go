@@ -27,3 +27,30 @@ func TestMinimalInstance(t *testing.T) {
 		}
 	}
 }
+
+// Cases that came with the OpenAI fake, which now answers with
+// MinimalInstance directly.
+func TestMinimalInstanceShapes(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, schema, want string
+	}{
+		{"no schema", ``, `{}`},
+		{"enum first value", `{"type":"string","enum":["b","a"]}`, `"b"`},
+		{"const", `{"const":"fixed"}`, `"fixed"`},
+		{"required only", `{"type":"object","properties":{"a":{"type":"string"},"b":{"type":"integer"}},"required":["b"]}`, `{"b":0}`},
+		{"nested", `{"type":"object","properties":{"o":{"type":"object","properties":{"x":{"type":"boolean"}},"required":["x"]},"l":{"type":"array","items":{"type":"string"}}},"required":["o","l"]}`, `{"l":[],"o":{"x":false}}`},
+		{"minItems", `{"type":"array","minItems":2,"items":{"type":"number"}}`, `[0,0]`},
+		{"nullable type", `{"type":["null","string"]}`, `"ok"`},
+		{"null only", `{"type":"null"}`, `null`},
+		{"minimum", `{"type":"integer","minimum":2.5}`, `3`},
+		{"local ref", `{"$defs":{"flag":{"type":"string","enum":["x"]}},"type":"object","properties":{"f":{"$ref":"#/$defs/flag"}},"required":["f"]}`, `{"f":"x"}`},
+		{"anyOf", `{"anyOf":[{"type":"boolean"},{"type":"string"}]}`, `false`},
+		{"recursive ref", `{"$ref":"#"}`, `null`},
+	}
+	for _, tt := range tests {
+		if got := MinimalInstance([]byte(tt.schema)); got != tt.want {
+			t.Errorf("MinimalInstance(%s) = %s, want %s", tt.name, got, tt.want)
+		}
+	}
+}

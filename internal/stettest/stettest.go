@@ -31,6 +31,7 @@ import (
 	"github.com/stetlabs/stet/pipeline"
 	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/openai"
+	"github.com/stetlabs/stet/processor/openai/openaifake"
 	"github.com/stetlabs/stet/processor/rules"
 	"github.com/stetlabs/stet/schema"
 )
@@ -60,7 +61,7 @@ type Options struct {
 	// Clock, if set, drives the ledger, the leases and signature checks.
 	Clock *stet.ManualClock
 	// FakeOptions configure the OpenAI fake that is the policy's processor.
-	FakeOptions openai.FakeOptions
+	FakeOptions openaifake.Options
 	// ProcessorTimeout bounds one processor call; default 5s.
 	ProcessorTimeout time.Duration
 	// MaxAttempts is the transient budget; default 3.
@@ -90,7 +91,7 @@ type Env struct {
 	Pipeline *pipeline.Pipeline
 	API      *api.Server
 	Server   *httptest.Server
-	Fake     *openai.Fake
+	Fake     *openaifake.Server
 	Metrics  *metrics.Metrics
 	Clock    stet.Clock
 	Logs     *SyncBuffer
@@ -178,18 +179,8 @@ func New(t testing.TB, opts Options) *Env {
 	log := slog.New(slog.NewJSONHandler(e.Logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	e.Metrics = metrics.New(db, log)
 
-	e.Fake = openai.NewFake(opts.FakeOptions)
-	oc, err := openai.New(openai.Config{
-		Common: processor.Common{
-			ID:        "openai-fake",
-			BaseURL:   e.Fake.URL(),
-			APIKey:    "sk-test",
-			Model:     "gpt-test",
-			Region:    "us",
-			Retention: "30d",
-			Timeout:   opts.ProcessorTimeout,
-		},
-	})
+	e.Fake = openaifake.New(opts.FakeOptions)
+	oc, err := openai.New(openai.Config{Common: processor.Common{ID: "openai-fake", BaseURL: e.Fake.URL(), APIKey: "sk-test", Model: "gpt-test", Region: "us", Retention: "30d", Timeout: opts.ProcessorTimeout}})
 	if err != nil {
 		t.Fatal(err)
 	}

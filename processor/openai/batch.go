@@ -68,6 +68,7 @@ import (
 	"github.com/openai/openai-go/v3/shared/constant"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/processor"
 )
 
 const (
@@ -407,7 +408,7 @@ func (c *Client) uploadInput(ctx context.Context, batchID string, input []byte) 
 	call := batchCall{limit: maxBatchObjectBytes}
 	svc := c.fileService()
 	f, err := svc.New(callCtx, sdk.FileNewParams{
-		File:    sdk.File(bytes.NewReader(input), schemaName(batchID)+".jsonl", "application/jsonl"),
+		File:    sdk.File(bytes.NewReader(input), processor.SchemaName(batchID)+".jsonl", "application/jsonl"),
 		Purpose: sdk.FilePurposeBatch,
 	}, option.WithMiddleware(call.middleware))
 	if err != nil {
@@ -557,7 +558,7 @@ func (c *Client) itemResult(line []byte) (stet.BatchResult, bool) {
 func codeString(v any) string {
 	switch v := v.(type) {
 	case string:
-		return safeCode(v)
+		return processor.SafeCode(v)
 	case float64:
 		return strconv.FormatFloat(v, 'f', -1, 64)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/processor"
+	"github.com/stetlabs/stet/processor/openai/openaifake"
 )
 
 // batchParams are the extract params of job id: testParams with its own
@@ -75,7 +76,7 @@ func checkGolden(t *testing.T, name string, got []byte) {
 
 func TestBatchRequestGolden(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, FakeOptions{})
+	f := newFake(t, openaifake.Options{})
 	c := newTestClient(t, f, 0)
 	items := batchItems("job_01GOLDEN1", "job_01GOLDEN2")
 	items[1].Params.Repair = []stet.RepairTurn{{Output: []byte(`{"category":"maybe"}`), Problems: []string{`/category: value must be one of "ok", "harmful", "medical_advice"`}}}
@@ -131,11 +132,11 @@ func TestBatchRequestGolden(t *testing.T) {
 			mu   sync.Mutex
 			sent []byte
 		)
-		sf := newFake(t, FakeOptions{Respond: func(req FakeRequest) string {
+		sf := newFake(t, openaifake.Options{Respond: func(req openaifake.Request) string {
 			mu.Lock()
 			defer mu.Unlock()
 			sent = req.Body
-			return MinimalInstance(req.Schema)
+			return openaifake.MinimalInstance(req.Schema)
 		}})
 		if _, err := newTestClient(t, sf, 0).Extract(t.Context(), it.Params); err != nil {
 			t.Fatalf("Extract(%s) = %v", it.JobID, err)
@@ -270,7 +271,7 @@ func TestBatchItemClassification(t *testing.T) {
 
 func TestSubmitBatchBeforeCreate(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, FakeOptions{})
+	f := newFake(t, openaifake.Options{})
 	c := newTestClient(t, f, 0)
 	var (
 		calls    int
@@ -319,7 +320,7 @@ func TestSubmitBatchBeforeCreate(t *testing.T) {
 
 func TestSubmitBatchAbortsAndReusesInputFile(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, FakeOptions{})
+	f := newFake(t, openaifake.Options{})
 	c := newTestClient(t, f, 0)
 	errLedger := errors.New("ledger write failed")
 	var recorded string
@@ -378,7 +379,7 @@ func TestSubmitBatchRefusesBeforeSending(t *testing.T) {
 		{"too many items", stet.BatchSubmit{BatchID: "bat_1", Items: make([]stet.BatchItem, BatchMaxItems+1)}},
 	}
 	for _, tt := range tests {
-		f := newFake(t, FakeOptions{})
+		f := newFake(t, openaifake.Options{})
 		c := newTestClient(t, f, 0)
 		called := false
 		tt.b.BeforeCreate = func(context.Context, string) error { called = true; return nil }
@@ -386,7 +387,7 @@ func TestSubmitBatchRefusesBeforeSending(t *testing.T) {
 		if pe := processorError(t, "SubmitBatch("+tt.name+")", err); pe.Class != stet.FailureUnsupported {
 			t.Errorf("SubmitBatch(%s): class = %q, want unsupported", tt.name, pe.Class)
 		}
-		if s := f.BatchStats(); s != (FakeBatchStats{}) || called {
+		if s := f.BatchStats(); s != (openaifake.BatchStats{}) || called {
 			t.Errorf("SubmitBatch(%s): BatchStats() = %+v, BeforeCreate called %v; want nothing sent", tt.name, s, called)
 		}
 	}
@@ -394,8 +395,8 @@ func TestSubmitBatchRefusesBeforeSending(t *testing.T) {
 
 func TestSubmitBatchCreateRefused(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, FakeOptions{})
-	f.EnqueueBatch(BatchRouteCreate, Fault{Kind: RateLimit, RetryAfter: "9"})
+	f := newFake(t, openaifake.Options{})
+	f.EnqueueBatch(openaifake.BatchRouteCreate, openaifake.Fault{Kind: openaifake.RateLimit, RetryAfter: "9"})
 	c := newTestClient(t, f, 0)
 	_, err := c.SubmitBatch(t.Context(), stet.BatchSubmit{BatchID: "bat_1", Items: batchItems("job_a")})
 	pe := processorError(t, "SubmitBatch() against a 429", err)
@@ -409,7 +410,7 @@ func TestSubmitBatchCreateRefused(t *testing.T) {
 
 func TestBatchAzureUnsupported(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, FakeOptions{})
+	f := newFake(t, openaifake.Options{})
 	c, err := New(Config{Common: processor.Common{ID: "azure", BaseURL: strings.TrimSuffix(f.URL(), "/v1"), APIKey: testKey, Model: "dep"}, AzureAPIVersion: "2024-10-21"})
 	if err != nil {
 		t.Fatal(err)
@@ -428,7 +429,7 @@ func TestBatchAzureUnsupported(t *testing.T) {
 			t.Errorf("batch method %d on Azure = class %q code %q, want unsupported %s", i, pe.Class, pe.Code, codeAzureBatch)
 		}
 	}
-	if s := f.BatchStats(); s != (FakeBatchStats{}) || f.Calls() != 0 {
+	if s := f.BatchStats(); s != (openaifake.BatchStats{}) || f.Calls() != 0 {
 		t.Errorf("Azure batch calls reached the fake: %+v, %d sync calls", s, f.Calls())
 	}
 	// The OpenAI client is not mistaken for Azure.
@@ -439,13 +440,13 @@ func TestBatchAzureUnsupported(t *testing.T) {
 
 func TestFindBatchAfterInterruptedSubmit(t *testing.T) {
 	t.Parallel()
-	for _, kind := range []FaultKind{CreateThenHang, CreateThenReset} {
+	for _, kind := range []openaifake.FaultKind{openaifake.CreateThenHang, openaifake.CreateThenReset} {
 		t.Run(string(kind), func(t *testing.T) {
 			t.Parallel()
-			f := newFake(t, FakeOptions{})
+			f := newFake(t, openaifake.Options{})
 			c := newTestClient(t, f, 300*time.Millisecond)
 			submit(t, c, "bat_other", "job_x") // someone else's batch
-			f.EnqueueBatch(BatchRouteCreate, Fault{Kind: kind})
+			f.EnqueueBatch(openaifake.BatchRouteCreate, openaifake.Fault{Kind: kind})
 			started := time.Now()
 			var fileID string
 			_, err := c.SubmitBatch(t.Context(), stet.BatchSubmit{
@@ -467,7 +468,7 @@ func TestFindBatchAfterInterruptedSubmit(t *testing.T) {
 			if err != nil {
 				t.Fatalf("FindBatch() = %v", err)
 			}
-			var lost FakeBatch
+			var lost openaifake.Batch
 			for _, b := range f.Batches() {
 				if b.Label == "bat_01LOST" {
 					lost = b
@@ -486,10 +487,10 @@ func TestFindBatchAfterInterruptedSubmit(t *testing.T) {
 
 func TestFindBatchNoneCreated(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, FakeOptions{})
+	f := newFake(t, openaifake.Options{})
 	c := newTestClient(t, f, 0)
 	submit(t, c, "bat_other", "job_x")
-	f.EnqueueBatch(BatchRouteCreate, Fault{Kind: ServerError, Status: http.StatusBadGateway})
+	f.EnqueueBatch(openaifake.BatchRouteCreate, openaifake.Fault{Kind: openaifake.ServerError, Status: http.StatusBadGateway})
 	started := time.Now()
 	_, err := c.SubmitBatch(t.Context(), stet.BatchSubmit{BatchID: "bat_01NONE", Items: batchItems("job_a")})
 	if pe := processorError(t, "SubmitBatch() against a 502", err); pe.Class != stet.FailureTransient {
@@ -508,7 +509,7 @@ func TestFindBatchPagesBackToTheCutoff(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2026, 3, 4, 12, 0, 0, 0, time.UTC)
 	clock := stet.NewManualClock(t0.Add(-2 * time.Hour))
-	f := newFake(t, FakeOptions{Clock: clock, Batch: FakeBatchOptions{ListLimit: 2}})
+	f := newFake(t, openaifake.Options{Clock: clock, Batch: openaifake.BatchOptions{ListLimit: 2}})
 	c := newTestClient(t, f, 0)
 	for i := range 5 {
 		submit(t, c, fmt.Sprintf("bat_old%d", i), "job_x")
@@ -550,11 +551,11 @@ func TestFindBatchPagesBackToTheCutoff(t *testing.T) {
 
 func TestFindBatchListFailureIsNotNone(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, FakeOptions{Batch: FakeBatchOptions{ListLimit: 1}})
+	f := newFake(t, openaifake.Options{Batch: openaifake.BatchOptions{ListLimit: 1}})
 	c := newTestClient(t, f, 0)
 	submit(t, c, "bat_1", "job_a")
 	submit(t, c, "bat_2", "job_b")
-	f.EnqueueBatch(BatchRouteList, Fault{}, Fault{Kind: ServerError})
+	f.EnqueueBatch(openaifake.BatchRouteList, openaifake.Fault{}, openaifake.Fault{Kind: openaifake.ServerError})
 	got, err := c.FindBatch(t.Context(), stet.BatchQuery{BatchID: "bat_1"})
 	if pe := processorError(t, "FindBatch() with a failing second page", err); pe.Class != stet.FailureTransient || got != nil {
 		t.Errorf("FindBatch() with a failing second page = %+v, class %q; want no answer, transient", got, pe.Class)
@@ -589,7 +590,7 @@ func TestBatchStatus(t *testing.T) {
 	now := time.Date(2026, 3, 4, 7, 28, 0, 0, time.UTC)
 	tests := []struct {
 		name   string
-		fault  Fault
+		fault  openaifake.Fault
 		id     string // default: the submitted batch
 		strict bool
 		// maxCalls allows net/http's own retry: it resends a GET once when
@@ -600,26 +601,26 @@ func TestBatchStatus(t *testing.T) {
 		wantCode       string
 		wantRetryAfter time.Duration
 	}{
-		{name: "429 Retry-After seconds", fault: Fault{Kind: RateLimit, RetryAfter: "7"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_exceeded", wantRetryAfter: 7 * time.Second},
-		{name: "429 Retry-After HTTP-date", fault: Fault{Kind: RateLimit, RetryAfter: now.Add(30 * time.Second).Format(http.TimeFormat)}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_exceeded", wantRetryAfter: 30 * time.Second},
-		{name: "429 retry-after-ms", fault: Fault{Kind: RateLimit, RetryAfterMS: 1500}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_exceeded", wantRetryAfter: 1500 * time.Millisecond},
-		{name: "429 through the strict client", fault: Fault{Kind: RateLimit, RetryAfter: "3"}, strict: true, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_exceeded", wantRetryAfter: 3 * time.Second},
+		{name: "429 Retry-After seconds", fault: openaifake.Fault{Kind: openaifake.RateLimit, RetryAfter: "7"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_exceeded", wantRetryAfter: 7 * time.Second},
+		{name: "429 Retry-After HTTP-date", fault: openaifake.Fault{Kind: openaifake.RateLimit, RetryAfter: now.Add(30 * time.Second).Format(http.TimeFormat)}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_exceeded", wantRetryAfter: 30 * time.Second},
+		{name: "429 retry-after-ms", fault: openaifake.Fault{Kind: openaifake.RateLimit, RetryAfterMS: 1500}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_exceeded", wantRetryAfter: 1500 * time.Millisecond},
+		{name: "429 through the strict client", fault: openaifake.Fault{Kind: openaifake.RateLimit, RetryAfter: "3"}, strict: true, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_exceeded", wantRetryAfter: 3 * time.Second},
 		{name: "404", id: "batch_unknown", wantClass: stet.FailureUnsupported, wantStatus: 404, wantCode: "batch_not_found"},
-		{name: "401", fault: Fault{Kind: Unauthorized}, wantClass: stet.FailureAuth, wantStatus: 401, wantCode: "invalid_api_key"},
-		{name: "500", fault: Fault{Kind: ServerError}, wantClass: stet.FailureTransient, wantStatus: 500, wantCode: "server_error"},
-		{name: "503", fault: Fault{Kind: ServerError, Status: 503}, wantClass: stet.FailureTransient, wantStatus: 503, wantCode: "server_error"},
-		{name: "connection reset", fault: Fault{Kind: Disconnect}, maxCalls: 2, wantClass: stet.FailureTransient},
-		{name: "redirect refused by the client", fault: Fault{Kind: Redirect}, strict: true, wantClass: stet.FailureUnsupported, wantStatus: 302, wantCode: "redirect"},
+		{name: "401", fault: openaifake.Fault{Kind: openaifake.Unauthorized}, wantClass: stet.FailureAuth, wantStatus: 401, wantCode: "invalid_api_key"},
+		{name: "500", fault: openaifake.Fault{Kind: openaifake.ServerError}, wantClass: stet.FailureTransient, wantStatus: 500, wantCode: "server_error"},
+		{name: "503", fault: openaifake.Fault{Kind: openaifake.ServerError, Status: 503}, wantClass: stet.FailureTransient, wantStatus: 503, wantCode: "server_error"},
+		{name: "connection reset", fault: openaifake.Fault{Kind: openaifake.Disconnect}, maxCalls: 2, wantClass: stet.FailureTransient},
+		{name: "redirect refused by the client", fault: openaifake.Fault{Kind: openaifake.Redirect}, strict: true, wantClass: stet.FailureUnsupported, wantStatus: 302, wantCode: "redirect"},
 		// The SDK itself refuses to follow a redirect to another origin.
-		{name: "redirect elsewhere, default client", fault: Fault{Kind: Redirect}, wantClass: stet.FailureTransient},
-		{name: "redirect to the same origin not followed", fault: Fault{Kind: Redirect, Status: 307, Header: http.Header{"Location": {"/v1/batches"}}}, strict: true, wantClass: stet.FailureUnsupported, wantStatus: 307, wantCode: "redirect"},
-		{name: "huge body", fault: Fault{Kind: HugeBody}, wantClass: stet.FailureTransient, wantStatus: 200, wantCode: "response_too_large"},
-		{name: "huge body through the strict client", fault: Fault{Kind: HugeBody}, strict: true, wantClass: stet.FailureTransient, wantStatus: 200},
+		{name: "redirect elsewhere, default client", fault: openaifake.Fault{Kind: openaifake.Redirect}, wantClass: stet.FailureTransient},
+		{name: "redirect to the same origin not followed", fault: openaifake.Fault{Kind: openaifake.Redirect, Status: 307, Header: http.Header{"Location": {"/v1/batches"}}}, strict: true, wantClass: stet.FailureUnsupported, wantStatus: 307, wantCode: "redirect"},
+		{name: "huge body", fault: openaifake.Fault{Kind: openaifake.HugeBody}, wantClass: stet.FailureTransient, wantStatus: 200, wantCode: "response_too_large"},
+		{name: "huge body through the strict client", fault: openaifake.Fault{Kind: openaifake.HugeBody}, strict: true, wantClass: stet.FailureTransient, wantStatus: 200},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			f := newFake(t, FakeOptions{})
+			f := newFake(t, openaifake.Options{})
 			cfg := Config{Common: processor.Common{ID: "openai-test", BaseURL: f.URL(), APIKey: testKey, Model: testModel, Timeout: 10 * time.Second}}
 			if tt.strict {
 				cfg.HTTPClient = strictClient()
@@ -634,9 +635,9 @@ func TestBatchStatus(t *testing.T) {
 			if tt.id != "" {
 				id = tt.id
 			}
-			f.EnqueueBatch(BatchRouteStatus, tt.fault)
+			f.EnqueueBatch(openaifake.BatchRouteStatus, tt.fault)
 			if tt.maxCalls > 1 {
-				f.EnqueueBatch(BatchRouteStatus, tt.fault)
+				f.EnqueueBatch(openaifake.BatchRouteStatus, tt.fault)
 			}
 			got, err := c.BatchStatus(t.Context(), id)
 			pe := processorError(t, "BatchStatus() with "+tt.name, err)
@@ -666,7 +667,7 @@ func TestBatchStatusProgress(t *testing.T) {
 		t.Run(fmt.Sprintf("strict=%v", strict), func(t *testing.T) {
 			t.Parallel()
 			clock := stet.NewManualClock(time.Date(2026, 3, 4, 9, 0, 0, 0, time.UTC))
-			f := newFake(t, FakeOptions{Clock: clock, Batch: FakeBatchOptions{PollsToEnd: 3}})
+			f := newFake(t, openaifake.Options{Clock: clock, Batch: openaifake.BatchOptions{PollsToEnd: 3}})
 			rt := &recordingTransport{}
 			hc := &http.Client{Transport: rt}
 			if strict {
@@ -676,7 +677,7 @@ func TestBatchStatusProgress(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			f.ScriptBatchItem("job_b", Fault{Kind: ServerError})
+			f.ScriptBatchItem("job_b", openaifake.Fault{Kind: openaifake.ServerError})
 			h := submit(t, c, "bat_1", "job_a", "job_b", "job_c")
 			var states []stet.BatchState
 			var last *stet.BatchStatus
@@ -729,18 +730,18 @@ func resultSummary(r stet.BatchResult) string {
 
 func TestBatchResultsMixed(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, FakeOptions{})
+	f := newFake(t, openaifake.Options{})
 	c := newTestClient(t, f, 0)
-	f.ScriptBatchItem("job_invalid", Fault{Kind: TruncatedJSON})
-	f.ScriptBatchItem("job_length", Fault{Kind: Length})
-	f.ScriptBatchItem("job_refusal", Fault{Kind: Refusal})
-	f.ScriptBatchItem("job_filter", Fault{Kind: ContentFilter})
-	f.ScriptBatchItem("job_expired", Fault{Kind: ItemExpired})
-	f.ScriptBatchItem("job_cancelled", Fault{Kind: ItemCancelled})
-	f.ScriptBatchItem("job_timeout", Fault{Kind: ItemError})
-	f.ScriptBatchItem("job_500", Fault{Kind: ServerError})
-	f.ScriptBatchItem("job_400", Fault{Kind: HTTPError, Code: "context_length_exceeded"})
-	f.ScriptBatchItem("job_429", Fault{Kind: RateLimit})
+	f.ScriptBatchItem("job_invalid", openaifake.Fault{Kind: openaifake.TruncatedJSON})
+	f.ScriptBatchItem("job_length", openaifake.Fault{Kind: openaifake.Length})
+	f.ScriptBatchItem("job_refusal", openaifake.Fault{Kind: openaifake.Refusal})
+	f.ScriptBatchItem("job_filter", openaifake.Fault{Kind: openaifake.ContentFilter})
+	f.ScriptBatchItem("job_expired", openaifake.Fault{Kind: openaifake.ItemExpired})
+	f.ScriptBatchItem("job_cancelled", openaifake.Fault{Kind: openaifake.ItemCancelled})
+	f.ScriptBatchItem("job_timeout", openaifake.Fault{Kind: openaifake.ItemError})
+	f.ScriptBatchItem("job_500", openaifake.Fault{Kind: openaifake.ServerError})
+	f.ScriptBatchItem("job_400", openaifake.Fault{Kind: openaifake.HTTPError, Code: "context_length_exceeded"})
+	f.ScriptBatchItem("job_429", openaifake.Fault{Kind: openaifake.RateLimit})
 	ids := []string{"job_ok", "job_invalid", "job_length", "job_refusal", "job_filter", "job_expired", "job_cancelled", "job_timeout", "job_500", "job_400", "job_429", "job_ok2"}
 	h := submit(t, c, "bat_mixed", ids...)
 	st, err := c.BatchStatus(t.Context(), h.ProviderID)
@@ -757,7 +758,7 @@ func TestBatchResultsMixed(t *testing.T) {
 	if err != nil {
 		t.Fatalf("BatchResults() = %v", err)
 	}
-	minimal := MinimalInstance(json.RawMessage(testSchema))
+	minimal := openaifake.MinimalInstance(json.RawMessage(testSchema))
 	want := []string{
 		// The output file: answers with status 200, in input order.
 		"job_ok ok " + minimal,
@@ -830,27 +831,27 @@ func TestBatchResultsOfEndedBatches(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name      string
-		end       FakeBatchEnd
+		end       openaifake.BatchEnd
 		cancel    bool
 		wantState stet.BatchState
 		want      []string
 	}{
 		{
-			name: "expired", end: BatchEndExpired, wantState: stet.BatchExpired,
-			want: []string{"job_done ok " + MinimalInstance(json.RawMessage(testSchema)), "job_a transient batch_item_expired 0", "job_b transient batch_item_expired 0"},
+			name: "expired", end: openaifake.BatchEndExpired, wantState: stet.BatchExpired,
+			want: []string{"job_done ok " + openaifake.MinimalInstance(json.RawMessage(testSchema)), "job_a transient batch_item_expired 0", "job_b transient batch_item_expired 0"},
 		},
 		{
 			name: "cancelled", cancel: true, wantState: stet.BatchCancelled,
-			want: []string{"job_done ok " + MinimalInstance(json.RawMessage(testSchema)), "job_a transient batch_item_cancelled 0", "job_b transient batch_item_cancelled 0"},
+			want: []string{"job_done ok " + openaifake.MinimalInstance(json.RawMessage(testSchema)), "job_a transient batch_item_cancelled 0", "job_b transient batch_item_cancelled 0"},
 		},
-		{name: "failed", end: BatchEndFailed, wantState: stet.BatchFailed},
+		{name: "failed", end: openaifake.BatchEndFailed, wantState: stet.BatchFailed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			f := newFake(t, FakeOptions{Batch: FakeBatchOptions{PollsToEnd: 2}})
+			f := newFake(t, openaifake.Options{Batch: openaifake.BatchOptions{PollsToEnd: 2}})
 			c := newTestClient(t, f, 0)
-			f.ScriptBatchItem("job_done", Fault{Kind: ItemOK})
+			f.ScriptBatchItem("job_done", openaifake.Fault{Kind: openaifake.ItemOK})
 			if tt.end != "" {
 				f.ScriptBatchEnd("bat_ended", tt.end)
 			}
@@ -899,7 +900,7 @@ func TestBatchResultsOfEndedBatches(t *testing.T) {
 
 func TestBatchResultsRefusals(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, FakeOptions{})
+	f := newFake(t, openaifake.Options{})
 	c := newTestClient(t, f, 0)
 	h := submit(t, c, "bat_1", "job_a")
 
@@ -927,7 +928,7 @@ func TestBatchResultsRefusals(t *testing.T) {
 		t.Errorf("BatchResults(deleted output) = class %q code %q status %d, want unsupported batch_results_not_found 404", pe.Class, pe.Code, pe.StatusCode)
 	}
 
-	f.EnqueueBatch(BatchRouteContent, Fault{Kind: ServerError, Status: 503})
+	f.EnqueueBatch(openaifake.BatchRouteContent, openaifake.Fault{Kind: openaifake.ServerError, Status: 503})
 	_, err = c.BatchResults(t.Context(), &stet.BatchStatus{State: stet.BatchCompleted, OutputFileID: "file-any"})
 	if pe := processorError(t, "BatchResults(503)", err); pe.Class != stet.FailureTransient || pe.StatusCode != 503 {
 		t.Errorf("BatchResults(503) = class %q status %d, want transient 503", pe.Class, pe.StatusCode)
@@ -937,12 +938,12 @@ func TestBatchResultsRefusals(t *testing.T) {
 func TestBatchCanaryNeverInErrors(t *testing.T) {
 	t.Parallel()
 	const marker = "CANARY Jane Roe 555-0100"
-	f := newFake(t, FakeOptions{Respond: func(FakeRequest) string { return `{"note":"` + marker + `"}` }})
+	f := newFake(t, openaifake.Options{Respond: func(openaifake.Request) string { return `{"note":"` + marker + `"}` }})
 	c := newTestClient(t, f, 0)
-	f.ScriptBatchItem("job_a", Fault{Kind: Refusal, Message: "I won't discuss " + marker})
-	f.ScriptBatchItem("job_b", Fault{Kind: HTTPError, Status: 400, Message: marker, Code: marker})
-	f.ScriptBatchItem("job_c", Fault{Kind: ItemError, Code: "request_timeout", Message: marker})
-	f.ScriptBatchItem("job_d", Fault{Kind: TruncatedJSON})
+	f.ScriptBatchItem("job_a", openaifake.Fault{Kind: openaifake.Refusal, Message: "I won't discuss " + marker})
+	f.ScriptBatchItem("job_b", openaifake.Fault{Kind: openaifake.HTTPError, Status: 400, Message: marker, Code: marker})
+	f.ScriptBatchItem("job_c", openaifake.Fault{Kind: openaifake.ItemError, Code: "request_timeout", Message: marker})
+	f.ScriptBatchItem("job_d", openaifake.Fault{Kind: openaifake.TruncatedJSON})
 	items := batchItems("job_a", "job_b", "job_c", "job_d")
 	for i := range items {
 		items[i].Params.Prompt = stet.NewText("Classify: " + marker)
@@ -996,8 +997,17 @@ func TestBatchInfo(t *testing.T) {
 	}
 }
 
+// validBody is a minimal valid Chat Completions request.
+const validBody = `{"model":"gpt-4.1-mini","messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"name":"s","strict":true,"schema":{"type":"object","properties":{"a":{"type":"string"}},"required":["a"]}}}}`
+
+// errorField reads error.<field> of an error body.
+func errorField(body map[string]any, field string) any {
+	e, _ := body["error"].(map[string]any)
+	return e[field]
+}
+
 // batchCallRaw sends one request to the fake's batch routes.
-func batchCallRaw(t *testing.T, f *Fake, method, path, contentType string, body io.Reader) (int, map[string]any) {
+func batchCallRaw(t *testing.T, f *openaifake.Server, method, path, contentType string, body io.Reader) (int, map[string]any) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), method, f.URL()+path, body)
 	if err != nil {
@@ -1020,7 +1030,7 @@ func batchCallRaw(t *testing.T, f *Fake, method, path, contentType string, body 
 
 func TestFakeBatchWire(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, FakeOptions{Batch: FakeBatchOptions{PollsToEnd: -1}})
+	f := newFake(t, openaifake.Options{Batch: openaifake.BatchOptions{PollsToEnd: -1}})
 	c := newTestClient(t, f, 0)
 	h := submit(t, c, "bat_wire", "job_a")
 
@@ -1106,7 +1116,7 @@ func TestFakeBatchWire(t *testing.T) {
 
 func TestFakeBatchValidationFailure(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, FakeOptions{})
+	f := newFake(t, openaifake.Options{})
 	var mp bytes.Buffer
 	mp.WriteString("--b\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\nbatch\r\n--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"in.jsonl\"\r\nContent-Type: application/jsonl\r\n\r\n")
 	mp.WriteString(`{"custom_id":"job_a","method":"POST","url":"/v1/chat/completions","body":` + validBody + "}\n")
@@ -1143,7 +1153,7 @@ func TestFakeBatchValidationFailure(t *testing.T) {
 
 func TestFakeBatchConcurrentUse(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, FakeOptions{Batch: FakeBatchOptions{PollsToEnd: 2}})
+	f := newFake(t, openaifake.Options{Batch: openaifake.BatchOptions{PollsToEnd: 2}})
 	c := newTestClient(t, f, 0)
 	var wg sync.WaitGroup
 	for i := range 8 {

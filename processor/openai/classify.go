@@ -13,6 +13,7 @@ import (
 	sdk "github.com/openai/openai-go/v3"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/processor"
 )
 
 // classifyError turns an error from the SDK call into a *stet.ProcessorError.
@@ -30,9 +31,9 @@ func (c *Client) classifyError(parent, callCtx context.Context, err error, capt 
 		// A complete error response: what it says wins over any cancellation
 		// that raced with it.
 		pe.StatusCode = apiErr.StatusCode
-		pe.Code = safeCode(apiErr.Code)
+		pe.Code = processor.SafeCode(apiErr.Code)
 		if pe.Code == "" {
-			pe.Code = safeCode(apiErr.Type)
+			pe.Code = processor.SafeCode(apiErr.Type)
 		}
 		if apiErr.Response != nil && capt.header == nil {
 			capt.header = apiErr.Response.Header
@@ -86,35 +87,19 @@ func statusClass(status int, code string) stet.FailureClass {
 	}
 }
 
-// retryAfter reads how long the provider asks us to wait. Rate limits also
-// fall back to OpenAI's x-ratelimit-reset-* headers; other classes use only
-// the explicit Retry-After headers.
+// retryAfter reads how long the provider asks us to wait: retry-after-ms,
+// then Retry-After. Rate limits also fall back to OpenAI's
+// x-ratelimit-reset-* headers; other classes use only the explicit
+// headers. Every wait is capped at processor.MaxRetryAfter.
 func (c *Client) retryAfter(class stet.FailureClass, h http.Header) time.Duration {
-	if h == nil {
+	if d, ok := processor.RetryAfter(h, c.now()); ok {
+		return d
+	}
+	if class != stet.FailureRateLimited || h == nil {
 		return 0
 	}
-	if v := strings.TrimSpace(h.Get("retry-after-ms")); v != "" {
-		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 && ms < float64(maxRetryAfter/time.Millisecond) {
-			return time.Duration(ms * float64(time.Millisecond))
-		}
-	}
-	if v := strings.TrimSpace(h.Get("Retry-After")); v != "" {
-		if s, err := strconv.ParseFloat(v, 64); err == nil {
-			if s >= 0 && s < float64(maxRetryAfter/time.Second) {
-				return time.Duration(s * float64(time.Second))
-			}
-		} else if t, err := http.ParseTime(v); err == nil {
-			return max(t.Sub(c.now()), 0)
-		}
-	}
-	if class != stet.FailureRateLimited {
-		return 0
-	}
-	return resetAfter(h)
+	return processor.CapRetryAfter(resetAfter(h))
 }
-
-// maxRetryAfter bounds header values we accept; larger ones are garbage.
-const maxRetryAfter = 7 * 24 * time.Hour
 
 // resetAfter reads x-ratelimit-reset-requests and -tokens ("1s", "12ms",
 // "6m0s"). It prefers the limit that is exhausted and, when that is unclear,
@@ -123,7 +108,7 @@ func resetAfter(h http.Header) time.Duration {
 	var exhausted, latest time.Duration
 	for _, limit := range []string{"requests", "tokens"} {
 		d, err := time.ParseDuration(strings.TrimSpace(h.Get("x-ratelimit-reset-" + limit)))
-		if err != nil || d < 0 || d > maxRetryAfter {
+		if err != nil || d < 0 {
 			continue
 		}
 		latest = max(latest, d)
@@ -156,7 +141,7 @@ func errorCode(raw []byte) string {
 	for _, v := range []any{obj.Code, obj.Type} {
 		switch v := v.(type) {
 		case string:
-			if s := safeCode(v); s != "" {
+			if s := processor.SafeCode(v); s != "" {
 				return s
 			}
 		case float64:
@@ -164,19 +149,4 @@ func errorCode(raw []byte) string {
 		}
 	}
 	return ""
-}
-
-// safeCode keeps code only if it looks like a machine identifier. The code
-// reaches error strings and the ledger, so free text (which a misbehaving
-// server might put there, quoting the document) is dropped.
-func safeCode(code string) string {
-	if code == "" || len(code) > 64 {
-		return ""
-	}
-	for i := 0; i < len(code); i++ {
-		if ch := code[i]; !isNameByte(ch) && ch != '.' {
-			return ""
-		}
-	}
-	return code
 }

@@ -9,8 +9,9 @@
 // message, the prompt or the model's output into an error string or a log:
 // any of them may quote the document.
 //
-// fake.go holds Fake, a wire-faithful Chat Completions server with scriptable
-// faults, used by tests, drills and benchmarks.
+// Its wire-faithful fake server, for tests, drills and benchmarks, is
+// processor/openai/openaifake; the guarantees above are checked by
+// processor/processortest (conformance_test.go).
 package openai
 
 import (
@@ -173,7 +174,7 @@ func (c *Client) params(p stet.ExtractParams) sdk.ChatCompletionNewParams {
 	for _, turn := range p.Repair {
 		msgs = append(msgs,
 			sdk.AssistantMessage(string(turn.Output)),
-			sdk.UserMessage(repairMessage(turn.Problems)),
+			sdk.UserMessage(processor.RepairMessage(turn.Problems)),
 		)
 	}
 	return sdk.ChatCompletionNewParams{
@@ -183,42 +184,13 @@ func (c *Client) params(p stet.ExtractParams) sdk.ChatCompletionNewParams {
 		ResponseFormat: sdk.ChatCompletionNewParamsResponseFormatUnion{
 			OfJSONSchema: &shared.ResponseFormatJSONSchemaParam{
 				JSONSchema: shared.ResponseFormatJSONSchemaJSONSchemaParam{
-					Name:   schemaName(p.SchemaName),
+					Name:   processor.SchemaName(p.SchemaName),
 					Schema: p.Schema,
 					Strict: sdk.Bool(true),
 				},
 			},
 		},
 	}
-}
-
-// repairMessage asks the model to correct its last answer. problems name
-// schema locations only, never document text.
-func repairMessage(problems []string) string {
-	return "Your previous answer was not valid against the JSON schema: " +
-		strings.Join(problems, "; ") +
-		". Answer again with only the corrected JSON."
-}
-
-// schemaName fits name to what the API accepts: 1 to 64 of [A-Za-z0-9_-].
-func schemaName(name string) string {
-	b := []byte(name)
-	for i, ch := range b {
-		if !isNameByte(ch) {
-			b[i] = '_'
-		}
-	}
-	if len(b) > 64 {
-		b = b[:64]
-	}
-	if len(b) == 0 {
-		return "extraction"
-	}
-	return string(b)
-}
-
-func isNameByte(ch byte) bool {
-	return ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' || ch == '_' || ch == '-'
 }
 
 // result turns a 200 response into an Extraction, or into an invalid_output

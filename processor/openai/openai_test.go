@@ -20,6 +20,7 @@ import (
 
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/processor"
+	"github.com/stetlabs/stet/processor/openai/openaifake"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata")
@@ -31,7 +32,7 @@ const (
 )
 
 // newTestClient returns a Client talking to f with the test key.
-func newTestClient(t *testing.T, f *Fake, timeout time.Duration) *Client {
+func newTestClient(t *testing.T, f *openaifake.Server, timeout time.Duration) *Client {
 	t.Helper()
 	c, err := New(Config{
 		Common: processor.Common{
@@ -61,12 +62,12 @@ func testParams(prompt string) stet.ExtractParams {
 	}
 }
 
-func newFake(t *testing.T, opts FakeOptions) *Fake {
+func newFake(t *testing.T, opts openaifake.Options) *openaifake.Server {
 	t.Helper()
 	if opts.APIKey == "" {
 		opts.APIKey = testKey
 	}
-	f := NewFake(opts)
+	f := openaifake.New(opts)
 	t.Cleanup(f.Close)
 	return f
 }
@@ -93,13 +94,13 @@ func TestRequestGolden(t *testing.T) {
 			t.Parallel()
 			var (
 				mu  sync.Mutex
-				got FakeRequest
+				got openaifake.Request
 			)
-			f := newFake(t, FakeOptions{Respond: func(req FakeRequest) string {
+			f := newFake(t, openaifake.Options{Respond: func(req openaifake.Request) string {
 				mu.Lock()
 				defer mu.Unlock()
 				got = req
-				return MinimalInstance(req.Schema)
+				return openaifake.MinimalInstance(req.Schema)
 			}})
 			c := newTestClient(t, f, 0)
 			p := testParams("Classify the report below.\n\nReport: patient <b>[EMAIL]</b> says the dose & timing felt wrong.")
@@ -141,20 +142,18 @@ func TestRequestGolden(t *testing.T) {
 	}
 }
 
-// TestNoRetries checks that the SDK's own retries are off for every status
-// it would retry by default.
+// TestNoRetries checks that the SDK's own retries are off for the statuses
+// it would retry by default beyond those processortest scripts (500, 429,
+// a dropped connection).
 func TestNoRetries(t *testing.T) {
 	t.Parallel()
-	for _, ft := range []Fault{
-		{Kind: ServerError},
-		{Kind: ServerError, Status: http.StatusServiceUnavailable},
-		{Kind: RateLimit, RetryAfterMS: 1},
-		{Kind: HTTPError, Status: http.StatusConflict},
-		{Kind: Disconnect},
+	for _, ft := range []openaifake.Fault{
+		{Kind: openaifake.ServerError, Status: http.StatusServiceUnavailable},
+		{Kind: openaifake.HTTPError, Status: http.StatusConflict},
 	} {
 		t.Run(fmt.Sprintf("%s_%d", ft.Kind, ft.Status), func(t *testing.T) {
 			t.Parallel()
-			f := newFake(t, FakeOptions{})
+			f := newFake(t, openaifake.Options{})
 			f.Enqueue(ft, ft, ft)
 			c := newTestClient(t, f, 0)
 			_, err := c.Extract(t.Context(), testParams("hello"))
@@ -174,22 +173,19 @@ func TestClassification(t *testing.T) {
 	now := time.Date(2026, 3, 4, 7, 28, 0, 0, time.UTC)
 	tests := []struct {
 		name           string
-		fault          Fault
+		fault          openaifake.Fault
 		timeout        time.Duration
 		wantClass      stet.FailureClass
 		wantStatus     int
 		wantCode       string
 		wantRetryAfter time.Duration
 	}{
-		{name: "429 Retry-After seconds", fault: Fault{Kind: RateLimit, RetryAfter: "7"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_exceeded", wantRetryAfter: 7 * time.Second},
-		{name: "429 retry-after-ms", fault: Fault{Kind: RateLimit, RetryAfterMS: 1500}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_exceeded", wantRetryAfter: 1500 * time.Millisecond},
-		{name: "429 retry-after-ms wins over Retry-After", fault: Fault{Kind: RateLimit, RetryAfter: "7", RetryAfterMS: 1500}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_exceeded", wantRetryAfter: 1500 * time.Millisecond},
-		{name: "429 Retry-After HTTP-date", fault: Fault{Kind: RateLimit, RetryAfter: now.Add(30 * time.Second).Format(http.TimeFormat)}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_exceeded", wantRetryAfter: 30 * time.Second},
-		{name: "429 Retry-After date in the past", fault: Fault{Kind: RateLimit, RetryAfter: now.Add(-time.Minute).Format(http.TimeFormat)}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_exceeded", wantRetryAfter: 0},
-		{name: "429 x-ratelimit-reset-requests", fault: Fault{Kind: RateLimit}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_exceeded", wantRetryAfter: 120 * time.Millisecond},
+		{name: "429 retry-after-ms wins over Retry-After", fault: openaifake.Fault{Kind: openaifake.RateLimit, RetryAfter: "7", RetryAfterMS: 1500}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_exceeded", wantRetryAfter: 1500 * time.Millisecond},
+		{name: "429 Retry-After date in the past", fault: openaifake.Fault{Kind: openaifake.RateLimit, RetryAfter: now.Add(-time.Minute).Format(http.TimeFormat)}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_exceeded", wantRetryAfter: 0},
+		{name: "429 x-ratelimit-reset-requests", fault: openaifake.Fault{Kind: openaifake.RateLimit}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_exceeded", wantRetryAfter: 120 * time.Millisecond},
 		{
 			name: "429 tokens exhausted uses x-ratelimit-reset-tokens",
-			fault: Fault{Kind: RateLimit, Header: http.Header{
+			fault: openaifake.Fault{Kind: openaifake.RateLimit, Header: http.Header{
 				"X-Ratelimit-Remaining-Requests": {"12"},
 				"X-Ratelimit-Remaining-Tokens":   {"0"},
 				"X-Ratelimit-Reset-Tokens":       {"6m0s"},
@@ -198,37 +194,27 @@ func TestClassification(t *testing.T) {
 		},
 		{
 			name:      "429 without any wait header",
-			fault:     Fault{Kind: RateLimit, Header: http.Header{"X-Ratelimit-Reset-Requests": nil, "X-Ratelimit-Reset-Tokens": nil}},
+			fault:     openaifake.Fault{Kind: openaifake.RateLimit, Header: http.Header{"X-Ratelimit-Reset-Requests": nil, "X-Ratelimit-Reset-Tokens": nil}},
 			wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_exceeded", wantRetryAfter: 0,
 		},
-		{name: "429 insufficient_quota", fault: Fault{Kind: Quota}, wantClass: stet.FailureQuota, wantStatus: 429, wantCode: "insufficient_quota"},
-		{name: "402 payment required", fault: Fault{Kind: HTTPError, Status: 402, Code: "insufficient_credits"}, wantClass: stet.FailureQuota, wantStatus: 402, wantCode: "insufficient_credits"},
-		{name: "401 invalid_api_key", fault: Fault{Kind: Unauthorized}, wantClass: stet.FailureAuth, wantStatus: 401, wantCode: "invalid_api_key"},
-		{name: "403 forbidden", fault: Fault{Kind: HTTPError, Status: 403}, wantClass: stet.FailureAuth, wantStatus: 403, wantCode: "invalid_request_error"},
-		{name: "403 region not served", fault: Fault{Kind: HTTPError, Status: 403, Code: "unsupported_country_region_territory"}, wantClass: stet.FailureUnsupported, wantStatus: 403, wantCode: "unsupported_country_region_territory"},
-		{name: "400 invalid request", fault: Fault{Kind: HTTPError, Status: 400, Code: "context_length_exceeded"}, wantClass: stet.FailureUnsupported, wantStatus: 400, wantCode: "context_length_exceeded"},
-		{name: "404 model not found", fault: Fault{Kind: HTTPError, Status: 404, Code: "model_not_found"}, wantClass: stet.FailureUnsupported, wantStatus: 404, wantCode: "model_not_found"},
-		{name: "422 unprocessable", fault: Fault{Kind: HTTPError, Status: 422}, wantClass: stet.FailureUnsupported, wantStatus: 422, wantCode: "invalid_request_error"},
-		{name: "408 request timeout", fault: Fault{Kind: HTTPError, Status: 408}, wantClass: stet.FailureTransient, wantStatus: 408, wantCode: "invalid_request_error"},
-		{name: "409 conflict", fault: Fault{Kind: HTTPError, Status: 409}, wantClass: stet.FailureTransient, wantStatus: 409, wantCode: "invalid_request_error"},
-		{name: "500 server error", fault: Fault{Kind: ServerError}, wantClass: stet.FailureTransient, wantStatus: 500, wantCode: "server_error"},
-		{name: "503 overloaded", fault: Fault{Kind: ServerError, Status: 503}, wantClass: stet.FailureTransient, wantStatus: 503, wantCode: "server_error"},
-		{name: "503 with Retry-After", fault: Fault{Kind: ServerError, Status: 503, Header: http.Header{"Retry-After": {"2"}}}, wantClass: stet.FailureTransient, wantStatus: 503, wantCode: "server_error", wantRetryAfter: 2 * time.Second},
-		{name: "connection dropped", fault: Fault{Kind: Disconnect}, wantClass: stet.FailureTransient},
-		{name: "timeout before headers", fault: Fault{Kind: Delay, Delay: time.Minute}, timeout: 100 * time.Millisecond, wantClass: stet.FailureTransient},
-		{name: "timeout after answer", fault: Fault{Kind: TimeoutAfterAnswer}, timeout: 200 * time.Millisecond, wantClass: stet.FailureTransient, wantStatus: 200},
-		{name: "truncated JSON", fault: Fault{Kind: TruncatedJSON}, wantClass: stet.FailureInvalidOutput, wantStatus: 200},
-		{name: "finish_reason length", fault: Fault{Kind: Length}, wantClass: stet.FailureInvalidOutput, wantStatus: 200, wantCode: "length"},
-		{name: "refusal", fault: Fault{Kind: Refusal}, wantClass: stet.FailureRefusal, wantStatus: 200, wantCode: "refusal"},
-		{name: "content filter", fault: Fault{Kind: ContentFilter}, wantClass: stet.FailureRefusal, wantStatus: 200, wantCode: "content_filter"},
-		// Schema validation is the pipeline's job: valid JSON passes here.
-		{name: "schema-invalid JSON", fault: Fault{Kind: SchemaInvalid}, wantClass: stet.FailureNone, wantStatus: 200},
-		{name: "delay then answer", fault: Fault{Kind: Delay, Delay: 10 * time.Millisecond}, wantClass: stet.FailureNone, wantStatus: 200},
+		{name: "402 payment required", fault: openaifake.Fault{Kind: openaifake.HTTPError, Status: 402, Code: "insufficient_credits"}, wantClass: stet.FailureQuota, wantStatus: 402, wantCode: "insufficient_credits"},
+		{name: "403 forbidden", fault: openaifake.Fault{Kind: openaifake.HTTPError, Status: 403}, wantClass: stet.FailureAuth, wantStatus: 403, wantCode: "invalid_request_error"},
+		{name: "403 region not served", fault: openaifake.Fault{Kind: openaifake.HTTPError, Status: 403, Code: "unsupported_country_region_territory"}, wantClass: stet.FailureUnsupported, wantStatus: 403, wantCode: "unsupported_country_region_territory"},
+		{name: "400 invalid request", fault: openaifake.Fault{Kind: openaifake.HTTPError, Status: 400, Code: "context_length_exceeded"}, wantClass: stet.FailureUnsupported, wantStatus: 400, wantCode: "context_length_exceeded"},
+		{name: "404 model not found", fault: openaifake.Fault{Kind: openaifake.HTTPError, Status: 404, Code: "model_not_found"}, wantClass: stet.FailureUnsupported, wantStatus: 404, wantCode: "model_not_found"},
+		{name: "422 unprocessable", fault: openaifake.Fault{Kind: openaifake.HTTPError, Status: 422}, wantClass: stet.FailureUnsupported, wantStatus: 422, wantCode: "invalid_request_error"},
+		{name: "408 request timeout", fault: openaifake.Fault{Kind: openaifake.HTTPError, Status: 408}, wantClass: stet.FailureTransient, wantStatus: 408, wantCode: "invalid_request_error"},
+		{name: "409 conflict", fault: openaifake.Fault{Kind: openaifake.HTTPError, Status: 409}, wantClass: stet.FailureTransient, wantStatus: 409, wantCode: "invalid_request_error"},
+		{name: "503 overloaded", fault: openaifake.Fault{Kind: openaifake.ServerError, Status: 503}, wantClass: stet.FailureTransient, wantStatus: 503, wantCode: "server_error"},
+		{name: "503 with Retry-After", fault: openaifake.Fault{Kind: openaifake.ServerError, Status: 503, Header: http.Header{"Retry-After": {"2"}}}, wantClass: stet.FailureTransient, wantStatus: 503, wantCode: "server_error", wantRetryAfter: 2 * time.Second},
+		{name: "finish_reason length", fault: openaifake.Fault{Kind: openaifake.Length}, wantClass: stet.FailureInvalidOutput, wantStatus: 200, wantCode: "length"},
+		{name: "content filter", fault: openaifake.Fault{Kind: openaifake.ContentFilter}, wantClass: stet.FailureRefusal, wantStatus: 200, wantCode: "content_filter"},
+		{name: "delay then answer", fault: openaifake.Fault{Kind: openaifake.Delay, Delay: 10 * time.Millisecond}, wantClass: stet.FailureNone, wantStatus: 200},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			f := newFake(t, FakeOptions{})
+			f := newFake(t, openaifake.Options{})
 			f.Enqueue(tt.fault)
 			timeout := tt.timeout
 			if timeout == 0 {
@@ -384,21 +370,6 @@ func TestClassificationOffWire(t *testing.T) {
 	}
 }
 
-func TestConnectionRefused(t *testing.T) {
-	t.Parallel()
-	srv := httptest.NewServer(http.NotFoundHandler())
-	base := srv.URL + "/v1"
-	srv.Close()
-	c, err := New(Config{Common: processor.Common{ID: "gone", BaseURL: base, Model: testModel}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = c.Extract(t.Context(), testParams("hello"))
-	if got := stet.ClassOf(err); got != stet.FailureTransient {
-		t.Errorf("Extract() against a closed port: class = %q, want transient (err %v)", got, err)
-	}
-}
-
 // recordingTransport keeps the last response header and body the client saw.
 type recordingTransport struct {
 	mu     sync.Mutex
@@ -425,7 +396,7 @@ func (rt *recordingTransport) RoundTrip(req *http.Request) (*http.Response, erro
 
 func TestExtractSuccess(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, FakeOptions{})
+	f := newFake(t, openaifake.Options{})
 	rt := &recordingTransport{}
 	c, err := New(Config{Common: processor.Common{ID: "openai-us", BaseURL: f.URL(), APIKey: testKey, Model: testModel, HTTPClient: &http.Client{Transport: rt}}})
 	if err != nil {
@@ -466,7 +437,7 @@ func TestExtractSuccess(t *testing.T) {
 	if !bytes.Equal(got.Raw, rt.body) {
 		t.Errorf("Raw = %q, want the response body %q", got.Raw, rt.body)
 	}
-	if want := MinimalInstance(json.RawMessage(testSchema)); string(got.Output) != want {
+	if want := openaifake.MinimalInstance(json.RawMessage(testSchema)); string(got.Output) != want {
 		t.Errorf("Output = %s, want %s", got.Output, want)
 	}
 	if got.Latency <= 0 {
@@ -474,35 +445,27 @@ func TestExtractSuccess(t *testing.T) {
 	}
 }
 
+// TestCanaryNeverInErrors covers what processortest's canary does not:
+// provider codes and messages of other statuses, and model output carrying
+// the marker into invalid_output and refusal errors.
 func TestCanaryNeverInErrors(t *testing.T) {
 	t.Parallel()
 	const marker = "CANARY Jane Roe 555-0100"
-	faults := []Fault{
-		{Kind: RateLimit, Message: marker},
-		{Kind: Quota, Message: marker},
-		{Kind: Unauthorized, Message: marker},
-		{Kind: ServerError, Message: marker},
-		{Kind: HTTPError, Status: 400, Message: marker, Code: marker},
-		{Kind: HTTPError, Status: 404, Message: "model " + marker + " not found", Code: "model_not_found"},
-		{Kind: Disconnect},
-		{Kind: TimeoutAfterAnswer},
-		{Kind: TruncatedJSON},
-		{Kind: Length},
-		{Kind: Refusal, Message: "I can't discuss " + marker},
-		{Kind: ContentFilter},
+	faults := []openaifake.Fault{
+		{Kind: openaifake.HTTPError, Status: 400, Message: marker, Code: marker},
+		{Kind: openaifake.HTTPError, Status: 404, Message: "model " + marker + " not found", Code: "model_not_found"},
+		{Kind: openaifake.TruncatedJSON},
+		{Kind: openaifake.Length},
+		{Kind: openaifake.ContentFilter},
 	}
 	for _, ft := range faults {
 		t.Run(string(ft.Kind), func(t *testing.T) {
 			t.Parallel()
-			f := newFake(t, FakeOptions{Respond: func(FakeRequest) string {
+			f := newFake(t, openaifake.Options{Respond: func(openaifake.Request) string {
 				return `{"category":"ok","note":"` + marker + `","flags":[]}`
 			}})
 			f.Enqueue(ft)
-			timeout := 10 * time.Second
-			if ft.Kind == TimeoutAfterAnswer {
-				timeout = 200 * time.Millisecond
-			}
-			c := newTestClient(t, f, timeout)
+			c := newTestClient(t, f, 0)
 			p := testParams("Classify this report: " + marker)
 			p.Repair = []stet.RepairTurn{{Output: []byte(`{"note":"` + marker + `"}`), Problems: []string{"/category: missing"}}}
 			_, err := c.Extract(t.Context(), p)
@@ -524,7 +487,7 @@ func TestCanaryNeverInErrors(t *testing.T) {
 func TestInvalidSchemaMakesNoCall(t *testing.T) {
 	t.Parallel()
 	for _, schema := range []string{"", "{not json"} {
-		f := newFake(t, FakeOptions{})
+		f := newFake(t, openaifake.Options{})
 		c := newTestClient(t, f, 0)
 		p := testParams("hello")
 		p.Schema = json.RawMessage(schema)
@@ -581,28 +544,13 @@ func TestInfo(t *testing.T) {
 	}
 }
 
-func TestSchemaName(t *testing.T) {
-	t.Parallel()
-	tests := []struct{ in, want string }{
-		{"moderation_v1", "moderation_v1"},
-		{"care.protocol v2", "care_protocol_v2"},
-		{"", "extraction"},
-		{strings.Repeat("a", 70), strings.Repeat("a", 64)},
-	}
-	for _, tt := range tests {
-		if got := schemaName(tt.in); got != tt.want {
-			t.Errorf("schemaName(%q) = %q, want %q", tt.in, got, tt.want)
-		}
-	}
-}
-
 // Azure OpenAI: the deployment in the path, api-version in the query, the
 // key in the api-key header and no bearer token.
 func TestAzureOpenAI(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
 	var seen http.Header
-	fake := NewFake(FakeOptions{APIKey: "az-key", Respond: func(req FakeRequest) string {
+	fake := openaifake.New(openaifake.Options{APIKey: "az-key", Respond: func(req openaifake.Request) string {
 		mu.Lock()
 		seen = req.Header.Clone()
 		mu.Unlock()
@@ -636,5 +584,52 @@ func TestAzureOpenAI(t *testing.T) {
 	}
 	if _, err := wrong.Extract(context.Background(), params); stet.ClassOf(err) != stet.FailureAuth {
 		t.Errorf("Extract with a wrong Azure key = %v, want class auth", err)
+	}
+}
+
+// The fake's RPM/TPM limits reach the adapter as rate_limited with a wait.
+func TestFakeLimitsReachTheAdapter(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name           string
+		opts           openaifake.Options
+		wantRetryAfter time.Duration
+	}{
+		{"reset header only", openaifake.Options{RPM: 1}, time.Minute},
+		{"retry-after-ms", openaifake.Options{RPM: 2, LimitRetryAfter: true}, 30 * time.Second},
+		{"tokens", openaifake.Options{TPM: 600, LimitWindow: time.Second, LimitRetryAfter: true}, 0},
+	}
+	for _, tt := range tests {
+		tt.opts.Clock = stet.NewManualClock(time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC))
+		f := newFake(t, tt.opts)
+		c := newTestClient(t, f, 0)
+		var err error
+		for range 5 {
+			if _, err = c.Extract(t.Context(), testParams("a short report")); err != nil {
+				break
+			}
+		}
+		var pe *stet.ProcessorError
+		if !errors.As(err, &pe) || pe.Class != stet.FailureRateLimited || pe.StatusCode != 429 {
+			t.Errorf("%s: Extract over the limit = %v, want rate_limited 429", tt.name, err)
+			continue
+		}
+		if tt.wantRetryAfter > 0 && pe.RetryAfter != tt.wantRetryAfter {
+			t.Errorf("%s: RetryAfter = %v, want %v", tt.name, pe.RetryAfter, tt.wantRetryAfter)
+		}
+		if pe.RetryAfter <= 0 {
+			t.Errorf("%s: RetryAfter = %v, want > 0", tt.name, pe.RetryAfter)
+		}
+		if s := f.Stats(); s.Limited != 1 {
+			t.Errorf("%s: Stats().Limited = %d, want 1", tt.name, s.Limited)
+		}
+	}
+}
+
+// The fake labels batches with the key the adapter sets.
+func TestBatchMetadataKeyMatchesFake(t *testing.T) {
+	t.Parallel()
+	if BatchMetadataKey != openaifake.BatchMetadataKey || BatchMaxItems != openaifake.BatchMaxItems {
+		t.Errorf("BatchMetadataKey, BatchMaxItems = %q, %d; fake has %q, %d", BatchMetadataKey, BatchMaxItems, openaifake.BatchMetadataKey, openaifake.BatchMaxItems)
 	}
 }

@@ -1,18 +1,12 @@
-package openai
+package openaifake
 
 import (
-	"bytes"
 	"cmp"
 	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
-	mathrand "math/rand/v2"
 	"net/http"
-	"net/http/httptest"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,7 +16,7 @@ import (
 	"github.com/stetlabs/stet/internal/fakekit"
 )
 
-// FaultKind names a scripted fault of the Fake.
+// FaultKind names a scripted fault of the Server.
 type FaultKind string
 
 // Fault kinds. Error kinds answer with the real error object
@@ -44,7 +38,7 @@ const (
 	Length             FaultKind = "length"               // 200, finish_reason length, content cut
 )
 
-// Fault is one scripted answer of the Fake.
+// Fault is one scripted answer of the Server.
 type Fault struct {
 	Kind         FaultKind
 	RetryAfter   string        // RateLimit: Retry-After value, seconds or an HTTP-date
@@ -60,8 +54,8 @@ type Fault struct {
 	Header http.Header
 }
 
-// FakeOptions configures a Fake.
-type FakeOptions struct {
+// Options configures a Server.
+type Options struct {
 	// APIKey, if set, is the only bearer key accepted; others get 401
 	// invalid_api_key.
 	APIKey string
@@ -70,7 +64,7 @@ type FakeOptions struct {
 	// required property of an object, the first enum value, "ok" for a
 	// string, [] for an array, 0 for a number, false for a boolean. It is
 	// called concurrently.
-	Respond func(req FakeRequest) (content string)
+	Respond func(req Request) (content string)
 	// FaultRate is the share of calls, beyond scripted faults, answered with
 	// a random 429 (no Retry-After; x-ratelimit-reset-requests 120ms), 500
 	// or 503. The draws are reproducible from Seed.
@@ -117,13 +111,13 @@ type FakeOptions struct {
 	// default. Latency is always real time.
 	Clock stet.Clock
 	// Batch configures the Batch API routes (fake_batch.go).
-	Batch FakeBatchOptions
+	Batch BatchOptions
 }
 
-// FakeRequest is a decoded Chat Completions request as the Fake received it.
-type FakeRequest struct {
+// Request is a decoded Chat Completions request as the Server received it.
+type Request struct {
 	Model       string
-	Messages    []FakeMessage
+	Messages    []Message
 	Temperature *float64
 	// ResponseFormat is response_format.type; the rest is json_schema's.
 	ResponseFormat string
@@ -137,156 +131,113 @@ type FakeRequest struct {
 	Header              http.Header
 }
 
-// FakeMessage is one chat message; array content is joined to its text.
-type FakeMessage struct {
+// Message is one chat message; array content is joined to its text.
+type Message struct {
 	Role    string
 	Content string
 }
 
-// Fake is an in-process server speaking the OpenAI Chat Completions wire
+// Server is an in-process server speaking the OpenAI Chat Completions wire
 // format (POST /v1/chat/completions, also /chat/completions), with
 // scriptable faults, and the Files and Batches routes of the Batch API
 // (fake_batch.go). It is safe for concurrent use. It keeps the user text
 // of every request for CallsContaining: it is a test tool, not a sink for
 // real documents.
-type Fake struct {
-	opts FakeOptions
-	srv  *httptest.Server
-	done chan struct{}
-	stop sync.Once
+type Server struct {
+	opts  Options
+	http  *fakekit.Server
+	clock stet.Clock
 
-	mu     sync.Mutex
-	queue  []Fault
-	rng    *mathrand.Rand
-	calls  int
-	inputs []string // user content of every decoded request
+	faults  *fakekit.Faults[Fault]
+	calls   fakekit.Calls
+	latency *fakekit.Latency // LatencyMin/Max draws, apart from fault draws
+	traffic *fakekit.Traffic
 
-	clock    stet.Clock
-	latRNG   *mathrand.Rand // LatencyMin/Max draws, apart from fault draws
-	reqs     float64        // request bucket level
-	toks     float64        // token bucket level; negative in debt
-	refilled time.Time      // when the levels were last refilled
-	stats    FakeStats
-	windows  map[int64]*FakeWindow // by Unix second
+	mu   sync.Mutex      // guards the buckets, checked together
+	reqs *fakekit.Bucket // RPM
+	toks *fakekit.Bucket // TPM; in debt when completions overran
 
 	batch *fakeBatches // the Batch API routes, under their own lock
 }
 
-// FakeStats counts what a Fake received and answered.
-type FakeStats struct {
-	Calls int // requests that reached the handler, as Calls()
-	// Admitted counts requests within the RPM and TPM limits (every valid,
-	// authenticated request when there are none); Limited counts those
-	// answered 429 by the limits. Scripted and random faults are neither.
-	Admitted, Limited int
-	// Tokens is what the limits charged (prompt plus max or actual
-	// completion tokens, as for TPM), counted with or without a TPM limit.
-	Tokens int
-	// Status counts answers by HTTP status; 0 counts connections closed
-	// without an answer.
-	Status map[int]int
-	// Windows splits the counts by second of the fake's clock, oldest
-	// first; seconds without a request are left out.
-	Windows []FakeWindow
-}
+// Stats counts what a Server received and answered. Calls is as Calls();
+// Tokens is what the limits charged (prompt plus max or actual completion
+// tokens, as for TPM), counted with or without a TPM limit.
+type Stats = fakekit.Stats
 
-// FakeWindow is one second of a Fake's traffic.
-type FakeWindow struct {
-	Start                            time.Time
-	Calls, Admitted, Limited, Tokens int
-}
+// Window is one second of a Server's traffic.
+type Window = fakekit.Window
 
-// NewFake starts a Fake on a local httptest server. Close it when done.
-func NewFake(opts FakeOptions) *Fake {
+// New starts a Server on a local httptest server. Close it when done.
+func New(opts Options) *Server {
 	if opts.Clock == nil {
 		opts.Clock = stet.SystemClock{}
 	}
-	f := &Fake{
-		opts:    opts,
-		done:    make(chan struct{}),
-		rng:     mathrand.New(mathrand.NewPCG(uint64(opts.Seed), 0x5e7)),
-		clock:   opts.Clock,
-		latRNG:  mathrand.New(mathrand.NewPCG(uint64(opts.Seed), 0x1a7)),
-		stats:   FakeStats{Status: map[int]int{}},
-		windows: map[int64]*FakeWindow{},
+	now := opts.Clock.Now()
+	f := &Server{
+		opts:  opts,
+		clock: opts.Clock,
+		// Random faults: a 429 without Retry-After, a 500 or a 503.
+		faults: fakekit.NewFaults(opts.Seed, 0x5e7, opts.FaultRate,
+			Fault{Kind: RateLimit},
+			Fault{Kind: ServerError, Status: http.StatusInternalServerError},
+			Fault{Kind: ServerError, Status: http.StatusServiceUnavailable}),
+		latency: fakekit.NewLatency(opts.Seed, 0x1a7, opts.LatencyMin, opts.LatencyMax),
+		traffic: fakekit.NewTraffic(opts.Clock.Now),
+		reqs:    fakekit.NewBucket(opts.RPM, opts.LimitWindow, now),
+		toks:    fakekit.NewBucket(opts.TPM, opts.LimitWindow, now),
+		batch:   newFakeBatches(opts.Batch),
 	}
-	f.refilled = f.clock.Now()
-	f.reqs, f.toks = f.reqCap(), f.tokCap()
-	f.batch = newFakeBatches(opts.Batch)
-	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
+	f.http = fakekit.NewServer(http.HandlerFunc(f.serve))
 	return f
 }
 
 // URL returns the base URL to configure a client with; it ends in /v1.
-func (f *Fake) URL() string { return f.srv.URL + "/v1" }
+func (f *Server) URL() string { return f.http.URL() + "/v1" }
 
 // Handler returns the fake's handler, to serve from another listener. Calls,
 // faults and Close apply to it as to the built-in server.
-func (f *Fake) Handler() http.Handler { return http.HandlerFunc(f.serve) }
+func (f *Server) Handler() http.Handler { return http.HandlerFunc(f.serve) }
 
 // Close releases held connections and stops the server.
-func (f *Fake) Close() {
-	f.stop.Do(func() {
-		close(f.done)
-		f.srv.Close()
-	})
-}
+func (f *Server) Close() { f.http.Close() }
 
 // Enqueue scripts faults for the next calls, in order; later calls are
 // answered normally.
-func (f *Fake) Enqueue(faults ...Fault) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.queue = append(f.queue, faults...)
-}
+func (f *Server) Enqueue(faults ...Fault) { f.faults.Enqueue(faults...) }
 
 // Calls returns the number of requests that reached the handler, faulted
 // ones included.
-func (f *Fake) Calls() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.calls
-}
+func (f *Server) Calls() int { return f.calls.Count() }
 
 // CallsContaining returns the number of requests whose user messages
 // contain s.
-func (f *Fake) CallsContaining(s string) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	n := 0
-	for _, in := range f.inputs {
-		if strings.Contains(in, s) {
-			n++
-		}
-	}
-	return n
-}
+func (f *Server) CallsContaining(s string) int { return f.calls.Containing(s) }
 
 // maxFakeRequest bounds a request body, as the real API does.
 const maxFakeRequest = 32 << 20
 
-func (f *Fake) serve(rw http.ResponseWriter, r *http.Request) {
+func (f *Server) serve(rw http.ResponseWriter, r *http.Request) {
 	if isBatchPath(r.URL.Path) {
 		// Files and Batches keep their own counters: Calls and Stats stay
 		// the sync path's.
 		f.serveBatch(rw, r)
 		return
 	}
-	w := &statusWriter{ResponseWriter: rw}
-	defer func() { f.recordStatus(w.status) }()
+	w := &fakekit.StatusWriter{ResponseWriter: rw}
+	defer func() { f.traffic.Status(w.Status) }()
 	body, readErr := io.ReadAll(io.LimitReader(r.Body, maxFakeRequest+1))
 	req, decodeErr := decodeFakeRequest(body)
 	req.Header = r.Header.Clone()
 
-	now := f.clock.Now()
-	f.mu.Lock()
-	f.calls++
-	f.stats.Calls++
-	f.window(now).Calls++
+	f.calls.Add()
+	f.traffic.Call()
 	if f.limited() {
 		// Even answers that never reach the limits report them.
-		f.refill(now)
+		f.mu.Lock()
+		f.refill(f.clock.Now())
 		f.rateHeaders(w.Header())
+		f.mu.Unlock()
 	}
 	if decodeErr == nil {
 		var sb strings.Builder
@@ -296,11 +247,10 @@ func (f *Fake) serve(rw http.ResponseWriter, r *http.Request) {
 				sb.WriteByte('\n')
 			}
 		}
-		f.inputs = append(f.inputs, sb.String())
+		f.calls.Record(sb.String())
 	}
-	f.mu.Unlock()
 
-	if !f.sleep(r, f.opts.Latency) {
+	if !f.http.Sleep(r, f.opts.Latency) {
 		return
 	}
 	if p := r.URL.Path; (p != "/v1/chat/completions" && p != "/chat/completions" && !isAzureChatPath(p)) || r.Method != http.MethodPost {
@@ -351,14 +301,14 @@ func (f *Fake) serve(rw http.ResponseWriter, r *http.Request) {
 		f.overLimit(w, req, over)
 		return
 	}
-	if extra := f.drawLatency(); extra > 0 || f.opts.Latency > 0 {
+	if extra := f.latency.Draw(); extra > 0 || f.opts.Latency > 0 {
 		w.Header().Set("openai-processing-ms", strconv.FormatInt((f.opts.Latency+extra).Milliseconds(), 10))
-		if !f.sleep(r, extra) {
+		if !f.http.Sleep(r, extra) {
 			return
 		}
 	}
 
-	fault, ok := f.nextFault()
+	fault, ok := f.faults.Next()
 	if !ok {
 		f.answer(w, req, "stop", nil)
 		return
@@ -366,38 +316,10 @@ func (f *Fake) serve(rw http.ResponseWriter, r *http.Request) {
 	f.fault(w, r, req, fault)
 }
 
-// nextFault pops a scripted fault or draws a random one.
-func (f *Fake) nextFault() (Fault, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if len(f.queue) > 0 {
-		ft := f.queue[0]
-		f.queue = f.queue[1:]
-		return ft, true
-	}
-	if f.opts.FaultRate > 0 && f.rng.Float64() < f.opts.FaultRate {
-		switch f.rng.IntN(3) {
-		case 0:
-			return Fault{Kind: RateLimit}, true
-		case 1:
-			return Fault{Kind: ServerError, Status: http.StatusInternalServerError}, true
-		default:
-			return Fault{Kind: ServerError, Status: http.StatusServiceUnavailable}, true
-		}
-	}
-	return Fault{}, false
-}
-
-func (f *Fake) fault(w http.ResponseWriter, r *http.Request, req FakeRequest, ft Fault) {
+func (f *Server) fault(w http.ResponseWriter, r *http.Request, req Request, ft Fault) {
 	switch ft.Kind {
 	case RateLimit:
-		h := http.Header{}
-		if ft.RetryAfter != "" {
-			h.Set("Retry-After", ft.RetryAfter)
-		}
-		if ft.RetryAfterMS > 0 {
-			h.Set("retry-after-ms", strconv.Itoa(ft.RetryAfterMS))
-		}
+		h := ft.retryHeaders()
 		h.Set("x-ratelimit-remaining-requests", "0")
 		h.Set("x-ratelimit-reset-requests", "120ms")
 		writeAPIError(w, http.StatusTooManyRequests, []http.Header{h, ft.Header}, ft.override(apiError{
@@ -406,11 +328,7 @@ func (f *Fake) fault(w http.ResponseWriter, r *http.Request, req FakeRequest, ft
 			Code:    "rate_limit_exceeded",
 		}))
 	case Quota:
-		writeAPIError(w, http.StatusTooManyRequests, []http.Header{ft.Header}, ft.override(apiError{
-			Message: "You exceeded your current quota, please check your plan and billing details.",
-			Type:    "insufficient_quota",
-			Code:    "insufficient_quota",
-		}))
+		writeAPIError(w, http.StatusTooManyRequests, []http.Header{ft.Header}, ft.override(quotaError()))
 	case Unauthorized:
 		writeAPIError(w, http.StatusUnauthorized, []http.Header{ft.Header}, ft.override(invalidKey()))
 	case ServerError:
@@ -430,22 +348,19 @@ func (f *Fake) fault(w http.ResponseWriter, r *http.Request, req FakeRequest, ft
 	case Disconnect:
 		panic(http.ErrAbortHandler)
 	case Delay:
-		if f.sleep(r, ft.Delay) {
+		if f.http.Sleep(r, ft.Delay) {
 			f.answer(w, req, "stop", ft.Header)
 		}
 	case TimeoutAfterAnswer:
 		body := f.completion(req, f.content(req), nil, "stop")
 		h := w.Header()
 		setDefaultHeaders(h)
-		mergeHeader(h, ft.Header)
+		fakekit.MergeHeader(h, ft.Header)
 		h.Set("Content-Length", strconv.Itoa(len(body)))
 		w.WriteHeader(http.StatusOK)
 		_, _ = w.Write(body[:len(body)/2])
 		_ = http.NewResponseController(w).Flush()
-		select {
-		case <-r.Context().Done():
-		case <-f.done:
-		}
+		f.http.Hold(r)
 	case TruncatedJSON:
 		f.write(w, f.completion(req, cut(f.content(req)), nil, "stop"), ft.Header)
 	case SchemaInvalid:
@@ -462,6 +377,18 @@ func (f *Fake) fault(w http.ResponseWriter, r *http.Request, req FakeRequest, ft
 	}
 }
 
+// retryHeaders are the wait headers a RateLimit fault asks for.
+func (ft Fault) retryHeaders() http.Header {
+	h := http.Header{}
+	if ft.RetryAfter != "" {
+		h.Set("Retry-After", ft.RetryAfter)
+	}
+	if ft.RetryAfterMS > 0 {
+		h.Set("retry-after-ms", strconv.Itoa(ft.RetryAfterMS))
+	}
+	return h
+}
+
 func (ft Fault) override(e apiError) apiError {
 	if ft.Code != "" {
 		e.Code = ft.Code
@@ -472,38 +399,21 @@ func (ft Fault) override(e apiError) apiError {
 	return e
 }
 
-// sleep waits d unless the client leaves or the fake closes first.
-func (f *Fake) sleep(r *http.Request, d time.Duration) bool {
-	if d <= 0 {
-		return true
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-r.Context().Done():
-		return false
-	case <-f.done:
-		return false
-	}
-}
-
-func (f *Fake) answer(w http.ResponseWriter, req FakeRequest, finish string, extra http.Header) {
+func (f *Server) answer(w http.ResponseWriter, req Request, finish string, extra http.Header) {
 	f.write(w, f.completion(req, f.content(req), nil, finish), extra)
 }
 
-func (f *Fake) write(w http.ResponseWriter, body []byte, extra http.Header) {
+func (f *Server) write(w http.ResponseWriter, body []byte, extra http.Header) {
 	h := w.Header()
 	setDefaultHeaders(h)
-	mergeHeader(h, extra)
+	fakekit.MergeHeader(h, extra)
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(body)
 }
 
 // content is the message content of a normal answer.
-func (f *Fake) content(req FakeRequest) *string {
+func (f *Server) content(req Request) *string {
 	if f.opts.Respond != nil {
 		return ptr(f.opts.Respond(req))
 	}
@@ -511,14 +421,7 @@ func (f *Fake) content(req FakeRequest) *string {
 }
 
 // cut returns the first half of content, never valid JSON.
-func cut(content *string) *string {
-	s := *content
-	s = s[:len(s)/2]
-	if json.Valid([]byte(s)) {
-		s = "{" + s
-	}
-	return &s
-}
+func cut(content *string) *string { return ptr(fakekit.Cut(*content)) }
 
 // The chat.completion object, fields in the API's order.
 type wireCompletion struct {
@@ -554,7 +457,7 @@ type wireUsage struct {
 	CompletionTokensDetails map[string]int `json:"completion_tokens_details"`
 }
 
-func (f *Fake) completion(req FakeRequest, content, refusal *string, finish string) []byte {
+func (f *Server) completion(req Request, content, refusal *string, finish string) []byte {
 	if req.MaxCompletionTokens == 0 {
 		f.chargeCompletion(completionTokens(content, refusal))
 	}
@@ -573,7 +476,7 @@ func completionTokens(content, refusal *string) int {
 
 // completionBody builds a chat.completion answering req; it charges no
 // limit, so batch items can share it.
-func completionBody(req FakeRequest, content, refusal *string, finish string) []byte {
+func completionBody(req Request, content, refusal *string, finish string) []byte {
 	prompt := promptTokens(req)
 	completion := completionTokens(content, refusal)
 	c := wireCompletion{
@@ -600,12 +503,12 @@ func completionBody(req FakeRequest, content, refusal *string, finish string) []
 		ServiceTier:       "default",
 		SystemFingerprint: "fp_fake0000",
 	}
-	return marshal(c)
+	return fakekit.Marshal(c)
 }
 
-// promptTokens is the prompt_tokens the Fake reports and charges: the
+// promptTokens is the prompt_tokens the Server reports and charges: the
 // messages' tokens plus 4 a message for the chat framing.
-func promptTokens(req FakeRequest) int {
+func promptTokens(req Request) int {
 	n := 0
 	for _, m := range req.Messages {
 		n += tokens(m.Content) + 4
@@ -625,6 +528,14 @@ type apiError struct {
 	Code    string
 }
 
+func quotaError() apiError {
+	return apiError{
+		Message: "You exceeded your current quota, please check your plan and billing details.",
+		Type:    "insufficient_quota",
+		Code:    "insufficient_quota",
+	}
+}
+
 func invalidKey() apiError {
 	return apiError{
 		Message: "Incorrect API key provided: sk-****. You can find your API key at https://platform.openai.com/account/api-keys.",
@@ -640,7 +551,7 @@ func writeAPIError(w http.ResponseWriter, status int, extra []http.Header, e api
 	h := w.Header()
 	setDefaultHeaders(h)
 	for _, x := range extra {
-		mergeHeader(h, x)
+		fakekit.MergeHeader(h, x)
 	}
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
@@ -655,7 +566,7 @@ func apiErrorBody(e apiError) []byte {
 		}
 		return &s
 	}
-	body := marshal(struct {
+	body := fakekit.Marshal(struct {
 		Error struct {
 			Message string  `json:"message"`
 			Type    string  `json:"type"`
@@ -676,7 +587,7 @@ func apiErrorBody(e apiError) []byte {
 // the latency draw and the limits).
 func setDefaultHeaders(h http.Header) {
 	h.Set("Content-Type", "application/json")
-	h.Set("x-request-id", newRequestID())
+	h.Set("x-request-id", "req_"+fakekit.RandomHex(16))
 	h.Set("openai-version", "2020-10-01")
 	for _, kv := range [][2]string{
 		{"openai-processing-ms", "1"},
@@ -691,37 +602,6 @@ func setDefaultHeaders(h http.Header) {
 			h.Set(kv[0], kv[1])
 		}
 	}
-}
-
-// mergeHeader sets extra over h; a key with no values deletes it.
-func mergeHeader(h, extra http.Header) {
-	for k, vs := range extra {
-		if len(vs) == 0 {
-			h.Del(k)
-			continue
-		}
-		h.Del(k)
-		for _, v := range vs {
-			h.Add(k, v)
-		}
-	}
-}
-
-func newRequestID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return "req_" + hex.EncodeToString(b[:])
-}
-
-// marshal encodes v as the API does: no HTML escaping.
-func marshal(v any) []byte {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		panic("openai fake: marshal: " + err.Error())
-	}
-	return bytes.TrimRight(buf.Bytes(), "\n")
 }
 
 // The request as sent on the wire.
@@ -744,8 +624,8 @@ type wireRequest struct {
 	} `json:"response_format"`
 }
 
-func decodeFakeRequest(body []byte) (FakeRequest, error) {
-	req := FakeRequest{Body: body}
+func decodeFakeRequest(body []byte) (Request, error) {
+	req := Request{Body: body}
 	var wr wireRequest
 	if err := json.Unmarshal(body, &wr); err != nil {
 		return req, err
@@ -759,9 +639,9 @@ func decodeFakeRequest(body []byte) (FakeRequest, error) {
 		req.MaxCompletionTokens = max(*wr.MaxTokens, 0)
 	}
 	if wr.Messages != nil {
-		req.Messages = make([]FakeMessage, 0, len(*wr.Messages))
+		req.Messages = make([]Message, 0, len(*wr.Messages))
 		for _, m := range *wr.Messages {
-			req.Messages = append(req.Messages, FakeMessage{Role: m.Role, Content: messageText(m.Content)})
+			req.Messages = append(req.Messages, Message{Role: m.Role, Content: messageText(m.Content)})
 		}
 	}
 	if rf := wr.ResponseFormat; rf != nil {
@@ -796,7 +676,7 @@ func messageText(raw json.RawMessage) string {
 }
 
 // validateFakeRequest checks what the real API checks cheaply.
-func validateFakeRequest(req *FakeRequest) (apiError, bool) {
+func validateFakeRequest(req *Request) (apiError, bool) {
 	missing := func(param string) apiError {
 		return apiError{
 			Message: "Missing required parameter: '" + param + "'.",
@@ -845,32 +725,14 @@ func validateFakeRequest(req *FakeRequest) (apiError, bool) {
 	return apiError{}, true
 }
 
-// MinimalInstance returns the smallest JSON document the Fake considers
+// MinimalInstance returns the smallest JSON document the Server considers
 // valid against schema (see fakekit.MinimalInstance).
 func MinimalInstance(schema json.RawMessage) string { return fakekit.MinimalInstance(schema) }
 
 func ptr[T any](v T) *T { return &v }
 
-// Stats returns what the Fake has counted so far.
-func (f *Fake) Stats() FakeStats {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	s := f.stats
-	s.Status = make(map[int]int, len(f.stats.Status))
-	for k, v := range f.stats.Status {
-		s.Status[k] = v
-	}
-	secs := make([]int64, 0, len(f.windows))
-	for sec := range f.windows {
-		secs = append(secs, sec)
-	}
-	slices.Sort(secs)
-	s.Windows = make([]FakeWindow, 0, len(secs))
-	for _, sec := range secs {
-		s.Windows = append(s.Windows, *f.windows[sec])
-	}
-	return s
-}
+// Stats returns what the Server has counted so far.
+func (f *Server) Stats() Stats { return f.traffic.Stats() }
 
 // limitVerdict says why a request is over a limit.
 type limitVerdict struct {
@@ -883,91 +745,64 @@ type limitVerdict struct {
 }
 
 // limited reports whether any limit is set.
-func (f *Fake) limited() bool { return f.opts.RPM > 0 || f.opts.TPM > 0 }
-
-// limitWindow is how much of a minute a bucket holds.
-func (f *Fake) limitWindow() time.Duration {
-	if f.opts.LimitWindow <= 0 {
-		return time.Minute
-	}
-	return min(f.opts.LimitWindow, time.Minute)
-}
-
-func (f *Fake) reqCap() float64 {
-	return max(float64(f.opts.RPM)*f.limitWindow().Minutes(), 1)
-}
-
-func (f *Fake) tokCap() float64 {
-	return max(float64(f.opts.TPM)*f.limitWindow().Minutes(), 1)
-}
+func (f *Server) limited() bool { return f.opts.RPM > 0 || f.opts.TPM > 0 }
 
 // refill adds what the buckets gained since the last refill. f.mu is held.
-func (f *Fake) refill(now time.Time) {
-	if !now.After(f.refilled) {
-		return
-	}
-	minutes := now.Sub(f.refilled).Minutes()
-	f.refilled = now
-	f.reqs = min(f.reqs+float64(f.opts.RPM)*minutes, f.reqCap())
-	f.toks = min(f.toks+float64(f.opts.TPM)*minutes, f.tokCap())
+func (f *Server) refill(now time.Time) {
+	f.reqs.Refill(now)
+	f.toks.Refill(now)
 }
 
 // rateHeaders writes the buckets' state as OpenAI's x-ratelimit-* headers,
 // for the limits that are set. f.mu is held and the buckets refilled.
-func (f *Fake) rateHeaders(h http.Header) {
-	set := func(name string, limit int, level, capacity float64) {
-		if limit <= 0 {
+func (f *Server) rateHeaders(h http.Header) {
+	set := func(name string, b *fakekit.Bucket) {
+		if b.PerMinute() <= 0 {
 			return
 		}
-		h.Set("x-ratelimit-limit-"+name, strconv.Itoa(limit))
-		h.Set("x-ratelimit-remaining-"+name, strconv.Itoa(int(max(math.Floor(level), 0))))
-		h.Set("x-ratelimit-reset-"+name, resetString(untilLevel(capacity-level, limit)))
+		h.Set("x-ratelimit-limit-"+name, strconv.Itoa(b.PerMinute()))
+		h.Set("x-ratelimit-remaining-"+name, strconv.Itoa(b.Remaining()))
+		h.Set("x-ratelimit-reset-"+name, resetString(b.UntilFull()))
 	}
-	set("requests", f.opts.RPM, f.reqs, f.reqCap())
-	set("tokens", f.opts.TPM, f.toks, f.tokCap())
+	set("requests", f.reqs)
+	set("tokens", f.toks)
 }
 
 // admit checks req against the limits and charges it if it fits. Either
 // way it writes the rate-limit headers into h.
-func (f *Fake) admit(req FakeRequest, h http.Header) (limitVerdict, bool) {
+func (f *Server) admit(req Request, h http.Header) (limitVerdict, bool) {
 	need := promptTokens(req) + req.MaxCompletionTokens
 	now := f.clock.Now()
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	defer f.rateHeaders(h)
 	f.refill(now)
-	win := f.window(now)
 	var v limitVerdict
 	switch {
-	case f.opts.RPM > 0 && f.reqs < 1:
-		v = limitVerdict{kind: "requests", limit: f.opts.RPM, requested: 1, wait: untilLevel(1-f.reqs, f.opts.RPM)}
-		v.used = f.opts.RPM - int(max(math.Floor(f.reqs), 0))
-	case f.opts.TPM > 0 && float64(need) > f.tokCap():
+	case f.opts.RPM > 0 && f.reqs.Level() < 1:
+		v = limitVerdict{kind: "requests", limit: f.opts.RPM, requested: 1, wait: f.reqs.Until(1 - f.reqs.Level())}
+		v.used = f.opts.RPM - f.reqs.Remaining()
+	case f.opts.TPM > 0 && float64(need) > f.toks.Capacity():
 		v = limitVerdict{kind: "tokens", limit: f.opts.TPM, requested: need, tooLarge: true}
-	case f.opts.TPM > 0 && f.toks < float64(need):
-		v = limitVerdict{kind: "tokens", limit: f.opts.TPM, requested: need, wait: untilLevel(float64(need)-f.toks, f.opts.TPM)}
-		v.used = f.opts.TPM - int(max(math.Floor(f.toks), 0))
+	case f.opts.TPM > 0 && f.toks.Level() < float64(need):
+		v = limitVerdict{kind: "tokens", limit: f.opts.TPM, requested: need, wait: f.toks.Until(float64(need) - f.toks.Level())}
+		v.used = f.opts.TPM - f.toks.Remaining()
 	default:
 		if f.opts.RPM > 0 {
-			f.reqs--
+			f.reqs.Take(1)
 		}
 		if f.opts.TPM > 0 {
-			f.toks -= float64(need)
+			f.toks.Take(float64(need))
 		}
-		f.stats.Admitted++
-		f.stats.Tokens += need
-		win.Admitted++
-		win.Tokens += need
-		f.rateHeaders(h)
+		f.traffic.Admit(need)
 		return limitVerdict{}, true
 	}
-	f.stats.Limited++
-	win.Limited++
-	f.rateHeaders(h)
+	f.traffic.Limit()
 	return v, false
 }
 
 // overLimit answers a request the limits refused, with OpenAI's messages.
-func (f *Fake) overLimit(w http.ResponseWriter, req FakeRequest, v limitVerdict) {
+func (f *Server) overLimit(w http.ResponseWriter, req Request, v limitVerdict) {
 	unit := map[string]string{"requests": "requests per min (RPM)", "tokens": "tokens per min (TPM)"}[v.kind]
 	e := apiError{Type: v.kind, Code: "rate_limit_exceeded"}
 	if v.tooLarge {
@@ -989,56 +824,15 @@ func (f *Fake) overLimit(w http.ResponseWriter, req FakeRequest, v limitVerdict)
 
 // chargeCompletion charges completion tokens of a request that set no
 // completion budget, after its answer is built.
-func (f *Fake) chargeCompletion(n int) {
-	now := f.clock.Now()
-	f.mu.Lock()
-	defer f.mu.Unlock()
+func (f *Server) chargeCompletion(n int) {
 	if f.opts.TPM > 0 {
-		f.refill(now)
-		f.toks -= float64(n)
+		now := f.clock.Now()
+		f.mu.Lock()
+		f.toks.Refill(now)
+		f.toks.Take(float64(n))
+		f.mu.Unlock()
 	}
-	f.stats.Tokens += n
-	f.window(now).Tokens += n
-}
-
-// drawLatency draws the extra latency of one admitted request.
-func (f *Fake) drawLatency() time.Duration {
-	lo, hi := max(f.opts.LatencyMin, 0), f.opts.LatencyMax
-	if hi <= lo {
-		return lo
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return lo + time.Duration(f.latRNG.Int64N(int64(hi-lo)+1))
-}
-
-// window returns the stats window of now's second. f.mu is held.
-func (f *Fake) window(now time.Time) *FakeWindow {
-	sec := now.Unix()
-	w, ok := f.windows[sec]
-	if !ok {
-		w = &FakeWindow{Start: time.Unix(sec, 0).UTC()}
-		f.windows[sec] = w
-	}
-	return w
-}
-
-func (f *Fake) recordStatus(status int) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.stats.Status[status]++
-}
-
-// untilLevel is how long a bucket refilling at perMinute takes to gain
-// deficit, rounded up to the millisecond.
-func untilLevel(deficit float64, perMinute int) time.Duration {
-	if deficit <= 0 {
-		return 0
-	}
-	// The small allowance keeps float noise (0.05000000000000004 of a
-	// request) from adding a millisecond.
-	ms := deficit / float64(perMinute) * float64(time.Minute/time.Millisecond)
-	return max(time.Duration(math.Ceil(ms-1e-6))*time.Millisecond, time.Millisecond)
+	f.traffic.Charge(n)
 }
 
 // resetString formats a wait as OpenAI's reset headers do: "120ms", "1.2s",
@@ -1046,29 +840,6 @@ func untilLevel(deficit float64, perMinute int) time.Duration {
 func resetString(d time.Duration) string {
 	return ((d + time.Millisecond - 1) / time.Millisecond * time.Millisecond).String()
 }
-
-// statusWriter remembers the status a handler answered, for Stats.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(status int) {
-	if w.status == 0 {
-		w.status = status
-	}
-	w.ResponseWriter.WriteHeader(status)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController reach the connection.
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // isAzureChatPath reports whether p is Azure OpenAI's chat route,
 // /openai/deployments/{deployment}/chat/completions.

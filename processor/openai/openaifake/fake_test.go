@@ -1,8 +1,7 @@
-package openai
+package openaifake
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,12 +15,28 @@ import (
 	"github.com/stetlabs/stet"
 )
 
+const (
+	testKey    = "sk-test-key"
+	testSchema = `{"type":"object","properties":{"category":{"type":"string","enum":["ok","harmful","medical_advice"]},"flags":{"type":"array","items":{"type":"string"}},"confidence":{"type":"number","minimum":0,"maximum":1}},"required":["category","flags","confidence"],"additionalProperties":false}`
+)
+
+func newFake(t *testing.T, opts Options) *Server {
+	t.Helper()
+	if opts.APIKey == "" {
+		opts.APIKey = testKey
+	}
+	f := New(opts)
+	t.Cleanup(f.Close)
+	return f
+}
+
 // post sends body to the fake and decodes the answer.
 func post(t *testing.T, url, key, body string) (int, http.Header, map[string]any) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url, strings.NewReader(body))
 	if err != nil {
-		t.Fatal(err)
+		t.Error(err)
+		return 0, nil, nil
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if key != "" {
@@ -29,16 +44,18 @@ func post(t *testing.T, url, key, body string) (int, http.Header, map[string]any
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatalf("POST %s: %v", url, err)
+		t.Errorf("POST %s: %v", url, err)
+		return 0, nil, nil
 	}
 	defer res.Body.Close()
 	raw, err := io.ReadAll(res.Body)
 	if err != nil {
-		t.Fatal(err)
+		t.Error(err)
+		return 0, nil, nil
 	}
 	var out map[string]any
 	if err := json.Unmarshal(raw, &out); err != nil {
-		t.Fatalf("fake answered non-JSON %q: %v", raw, err)
+		t.Errorf("fake answered non-JSON %q: %v", raw, err)
 	}
 	return res.StatusCode, res.Header, out
 }
@@ -50,9 +67,15 @@ func errorField(body map[string]any, field string) any {
 
 const validBody = `{"model":"gpt-4.1-mini","messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"name":"s","strict":true,"schema":{"type":"object","properties":{"a":{"type":"string"}},"required":["a"]}}}}`
 
+// bodyWith is validBody with prompt as the user message.
+func bodyWith(prompt string) string {
+	p, _ := json.Marshal(prompt)
+	return strings.Replace(validBody, `"content":"hi"`, `"content":`+string(p), 1)
+}
+
 func TestFakeValidatesRequests(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, FakeOptions{})
+	f := newFake(t, Options{})
 	tests := []struct {
 		name       string
 		path       string
@@ -77,7 +100,7 @@ func TestFakeValidatesRequests(t *testing.T) {
 		{"plain text format", "/chat/completions", testKey, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, 200, "", nil},
 	}
 	for _, tt := range tests {
-		url := f.srv.URL + tt.path
+		url := f.http.URL() + tt.path
 		status, header, body := post(t, url, tt.key, tt.body)
 		if status != tt.wantStatus {
 			t.Errorf("%s: POST = %d %v, want %d", tt.name, status, body, tt.wantStatus)
@@ -111,7 +134,7 @@ func TestFakeValidatesRequests(t *testing.T) {
 
 func TestFakeResponseShape(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, FakeOptions{})
+	f := newFake(t, Options{})
 	status, header, body := post(t, f.URL()+"/chat/completions", testKey, validBody)
 	if status != 200 {
 		t.Fatalf("POST = %d, want 200", status)
@@ -157,18 +180,23 @@ func TestFakeResponseShape(t *testing.T) {
 
 func TestFakeFaultQueueAndCounts(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, FakeOptions{})
+	f := newFake(t, Options{})
 	f.Enqueue(Fault{Kind: ServerError}, Fault{Kind: RateLimit, RetryAfter: "1"})
 	f.Enqueue(Fault{Kind: Refusal})
-	c := newTestClient(t, f, 0)
-	var got []stet.FailureClass
+	var got []string
 	for i := range 4 {
-		_, err := c.Extract(t.Context(), testParams(fmt.Sprintf("report %d about marker-x", i)))
-		got = append(got, stet.ClassOf(err))
+		status, _, body := post(t, f.URL()+"/chat/completions", testKey, bodyWith(fmt.Sprintf("report %d about marker-x", i)))
+		answer := strconv.Itoa(status)
+		if choices, _ := body["choices"].([]any); len(choices) == 1 {
+			if msg, _ := choices[0].(map[string]any)["message"].(map[string]any); msg["refusal"] != nil {
+				answer += " refusal"
+			}
+		}
+		got = append(got, answer)
 	}
-	want := []stet.FailureClass{stet.FailureTransient, stet.FailureRateLimited, stet.FailureRefusal, stet.FailureNone}
+	want := []string{"500", "429", "200 refusal", "200"}
 	if !slices.Equal(got, want) {
-		t.Errorf("classes of 4 calls = %v, want %v", got, want)
+		t.Errorf("answers to 4 calls = %v, want %v", got, want)
 	}
 	if n := f.Calls(); n != 4 {
 		t.Errorf("Calls() = %d, want 4", n)
@@ -187,7 +215,7 @@ func TestFakeFaultQueueAndCounts(t *testing.T) {
 func TestFakeRandomFaultsAreReproducible(t *testing.T) {
 	t.Parallel()
 	run := func(seed int64) []int {
-		f := newFake(t, FakeOptions{FaultRate: 0.5, Seed: seed})
+		f := newFake(t, Options{FaultRate: 0.5, Seed: seed})
 		var statuses []int
 		for range 40 {
 			status, _, _ := post(t, f.URL()+"/chat/completions", testKey, validBody)
@@ -215,9 +243,8 @@ func TestFakeRandomFaultsAreReproducible(t *testing.T) {
 
 func TestFakeConcurrentUse(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, FakeOptions{})
+	f := newFake(t, Options{})
 	f.Enqueue(Fault{Kind: ServerError}, Fault{Kind: ServerError}, Fault{Kind: ServerError})
-	c := newTestClient(t, f, 0)
 	const n = 24
 	var (
 		wg     sync.WaitGroup
@@ -226,8 +253,8 @@ func TestFakeConcurrentUse(t *testing.T) {
 	)
 	for i := range n {
 		wg.Go(func() {
-			_, err := c.Extract(t.Context(), testParams(fmt.Sprintf("concurrent report %d", i)))
-			if err != nil {
+			status, _, _ := post(t, f.URL()+"/chat/completions", testKey, bodyWith(fmt.Sprintf("concurrent report %d", i)))
+			if status != http.StatusOK {
 				mu.Lock()
 				failed++
 				mu.Unlock()
@@ -243,31 +270,6 @@ func TestFakeConcurrentUse(t *testing.T) {
 	}
 	if got := f.CallsContaining("concurrent report"); got != n {
 		t.Errorf("CallsContaining = %d, want %d", got, n)
-	}
-}
-
-func TestMinimalInstance(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name, schema, want string
-	}{
-		{"no schema", ``, `{}`},
-		{"enum first value", `{"type":"string","enum":["b","a"]}`, `"b"`},
-		{"const", `{"const":"fixed"}`, `"fixed"`},
-		{"required only", `{"type":"object","properties":{"a":{"type":"string"},"b":{"type":"integer"}},"required":["b"]}`, `{"b":0}`},
-		{"nested", `{"type":"object","properties":{"o":{"type":"object","properties":{"x":{"type":"boolean"}},"required":["x"]},"l":{"type":"array","items":{"type":"string"}}},"required":["o","l"]}`, `{"l":[],"o":{"x":false}}`},
-		{"minItems", `{"type":"array","minItems":2,"items":{"type":"number"}}`, `[0,0]`},
-		{"nullable type", `{"type":["null","string"]}`, `"ok"`},
-		{"null only", `{"type":"null"}`, `null`},
-		{"minimum", `{"type":"integer","minimum":2.5}`, `3`},
-		{"local ref", `{"$defs":{"flag":{"type":"string","enum":["x"]}},"type":"object","properties":{"f":{"$ref":"#/$defs/flag"}},"required":["f"]}`, `{"f":"x"}`},
-		{"anyOf", `{"anyOf":[{"type":"boolean"},{"type":"string"}]}`, `false`},
-		{"recursive ref", `{"$ref":"#"}`, `null`},
-	}
-	for _, tt := range tests {
-		if got := MinimalInstance(json.RawMessage(tt.schema)); got != tt.want {
-			t.Errorf("MinimalInstance(%s) = %s, want %s", tt.name, got, tt.want)
-		}
 	}
 }
 
@@ -290,12 +292,12 @@ func TestFakeLimits(t *testing.T) {
 	}
 	tests := []struct {
 		name  string
-		opts  FakeOptions
+		opts  Options
 		steps []step
 	}{
 		{
 			name: "requests per minute",
-			opts: FakeOptions{RPM: 3, LimitRetryAfter: true},
+			opts: Options{RPM: 3, LimitRetryAfter: true},
 			steps: []step{
 				{0, validBody, 200, "", map[string]string{"x-ratelimit-limit-requests": "3", "x-ratelimit-remaining-requests": "2", "x-ratelimit-reset-requests": "20s", "retry-after-ms": ""}},
 				{0, validBody, 200, "", map[string]string{"x-ratelimit-remaining-requests": "1", "x-ratelimit-reset-requests": "40s"}},
@@ -307,7 +309,7 @@ func TestFakeLimits(t *testing.T) {
 		},
 		{
 			name: "tokens per minute",
-			opts: FakeOptions{TPM: 300},
+			opts: Options{TPM: 300},
 			steps: []step{
 				{0, budgetBody(95), 200, "", map[string]string{"x-ratelimit-limit-tokens": "300", "x-ratelimit-remaining-tokens": "200", "x-ratelimit-reset-tokens": "20s", "x-ratelimit-limit-requests": "500"}},
 				{0, budgetBody(95), 200, "", map[string]string{"x-ratelimit-remaining-tokens": "100"}},
@@ -322,7 +324,7 @@ func TestFakeLimits(t *testing.T) {
 		},
 		{
 			name: "quantized window",
-			opts: FakeOptions{RPM: 120, LimitWindow: time.Second, LimitRetryAfter: true},
+			opts: Options{RPM: 120, LimitWindow: time.Second, LimitRetryAfter: true},
 			steps: []step{
 				{0, validBody, 200, "", map[string]string{"x-ratelimit-limit-requests": "120", "x-ratelimit-remaining-requests": "1", "x-ratelimit-reset-requests": "500ms"}},
 				{0, validBody, 200, "", map[string]string{"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "1s"}},
@@ -368,7 +370,7 @@ func TestFakeLimits(t *testing.T) {
 func TestFakeLimitMessages(t *testing.T) {
 	t.Parallel()
 	clock := stet.NewManualClock(fakeT0)
-	f := newFake(t, FakeOptions{RPM: 2, TPM: 50, Clock: clock})
+	f := newFake(t, Options{RPM: 2, TPM: 50, Clock: clock})
 	tests := []struct {
 		name    string
 		advance time.Duration
@@ -399,7 +401,7 @@ func TestFakeWithinLimitsNeverLimits(t *testing.T) {
 	t.Parallel()
 	clock := stet.NewManualClock(fakeT0)
 	// One request and 10 tokens a second; each call costs 8 tokens.
-	f := newFake(t, FakeOptions{RPM: 60, TPM: 600, LimitWindow: time.Second, Clock: clock})
+	f := newFake(t, Options{RPM: 60, TPM: 600, LimitWindow: time.Second, Clock: clock})
 	for i := range 120 {
 		if status, _, body := post(t, f.URL()+"/chat/completions", testKey, validBody); status != 200 {
 			t.Fatalf("call %d at one a second: POST = %d %v, want 200", i, status, body)
@@ -420,7 +422,7 @@ func TestFakeWithinLimitsNeverLimits(t *testing.T) {
 func TestFakeLimitsUnderConcurrency(t *testing.T) {
 	t.Parallel()
 	clock := stet.NewManualClock(fakeT0) // never moves: no refill
-	f := newFake(t, FakeOptions{RPM: 10, Clock: clock})
+	f := newFake(t, Options{RPM: 10, Clock: clock})
 	const n = 40
 	var wg sync.WaitGroup
 	for range n {
@@ -439,7 +441,7 @@ func TestFakeLimitsUnderConcurrency(t *testing.T) {
 func TestFakeStats(t *testing.T) {
 	t.Parallel()
 	clock := stet.NewManualClock(fakeT0)
-	f := newFake(t, FakeOptions{RPM: 120, LimitWindow: time.Second, Clock: clock})
+	f := newFake(t, Options{RPM: 120, LimitWindow: time.Second, Clock: clock})
 	f.Enqueue(Fault{Kind: Disconnect})
 	for _, advance := range []time.Duration{0, 0, 0, time.Second, 0, 0} {
 		clock.Advance(advance)
@@ -457,7 +459,7 @@ func TestFakeStats(t *testing.T) {
 	if fmt.Sprint(s.Status) != fmt.Sprint(wantStatus) {
 		t.Errorf("Stats().Status = %v, want %v", s.Status, wantStatus)
 	}
-	wantWindows := []FakeWindow{
+	wantWindows := []Window{
 		{Start: fakeT0, Calls: 3, Admitted: 2, Limited: 1, Tokens: 5 + 8},
 		{Start: fakeT0.Add(time.Second), Calls: 4, Admitted: 2, Limited: 1, Tokens: 16},
 	}
@@ -473,7 +475,7 @@ func TestFakeLatencyAndLimitsAreReproducible(t *testing.T) {
 	t.Parallel()
 	run := func(seed int64) []string {
 		clock := stet.NewManualClock(fakeT0)
-		f := newFake(t, FakeOptions{Seed: seed, FaultRate: 0.3, LatencyMin: time.Millisecond, LatencyMax: 4 * time.Millisecond, RPM: 600, LimitWindow: time.Second, Clock: clock})
+		f := newFake(t, Options{Seed: seed, FaultRate: 0.3, LatencyMin: time.Millisecond, LatencyMax: 4 * time.Millisecond, RPM: 600, LimitWindow: time.Second, Clock: clock})
 		var out []string
 		for i := range 30 {
 			if i%3 == 0 {
@@ -499,43 +501,5 @@ func TestFakeLatencyAndLimitsAreReproducible(t *testing.T) {
 	}
 	if !slices.ContainsFunc(a, func(s string) bool { return strings.HasPrefix(s, "429/") }) {
 		t.Errorf("30 calls at 3 per 150ms against 10 a second never answered 429: %v", a)
-	}
-}
-
-func TestFakeLimitsReachTheAdapter(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name           string
-		opts           FakeOptions
-		wantRetryAfter time.Duration
-	}{
-		{"reset header only", FakeOptions{RPM: 1}, time.Minute},
-		{"retry-after-ms", FakeOptions{RPM: 2, LimitRetryAfter: true}, 30 * time.Second},
-		{"tokens", FakeOptions{TPM: 600, LimitWindow: time.Second, LimitRetryAfter: true}, 0},
-	}
-	for _, tt := range tests {
-		tt.opts.Clock = stet.NewManualClock(fakeT0)
-		f := newFake(t, tt.opts)
-		c := newTestClient(t, f, 0)
-		var err error
-		for range 5 {
-			if _, err = c.Extract(t.Context(), testParams("a short report")); err != nil {
-				break
-			}
-		}
-		var pe *stet.ProcessorError
-		if !errors.As(err, &pe) || pe.Class != stet.FailureRateLimited || pe.StatusCode != 429 {
-			t.Errorf("%s: Extract over the limit = %v, want rate_limited 429", tt.name, err)
-			continue
-		}
-		if tt.wantRetryAfter > 0 && pe.RetryAfter != tt.wantRetryAfter {
-			t.Errorf("%s: RetryAfter = %v, want %v", tt.name, pe.RetryAfter, tt.wantRetryAfter)
-		}
-		if pe.RetryAfter <= 0 {
-			t.Errorf("%s: RetryAfter = %v, want > 0", tt.name, pe.RetryAfter)
-		}
-		if s := f.Stats(); s.Limited != 1 {
-			t.Errorf("%s: Stats().Limited = %d, want 1", tt.name, s.Limited)
-		}
 	}
 }

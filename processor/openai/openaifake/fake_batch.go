@@ -1,12 +1,9 @@
-package openai
+package openaifake
 
 import (
 	"bytes"
 	"cmp"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"io"
 	"maps"
 	"mime"
@@ -16,20 +13,22 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/stetlabs/stet/internal/fakekit"
 )
 
-// The Fake's Batch API: POST /v1/files (multipart), GET /v1/files/{id},
+// The Server's Batch API: POST /v1/files (multipart), GET /v1/files/{id},
 // GET /v1/files/{id}/content, DELETE /v1/files/{id}, POST /v1/batches,
 // GET /v1/batches (newest first, after/limit), GET /v1/batches/{id} and
 // POST /v1/batches/{id}/cancel, with the shapes of the SDK's FileObject,
 // Batch and CursorPage and the API's error object. Batches live in memory;
 // their items are answered, when the batch ends, by the same answer logic
-// as the sync route (FakeOptions.Respond, or a minimal instance of the
+// as the sync route (Options.Respond, or a minimal instance of the
 // schema), with per-item and per-route scripting. The sync fault queue,
 // FaultRate and the RPM/TPM limits apply to the sync route only.
 
-// FakeBatchOptions configures the Fake's Batch API.
-type FakeBatchOptions struct {
+// BatchOptions configures the Server's Batch API.
+type BatchOptions struct {
 	// PollsToEnd is how many status lookups (GET /v1/batches/{id}) a batch
 	// takes to end: 1, the default, ends it on the first lookup after its
 	// creation; earlier lookups see it in_progress. Negative: batches end
@@ -37,38 +36,50 @@ type FakeBatchOptions struct {
 	PollsToEnd int
 	// End is how batches end unless ScriptBatchEnd says otherwise:
 	// completed by default.
-	End FakeBatchEnd
+	End BatchEnd
 	// ListLimit, when positive, caps the page size of GET /v1/batches below
 	// the API's 100, so tests can exercise paging with a few batches.
 	ListLimit int
 }
 
-// FakeBatchEnd is how a Fake batch ends.
-type FakeBatchEnd string
+// BatchMetadataKey is the batch metadata key that labels a batch with
+// stet's batch ID, as the adapter sets it (openai.BatchMetadataKey; the
+// adapter's tests check the two agree). ScriptBatchEnd finds batches by it.
+const BatchMetadataKey = "stet_batch_id"
+
+// BatchMaxItems is the API's limit on requests in one batch; a larger
+// input file fails validation.
+const BatchMaxItems = 50000
+
+// batchEndpoint is the only endpoint the fake's batches run.
+const batchEndpoint = "/v1/chat/completions"
+
+// BatchEnd is how a Server batch ends.
+type BatchEnd string
 
 // Batch ends. Items ScriptBatchItem does not script are answered normally
 // in a completed batch, with batch_expired in an expired one and with
 // batch_cancelled in a cancelled one; a failed batch answers none.
 const (
-	BatchEndCompleted FakeBatchEnd = "completed"
-	BatchEndFailed    FakeBatchEnd = "failed"
-	BatchEndExpired   FakeBatchEnd = "expired"
-	BatchEndCancelled FakeBatchEnd = "cancelled"
+	BatchEndCompleted BatchEnd = "completed"
+	BatchEndFailed    BatchEnd = "failed"
+	BatchEndExpired   BatchEnd = "expired"
+	BatchEndCancelled BatchEnd = "cancelled"
 )
 
-// FakeBatchRoute names a Batch API route, for EnqueueBatch.
-type FakeBatchRoute string
+// BatchRoute names a Batch API route, for EnqueueBatch.
+type BatchRoute string
 
 // Batch API routes.
 const (
-	BatchRouteUpload     FakeBatchRoute = "upload"      // POST /v1/files
-	BatchRouteFile       FakeBatchRoute = "file"        // GET /v1/files/{id}
-	BatchRouteContent    FakeBatchRoute = "content"     // GET /v1/files/{id}/content
-	BatchRouteDeleteFile FakeBatchRoute = "delete_file" // DELETE /v1/files/{id}
-	BatchRouteCreate     FakeBatchRoute = "create"      // POST /v1/batches
-	BatchRouteList       FakeBatchRoute = "list"        // GET /v1/batches
-	BatchRouteStatus     FakeBatchRoute = "status"      // GET /v1/batches/{id}
-	BatchRouteCancel     FakeBatchRoute = "cancel"      // POST /v1/batches/{id}/cancel
+	BatchRouteUpload     BatchRoute = "upload"      // POST /v1/files
+	BatchRouteFile       BatchRoute = "file"        // GET /v1/files/{id}
+	BatchRouteContent    BatchRoute = "content"     // GET /v1/files/{id}/content
+	BatchRouteDeleteFile BatchRoute = "delete_file" // DELETE /v1/files/{id}
+	BatchRouteCreate     BatchRoute = "create"      // POST /v1/batches
+	BatchRouteList       BatchRoute = "list"        // GET /v1/batches
+	BatchRouteStatus     BatchRoute = "status"      // GET /v1/batches/{id}
+	BatchRouteCancel     BatchRoute = "cancel"      // POST /v1/batches/{id}/cancel
 )
 
 // Fault kinds of the Batch API. Route faults (EnqueueBatch) also take the
@@ -102,8 +113,8 @@ const (
 	ItemError FaultKind = "item_error"
 )
 
-// FakeBatchStats counts what the Fake's Batch API received and did.
-type FakeBatchStats struct {
+// BatchStats counts what the Server's Batch API received and did.
+type BatchStats struct {
 	Uploads     int // POST /v1/files received
 	CreateCalls int // POST /v1/batches received
 	// Created counts batches created, those whose answer a fault lost
@@ -117,8 +128,8 @@ type FakeBatchStats struct {
 	FileDeletes   int // DELETE /v1/files/{id} received
 }
 
-// FakeBatch is a batch the Fake holds.
-type FakeBatch struct {
+// Batch is a batch the Server holds.
+type Batch struct {
 	ID           string
 	Status       string
 	Label        string // metadata stet_batch_id
@@ -132,8 +143,8 @@ type FakeBatch struct {
 	CreateBody   []byte // the create request as received
 }
 
-// FakeFile is a file the Fake holds.
-type FakeFile struct {
+// File is a file the Server holds.
+type File struct {
 	ID        string
 	Purpose   string
 	Filename  string
@@ -145,7 +156,7 @@ type FakeFile struct {
 }
 
 // EnqueueBatch scripts faults for the next calls of route, in order.
-func (f *Fake) EnqueueBatch(route FakeBatchRoute, faults ...Fault) {
+func (f *Server) EnqueueBatch(route BatchRoute, faults ...Fault) {
 	f.batch.mu.Lock()
 	defer f.batch.mu.Unlock()
 	f.batch.faults[route] = append(f.batch.faults[route], faults...)
@@ -153,7 +164,7 @@ func (f *Fake) EnqueueBatch(route FakeBatchRoute, faults ...Fault) {
 
 // ScriptBatchItem scripts the answer of every batch item with this
 // custom_id (a stet job ID) when its batch ends.
-func (f *Fake) ScriptBatchItem(customID string, ft Fault) {
+func (f *Server) ScriptBatchItem(customID string, ft Fault) {
 	f.batch.mu.Lock()
 	defer f.batch.mu.Unlock()
 	f.batch.items[customID] = ft
@@ -161,27 +172,27 @@ func (f *Fake) ScriptBatchItem(customID string, ft Fault) {
 
 // ScriptBatchEnd scripts how the batches labelled label (metadata
 // stet_batch_id) end.
-func (f *Fake) ScriptBatchEnd(label string, end FakeBatchEnd) {
+func (f *Server) ScriptBatchEnd(label string, end BatchEnd) {
 	f.batch.mu.Lock()
 	defer f.batch.mu.Unlock()
 	f.batch.ends[label] = end
 }
 
 // BatchStats returns what the Batch API has counted so far.
-func (f *Fake) BatchStats() FakeBatchStats {
+func (f *Server) BatchStats() BatchStats {
 	f.batch.mu.Lock()
 	defer f.batch.mu.Unlock()
 	return f.batch.stats
 }
 
-// Batches returns the batches the Fake holds, oldest first.
-func (f *Fake) Batches() []FakeBatch {
+// Batches returns the batches the Server holds, oldest first.
+func (f *Server) Batches() []Batch {
 	f.batch.mu.Lock()
 	defer f.batch.mu.Unlock()
-	out := make([]FakeBatch, 0, len(f.batch.order))
+	out := make([]Batch, 0, len(f.batch.order))
 	for _, id := range f.batch.order {
 		b := f.batch.batches[id]
-		out = append(out, FakeBatch{
+		out = append(out, Batch{
 			ID:           b.wire.ID,
 			Status:       b.wire.Status,
 			Label:        b.wire.Metadata[BatchMetadataKey],
@@ -198,12 +209,12 @@ func (f *Fake) Batches() []FakeBatch {
 	return out
 }
 
-// Files returns the files the Fake holds, deleted ones included, oldest
+// Files returns the files the Server holds, deleted ones included, oldest
 // first.
-func (f *Fake) Files() []FakeFile {
+func (f *Server) Files() []File {
 	f.batch.mu.Lock()
 	defer f.batch.mu.Unlock()
-	out := make([]FakeFile, 0, len(f.batch.fileOrder))
+	out := make([]File, 0, len(f.batch.fileOrder))
 	for _, id := range f.batch.fileOrder {
 		ff := *f.batch.files[id]
 		ff.Content = slices.Clone(ff.Content)
@@ -214,41 +225,33 @@ func (f *Fake) Files() []FakeFile {
 
 // BatchItemsContaining returns the number of uploaded batch request lines
 // whose user messages contain s.
-func (f *Fake) BatchItemsContaining(s string) int {
-	f.batch.mu.Lock()
-	defer f.batch.mu.Unlock()
-	n := 0
-	for _, in := range f.batch.inputs {
-		if strings.Contains(in, s) {
-			n++
-		}
-	}
-	return n
+func (f *Server) BatchItemsContaining(s string) int {
+	return f.batch.inputs.Containing(s)
 }
 
 // fakeBatches is the Batch API's state, under its own lock.
 type fakeBatches struct {
 	mu        sync.Mutex
-	opts      FakeBatchOptions
-	files     map[string]*FakeFile
+	opts      BatchOptions
+	files     map[string]*File
 	fileOrder []string
 	batches   map[string]*fakeBatch
 	order     []string // creation order
-	faults    map[FakeBatchRoute][]Fault
+	faults    map[BatchRoute][]Fault
 	items     map[string]Fault
-	ends      map[string]FakeBatchEnd
-	inputs    []string // user text of every uploaded batch line
-	stats     FakeBatchStats
+	ends      map[string]BatchEnd
+	inputs    fakekit.Calls // user text of every uploaded batch line
+	stats     BatchStats
 }
 
-func newFakeBatches(opts FakeBatchOptions) *fakeBatches {
+func newFakeBatches(opts BatchOptions) *fakeBatches {
 	return &fakeBatches{
 		opts:    opts,
-		files:   map[string]*FakeFile{},
+		files:   map[string]*File{},
 		batches: map[string]*fakeBatch{},
-		faults:  map[FakeBatchRoute][]Fault{},
+		faults:  map[BatchRoute][]Fault{},
 		items:   map[string]Fault{},
-		ends:    map[string]FakeBatchEnd{},
+		ends:    map[string]BatchEnd{},
 	}
 }
 
@@ -370,7 +373,7 @@ func isBatchPath(p string) bool {
 }
 
 // batchRoute parses method and path into a route and its object ID.
-func batchRoute(method, p string) (FakeBatchRoute, string, bool) {
+func batchRoute(method, p string) (BatchRoute, string, bool) {
 	rest := strings.Split(strings.TrimPrefix(p, "/v1/"), "/")
 	switch {
 	case len(rest) == 1 && rest[0] == "files" && method == http.MethodPost:
@@ -393,7 +396,7 @@ func batchRoute(method, p string) (FakeBatchRoute, string, bool) {
 	return "", "", false
 }
 
-func (f *Fake) serveBatch(w http.ResponseWriter, r *http.Request) {
+func (f *Server) serveBatch(w http.ResponseWriter, r *http.Request) {
 	route, id, ok := batchRoute(r.Method, r.URL.Path)
 	if !ok {
 		writeAPIError(w, http.StatusNotFound, nil, apiError{
@@ -410,12 +413,12 @@ func (f *Fake) serveBatch(w http.ResponseWriter, r *http.Request) {
 	switch ft.Kind {
 	case "", HugeBody, CreateThenHang, CreateThenReset:
 	case Delay:
-		if !f.sleep(r, ft.Delay) {
+		if !f.http.Sleep(r, ft.Delay) {
 			return
 		}
 	case Redirect:
 		h := http.Header{"Location": {"https://elsewhere.invalid" + r.URL.RequestURI()}}
-		mergeHeader(h, ft.Header)
+		fakekit.MergeHeader(h, ft.Header)
 		writeBatchAnswer(w, batchAnswer{status: cmp.Or(ft.Status, http.StatusFound), body: []byte{}}, h)
 		return
 	default:
@@ -445,10 +448,7 @@ func (f *Fake) serveBatch(w http.ResponseWriter, r *http.Request) {
 
 	switch ft.Kind {
 	case CreateThenHang:
-		select {
-		case <-r.Context().Done():
-		case <-f.done:
-		}
+		f.http.Hold(r)
 		panic(http.ErrAbortHandler)
 	case CreateThenReset:
 		panic(http.ErrAbortHandler)
@@ -459,7 +459,7 @@ func (f *Fake) serveBatch(w http.ResponseWriter, r *http.Request) {
 }
 
 // count counts a call received on route.
-func (fb *fakeBatches) count(route FakeBatchRoute) {
+func (fb *fakeBatches) count(route BatchRoute) {
 	fb.mu.Lock()
 	defer fb.mu.Unlock()
 	switch route {
@@ -480,7 +480,7 @@ func (fb *fakeBatches) count(route FakeBatchRoute) {
 	}
 }
 
-func (fb *fakeBatches) nextFault(route FakeBatchRoute) Fault {
+func (fb *fakeBatches) nextFault(route BatchRoute) Fault {
 	fb.mu.Lock()
 	defer fb.mu.Unlock()
 	q := fb.faults[route]
@@ -492,7 +492,7 @@ func (fb *fakeBatches) nextFault(route FakeBatchRoute) Fault {
 }
 
 // batchAuthorized checks the bearer key as the sync route does.
-func (f *Fake) batchAuthorized(w http.ResponseWriter, r *http.Request) bool {
+func (f *Server) batchAuthorized(w http.ResponseWriter, r *http.Request) bool {
 	if f.opts.APIKey == "" {
 		return true
 	}
@@ -516,24 +516,14 @@ func batchRouteFault(w http.ResponseWriter, ft Fault) {
 	case Disconnect:
 		panic(http.ErrAbortHandler)
 	case RateLimit:
-		h := http.Header{}
-		if ft.RetryAfter != "" {
-			h.Set("Retry-After", ft.RetryAfter)
-		}
-		if ft.RetryAfterMS > 0 {
-			h.Set("retry-after-ms", strconv.Itoa(ft.RetryAfterMS))
-		}
+		h := ft.retryHeaders()
 		writeAPIError(w, http.StatusTooManyRequests, []http.Header{h, ft.Header}, ft.override(apiError{
 			Message: "Rate limit reached for requests. Please try again later.",
 			Type:    "requests",
 			Code:    "rate_limit_exceeded",
 		}))
 	case Quota:
-		writeAPIError(w, http.StatusTooManyRequests, []http.Header{ft.Header}, ft.override(apiError{
-			Message: "You exceeded your current quota, please check your plan and billing details.",
-			Type:    "insufficient_quota",
-			Code:    "insufficient_quota",
-		}))
+		writeAPIError(w, http.StatusTooManyRequests, []http.Header{ft.Header}, ft.override(quotaError()))
 	case Unauthorized:
 		writeAPIError(w, http.StatusUnauthorized, []http.Header{ft.Header}, ft.override(invalidKey()))
 	default:
@@ -567,7 +557,7 @@ func writeBatchAnswer(w http.ResponseWriter, a batchAnswer, extra http.Header) {
 	if a.contentType != "" {
 		h.Set("Content-Type", a.contentType)
 	}
-	mergeHeader(h, extra)
+	fakekit.MergeHeader(h, extra)
 	h.Set("Content-Length", strconv.Itoa(len(a.body)))
 	w.WriteHeader(a.status)
 	_, _ = w.Write(a.body)
@@ -586,7 +576,7 @@ func pad(body []byte) []byte {
 	return append(body, bytes.Repeat([]byte("\n"), hugeBodyBytes)...)
 }
 
-func okAnswer(v any) batchAnswer { return batchAnswer{status: http.StatusOK, body: marshal(v)} }
+func okAnswer(v any) batchAnswer { return batchAnswer{status: http.StatusOK, body: fakekit.Marshal(v)} }
 
 func errAnswer(status int, e apiError) batchAnswer {
 	return batchAnswer{status: status, body: apiErrorBody(e)}
@@ -613,166 +603,7 @@ func noSuchBatch(id string) batchAnswer {
 	return errAnswer(http.StatusNotFound, apiError{Message: "No batch found with id '" + id + "'.", Type: "invalid_request_error"})
 }
 
-// purposes are the upload purposes the API accepts.
-var purposes = []string{"assistants", "batch", "fine-tune", "vision", "user_data", "evals"}
-
-func (f *Fake) batchUpload(r *http.Request) batchAnswer {
-	mr, err := r.MultipartReader()
-	if err != nil {
-		return errAnswer(http.StatusBadRequest, apiError{Message: "Invalid request: the body must be multipart/form-data.", Type: "invalid_request_error"})
-	}
-	var (
-		purpose, filename string
-		content           []byte
-		haveFile          bool
-	)
-	for {
-		part, err := mr.NextPart()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return errAnswer(http.StatusBadRequest, apiError{Message: "Invalid multipart body.", Type: "invalid_request_error"})
-		}
-		data, err := io.ReadAll(io.LimitReader(part, maxFakeUpload+1))
-		if err != nil || len(data) > maxFakeUpload {
-			return errAnswer(http.StatusRequestEntityTooLarge, apiError{Message: "File too large.", Type: "invalid_request_error", Param: "file"})
-		}
-		switch part.FormName() {
-		case "purpose":
-			purpose = string(data)
-		case "file":
-			filename, content, haveFile = part.FileName(), data, true
-		}
-	}
-	switch {
-	case !haveFile:
-		return missingParam("file")
-	case purpose == "":
-		return missingParam("purpose")
-	case !slices.Contains(purposes, purpose):
-		return invalidParam("purpose", "Invalid value for 'purpose': '"+purpose+"'.")
-	case purpose == "batch" && !strings.HasSuffix(filename, ".jsonl"):
-		return errAnswer(http.StatusBadRequest, apiError{Message: "Invalid file format for Batch API. Must be .jsonl", Type: "invalid_request_error"})
-	}
-
-	now := f.clock.Now()
-	fb := f.batch
-	fb.mu.Lock()
-	defer fb.mu.Unlock()
-	ttl := time.Duration(0)
-	if purpose == "batch" {
-		// Batch input files expire after 30 days by default.
-		ttl = fakeFileRetention
-	}
-	ff := fb.addFile(now, purpose, filename, content, ttl)
-	if purpose == "batch" {
-		for _, l := range splitLines(content) {
-			var line struct {
-				Body json.RawMessage `json:"body"`
-			}
-			if json.Unmarshal(l, &line) != nil {
-				continue
-			}
-			req, _ := decodeFakeRequest(line.Body)
-			var sb strings.Builder
-			for _, m := range req.Messages {
-				if m.Role == "user" {
-					sb.WriteString(m.Content)
-					sb.WriteByte('\n')
-				}
-			}
-			fb.inputs = append(fb.inputs, sb.String())
-		}
-	}
-	return okAnswer(fileObject(ff))
-}
-
-// addFile stores a file. fb.mu is held.
-func (fb *fakeBatches) addFile(now time.Time, purpose, filename string, content []byte, ttl time.Duration) *FakeFile {
-	ff := &FakeFile{
-		ID:        "file-" + rand.Text()[:22],
-		Purpose:   purpose,
-		Filename:  filename,
-		Bytes:     len(content),
-		CreatedAt: now.UTC(),
-		Content:   content,
-	}
-	if ttl > 0 {
-		ff.ExpiresAt = ff.CreatedAt.Add(ttl)
-	}
-	fb.files[ff.ID] = ff
-	fb.fileOrder = append(fb.fileOrder, ff.ID)
-	return ff
-}
-
-func fileObject(ff *FakeFile) wireFile {
-	w := wireFile{
-		Object:    "file",
-		ID:        ff.ID,
-		Purpose:   ff.Purpose,
-		Filename:  ff.Filename,
-		Bytes:     ff.Bytes,
-		CreatedAt: ff.CreatedAt.Unix(),
-		Status:    "processed",
-	}
-	if !ff.ExpiresAt.IsZero() {
-		w.ExpiresAt = ptr(ff.ExpiresAt.Unix())
-	}
-	return w
-}
-
-// file returns a live file. fb.mu is held.
-func (fb *fakeBatches) file(id string) (*FakeFile, bool) {
-	ff, ok := fb.files[id]
-	if !ok || ff.Deleted {
-		return nil, false
-	}
-	return ff, true
-}
-
-func (f *Fake) batchGetFile(id string) batchAnswer {
-	fb := f.batch
-	fb.mu.Lock()
-	defer fb.mu.Unlock()
-	ff, found := fb.file(id)
-	if !found {
-		return noSuchFile(id)
-	}
-	return okAnswer(fileObject(ff))
-}
-
-func (f *Fake) batchContent(id string) batchAnswer {
-	fb := f.batch
-	fb.mu.Lock()
-	defer fb.mu.Unlock()
-	ff, found := fb.file(id)
-	if !found {
-		return noSuchFile(id)
-	}
-	if ff.Purpose == "batch_output" {
-		fb.stats.ResultFetches++
-	}
-	return batchAnswer{status: http.StatusOK, body: slices.Clone(ff.Content), contentType: "application/octet-stream"}
-}
-
-func (f *Fake) batchDeleteFile(id string) batchAnswer {
-	fb := f.batch
-	fb.mu.Lock()
-	defer fb.mu.Unlock()
-	ff, found := fb.file(id)
-	if !found {
-		return noSuchFile(id)
-	}
-	ff.Deleted = true
-	return okAnswer(struct {
-		ID      string `json:"id"`
-		Object  string `json:"object"`
-		Deleted bool   `json:"deleted"`
-	}{ff.ID, "file", true})
-}
-
-func (f *Fake) batchCreate(r *http.Request) batchAnswer {
+func (f *Server) batchCreate(r *http.Request) batchAnswer {
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxFakeRequest+1))
 	var req struct {
 		InputFileID        *string           `json:"input_file_id"`
@@ -835,7 +666,7 @@ func (f *Fake) batchCreate(r *http.Request) batchAnswer {
 		createBody: body,
 		outputTTL:  outputTTL,
 		wire: wireBatch{
-			ID:               "batch_" + hex.EncodeToString(randBytes(16)),
+			ID:               "batch_" + fakekit.RandomHex(16),
 			Object:           "batch",
 			Endpoint:         *req.Endpoint,
 			InputFileID:      in.ID,
@@ -912,7 +743,7 @@ func parseBatchInput(content []byte, endpoint string) ([]fakeLine, []wireBatchEr
 	return lines, invalid, model
 }
 
-func (f *Fake) batchList(r *http.Request) batchAnswer {
+func (f *Server) batchList(r *http.Request) batchAnswer {
 	q := r.URL.Query()
 	limit := 20
 	if s := q.Get("limit"); s != "" {
@@ -954,7 +785,7 @@ func (f *Fake) batchList(r *http.Request) batchAnswer {
 	return okAnswer(page)
 }
 
-func (f *Fake) batchStatus(id string) batchAnswer {
+func (f *Server) batchStatus(id string) batchAnswer {
 	now := f.clock.Now()
 	fb := f.batch
 	fb.mu.Lock()
@@ -985,7 +816,7 @@ func (f *Fake) batchStatus(id string) batchAnswer {
 	return okAnswer(b.wire)
 }
 
-func (f *Fake) batchCancel(id string) batchAnswer {
+func (f *Server) batchCancel(id string) batchAnswer {
 	now := f.clock.Now()
 	fb := f.batch
 	fb.mu.Lock()
@@ -1012,132 +843,6 @@ func terminal(status string) bool {
 	return false
 }
 
-// endBatch answers the batch's items and ends it. fb.mu is held.
-func (f *Fake) endBatch(b *fakeBatch, now time.Time, end FakeBatchEnd) {
-	fb := f.batch
-	at := ptr(now.Unix())
-	if b.wire.InProgressAt == nil {
-		b.wire.InProgressAt = at
-	}
-	if end == BatchEndFailed {
-		b.wire.Status = "failed"
-		b.wire.FailedAt = at
-		b.wire.Errors = &wireBatchErrors{Object: "list", Data: []wireBatchError{{Code: "batch_failed", Message: "The batch could not be processed."}}}
-		return
-	}
-	var (
-		out, errs    bytes.Buffer
-		counts       = wireRequestCounts{Total: len(b.lines)}
-		usage        = wireBatchUsage{InputTokensDetails: map[string]int{"cached_tokens": 0}, OutputTokensDetails: map[string]int{"reasoning_tokens": 0}}
-		itemFallback = Fault{}
-	)
-	switch end {
-	case BatchEndExpired:
-		itemFallback = Fault{Kind: ItemExpired}
-	case BatchEndCancelled:
-		itemFallback = Fault{Kind: ItemCancelled}
-	}
-	for _, l := range b.lines {
-		ft, scripted := fb.items[l.customID]
-		if !scripted {
-			ft = itemFallback
-		}
-		line, success, in, outTok := f.batchItem(l, ft)
-		if success {
-			counts.Completed++
-			usage.InputTokens += in
-			usage.OutputTokens += outTok
-			out.Write(line)
-			out.WriteByte('\n')
-		} else {
-			counts.Failed++
-			errs.Write(line)
-			errs.WriteByte('\n')
-		}
-	}
-	usage.TotalTokens = usage.InputTokens + usage.OutputTokens
-	b.wire.RequestCounts = counts
-	b.wire.Usage = &usage
-	id := b.wire.ID
-	if out.Len() > 0 {
-		b.wire.OutputFileID = ptr(fb.addFile(now, "batch_output", id+"_output.jsonl", out.Bytes(), b.outputTTL).ID)
-	}
-	if errs.Len() > 0 {
-		b.wire.ErrorFileID = ptr(fb.addFile(now, "batch_output", id+"_error.jsonl", errs.Bytes(), b.outputTTL).ID)
-	}
-	b.wire.FinalizingAt = at
-	switch end {
-	case BatchEndExpired:
-		b.wire.Status, b.wire.ExpiredAt = "expired", at
-	case BatchEndCancelled:
-		if b.wire.CancellingAt == nil {
-			b.wire.CancellingAt = at
-		}
-		b.wire.Status, b.wire.CancelledAt = "cancelled", at
-	default:
-		b.wire.Status, b.wire.CompletedAt = "completed", at
-	}
-}
-
-// batchItem answers one batch request as the sync route would, shaped as
-// a results line. success says whether it belongs in the output file.
-func (f *Fake) batchItem(l fakeLine, ft Fault) (line []byte, success bool, inTok, outTok int) {
-	wl := wireBatchLine{ID: "batch_req_" + hex.EncodeToString(randBytes(16)), CustomID: l.customID}
-	respond := func(status int, body []byte) {
-		wl.Response = &wireBatchResponse{StatusCode: status, RequestID: "req_" + hex.EncodeToString(randBytes(16)), Body: body}
-	}
-	req, err := decodeFakeRequest(l.body)
-	e, valid := validateFakeRequest(&req)
-	answer := func(content, refusal *string, finish string) {
-		respond(http.StatusOK, completionBody(req, content, refusal, finish))
-		success = true
-		inTok, outTok = promptTokens(req), completionTokens(content, refusal)
-	}
-	switch {
-	case err != nil || !valid:
-		if err != nil {
-			e = apiError{Message: "We could not parse the JSON body of your request.", Type: "invalid_request_error"}
-		}
-		respond(http.StatusBadRequest, apiErrorBody(e))
-	case ft.Kind == ItemExpired:
-		wl.Error = &wireItemError{Code: "batch_expired", Message: "This request could not be executed before the completion window expired."}
-	case ft.Kind == ItemCancelled:
-		wl.Error = &wireItemError{Code: "batch_cancelled", Message: "This request was not executed because the batch was cancelled."}
-	case ft.Kind == ItemError:
-		wl.Error = &wireItemError{Code: cmp.Or(ft.Code, "request_timeout"), Message: cmp.Or(ft.Message, "The request timed out.")}
-	case ft.Kind == "" || ft.Kind == ItemOK:
-		answer(f.content(req), nil, "stop")
-	case ft.Kind == TruncatedJSON:
-		answer(cut(f.content(req)), nil, "stop")
-	case ft.Kind == SchemaInvalid:
-		answer(ptr(`{"unexpected":true}`), nil, "stop")
-	case ft.Kind == Refusal:
-		answer(nil, ptr(cmp.Or(ft.Message, "I'm sorry, but I can't assist with that request.")), "stop")
-	case ft.Kind == ContentFilter:
-		answer(nil, nil, "content_filter")
-	case ft.Kind == Length:
-		answer(cut(f.content(req)), nil, "length")
-	case ft.Kind == RateLimit:
-		respond(http.StatusTooManyRequests, apiErrorBody(ft.override(apiError{
-			Message: "Rate limit reached for " + req.Model + " in organization org-fake on requests per min (RPM).",
-			Type:    "requests",
-			Code:    "rate_limit_exceeded",
-		})))
-	case ft.Kind == Quota:
-		respond(http.StatusTooManyRequests, apiErrorBody(ft.override(apiError{
-			Message: "You exceeded your current quota, please check your plan and billing details.",
-			Type:    "insufficient_quota",
-			Code:    "insufficient_quota",
-		})))
-	case ft.Kind == Unauthorized:
-		respond(http.StatusUnauthorized, apiErrorBody(ft.override(invalidKey())))
-	default:
-		status, e := errorAnswer(ft)
-		respond(status, apiErrorBody(e))
-	}
-	return marshal(wl), success, inTok, outTok
-}
-
 // splitLines returns the non-blank lines of a JSONL file.
 func splitLines(content []byte) [][]byte {
 	var out [][]byte
@@ -1147,12 +852,6 @@ func splitLines(content []byte) [][]byte {
 		}
 	}
 	return out
-}
-
-func randBytes(n int) []byte {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return b
 }
 
 func deref(s *string) string {

@@ -1,0 +1,64 @@
+package fakekit
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"time"
+)
+
+// Server is a fake's local HTTP server and the signal that it is closing.
+// Handlers wait through Sleep and Hold so that Close never hangs on a
+// request a fault holds open.
+type Server struct {
+	srv  *httptest.Server
+	done chan struct{}
+	stop sync.Once
+}
+
+// NewServer starts h on a local httptest server.
+func NewServer(h http.Handler) *Server {
+	return &Server{srv: httptest.NewServer(h), done: make(chan struct{})}
+}
+
+// URL is the server's base URL ("http://127.0.0.1:PORT"), without a path.
+func (s *Server) URL() string { return s.srv.URL }
+
+// Done is closed when Close starts.
+func (s *Server) Done() <-chan struct{} { return s.done }
+
+// Close releases requests held in Sleep and Hold, then stops the server.
+// It is safe to call more than once.
+func (s *Server) Close() {
+	s.stop.Do(func() {
+		close(s.done)
+		s.srv.Close()
+	})
+}
+
+// Sleep waits d unless the client leaves or the server closes first; it
+// reports whether the whole wait passed. d <= 0 returns true at once.
+func (s *Server) Sleep(r *http.Request, d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-r.Context().Done():
+		return false
+	case <-s.done:
+		return false
+	}
+}
+
+// Hold waits until the client leaves or the server closes: a response cut
+// off after its headers, for timeout faults.
+func (s *Server) Hold(r *http.Request) {
+	select {
+	case <-r.Context().Done():
+	case <-s.done:
+	}
+}

@@ -1,0 +1,284 @@
+package processortest
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/processor"
+)
+
+// Fault is one of the suite's fault kinds; Harness.Start's Fake maps each
+// onto the provider fake's own scripted fault. What the fake must answer:
+//
+//	RateLimit      429, the provider's rate-limit error, with Script.RetryAfter
+//	               as Retry-After and Script.RetryAfterMS as retry-after-ms
+//	               (whichever is set) and no other wait header
+//	Quota          the provider's quota or billing fault (429 insufficient_quota, 402, …)
+//	Auth           401, the provider's invalid-key error
+//	ServerError    500, the provider's server error
+//	Disconnect     close the connection without answering
+//	Hang           hold the request without answering until the client leaves
+//	HangAfterHeaders  200, headers and half the body, then hold until the client leaves
+//	Truncated      200, the model's JSON cut mid-document
+//	SchemaInvalid  200, the model answers SchemaInvalidOutput
+//	Refusal        200, the model refuses, with Script.Message as its text
+//
+// Error kinds put Script.Message, when set, into the provider's error
+// message: the suite sends a canary there and checks it never reaches an
+// error string.
+type Fault string
+
+// Fault kinds.
+const (
+	RateLimit        Fault = "rate_limit"
+	Quota            Fault = "quota"
+	Auth             Fault = "auth"
+	ServerError      Fault = "server_error"
+	Disconnect       Fault = "disconnect"
+	Hang             Fault = "hang"
+	HangAfterHeaders Fault = "hang_after_headers"
+	Truncated        Fault = "truncated"
+	SchemaInvalid    Fault = "schema_invalid"
+	Refusal          Fault = "refusal"
+)
+
+// SchemaInvalidOutput is what the model answers under SchemaInvalid: valid
+// JSON that does not match Schema.
+const SchemaInvalidOutput = `{"unexpected":true}`
+
+// Schema is the schema the suite's requests carry.
+const Schema = `{"type":"object","properties":{"category":{"type":"string","enum":["ok","harmful"]},"confidence":{"type":"number","minimum":0,"maximum":1}},"required":["category","confidence"],"additionalProperties":false}`
+
+// Canary is the marker the suite puts in inputs, prompts and provider
+// error messages; no error's text may contain it.
+const Canary = "CANARY-7f3a Jane Roe 555-0100"
+
+// Script is one scripted answer for the fake's next call.
+type Script struct {
+	Fault Fault
+	// RetryAfter is the Retry-After value of a RateLimit (seconds or an
+	// HTTP-date); RetryAfterMS its retry-after-ms value. The suite sets
+	// one of them.
+	RetryAfter   string
+	RetryAfterMS int
+	// Message goes into the provider's error message or refusal text.
+	Message string
+}
+
+// Fake is one running provider fake as the suite drives it.
+type Fake struct {
+	URL             string       // the base URL New is given
+	Enqueue         func(Script) // scripts the next call's answer
+	Calls           func() int   // requests received so far
+	CallsContaining func(s string) int
+}
+
+// Harness adapts one provider to Exercise.
+type Harness struct {
+	// Start starts a fresh fake for one case and registers its Close with
+	// t.Cleanup.
+	Start func(t *testing.T) Fake
+	// New returns the processor under test, pointed at baseURL, with
+	// timeout as its per-call timeout.
+	New func(t *testing.T, baseURL string, timeout time.Duration) stet.Processor
+	// Params, when set, builds the extract params for prompt (the suite's
+	// default: Prompt and Input both prompt, SchemaName "conformance_v1",
+	// Schema).
+	Params func(prompt string) stet.ExtractParams
+	// ValidatesSchema says the adapter itself rejects output that does not
+	// match the schema (invalid_output). Otherwise validation is the
+	// pipeline's and SchemaInvalidOutput must come back as the Output.
+	ValidatesSchema bool
+	// Lacks names the Fault kinds the provider has no concept of, with the
+	// reason; their cases are skipped with it.
+	Lacks map[Fault]string
+}
+
+func (h Harness) params(prompt string) stet.ExtractParams {
+	if h.Params != nil {
+		return h.Params(prompt)
+	}
+	return stet.ExtractParams{
+		JobID: "job_conformance", Attempt: 1,
+		Prompt: stet.NewText(prompt), Input: stet.NewText(prompt),
+		SchemaName: "conformance_v1", Schema: json.RawMessage(Schema),
+	}
+}
+
+// want is what one case expects.
+type want struct {
+	class      stet.FailureClass
+	status     int           // 0: not checked
+	retryAfter time.Duration // with tolerance below
+	tolerance  time.Duration
+}
+
+// Exercise runs the conformance cases of stet.Processor against h, each a
+// parallel subtest with its own fake.
+func Exercise(t *testing.T, h Harness) {
+	t.Helper()
+	const timeout = 10 * time.Second
+	const short = 300 * time.Millisecond
+	yearAhead := time.Now().Add(365 * 24 * time.Hour).UTC().Format(http.TimeFormat)
+	cases := []struct {
+		name    string
+		script  *Script
+		timeout time.Duration
+		want    want
+	}{
+		{"answer", nil, timeout, want{class: stet.FailureNone, status: 200}},
+		{"429 Retry-After seconds", &Script{Fault: RateLimit, RetryAfter: "7"}, timeout, want{class: stet.FailureRateLimited, status: 429, retryAfter: 7 * time.Second}},
+		{"429 Retry-After HTTP-date", &Script{Fault: RateLimit}, timeout, want{class: stet.FailureRateLimited, status: 429, retryAfter: 30 * time.Second, tolerance: 3 * time.Second}},
+		{"429 Retry-After a year ahead is capped", &Script{Fault: RateLimit, RetryAfter: yearAhead}, timeout, want{class: stet.FailureRateLimited, status: 429, retryAfter: processor.MaxRetryAfter}},
+		{"429 retry-after-ms", &Script{Fault: RateLimit, RetryAfterMS: 1500}, timeout, want{class: stet.FailureRateLimited, status: 429, retryAfter: 1500 * time.Millisecond}},
+		{"quota", &Script{Fault: Quota, Message: Canary}, timeout, want{class: stet.FailureQuota}},
+		{"auth", &Script{Fault: Auth, Message: Canary}, timeout, want{class: stet.FailureAuth, status: 401}},
+		{"server error", &Script{Fault: ServerError, Message: Canary}, timeout, want{class: stet.FailureTransient, status: 500}},
+		{"disconnect", &Script{Fault: Disconnect}, timeout, want{class: stet.FailureTransient}},
+		{"timeout before the answer", &Script{Fault: Hang}, short, want{class: stet.FailureTransient}},
+		{"timeout after headers", &Script{Fault: HangAfterHeaders}, short, want{class: stet.FailureTransient}},
+		{"truncated output", &Script{Fault: Truncated}, timeout, want{class: stet.FailureInvalidOutput, status: 200}},
+		{"schema-invalid output", &Script{Fault: SchemaInvalid}, timeout, want{class: stet.FailureInvalidOutput, status: 200}},
+		{"refusal", &Script{Fault: Refusal, Message: "I will not discuss " + Canary}, timeout, want{class: stet.FailureRefusal, status: 200}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if tc.script != nil {
+				if why, ok := h.Lacks[tc.script.Fault]; ok {
+					t.Skipf("provider lacks %s: %s", tc.script.Fault, why)
+				}
+			}
+			f := h.Start(t)
+			w := tc.want
+			if tc.script != nil {
+				s := *tc.script
+				if s.Fault == RateLimit && s.RetryAfter == "" && s.RetryAfterMS == 0 {
+					s.RetryAfter = time.Now().Add(30 * time.Second).UTC().Format(http.TimeFormat)
+				}
+				f.Enqueue(s)
+				if s.Fault == SchemaInvalid && !h.ValidatesSchema {
+					w.class = stet.FailureNone
+				}
+			}
+			p := h.New(t, f.URL, tc.timeout)
+			ext, err := p.Extract(t.Context(), h.params("Classify: "+Canary))
+			if n := f.Calls(); n != 1 {
+				t.Errorf("provider calls for one Extract = %d, want 1 (no retries of its own)", n)
+			}
+			if n := f.CallsContaining(Canary); n != 1 {
+				t.Errorf("CallsContaining(canary) = %d, want 1: the fake must see the prompt", n)
+			}
+			check(t, tc.script, w, ext, err)
+		})
+	}
+	t.Run("connection refused", func(t *testing.T) {
+		t.Parallel()
+		p := h.New(t, deadURL(t), timeout)
+		_, err := p.Extract(t.Context(), h.params("Classify: "+Canary))
+		check(t, nil, want{class: stet.FailureTransient}, nil, err)
+	})
+	t.Run("concurrent use", func(t *testing.T) {
+		t.Parallel()
+		f := h.Start(t)
+		p := h.New(t, f.URL, timeout)
+		errs := make(chan error, 8)
+		for i := range 8 {
+			go func() {
+				_, err := p.Extract(t.Context(), h.params(fmt.Sprintf("Classify report %d: %s", i, Canary)))
+				errs <- err
+			}()
+		}
+		for range 8 {
+			if err := <-errs; err != nil {
+				t.Errorf("concurrent Extract = %v, want success", err)
+			}
+		}
+		if n := f.Calls(); n != 8 {
+			t.Errorf("provider calls for 8 concurrent Extracts = %d, want 8", n)
+		}
+	})
+}
+
+// check compares one Extract's outcome with w.
+func check(t *testing.T, s *Script, w want, ext *stet.Extraction, err error) {
+	t.Helper()
+	what := "Extract()"
+	if s != nil {
+		what = fmt.Sprintf("Extract() with %s", s.Fault)
+	}
+	if w.class == stet.FailureNone {
+		if err != nil {
+			t.Fatalf("%s = %v, want success", what, err)
+		}
+		if !json.Valid(ext.Output) {
+			t.Errorf("%s: Output = %q, want JSON", what, ext.Output)
+		}
+		if s != nil && s.Fault == SchemaInvalid && string(ext.Output) != SchemaInvalidOutput {
+			t.Errorf("%s: Output = %s, want the model's %s unchanged", what, ext.Output, SchemaInvalidOutput)
+		}
+		if w.status != 0 && ext.StatusCode != w.status {
+			t.Errorf("%s: StatusCode = %d, want %d", what, ext.StatusCode, w.status)
+		}
+		return
+	}
+	var pe *stet.ProcessorError
+	if !errors.As(err, &pe) {
+		t.Fatalf("%s = %v, %v; want a *stet.ProcessorError", what, ext, err)
+	}
+	if pe.Class != w.class {
+		t.Errorf("%s: class = %q, want %q (cause %v)", what, pe.Class, w.class, pe.Err)
+	}
+	if w.status != 0 && pe.StatusCode != w.status {
+		t.Errorf("%s: StatusCode = %d, want %d", what, pe.StatusCode, w.status)
+	}
+	if w.class == stet.FailureRateLimited {
+		if d := pe.RetryAfter - w.retryAfter; d > 0 || -d > w.tolerance {
+			t.Errorf("%s: RetryAfter = %v, want %v (within %v, at most processor.MaxRetryAfter)", what, pe.RetryAfter, w.retryAfter, w.tolerance)
+		}
+	}
+	if pe.RetryAfter > processor.MaxRetryAfter {
+		t.Errorf("%s: RetryAfter = %v, over the cap %v", what, pe.RetryAfter, processor.MaxRetryAfter)
+	}
+	if w.class == stet.FailureInvalidOutput && len(pe.Problems) == 0 {
+		t.Errorf("%s: Problems empty, want what was wrong (for the repair prompt)", what)
+	}
+	noCanary(t, what, err)
+}
+
+// noCanary fails when err's text carries the canary.
+func noCanary(t *testing.T, what string, err error, extra ...string) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	for _, s := range []string{err.Error(), fmt.Sprint(err), fmt.Sprintf("%+v", err)} {
+		if strings.Contains(s, "CANARY") || strings.Contains(s, "Jane Roe") {
+			t.Errorf("%s: error text %q carries the canary", what, s)
+		}
+		for _, x := range extra {
+			if x != "" && strings.Contains(s, x) {
+				t.Errorf("%s: error text %q carries the provider ID %q", what, s, x)
+			}
+		}
+	}
+}
+
+// deadURL returns the base URL of a port nothing listens on.
+func deadURL(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	return "http://" + addr + "/v1"
+}
