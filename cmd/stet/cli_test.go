@@ -14,6 +14,7 @@ import (
 
 	"github.com/stetlabs/stet/api"
 	"github.com/stetlabs/stet/config"
+	"github.com/stetlabs/stet/internal/bench"
 	"github.com/stetlabs/stet/ledger"
 )
 
@@ -503,7 +504,7 @@ func TestBenchRuns(t *testing.T) {
 			if code != exitOK {
 				t.Fatalf("bench %s = %d\nstderr: %s", tt.name, code, stderr)
 			}
-			var res benchResult
+			var res bench.Result
 			if err := json.Unmarshal([]byte(stdout), &res); err != nil {
 				t.Fatalf("bench %s output: %v\n%s", tt.name, err, stdout)
 			}
@@ -522,7 +523,7 @@ func TestBenchBatchRuns(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("bench batch = %d\nstderr: %s", code, stderr)
 	}
-	var res batchBenchResult
+	var res bench.BatchResult
 	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
 		t.Fatalf("bench batch output: %v\n%s", err, stdout)
 	}

@@ -2,8 +2,17 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/stetlabs/stet/internal/drill"
 )
 
 const drillUsage = `Usage: stet drill chaos [flags]
@@ -34,4 +43,95 @@ func cmdDrill(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "stet drill: unknown drill %q\n\n%s", args[0], drillUsage)
 		return exitUsage
 	}
+}
+
+func cmdDrillChaos(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("drill chaos", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o drill.Options
+	fs.IntVar(&o.Reports, "reports", 2000, "distinct reports to deliver (each 2–10 times)")
+	fs.IntVar(&o.Kills, "kills", 10, "worker SIGKILLs during the load (at least)")
+	seed := fs.String("seed", "", "seed of every random choice (default: time-based; always printed)")
+	fs.IntVar(&o.Workers, "workers", 2, "worker processes")
+	fs.Float64Var(&o.FaultRate, "fault-rate", 0.1, "share of provider calls answered 429, 500 or 503")
+	fs.StringVar(&o.PGBin, "pgbin", "/usr/lib/postgresql/15/bin", "folder of PostgreSQL's initdb and pg_ctl")
+	fs.BoolVar(&o.Keep, "keep", false, "keep the scratch folder (cluster data, process logs)")
+	asJSON := fs.Bool("json", false, "print the result as JSON")
+	fs.StringVar(&o.Binary, "stet-binary", "", "")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: stet drill chaos [flags]")
+		fs.VisitAll(func(f *flag.Flag) {
+			if f.Usage == "" {
+				return // hidden
+			}
+			fmt.Fprintf(stderr, "  --%s\t%s (default %q)\n", f.Name, f.Usage, f.DefValue)
+		})
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "stet drill chaos: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	switch {
+	case o.Reports < 1:
+		fmt.Fprintln(stderr, "stet drill chaos: --reports must be 1 or more")
+		return exitUsage
+	case o.Kills < 0:
+		fmt.Fprintln(stderr, "stet drill chaos: --kills must be 0 or more")
+		return exitUsage
+	case o.Workers < 1:
+		fmt.Fprintln(stderr, "stet drill chaos: --workers must be 1 or more")
+		return exitUsage
+	case o.FaultRate < 0 || o.FaultRate > 0.5:
+		fmt.Fprintln(stderr, "stet drill chaos: --fault-rate must be between 0 and 0.5")
+		return exitUsage
+	}
+	if *seed == "" {
+		o.Seed = time.Now().UnixNano() % 1_000_000_000
+	} else {
+		n, err := strconv.ParseInt(*seed, 10, 64)
+		if err != nil {
+			fmt.Fprintln(stderr, "stet drill chaos: --seed must be an integer")
+			return exitUsage
+		}
+		o.Seed = n
+	}
+	if o.Binary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			fmt.Fprintln(stderr, "stet drill chaos: find this binary:", err)
+			return exitUnhealthy
+		}
+		o.Binary = exe
+	}
+	if _, err := os.Stat(filepath.Join(o.PGBin, "initdb")); err != nil {
+		fmt.Fprintf(stderr, "stet drill chaos: no PostgreSQL binaries in %s (install PostgreSQL 15 or pass --pgbin)\n", o.PGBin)
+		return exitUnhealthy
+	}
+	o.Progress = stderr
+	res, err := drill.Run(ctx, o)
+	if err != nil {
+		fmt.Fprintf(stderr, "stet drill chaos: %v\nseed %d; replay: %s --keep\n", err, o.Seed, o.Replay())
+		var se *drill.SetupError
+		if errors.As(err, &se) {
+			return exitUnhealthy
+		}
+		return exitFailure
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(res)
+	} else {
+		res.WriteText(stdout, o)
+	}
+	if !res.Pass {
+		return exitFailure
+	}
+	return exitOK
 }

@@ -13,14 +13,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -29,6 +26,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/stetlabs/stet/api"
+	"github.com/stetlabs/stet/internal/stetclient"
 	"github.com/stetlabs/stet/internal/stettest"
 )
 
@@ -113,12 +111,11 @@ func sampleText(t testing.TB, name string) string {
 // freePort returns a TCP port nobody listens on right now.
 func freePort(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := stetclient.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 // e2eConfig is a config written for one test: its folder holds stet.yaml,
@@ -302,26 +299,16 @@ var httpClient = &http.Client{Timeout: 30 * time.Second}
 // process exits first.
 func (p *stetProc) waitReady(t *testing.T, limit time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for time.Now().Before(deadline) {
+	c := &stetclient.Client{Base: p.base, HTTP: httpClient}
+	err := c.WaitReady(context.Background(), limit, func() error {
 		if p.exited() {
-			t.Fatalf("stet serve exited before it was ready (%v)\nstderr tail:\n%s", p.state, p.tail())
+			return fmt.Errorf("stet serve exited before it was ready (%v)", p.state)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.base+"/readyz", nil)
-		resp, err := httpClient.Do(req)
-		if err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				cancel()
-				return
-			}
-		}
-		cancel()
-		time.Sleep(50 * time.Millisecond)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("%v\nstderr tail:\n%s", err, p.tail())
 	}
-	t.Fatalf("stet serve not ready after %s\nstderr tail:\n%s", limit, p.tail())
 }
 
 // killedBySIGKILL reports whether a process state says SIGKILL ended it.
@@ -336,35 +323,9 @@ func killedBySIGKILL(st *os.ProcessState) bool {
 // postReport posts one signed delivery of body to the test source. A transport
 // error (the process died before answering) is returned, not fatal.
 func postReport(base, webhookID string, body []byte) (int, api.IntakeResponse, error) {
-	var out api.IntakeResponse
-	now := time.Now()
-	sig, err := api.Sign(testSecret, webhookID, now, body)
-	if err != nil {
-		return 0, out, err
-	}
-	req, err := http.NewRequest(http.MethodPost, base+"/v1/sources/"+testSource+"/reports", bytes.NewReader(body))
-	if err != nil {
-		return 0, out, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("webhook-id", webhookID)
-	req.Header.Set("webhook-timestamp", strconv.FormatInt(now.Unix(), 10))
-	req.Header.Set("webhook-signature", sig)
-	resp, err := httpClient.Do(req)
-	if err != nil {
-		return 0, out, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return resp.StatusCode, out, err
-	}
-	if resp.StatusCode < 300 {
-		if err := json.Unmarshal(b, &out); err != nil {
-			return resp.StatusCode, out, fmt.Errorf("decode intake answer %s: %w", b, err)
-		}
-	}
-	return resp.StatusCode, out, nil
+	c := &stetclient.Client{Base: base, Secret: testSecret, HTTP: httpClient}
+	a, err := c.Deliver(context.Background(), testSource, webhookID, body)
+	return a.Status, a.Intake, err
 }
 
 // openLedgerRO opens a ledger file for reading beside a running stet: no

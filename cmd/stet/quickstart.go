@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -9,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -18,6 +16,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet/api"
+	"github.com/stetlabs/stet/internal/stetclient"
 )
 
 // Demo secrets for the quickstart, used only when the variables are unset.
@@ -81,16 +80,17 @@ func cmdQuickstart(ctx context.Context, args []string, stdout, stderr io.Writer)
 
 	src := cfg.Sources[0]
 	token := os.Getenv(cfg.Tenants[0].Tokens[0].TokenEnv)
-	jobs, err := postSamples(ctx, stdout, base, src.ID, src.Secrets[0], filepath.Join(*dir, "samples"))
+	client := &stetclient.Client{Base: base, Secret: src.Secrets[0], Token: token}
+	jobs, err := postSamples(ctx, stdout, client, src.ID, filepath.Join(*dir, "samples"))
 	if err != nil {
 		fmt.Fprintln(stderr, "stet quickstart:", err)
 		return exitFailure
 	}
-	ok = waitReviewed(ctx, base, token, jobs, 60*time.Second)
+	ok = waitReviewed(ctx, client, jobs, 60*time.Second)
 	if !ok {
 		fmt.Fprintln(stderr, "stet quickstart: not every job reached a review record within 60s; see the log")
 	}
-	if err := printReview(ctx, stdout, base, token); err != nil {
+	if err := printReview(ctx, stdout, client); err != nil {
 		fmt.Fprintln(stderr, "stet quickstart:", err)
 		return exitFailure
 	}
@@ -121,7 +121,7 @@ Where to look:
 
 // postSamples delivers every sample, signed, then redelivers the first: once
 // with the same webhook-id and once with a new one. It returns the job IDs.
-func postSamples(ctx context.Context, stdout io.Writer, base, source, secret, dir string) (map[string]bool, error) {
+func postSamples(ctx context.Context, stdout io.Writer, client *stetclient.Client, source, dir string) (map[string]bool, error) {
 	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
 	if err != nil || len(files) == 0 {
 		return nil, fmt.Errorf("no samples in %s", dir)
@@ -146,75 +146,28 @@ func postSamples(ctx context.Context, stdout io.Writer, base, source, secret, di
 		if err != nil {
 			return nil, err
 		}
-		status, out, err := deliver(ctx, base, source, secret, d.webhookID, body)
+		a, err := client.Deliver(ctx, source, d.webhookID, body)
 		if err != nil {
 			return nil, err
 		}
-		if out.JobID != "" {
-			jobs[out.JobID] = true
+		if a.Intake.JobID != "" {
+			jobs[a.Intake.JobID] = true
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%v\t%s\n", filepath.Base(d.file), d.webhookID, status, dash(out.JobID), out.Duplicate, d.why)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%v\t%s\n", filepath.Base(d.file), d.webhookID, a.Status, dash(a.Intake.JobID), a.Intake.Duplicate, d.why)
 	}
 	tw.Flush()
 	fmt.Fprintf(stdout, "\n%d deliveries, %d distinct jobs\n\n", len(ds), len(jobs))
 	return jobs, nil
 }
 
-// deliver posts one signed delivery.
-func deliver(ctx context.Context, base, source, secret, webhookID string, body []byte) (int, api.IntakeResponse, error) {
-	var out api.IntakeResponse
-	now := time.Now()
-	sig, err := api.Sign(secret, webhookID, now, body)
-	if err != nil {
-		return 0, out, err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/sources/"+source+"/reports", bytes.NewReader(body))
-	if err != nil {
-		return 0, out, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("webhook-id", webhookID)
-	req.Header.Set("webhook-timestamp", fmt.Sprint(now.Unix()))
-	req.Header.Set("webhook-signature", sig)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, out, err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusAccepted {
-		if err := json.Unmarshal(b, &out); err != nil {
-			return resp.StatusCode, out, fmt.Errorf("decode intake answer: %w", err)
-		}
-	}
-	return resp.StatusCode, out, nil
-}
-
-func getJSON(ctx context.Context, url, token string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", req.URL.Path, resp.Status)
-	}
-	return json.NewDecoder(resp.Body).Decode(v)
-}
-
 // waitReviewed waits until every job has a review record.
-func waitReviewed(ctx context.Context, base, token string, jobs map[string]bool, limit time.Duration) bool {
+func waitReviewed(ctx context.Context, client *stetclient.Client, jobs map[string]bool, limit time.Duration) bool {
 	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
 		done := 0
 		for id := range jobs {
 			var v api.JobView
-			if err := getJSON(ctx, base+"/v1/jobs/"+id, token, &v); err == nil && v.ReviewRecordID != nil {
+			if err := client.GetJSON(ctx, "/v1/jobs/"+id, &v); err == nil && v.ReviewRecordID != nil {
 				done++
 			}
 		}
@@ -230,11 +183,11 @@ func waitReviewed(ctx context.Context, base, token string, jobs map[string]bool,
 	return false
 }
 
-func printReview(ctx context.Context, stdout io.Writer, base, token string) error {
+func printReview(ctx context.Context, stdout io.Writer, client *stetclient.Client) error {
 	var list struct {
 		Records []api.RecordView `json:"records"`
 	}
-	if err := getJSON(ctx, base+"/v1/review?limit=500", token, &list); err != nil {
+	if err := client.GetJSON(ctx, "/v1/review?limit=500", &list); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "review queue (%d records):\n", len(list.Records))

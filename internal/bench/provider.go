@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,13 +18,29 @@ import (
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/config"
 	"github.com/stetlabs/stet/processor"
+	"github.com/stetlabs/stet/internal/cluster"
+	"github.com/stetlabs/stet/ledger"
 	"github.com/stetlabs/stet/processor/openai"
 	"github.com/stetlabs/stet/processor/openai/openaifake"
 )
 
-// providerFigures are what `stet bench provider-limited` measures for one
-// contender (stet, or the seeds' naive loop).
-type providerFigures struct {
+// ProviderOptions are the settings of ProviderLimited.
+type ProviderOptions struct {
+	Stet        Stet
+	Dir         string // scratch folder
+	Database    string // a postgres:// server for a scratch schema; "": a scratch SQLite file
+	Binary      string // the stet binary for worker processes; "": this one
+	Processes   int    // worker processes sharing the limit; above 1 needs Database
+	N           int    // distinct documents
+	RPM         int    // the limit the fake enforces and stet is configured with
+	LatencyMin  time.Duration
+	LatencyMax  time.Duration
+	Concurrency int // calls in flight: stet's limits.concurrency and workers, the naive loop's goroutines
+}
+
+// Figures are what ProviderLimited measures for one contender (stet, or
+// the seeds' naive loop).
+type Figures struct {
 	Name        string        `json:"name"`
 	Documents   int           `json:"documents"`
 	Elapsed     time.Duration `json:"elapsed_ns"`
@@ -40,50 +55,45 @@ type providerFigures struct {
 	OverheadP50 float64       `json:"ledger_overhead_p50_ms,omitempty"`
 }
 
-type providerBenchOptions struct {
-	dir, database string
-	binary        string // stet binary for worker processes
-	processes     int    // worker processes sharing the limit; > 1 needs --database
-	n, rpm        int
-	latencyMin    time.Duration
-	latencyMax    time.Duration
-	concurrency   int
+// ProviderResult is what ProviderLimited measures.
+type ProviderResult struct {
+	Name     string  `json:"name"`
+	Settings string  `json:"settings"`
+	Stet     Figures `json:"stet"`
+	Baseline Figures `json:"baseline"`
 }
 
-// benchProviderLimited measures stet against a fake provider that enforces
-// RPM with 1–2 s latency, and, in the same run, the seeds' naive loop
-// (send; on 429 sleep Retry-After; resend) against an identical fake.
-func benchProviderLimited(ctx context.Context, stdout, stderr io.Writer, o providerBenchOptions, asJSON bool) int {
+// ProviderLimited measures stet against a fake provider that enforces RPM
+// with o.LatencyMin–o.LatencyMax latency, and, in the same run, the seeds'
+// naive loop (send; on 429 sleep Retry-After; resend) against an identical
+// fake.
+func ProviderLimited(ctx context.Context, o ProviderOptions) (*ProviderResult, error) {
 	run := providerStet
-	if o.processes > 1 {
-		if o.database == "" {
-			fmt.Fprintln(stderr, "stet bench provider-limited: --worker-processes above 1 needs --database postgres://…")
-			return exitUsage
+	if o.Processes > 1 {
+		if o.Database == "" {
+			return nil, errors.New("more than one worker process needs --database postgres://…")
 		}
 		run = providerStetProcesses
 	}
-	stetFig, err := run(ctx, o)
-	if err != nil {
-		fmt.Fprintln(stderr, "stet bench provider-limited: stet:", err)
-		return exitFailure
+	res := &ProviderResult{Name: "provider-limited"}
+	var err error
+	if res.Stet, err = run(ctx, o); err != nil {
+		return nil, fmt.Errorf("stet: %w", err)
 	}
-	naive, err := providerNaive(ctx, o)
-	if err != nil {
-		fmt.Fprintln(stderr, "stet bench provider-limited: naive loop:", err)
-		return exitFailure
+	if res.Baseline, err = providerNaive(ctx, o); err != nil {
+		return nil, fmt.Errorf("naive loop: %w", err)
 	}
-	settings := fmt.Sprintf("fake OpenAI enforcing %d RPM as a %d-per-second bucket, latency %s–%s; %d documents; concurrency %d; %d stet worker process(es) sharing the limit",
-		o.rpm, o.rpm/60, o.latencyMin, o.latencyMax, o.n, o.concurrency, max(o.processes, 1))
-	if asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(map[string]any{"name": "provider-limited", "settings": settings, "stet": stetFig, "baseline": naive})
-		return exitOK
-	}
-	fmt.Fprintf(stdout, "provider-limited  (%s)\n", settings)
-	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+	res.Settings = fmt.Sprintf("fake OpenAI enforcing %d RPM as a %d-per-second bucket, latency %s–%s; %d documents; concurrency %d; %d stet worker process(es) sharing the limit",
+		o.RPM, o.RPM/60, o.LatencyMin, o.LatencyMax, o.N, o.Concurrency, max(o.Processes, 1))
+	return res, nil
+}
+
+// WriteText prints the two contenders' figures for a reader.
+func (r *ProviderResult) WriteText(w io.Writer) {
+	fmt.Fprintf(w, "provider-limited  (%s)\n", r.Settings)
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  \tshare of limit used\tcalls\t429s\tshare 429\tp50 to record\tp95 to record\tledger overhead p50/p95\telapsed")
-	for _, f := range []providerFigures{stetFig, naive} {
+	for _, f := range []Figures{r.Stet, r.Baseline} {
 		over := "-"
 		if f.OverheadP95 > 0 {
 			over = fmt.Sprintf("%.1f / %.1f ms", f.OverheadP50, f.OverheadP95)
@@ -92,12 +102,15 @@ func benchProviderLimited(ctx context.Context, stdout, stderr io.Writer, o provi
 			f.P50.Round(time.Millisecond), f.P95.Round(time.Millisecond), over, f.Elapsed.Round(time.Millisecond))
 	}
 	tw.Flush()
-	return exitOK
 }
 
-func (o providerBenchOptions) fake() *openaifake.Server {
-	return openaifake.New(openaifake.Options{RPM: o.rpm, LimitWindow: time.Second, LimitRetryAfter: true,
-		LatencyMin: o.latencyMin, LatencyMax: o.latencyMax, Seed: 1})
+func (o ProviderOptions) fake() *openaifake.Server {
+	return openaifake.New(openaifake.Options{RPM: o.RPM, LimitWindow: time.Second, LimitRetryAfter: true,
+		LatencyMin: o.LatencyMin, LatencyMax: o.LatencyMax, Seed: 1})
+}
+
+func (o ProviderOptions) limits() string {
+	return fmt.Sprintf("{rpm: %d, concurrency: %d}", o.RPM, o.Concurrency)
 }
 
 // limitShare is the mean admitted calls per second over the steady seconds
@@ -129,55 +142,52 @@ func percentile(ds []time.Duration, q float64) time.Duration {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-func providerStet(ctx context.Context, o providerBenchOptions) (providerFigures, error) {
-	f := providerFigures{Name: "stet"}
+func providerStet(ctx context.Context, o ProviderOptions) (Figures, error) {
+	f := Figures{Name: "stet"}
 	fake := o.fake()
 	defer fake.Close()
-	database, drop, err := scratchDatabase(ctx, o.database)
+	database, drop, err := cluster.ScratchSchema(ctx, o.Database)
 	if err != nil {
 		return f, err
 	}
 	defer drop()
-	dir := filepath.Join(o.dir, "stet")
+	dir := filepath.Join(o.Dir, "stet")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return f, err
 	}
-	cfgPath, env, err := writeBenchConfigWith(dir, database, fake.URL(), fmt.Sprintf("{rpm: %d, concurrency: %d}", o.rpm, o.concurrency), o.concurrency)
+	cfgPath, env, err := writeConfig(dir, database, fake.URL(), o.limits(), o.Concurrency)
 	if err != nil {
 		return f, err
 	}
-	cfg, err := config.Load(cfgPath, func(k string) string { return env[k] })
+	cfg, err := loadConfig(cfgPath, env)
 	if err != nil {
 		return f, err
 	}
-	a, err := openApp(ctx, cfg, appOptions{role: "all", migrate: true, pollInterval: config.DefaultPollInterval.Std()})
+	b, err := serve(ctx, o.Stet, cfg, OpenOptions{Role: "all", PollInterval: config.DefaultPollInterval.Std()}, env[envSecret])
 	if err != nil {
 		return f, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		a.close()
-		return f, err
-	}
-	sctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { _ = a.serve(sctx, ln, "all"); close(done) }()
-	defer func() { cancel(); <-done; a.close() }()
-	b := &benchEnv{base: "http://" + ln.Addr().String(), secret: env["STET_BENCH_SECRET"]}
+	defer b.stop()
 	start := time.Now()
-	jobs, _, err := b.deliverAll(ctx, o.n*5/4, 16) // 20 % duplicates: o.n distinct documents
+	jobs, _, err := deliverAll(ctx, b.client, o.N*5/4, 16) // 20 % duplicates: o.N distinct documents
 	if err != nil {
 		return f, err
 	}
-	if err := waitCommitted(ctx, a.db, len(jobs), 30*time.Minute); err != nil {
+	return stetFigures(ctx, f, b.app.DB(), fake, o, start, len(jobs))
+}
+
+// stetFigures waits for n jobs and fills f from the fake's stats and the
+// ledger's stage times.
+func stetFigures(ctx context.Context, f Figures, db *ledger.DB, fake *openaifake.Server, o ProviderOptions, start time.Time, n int) (Figures, error) {
+	if err := waitCommitted(ctx, db, n, 30*time.Minute); err != nil {
 		return f, err
 	}
-	f.Elapsed, f.Documents = time.Since(start), len(jobs)
+	f.Elapsed, f.Documents = time.Since(start), n
 	st := fake.Stats()
 	f.Calls, f.Limited = st.Calls, st.Limited
 	f.LimitedRate = float64(st.Limited) / float64(max(st.Calls, 1))
-	f.LimitShare = limitShare(st, o.rpm)
-	toRecord, overhead, err := stageTimes(ctx, a.db.Writer())
+	f.LimitShare = limitShare(st, o.RPM)
+	toRecord, overhead, err := stageTimes(ctx, db.Writer())
 	if err != nil {
 		return f, err
 	}
@@ -212,10 +222,10 @@ func stageTimes(ctx context.Context, db *sql.DB) (toRecord, overhead []time.Dura
 	return toRecord, overhead, rows.Err()
 }
 
-// providerNaive is the seeds' loop: o.concurrency workers each take a
+// providerNaive is the seeds' loop: o.Concurrency workers each take a
 // document, send it, and on a 429 sleep Retry-After (or 1 s) and resend.
-func providerNaive(ctx context.Context, o providerBenchOptions) (providerFigures, error) {
-	f := providerFigures{Name: "naive loop (baseline)"}
+func providerNaive(ctx context.Context, o ProviderOptions) (Figures, error) {
+	f := Figures{Name: "naive loop (baseline)"}
 	fake := o.fake()
 	defer fake.Close()
 	client, err := openai.New(openai.Config{Common: processor.Common{ID: "fake", BaseURL: fake.URL(), APIKey: "sk-bench", Model: "fake-instant", Region: "local", Retention: "none"}})
@@ -226,7 +236,7 @@ func providerNaive(ctx context.Context, o providerBenchOptions) (providerFigures
 	var mu sync.Mutex
 	var times []time.Duration
 	start := time.Now()
-	err = parallel(o.n, o.concurrency, func(i int) error {
+	err = parallel(o.N, o.Concurrency, func(i int) error {
 		// Every document arrives at the start, as the backlog does for stet:
 		// its time to result counts from there.
 		t0 := start
@@ -261,33 +271,29 @@ func providerNaive(ctx context.Context, o providerBenchOptions) (providerFigures
 	if err != nil {
 		return f, err
 	}
-	f.Elapsed, f.Documents = time.Since(start), o.n
+	f.Elapsed, f.Documents = time.Since(start), o.N
 	st := fake.Stats()
 	f.Calls, f.Limited = st.Calls, st.Limited
 	f.LimitedRate = float64(st.Limited) / float64(max(st.Calls, 1))
-	f.LimitShare = limitShare(st, o.rpm)
+	f.LimitShare = limitShare(st, o.RPM)
 	f.P50, f.P95 = percentile(times, 0.5), percentile(times, 0.95)
 	f.P50MS, f.P95MS = ms(f.P50), ms(f.P95)
 	return f, nil
 }
 
 // providerStetProcesses is providerStet with one api process and
-// o.processes worker processes of the real binary sharing the limit through
+// o.Processes worker processes of the real binary sharing the limit through
 // their heartbeats.
-func providerStetProcesses(ctx context.Context, o providerBenchOptions) (providerFigures, error) {
-	f := providerFigures{Name: fmt.Sprintf("stet, %d processes", o.processes)}
-	binary := o.binary
-	if binary == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return f, err
-		}
-		binary = exe
+func providerStetProcesses(ctx context.Context, o ProviderOptions) (Figures, error) {
+	f := Figures{Name: fmt.Sprintf("stet, %d processes", o.Processes)}
+	binary, err := binaryOrSelf(o.Binary)
+	if err != nil {
+		return f, err
 	}
 	fake := o.fake()
 	defer fake.Close()
-	run, err := startProcesses(ctx, filepath.Join(o.dir, "stet-procs"), o.database, binary, o.processes, fake,
-		fmt.Sprintf("{rpm: %d, concurrency: %d}", o.rpm, o.concurrency), o.concurrency)
+	run, err := startProcesses(ctx, processOptions{dir: filepath.Join(o.Dir, "stet-procs"), database: o.Database, binary: binary,
+		workers: o.Processes, fake: fake, limits: o.limits(), concurrency: o.Concurrency})
 	if err != nil {
 		return f, err
 	}
@@ -295,24 +301,9 @@ func providerStetProcesses(ctx context.Context, o providerBenchOptions) (provide
 	// Let every worker's heartbeat be seen before the load starts.
 	time.Sleep(6 * time.Second)
 	start := time.Now()
-	jobs, _, err := run.bench.deliverAll(ctx, o.n*5/4, 16)
+	jobs, _, err := deliverAll(ctx, run.client, o.N*5/4, 16)
 	if err != nil {
 		return f, err
 	}
-	if err := waitCommitted(ctx, run.db, len(jobs), 30*time.Minute); err != nil {
-		return f, err
-	}
-	f.Elapsed, f.Documents = time.Since(start), len(jobs)
-	st := fake.Stats()
-	f.Calls, f.Limited = st.Calls, st.Limited
-	f.LimitedRate = float64(st.Limited) / float64(max(st.Calls, 1))
-	f.LimitShare = limitShare(st, o.rpm)
-	toRecord, overhead, err := stageTimes(ctx, run.db.Writer())
-	if err != nil {
-		return f, err
-	}
-	f.P50, f.P95 = percentile(toRecord, 0.5), percentile(toRecord, 0.95)
-	f.P50MS, f.P95MS = ms(f.P50), ms(f.P95)
-	f.OverheadP50, f.OverheadP95 = ms(percentile(overhead, 0.5)), ms(percentile(overhead, 0.95))
-	return f, nil
+	return stetFigures(ctx, f, run.db, fake, o, start, len(jobs))
 }

@@ -1,4 +1,4 @@
-package main
+package drill
 
 import (
 	"bytes"
@@ -18,7 +18,7 @@ import (
 
 const chaosPGBin = "/usr/lib/postgresql/15/bin"
 
-// TestChaosDrillSmall runs `stet drill chaos` end to end: its own PostgreSQL,
+// TestChaosDrillSmall runs the chaos drill end to end: its own PostgreSQL,
 // the built stet binary as one api and two worker processes, three worker
 // SIGKILLs and one database restart under load. Rescue of killed workers'
 // jobs takes River 15–45 s, so the test takes about a minute.
@@ -32,15 +32,14 @@ func TestChaosDrillSmall(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	var stdout, stderr bytes.Buffer
-	code := run(ctx, []string{"drill", "chaos", "--reports", "150", "--kills", "3", "--seed", "42", "--json",
-		"--pgbin", chaosPGBin, "--stet-binary", stetBin}, &stdout, &stderr)
-	var res chaosResult
-	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
-		t.Fatalf("stet drill chaos = %d; stdout is not JSON (%v)\nstdout:\n%s\nstderr:\n%s", code, err, stdout.String(), stderr.String())
+	var progress bytes.Buffer
+	res, err := Run(ctx, Options{Reports: 150, Kills: 3, Workers: 2, Seed: 42, FaultRate: 0.1,
+		PGBin: chaosPGBin, Binary: stetBinary(t), Progress: &progress})
+	if err != nil {
+		t.Fatalf("Run(seed 42) = %v\nprogress:\n%s", err, progress.String())
 	}
-	if code != exitOK {
-		t.Errorf("stet drill chaos = %d, want %d; failures %q, examples %q\nstderr:\n%s", code, exitOK, res.Failures, res.Examples, stderr.String())
+	if !res.Pass {
+		t.Errorf("Run(seed 42) pass = false; failures %q, examples %q\nprogress:\n%s", res.Failures, res.Examples, progress.String())
 	}
 	checks := []struct {
 		name      string
@@ -69,49 +68,24 @@ func TestChaosDrillSmall(t *testing.T) {
 		t.Errorf("drill chaos: %d revisions planned, %d acknowledged, %d committed + %d manual; want all equal",
 			res.Revisions, res.AcknowledgedRevisions, res.Committed, res.Manual)
 	}
-	if !strings.Contains(stderr.String(), "seed 42") {
-		t.Errorf("drill chaos stderr does not print the seed:\n%s", stderr.String())
-	}
-}
-
-func TestChaosFlags(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		args []string
-		want int
-	}{
-		{[]string{"drill"}, exitUsage},
-		{[]string{"drill", "nope"}, exitUsage},
-		{[]string{"drill", "chaos", "--reports", "0"}, exitUsage},
-		{[]string{"drill", "chaos", "--workers", "0"}, exitUsage},
-		{[]string{"drill", "chaos", "--kills", "-1"}, exitUsage},
-		{[]string{"drill", "chaos", "--fault-rate", "0.9"}, exitUsage},
-		{[]string{"drill", "chaos", "--seed", "forty-two"}, exitUsage},
-		{[]string{"drill", "chaos", "extra"}, exitUsage},
-		{[]string{"drill", "chaos", "--pgbin", filepath.Join(t.TempDir(), "none")}, exitUnhealthy},
-		{[]string{"drill", "help"}, exitOK},
-	}
-	for _, tt := range tests {
-		var stdout, stderr bytes.Buffer
-		if got := run(context.Background(), tt.args, &stdout, &stderr); got != tt.want {
-			t.Errorf("run(%q) = %d, want %d; stderr %q", tt.args, got, tt.want, stderr.String())
-		}
+	if !strings.Contains(progress.String(), "seed 42") {
+		t.Errorf("drill chaos progress does not print the seed:\n%s", progress.String())
 	}
 }
 
 func TestChaosPlan(t *testing.T) {
 	t.Parallel()
 	const reports = 1000
-	revs, plan := chaosPlan(7, reports)
-	_, again := chaosPlan(7, reports)
+	revs, plan := planLoad(7, reports)
+	_, again := planLoad(7, reports)
 	for i := range plan {
 		if plan[i].WebhookID != again[i].WebhookID || !bytes.Equal(plan[i].Rev.Body, again[i].Rev.Body) {
-			t.Fatalf("chaosPlan(7) delivery %d differs between two calls: not reproducible from the seed", i)
+			t.Fatalf("planLoad(7) delivery %d differs between two calls: not reproducible from the seed", i)
 		}
 	}
 	perDoc := map[int]int{}
 	bodyOf := map[string][]byte{}
-	firsts := map[*chaosRevision]bool{}
+	firsts := map[*docRevision]bool{}
 	for _, d := range plan {
 		perDoc[d.Rev.Doc]++
 		if b, ok := bodyOf[d.WebhookID]; ok && !bytes.Equal(b, d.Rev.Body) {
@@ -123,7 +97,7 @@ func TestChaosPlan(t *testing.T) {
 		}
 	}
 	if len(perDoc) != reports {
-		t.Errorf("chaosPlan delivers %d reports, want %d", len(perDoc), reports)
+		t.Errorf("planLoad delivers %d reports, want %d", len(perDoc), reports)
 	}
 	for doc, n := range perDoc {
 		if n < 2 || n > 10 {
@@ -132,14 +106,14 @@ func TestChaosPlan(t *testing.T) {
 	}
 	two := len(revs) - reports
 	if two < reports/10 || two > reports*3/10 {
-		t.Errorf("chaosPlan gives %d of %d reports a second revision, want about a fifth", two, reports)
+		t.Errorf("planLoad gives %d of %d reports a second revision, want about a fifth", two, reports)
 	}
 	markers := map[string]bool{}
 	for _, r := range revs {
 		if !firsts[r] {
 			t.Errorf("revision %s r%d has no first delivery", r.ExternalID, r.Rev)
 		}
-		m := chaosMarkerRe.FindStringSubmatch(string(r.Body))
+		m := markerRe.FindStringSubmatch(string(r.Body))
 		if m == nil || m[0] != r.Marker || m[1] != strconv.Itoa(1000000 + r.Doc)[1:] || m[2] != strconv.Itoa(r.Rev) {
 			t.Errorf("the body of %s r%d carries marker %q, want %q", r.ExternalID, r.Rev, m, r.Marker)
 		}
@@ -159,7 +133,7 @@ func TestChaosMarkerSurvivesMinimization(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	revs, _ := chaosPlan(3, 300)
+	revs, _ := planLoad(3, 300)
 	for _, r := range revs {
 		var in struct {
 			Text string `json:"text"`
@@ -177,31 +151,31 @@ func TestChaosMarkerSurvivesMinimization(t *testing.T) {
 func TestChaosSchedule(t *testing.T) {
 	t.Parallel()
 	for _, kills := range []int{0, 3, 10} {
-		faults, window := chaosSchedule(11, kills, 2)
+		faults, window := schedule(11, kills, 2)
 		restarts, n := 0, 0
 		var at time.Duration
 		for i, f := range faults {
 			if i > 0 && f.At < faults[i-1].At {
-				t.Errorf("chaosSchedule(kills %d): fault %d at %s comes before fault %d at %s", kills, i, f.At, i-1, faults[i-1].At)
+				t.Errorf("schedule(kills %d): fault %d at %s comes before fault %d at %s", kills, i, f.At, i-1, faults[i-1].At)
 			}
 			switch f.Kind {
 			case "kill":
 				n++
 				if f.Worker < 0 || f.Worker >= 2 {
-					t.Errorf("chaosSchedule(kills %d) kills worker %d of 2", kills, f.Worker)
+					t.Errorf("schedule(kills %d) kills worker %d of 2", kills, f.Worker)
 				}
 			case "db_restart":
 				restarts++
 				at = f.At
 			default:
-				t.Errorf("chaosSchedule(kills %d) plans fault %q", kills, f.Kind)
+				t.Errorf("schedule(kills %d) plans fault %q", kills, f.Kind)
 			}
 		}
 		if n != kills || restarts != 1 {
-			t.Errorf("chaosSchedule(kills %d) = %d kills and %d restarts, want %d and 1", kills, n, restarts, kills)
+			t.Errorf("schedule(kills %d) = %d kills and %d restarts, want %d and 1", kills, n, restarts, kills)
 		}
 		if at < window*35/100 || at > window*65/100 {
-			t.Errorf("chaosSchedule(kills %d) restarts the database at %s of a %s window, want mid-run", kills, at, window)
+			t.Errorf("schedule(kills %d) restarts the database at %s of a %s window, want mid-run", kills, at, window)
 		}
 	}
 }
@@ -215,23 +189,23 @@ func TestEvaluateChaos(t *testing.T) {
 	after := time.UnixMicro(artifactAt + 1)
 	// Reports 0 (one revision) and 1 (two revisions), each delivered twice
 	// per revision; the ledger as a correct run leaves it.
-	fixture := func() ([]*chaosDelivery, *chaosSnapshot, []fakeCall) {
-		r := func(doc, rev int) *chaosRevision {
-			return &chaosRevision{Doc: doc, Rev: rev, ExternalID: chaosExternalID(doc), Marker: chaosMarker(doc, rev)}
+	fixture := func() ([]*delivery, *snapshot, []fakeCall) {
+		r := func(doc, rev int) *docRevision {
+			return &docRevision{Doc: doc, Rev: rev, ExternalID: externalID(doc), Marker: marker(doc, rev)}
 		}
 		a, b1, b2 := r(0, 1), r(1, 1), r(1, 2)
-		ack := func(rv *chaosRevision, status int, job string) *chaosDelivery {
-			return &chaosDelivery{Rev: rv, acked: true, status: status, jobID: job}
+		ack := func(rv *docRevision, status int, job string) *delivery {
+			return &delivery{Rev: rv, acked: true, status: status, jobID: job}
 		}
-		plan := []*chaosDelivery{
+		plan := []*delivery{
 			ack(a, 202, "job_a"), ack(a, 200, "job_a"),
 			ack(b1, 202, "job_b1"), ack(b1, 200, "job_b1"),
 			ack(b2, 202, "job_b2"), ack(b2, 200, "job_b2"),
 		}
 		job := func(id, report string, doc, rev int) snapJob {
-			return snapJob{ID: id, ReportID: report, ExternalID: chaosExternalID(doc), Revision: int64(rev), ExtractionVersion: "moderation@1", State: "committed"}
+			return snapJob{ID: id, ReportID: report, ExternalID: externalID(doc), Revision: int64(rev), ExtractionVersion: "moderation@1", State: "committed"}
 		}
-		snap := &chaosSnapshot{
+		snap := &snapshot{
 			Jobs:      []snapJob{job("job_a", "rep_a", 0, 1), job("job_b1", "rep_b", 1, 1), job("job_b2", "rep_b", 1, 2)},
 			Artifacts: []snapArtifact{{"job_a", artifactAt}, {"job_b1", artifactAt}, {"job_b2", artifactAt}},
 			Records: []snapRecord{
@@ -252,78 +226,78 @@ func TestEvaluateChaos(t *testing.T) {
 	}
 	tests := []struct {
 		name   string
-		mutate func(plan []*chaosDelivery, snap *chaosSnapshot, calls *[]fakeCall)
-		field  func(*chaosResult) int
+		mutate func(plan []*delivery, snap *snapshot, calls *[]fakeCall)
+		field  func(*Result) int
 		want   int
 	}{
-		{"clean", func([]*chaosDelivery, *chaosSnapshot, *[]fakeCall) {}, func(r *chaosResult) int { return len(r.Failures) }, 0},
-		{"lost: no review record", func(_ []*chaosDelivery, s *chaosSnapshot, _ *[]fakeCall) {
+		{"clean", func([]*delivery, *snapshot, *[]fakeCall) {}, func(r *Result) int { return len(r.Failures) }, 0},
+		{"lost: no review record", func(_ []*delivery, s *snapshot, _ *[]fakeCall) {
 			s.Records = s.Records[1:]
-		}, func(r *chaosResult) int { return r.Lost }, 1},
-		{"lost: no job at all", func(_ []*chaosDelivery, s *chaosSnapshot, _ *[]fakeCall) {
+		}, func(r *Result) int { return r.Lost }, 1},
+		{"lost: no job at all", func(_ []*delivery, s *snapshot, _ *[]fakeCall) {
 			s.Jobs, s.Records, s.Artifacts = s.Jobs[1:], s.Records[1:], s.Artifacts[1:]
-		}, func(r *chaosResult) int { return r.Lost }, 1},
-		{"two records for one job", func(_ []*chaosDelivery, s *chaosSnapshot, _ *[]fakeCall) {
+		}, func(r *Result) int { return r.Lost }, 1},
+		{"two records for one job", func(_ []*delivery, s *snapshot, _ *[]fakeCall) {
 			s.Records = append(s.Records, snapRecord{JobID: "job_a", ReportID: "rep_a", Kind: "extracted", Revision: 1})
-		}, func(r *chaosResult) int { return r.DuplicatedDetail.RecordsPerJob }, 1},
-		{"two artifacts for one job", func(_ []*chaosDelivery, s *chaosSnapshot, _ *[]fakeCall) {
+		}, func(r *Result) int { return r.DuplicatedDetail.RecordsPerJob }, 1},
+		{"two artifacts for one job", func(_ []*delivery, s *snapshot, _ *[]fakeCall) {
 			s.Artifacts = append(s.Artifacts, snapArtifact{"job_b1", artifactAt + 5})
-		}, func(r *chaosResult) int { return r.Duplicated }, 1},
-		{"two authoritative records for one report", func(_ []*chaosDelivery, s *chaosSnapshot, _ *[]fakeCall) {
+		}, func(r *Result) int { return r.Duplicated }, 1},
+		{"two authoritative records for one report", func(_ []*delivery, s *snapshot, _ *[]fakeCall) {
 			s.Records[1].Authoritative = true
-		}, func(r *chaosResult) int { return r.DuplicatedDetail.AuthoritativePerReport }, 1},
-		{"two jobs for one revision", func(_ []*chaosDelivery, s *chaosSnapshot, _ *[]fakeCall) {
+		}, func(r *Result) int { return r.DuplicatedDetail.AuthoritativePerReport }, 1},
+		{"two jobs for one revision", func(_ []*delivery, s *snapshot, _ *[]fakeCall) {
 			j := s.Jobs[0]
 			j.ID = "job_a2"
 			s.Jobs = append(s.Jobs, j)
-		}, func(r *chaosResult) int { return r.DuplicatedDetail.JobsPerRevision }, 1},
-		{"a revision answered 202 twice", func(p []*chaosDelivery, _ *chaosSnapshot, _ *[]fakeCall) {
+		}, func(r *Result) int { return r.DuplicatedDetail.JobsPerRevision }, 1},
+		{"a revision answered 202 twice", func(p []*delivery, _ *snapshot, _ *[]fakeCall) {
 			p[1].status = http.StatusAccepted
-		}, func(r *chaosResult) int { return r.DuplicatedDetail.Accepted202Twice }, 1},
-		{"a call after the artifact", func(_ []*chaosDelivery, _ *chaosSnapshot, c *[]fakeCall) {
+		}, func(r *Result) int { return r.DuplicatedDetail.Accepted202Twice }, 1},
+		{"a call after the artifact", func(_ []*delivery, _ *snapshot, c *[]fakeCall) {
 			*c = append(*c, fakeCall{At: after, Doc: 1, Rev: 2, Status: 200})
-		}, func(r *chaosResult) int { return r.ExtraCalls }, 1},
-		{"a call cut before the artifact is not extra", func(_ []*chaosDelivery, _ *chaosSnapshot, c *[]fakeCall) {
+		}, func(r *Result) int { return r.ExtraCalls }, 1},
+		{"a call cut before the artifact is not extra", func(_ []*delivery, _ *snapshot, c *[]fakeCall) {
 			*c = append(*c, fakeCall{At: before, Doc: 1, Rev: 2})
-		}, func(r *chaosResult) int { return len(r.Failures) }, 0},
-		{"a call at the artifact's microsecond is not extra", func(_ []*chaosDelivery, _ *chaosSnapshot, c *[]fakeCall) {
+		}, func(r *Result) int { return len(r.Failures) }, 0},
+		{"a call at the artifact's microsecond is not extra", func(_ []*delivery, _ *snapshot, c *[]fakeCall) {
 			*c = append(*c, fakeCall{At: time.UnixMicro(artifactAt), Doc: 0, Rev: 1, Status: 200})
-		}, func(r *chaosResult) int { return r.ExtraCalls }, 0},
-		{"a call without a marker", func(_ []*chaosDelivery, _ *chaosSnapshot, c *[]fakeCall) {
+		}, func(r *Result) int { return r.ExtraCalls }, 0},
+		{"a call without a marker", func(_ []*delivery, _ *snapshot, c *[]fakeCall) {
 			*c = append(*c, fakeCall{At: before, Doc: -1})
-		}, func(r *chaosResult) int { return r.UnmappedCalls }, 1},
-		{"an answer names another job", func(p []*chaosDelivery, _ *chaosSnapshot, _ *[]fakeCall) {
+		}, func(r *Result) int { return r.UnmappedCalls }, 1},
+		{"an answer names another job", func(p []*delivery, _ *snapshot, _ *[]fakeCall) {
 			p[3].jobID = "job_other"
-		}, func(r *chaosResult) int { return r.Unaccounted }, 1},
-		{"an acknowledged job not terminal", func(_ []*chaosDelivery, s *chaosSnapshot, _ *[]fakeCall) {
+		}, func(r *Result) int { return r.Unaccounted }, 1},
+		{"an acknowledged job not terminal", func(_ []*delivery, s *snapshot, _ *[]fakeCall) {
 			s.Jobs[2].State = "extracting"
-		}, func(r *chaosResult) int { return r.Unaccounted + r.NotTerminal }, 2},
-		{"authoritative on an older revision", func(_ []*chaosDelivery, s *chaosSnapshot, _ *[]fakeCall) {
+		}, func(r *Result) int { return r.Unaccounted + r.NotTerminal }, 2},
+		{"authoritative on an older revision", func(_ []*delivery, s *snapshot, _ *[]fakeCall) {
 			s.Records[1].Authoritative, s.Records[2].Authoritative = true, false
-		}, func(r *chaosResult) int { return r.MisplacedAuthoritative }, 1},
-		{"a job the drill never delivered", func(_ []*chaosDelivery, s *chaosSnapshot, _ *[]fakeCall) {
+		}, func(r *Result) int { return r.MisplacedAuthoritative }, 1},
+		{"a job the drill never delivered", func(_ []*delivery, s *snapshot, _ *[]fakeCall) {
 			s.Jobs = append(s.Jobs, snapJob{ID: "job_x", ReportID: "rep_x", ExternalID: "other", Revision: 1, State: "committed"})
-		}, func(r *chaosResult) int { return r.Phantom }, 1},
-		{"a delivery never acknowledged", func(p []*chaosDelivery, _ *chaosSnapshot, _ *[]fakeCall) {
+		}, func(r *Result) int { return r.Phantom }, 1},
+		{"a delivery never acknowledged", func(p []*delivery, _ *snapshot, _ *[]fakeCall) {
 			p[5].acked, p[5].givenUp = false, true
-		}, func(r *chaosResult) int { return r.GivenUp }, 1},
-		{"a stage job River still holds", func(_ []*chaosDelivery, s *chaosSnapshot, _ *[]fakeCall) {
+		}, func(r *Result) int { return r.GivenUp }, 1},
+		{"a stage job River still holds", func(_ []*delivery, s *snapshot, _ *[]fakeCall) {
 			s.Stage["retryable"] = 1
-		}, func(r *chaosResult) int { return r.PendingStageJobs }, 1},
+		}, func(r *Result) int { return r.PendingStageJobs }, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			plan, snap, calls := fixture()
 			tt.mutate(plan, snap, &calls)
-			res := &chaosResult{}
-			evaluateChaos(res, plan, snap, calls)
+			res := &Result{}
+			evaluate(res, plan, snap, calls)
 			res.judge()
 			if got := tt.field(res); got != tt.want {
-				t.Errorf("evaluateChaos(%s) = %d, want %d (failures %q)", tt.name, got, tt.want, res.Failures)
+				t.Errorf("evaluate(%s) = %d, want %d (failures %q)", tt.name, got, tt.want, res.Failures)
 			}
 			if wantPass := tt.want == 0; res.Pass != wantPass {
-				t.Errorf("evaluateChaos(%s) pass = %v, want %v (failures %q)", tt.name, res.Pass, wantPass, res.Failures)
+				t.Errorf("evaluate(%s) pass = %v, want %v (failures %q)", tt.name, res.Pass, wantPass, res.Failures)
 			}
 		})
 	}

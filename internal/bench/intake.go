@@ -1,0 +1,269 @@
+package bench
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver"
+	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
+
+	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/internal/cluster"
+	"github.com/stetlabs/stet/ledger"
+	"github.com/stetlabs/stet/pipeline"
+)
+
+// IntakeOptions are the settings of Intake.
+type IntakeOptions struct {
+	Stet        Stet
+	Dir         string // scratch folder
+	Database    string // a postgres:// server for a scratch schema; "": a scratch SQLite file
+	N           int    // deliveries
+	Concurrency int    // concurrent HTTP clients
+}
+
+// Intake measures accepted deliveries/s at durable commit (20 %
+// duplicates) through the real HTTP API, against a raw one-row-per-
+// transaction insert into the same database.
+func Intake(ctx context.Context, o IntakeOptions) (*Result, error) {
+	res := &Result{Name: "intake", Unit: "deliveries/s", Baseline: "raw INSERT, one row per transaction, same database and pool"}
+	database, drop, err := cluster.ScratchSchema(ctx, o.Database)
+	if err != nil {
+		return nil, err
+	}
+	defer drop()
+	b, err := serveWithFake(ctx, o.Stet, o.Dir, database, "api")
+	if err != nil {
+		return nil, err
+	}
+	defer b.stop()
+	res.Settings = dbSettings(ctx, b.app.DB()) + fmt.Sprintf("; %d HTTP clients, 20%% duplicates; workers off", o.Concurrency)
+	jobs, elapsed, err := deliverAll(ctx, b.client, o.N, o.Concurrency)
+	if err != nil {
+		return nil, err
+	}
+	if want := o.N - o.N/5; len(jobs) != want {
+		return nil, fmt.Errorf("accepted %d deliveries, want %d", len(jobs), want)
+	}
+	res.Count, res.Elapsed = o.N, elapsed
+
+	// The baseline: the same number of one-row transactions, from the same
+	// number of goroutines, on the same pool and file.
+	db := b.app.DB().Writer()
+	if _, err := db.ExecContext(ctx, `CREATE TABLE bench_raw (id TEXT PRIMARY KEY, body TEXT NOT NULL)`); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	err = parallel(o.N, o.Concurrency, func(int) error {
+		return inTx(ctx, db, func(tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, `INSERT INTO bench_raw (id, body) VALUES ($1, $2)`, stet.NewID("raw", time.Now()), "Benchmark report body of about the same size as a delivery.")
+			return err
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	res.BaselineCount, res.BaselineElapsed = o.N, time.Since(start)
+	res.finish()
+	return res, nil
+}
+
+func inTx(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// PipelineOptions are the settings of Pipeline.
+type PipelineOptions struct {
+	Stet        Stet
+	Dir         string // scratch folder
+	Database    string // a postgres:// server for a scratch schema; "": a scratch SQLite file
+	N           int    // deliveries (20 % duplicates)
+	Concurrency int    // concurrent HTTP clients
+}
+
+// Pipeline measures documents/s from accept to committed review record with
+// an instant fake OpenAI processor, against River's own no-op jobs/s on the
+// same database.
+func Pipeline(ctx context.Context, o PipelineOptions) (*Result, error) {
+	res := &Result{Name: "pipeline", Unit: "documents/s", Baseline: "River no-op jobs/s, same database, 16 workers"}
+	database, drop, err := cluster.ScratchSchema(ctx, o.Database)
+	if err != nil {
+		return nil, err
+	}
+	defer drop()
+	b, err := serveWithFake(ctx, o.Stet, filepath.Join(o.Dir, "stet"), database, "all")
+	if err != nil {
+		return nil, err
+	}
+	res.Settings = dbSettings(ctx, b.app.DB()) + "; instant fake OpenAI over loopback HTTP; 16 extract workers"
+	start := time.Now()
+	jobs, _, err := deliverAll(ctx, b.client, o.N, o.Concurrency)
+	if err == nil {
+		err = waitCommitted(ctx, b.app.DB(), len(jobs), 10*time.Minute)
+	}
+	elapsed := time.Since(start)
+	b.stop()
+	if err != nil {
+		return nil, err
+	}
+	res.Count, res.Elapsed = len(jobs), elapsed
+
+	riverDB, dropRiver, err := cluster.ScratchSchema(ctx, o.Database)
+	if err != nil {
+		return nil, err
+	}
+	defer dropRiver()
+	if riverDB == "" {
+		riverDB = "sqlite://" + filepath.Join(o.Dir, "river", "river.db")
+	}
+	count, elapsed, err := riverNoopOn(ctx, riverDB, len(jobs))
+	if err != nil {
+		return nil, err
+	}
+	res.BaselineCount, res.BaselineElapsed = count, elapsed
+	res.finish()
+	return res, nil
+}
+
+// riverNoopOn measures River alone on a fresh database with the same
+// settings: n no-op jobs inserted one per transaction (as intake does for
+// each document) and worked by 16 workers, start to last completion.
+func riverNoopOn(ctx context.Context, database string, n int) (int, time.Duration, error) {
+	db, err := ledger.Open(ctx, database)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer db.Close()
+	elapsed, err := riverNoop(ctx, pipeline.RiverDriver(db), n)
+	return n, elapsed, err
+}
+
+// RiverDriversOptions are the settings of RiverDrivers.
+type RiverDriversOptions struct {
+	Database string // the postgres:// server (required)
+	N        int    // no-op jobs
+}
+
+// RiverDrivers measures River's two PostgreSQL drivers on the same server:
+// no-op jobs/s with riverdatabasesql (what stet uses: the ledger and River
+// share each database/sql transaction) against riverpgxv5 (pgx's own pool,
+// which stet's database/sql ledger could not share a transaction with).
+func RiverDrivers(ctx context.Context, o RiverDriversOptions) (*Result, error) {
+	res := &Result{Name: "river-drivers", Subject: "riverdatabasesql (what stet uses)", Unit: "no-op jobs/s",
+		Baseline: "riverpgxv5 (pgxpool), same server, 16 workers, one insert per transaction"}
+	if o.Database == "" {
+		return nil, fmt.Errorf("river-drivers needs --database postgres://…")
+	}
+	run := func(driver string) (time.Duration, string, error) {
+		database, drop, err := cluster.ScratchSchema(ctx, o.Database)
+		if err != nil {
+			return 0, "", err
+		}
+		defer drop()
+		db, err := ledger.Open(ctx, database)
+		if err != nil {
+			return 0, "", err
+		}
+		defer db.Close()
+		settings := dbSettings(ctx, db)
+		var elapsed time.Duration
+		switch driver {
+		case "databasesql":
+			elapsed, err = riverNoop(ctx, riverdatabasesql.New(db.Writer()), o.N)
+		case "pgxv5":
+			pool, perr := pgxpool.New(ctx, database)
+			if perr != nil {
+				return 0, "", perr
+			}
+			defer pool.Close()
+			elapsed, err = riverNoop(ctx, riverpgxv5.New(pool), o.N)
+		}
+		return elapsed, settings, err
+	}
+	var err error
+	if res.Elapsed, res.Settings, err = run("databasesql"); err != nil {
+		return nil, err
+	}
+	if res.BaselineElapsed, _, err = run("pgxv5"); err != nil {
+		return nil, err
+	}
+	res.Count, res.BaselineCount = o.N, o.N
+	res.finish()
+	return res, nil
+}
+
+type noopArgs struct {
+	N int `json:"n"`
+}
+
+func (noopArgs) Kind() string { return "bench_noop" }
+
+type noopWorker struct {
+	river.WorkerDefaults[noopArgs]
+	done *atomic.Int64
+}
+
+func (w *noopWorker) Work(ctx context.Context, job *river.Job[noopArgs]) error {
+	w.done.Add(1)
+	return nil
+}
+
+// riverNoop migrates River with driver, inserts n no-op jobs one per
+// transaction, works them with 16 workers, and times first insert to last
+// completion.
+func riverNoop[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], n int) (time.Duration, error) {
+	m, err := rivermigrate.New(driver, nil)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		return 0, err
+	}
+	var done atomic.Int64
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &noopWorker{done: &done})
+	client, err := river.NewClient(driver, &river.Config{
+		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 16}},
+		Workers:           workers,
+		FetchPollInterval: 20 * time.Millisecond,
+		FetchCooldown:     20 * time.Millisecond,
+	})
+	if err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	if err := client.Start(ctx); err != nil {
+		return 0, err
+	}
+	defer client.Stop(context.WithoutCancel(ctx))
+	err = parallel(n, 16, func(i int) error {
+		_, err := client.Insert(ctx, noopArgs{N: i}, nil)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	for done.Load() < int64(n) {
+		if time.Since(start) > 10*time.Minute {
+			return 0, fmt.Errorf("river worked %d of %d no-op jobs in 10m", done.Load(), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return time.Since(start), nil
+}

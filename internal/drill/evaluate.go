@@ -1,0 +1,336 @@
+package drill
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+type revKey struct {
+	ExternalID string
+	Revision   int64
+}
+
+type snapJob struct {
+	ID, ReportID, ExternalID, ExtractionVersion, State, FailureClass string
+	Revision                                                         int64
+}
+
+type snapRecord struct {
+	JobID, ReportID, Kind, FailureClass string
+	Revision                            int64
+	Authoritative                       bool
+}
+
+type snapArtifact struct {
+	JobID     string
+	CreatedAt int64 // unix microseconds
+}
+
+// snapshot is what the checker reads from the ledger.
+type snapshot struct {
+	Jobs      []snapJob
+	Artifacts []snapArtifact
+	Records   []snapRecord
+	Attempts  map[string]int // job ID → attempt rows
+	Stage     map[string]int // River state → stage jobs
+}
+
+func loadSnapshot(ctx context.Context, db *sql.DB) (*snapshot, error) {
+	s := &snapshot{Attempts: map[string]int{}, Stage: map[string]int{}}
+	scan := func(query string, row func(*sql.Rows) error) error {
+		rows, err := db.QueryContext(ctx, query)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			if err := row(rows); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
+	}
+	err := scan(`SELECT j.id, j.report_id, COALESCE(r.external_id, ''), j.extraction_version, j.state, COALESCE(j.failure_class, ''), j.revision
+		FROM jobs j JOIN reports r ON r.id = j.report_id`, func(rows *sql.Rows) error {
+		var j snapJob
+		err := rows.Scan(&j.ID, &j.ReportID, &j.ExternalID, &j.ExtractionVersion, &j.State, &j.FailureClass, &j.Revision)
+		s.Jobs = append(s.Jobs, j)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("jobs: %w", err)
+	}
+	err = scan(`SELECT job_id, created_at FROM artifacts`, func(rows *sql.Rows) error {
+		var a snapArtifact
+		err := rows.Scan(&a.JobID, &a.CreatedAt)
+		s.Artifacts = append(s.Artifacts, a)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("artifacts: %w", err)
+	}
+	err = scan(`SELECT job_id, report_id, kind, COALESCE(failure_class, ''), revision, authoritative FROM review_records`, func(rows *sql.Rows) error {
+		var r snapRecord
+		err := rows.Scan(&r.JobID, &r.ReportID, &r.Kind, &r.FailureClass, &r.Revision, &r.Authoritative)
+		s.Records = append(s.Records, r)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("review records: %w", err)
+	}
+	err = scan(`SELECT job_id, COUNT(*) FROM attempts GROUP BY job_id`, func(rows *sql.Rows) error {
+		var id string
+		var n int
+		err := rows.Scan(&id, &n)
+		s.Attempts[id] = n
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("attempts: %w", err)
+	}
+	err = scan(`SELECT state, COUNT(*) FROM river_job WHERE kind IN ('stet_extract', 'stet_commit') GROUP BY state`, func(rows *sql.Rows) error {
+		var state string
+		var n int
+		err := rows.Scan(&state, &n)
+		s.Stage[state] = n
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("river jobs: %w", err)
+	}
+	return s, nil
+}
+
+// evaluate fills the result's ledger, provider and check counts from
+// the deliveries' outcomes, the ledger snapshot and the fake's call log.
+func evaluate(res *Result, plan []*delivery, snap *snapshot, calls []fakeCall) {
+	res.Examples = nil
+	shown := map[string]int{}
+	example := func(check, format string, args ...any) {
+		if shown[check] < 3 {
+			shown[check]++
+			res.Examples = append(res.Examples, check+": "+fmt.Sprintf(format, args...))
+		}
+	}
+	// What the senders were told.
+	type ack struct {
+		jobs map[string]bool
+		n202 int
+	}
+	acked := map[revKey]*ack{}
+	planned := map[revKey]bool{}
+	res.Acknowledged, res.Accepted202, res.Duplicate200, res.GivenUp = 0, 0, 0, 0
+	for _, d := range plan {
+		k := revKey{d.Rev.ExternalID, int64(d.Rev.Rev)}
+		planned[k] = true
+		if d.givenUp || !d.acked {
+			res.GivenUp++
+			continue
+		}
+		res.Acknowledged++
+		a := acked[k]
+		if a == nil {
+			a = &ack{jobs: map[string]bool{}}
+			acked[k] = a
+		}
+		a.jobs[d.jobID] = true
+		if d.status == http.StatusAccepted {
+			res.Accepted202++
+			a.n202++
+		} else {
+			res.Duplicate200++
+		}
+	}
+	res.AcknowledgedRevisions = len(acked)
+
+	// What the ledger holds.
+	jobsByKey := map[revKey][]snapJob{}
+	jobsByVersion := map[string]int{}
+	jobByID := map[string]snapJob{}
+	res.ManualByClass = map[string]int{}
+	res.Jobs, res.Committed, res.Manual, res.NotTerminal, res.Phantom = len(snap.Jobs), 0, 0, 0, 0
+	for _, j := range snap.Jobs {
+		k := revKey{j.ExternalID, j.Revision}
+		jobsByKey[k] = append(jobsByKey[k], j)
+		jobsByVersion[fmt.Sprintf("%s\x00%d\x00%s", j.ExternalID, j.Revision, j.ExtractionVersion)]++
+		jobByID[j.ID] = j
+		switch j.State {
+		case "committed":
+			res.Committed++
+		case "manual":
+			res.Manual++
+		default:
+			res.NotTerminal++
+		}
+		if !planned[k] {
+			res.Phantom++
+			example("phantom", "job %s", j.ID)
+		}
+	}
+	artifacts := map[string]int{}
+	firstArtifact := map[string]int64{}
+	for _, a := range snap.Artifacts {
+		artifacts[a.JobID]++
+		if t, ok := firstArtifact[a.JobID]; !ok || a.CreatedAt < t {
+			firstArtifact[a.JobID] = a.CreatedAt
+		}
+	}
+	records := map[string]int{}
+	authoritative := map[string][]snapRecord{}
+	highest := map[string]int64{}
+	for _, r := range snap.Records {
+		records[r.JobID]++
+		if r.Kind == "manual" {
+			res.ManualByClass[cmp.Or(r.FailureClass, "unknown")]++
+		}
+		if r.Authoritative {
+			authoritative[r.ReportID] = append(authoritative[r.ReportID], r)
+		}
+		highest[r.ReportID] = max(highest[r.ReportID], r.Revision)
+	}
+
+	var dup Duplicates
+	for job, n := range artifacts {
+		if n > 1 {
+			dup.ArtifactsPerJob++
+			example("duplicated", "job %s has %d artifacts", job, n)
+		}
+	}
+	for job, n := range records {
+		if n > 1 {
+			dup.RecordsPerJob++
+			example("duplicated", "job %s has %d review records", job, n)
+		}
+	}
+	for report, rs := range authoritative {
+		if len(rs) > 1 {
+			dup.AuthoritativePerReport++
+			example("duplicated", "report %s has %d authoritative records", report, len(rs))
+		}
+	}
+	for key, n := range jobsByVersion {
+		if n > 1 {
+			dup.JobsPerRevision++
+			example("duplicated", "%s has %d jobs", strings.ReplaceAll(key, "\x00", " "), n)
+		}
+	}
+	for k, a := range acked {
+		if a.n202 > 1 {
+			dup.Accepted202Twice++
+			example("duplicated", "%s r%d was answered 202 %d times (jobs %s)", k.ExternalID, k.Revision, a.n202, jobList(a.jobs))
+		}
+	}
+	res.DuplicatedDetail, res.Duplicated = dup, dup.total()
+
+	// Every report with a record has exactly one authoritative record, on its
+	// highest revision (all revisions are terminal by now).
+	res.MisplacedAuthoritative = 0
+	for report, top := range highest {
+		rs := authoritative[report]
+		if len(rs) == 0 || rs[0].Revision != top {
+			res.MisplacedAuthoritative++
+			example("misplaced authoritative", "report %s: highest revision %d, authoritative records %d", report, top, len(rs))
+		}
+	}
+
+	// Lost: acknowledged, yet no review record. Unaccounted: the answers
+	// disagree with each other or with the ledger, or the job is not done.
+	res.Lost, res.Unaccounted = 0, 0
+	for k, a := range acked {
+		js := jobsByKey[k]
+		hasRecord := false
+		for _, j := range js {
+			if records[j.ID] > 0 {
+				hasRecord = true
+			}
+		}
+		if !hasRecord {
+			res.Lost++
+			example("lost", "%s r%d acknowledged as job %s; ledger jobs %d, none with a review record", k.ExternalID, k.Revision, jobList(a.jobs), len(js))
+		}
+		switch {
+		case len(a.jobs) != 1, len(js) != 1, !a.jobs[js[0].ID], js[0].State != "committed" && js[0].State != "manual":
+			res.Unaccounted++
+			ledgerJob, state := "none", ""
+			if len(js) > 0 {
+				ledgerJob, state = js[0].ID, js[0].State
+			}
+			example("unaccounted", "%s r%d acknowledged as job %s; the ledger has %d jobs for it (%s %s)", k.ExternalID, k.Revision, jobList(a.jobs), len(js), ledgerJob, state)
+		}
+	}
+
+	// Extra calls: a provider call for a document whose job already had its
+	// artifact when the call reached the provider. Both times come from this
+	// machine's clock, in microseconds.
+	res.ProviderCalls, res.UnmappedCalls, res.ExtraCalls = len(calls), 0, 0
+	res.ProviderCallsByStatus = map[string]int{}
+	for _, c := range calls {
+		status := "cut"
+		if c.Status != 0 {
+			status = strconv.Itoa(c.Status)
+		}
+		res.ProviderCallsByStatus[status]++
+		if c.Doc < 0 {
+			res.UnmappedCalls++
+			continue
+		}
+		for _, j := range jobsByKey[keyOf(c.Doc, int64(c.Rev))] {
+			if t, ok := firstArtifact[j.ID]; ok && c.At.UnixMicro() > t {
+				res.ExtraCalls++
+				example("extra calls", "job %s called %dµs after its artifact was saved", j.ID, c.At.UnixMicro()-t)
+			}
+		}
+	}
+	res.AttemptRows = 0
+	for _, n := range snap.Attempts {
+		res.AttemptRows += n
+	}
+	res.PendingStageJobs, res.DiscardedStageJobs = 0, snap.Stage["discarded"]
+	for state, n := range snap.Stage {
+		switch state {
+		case "completed", "cancelled", "discarded":
+		default:
+			res.PendingStageJobs += n
+		}
+	}
+}
+
+// jobList prints a set of job IDs in order.
+func jobList(jobs map[string]bool) string {
+	ids := make([]string, 0, len(jobs))
+	for id := range jobs {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return strings.Join(ids, ",")
+}
+
+// judge sets Pass and Failures from the counts.
+func (r *Result) judge() {
+	r.Failures = []string{}
+	check := func(n int, what string) {
+		if n != 0 {
+			r.Failures = append(r.Failures, fmt.Sprintf("%s: %d", what, n))
+		}
+	}
+	check(r.Lost, "lost")
+	check(r.Duplicated, "duplicated")
+	check(r.ExtraCalls, "extra calls")
+	check(r.Unaccounted, "unaccounted acknowledged revisions")
+	check(r.MisplacedAuthoritative, "reports whose authoritative record is not on the highest revision")
+	check(r.Phantom, "ledger jobs the drill never delivered")
+	check(r.UnmappedCalls, "provider calls without a document marker (extra calls cannot be counted)")
+	check(r.GivenUp, "deliveries never acknowledged after the heal")
+	check(r.NotTerminal, "jobs not terminal after the drain")
+	check(r.PendingStageJobs, "stage jobs River still holds after the drain")
+	if r.Acknowledged == 0 {
+		r.Failures = append(r.Failures, "no delivery was acknowledged")
+	}
+	r.Pass = len(r.Failures) == 0
+}
