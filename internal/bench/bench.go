@@ -94,7 +94,7 @@ const sqliteSettings = "SQLite WAL, synchronous=FULL (fsync per commit), busy_ti
 
 // dbSettings describes the durability settings a figure was measured under.
 func dbSettings(ctx context.Context, db *ledger.DB) string {
-	if db.Dialect() != "postgres" {
+	if db.Dialect() != ledger.Postgres {
 		return sqliteSettings
 	}
 	show := func(name string) string {

@@ -17,9 +17,9 @@ import (
 
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/config"
-	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/internal/cluster"
 	"github.com/stetlabs/stet/ledger"
+	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/openai"
 	"github.com/stetlabs/stet/processor/openai/openaifake"
 )
