@@ -109,7 +109,7 @@ func TestDependencyDirection(t *testing.T) {
 	// suite; processor/<p> an adapter; processor/<p>/<p>fake its fake.
 	const shared, suite = mod + "/processor", mod + "/processor/processortest"
 	for _, p := range procs {
-		isFake := strings.HasSuffix(p, "fake") && strings.Count(strings.TrimPrefix(p, shared+"/"), "/") == 1
+		isFake := isFakePackage(p)
 		for _, d := range deps(p) {
 			switch {
 			case d == p || d == mod:
@@ -124,8 +124,29 @@ func TestDependencyDirection(t *testing.T) {
 				if d != kit {
 					t.Errorf("%s imports %s; a fake imports only stet and internal/fakekit", p, d)
 				}
-			case strings.HasPrefix(d, mod+"/") && d != shared && d != kit:
-				t.Errorf("%s imports %s; a processor imports only stet, processor, internal/fakekit and its SDK", p, d)
+			case strings.HasPrefix(d, mod+"/") && d != shared:
+				t.Errorf("%s imports %s; a processor imports only stet, processor and its SDK", p, d)
+			}
+		}
+	}
+	// Production code never imports a fake: of everything the stet binary
+	// is built from, only the benchmarks and drills may (they run stet
+	// against the fakes on purpose).
+	imports := func(pkg string) []string {
+		out, err := exec.Command("go", "list", "-f", "{{join .Imports \"\\n\"}}", pkg).Output()
+		if err != nil {
+			t.Fatalf("go list -f .Imports %s: %v", pkg, err)
+		}
+		return strings.Fields(string(out))
+	}
+	mayUseFakes := map[string]bool{mod + "/internal/bench": true, mod + "/internal/drill": true}
+	for _, p := range deps(mod + "/cmd/stet") {
+		if !strings.HasPrefix(p, mod) || mayUseFakes[p] || isFakePackage(p) {
+			continue
+		}
+		for _, d := range imports(p) {
+			if isFakePackage(d) {
+				t.Errorf("%s imports the fake %s; only internal/bench and internal/drill may", p, d)
 			}
 		}
 	}
@@ -136,4 +157,15 @@ func TestDependencyDirection(t *testing.T) {
 			}
 		}
 	}
+}
+
+// isFakePackage reports whether pkg is a provider fake,
+// processor/<p>/<p>fake.
+func isFakePackage(pkg string) bool {
+	rest, ok := strings.CutPrefix(pkg, "github.com/stetlabs/stet/processor/")
+	if !ok {
+		return false
+	}
+	p, fake, ok := strings.Cut(rest, "/")
+	return ok && fake == p+"fake"
 }
