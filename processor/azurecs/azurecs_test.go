@@ -240,15 +240,16 @@ func (rt *recordingTransport) RoundTrip(req *http.Request) (*http.Response, erro
 	return res, nil
 }
 
+// TestClassification covers the answers only this service gives; the
+// conformance suite covers 429 with Retry-After or retry-after-ms, quota,
+// 401, 500, disconnects and timeouts.
 func TestClassification(t *testing.T) {
 	t.Parallel()
-	// The HTTP-date case is computed against this clock (the client's, not
-	// the wall clock: the suite covers that).
+	// The HTTP-date case is computed against the client's clock.
 	now := time.Date(2026, 3, 4, 7, 28, 0, 0, time.UTC)
 	tests := []struct {
 		name           string
 		fault          azurecsfake.Fault
-		timeout        time.Duration
 		wantClass      stet.FailureClass
 		wantStatus     int
 		wantCode       string
@@ -284,25 +285,12 @@ func TestClassification(t *testing.T) {
 			t.Parallel()
 			f := newFake(t, azurecsfake.Options{})
 			f.Enqueue(tt.fault)
-			timeout := tt.timeout
-			if timeout == 0 {
-				timeout = 10 * time.Second
-			}
-			c := newTestClient(t, f, timeout)
+			c := newTestClient(t, f, 10*time.Second)
 			c.now = func() time.Time { return now }
 
 			got, err := c.Extract(t.Context(), testParams(t, "The nurse was kind."))
 			if n := f.Calls(); n != 1 {
 				t.Errorf("fake calls = %d, want 1", n)
-			}
-			if tt.wantClass == stet.FailureNone {
-				if err != nil {
-					t.Fatalf("Extract() with %s = %v, want success", tt.fault.Kind, err)
-				}
-				if got.StatusCode != tt.wantStatus {
-					t.Errorf("Extraction.StatusCode = %d, want %d", got.StatusCode, tt.wantStatus)
-				}
-				return
 			}
 			var pe *stet.ProcessorError
 			if !errors.As(err, &pe) {
@@ -436,46 +424,6 @@ func TestClassificationOffWire(t *testing.T) {
 	}
 }
 
-func TestConnectionRefused(t *testing.T) {
-	t.Parallel()
-	srv := httptest.NewServer(http.NotFoundHandler())
-	base := srv.URL
-	srv.Close()
-	c, err := New(Config{Common: processor.Common{ID: "gone", BaseURL: base}, MappingPath: quickstartMapping})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = c.Extract(t.Context(), testParams(t, "hello"))
-	if got := stet.ClassOf(err); got != stet.FailureTransient {
-		t.Errorf("Extract() against a closed port: class = %q, want transient (err %v)", got, err)
-	}
-}
-
-// TestNoRetries checks that one Extract is one request, whatever the answer.
-func TestNoRetries(t *testing.T) {
-	t.Parallel()
-	for _, ft := range []azurecsfake.Fault{
-		{Kind: azurecsfake.ServerError},
-		{Kind: azurecsfake.ServerError, Status: http.StatusServiceUnavailable},
-		{Kind: azurecsfake.RateLimit, RetryAfter: "0"},
-		{Kind: azurecsfake.HTTPError, Status: http.StatusConflict},
-		{Kind: azurecsfake.Disconnect},
-	} {
-		t.Run(fmt.Sprintf("%s_%d", ft.Kind, ft.Status), func(t *testing.T) {
-			t.Parallel()
-			f := newFake(t, azurecsfake.Options{})
-			f.Enqueue(ft, ft, ft)
-			c := newTestClient(t, f, 0)
-			if _, err := c.Extract(t.Context(), testParams(t, "hello")); err == nil {
-				t.Fatalf("Extract() = nil error, want a failure")
-			}
-			if n := f.Calls(); n != 1 {
-				t.Errorf("fake calls after %s = %d, want 1", ft.Kind, n)
-			}
-		})
-	}
-}
-
 // TestNoCallCases covers the inputs Extract refuses before any text leaves.
 func TestNoCallCases(t *testing.T) {
 	t.Parallel()
@@ -527,16 +475,15 @@ func TestNoCallCases(t *testing.T) {
 func TestCanaryNeverInErrors(t *testing.T) {
 	t.Parallel()
 	const marker = "CANARY Jane Roe 555-0100"
+	// The conformance suite covers quota, auth, 5xx, disconnects and
+	// timeouts; these are the answers only this service gives: a 429 whose
+	// message is parsed for its wait, codes and inner codes that carry the
+	// marker, and 200s that are not an analysis.
 	faults := []azurecsfake.Fault{
-		{Kind: azurecsfake.RateLimit, Message: marker},
-		{Kind: azurecsfake.Unauthorized, Message: marker},
+		{Kind: azurecsfake.RateLimit, Message: marker + " Try again in 2 seconds."},
 		{Kind: azurecsfake.Forbidden, Message: marker},
-		{Kind: azurecsfake.Quota, Message: "quota " + marker},
 		{Kind: azurecsfake.BadRequest, Message: marker, Code: marker, InnerCode: marker},
-		{Kind: azurecsfake.ServerError, Message: marker},
 		{Kind: azurecsfake.HTTPError, Status: 404, Message: "resource " + marker + " not found", Code: "ResourceNotFound"},
-		{Kind: azurecsfake.Disconnect},
-		{Kind: azurecsfake.TimeoutAfterAnswer},
 		{Kind: azurecsfake.Malformed},
 		{Kind: azurecsfake.MissingCategory},
 	}
@@ -545,11 +492,7 @@ func TestCanaryNeverInErrors(t *testing.T) {
 			t.Parallel()
 			f := newFake(t, azurecsfake.Options{})
 			f.Enqueue(ft)
-			timeout := 10 * time.Second
-			if ft.Kind == azurecsfake.TimeoutAfterAnswer {
-				timeout = 200 * time.Millisecond
-			}
-			c := newTestClient(t, f, timeout)
+			c := newTestClient(t, f, 10*time.Second)
 			_, err := c.Extract(t.Context(), testParams(t, "Report about "+marker))
 			if err == nil {
 				t.Fatalf("Extract() with %s = nil error, want a failure", ft.Kind)
