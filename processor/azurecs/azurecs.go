@@ -142,7 +142,7 @@ func New(cfg Config) (*Client, error) {
 	if version == "" {
 		version = DefaultAPIVersion
 	}
-	if !safeCodeLike(version) {
+	if processor.SafeCode(version) == "" {
 		return nil, fmt.Errorf("azurecs: config %s: api version %q is not of the form 2024-09-01", cfg.ID, version)
 	}
 	m := cfg.Mapping
@@ -321,7 +321,7 @@ func (c *Client) do(ctx context.Context, body []byte) (*response, error) {
 // back to x-ms-request-id. Only identifier-like values are kept.
 func requestID(h http.Header) string {
 	for _, k := range []string{"apim-request-id", "x-ms-request-id"} {
-		if v := strings.TrimSpace(h.Get(k)); v != "" && safeCodeLike(v) {
+		if v := processor.SafeCode(strings.TrimSpace(h.Get(k))); v != "" {
 			return v
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/processor"
 )
 
 // classifyTransport classifies a call that produced no complete answer.
@@ -42,7 +43,7 @@ func (c *Client) classifyStatus(res *response) *stet.ProcessorError {
 	e := decodeError(res.body)
 	code := e.code
 	if code == "" {
-		code = safeCode(res.header.Get("x-ms-error-code"))
+		code = processor.SafeCode(res.header.Get("x-ms-error-code"))
 	}
 	if code == "" {
 		code = e.inner
@@ -128,64 +129,31 @@ func decodeError(body []byte) serviceError {
 func codeValue(raw json.RawMessage) string {
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
-		return safeCode(s)
+		return processor.SafeCode(s)
 	}
 	var n json.Number
 	if json.Unmarshal(raw, &n) == nil {
-		return safeCode(n.String())
+		return processor.SafeCode(n.String())
 	}
 	return ""
 }
 
-// maxRetryAfter bounds header values we accept; larger ones are garbage.
-const maxRetryAfter = 7 * 24 * time.Hour
-
-// retryAfter reads how long the service asks us to wait: retry-after-ms or
-// x-ms-retry-after-ms, then Retry-After in seconds or as an HTTP-date. For a
-// rate limit without any of them, the "Try again in N seconds" of the
-// gateway's message is used.
+// retryAfter reads how long the service asks us to wait: retry-after-ms,
+// then Azure's x-ms-retry-after-ms, then Retry-After in seconds or as an
+// HTTP-date. For a rate limit without any of them, the "Try again in N
+// seconds" of the gateway's message is used. Every wait is capped at
+// processor.MaxRetryAfter.
 func (c *Client) retryAfter(class stet.FailureClass, h http.Header, tryAgain time.Duration) time.Duration {
 	for _, k := range []string{"retry-after-ms", "x-ms-retry-after-ms"} {
-		if v := strings.TrimSpace(h.Get(k)); v != "" {
-			if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 && ms < float64(maxRetryAfter/time.Millisecond) {
-				return time.Duration(ms * float64(time.Millisecond))
-			}
+		if d, ok := processor.ParseRetryAfterMS(h.Get(k)); ok {
+			return d
 		}
 	}
-	if v := strings.TrimSpace(h.Get("Retry-After")); v != "" {
-		if s, err := strconv.ParseFloat(v, 64); err == nil {
-			if s >= 0 && s < float64(maxRetryAfter/time.Second) {
-				return time.Duration(s * float64(time.Second))
-			}
-		} else if t, err := http.ParseTime(v); err == nil {
-			return max(t.Sub(c.now()), 0)
-		}
+	if d, ok := processor.ParseRetryAfter(h.Get("Retry-After"), c.now()); ok {
+		return d
 	}
-	if class == stet.FailureRateLimited && tryAgain <= maxRetryAfter {
-		return tryAgain
+	if class == stet.FailureRateLimited {
+		return processor.CapRetryAfter(tryAgain)
 	}
 	return 0
-}
-
-// safeCode keeps code only if it looks like a machine identifier. The code
-// reaches error strings and the ledger, so free text (which a misbehaving
-// server might put there, quoting the document) is dropped.
-func safeCode(code string) string {
-	if !safeCodeLike(code) {
-		return ""
-	}
-	return code
-}
-
-func safeCodeLike(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		ch := s[i]
-		if !(ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' || ch == '_' || ch == '-' || ch == '.') {
-			return false
-		}
-	}
-	return true
 }

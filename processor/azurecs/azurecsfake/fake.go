@@ -1,27 +1,28 @@
 // Package azurecsfake is a wire-faithful fake of Azure AI Content Safety's
 // text:analyze for tests, drills and benchmarks, with scriptable severities
-// and faults, on a local httptest server. It does not import the azurecs
-// adapter, so what it speaks is written down here, not borrowed from the
-// code it tests. It keeps the text of every request: it must never answer
-// real traffic or hold real documents.
+// and faults, on a local httptest server. It is to processor/azurecs what
+// net/http/httptest is to net/http.
+//
+// It does not import the azurecs adapter, so what it speaks is written down
+// here, not borrowed from the code it tests. The shared scaffolding (server
+// lifecycle, fault queue, call counting, wire helpers) comes from
+// internal/fakekit. It keeps the text of every request: it must never
+// answer real traffic or hold real documents.
 package azurecsfake
 
 import (
-	"bytes"
 	"cmp"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
-	mathrand "math/rand/v2"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/stetlabs/stet/internal/fakekit"
 )
 
 // Wire facts the fake shares with the adapter, copied: a fake does not
@@ -135,73 +136,48 @@ type Request struct {
 // concurrent use. It keeps the text of every request for CallsContaining:
 // it is a test tool, not a sink for real documents.
 type Server struct {
-	opts Options
-	srv  *httptest.Server
-	done chan struct{}
-	stop sync.Once
-
-	mu     sync.Mutex
-	queue  []Fault
-	rng    *mathrand.Rand
-	calls  int
-	inputs []string
+	opts   Options
+	http   *fakekit.Server
+	faults *fakekit.Faults[Fault]
+	calls  fakekit.Calls
 }
 
 // New starts a Server on a local httptest server. Close it when done.
 func New(opts Options) *Server {
 	f := &Server{
 		opts: opts,
-		done: make(chan struct{}),
-		rng:  mathrand.New(mathrand.NewPCG(uint64(opts.Seed), 0xac5)),
+		// Random faults: a 429 with Retry-After 1, a 500 or a 503.
+		faults: fakekit.NewFaults(opts.Seed, 0xac5, opts.FaultRate,
+			Fault{Kind: RateLimit, RetryAfter: "1"},
+			Fault{Kind: ServerError, Status: http.StatusInternalServerError},
+			Fault{Kind: ServerError, Status: http.StatusServiceUnavailable}),
 	}
-	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
+	f.http = fakekit.NewServer(http.HandlerFunc(f.serve))
 	return f
 }
 
 // URL returns the endpoint to configure a client with, as a resource's
 // endpoint looks (no /contentsafety suffix).
-func (f *Server) URL() string { return f.srv.URL }
+func (f *Server) URL() string { return f.http.URL() }
 
 // Handler returns the fake's handler, to serve from another listener. Calls,
 // faults and Close apply to it as to the built-in server.
 func (f *Server) Handler() http.Handler { return http.HandlerFunc(f.serve) }
 
-// Close releases held connections and stops the server.
-func (f *Server) Close() {
-	f.stop.Do(func() {
-		close(f.done)
-		f.srv.Close()
-	})
-}
+// Close releases held connections and stops the server. It is safe to
+// call more than once.
+func (f *Server) Close() { f.http.Close() }
 
 // Enqueue scripts faults for the next calls, in order; later calls are
 // answered normally.
-func (f *Server) Enqueue(faults ...Fault) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.queue = append(f.queue, faults...)
-}
+func (f *Server) Enqueue(faults ...Fault) { f.faults.Enqueue(faults...) }
 
 // Calls returns the number of requests that reached the handler, rejected
 // and faulted ones included.
-func (f *Server) Calls() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.calls
-}
+func (f *Server) Calls() int { return f.calls.Count() }
 
 // CallsContaining returns the number of requests whose text contains s.
-func (f *Server) CallsContaining(s string) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	n := 0
-	for _, in := range f.inputs {
-		if strings.Contains(in, s) {
-			n++
-		}
-	}
-	return n
-}
+func (f *Server) CallsContaining(s string) int { return f.calls.Containing(s) }
 
 // maxFakeRequest bounds a request body.
 const maxFakeRequest = 1 << 20
@@ -215,14 +191,12 @@ func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 	req.Header = r.Header.Clone()
 	req.APIVersion = r.URL.Query().Get("api-version")
 
-	f.mu.Lock()
-	f.calls++
+	f.calls.Add()
 	if decodeErr == nil {
-		f.inputs = append(f.inputs, req.Text)
+		f.calls.Record(req.Text)
 	}
-	f.mu.Unlock()
 
-	if !f.sleep(r, f.opts.Latency) {
+	if !f.http.Sleep(r, f.opts.Latency) {
 		return
 	}
 	if f.opts.APIKey != "" && r.Header.Get("Ocp-Apim-Subscription-Key") != f.opts.APIKey {
@@ -242,7 +216,7 @@ func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	fault, ok := f.nextFault()
+	fault, ok := f.faults.Next()
 	if !ok {
 		f.write(w, f.analysis(req, false), nil)
 		return
@@ -252,28 +226,6 @@ func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 
 // invalidKeyMessage is the gateway's 401 message.
 const invalidKeyMessage = "Access denied due to invalid subscription key or wrong API endpoint. Make sure to provide a valid key for an active subscription and use a correct regional API endpoint for your resource."
-
-// nextFault pops a scripted fault or draws a random one.
-func (f *Server) nextFault() (Fault, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if len(f.queue) > 0 {
-		ft := f.queue[0]
-		f.queue = f.queue[1:]
-		return ft, true
-	}
-	if f.opts.FaultRate > 0 && f.rng.Float64() < f.opts.FaultRate {
-		switch f.rng.IntN(3) {
-		case 0:
-			return Fault{Kind: RateLimit, RetryAfter: "1"}, true
-		case 1:
-			return Fault{Kind: ServerError, Status: http.StatusInternalServerError}, true
-		default:
-			return Fault{Kind: ServerError, Status: http.StatusServiceUnavailable}, true
-		}
-	}
-	return Fault{}, false
-}
 
 func (f *Server) fault(w http.ResponseWriter, r *http.Request, req Request, ft Fault) {
 	switch ft.Kind {
@@ -323,25 +275,21 @@ func (f *Server) fault(w http.ResponseWriter, r *http.Request, req Request, ft F
 	case Disconnect:
 		panic(http.ErrAbortHandler)
 	case Delay:
-		if f.sleep(r, ft.Delay) {
+		if f.http.Sleep(r, ft.Delay) {
 			f.write(w, f.analysis(req, false), ft.Header)
 		}
 	case TimeoutAfterAnswer:
 		body := f.analysis(req, false)
 		h := w.Header()
 		setDefaultHeaders(h)
-		mergeHeader(h, ft.Header)
+		fakekit.MergeHeader(h, ft.Header)
 		h.Set("Content-Length", strconv.Itoa(len(body)))
 		w.WriteHeader(http.StatusOK)
 		_, _ = w.Write(body[:len(body)/2])
 		_ = http.NewResponseController(w).Flush()
-		select {
-		case <-r.Context().Done():
-		case <-f.done:
-		}
+		f.http.Hold(r)
 	case Malformed:
-		body := f.analysis(req, false)
-		f.write(w, body[:len(body)/2], ft.Header)
+		f.write(w, []byte(fakekit.Cut(string(f.analysis(req, false)))), ft.Header)
 	case MissingCategory:
 		f.write(w, f.analysis(req, true), ft.Header)
 	default:
@@ -362,27 +310,10 @@ func (ft Fault) override(e wireError) wireError {
 	return e
 }
 
-// sleep waits d unless the client leaves or the fake closes first.
-func (f *Server) sleep(r *http.Request, d time.Duration) bool {
-	if d <= 0 {
-		return true
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-r.Context().Done():
-		return false
-	case <-f.done:
-		return false
-	}
-}
-
 func (f *Server) write(w http.ResponseWriter, body []byte, extra http.Header) {
 	h := w.Header()
 	setDefaultHeaders(h)
-	mergeHeader(h, extra)
+	fakekit.MergeHeader(h, extra)
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(body)
@@ -432,7 +363,7 @@ func (f *Server) analysis(req Request, dropLast bool) []byte {
 	if dropLast && len(out.CategoriesAnalysis) > 0 {
 		out.CategoriesAnalysis = out.CategoriesAnalysis[:len(out.CategoriesAnalysis)-1]
 	}
-	return marshal(out)
+	return fakekit.Marshal(out)
 }
 
 // level puts a scripted severity on the output type's scale.
@@ -470,7 +401,7 @@ func writeError(w http.ResponseWriter, status int, extra []http.Header, e wireEr
 	if e.InnerCode != "" {
 		obj.InnerError = &wireInnerError{Code: e.InnerCode}
 	}
-	body := marshal(struct {
+	body := fakekit.Marshal(struct {
 		Error wireErrorObject `json:"error"`
 	}{obj})
 	h := w.Header()
@@ -483,7 +414,7 @@ func writeError(w http.ResponseWriter, status int, extra []http.Header, e wireEr
 		h.Set("x-ms-error-code", e.Code)
 	}
 	for _, x := range extra {
-		mergeHeader(h, x)
+		fakekit.MergeHeader(h, x)
 	}
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
@@ -492,40 +423,10 @@ func writeError(w http.ResponseWriter, status int, extra []http.Header, e wireEr
 
 func setDefaultHeaders(h http.Header) {
 	h.Set("Content-Type", "application/json; charset=utf-8")
-	h.Set("apim-request-id", newRequestID())
+	h.Set("apim-request-id", fakekit.UUIDv4())
 	h.Set("x-envoy-upstream-service-time", "11")
 	h.Set("Strict-Transport-Security", "max-age=31536000; includeSubDomains; preload")
 	h.Set("x-content-type-options", "nosniff")
-}
-
-// mergeHeader sets extra over h; a key with no values deletes it.
-func mergeHeader(h, extra http.Header) {
-	for k, vs := range extra {
-		h.Del(k)
-		for _, v := range vs {
-			h.Add(k, v)
-		}
-	}
-}
-
-// newRequestID returns a random UUID, the form of apim-request-id.
-func newRequestID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
-}
-
-// marshal encodes v without HTML escaping.
-func marshal(v any) []byte {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		panic("azurecs fake: marshal: " + err.Error())
-	}
-	return bytes.TrimRight(buf.Bytes(), "\n")
 }
 
 // The request as sent on the wire.

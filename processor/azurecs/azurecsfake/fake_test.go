@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 const testKey = "0123456789abcdef0123456789abcdef"
@@ -169,5 +170,15 @@ func TestFakeFaultRateIsReproducible(t *testing.T) {
 	}
 	if faults == 0 || faults == len(a) {
 		t.Errorf("FaultRate 0.5 gave %d faults in %d calls, want some but not all", faults, len(a))
+	}
+}
+
+func TestFakeDelayThenAnswer(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, Options{})
+	f.Enqueue(Fault{Kind: Delay, Delay: 10 * time.Millisecond, Header: http.Header{"X-Test": {"delayed"}}})
+	status, header, body := post(t, f.URL()+"/contentsafety/text:analyze?api-version=2024-09-01", testKey, `{"text":"hi"}`)
+	if status != 200 || header.Get("X-Test") != "delayed" || body["categoriesAnalysis"] == nil {
+		t.Errorf("POST after a Delay fault = %d %v %v, want 200 with the fault's header and an analysis", status, header, body)
 	}
 }
