@@ -11,7 +11,6 @@ import (
 	"mime"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/api"
+	"github.com/stetlabs/stet/internal/stetclient"
 	"github.com/stetlabs/stet/internal/stettest"
 	"github.com/stetlabs/stet/ledger"
 )
@@ -73,16 +73,7 @@ func bearer(token string) http.Header {
 // signedErr returns the headers of a delivery of body as message id, signed
 // under secret at time at.
 func signedErr(secret, id string, at time.Time, body []byte) (http.Header, error) {
-	sig, err := api.Sign(secret, id, at, body)
-	if err != nil {
-		return nil, err
-	}
-	h := http.Header{}
-	h.Set("Content-Type", "application/json")
-	h.Set("webhook-id", id)
-	h.Set("webhook-timestamp", strconv.FormatInt(at.Unix(), 10))
-	h.Set("webhook-signature", sig)
-	return h, nil
+	return stetclient.Headers(secret, id, at, body)
 }
 
 func signed(t testing.TB, secret, id string, at time.Time, body []byte) http.Header {

@@ -185,7 +185,15 @@ func TestServeInvalidConfigStartsNothing(t *testing.T) {
 // entries named in skip.
 func copyTree(t *testing.T, src, dst string, skip ...string) {
 	t.Helper()
-	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+	if err := copyDir(src, dst, skip...); err != nil {
+		t.Fatalf("copy %s: %v", src, err)
+	}
+}
+
+// copyDir copies the tree at src into dst, leaving out the top-level
+// entries named in skip.
+func copyDir(src, dst string, skip ...string) error {
+	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -211,9 +219,6 @@ func copyTree(t *testing.T, src, dst string, skip ...string) {
 		}
 		return os.WriteFile(target, b, 0o600)
 	})
-	if err != nil {
-		t.Fatalf("copy %s: %v", src, err)
-	}
 }
 
 // quickstartRow is one line of the quickstart's delivery table.

@@ -25,6 +25,8 @@ import (
 
 	_ "modernc.org/sqlite"
 
+	"github.com/rogpeppe/go-internal/testscript"
+
 	"github.com/stetlabs/stet/api"
 	"github.com/stetlabs/stet/internal/stetclient"
 	"github.com/stetlabs/stet/internal/stettest"
@@ -48,14 +50,26 @@ var testSecret = "whsec_" + base64.StdEncoding.EncodeToString([]byte("stet-e2e-s
 // stetBin is the path of the stet binary TestMain built.
 var stetBin string
 
+// TestMain runs the tests, or, when the test binary runs as a testscript
+// command (argv[0] "stet"), stet's own run.
 func TestMain(m *testing.M) {
+	testscript.Main(e2eMain{m}, map[string]func(){
+		"stet": func() { os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr)) },
+	})
+}
+
+// e2eMain sets up the package's tests: the test secrets in this process and
+// the stet binary, built once.
+type e2eMain struct{ m *testing.M }
+
+func (e e2eMain) Run() int {
 	for k, v := range map[string]string{envSourceSecret: testSecret, envToken: testToken, envOpenAIKey: testOpenAIKey} {
 		os.Setenv(k, v)
 	}
 	dir, err := os.MkdirTemp("", "stet-e2e-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "stet e2e:", err)
-		os.Exit(1)
+		return 1
 	}
 	stetBin = filepath.Join(dir, "stet")
 	build := exec.Command(goTool(), "build", "-o", stetBin, ".")
@@ -63,11 +77,11 @@ func TestMain(m *testing.M) {
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "stet e2e: build the stet binary:", err)
 		os.RemoveAll(dir)
-		os.Exit(1)
+		return 1
 	}
-	code := m.Run()
+	code := e.m.Run()
 	os.RemoveAll(dir)
-	os.Exit(code)
+	return code
 }
 
 // goTool finds the go command that runs these tests.

@@ -56,8 +56,7 @@ type Answer struct {
 // HTTP status is an Answer.
 func (c *Client) Deliver(ctx context.Context, source, webhookID string, body []byte) (Answer, error) {
 	var a Answer
-	now := time.Now()
-	sig, err := api.Sign(c.Secret, webhookID, now, body)
+	h, err := Headers(c.Secret, webhookID, time.Now(), body)
 	if err != nil {
 		return a, err
 	}
@@ -65,10 +64,7 @@ func (c *Client) Deliver(ctx context.Context, source, webhookID string, body []b
 	if err != nil {
 		return a, err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("webhook-id", webhookID)
-	req.Header.Set("webhook-timestamp", strconv.FormatInt(now.Unix(), 10))
-	req.Header.Set("webhook-signature", sig)
+	req.Header = h
 	resp, err := c.http().Do(req)
 	if err != nil {
 		return a, err
@@ -91,6 +87,22 @@ func (c *Client) Deliver(ctx context.Context, source, webhookID string, body []b
 	_ = json.Unmarshal(b, &p)
 	a.Problem = p.Type
 	return a, nil
+}
+
+// Headers are the request headers of a delivery of body as message
+// webhookID sent at time at, signed under secret (Standard Webhooks:
+// webhook-id, webhook-timestamp, webhook-signature), with its content type.
+func Headers(secret, webhookID string, at time.Time, body []byte) (http.Header, error) {
+	sig, err := api.Sign(secret, webhookID, at, body)
+	if err != nil {
+		return nil, err
+	}
+	h := http.Header{}
+	h.Set("Content-Type", "application/json")
+	h.Set("webhook-id", webhookID)
+	h.Set("webhook-timestamp", strconv.FormatInt(at.Unix(), 10))
+	h.Set("webhook-signature", sig)
+	return h, nil
 }
 
 // GetJSON reads path (with its query) with the client's bearer token and

@@ -17,7 +17,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -25,6 +24,7 @@ import (
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/admission"
 	"github.com/stetlabs/stet/api"
+	"github.com/stetlabs/stet/internal/stetclient"
 	"github.com/stetlabs/stet/internal/testdb"
 	"github.com/stetlabs/stet/ledger"
 	"github.com/stetlabs/stet/metrics"
@@ -324,16 +324,10 @@ func (e *Env) Deliver(source, webhookID string, body any) Response {
 			e.t.Fatal(err)
 		}
 	}
-	now := e.Clock.Now()
-	sig, err := api.Sign(Secret, webhookID, now, raw)
+	h, err := stetclient.Headers(Secret, webhookID, e.Clock.Now(), raw)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	h := http.Header{}
-	h.Set("Content-Type", "application/json")
-	h.Set("webhook-id", webhookID)
-	h.Set("webhook-timestamp", strconv.FormatInt(now.Unix(), 10))
-	h.Set("webhook-signature", sig)
 	return e.Post("/v1/sources/"+source+"/reports", h, raw)
 }
 
