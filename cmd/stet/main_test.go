@@ -17,7 +17,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -86,7 +85,7 @@ func (e e2eMain) Run() int {
 
 // goTool finds the go command that runs these tests.
 func goTool() string {
-	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); fileExists(p) {
+	if p, err := exec.LookPath("go"); err == nil {
 		return p
 	}
 	return "go"

@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"testing"
 
@@ -37,8 +36,8 @@ func TestMain(m *testing.M) {
 func stetBinary(t *testing.T) string {
 	t.Helper()
 	binOnce.Do(func() {
-		go_ := filepath.Join(runtime.GOROOT(), "bin", "go")
-		if _, err := os.Stat(go_); err != nil {
+		go_, err := exec.LookPath("go")
+		if err != nil {
 			go_ = "go"
 		}
 		path := filepath.Join(binDir, "stet")
