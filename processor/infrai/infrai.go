@@ -26,8 +26,9 @@
 // the provider's error message, the prompt or the model's output into an
 // error string or a log: any of them may quote the document.
 //
-// fake.go holds Fake, a server speaking the same wire with scriptable faults
-// and Infrai's idempotency behaviour, used by tests, drills and benchmarks.
+// processor/infrai/infraifake is a server speaking the same wire with
+// scriptable faults and Infrai's idempotency behaviour, for tests, drills and
+// benchmarks.
 package infrai
 
 import (
