@@ -266,7 +266,7 @@ func (c *Client) request(p stet.ExtractParams) chatRequest {
 	for _, turn := range p.Repair {
 		msgs = append(msgs,
 			chatMessage{Role: "assistant", Content: string(turn.Output)},
-			chatMessage{Role: "user", Content: repairMessage(turn.Problems)},
+			chatMessage{Role: "user", Content: processor.RepairMessage(turn.Problems)},
 		)
 	}
 	return chatRequest{
@@ -275,37 +275,12 @@ func (c *Client) request(p stet.ExtractParams) chatRequest {
 		Temperature: 0,
 		ResponseFormat: responseFormat{
 			Type:       "json_schema",
-			JSONSchema: jsonSchema{Name: schemaName(p.SchemaName), Strict: true, Schema: p.Schema},
+			JSONSchema: jsonSchema{Name: processor.SchemaName(p.SchemaName), Strict: true, Schema: p.Schema},
 		},
 	}
 }
 
-// repairMessage asks the model to correct its last answer. problems name
-// schema locations only, never document text.
-func repairMessage(problems []string) string {
-	return "Your previous answer was not valid against the JSON schema: " +
-		strings.Join(problems, "; ") +
-		". Answer again with only the corrected JSON."
-}
-
-// schemaName fits name to what OpenAI-compatible servers accept: 1 to 64 of
-// [A-Za-z0-9_-].
-func schemaName(name string) string {
-	b := []byte(name)
-	for i, ch := range b {
-		if !isNameByte(ch) {
-			b[i] = '_'
-		}
-	}
-	if len(b) > 64 {
-		b = b[:64]
-	}
-	if len(b) == 0 {
-		return "extraction"
-	}
-	return string(b)
-}
-
+// isNameByte reports the bytes of an identifier: [A-Za-z0-9_-].
 func isNameByte(ch byte) bool {
 	return ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' || ch == '_' || ch == '-'
 }
