@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -133,19 +131,7 @@ func TestBatchSubmitGolden(t *testing.T) {
 	if canon, err := canonicalJSON(json.RawMessage(got.body)); err != nil || !bytes.Equal(canon, got.body) {
 		t.Errorf("submit body is not canonical JSON:\n%s", got.body)
 	}
-	path := filepath.Join("testdata", "batch_submit.golden.json")
-	if *update {
-		if err := os.WriteFile(path, got.body, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read golden file (run with -update to create it): %v", err)
-	}
-	if !bytes.Equal(got.body, want) {
-		t.Errorf("submit body differs from %s:\ngot  %s\nwant %s", path, got.body, want)
-	}
+	checkGolden(t, "batch_submit.golden.json", got.body)
 
 	// Each item's body is byte for byte what Extract sends for the same job.
 	var wire struct {

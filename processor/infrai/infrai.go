@@ -348,14 +348,7 @@ type chatAnswer struct {
 // error.
 func (c *Client) decode(res *http.Response, raw []byte, latency time.Duration) (*stet.Extraction, error) {
 	status := res.StatusCode
-	requestID := headerRequestID(res.Header)
-	var env envelope
-	isJSON := json.Unmarshal(raw, &env) == nil
-	if isJSON && env.Metadata != nil {
-		if id := safeRequestID(env.Metadata.RequestID); id != "" {
-			requestID = id
-		}
-	}
+	env, isJSON, requestID := readEnvelope(res.Header, raw)
 	fail := func(class stet.FailureClass, code string, err error) *stet.ProcessorError {
 		return &stet.ProcessorError{Class: class, StatusCode: status, Code: code, RequestID: requestID, Err: err}
 	}
@@ -433,6 +426,20 @@ func (c *Client) decode(res *http.Response, raw []byte, latency time.Duration) (
 		OutputTokens: max(ans.Usage.CompletionTokens, ans.Usage.OutputTokens),
 		Latency:      latency,
 	}, nil
+}
+
+// readEnvelope decodes raw as the envelope (isJSON false when it is not
+// JSON at all) and returns the request ID: metadata.request_id, else the
+// response header's.
+func readEnvelope(h http.Header, raw []byte) (env envelope, isJSON bool, requestID string) {
+	requestID = headerRequestID(h)
+	isJSON = json.Unmarshal(raw, &env) == nil
+	if isJSON && env.Metadata != nil {
+		if id := safeRequestID(env.Metadata.RequestID); id != "" {
+			requestID = id
+		}
+	}
+	return env, isJSON, requestID
 }
 
 // headerRequestID reads a request ID from the response headers, for answers

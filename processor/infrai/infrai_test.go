@@ -134,24 +134,30 @@ func TestRequestGolden(t *testing.T) {
 			if !got.Canonical {
 				t.Errorf("request body is not canonical JSON (sorted keys, no spaces, trailing newline):\n%s", got.Body)
 			}
-			// The golden file holds the exact bytes on the wire.
-			path := filepath.Join("testdata", tt.golden)
-			if *update {
-				if err := os.WriteFile(path, got.Body, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("read golden file (run with -update to create it): %v", err)
-			}
-			if !bytes.Equal(got.Body, want) {
-				t.Errorf("request body differs from %s (run with -update if intended):\ngot:\n%s\nwant:\n%s", path, got.Body, want)
-			}
+			checkGolden(t, tt.golden, got.Body)
 			if n := f.Calls(); n != 1 {
 				t.Errorf("fake calls = %d, want 1", n)
 			}
 		})
+	}
+}
+
+// checkGolden compares body, the exact bytes on the wire, with
+// testdata/name; -update rewrites the file.
+func checkGolden(t *testing.T, name string, body []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, body, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read golden file (run with -update to create it): %v", err)
+	}
+	if !bytes.Equal(body, want) {
+		t.Errorf("body differs from %s (run with -update if intended):\ngot:\n%s\nwant:\n%s", path, body, want)
 	}
 }
 

@@ -436,9 +436,11 @@ func (f *Server) respond(w http.ResponseWriter, r *http.Request, req Request, en
 		f.executed(entry, resp)
 		writeResponse(w, resp)
 	}
+	if content, refusal, finish, ok := f.modelAnswer(req, ft); ok {
+		answer(content, refusal, finish)
+		return
+	}
 	switch ft.Kind {
-	case "":
-		answer(f.content(req), nil, "stop")
 	case ErrorCode:
 		code := cmp.Or(ft.Code, codeInternalError)
 		f.writeError(w, start, cmp.Or(ft.Status, StatusForCode(code)), code, cmp.Or(ft.Message, errorMessage(code)), faultHeader(ft), ft.Header)
@@ -462,19 +464,30 @@ func (f *Server) respond(w http.ResponseWriter, r *http.Request, req Request, en
 		resp := f.answer(req, f.content(req), nil, "stop", ft.Header, start)
 		f.executed(entry, resp)
 		f.writeHalf(w, r, resp)
-	case TruncatedJSON:
-		answer(cut(f.content(req)), nil, "stop")
-	case SchemaInvalid:
-		answer(ptr(`{"unexpected":true}`), nil, "stop")
-	case Refusal:
-		answer(nil, ptr(cmp.Or(ft.Message, "I'm sorry, but I can't help with that request.")), "stop")
-	case ContentFilter:
-		answer(nil, nil, "content_filter")
-	case Length:
-		answer(cut(f.content(req)), nil, "length")
 	default:
 		f.writeError(w, start, http.StatusInternalServerError, codeInternalError, "unknown fake fault "+string(ft.Kind))
 	}
+}
+
+// modelAnswer returns the message content, refusal and finish reason of the
+// model answer ft scripts (the zero Fault: a normal answer); ok is false when
+// ft is not a model answer. The chat route and batch items share it.
+func (f *Server) modelAnswer(req Request, ft Fault) (content, refusal *string, finish string, ok bool) {
+	switch ft.Kind {
+	case "":
+		return f.content(req), nil, "stop", true
+	case TruncatedJSON:
+		return cut(f.content(req)), nil, "stop", true
+	case SchemaInvalid:
+		return ptr(`{"unexpected":true}`), nil, "stop", true
+	case Refusal:
+		return nil, ptr(cmp.Or(ft.Message, "I'm sorry, but I can't help with that request.")), "stop", true
+	case ContentFilter:
+		return nil, nil, "content_filter", true
+	case Length:
+		return cut(f.content(req)), nil, "length", true
+	}
+	return nil, nil, "", false
 }
 
 // faultHeader returns the wait headers an ErrorCode fault asks for.

@@ -543,19 +543,11 @@ func (f *Server) batchItem(customID string, req Request, ft Fault) fakeBatchItem
 	fail := func(status int, code, msg string) {
 		it.Status, it.StatusCode, it.Error = "failed", status, &wireError{Code: code, Message: msg}
 	}
+	if content, refusal, finish, ok := f.modelAnswer(req, ft); ok {
+		answer(content, refusal, finish)
+		return fakeBatchItem{raw: fakekit.Marshal(it), ok: it.OK}
+	}
 	switch ft.Kind {
-	case "":
-		answer(f.content(req), nil, "stop")
-	case TruncatedJSON:
-		answer(cut(f.content(req)), nil, "stop")
-	case SchemaInvalid:
-		answer(ptr(`{"unexpected":true}`), nil, "stop")
-	case Refusal:
-		answer(nil, ptr(cmp.Or(ft.Message, "I'm sorry, but I can't help with that request.")), "stop")
-	case ContentFilter:
-		answer(nil, nil, "content_filter")
-	case Length:
-		answer(cut(f.content(req)), nil, "length")
 	case ErrorCode:
 		code := cmp.Or(ft.Code, codeInternalError)
 		fail(cmp.Or(ft.Status, StatusForCode(code)), code, cmp.Or(ft.Message, errorMessage(code)))
