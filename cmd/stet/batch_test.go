@@ -85,7 +85,7 @@ var batchProviders = []batchProvider{
 	{kind: "infrai", model: "gpt-4.1-mini", start: func(t *testing.T) (string, func() int, func() int) {
 		f := infraifake.New(infraifake.Options{APIKey: testOpenAIKey})
 		t.Cleanup(f.Close)
-		return f.URL(), f.BatchesCreated, f.BatchCreateCalls
+		return f.URL(), func() int { return f.BatchCounts().Created }, func() int { return f.BatchCounts().CreateCalls }
 	}},
 }
 

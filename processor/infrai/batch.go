@@ -461,14 +461,7 @@ func (c *Client) batchCall(ctx context.Context, method, u, idemKey string, body 
 // status and results routes, where 404 means the batch is unknown.
 func (c *Client) batchAnswer(res *http.Response, raw []byte, lookup bool) (json.RawMessage, string, error) {
 	status := res.StatusCode
-	requestID := headerRequestID(res.Header)
-	var env envelope
-	isJSON := json.Unmarshal(raw, &env) == nil
-	if isJSON && env.Metadata != nil {
-		if id := safeRequestID(env.Metadata.RequestID); id != "" {
-			requestID = id
-		}
-	}
+	env, isJSON, requestID := readEnvelope(res.Header, raw)
 	enveloped := isJSON && env.OK != nil
 	if status >= 300 || (enveloped && !*env.OK) {
 		code := ""

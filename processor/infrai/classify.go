@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/processor"
 )
 
 // classify maps an HTTP status and Infrai's error code to a failure class.
@@ -65,30 +66,17 @@ func unsupportedCode(up string) bool {
 		strings.HasPrefix(up, "UNSUPPORTED_")
 }
 
-// maxRetryAfter bounds header values we accept; larger ones are garbage.
-const maxRetryAfter = 7 * 24 * time.Hour
-
 // retryAfter reads how long the provider asks us to wait: retry-after-ms,
-// then Retry-After (seconds or an HTTP-date). Rate limits also fall back to
-// the X-RateLimit-Reset / RateLimit-Reset headers. A store conflict never
-// waits its way into a retry.
+// then Retry-After (seconds or an HTTP-date), as processor.RetryAfter reads
+// them. Rate limits also fall back to the X-RateLimit-Reset /
+// RateLimit-Reset headers. Every wait is capped at processor.MaxRetryAfter.
+// A store conflict never waits its way into a retry.
 func (c *Client) retryAfter(class stet.FailureClass, h http.Header) time.Duration {
 	if class == stet.FailureStore {
 		return 0
 	}
-	if v := strings.TrimSpace(h.Get("retry-after-ms")); v != "" {
-		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 && ms < float64(maxRetryAfter/time.Millisecond) {
-			return time.Duration(ms * float64(time.Millisecond))
-		}
-	}
-	if v := strings.TrimSpace(h.Get("Retry-After")); v != "" {
-		if s, err := strconv.ParseFloat(v, 64); err == nil {
-			if s >= 0 && s < float64(maxRetryAfter/time.Second) {
-				return time.Duration(s * float64(time.Second))
-			}
-		} else if t, err := http.ParseTime(v); err == nil {
-			return max(t.Sub(c.now()), 0)
-		}
+	if d, ok := processor.RetryAfter(h, c.now()); ok {
+		return d
 	}
 	if class != stet.FailureRateLimited {
 		return 0
@@ -101,24 +89,24 @@ func (c *Client) retryAfter(class stet.FailureClass, h http.Header) time.Duratio
 	return 0
 }
 
-// resetAfter reads a rate-limit reset value. Gateways send either seconds to
-// wait or a Unix time in seconds; a value past 10^9 can only be the latter.
+// resetAfter reads a rate-limit reset value, capped at
+// processor.MaxRetryAfter. Gateways send either seconds to wait or a Unix
+// time in seconds; a value past 10^9 can only be the latter.
 func (c *Client) resetAfter(v string) (time.Duration, bool) {
 	s, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-	if err != nil || s < 0 || math.IsInf(s, 0) {
+	if err != nil || s < 0 || math.IsInf(s, 0) || math.IsNaN(s) {
 		return 0, false
 	}
 	if s >= 1e9 {
-		d := time.Unix(0, int64(s*1e9)).Sub(c.now())
-		if d > maxRetryAfter {
-			return 0, false
+		now := c.now()
+		if s-float64(now.Unix()) >= processor.MaxRetryAfter.Seconds() {
+			return processor.MaxRetryAfter, true // and no int64 overflow below
 		}
-		return max(d, 0), true
+		sec, frac := math.Modf(s)
+		return processor.CapRetryAfter(time.Unix(int64(sec), int64(frac*1e9)).Sub(now)), true
 	}
-	if s >= float64(maxRetryAfter/time.Second) {
-		return 0, false
-	}
-	return time.Duration(s * float64(time.Second)), true
+	// Below 10^9 seconds (about 31 years) the duration cannot overflow.
+	return processor.CapRetryAfter(time.Duration(s * float64(time.Second))), true
 }
 
 // errorCode extracts the machine code of an error value: the envelope's
@@ -130,7 +118,7 @@ func errorCode(raw json.RawMessage) string {
 	}
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
-		return safeCode(s)
+		return processor.SafeCode(s)
 	}
 	var obj struct {
 		Code any `json:"code"`
@@ -142,7 +130,7 @@ func errorCode(raw json.RawMessage) string {
 	for _, v := range []any{obj.Code, obj.Type} {
 		switch v := v.(type) {
 		case string:
-			if s := safeCode(v); s != "" {
+			if s := processor.SafeCode(v); s != "" {
 				return s
 			}
 		case float64:
@@ -152,19 +140,4 @@ func errorCode(raw json.RawMessage) string {
 		}
 	}
 	return ""
-}
-
-// safeCode keeps code only if it looks like a machine identifier. The code
-// reaches error strings and the ledger, so free text (which a misbehaving
-// server might put there, quoting the document) is dropped.
-func safeCode(code string) string {
-	if code == "" || len(code) > 64 {
-		return ""
-	}
-	for i := 0; i < len(code); i++ {
-		if ch := code[i]; !isNameByte(ch) && ch != '.' {
-			return ""
-		}
-	}
-	return code
 }

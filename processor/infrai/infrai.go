@@ -26,8 +26,9 @@
 // the provider's error message, the prompt or the model's output into an
 // error string or a log: any of them may quote the document.
 //
-// fake.go holds Fake, a server speaking the same wire with scriptable faults
-// and Infrai's idempotency behaviour, used by tests, drills and benchmarks.
+// processor/infrai/infraifake is a server speaking the same wire with
+// scriptable faults and Infrai's idempotency behaviour, for tests, drills and
+// benchmarks.
 package infrai
 
 import (
@@ -265,7 +266,7 @@ func (c *Client) request(p stet.ExtractParams) chatRequest {
 	for _, turn := range p.Repair {
 		msgs = append(msgs,
 			chatMessage{Role: "assistant", Content: string(turn.Output)},
-			chatMessage{Role: "user", Content: repairMessage(turn.Problems)},
+			chatMessage{Role: "user", Content: processor.RepairMessage(turn.Problems)},
 		)
 	}
 	return chatRequest{
@@ -274,37 +275,12 @@ func (c *Client) request(p stet.ExtractParams) chatRequest {
 		Temperature: 0,
 		ResponseFormat: responseFormat{
 			Type:       "json_schema",
-			JSONSchema: jsonSchema{Name: schemaName(p.SchemaName), Strict: true, Schema: p.Schema},
+			JSONSchema: jsonSchema{Name: processor.SchemaName(p.SchemaName), Strict: true, Schema: p.Schema},
 		},
 	}
 }
 
-// repairMessage asks the model to correct its last answer. problems name
-// schema locations only, never document text.
-func repairMessage(problems []string) string {
-	return "Your previous answer was not valid against the JSON schema: " +
-		strings.Join(problems, "; ") +
-		". Answer again with only the corrected JSON."
-}
-
-// schemaName fits name to what OpenAI-compatible servers accept: 1 to 64 of
-// [A-Za-z0-9_-].
-func schemaName(name string) string {
-	b := []byte(name)
-	for i, ch := range b {
-		if !isNameByte(ch) {
-			b[i] = '_'
-		}
-	}
-	if len(b) > 64 {
-		b = b[:64]
-	}
-	if len(b) == 0 {
-		return "extraction"
-	}
-	return string(b)
-}
-
+// isNameByte reports the bytes of an identifier: [A-Za-z0-9_-].
 func isNameByte(ch byte) bool {
 	return ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' || ch == '_' || ch == '-'
 }
@@ -372,14 +348,7 @@ type chatAnswer struct {
 // error.
 func (c *Client) decode(res *http.Response, raw []byte, latency time.Duration) (*stet.Extraction, error) {
 	status := res.StatusCode
-	requestID := headerRequestID(res.Header)
-	var env envelope
-	isJSON := json.Unmarshal(raw, &env) == nil
-	if isJSON && env.Metadata != nil {
-		if id := safeRequestID(env.Metadata.RequestID); id != "" {
-			requestID = id
-		}
-	}
+	env, isJSON, requestID := readEnvelope(res.Header, raw)
 	fail := func(class stet.FailureClass, code string, err error) *stet.ProcessorError {
 		return &stet.ProcessorError{Class: class, StatusCode: status, Code: code, RequestID: requestID, Err: err}
 	}
@@ -457,6 +426,20 @@ func (c *Client) decode(res *http.Response, raw []byte, latency time.Duration) (
 		OutputTokens: max(ans.Usage.CompletionTokens, ans.Usage.OutputTokens),
 		Latency:      latency,
 	}, nil
+}
+
+// readEnvelope decodes raw as the envelope (isJSON false when it is not
+// JSON at all) and returns the request ID: metadata.request_id, else the
+// response header's.
+func readEnvelope(h http.Header, raw []byte) (env envelope, isJSON bool, requestID string) {
+	requestID = headerRequestID(h)
+	isJSON = json.Unmarshal(raw, &env) == nil
+	if isJSON && env.Metadata != nil {
+		if id := safeRequestID(env.Metadata.RequestID); id != "" {
+			requestID = id
+		}
+	}
+	return env, isJSON, requestID
 }
 
 // headerRequestID reads a request ID from the response headers, for answers

@@ -10,13 +10,9 @@ import (
 	"cmp"
 	"crypto/rand"
 	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"io"
-	mathrand "math/rand/v2"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -191,22 +187,18 @@ type Server struct {
 	clock    stet.Clock
 	window   time.Duration
 	chatPath string
-	srv      *httptest.Server
-	done     chan struct{}
-	stop     sync.Once
+	http     *fakekit.Server
 
-	mu         sync.Mutex
-	queue      []Fault
-	rng        *mathrand.Rand
-	calls      int
+	faults *fakekit.Faults[Fault]
+	calls  fakekit.Calls // chat requests counted; chat and batch item text kept
+
+	mu         sync.Mutex // guards the idempotency store and its counts
 	executions int
 	replays    int
-	inputs     []string
 	keys       map[string]*idemEntry
 
-	// batch holds the batch routes' state (fake_batch.go); its zero value
-	// is ready to use.
-	batch fakeBatches
+	// batch holds the batch routes' state (fake_batch.go).
+	batch *fakeBatches
 }
 
 // idemEntry is what the Server remembers of one Idempotency-Key.
@@ -232,47 +224,39 @@ func New(opts Options) *Server {
 		clock:    opts.Clock,
 		window:   cmp.Or(opts.DedupWindow, 24*time.Hour),
 		chatPath: cmp.Or(opts.ChatPath, "/v1"+defaultChatPath),
-		done:     make(chan struct{}),
-		rng:      mathrand.New(mathrand.NewPCG(uint64(opts.Seed), 0x1f4a)),
-		keys:     map[string]*idemEntry{},
+		// Random faults: a 429 with Retry-After 1, a 503 VENDOR_DOWN or a
+		// 500 INTERNAL_ERROR.
+		faults: fakekit.NewFaults(opts.Seed, 0x1f4a, opts.FaultRate,
+			Fault{Kind: ErrorCode, Code: codeRateLimitExceeded, RetryAfter: "1"},
+			Fault{Kind: ErrorCode, Code: codeVendorDown, Status: http.StatusServiceUnavailable},
+			Fault{Kind: ErrorCode, Code: codeInternalError}),
+		keys:  map[string]*idemEntry{},
+		batch: newFakeBatches(),
 	}
 	if f.clock == nil {
 		f.clock = stet.SystemClock{}
 	}
-	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
+	f.http = fakekit.NewServer(http.HandlerFunc(f.serve))
 	return f
 }
 
 // URL returns the base URL to configure a client with; it ends in /v1.
-func (f *Server) URL() string { return f.srv.URL + "/v1" }
+func (f *Server) URL() string { return f.http.URL() + "/v1" }
 
 // Handler returns the fake's handler, to serve from another listener. Calls,
 // faults, idempotency state and Close apply to it as to the built-in server.
 func (f *Server) Handler() http.Handler { return http.HandlerFunc(f.serve) }
 
 // Close releases held connections and stops the server.
-func (f *Server) Close() {
-	f.stop.Do(func() {
-		close(f.done)
-		f.srv.Close()
-	})
-}
+func (f *Server) Close() { f.http.Close() }
 
 // Enqueue scripts faults for the next executing calls, in order; later
 // calls are answered normally. A replay of a stored answer takes no fault.
-func (f *Server) Enqueue(faults ...Fault) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.queue = append(f.queue, faults...)
-}
+func (f *Server) Enqueue(faults ...Fault) { f.faults.Enqueue(faults...) }
 
-// Calls returns the number of requests that reached the handler: faulted
-// ones and replays included.
-func (f *Server) Calls() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.calls
-}
+// Calls returns the number of requests that reached the chat route's
+// handler: faulted ones and replays included, batch routes excepted.
+func (f *Server) Calls() int { return f.calls.Count() }
 
 // Executions returns the number of requests the Server executed, that is
 // charged for: a key executes once per dedup window, a request without a key
@@ -291,18 +275,20 @@ func (f *Server) Replays() int {
 	return f.replays
 }
 
-// CallsContaining returns the number of requests whose user messages
-// contain s.
-func (f *Server) CallsContaining(s string) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	n := 0
-	for _, in := range f.inputs {
-		if strings.Contains(in, s) {
-			n++
+// CallsContaining returns the number of chat requests and batch items whose
+// user messages contain s.
+func (f *Server) CallsContaining(s string) int { return f.calls.Containing(s) }
+
+// userText joins the user messages of req, as CallsContaining searches them.
+func userText(req Request) string {
+	var sb strings.Builder
+	for _, m := range req.Messages {
+		if m.Role == "user" {
+			sb.WriteString(m.Content)
+			sb.WriteByte('\n')
 		}
 	}
-	return n
+	return sb.String()
 }
 
 // maxFakeRequest bounds a request body.
@@ -321,21 +307,12 @@ func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 	req.Header = r.Header.Clone()
 	req.IdempotencyKey = r.Header.Get("Idempotency-Key")
 
-	f.mu.Lock()
-	f.calls++
+	f.calls.Add()
 	if decodeErr == nil {
-		var sb strings.Builder
-		for _, m := range req.Messages {
-			if m.Role == "user" {
-				sb.WriteString(m.Content)
-				sb.WriteByte('\n')
-			}
-		}
-		f.inputs = append(f.inputs, sb.String())
+		f.calls.Record(userText(req))
 	}
-	f.mu.Unlock()
 
-	if !f.sleep(r, f.opts.Latency) {
+	if !f.http.Sleep(r, f.opts.Latency) {
 		return
 	}
 	if r.URL.Path != f.chatPath || r.Method != http.MethodPost {
@@ -374,7 +351,7 @@ func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 		defer f.release(key, entry)
 	}
 
-	ft, _ := f.nextFault()
+	ft, _ := f.faults.Next()
 	f.respond(w, r, req, entry, ft, start)
 }
 
@@ -419,7 +396,7 @@ func (f *Server) claimKey(r *http.Request, key string, sum [32]byte) (*idemEntry
 		case <-ready:
 		case <-r.Context().Done():
 			return nil, fakeResponse{}, keyGone
-		case <-f.done:
+		case <-f.http.Done():
 			return nil, fakeResponse{}, keyGone
 		}
 	}
@@ -453,38 +430,17 @@ func (f *Server) release(key string, entry *idemEntry) {
 	close(entry.ready)
 }
 
-// nextFault pops a scripted fault or draws a random one; the zero Fault
-// means a normal answer.
-func (f *Server) nextFault() (Fault, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if len(f.queue) > 0 {
-		ft := f.queue[0]
-		f.queue = f.queue[1:]
-		return ft, true
-	}
-	if f.opts.FaultRate > 0 && f.rng.Float64() < f.opts.FaultRate {
-		switch f.rng.IntN(3) {
-		case 0:
-			return Fault{Kind: ErrorCode, Code: codeRateLimitExceeded, RetryAfter: "1"}, true
-		case 1:
-			return Fault{Kind: ErrorCode, Code: codeVendorDown, Status: http.StatusServiceUnavailable}, true
-		default:
-			return Fault{Kind: ErrorCode, Code: codeInternalError}, true
-		}
-	}
-	return Fault{}, false
-}
-
 func (f *Server) respond(w http.ResponseWriter, r *http.Request, req Request, entry *idemEntry, ft Fault, start time.Time) {
 	answer := func(content, refusal *string, finish string) {
 		resp := f.answer(req, content, refusal, finish, ft.Header, start)
 		f.executed(entry, resp)
 		writeResponse(w, resp)
 	}
+	if content, refusal, finish, ok := f.modelAnswer(req, ft); ok {
+		answer(content, refusal, finish)
+		return
+	}
 	switch ft.Kind {
-	case "":
-		answer(f.content(req), nil, "stop")
 	case ErrorCode:
 		code := cmp.Or(ft.Code, codeInternalError)
 		f.writeError(w, start, cmp.Or(ft.Status, StatusForCode(code)), code, cmp.Or(ft.Message, errorMessage(code)), faultHeader(ft), ft.Header)
@@ -496,7 +452,7 @@ func (f *Server) respond(w http.ResponseWriter, r *http.Request, req Request, en
 		defer t.Stop()
 		select {
 		case <-t.C:
-		case <-f.done:
+		case <-f.http.Done():
 			return
 		}
 		resp := f.answer(req, f.content(req), nil, "stop", ft.Header, start)
@@ -507,27 +463,31 @@ func (f *Server) respond(w http.ResponseWriter, r *http.Request, req Request, en
 	case TimeoutAfterAnswer:
 		resp := f.answer(req, f.content(req), nil, "stop", ft.Header, start)
 		f.executed(entry, resp)
-		mergeHeader(w.Header(), resp.header)
-		w.WriteHeader(resp.status)
-		_, _ = w.Write(resp.body[:len(resp.body)/2])
-		_ = http.NewResponseController(w).Flush()
-		select {
-		case <-r.Context().Done():
-		case <-f.done:
-		}
-	case TruncatedJSON:
-		answer(cut(f.content(req)), nil, "stop")
-	case SchemaInvalid:
-		answer(ptr(`{"unexpected":true}`), nil, "stop")
-	case Refusal:
-		answer(nil, ptr(cmp.Or(ft.Message, "I'm sorry, but I can't help with that request.")), "stop")
-	case ContentFilter:
-		answer(nil, nil, "content_filter")
-	case Length:
-		answer(cut(f.content(req)), nil, "length")
+		f.writeHalf(w, r, resp)
 	default:
 		f.writeError(w, start, http.StatusInternalServerError, codeInternalError, "unknown fake fault "+string(ft.Kind))
 	}
+}
+
+// modelAnswer returns the message content, refusal and finish reason of the
+// model answer ft scripts (the zero Fault: a normal answer); ok is false when
+// ft is not a model answer. The chat route and batch items share it.
+func (f *Server) modelAnswer(req Request, ft Fault) (content, refusal *string, finish string, ok bool) {
+	switch ft.Kind {
+	case "":
+		return f.content(req), nil, "stop", true
+	case TruncatedJSON:
+		return cut(f.content(req)), nil, "stop", true
+	case SchemaInvalid:
+		return ptr(`{"unexpected":true}`), nil, "stop", true
+	case Refusal:
+		return nil, ptr(cmp.Or(ft.Message, "I'm sorry, but I can't help with that request.")), "stop", true
+	case ContentFilter:
+		return nil, nil, "content_filter", true
+	case Length:
+		return cut(f.content(req)), nil, "length", true
+	}
+	return nil, nil, "", false
 }
 
 // faultHeader returns the wait headers an ErrorCode fault asks for.
@@ -569,21 +529,14 @@ func errorMessage(code string) string {
 	}
 }
 
-// sleep waits d unless the client leaves or the fake closes first.
-func (f *Server) sleep(r *http.Request, d time.Duration) bool {
-	if d <= 0 {
-		return true
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-r.Context().Done():
-		return false
-	case <-f.done:
-		return false
-	}
+// writeHalf sends resp's headers and half its body, then holds the
+// connection until the client leaves: an answer cut off in transit.
+func (f *Server) writeHalf(w http.ResponseWriter, r *http.Request, resp fakeResponse) {
+	fakekit.MergeHeader(w.Header(), resp.header)
+	w.WriteHeader(resp.status)
+	_, _ = w.Write(resp.body[:len(resp.body)/2])
+	_ = http.NewResponseController(w).Flush()
+	f.http.Hold(r)
 }
 
 // content is the message content of a normal answer.
@@ -595,13 +548,7 @@ func (f *Server) content(req Request) *string {
 }
 
 // cut returns the first half of content, never valid JSON.
-func cut(content *string) *string {
-	s := (*content)[:len(*content)/2]
-	if json.Valid([]byte(s)) {
-		s = "{" + s
-	}
-	return &s
-}
+func cut(content *string) *string { return ptr(fakekit.Cut(*content)) }
 
 // The chat.completion object, fields in OpenAI's order.
 type wireCompletion struct {
@@ -662,13 +609,13 @@ func (f *Server) answer(req Request, content, refusal *string, finish string, ex
 	h := http.Header{}
 	h.Set("Content-Type", "application/json")
 	h.Set("X-Request-Id", id)
-	mergeHeader(h, extra)
+	fakekit.MergeHeader(h, extra)
 	var body []byte
 	if f.opts.Bare {
-		body = marshal(c)
+		body = fakekit.Marshal(c)
 	} else {
 		vendor := cmp.Or(f.opts.Vendor, "openai")
-		body = marshal(wireEnvelope{OK: true, Data: c, Metadata: wireMetadata{
+		body = fakekit.Marshal(wireEnvelope{OK: true, Data: c, Metadata: wireMetadata{
 			CostUSD:   float64(prompt+completion) / 1e6, // a made-up dollar per million tokens
 			LatencyMS: time.Since(start).Milliseconds(),
 			Vendor:    &vendor,
@@ -720,7 +667,7 @@ func writeErrorShaped(w http.ResponseWriter, start time.Time, bare bool, status 
 	h.Set("Content-Type", "application/json")
 	h.Set("X-Request-Id", id)
 	for _, x := range extra {
-		mergeHeader(h, x)
+		fakekit.MergeHeader(h, x)
 	}
 	var body []byte
 	if bare {
@@ -739,11 +686,11 @@ func writeErrorShaped(w http.ResponseWriter, start time.Time, bare bool, status 
 			Param   *string `json:"param"`
 			Code    string  `json:"code"`
 		}
-		body = marshal(struct {
+		body = fakekit.Marshal(struct {
 			Error bareError `json:"error"`
 		}{bareError{Message: message, Type: typ, Code: code}})
 	} else {
-		body = marshal(wireEnvelope{Error: &wireError{Code: code, Message: message}, Metadata: wireMetadata{
+		body = fakekit.Marshal(wireEnvelope{Error: &wireError{Code: code, Message: message}, Metadata: wireMetadata{
 			LatencyMS: time.Since(start).Milliseconds(),
 			RequestID: id,
 		}})
@@ -753,48 +700,17 @@ func writeErrorShaped(w http.ResponseWriter, start time.Time, bare bool, status 
 
 func writeResponse(w http.ResponseWriter, resp fakeResponse) {
 	h := w.Header()
-	mergeHeader(h, resp.header)
+	fakekit.MergeHeader(h, resp.header)
 	h.Set("Content-Length", strconv.Itoa(len(resp.body)))
 	w.WriteHeader(resp.status)
 	_, _ = w.Write(resp.body)
-}
-
-// mergeHeader sets extra over h; a key with no values deletes it.
-func mergeHeader(h, extra http.Header) {
-	for k, vs := range extra {
-		h.Del(k)
-		for _, v := range vs {
-			h.Add(k, v)
-		}
-	}
 }
 
 // tokens estimates a token count: four characters a token.
 func tokens(s string) int { return (len(s) + 3) / 4 }
 
 // newRequestID returns a UUID v7, as Infrai's metadata.request_id is.
-func newRequestID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	ms := uint64(time.Now().UnixMilli())
-	binary.BigEndian.PutUint16(b[0:2], uint16(ms>>32))
-	binary.BigEndian.PutUint32(b[2:6], uint32(ms))
-	b[6] = b[6]&0x0f | 0x70 // version 7
-	b[8] = b[8]&0x3f | 0x80 // RFC 9562 variant
-	s := hex.EncodeToString(b[:])
-	return s[0:8] + "-" + s[8:12] + "-" + s[12:16] + "-" + s[16:20] + "-" + s[20:32]
-}
-
-// marshal encodes v without HTML escaping and without a trailing newline.
-func marshal(v any) []byte {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		panic("infrai fake: marshal: " + err.Error())
-	}
-	return bytes.TrimRight(buf.Bytes(), "\n")
-}
+func newRequestID() string { return fakekit.UUIDv7(time.Now()) }
 
 // The request as sent on the wire.
 type wireRequest struct {

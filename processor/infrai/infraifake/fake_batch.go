@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/stetlabs/stet/internal/fakekit"
 )
 
 // The Server's batch routes: POST /v1/ai/batch/submit, GET
@@ -91,19 +93,40 @@ type Batch struct {
 	CreatedAt      time.Time
 }
 
-// fakeBatches is the batch routes' state; its zero value is ready to use.
+// BatchCounts counts what the batch routes received.
+type BatchCounts struct {
+	// CreateCalls counts requests to the submit route, whatever their
+	// outcome; Created those that created a batch (a resubmission answered
+	// from the idempotency store creates none).
+	CreateCalls, Created int
+	StatusCalls          int // requests to the status route
+	ResultsFetches       int // requests to the results route
+}
+
+// fakeBatches is the batch routes' state.
 type fakeBatches struct {
-	mu       sync.Mutex
-	script   BatchScript
-	scripts  map[string]BatchScript // by label
-	queues   map[BatchRoute][]Fault
-	byID     map[string]*fakeBatch
-	order    []string
-	keys     map[string]*fakeBatchKey
-	created  int
-	creates  int
-	statuses int
-	fetches  int
+	queues map[BatchRoute]*fakekit.Faults[Fault] // fixed at creation
+
+	mu      sync.Mutex
+	script  BatchScript
+	scripts map[string]BatchScript // by label
+	byID    map[string]*fakeBatch
+	order   []string
+	keys    map[string]*fakeBatchKey
+	counts  BatchCounts
+}
+
+func newFakeBatches() *fakeBatches {
+	b := &fakeBatches{
+		queues:  map[BatchRoute]*fakekit.Faults[Fault]{},
+		scripts: map[string]BatchScript{},
+		byID:    map[string]*fakeBatch{},
+		keys:    map[string]*fakeBatchKey{},
+	}
+	for _, r := range []BatchRoute{BatchSubmitRoute, BatchStatusRoute, BatchResultsRoute} {
+		b.queues[r] = fakekit.NewFaults[Fault](0, 0, 0)
+	}
+	return b
 }
 
 type fakeBatch struct {
@@ -135,58 +158,38 @@ func (f *Server) SetBatchScript(s BatchScript) {
 	f.batch.script = s
 }
 
+// ScriptBatchItem sets the outcome of the item customID (a job ID) in
+// batches without a script of their own, keeping the other items' outcomes.
+func (f *Server) ScriptBatchItem(customID string, ft Fault) {
+	f.batch.mu.Lock()
+	defer f.batch.mu.Unlock()
+	items := maps.Clone(f.batch.script.Items)
+	if items == nil {
+		items = map[string]Fault{}
+	}
+	items[customID] = ft
+	f.batch.script.Items = items
+}
+
 // ScriptBatch sets how the batch labelled label (stet's batch ID) runs, if
 // it is submitted after this call.
 func (f *Server) ScriptBatch(label string, s BatchScript) {
 	s.Items = maps.Clone(s.Items)
 	f.batch.mu.Lock()
 	defer f.batch.mu.Unlock()
-	if f.batch.scripts == nil {
-		f.batch.scripts = map[string]BatchScript{}
-	}
 	f.batch.scripts[label] = s
 }
 
 // EnqueueBatch scripts faults for the next requests to route, in order.
 func (f *Server) EnqueueBatch(route BatchRoute, faults ...Fault) {
-	f.batch.mu.Lock()
-	defer f.batch.mu.Unlock()
-	if f.batch.queues == nil {
-		f.batch.queues = map[BatchRoute][]Fault{}
-	}
-	f.batch.queues[route] = append(f.batch.queues[route], faults...)
+	f.batch.queues[route].Enqueue(faults...)
 }
 
-// BatchesCreated returns the number of submit requests that created a
-// batch. A resubmission answered from the idempotency store creates none.
-func (f *Server) BatchesCreated() int {
+// BatchCounts returns what the batch routes have received so far.
+func (f *Server) BatchCounts() BatchCounts {
 	f.batch.mu.Lock()
 	defer f.batch.mu.Unlock()
-	return f.batch.created
-}
-
-// BatchCreateCalls returns the number of requests the submit route
-// received, whatever their outcome.
-func (f *Server) BatchCreateCalls() int {
-	f.batch.mu.Lock()
-	defer f.batch.mu.Unlock()
-	return f.batch.creates
-}
-
-// BatchStatusCalls returns the number of requests the status route
-// received.
-func (f *Server) BatchStatusCalls() int {
-	f.batch.mu.Lock()
-	defer f.batch.mu.Unlock()
-	return f.batch.statuses
-}
-
-// BatchResultsFetches returns the number of requests the results route
-// received.
-func (f *Server) BatchResultsFetches() int {
-	f.batch.mu.Lock()
-	defer f.batch.mu.Unlock()
-	return f.batch.fetches
+	return f.batch.counts
 }
 
 // Batches lists the batches the Server holds, oldest first.
@@ -217,15 +220,15 @@ func (f *Server) serveBatch(w http.ResponseWriter, r *http.Request) {
 	f.batch.mu.Lock()
 	switch route {
 	case BatchSubmitRoute:
-		f.batch.creates++
+		f.batch.counts.CreateCalls++
 	case BatchStatusRoute:
-		f.batch.statuses++
+		f.batch.counts.StatusCalls++
 	case BatchResultsRoute:
-		f.batch.fetches++
+		f.batch.counts.ResultsFetches++
 	}
 	f.batch.mu.Unlock()
 
-	if !f.sleep(r, f.opts.Latency) {
+	if !f.http.Sleep(r, f.opts.Latency) {
 		return
 	}
 	if route == "" {
@@ -236,7 +239,7 @@ func (f *Server) serveBatch(w http.ResponseWriter, r *http.Request) {
 		writeErrorShaped(w, start, false, http.StatusUnauthorized, codeInvalidAPIKey, "Missing or invalid API key. Send Authorization: Bearer <infrai_project_key>.")
 		return
 	}
-	ft := f.nextBatchFault(route)
+	ft, _ := f.batch.queues[route].Next()
 	switch ft.Kind {
 	case ErrorCode:
 		code := cmp.Or(ft.Code, codeInternalError)
@@ -259,17 +262,6 @@ func (f *Server) serveBatch(w http.ResponseWriter, r *http.Request) {
 	default:
 		f.batchResults(w, r, start)
 	}
-}
-
-func (f *Server) nextBatchFault(route BatchRoute) Fault {
-	f.batch.mu.Lock()
-	defer f.batch.mu.Unlock()
-	q := f.batch.queues[route]
-	if len(q) == 0 {
-		return Fault{}
-	}
-	f.batch.queues[route] = q[1:]
-	return q[0]
 }
 
 // The submit body as the Server reads it.
@@ -414,46 +406,26 @@ func (f *Server) batchSubmit(w http.ResponseWriter, r *http.Request, ft Fault, s
 		items:  items,
 	}
 	resp := f.envelope(start, wireBatchSubmitResult{BatchID: b.ID, State: b.State, TotalCount: len(items), EstimatedCostUSD: cost})
-	if f.batch.byID == nil {
-		f.batch.byID = map[string]*fakeBatch{}
-		f.batch.keys = map[string]*fakeBatchKey{}
-	}
 	f.batch.byID[b.ID] = b
 	f.batch.order = append(f.batch.order, b.ID)
-	f.batch.created++
+	f.batch.counts.Created++
 	if key != "" {
 		f.batch.keys[key] = &fakeBatchKey{sum: sha256.Sum256(canonical), id: b.ID, resp: resp, at: now}
 	}
 	f.batch.mu.Unlock()
 
-	f.mu.Lock()
 	for _, req := range reqs {
-		var sb strings.Builder
-		for _, m := range req.Messages {
-			if m.Role == "user" {
-				sb.WriteString(m.Content)
-				sb.WriteByte('\n')
-			}
-		}
-		f.inputs = append(f.inputs, sb.String())
+		f.calls.Record(userText(req))
 	}
-	f.mu.Unlock()
 
 	switch ft.Kind {
 	case CreateThenDisconnect:
 		panic(http.ErrAbortHandler)
 	case TimeoutAfterAnswer:
-		mergeHeader(w.Header(), resp.header)
-		w.WriteHeader(resp.status)
-		_, _ = w.Write(resp.body[:len(resp.body)/2])
-		_ = http.NewResponseController(w).Flush()
-		select {
-		case <-r.Context().Done():
-		case <-f.done:
-		}
+		f.writeHalf(w, r, resp)
 		return
 	case Delay:
-		if !f.sleep(r, ft.Delay) {
+		if !f.http.Sleep(r, ft.Delay) {
 			return
 		}
 	}
@@ -571,19 +543,11 @@ func (f *Server) batchItem(customID string, req Request, ft Fault) fakeBatchItem
 	fail := func(status int, code, msg string) {
 		it.Status, it.StatusCode, it.Error = "failed", status, &wireError{Code: code, Message: msg}
 	}
+	if content, refusal, finish, ok := f.modelAnswer(req, ft); ok {
+		answer(content, refusal, finish)
+		return fakeBatchItem{raw: fakekit.Marshal(it), ok: it.OK}
+	}
 	switch ft.Kind {
-	case "":
-		answer(f.content(req), nil, "stop")
-	case TruncatedJSON:
-		answer(cut(f.content(req)), nil, "stop")
-	case SchemaInvalid:
-		answer(ptr(`{"unexpected":true}`), nil, "stop")
-	case Refusal:
-		answer(nil, ptr(cmp.Or(ft.Message, "I'm sorry, but I can't help with that request.")), "stop")
-	case ContentFilter:
-		answer(nil, nil, "content_filter")
-	case Length:
-		answer(cut(f.content(req)), nil, "length")
 	case ErrorCode:
 		code := cmp.Or(ft.Code, codeInternalError)
 		fail(cmp.Or(ft.Status, StatusForCode(code)), code, cmp.Or(ft.Message, errorMessage(code)))
@@ -594,7 +558,7 @@ func (f *Server) batchItem(customID string, req Request, ft Fault) fakeBatchItem
 	default:
 		fail(http.StatusInternalServerError, codeInternalError, "unknown fake item fault "+string(ft.Kind))
 	}
-	return fakeBatchItem{raw: marshal(it), ok: it.OK}
+	return fakeBatchItem{raw: fakekit.Marshal(it), ok: it.OK}
 }
 
 // envelope wraps data in a 200 envelope answer.
@@ -603,7 +567,7 @@ func (f *Server) envelope(start time.Time, data any) fakeResponse {
 	h := http.Header{}
 	h.Set("Content-Type", "application/json")
 	h.Set("X-Request-Id", id)
-	return fakeResponse{status: http.StatusOK, header: h, body: marshal(wireEnvelope{OK: true, Data: data, Metadata: wireMetadata{
+	return fakeResponse{status: http.StatusOK, header: h, body: fakekit.Marshal(wireEnvelope{OK: true, Data: data, Metadata: wireMetadata{
 		LatencyMS: time.Since(start).Milliseconds(),
 		RequestID: id,
 	}})}

@@ -36,8 +36,8 @@ func TestFakeBatchValidates(t *testing.T) {
 			t.Errorf("submit %s = %d %s, want %d with an envelope error %s", tt.name, status, raw, tt.status, tt.code)
 		}
 	}
-	if f.BatchesCreated() != 0 || f.BatchCreateCalls() != len(tests) {
-		t.Errorf("created, creating calls = %d, %d; want 0, %d", f.BatchesCreated(), f.BatchCreateCalls(), len(tests))
+	if f.BatchCounts().Created != 0 || f.BatchCounts().CreateCalls != len(tests) {
+		t.Errorf("created, creating calls = %d, %d; want 0, %d", f.BatchCounts().Created, f.BatchCounts().CreateCalls, len(tests))
 	}
 	// A valid submission, then its results before the end: 409.
 	status, _, raw := post(t, f.URL()+"/ai/batch/submit", testKey, "k9", `{"requests":[`+item("j1", "ai.chat", validBody)+`]}`)
