@@ -21,6 +21,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/internal/fakekit"
 	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/anthropic/anthropicfake"
 )
@@ -315,6 +316,8 @@ func TestSubmitBatchAborts(t *testing.T) {
 		wantCode   string
 		wantBefore int
 	}{
+		// A failing BeforeCreate is processortest's; this one also checks
+		// that its error comes back as it was.
 		{name: "BeforeCreate fails", items: batchItems(2), before: errLedger, wantErr: errLedger, wantBefore: 1},
 		{name: "no items", items: nil, wantCode: "empty_batch"},
 		{name: "item without schema", items: noSchema, wantCode: "invalid_schema"},
@@ -499,6 +502,7 @@ func TestBatchStatus(t *testing.T) {
 		{name: "429 retry-after seconds", fault: &anthropicfake.Fault{Kind: anthropicfake.RateLimit, RetryAfter: "7"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: 7 * time.Second},
 		{name: "429 retry-after HTTP-date", fault: &anthropicfake.Fault{Kind: anthropicfake.RateLimit, RetryAfter: now.Add(30 * time.Second).Format(http.TimeFormat)}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: 30 * time.Second},
 		{name: "429 retry-after-ms", fault: &anthropicfake.Fault{Kind: anthropicfake.RateLimit, RetryAfterMS: 1500}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: 1500 * time.Millisecond},
+		{name: "429 retry-after a year ahead is capped", fault: &anthropicfake.Fault{Kind: anthropicfake.RateLimit, RetryAfter: now.Add(365 * 24 * time.Hour).Format(http.TimeFormat)}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: processor.MaxRetryAfter},
 		{name: "429 through a capped client", fault: &anthropicfake.Fault{Kind: anthropicfake.RateLimit, RetryAfter: "9"}, client: func() *http.Client { return cappedClient(useLastResponse) }, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: 9 * time.Second},
 		{name: "404 unknown batch", id: "msgbatch_01Unknown", wantClass: stet.FailureUnsupported, wantStatus: 404, wantCode: "batch_not_found"},
 		{name: "not a batch ID", id: "../v1/messages", wantClass: stet.FailureUnsupported, wantCode: "batch_not_found"},
@@ -623,7 +627,7 @@ func summarize(results []stet.BatchResult) map[string]resultSummary {
 
 func TestBatchResultsMixed(t *testing.T) {
 	t.Parallel()
-	ok := anthropicfake.MinimalInstance(json.RawMessage(testSchema))
+	ok := fakekit.MinimalInstance(json.RawMessage(testSchema))
 	scripts := map[int]anthropicfake.BatchItemScript{
 		1: {Outcome: anthropicfake.ItemInvalidJSON},
 		2: {Outcome: anthropicfake.ItemRefusal, Message: "I can't help with that."},
@@ -902,20 +906,19 @@ func TestReadResultsLines(t *testing.T) {
 func TestBatchCanaryNeverInErrors(t *testing.T) {
 	t.Parallel()
 	const marker = "CANARY Jane Roe 555-0100"
+	// A refusal and an errored item quoting the marker are processortest's.
 	f := newFake(t, anthropicfake.Options{Batch: anthropicfake.BatchOptions{Items: map[string]anthropicfake.BatchItemScript{
-		jobID(0): {Outcome: anthropicfake.ItemErrored, ErrorType: "invalid_request_error", Message: "messages.0: " + marker},
-		jobID(1): {Outcome: anthropicfake.ItemRefusal, Message: "I can't discuss " + marker},
-		jobID(2): {Outcome: anthropicfake.ItemInvalidJSON, Answer: `{"note":"` + marker + `"}`},
-		jobID(3): {Outcome: anthropicfake.ItemErrored, ErrorType: marker, Message: marker},
+		jobID(0): {Outcome: anthropicfake.ItemInvalidJSON, Answer: `{"note":"` + marker + `"}`},
+		jobID(1): {Outcome: anthropicfake.ItemErrored, ErrorType: marker, Message: marker},
 	}}})
 	c := batchClient(t, f, false, nil)
-	items := batchItems(4)
+	items := batchItems(2)
 	for i := range items {
 		items[i].Params.Prompt = stet.NewText("Classify this report: " + marker)
 	}
 	h := submit(t, c, items)
-	if n := f.BatchRequestsContaining(marker); n != 4 {
-		t.Fatalf("fake saw the marker in %d batch items, want 4 (the canary must reach the provider)", n)
+	if n := f.BatchRequestsContaining(marker); n != 2 {
+		t.Fatalf("fake saw the marker in %d batch items, want 2 (the canary must reach the provider)", n)
 	}
 	f.EnqueueBatchFaults(anthropicfake.RouteBatchRetrieve, anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 400, Message: marker, Type: marker, Code: marker})
 	_, statusErr := c.BatchStatus(t.Context(), h.ProviderID)

@@ -278,33 +278,3 @@ func TestFakeRandomFaultsAreReproducible(t *testing.T) {
 		t.Errorf("seeds 42 and 7 gave the same fault sequence %v", a)
 	}
 }
-
-func TestMinimalInstance(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name, schema, want string
-	}{
-		{"no schema", ``, `{}`},
-		{"not JSON", `{`, `{}`},
-		{"enum first value", `{"type":"string","enum":["b","a"]}`, `"b"`},
-		{"const", `{"const":"fixed"}`, `"fixed"`},
-		{"required only", `{"type":"object","properties":{"a":{"type":"string"},"b":{"type":"integer"}},"required":["b"]}`, `{"b":0}`},
-		{"nested", `{"type":"object","properties":{"o":{"type":"object","properties":{"x":{"type":"boolean"}},"required":["x"]},"l":{"type":"array","items":{"type":"string"}}},"required":["o","l"]}`, `{"l":[],"o":{"x":false}}`},
-		{"minItems", `{"type":"array","minItems":2,"items":{"type":"number"}}`, `[0,0]`},
-		{"minLength", `{"type":"string","minLength":4}`, `"oooo"`},
-		{"date", `{"type":"string","format":"date"}`, `"2000-01-01"`},
-		{"nullable type", `{"type":["null","string"]}`, `"ok"`},
-		{"null only", `{"type":"null"}`, `null`},
-		{"integer minimum", `{"type":"integer","minimum":2.5}`, `3`},
-		{"exclusive minimum", `{"type":"number","exclusiveMinimum":1}`, `2`},
-		{"local ref", `{"$defs":{"flag":{"type":"string","enum":["x"]}},"type":"object","properties":{"f":{"$ref":"#/$defs/flag"}},"required":["f"]}`, `{"f":"x"}`},
-		{"anyOf", `{"anyOf":[{"type":"boolean"},{"type":"string"}]}`, `false`},
-		{"allOf merges objects", `{"allOf":[{"type":"object","properties":{"a":{"type":"string"}},"required":["a"]},{"type":"object","properties":{"b":{"type":"boolean"}},"required":["b"]}]}`, `{"a":"ok","b":false}`},
-		{"recursive ref", `{"$ref":"#"}`, `null`},
-	}
-	for _, tt := range tests {
-		if got := MinimalInstance(json.RawMessage(tt.schema)); got != tt.want {
-			t.Errorf("MinimalInstance(%s) = %s, want %s", tt.name, got, tt.want)
-		}
-	}
-}
