@@ -93,6 +93,30 @@ func recordRequests() (anthropicfake.Options, func() anthropicfake.Request) {
 	}
 }
 
+// checkGolden compares body, indented, with testdata/name; -update
+// rewrites the file.
+func checkGolden(t *testing.T, name string, body []byte) {
+	t.Helper()
+	var indented bytes.Buffer
+	if err := json.Indent(&indented, body, "", "  "); err != nil {
+		t.Fatalf("request body is not JSON: %v", err)
+	}
+	indented.WriteByte('\n')
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, indented.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read golden file (run with -update to create it): %v", err)
+	}
+	if !bytes.Equal(indented.Bytes(), want) {
+		t.Errorf("request body differs from %s (run with -update if intended):\ngot:\n%s\nwant:\n%s", path, indented.Bytes(), want)
+	}
+}
+
 func TestRequestGolden(t *testing.T) {
 	t.Parallel()
 	repairs := []stet.RepairTurn{
@@ -135,24 +159,7 @@ func TestRequestGolden(t *testing.T) {
 			if n := got.Header.Get("X-Stainless-Retry-Count"); n != "0" {
 				t.Errorf("X-Stainless-Retry-Count = %q, want 0", n)
 			}
-			var indented bytes.Buffer
-			if err := json.Indent(&indented, got.Body, "", "  "); err != nil {
-				t.Fatalf("request body is not JSON: %v", err)
-			}
-			indented.WriteByte('\n')
-			path := filepath.Join("testdata", tt.golden)
-			if *update {
-				if err := os.WriteFile(path, indented.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("read golden file (run with -update to create it): %v", err)
-			}
-			if !bytes.Equal(indented.Bytes(), want) {
-				t.Errorf("request body differs from %s (run with -update if intended):\ngot:\n%s\nwant:\n%s", path, indented.Bytes(), want)
-			}
+			checkGolden(t, tt.golden, got.Body)
 			if n := f.Calls(); n != 1 {
 				t.Errorf("fake calls = %d, want 1", n)
 			}
@@ -770,38 +777,5 @@ func TestInfo(t *testing.T) {
 			!slices.Equal(got.Subprocessors, want.Subprocessors) || !slices.Equal(got.Capabilities, want.Capabilities) {
 			t.Errorf("Info() with tool use %v = %+v, want %+v", tt.toolUse, got, want)
 		}
-	}
-}
-
-func TestFakeConcurrentUse(t *testing.T) {
-	t.Parallel()
-	f := newFake(t, anthropicfake.Options{})
-	f.Enqueue(anthropicfake.Fault{Kind: anthropicfake.ServerError}, anthropicfake.Fault{Kind: anthropicfake.ServerError}, anthropicfake.Fault{Kind: anthropicfake.ServerError})
-	c := newTestClient(t, f, 0, true)
-	const n = 24
-	var (
-		wg     sync.WaitGroup
-		mu     sync.Mutex
-		failed int
-	)
-	for i := range n {
-		wg.Go(func() {
-			_, err := c.Extract(t.Context(), testParams(fmt.Sprintf("concurrent report %d", i)))
-			if err != nil {
-				mu.Lock()
-				failed++
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	if got := f.Calls(); got != n {
-		t.Errorf("Calls() = %d, want %d", got, n)
-	}
-	if failed != 3 {
-		t.Errorf("failed calls = %d, want the 3 scripted faults", failed)
-	}
-	if got := f.CallsContaining("concurrent report"); got != n {
-		t.Errorf("CallsContaining = %d, want %d", got, n)
 	}
 }

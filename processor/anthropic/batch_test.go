@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -148,24 +146,7 @@ func TestBatchRequestGolden(t *testing.T) {
 				t.Fatalf("fake holds %d batches, want 1", len(batches))
 			}
 			b := batches[0]
-			var indented bytes.Buffer
-			if err := json.Indent(&indented, b.Body, "", "  "); err != nil {
-				t.Fatalf("create body is not JSON: %v", err)
-			}
-			indented.WriteByte('\n')
-			path := filepath.Join("testdata", tt.golden)
-			if *update {
-				if err := os.WriteFile(path, indented.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("read golden file (run with -update to create it): %v", err)
-			}
-			if !bytes.Equal(indented.Bytes(), want) {
-				t.Errorf("create body differs from %s (run with -update if intended):\ngot:\n%s\nwant:\n%s", path, indented.Bytes(), want)
-			}
+			checkGolden(t, tt.golden, b.Body)
 
 			header := b.Requests[0].Header
 			if auth := header.Get("Authorization"); auth != "Bearer "+testKey {
