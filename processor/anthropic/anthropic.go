@@ -13,8 +13,8 @@
 // goes: the SDK's environment variables (ANTHROPIC_BASE_URL, credentials,
 // profiles, custom headers) and its OpenTelemetry spans are kept out.
 //
-// fake.go holds Fake, a wire-faithful Messages API server with scriptable
-// faults, used by tests, drills and benchmarks.
+// Its wire-faithful fake, for tests, drills and benchmarks, is
+// processor/anthropic/anthropicfake.
 package anthropic
 
 import (
@@ -187,14 +187,14 @@ func (c *Client) Extract(ctx context.Context, p stet.ExtractParams) (*stet.Extra
 	if err != nil {
 		return nil, c.classifyError(ctx, callCtx, err, &capt)
 	}
-	return c.result(resp, schemaName(p.SchemaName), &capt, latency)
+	return c.result(resp, processor.SchemaName(p.SchemaName), &capt, latency)
 }
 
 // params builds the request: the rendered prompt as one user message, one
 // assistant/user pair per repair turn, and the profile schema either as
 // output_config.format or as the input_schema of one forced tool.
 func (c *Client) params(p stet.ExtractParams) sdk.MessageNewParams {
-	name := schemaName(p.SchemaName)
+	name := processor.SchemaName(p.SchemaName)
 	msgs := []sdk.MessageParam{sdk.NewUserMessage(sdk.NewTextBlock(p.Prompt.Reveal()))}
 	for i, turn := range p.Repair {
 		msgs = append(msgs, c.repairTurn(i+1, name, turn)...)
@@ -236,7 +236,7 @@ const toolDescription = "Record the extraction. The input must match the schema 
 // tool-use form a JSON object answer goes back as the tool call it was, and
 // the problems as that call's error result.
 func (c *Client) repairTurn(n int, tool string, turn stet.RepairTurn) []sdk.MessageParam {
-	msg := repairMessage(turn.Problems)
+	msg := processor.RepairMessage(turn.Problems)
 	if c.toolUse && isObject(turn.Output) {
 		id := "toolu_repair_" + strconv.Itoa(n)
 		return []sdk.MessageParam{
@@ -253,36 +253,6 @@ func (c *Client) repairTurn(n int, tool string, turn stet.RepairTurn) []sdk.Mess
 		sdk.NewAssistantMessage(sdk.NewTextBlock(out)),
 		sdk.NewUserMessage(sdk.NewTextBlock(msg)),
 	}
-}
-
-// repairMessage asks the model to correct its last answer. problems name
-// schema locations only, never document text.
-func repairMessage(problems []string) string {
-	return "Your previous answer was not valid against the JSON schema: " +
-		strings.Join(problems, "; ") +
-		". Answer again with only the corrected JSON."
-}
-
-// schemaName fits name to a tool name the API accepts: 1 to 64 of
-// [A-Za-z0-9_-].
-func schemaName(name string) string {
-	b := []byte(name)
-	for i, ch := range b {
-		if !isNameByte(ch) {
-			b[i] = '_'
-		}
-	}
-	if len(b) > 64 {
-		b = b[:64]
-	}
-	if len(b) == 0 {
-		return "extraction"
-	}
-	return string(b)
-}
-
-func isNameByte(ch byte) bool {
-	return ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' || ch == '_' || ch == '-'
 }
 
 // isObject reports whether raw is one JSON object.

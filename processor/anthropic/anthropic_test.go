@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/internal/fakekit"
 	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/anthropic/anthropicfake"
 )
@@ -83,12 +84,36 @@ func recordRequests() (anthropicfake.Options, func() anthropicfake.Request) {
 		mu.Lock()
 		defer mu.Unlock()
 		got = req
-		return anthropicfake.MinimalInstance(req.Schema)
+		return fakekit.MinimalInstance(req.Schema)
 	}}
 	return opts, func() anthropicfake.Request {
 		mu.Lock()
 		defer mu.Unlock()
 		return got
+	}
+}
+
+// checkGolden compares body, indented, with testdata/name; -update
+// rewrites the file.
+func checkGolden(t *testing.T, name string, body []byte) {
+	t.Helper()
+	var indented bytes.Buffer
+	if err := json.Indent(&indented, body, "", "  "); err != nil {
+		t.Fatalf("request body is not JSON: %v", err)
+	}
+	indented.WriteByte('\n')
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, indented.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read golden file (run with -update to create it): %v", err)
+	}
+	if !bytes.Equal(indented.Bytes(), want) {
+		t.Errorf("request body differs from %s (run with -update if intended):\ngot:\n%s\nwant:\n%s", path, indented.Bytes(), want)
 	}
 }
 
@@ -134,24 +159,7 @@ func TestRequestGolden(t *testing.T) {
 			if n := got.Header.Get("X-Stainless-Retry-Count"); n != "0" {
 				t.Errorf("X-Stainless-Retry-Count = %q, want 0", n)
 			}
-			var indented bytes.Buffer
-			if err := json.Indent(&indented, got.Body, "", "  "); err != nil {
-				t.Fatalf("request body is not JSON: %v", err)
-			}
-			indented.WriteByte('\n')
-			path := filepath.Join("testdata", tt.golden)
-			if *update {
-				if err := os.WriteFile(path, indented.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("read golden file (run with -update to create it): %v", err)
-			}
-			if !bytes.Equal(indented.Bytes(), want) {
-				t.Errorf("request body differs from %s (run with -update if intended):\ngot:\n%s\nwant:\n%s", path, indented.Bytes(), want)
-			}
+			checkGolden(t, tt.golden, got.Body)
 			if n := f.Calls(); n != 1 {
 				t.Errorf("fake calls = %d, want 1", n)
 			}
@@ -188,17 +196,16 @@ func TestSchemaSentVerbatim(t *testing.T) {
 	}
 }
 
-// TestNoRetries checks that the SDK's own retries are off for every answer
-// it would retry by default, x-should-retry: true included.
+// TestNoRetries checks that the SDK's own retries are off for the answers
+// it would retry by default, x-should-retry: true included, beyond those
+// processortest scripts (500, 429, a dropped connection).
 func TestNoRetries(t *testing.T) {
 	t.Parallel()
 	for _, ft := range []anthropicfake.Fault{
-		{Kind: anthropicfake.ServerError},
 		{Kind: anthropicfake.Overloaded},
 		{Kind: anthropicfake.RateLimit, RetryAfter: "0"},
 		{Kind: anthropicfake.HTTPError, Status: http.StatusConflict},
 		{Kind: anthropicfake.HTTPError, Status: http.StatusRequestTimeout},
-		{Kind: anthropicfake.Disconnect},
 	} {
 		t.Run(fmt.Sprintf("%s_%d", ft.Kind, ft.Status), func(t *testing.T) {
 			t.Parallel()
@@ -248,9 +255,10 @@ func TestClassification(t *testing.T) {
 		wantRetryAfter time.Duration
 		wantProblem    string // invalid_output: the first problem
 	}{
-		{name: "429 retry-after seconds", fault: anthropicfake.Fault{Kind: anthropicfake.RateLimit, RetryAfter: "7"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: 7 * time.Second},
-		{name: "429 retry-after-ms", fault: anthropicfake.Fault{Kind: anthropicfake.RateLimit, RetryAfterMS: 1500}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: 1500 * time.Millisecond},
-		{name: "429 retry-after HTTP-date", fault: anthropicfake.Fault{Kind: anthropicfake.RateLimit, RetryAfter: now.Add(30 * time.Second).Format(http.TimeFormat)}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: 30 * time.Second},
+		// processor.MaxRetryAfter caps every wait; values over 7 days used
+		// to be ignored, and the reset headers taken instead.
+		{name: "429 retry-after seconds over 7 days is capped", fault: anthropicfake.Fault{Kind: anthropicfake.RateLimit, RetryAfter: "864000"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: processor.MaxRetryAfter},
+		{name: "429 retry-after-ms over 7 days is capped", fault: anthropicfake.Fault{Kind: anthropicfake.RateLimit, RetryAfterMS: 864000000}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: processor.MaxRetryAfter},
 		{name: "429 retry-after date in the past", fault: anthropicfake.Fault{Kind: anthropicfake.RateLimit, RetryAfter: now.Add(-time.Minute).Format(http.TimeFormat)}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: 0},
 		{
 			name:      "429 requests exhausted waits for the requests reset",
@@ -267,9 +275,13 @@ func TestClassification(t *testing.T) {
 			fault:     anthropicfake.Fault{Kind: anthropicfake.RateLimit, Header: resets([4]string{"3", "900", "900", "900"}, [4]time.Duration{5 * time.Second, 10 * time.Second, 15 * time.Second, 25 * time.Second})},
 			wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: 25 * time.Second,
 		},
+		{
+			name:      "429 reset a year ahead is capped",
+			fault:     anthropicfake.Fault{Kind: anthropicfake.RateLimit, Header: resets([4]string{"0", "900", "900", "900"}, [4]time.Duration{365 * 24 * time.Hour, 5 * time.Second, 5 * time.Second, 5 * time.Second})},
+			wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: processor.MaxRetryAfter,
+		},
 		{name: "429 without any wait header", fault: anthropicfake.Fault{Kind: anthropicfake.RateLimit, Header: noWait}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error"},
 		{name: "429 ramp limit is a rate limit", fault: anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 429, Code: "ramp_limit_exceeded", Header: http.Header{"Retry-After": {"3"}}}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "ramp_limit_exceeded", wantRetryAfter: 3 * time.Second},
-		{name: "429 enforced spend limit", fault: anthropicfake.Fault{Kind: anthropicfake.SpendLimit}, wantClass: stet.FailureQuota, wantStatus: 429, wantCode: "enforced_spend_limit_reached"},
 		{name: "429 contract spend limit", fault: anthropicfake.Fault{Kind: anthropicfake.SpendLimit, Code: "contract_spend_limit_reached"}, wantClass: stet.FailureQuota, wantStatus: 429, wantCode: "contract_spend_limit_reached"},
 		{name: "429 spend limit said only in the message", fault: anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 429, Message: "You have reached your organization's spend limit."}, wantClass: stet.FailureQuota, wantStatus: 429, wantCode: "rate_limit_error"},
 		{name: "402 billing_error", fault: anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 402}, wantClass: stet.FailureQuota, wantStatus: 402, wantCode: "billing_error"},
@@ -278,23 +290,14 @@ func TestClassification(t *testing.T) {
 		{name: "400 quoting credit words later is not quota", fault: anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 400, Message: "messages.0.content.0.text: invalid: your credit balance is too low"}, wantClass: stet.FailureUnsupported, wantStatus: 400, wantCode: "invalid_request_error"},
 		{name: "400 invalid_request_error", fault: anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 400}, wantClass: stet.FailureUnsupported, wantStatus: 400, wantCode: "invalid_request_error"},
 		{name: "400 with an error_code", fault: anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 400, Code: "image_dimensions_too_large"}, wantClass: stet.FailureUnsupported, wantStatus: 400, wantCode: "image_dimensions_too_large"},
-		{name: "401 authentication_error", fault: anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 401}, wantClass: stet.FailureAuth, wantStatus: 401, wantCode: "authentication_error"},
 		{name: "403 permission_error", fault: anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 403}, wantClass: stet.FailureAuth, wantStatus: 403, wantCode: "permission_error"},
 		{name: "404 not_found_error", fault: anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 404}, wantClass: stet.FailureUnsupported, wantStatus: 404, wantCode: "not_found_error"},
 		{name: "413 request_too_large", fault: anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 413}, wantClass: stet.FailureUnsupported, wantStatus: 413, wantCode: "request_too_large"},
 		{name: "409 conflict", fault: anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 409}, wantClass: stet.FailureTransient, wantStatus: 409, wantCode: "conflict_error"},
-		{name: "500 api_error", fault: anthropicfake.Fault{Kind: anthropicfake.ServerError}, wantClass: stet.FailureTransient, wantStatus: 500, wantCode: "api_error"},
 		{name: "504 timeout_error", fault: anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 504}, wantClass: stet.FailureTransient, wantStatus: 504, wantCode: "timeout_error"},
 		{name: "529 overloaded_error", fault: anthropicfake.Fault{Kind: anthropicfake.Overloaded}, wantClass: stet.FailureTransient, wantStatus: 529, wantCode: "overloaded_error"},
 		{name: "529 with retry-after", fault: anthropicfake.Fault{Kind: anthropicfake.Overloaded, Header: http.Header{"Retry-After": {"2"}}}, wantClass: stet.FailureTransient, wantStatus: 529, wantCode: "overloaded_error", wantRetryAfter: 2 * time.Second},
-		{name: "connection dropped", fault: anthropicfake.Fault{Kind: anthropicfake.Disconnect}, wantClass: stet.FailureTransient},
-		{name: "timeout before headers", fault: anthropicfake.Fault{Kind: anthropicfake.Delay, Delay: time.Minute}, timeout: 100 * time.Millisecond, wantClass: stet.FailureTransient},
-		{name: "timeout after answer", fault: anthropicfake.Fault{Kind: anthropicfake.TimeoutAfterAnswer}, timeout: 200 * time.Millisecond, wantClass: stet.FailureTransient, wantStatus: 200},
-		{name: "truncated JSON", fault: anthropicfake.Fault{Kind: anthropicfake.TruncatedJSON}, wantClass: stet.FailureInvalidOutput, wantStatus: 200, wantProblem: "not valid JSON"},
 		{name: "stop_reason max_tokens", fault: anthropicfake.Fault{Kind: anthropicfake.MaxTokens}, wantClass: stet.FailureInvalidOutput, wantStatus: 200, wantCode: "max_tokens", wantProblem: "output truncated at the token limit"},
-		{name: "stop_reason refusal", fault: anthropicfake.Fault{Kind: anthropicfake.Refusal}, wantClass: stet.FailureRefusal, wantStatus: 200, wantCode: "refusal"},
-		// Schema validation is the pipeline's job: valid JSON passes here.
-		{name: "schema-invalid JSON", fault: anthropicfake.Fault{Kind: anthropicfake.SchemaInvalid}, wantClass: stet.FailureNone, wantStatus: 200},
 		{name: "delay then answer", fault: anthropicfake.Fault{Kind: anthropicfake.Delay, Delay: 10 * time.Millisecond}, wantClass: stet.FailureNone, wantStatus: 200},
 		{name: "tool use: answer without a tool call", toolUse: true, fault: anthropicfake.Fault{Kind: anthropicfake.TruncatedJSON}, wantClass: stet.FailureInvalidOutput, wantStatus: 200, wantProblem: "answer did not call the moderation_v1 tool"},
 		{name: "tool use: stop_reason max_tokens", toolUse: true, fault: anthropicfake.Fault{Kind: anthropicfake.MaxTokens}, wantClass: stet.FailureInvalidOutput, wantStatus: 200, wantCode: "max_tokens", wantProblem: "output truncated at the token limit"},
@@ -483,21 +486,6 @@ func TestClassificationOffWire(t *testing.T) {
 	}
 }
 
-func TestConnectionRefused(t *testing.T) {
-	t.Parallel()
-	srv := httptest.NewServer(http.NotFoundHandler())
-	base := srv.URL
-	srv.Close()
-	c, err := New(Config{Common: processor.Common{ID: "gone", BaseURL: base, Model: testModel}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = c.Extract(t.Context(), testParams("hello"))
-	if got := stet.ClassOf(err); got != stet.FailureTransient {
-		t.Errorf("Extract() against a closed port: class = %q, want transient (err %v)", got, err)
-	}
-}
-
 // recordingTransport keeps the last response header and body the client saw.
 type recordingTransport struct {
 	mu     sync.Mutex
@@ -568,7 +556,7 @@ func TestExtractSuccess(t *testing.T) {
 			if !bytes.Equal(got.Raw, rt.body) {
 				t.Errorf("Raw = %q, want the response body %q", got.Raw, rt.body)
 			}
-			if want := anthropicfake.MinimalInstance(json.RawMessage(testSchema)); string(got.Output) != want {
+			if want := fakekit.MinimalInstance(json.RawMessage(testSchema)); string(got.Output) != want {
 				t.Errorf("Output = %s, want %s", got.Output, want)
 			}
 			if got.Latency <= 0 {
@@ -601,23 +589,20 @@ func TestCachedInputTokensCount(t *testing.T) {
 	}
 }
 
+// TestCanaryNeverInErrors covers what processortest's canary does not:
+// Anthropic's other error types and statuses (the marker also as error.type
+// and error_code), and model output carrying the marker into invalid_output
+// errors, in both request forms.
 func TestCanaryNeverInErrors(t *testing.T) {
 	t.Parallel()
 	const marker = "CANARY Jane Roe 555-0100"
 	faults := []anthropicfake.Fault{
-		{Kind: anthropicfake.RateLimit, Message: marker},
-		{Kind: anthropicfake.SpendLimit, Message: marker + " spend limit"},
 		{Kind: anthropicfake.Overloaded, Message: marker},
-		{Kind: anthropicfake.ServerError, Message: marker},
 		{Kind: anthropicfake.HTTPError, Status: 400, Message: marker, Type: marker, Code: marker},
-		{Kind: anthropicfake.HTTPError, Status: 401, Message: marker},
 		{Kind: anthropicfake.HTTPError, Status: 404, Message: "model: " + marker},
 		{Kind: anthropicfake.HTTPError, Status: 413, Message: marker},
-		{Kind: anthropicfake.Disconnect},
-		{Kind: anthropicfake.TimeoutAfterAnswer},
 		{Kind: anthropicfake.TruncatedJSON},
 		{Kind: anthropicfake.MaxTokens},
-		{Kind: anthropicfake.Refusal, Message: "I can't discuss " + marker},
 	}
 	for _, toolUse := range []bool{false, true} {
 		for _, ft := range faults {
@@ -627,11 +612,7 @@ func TestCanaryNeverInErrors(t *testing.T) {
 					return `{"category":"ok","note":"` + marker + `","flags":[]}`
 				}})
 				f.Enqueue(ft)
-				timeout := 10 * time.Second
-				if ft.Kind == anthropicfake.TimeoutAfterAnswer {
-					timeout = 200 * time.Millisecond
-				}
-				c := newTestClient(t, f, timeout, toolUse)
+				c := newTestClient(t, f, 0, toolUse)
 				p := testParams("Classify this report: " + marker)
 				p.Repair = []stet.RepairTurn{{Output: []byte(`{"note":"` + marker + `"}`), Problems: []string{"/category: missing"}}}
 				_, err := c.Extract(t.Context(), p)
@@ -796,84 +777,5 @@ func TestInfo(t *testing.T) {
 			!slices.Equal(got.Subprocessors, want.Subprocessors) || !slices.Equal(got.Capabilities, want.Capabilities) {
 			t.Errorf("Info() with tool use %v = %+v, want %+v", tt.toolUse, got, want)
 		}
-	}
-}
-
-func TestSchemaName(t *testing.T) {
-	t.Parallel()
-	tests := []struct{ in, want string }{
-		{"moderation_v1", "moderation_v1"},
-		{"care.protocol v2", "care_protocol_v2"},
-		{"", "extraction"},
-		{strings.Repeat("a", 70), strings.Repeat("a", 64)},
-	}
-	for _, tt := range tests {
-		if got := schemaName(tt.in); got != tt.want {
-			t.Errorf("schemaName(%q) = %q, want %q", tt.in, got, tt.want)
-		}
-	}
-}
-
-// TestFakeFaultQueueAndCounts drives the fake through the client: scripted
-// faults are served in order and every call is counted.
-func TestFakeFaultQueueAndCounts(t *testing.T) {
-	t.Parallel()
-	f := newFake(t, anthropicfake.Options{})
-	f.Enqueue(anthropicfake.Fault{Kind: anthropicfake.Overloaded}, anthropicfake.Fault{Kind: anthropicfake.RateLimit, RetryAfter: "1"})
-	f.Enqueue(anthropicfake.Fault{Kind: anthropicfake.Refusal})
-	c := newTestClient(t, f, 0, false)
-	var got []stet.FailureClass
-	for i := range 4 {
-		_, err := c.Extract(t.Context(), testParams(fmt.Sprintf("report %d about marker-x", i)))
-		got = append(got, stet.ClassOf(err))
-	}
-	want := []stet.FailureClass{stet.FailureTransient, stet.FailureRateLimited, stet.FailureRefusal, stet.FailureNone}
-	if !slices.Equal(got, want) {
-		t.Errorf("classes of 4 calls = %v, want %v", got, want)
-	}
-	if n := f.Calls(); n != 4 {
-		t.Errorf("Calls() = %d, want 4", n)
-	}
-	if n := f.CallsContaining("marker-x"); n != 4 {
-		t.Errorf("CallsContaining(marker-x) = %d, want 4", n)
-	}
-	if n := f.CallsContaining("report 2 "); n != 1 {
-		t.Errorf("CallsContaining(report 2) = %d, want 1", n)
-	}
-	if n := f.CallsContaining("absent"); n != 0 {
-		t.Errorf("CallsContaining(absent) = %d, want 0", n)
-	}
-}
-
-func TestFakeConcurrentUse(t *testing.T) {
-	t.Parallel()
-	f := newFake(t, anthropicfake.Options{})
-	f.Enqueue(anthropicfake.Fault{Kind: anthropicfake.ServerError}, anthropicfake.Fault{Kind: anthropicfake.ServerError}, anthropicfake.Fault{Kind: anthropicfake.ServerError})
-	c := newTestClient(t, f, 0, true)
-	const n = 24
-	var (
-		wg     sync.WaitGroup
-		mu     sync.Mutex
-		failed int
-	)
-	for i := range n {
-		wg.Go(func() {
-			_, err := c.Extract(t.Context(), testParams(fmt.Sprintf("concurrent report %d", i)))
-			if err != nil {
-				mu.Lock()
-				failed++
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	if got := f.Calls(); got != n {
-		t.Errorf("Calls() = %d, want %d", got, n)
-	}
-	if failed != 3 {
-		t.Errorf("failed calls = %d, want the 3 scripted faults", failed)
-	}
-	if got := f.CallsContaining("concurrent report"); got != n {
-		t.Errorf("CallsContaining = %d, want %d", got, n)
 	}
 }

@@ -63,6 +63,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/packages/param"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/processor"
 )
 
 var _ stet.BatchProcessor = (*Client)(nil)
@@ -206,27 +207,22 @@ func (c *Client) batchBody(items []stet.BatchItem) ([]byte, error) {
 	return bytes.TrimRight(buf.Bytes(), "\n"), nil
 }
 
-// validCustomID reports whether id is a custom_id the API accepts.
-func validCustomID(id string) bool {
-	if id == "" || len(id) > 64 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		if !isNameByte(id[i]) {
-			return false
-		}
-	}
-	return true
-}
+// validCustomID reports whether id is a custom_id the API accepts,
+// ^[a-zA-Z0-9_-]{1,64}$.
+func validCustomID(id string) bool { return validID(id, 64) }
 
 // validBatchID reports whether id can be a batch ID ("msgbatch_…"); it
 // becomes a path segment.
-func validBatchID(id string) bool {
-	if id == "" || len(id) > 128 {
+func validBatchID(id string) bool { return validID(id, 128) }
+
+// validID reports whether id is 1 to maxLen of [A-Za-z0-9_-].
+func validID(id string, maxLen int) bool {
+	if id == "" || len(id) > maxLen {
 		return false
 	}
 	for i := 0; i < len(id); i++ {
-		if !isNameByte(id[i]) {
+		ch := id[i]
+		if !(ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' || ch == '_' || ch == '-') {
 			return false
 		}
 	}
@@ -484,7 +480,7 @@ func (c *Client) itemResult(item resultLine, raw []byte, status int) stet.BatchR
 			br.Err = &stet.ProcessorError{Class: stet.FailureTransient, StatusCode: status, Err: errors.New("batch item message is not a message")}
 			return br
 		}
-		capt := &capture{status: status, requestID: safeCode(msg.ID), raw: raw}
+		capt := &capture{status: status, requestID: processor.SafeCode(msg.ID), raw: raw}
 		ext, err := c.result(&msg, c.itemTool(&msg), capt, 0)
 		if err != nil {
 			br.Err = err
@@ -540,14 +536,14 @@ var errorTypeStatus = map[string]int{
 // transient.
 func itemError(raw json.RawMessage) *stet.ProcessorError {
 	body := parseErrorBody(raw)
-	code := safeCode(body.Error.Details.ErrorCode)
+	code := processor.SafeCode(body.Error.Details.ErrorCode)
 	if code == "" {
-		code = safeCode(body.Error.Type)
+		code = processor.SafeCode(body.Error.Type)
 	}
 	return &stet.ProcessorError{
 		Class:     errorClass(errorTypeStatus[body.Error.Type], body),
 		Code:      code,
-		RequestID: safeCode(body.RequestID),
+		RequestID: processor.SafeCode(body.RequestID),
 		Err:       errors.New("batch item errored"),
 	}
 }

@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -21,6 +19,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/internal/fakekit"
 	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/anthropic/anthropicfake"
 )
@@ -147,24 +146,7 @@ func TestBatchRequestGolden(t *testing.T) {
 				t.Fatalf("fake holds %d batches, want 1", len(batches))
 			}
 			b := batches[0]
-			var indented bytes.Buffer
-			if err := json.Indent(&indented, b.Body, "", "  "); err != nil {
-				t.Fatalf("create body is not JSON: %v", err)
-			}
-			indented.WriteByte('\n')
-			path := filepath.Join("testdata", tt.golden)
-			if *update {
-				if err := os.WriteFile(path, indented.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("read golden file (run with -update to create it): %v", err)
-			}
-			if !bytes.Equal(indented.Bytes(), want) {
-				t.Errorf("create body differs from %s (run with -update if intended):\ngot:\n%s\nwant:\n%s", path, indented.Bytes(), want)
-			}
+			checkGolden(t, tt.golden, b.Body)
 
 			header := b.Requests[0].Header
 			if auth := header.Get("Authorization"); auth != "Bearer "+testKey {
@@ -315,6 +297,8 @@ func TestSubmitBatchAborts(t *testing.T) {
 		wantCode   string
 		wantBefore int
 	}{
+		// A failing BeforeCreate is processortest's; this one also checks
+		// that its error comes back as it was.
 		{name: "BeforeCreate fails", items: batchItems(2), before: errLedger, wantErr: errLedger, wantBefore: 1},
 		{name: "no items", items: nil, wantCode: "empty_batch"},
 		{name: "item without schema", items: noSchema, wantCode: "invalid_schema"},
@@ -499,6 +483,7 @@ func TestBatchStatus(t *testing.T) {
 		{name: "429 retry-after seconds", fault: &anthropicfake.Fault{Kind: anthropicfake.RateLimit, RetryAfter: "7"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: 7 * time.Second},
 		{name: "429 retry-after HTTP-date", fault: &anthropicfake.Fault{Kind: anthropicfake.RateLimit, RetryAfter: now.Add(30 * time.Second).Format(http.TimeFormat)}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: 30 * time.Second},
 		{name: "429 retry-after-ms", fault: &anthropicfake.Fault{Kind: anthropicfake.RateLimit, RetryAfterMS: 1500}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: 1500 * time.Millisecond},
+		{name: "429 retry-after a year ahead is capped", fault: &anthropicfake.Fault{Kind: anthropicfake.RateLimit, RetryAfter: now.Add(365 * 24 * time.Hour).Format(http.TimeFormat)}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: processor.MaxRetryAfter},
 		{name: "429 through a capped client", fault: &anthropicfake.Fault{Kind: anthropicfake.RateLimit, RetryAfter: "9"}, client: func() *http.Client { return cappedClient(useLastResponse) }, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: 9 * time.Second},
 		{name: "404 unknown batch", id: "msgbatch_01Unknown", wantClass: stet.FailureUnsupported, wantStatus: 404, wantCode: "batch_not_found"},
 		{name: "not a batch ID", id: "../v1/messages", wantClass: stet.FailureUnsupported, wantCode: "batch_not_found"},
@@ -623,7 +608,7 @@ func summarize(results []stet.BatchResult) map[string]resultSummary {
 
 func TestBatchResultsMixed(t *testing.T) {
 	t.Parallel()
-	ok := anthropicfake.MinimalInstance(json.RawMessage(testSchema))
+	ok := fakekit.MinimalInstance(json.RawMessage(testSchema))
 	scripts := map[int]anthropicfake.BatchItemScript{
 		1: {Outcome: anthropicfake.ItemInvalidJSON},
 		2: {Outcome: anthropicfake.ItemRefusal, Message: "I can't help with that."},
@@ -902,20 +887,19 @@ func TestReadResultsLines(t *testing.T) {
 func TestBatchCanaryNeverInErrors(t *testing.T) {
 	t.Parallel()
 	const marker = "CANARY Jane Roe 555-0100"
+	// A refusal and an errored item quoting the marker are processortest's.
 	f := newFake(t, anthropicfake.Options{Batch: anthropicfake.BatchOptions{Items: map[string]anthropicfake.BatchItemScript{
-		jobID(0): {Outcome: anthropicfake.ItemErrored, ErrorType: "invalid_request_error", Message: "messages.0: " + marker},
-		jobID(1): {Outcome: anthropicfake.ItemRefusal, Message: "I can't discuss " + marker},
-		jobID(2): {Outcome: anthropicfake.ItemInvalidJSON, Answer: `{"note":"` + marker + `"}`},
-		jobID(3): {Outcome: anthropicfake.ItemErrored, ErrorType: marker, Message: marker},
+		jobID(0): {Outcome: anthropicfake.ItemInvalidJSON, Answer: `{"note":"` + marker + `"}`},
+		jobID(1): {Outcome: anthropicfake.ItemErrored, ErrorType: marker, Message: marker},
 	}}})
 	c := batchClient(t, f, false, nil)
-	items := batchItems(4)
+	items := batchItems(2)
 	for i := range items {
 		items[i].Params.Prompt = stet.NewText("Classify this report: " + marker)
 	}
 	h := submit(t, c, items)
-	if n := f.BatchRequestsContaining(marker); n != 4 {
-		t.Fatalf("fake saw the marker in %d batch items, want 4 (the canary must reach the provider)", n)
+	if n := f.BatchRequestsContaining(marker); n != 2 {
+		t.Fatalf("fake saw the marker in %d batch items, want 2 (the canary must reach the provider)", n)
 	}
 	f.EnqueueBatchFaults(anthropicfake.RouteBatchRetrieve, anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 400, Message: marker, Type: marker, Code: marker})
 	_, statusErr := c.BatchStatus(t.Context(), h.ProviderID)

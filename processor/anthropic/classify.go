@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/processor"
 )
 
 // classifyError turns an error from the SDK call into a *stet.ProcessorError.
@@ -39,11 +39,11 @@ func (c *Client) classifyError(parent, callCtx context.Context, err error, capt 
 			pe.RequestID = apiErr.RequestID
 		}
 		if pe.RequestID == "" {
-			pe.RequestID = safeCode(body.RequestID)
+			pe.RequestID = processor.SafeCode(body.RequestID)
 		}
-		pe.Code = safeCode(body.Error.Details.ErrorCode)
+		pe.Code = processor.SafeCode(body.Error.Details.ErrorCode)
 		if pe.Code == "" {
-			pe.Code = safeCode(body.Error.Type)
+			pe.Code = processor.SafeCode(body.Error.Type)
 		}
 		pe.Class = errorClass(pe.StatusCode, body)
 		pe.RetryAfter = c.retryAfter(pe.Class, header)
@@ -158,38 +158,18 @@ func creditMessage(msg string) bool {
 }
 
 // retryAfter reads how long the provider asks us to wait: retry-after-ms,
-// then Retry-After (seconds or an HTTP-date). Rate limits also fall back to
-// the anthropic-ratelimit-*-reset headers; other classes use only the
-// explicit ones.
+// then Retry-After (seconds or an HTTP-date), capped at
+// processor.MaxRetryAfter. Rate limits also fall back to the
+// anthropic-ratelimit-*-reset headers, capped the same way; other classes
+// use only the explicit ones.
 func (c *Client) retryAfter(class stet.FailureClass, h http.Header) time.Duration {
-	if h == nil {
-		return 0
+	if d, ok := processor.RetryAfter(h, c.now()); ok {
+		return d
 	}
-	if v := strings.TrimSpace(h.Get("retry-after-ms")); v != "" {
-		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 && ms < float64(maxRetryAfter/time.Millisecond) {
-			return time.Duration(ms * float64(time.Millisecond))
-		}
-	}
-	if v := strings.TrimSpace(h.Get("Retry-After")); v != "" {
-		if s, err := strconv.ParseFloat(v, 64); err == nil {
-			if s >= 0 && s < float64(maxRetryAfter/time.Second) {
-				return time.Duration(s * float64(time.Second))
-			}
-		} else if t, err := http.ParseTime(v); err == nil {
-			return clampWait(t.Sub(c.now()))
-		}
-	}
-	if class != stet.FailureRateLimited {
+	if class != stet.FailureRateLimited || h == nil {
 		return 0
 	}
 	return c.resetAfter(h)
-}
-
-// maxRetryAfter bounds header values we accept; larger ones are garbage.
-const maxRetryAfter = 7 * 24 * time.Hour
-
-func clampWait(d time.Duration) time.Duration {
-	return min(max(d, 0), maxRetryAfter)
 }
 
 // rateLimits are the limits the API reports, each with -limit, -remaining
@@ -210,7 +190,7 @@ func (c *Client) resetAfter(h http.Header) time.Duration {
 		if err != nil {
 			continue
 		}
-		d := clampWait(t.Sub(now))
+		d := processor.CapRetryAfter(t.Sub(now))
 		latest = max(latest, d)
 		if strings.TrimSpace(h.Get("anthropic-ratelimit-"+limit+"-remaining")) == "0" {
 			exhausted = max(exhausted, d)
@@ -220,19 +200,4 @@ func (c *Client) resetAfter(h http.Header) time.Duration {
 		return exhausted
 	}
 	return latest
-}
-
-// safeCode keeps code only if it looks like a machine identifier. The code
-// reaches error strings and the ledger, so free text (which a misbehaving
-// server might put there, quoting the document) is dropped.
-func safeCode(code string) string {
-	if code == "" || len(code) > 64 {
-		return ""
-	}
-	for i := 0; i < len(code); i++ {
-		if ch := code[i]; !isNameByte(ch) && ch != '.' {
-			return ""
-		}
-	}
-	return code
 }

@@ -1,24 +1,14 @@
-// Package anthropicfake is a wire-faithful, in-process fake of the Anthropic
-// Messages API and its Message Batches routes, with scriptable faults, for
-// tests, benchmarks and drills (processor/anthropic's client talks to it as
-// to the real API). It imports neither the Anthropic SDK nor
-// processor/anthropic. It must never answer real traffic: it keeps the text
-// of every request it sees.
 package anthropicfake
 
 import (
 	"bytes"
 	"cmp"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
-	mathrand "math/rand/v2"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/stetlabs/stet/internal/fakekit"
@@ -72,7 +62,7 @@ type Options struct {
 	// Respond returns the answer of a normal call: the text in the
 	// output_config form, the tool input in the tool-use form (an answer
 	// that is not a JSON object comes back as text instead). The default
-	// answers MinimalInstance of the request's schema. It is called
+	// answers fakekit.MinimalInstance of the request's schema. It is called
 	// concurrently.
 	Respond func(req Request) (answer string)
 	// FaultRate is the share of calls, beyond scripted faults, answered with
@@ -118,16 +108,10 @@ type Message struct {
 // of every request for CallsContaining: it is a test tool, not a sink for
 // real documents.
 type Server struct {
-	opts Options
-	srv  *httptest.Server
-	done chan struct{}
-	stop sync.Once
-
-	mu     sync.Mutex
-	queue  []Fault
-	rng    *mathrand.Rand
-	calls  int
-	inputs []string // user content of every decoded request
+	opts   Options
+	http   *fakekit.Server
+	faults *fakekit.Faults[Fault]
+	calls  fakekit.Calls // POST /v1/messages and other non-batch routes
 
 	batch fakeBatches // the Message Batches routes' state (fake_batch.go)
 }
@@ -136,58 +120,36 @@ type Server struct {
 func New(opts Options) *Server {
 	f := &Server{
 		opts: opts,
-		done: make(chan struct{}),
-		rng:  mathrand.New(mathrand.NewPCG(uint64(opts.Seed), 0xa17)),
+		// Random faults: a 429 (retry-after 1), a 500 or a 529.
+		faults: fakekit.NewFaults(opts.Seed, 0xa17, opts.FaultRate,
+			Fault{Kind: RateLimit}, Fault{Kind: ServerError}, Fault{Kind: Overloaded}),
 	}
-	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
+	f.http = fakekit.NewServer(http.HandlerFunc(f.serve))
 	return f
 }
 
 // URL returns the base URL to configure a client with (no /v1: the SDK adds
 // v1/messages).
-func (f *Server) URL() string { return f.srv.URL }
+func (f *Server) URL() string { return f.http.URL() }
 
 // Handler returns the fake's handler, to serve from another listener. Calls,
 // faults and Close apply to it as to the built-in server.
 func (f *Server) Handler() http.Handler { return http.HandlerFunc(f.serve) }
 
 // Close releases held connections and stops the server.
-func (f *Server) Close() {
-	f.stop.Do(func() {
-		close(f.done)
-		f.srv.Close()
-	})
-}
+func (f *Server) Close() { f.http.Close() }
 
 // Enqueue scripts faults for the next calls, in order; later calls are
 // answered normally.
-func (f *Server) Enqueue(faults ...Fault) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.queue = append(f.queue, faults...)
-}
+func (f *Server) Enqueue(faults ...Fault) { f.faults.Enqueue(faults...) }
 
 // Calls returns the number of requests that reached the handler, faulted
 // ones included, batch routes excepted (see BatchCounts).
-func (f *Server) Calls() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.calls
-}
+func (f *Server) Calls() int { return f.calls.Count() }
 
 // CallsContaining returns the number of requests whose user messages
 // contain s.
-func (f *Server) CallsContaining(s string) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	n := 0
-	for _, in := range f.inputs {
-		if strings.Contains(in, s) {
-			n++
-		}
-	}
-	return n
-}
+func (f *Server) CallsContaining(s string) int { return f.calls.Containing(s) }
 
 // maxFakeRequest is the Messages API's request size limit.
 const maxFakeRequest = 32 << 20
@@ -200,21 +162,12 @@ func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 	req, decodeErr := decodeFakeRequest(body)
 	req.Header = r.Header.Clone()
 
-	f.mu.Lock()
-	f.calls++
+	f.calls.Add()
 	if decodeErr == nil {
-		var sb strings.Builder
-		for _, m := range req.Messages {
-			if m.Role == "user" {
-				sb.WriteString(m.Content)
-				sb.WriteByte('\n')
-			}
-		}
-		f.inputs = append(f.inputs, sb.String())
+		f.calls.Record(userText(req))
 	}
-	f.mu.Unlock()
 
-	if !f.sleep(r, f.opts.Latency) {
+	if !f.http.Sleep(r, f.opts.Latency) {
 		return
 	}
 	if r.URL.Path != "/v1/messages" || r.Method != http.MethodPost {
@@ -241,7 +194,7 @@ func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	fault, ok := f.nextFault()
+	fault, ok := f.faults.Next()
 	if !ok {
 		f.answer(w, req, f.content(req), nil)
 		return
@@ -268,28 +221,6 @@ func (f *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	return true
-}
-
-// nextFault pops a scripted fault or draws a random one.
-func (f *Server) nextFault() (Fault, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if len(f.queue) > 0 {
-		ft := f.queue[0]
-		f.queue = f.queue[1:]
-		return ft, true
-	}
-	if f.opts.FaultRate > 0 && f.rng.Float64() < f.opts.FaultRate {
-		switch f.rng.IntN(3) {
-		case 0:
-			return Fault{Kind: RateLimit}, true
-		case 1:
-			return Fault{Kind: ServerError}, true
-		default:
-			return Fault{Kind: Overloaded}, true
-		}
-	}
-	return Fault{}, false
 }
 
 func (f *Server) fault(w http.ResponseWriter, r *http.Request, req Request, ft Fault) {
@@ -323,24 +254,21 @@ func (f *Server) fault(w http.ResponseWriter, r *http.Request, req Request, ft F
 	case Disconnect:
 		panic(http.ErrAbortHandler)
 	case Delay:
-		if f.sleep(r, ft.Delay) {
+		if f.http.Sleep(r, ft.Delay) {
 			f.answer(w, req, f.content(req), ft.Header)
 		}
 	case TimeoutAfterAnswer:
 		body := f.message(req, f.blocks(req, f.content(req)), "", nil)
 		h := w.Header()
 		setDefaultHeaders(h, newRequestID())
-		mergeHeader(h, ft.Header)
+		fakekit.MergeHeader(h, ft.Header)
 		h.Set("Content-Length", strconv.Itoa(len(body)))
 		w.WriteHeader(http.StatusOK)
 		_, _ = w.Write(body[:len(body)/2])
 		_ = http.NewResponseController(w).Flush()
-		select {
-		case <-r.Context().Done():
-		case <-f.done:
-		}
+		f.http.Hold(r)
 	case TruncatedJSON:
-		f.write(w, f.message(req, []wireBlock{textBlock(cut(f.content(req)))}, "end_turn", nil), ft.Header)
+		f.write(w, f.message(req, []wireBlock{textBlock(fakekit.Cut(f.content(req)))}, "end_turn", nil), ft.Header)
 	case SchemaInvalid:
 		f.answer(w, req, `{"unexpected":true}`, ft.Header)
 	case Refusal:
@@ -352,7 +280,7 @@ func (f *Server) fault(w http.ResponseWriter, r *http.Request, req Request, ft F
 			// The tool input so far; the API closes what it parsed.
 			blocks = []wireBlock{toolUseBlock(req.ToolName, json.RawMessage(`{}`))}
 		} else {
-			blocks = []wireBlock{textBlock(cut(f.content(req)))}
+			blocks = []wireBlock{textBlock(fakekit.Cut(f.content(req)))}
 		}
 		f.write(w, f.message(req, blocks, "max_tokens", nil), ft.Header)
 	default:
@@ -421,29 +349,12 @@ func statusMessage(status int, model string) string {
 	return http.StatusText(status)
 }
 
-// sleep waits d unless the client leaves or the fake closes first.
-func (f *Server) sleep(r *http.Request, d time.Duration) bool {
-	if d <= 0 {
-		return true
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-r.Context().Done():
-		return false
-	case <-f.done:
-		return false
-	}
-}
-
 // content is the answer of a normal call.
 func (f *Server) content(req Request) string {
 	if f.opts.Respond != nil {
 		return f.opts.Respond(req)
 	}
-	return MinimalInstance(req.Schema)
+	return fakekit.MinimalInstance(req.Schema)
 }
 
 // answer writes answer as the request's form asks: a call of the forced
@@ -462,19 +373,10 @@ func (f *Server) blocks(req Request, answer string) []wireBlock {
 func (f *Server) write(w http.ResponseWriter, body []byte, extra http.Header) {
 	h := w.Header()
 	setDefaultHeaders(h, newRequestID())
-	mergeHeader(h, extra)
+	fakekit.MergeHeader(h, extra)
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(body)
-}
-
-// cut returns the first half of s, never valid JSON.
-func cut(s string) string {
-	s = s[:len(s)/2]
-	if json.Valid([]byte(s)) {
-		s = "{" + s
-	}
-	return s
 }
 
 // The message object, fields in the API's order.
@@ -545,7 +447,7 @@ func (f *Server) message(req Request, blocks []wireBlock, stop string, details *
 	case "max_tokens":
 		output = int(req.MaxTokens)
 	}
-	return marshal(wireMessage{
+	return fakekit.Marshal(wireMessage{
 		ID:          "msg_01" + randomID(22),
 		Type:        "message",
 		Role:        "assistant",
@@ -590,7 +492,7 @@ func writeAPIError(w http.ResponseWriter, status int, extra []http.Header, e api
 		obj.Details = &details{ErrorCode: e.Code}
 	}
 	id := newRequestID()
-	body := marshal(struct {
+	body := fakekit.Marshal(struct {
 		Type      string `json:"type"`
 		Error     object `json:"error"`
 		RequestID string `json:"request_id"`
@@ -600,7 +502,7 @@ func writeAPIError(w http.ResponseWriter, status int, extra []http.Header, e api
 	retry := status == http.StatusRequestTimeout || status == http.StatusConflict || status == http.StatusTooManyRequests || status >= 500
 	h.Set("x-should-retry", strconv.FormatBool(retry))
 	for _, x := range extra {
-		mergeHeader(h, x)
+		fakekit.MergeHeader(h, x)
 	}
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
@@ -627,26 +529,10 @@ func resetTime(d time.Duration) string {
 	return time.Now().Add(d).UTC().Format(time.RFC3339)
 }
 
-// mergeHeader sets extra over h; a key with no values deletes it.
-func mergeHeader(h, extra http.Header) {
-	for k, vs := range extra {
-		h.Del(k)
-		for _, v := range vs {
-			h.Add(k, v)
-		}
-	}
-}
-
 const idAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz123456789"
 
-func randomID(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	for i := range b {
-		b[i] = idAlphabet[int(b[i])%len(idAlphabet)]
-	}
-	return string(b)
-}
+// randomID returns n characters of the API's ID alphabet.
+func randomID(n int) string { return fakekit.RandomString(idAlphabet, n) }
 
 func newRequestID() string { return "req_011" + randomID(21) }
 
@@ -661,17 +547,6 @@ func nullable(s string) *string {
 		return nil
 	}
 	return &s
-}
-
-// marshal encodes v as the API does: no HTML escaping.
-func marshal(v any) []byte {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		panic("anthropic fake: marshal: " + err.Error())
-	}
-	return bytes.TrimRight(buf.Bytes(), "\n")
 }
 
 // The request as sent on the wire.
@@ -741,6 +616,18 @@ func decodeFakeRequest(body []byte) (Request, error) {
 		}
 	}
 	return req, nil
+}
+
+// userText joins the user messages of req, one a line, for CallsContaining.
+func userText(req Request) string {
+	var sb strings.Builder
+	for _, m := range req.Messages {
+		if m.Role == "user" {
+			sb.WriteString(m.Content)
+			sb.WriteByte('\n')
+		}
+	}
+	return sb.String()
 }
 
 // contentText reads message content given as a string or as blocks.
@@ -856,7 +743,3 @@ func validateFakeRequest(body []byte, req *Request) string {
 	}
 	return ""
 }
-
-// MinimalInstance returns the smallest JSON document the Server considers
-// valid against schema (see fakekit.MinimalInstance).
-func MinimalInstance(schema json.RawMessage) string { return fakekit.MinimalInstance(schema) }

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/stetlabs/stet/internal/fakekit"
 )
 
 // The Server's Message Batches routes, with the shapes of the real API (see
@@ -27,7 +29,7 @@ import (
 // Batches live in memory. A batch ends on the status poll numbered
 // PollsToEnd (default: the first), or on EndBatch; its items are answered
 // then, with the synchronous route's answer logic (Respond, or
-// MinimalInstance of the item's schema) unless scripted otherwise. Item
+// fakekit.MinimalInstance of the item's schema) unless scripted otherwise. Item
 // params are validated at the end, as the API does, so an invalid request
 // becomes an errored item. The sync fault queue (Enqueue) and FaultRate do
 // not touch batch routes; EnqueueBatchFaults scripts them.
@@ -139,15 +141,17 @@ type Batch struct {
 
 // fakeBatches is the Server's batch state; the zero value is ready.
 type fakeBatches struct {
-	mu       sync.Mutex
-	order    []*fakeBatch // creation order, deleted ones included (cursors)
-	byID     map[string]*fakeBatch
-	faults   map[BatchRoute][]Fault
-	items    map[string]BatchItemScript
-	all      *BatchItemScript
-	polls    *int
-	counts   BatchCounts
-	requests []string // user content of every batch item, for BatchRequestsContaining
+	mu     sync.Mutex
+	order  []*fakeBatch // creation order, deleted ones included (cursors)
+	byID   map[string]*fakeBatch
+	faults map[BatchRoute]*fakekit.Faults[Fault]
+	items  map[string]BatchItemScript
+	all    *BatchItemScript
+	polls  *int
+	counts BatchCounts
+	// requests keeps the user content of every batch item, for
+	// BatchRequestsContaining; it counts nothing.
+	requests fakekit.Calls
 }
 
 type fakeBatch struct {
@@ -174,12 +178,22 @@ type fakeBatchItem struct {
 // EnqueueBatchFaults scripts faults for the next calls of one batch route,
 // in order.
 func (f *Server) EnqueueBatchFaults(route BatchRoute, faults ...Fault) {
+	f.routeFaults(route).Enqueue(faults...)
+}
+
+// routeFaults returns the fault queue of one batch route, never random.
+func (f *Server) routeFaults(route BatchRoute) *fakekit.Faults[Fault] {
 	f.batch.mu.Lock()
 	defer f.batch.mu.Unlock()
-	if f.batch.faults == nil {
-		f.batch.faults = map[BatchRoute][]Fault{}
+	q := f.batch.faults[route]
+	if q == nil {
+		if f.batch.faults == nil {
+			f.batch.faults = map[BatchRoute]*fakekit.Faults[Fault]{}
+		}
+		q = fakekit.NewFaults[Fault](0, 0, 0)
+		f.batch.faults[route] = q
 	}
-	f.batch.faults[route] = append(f.batch.faults[route], faults...)
+	return q
 }
 
 // ScriptBatchItem scripts the item with custom_id id in every batch that
@@ -259,15 +273,7 @@ func (f *Server) Batches() []Batch {
 // BatchRequestsContaining returns the number of batch items, over all
 // batches created, whose user messages contain s.
 func (f *Server) BatchRequestsContaining(s string) int {
-	f.batch.mu.Lock()
-	defer f.batch.mu.Unlock()
-	n := 0
-	for _, in := range f.batch.requests {
-		if strings.Contains(in, s) {
-			n++
-		}
-	}
-	return n
+	return f.batch.requests.Containing(s)
 }
 
 func (f *Server) now() time.Time {
@@ -328,12 +334,11 @@ func (f *Server) serveBatch(w http.ResponseWriter, r *http.Request) bool {
 	case RouteBatchDelete:
 		f.batch.counts.Deletes++
 	}
-	var ft *Fault
-	if q := f.batch.faults[route]; len(q) > 0 {
-		ft = &q[0]
-		f.batch.faults[route] = q[1:]
-	}
 	f.batch.mu.Unlock()
+	var ft *Fault
+	if next, ok := f.routeFaults(route).Next(); ok {
+		ft = &next
+	}
 
 	if !f.authorized(w, r) {
 		return true
@@ -347,7 +352,7 @@ func (f *Server) serveBatch(w http.ResponseWriter, r *http.Request) bool {
 	if ft != nil {
 		switch ft.Kind {
 		case Delay:
-			if !f.sleep(r, ft.Delay) {
+			if !f.http.Sleep(r, ft.Delay) {
 				return true
 			}
 			extra = ft.Header
@@ -399,10 +404,7 @@ func (f *Server) serveBatch(w http.ResponseWriter, r *http.Request) bool {
 			case CreateThenDisconnect:
 				panic(http.ErrAbortHandler)
 			case CreateThenHang:
-				select {
-				case <-r.Context().Done():
-				case <-f.done:
-				}
+				f.http.Hold(r)
 				return true
 			}
 		}
@@ -430,7 +432,7 @@ func (f *Server) serveBatch(w http.ResponseWriter, r *http.Request) bool {
 	if contentType != "" {
 		h.Set("Content-Type", contentType)
 	}
-	mergeHeader(h, extra)
+	fakekit.MergeHeader(h, extra)
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
@@ -534,14 +536,7 @@ func (f *Server) createBatch(r *http.Request) ([]byte, int, apiError) {
 	f.batch.order = append(f.batch.order, b)
 	f.batch.counts.Created++
 	for _, it := range items {
-		var sb strings.Builder
-		for _, m := range it.req.Messages {
-			if m.Role == "user" {
-				sb.WriteString(m.Content)
-				sb.WriteByte('\n')
-			}
-		}
-		f.batch.requests = append(f.batch.requests, sb.String())
+		f.batch.requests.Record(userText(it.req))
 	}
 	return f.wireBatch(r, b), http.StatusOK, apiError{}
 }
@@ -601,7 +596,7 @@ func (f *Server) batchByID(r *http.Request, route BatchRoute, id string) (int, [
 			return http.StatusBadRequest, nil, "", apiError{Type: "invalid_request_error", Message: "Message Batch is still processing; cancel it before deleting it."}
 		}
 		b.deleted = true
-		return http.StatusOK, marshal(struct {
+		return http.StatusOK, fakekit.Marshal(struct {
 			ID   string `json:"id"`
 			Type string `json:"type"`
 		}{b.id, "message_batch_deleted"}), "", apiError{}
@@ -647,7 +642,7 @@ func (f *Server) endBatch(b *fakeBatch) {
 		if s.Outcome == ItemMissing {
 			continue
 		}
-		lines.Write(marshal(struct {
+		lines.Write(fakekit.Marshal(struct {
 			CustomID string `json:"custom_id"`
 			Result   any    `json:"result"`
 		}{it.customID, result}))
@@ -677,12 +672,12 @@ func (f *Server) itemResult(it fakeBatchItem, s BatchItemScript) (any, string) {
 	case "", ItemSucceeded:
 		return succeeded{"succeeded", f.message(req, f.blocks(req, answer), "", nil)}, "succeeded"
 	case ItemInvalidJSON:
-		return succeeded{"succeeded", f.message(req, []wireBlock{textBlock(cut(answer))}, "end_turn", nil)}, "succeeded"
+		return succeeded{"succeeded", f.message(req, []wireBlock{textBlock(fakekit.Cut(answer))}, "end_turn", nil)}, "succeeded"
 	case ItemRefusal:
 		details := &wireStopDetails{Type: "refusal", Explanation: nullable(s.Message)}
 		return succeeded{"succeeded", f.message(req, []wireBlock{}, "refusal", details)}, "succeeded"
 	case ItemMaxTokens:
-		blocks := []wireBlock{textBlock(cut(answer))}
+		blocks := []wireBlock{textBlock(fakekit.Cut(answer))}
 		if req.ToolName != "" {
 			blocks = []wireBlock{toolUseBlock(req.ToolName, json.RawMessage(`{}`))}
 		}
@@ -781,7 +776,7 @@ func (f *Server) wireObject(r *http.Request, b *fakeBatch) wireBatch {
 }
 
 func (f *Server) wireBatch(r *http.Request, b *fakeBatch) []byte {
-	return marshal(f.wireObject(r, b))
+	return fakekit.Marshal(f.wireObject(r, b))
 }
 
 // listBatches answers the list route: newest first, limit 1 to 1000
@@ -849,5 +844,5 @@ func (f *Server) listBatches(r *http.Request) (int, []byte, apiError) {
 		first, last := page.Data[0].ID, page.Data[n-1].ID
 		page.FirstID, page.LastID = &first, &last
 	}
-	return http.StatusOK, marshal(page), apiError{}
+	return http.StatusOK, fakekit.Marshal(page), apiError{}
 }

@@ -1,41 +1,17 @@
 package anthropicfake
 
 import (
-	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 )
 
-// rawBatchCall sends one request to the fake's batch routes and decodes
-// the JSON answer.
+// rawBatchCall sends one request to the fake's batch routes with the test
+// key and decodes the JSON answer.
 func rawBatchCall(t *testing.T, f *Server, method, path, body string) (int, http.Header, map[string]any) {
 	t.Helper()
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(t.Context(), method, f.URL()+path, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("x-api-key", testKey)
-	req.Header.Set("anthropic-version", "2023-06-01")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer res.Body.Close()
-	raw, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out map[string]any
-	if err := json.Unmarshal(raw, &out); err != nil {
-		t.Fatalf("%s %s answered non-JSON %q", method, path, raw)
-	}
-	return res.StatusCode, res.Header, out
+	return call(t, method, f.URL()+path, keyHeader(), body)
 }
 
 func TestFakeBatchRoutes(t *testing.T) {
