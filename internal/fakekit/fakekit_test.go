@@ -41,6 +41,7 @@ func TestMinimalInstanceShapes(t *testing.T) {
 		{"required only", `{"type":"object","properties":{"a":{"type":"string"},"b":{"type":"integer"}},"required":["b"]}`, `{"b":0}`},
 		{"nested", `{"type":"object","properties":{"o":{"type":"object","properties":{"x":{"type":"boolean"}},"required":["x"]},"l":{"type":"array","items":{"type":"string"}}},"required":["o","l"]}`, `{"l":[],"o":{"x":false}}`},
 		{"minItems", `{"type":"array","minItems":2,"items":{"type":"number"}}`, `[0,0]`},
+		{"exclusive minimum", `{"type":"number","exclusiveMinimum":1}`, `2`},
 		{"nullable type", `{"type":["null","string"]}`, `"ok"`},
 		{"null only", `{"type":"null"}`, `null`},
 		{"minimum", `{"type":"integer","minimum":2.5}`, `3`},

@@ -192,7 +192,12 @@ func Exercise(t *testing.T, h Harness) {
 		errs := make(chan error, 8)
 		for i := range 8 {
 			go func() {
-				_, err := p.Extract(t.Context(), h.params(fmt.Sprintf("Classify report %d: %s", i, Canary)))
+				// Each call is its own job, as in production: an adapter
+				// that derives an idempotency key from job and attempt
+				// must see eight keys, not one key with eight bodies.
+				params := h.params(fmt.Sprintf("Classify report %d: %s", i, Canary))
+				params.JobID = fmt.Sprintf("%s_%d", params.JobID, i)
+				_, err := p.Extract(t.Context(), params)
 				errs <- err
 			}()
 		}
@@ -280,5 +285,7 @@ func deadURL(t *testing.T) string {
 	}
 	addr := l.Addr().String()
 	_ = l.Close()
-	return "http://" + addr + "/v1"
+	// No path: a refused connection never reads it, and some adapters
+	// (Anthropic's SDK adds v1/ itself) refuse a base URL ending in /v1.
+	return "http://" + addr
 }
