@@ -10,8 +10,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -33,17 +31,7 @@ const (
 // newTestClient returns a Client talking to f with the test key.
 func newTestClient(t *testing.T, f *geminifake.Server, timeout time.Duration) *Client {
 	t.Helper()
-	c, err := New(Config{
-		Common: processor.Common{
-			ID:        "gemini-test",
-			BaseURL:   f.URL(),
-			APIKey:    testKey,
-			Model:     testModel,
-			Region:    "us",
-			Retention: "55d",
-			Timeout:   timeout,
-		},
-	})
+	c, err := New(Config{Common: processor.Common{ID: "gemini-test", BaseURL: f.URL(), APIKey: testKey, Model: testModel, Region: "us", Retention: "55d", Timeout: timeout}})
 	if err != nil {
 		t.Fatalf("New() = %v", err)
 	}
@@ -168,24 +156,7 @@ func TestRequestGolden(t *testing.T) {
 			if got.SchemaField != "responseJsonSchema" || got.ResponseMIMEType != "application/json" {
 				t.Errorf("schema sent as %q with mime %q, want responseJsonSchema with application/json", got.SchemaField, got.ResponseMIMEType)
 			}
-			var indented bytes.Buffer
-			if err := json.Indent(&indented, got.Body, "", "  "); err != nil {
-				t.Fatalf("request body is not JSON: %v", err)
-			}
-			indented.WriteByte('\n')
-			path := filepath.Join("testdata", tt.golden)
-			if *update {
-				if err := os.WriteFile(path, indented.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("read golden file (run with -update to create it): %v", err)
-			}
-			if !bytes.Equal(indented.Bytes(), want) {
-				t.Errorf("request body differs from %s (run with -update if intended):\ngot:\n%s\nwant:\n%s", path, indented.Bytes(), want)
-			}
+			checkGolden(t, tt.golden, indent(t, got.Body))
 			if n := f.Calls(); n != 1 {
 				t.Errorf("fake calls = %d, want 1", n)
 			}
@@ -229,7 +200,6 @@ func TestClassification(t *testing.T) {
 	tests := []struct {
 		name           string
 		fault          geminifake.Fault
-		timeout        time.Duration
 		wantClass      stet.FailureClass
 		wantStatus     int
 		wantCode       string
@@ -280,54 +250,43 @@ func TestClassification(t *testing.T) {
 			t.Parallel()
 			f := newFake(t, geminifake.Options{})
 			f.Enqueue(tt.fault)
-			timeout := tt.timeout
-			if timeout == 0 {
-				timeout = 10 * time.Second
-			}
-			c := newTestClient(t, f, timeout)
+			c := newTestClient(t, f, 10*time.Second)
 			c.now = func() time.Time { return now }
 
-			got, err := c.Extract(t.Context(), testParams("Classify: the nurse was kind."))
+			ext, err := c.Extract(t.Context(), testParams("Classify: the nurse was kind."))
 			if n := f.Calls(); n != 1 {
 				t.Errorf("fake calls = %d, want 1", n)
 			}
-			if tt.wantClass == stet.FailureNone {
-				if err != nil {
-					t.Fatalf("Extract() with %s = %v, want success", tt.fault.Kind, err)
-				}
-				if got.StatusCode != tt.wantStatus {
-					t.Errorf("Extraction.StatusCode = %d, want %d", got.StatusCode, tt.wantStatus)
+			type outcome struct {
+				class      stet.FailureClass
+				status     int
+				code       string
+				retryAfter time.Duration
+			}
+			want := outcome{tt.wantClass, tt.wantStatus, tt.wantCode, tt.wantRetryAfter}
+			var pe *stet.ProcessorError
+			switch {
+			case err == nil:
+				if got := (outcome{status: ext.StatusCode}); got != want {
+					t.Fatalf("Extract() with %s = success %+v, want %+v", tt.name, got, want)
 				}
 				return
+			case !errors.As(err, &pe):
+				t.Fatalf("Extract() with %s = %v; want a *stet.ProcessorError", tt.name, err)
 			}
-			var pe *stet.ProcessorError
-			if !errors.As(err, &pe) {
-				t.Fatalf("Extract() with %s = %v, %v; want a *stet.ProcessorError", tt.fault.Kind, got, err)
+			if got := (outcome{pe.Class, pe.StatusCode, pe.Code, pe.RetryAfter}); got != want {
+				t.Errorf("Extract() with %s = %+v, want %+v (err %v)", tt.name, got, want, err)
 			}
-			if pe.Class != tt.wantClass {
-				t.Errorf("Extract() with %s: class = %q, want %q (err %v)", tt.name, pe.Class, tt.wantClass, err)
-			}
-			if pe.StatusCode != tt.wantStatus {
-				t.Errorf("Extract() with %s: status = %d, want %d", tt.name, pe.StatusCode, tt.wantStatus)
-			}
-			if pe.Code != tt.wantCode {
-				t.Errorf("Extract() with %s: code = %q, want %q", tt.name, pe.Code, tt.wantCode)
-			}
-			if pe.RetryAfter != tt.wantRetryAfter {
-				t.Errorf("Extract() with %s: RetryAfter = %v, want %v", tt.name, pe.RetryAfter, tt.wantRetryAfter)
-			}
-			// 200 answers that were read carry the body's responseId; error
-			// answers carry none, as the API sends no request ID header.
-			if readBody := tt.wantStatus == 200 && tt.fault.Kind != geminifake.TimeoutAfterAnswer; readBody != (pe.RequestID != "") {
-				t.Errorf("Extract() with %s: RequestID = %q, want it set only from a read 200 body", tt.name, pe.RequestID)
-			}
-			if tt.wantClass == stet.FailureInvalidOutput && tt.fault.Kind != geminifake.Finish {
-				if len(pe.Output) == 0 || json.Valid(pe.Output) {
-					t.Errorf("Extract() with %s: Output = %q, want the cut text", tt.name, pe.Output)
-				}
+			// 200 answers carry the body's responseId; error answers carry
+			// none, as the API sends no request ID header.
+			if (tt.wantStatus == 200) != (pe.RequestID != "") {
+				t.Errorf("Extract() with %s: RequestID = %q, want it set only from a 200 body", tt.name, pe.RequestID)
 			}
 			if tt.wantClass == stet.FailureInvalidOutput && len(pe.Problems) == 0 {
 				t.Errorf("Extract() with %s: Problems empty, want a reason", tt.name)
+			}
+			if tt.fault.Kind == geminifake.MaxTokens && (len(pe.Output) == 0 || json.Valid(pe.Output)) {
+				t.Errorf("Extract() with %s: Output = %q, want the cut text", tt.name, pe.Output)
 			}
 		})
 	}

@@ -563,41 +563,36 @@ func (f *Server) serveBatchList(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *Server) serveBatchCancel(w http.ResponseWriter, r *http.Request, name string) {
+	f.changeBatch(w, r, name, func(c *BatchCounts) { c.Cancels++ }, func(b *fakeBatch) {
+		if !fakeTerminal(b.state) {
+			f.endBatch(b, BatchStateCancelled)
+		}
+	})
+}
+
+func (f *Server) serveBatchDelete(w http.ResponseWriter, r *http.Request, name string) {
+	f.changeBatch(w, r, name, func(c *BatchCounts) { c.Deletes++ }, func(*fakeBatch) {
+		delete(f.batch.batches, name)
+		f.batch.order = slices.DeleteFunc(f.batch.order, func(id string) bool { return id == name })
+	})
+}
+
+// changeBatch answers a cancel or a delete: it counts the call, checks the
+// key, then applies change, under the batch lock, to the batch named name.
+// A batch the Server does not hold is a 404.
+func (f *Server) changeBatch(w http.ResponseWriter, r *http.Request, name string, count func(*BatchCounts), change func(*fakeBatch)) {
 	st := &f.batch
 	st.mu.Lock()
 	st.init()
-	st.counts.Cancels++
+	count(&st.counts)
 	st.mu.Unlock()
 	if !f.authorized(w, r) {
 		return
 	}
 	st.mu.Lock()
 	b, ok := st.batches[name]
-	if ok && !fakeTerminal(b.state) {
-		f.endBatch(b, BatchStateCancelled)
-	}
-	st.mu.Unlock()
-	if !ok {
-		notFound(w)
-		return
-	}
-	f.write(w, []byte("{}"), nil)
-}
-
-func (f *Server) serveBatchDelete(w http.ResponseWriter, r *http.Request, name string) {
-	st := &f.batch
-	st.mu.Lock()
-	st.init()
-	st.counts.Deletes++
-	st.mu.Unlock()
-	if !f.authorized(w, r) {
-		return
-	}
-	st.mu.Lock()
-	_, ok := st.batches[name]
 	if ok {
-		delete(st.batches, name)
-		st.order = slices.DeleteFunc(st.order, func(id string) bool { return id == name })
+		change(b)
 	}
 	st.mu.Unlock()
 	if !ok {
