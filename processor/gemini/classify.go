@@ -6,11 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/processor"
 )
 
 // classifyError turns an error from the SDK call into a *stet.ProcessorError.
@@ -125,10 +125,10 @@ type quotaViolation struct {
 // ErrorInfo reason when there is one (it says more than the status), else
 // the status.
 func (e apiError) code() string {
-	if s := safeCode(e.Reason); s != "" {
+	if s := processor.SafeCode(e.Reason); s != "" {
 		return s
 	}
-	return safeCode(e.Status)
+	return processor.SafeCode(e.Status)
 }
 
 // quotaExhausted reports whether the violated quota is one that waiting
@@ -200,57 +200,31 @@ func parseError(raw []byte) apiError {
 			}
 		case "google.rpc.RetryInfo":
 			// A protobuf Duration in JSON: "43s", "25.465784708s".
-			if delay, err := time.ParseDuration(strings.TrimSpace(d.RetryDelay)); err == nil && delay >= 0 && delay <= maxRetryAfter {
-				e.RetryDelay, e.HasRetry = delay, true
+			// Longer than the cap is capped, not ignored (ParseDuration
+			// itself refuses what overflows a Duration).
+			if delay, err := time.ParseDuration(strings.TrimSpace(d.RetryDelay)); err == nil && delay >= 0 {
+				e.RetryDelay, e.HasRetry = processor.CapRetryAfter(delay), true
 			}
 		}
 	}
 	return e
 }
 
-// maxRetryAfter bounds wait values we accept; larger ones are garbage.
-const maxRetryAfter = 7 * 24 * time.Hour
-
 // retryAfter reads how long the provider asks us to wait: the longest of
 // retry-after-ms, Retry-After (seconds or an HTTP-date) and the body's
-// google.rpc.RetryInfo retryDelay. The Gemini API itself sends only the
-// last; the headers come from gateways in front of it.
+// google.rpc.RetryInfo retryDelay, capped at processor.MaxRetryAfter. The
+// Gemini API itself sends only the last; the headers come from gateways in
+// front of it.
 func (c *Client) retryAfter(h http.Header, e apiError) time.Duration {
 	var wait time.Duration
 	if e.HasRetry {
 		wait = e.RetryDelay
 	}
-	if h == nil {
-		return wait
+	if d, ok := processor.ParseRetryAfterMS(h.Get("retry-after-ms")); ok {
+		wait = max(wait, d)
 	}
-	if v := strings.TrimSpace(h.Get("retry-after-ms")); v != "" {
-		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 && ms < float64(maxRetryAfter/time.Millisecond) {
-			wait = max(wait, time.Duration(ms*float64(time.Millisecond)))
-		}
+	if d, ok := processor.ParseRetryAfter(h.Get("Retry-After"), c.now()); ok {
+		wait = max(wait, d)
 	}
-	if v := strings.TrimSpace(h.Get("Retry-After")); v != "" {
-		if s, err := strconv.ParseFloat(v, 64); err == nil {
-			if s >= 0 && s < float64(maxRetryAfter/time.Second) {
-				wait = max(wait, time.Duration(s*float64(time.Second)))
-			}
-		} else if t, err := http.ParseTime(v); err == nil {
-			wait = max(wait, min(t.Sub(c.now()), maxRetryAfter))
-		}
-	}
-	return wait
-}
-
-// safeCode keeps code only if it looks like a machine identifier. The code
-// reaches error strings and the ledger, so free text (which a misbehaving
-// server might put there, quoting the document) is dropped.
-func safeCode(code string) string {
-	if code == "" || len(code) > 64 {
-		return ""
-	}
-	for i := 0; i < len(code); i++ {
-		if ch := code[i]; !isNameByte(ch) && ch != '.' {
-			return ""
-		}
-	}
-	return code
+	return processor.CapRetryAfter(wait)
 }

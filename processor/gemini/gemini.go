@@ -231,7 +231,7 @@ func (c *Client) request(p stet.ExtractParams) ([]*genai.Content, *genai.Generat
 		}
 		contents = append(contents,
 			genai.NewContentFromText(out, genai.RoleModel),
-			genai.NewContentFromText(repairMessage(turn.Problems), genai.RoleUser),
+			genai.NewContentFromText(processor.RepairMessage(turn.Problems), genai.RoleUser),
 		)
 	}
 	config := &genai.GenerateContentConfig{
@@ -248,14 +248,6 @@ func (c *Client) request(p stet.ExtractParams) ([]*genai.Content, *genai.Generat
 	return contents, config
 }
 
-// repairMessage asks the model to correct its last answer. problems name
-// schema locations only, never document text.
-func repairMessage(problems []string) string {
-	return "Your previous answer was not valid against the JSON schema: " +
-		strings.Join(problems, "; ") +
-		". Answer again with only the corrected JSON."
-}
-
 // result turns a 200 response into an Extraction, or into a refusal,
 // invalid_output or unsupported error when the model gave no usable answer.
 func (c *Client) result(resp *genai.GenerateContentResponse, capt *capture, latency time.Duration) (*stet.Extraction, error) {
@@ -269,7 +261,7 @@ func (c *Client) result(resp *genai.GenerateContentResponse, capt *capture, late
 		return &stet.ProcessorError{
 			Class:      class,
 			StatusCode: capt.status,
-			Code:       safeCode(code),
+			Code:       processor.SafeCode(code),
 			RequestID:  requestID,
 			Err:        err,
 		}
@@ -366,7 +358,7 @@ func finishProblem(r genai.FinishReason) string {
 	case genai.FinishReasonRecitation:
 		return "output stopped for reciting source material; answer in your own words"
 	default:
-		if code := safeCode(string(r)); code != "" {
+		if code := processor.SafeCode(string(r)); code != "" {
 			return "output stopped before completion (" + code + ")"
 		}
 		return "output stopped before completion"
@@ -396,8 +388,15 @@ func (t captureTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if capt == nil {
 		return t.next.RoundTrip(req)
 	}
+	return capt.roundTrip(t.next, req, maxResponseBytes)
+}
+
+// roundTrip sends req through next and records the answer, its body read
+// in full up to limit bytes. A call of several requests (an upload) keeps
+// the last.
+func (capt *capture) roundTrip(next http.RoundTripper, req *http.Request, limit int64) (*http.Response, error) {
 	capt.sent = true
-	res, err := t.next.RoundTrip(req)
+	res, err := next.RoundTrip(req)
 	if err != nil {
 		return res, err
 	}
@@ -406,12 +405,13 @@ func (t captureTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// Google's front end sends no request ID header; a gateway in front of
 	// it may.
 	capt.requestID = safeID(res.Header.Get("x-request-id"))
-	raw, err := io.ReadAll(io.LimitReader(res.Body, maxResponseBytes+1))
+	capt.raw = nil
+	raw, err := io.ReadAll(io.LimitReader(res.Body, limit+1))
 	_ = res.Body.Close()
 	if err != nil {
 		return nil, fmt.Errorf("read response body: %w", err)
 	}
-	if len(raw) > maxResponseBytes {
+	if int64(len(raw)) > limit {
 		return nil, errBodyTooLarge
 	}
 	capt.raw = raw

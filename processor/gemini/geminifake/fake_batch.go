@@ -8,19 +8,18 @@ package geminifake
 
 import (
 	"cmp"
-	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/big"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/stetlabs/stet/internal/fakekit"
 )
 
 // Batch fault kinds. BatchItem* script one item's outcome (ScriptBatchItem);
@@ -118,8 +117,8 @@ type fakeBatchState struct {
 	uploads      map[string]*fakeUpload
 	itemScripts  map[string]Fault
 	endScripts   map[string]string
-	createFaults []Fault
-	statusFaults []Fault
+	createFaults *fakekit.Faults[Fault] // scripted create answers
+	statusFaults *fakekit.Faults[Fault] // scripted status lookups
 	counts       BatchCounts
 }
 
@@ -196,10 +195,7 @@ func (f *Server) ScriptBatchEnd(displayName, state string) {
 // answer late, or send half the answer and hold: the provider has the batch
 // but the client never sees its name.
 func (f *Server) EnqueueBatchCreate(faults ...Fault) {
-	st := &f.batch
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	st.createFaults = append(st.createFaults, faults...)
+	f.batch.createFaults.Enqueue(faults...)
 }
 
 // EnqueueBatchStatus scripts the next status lookups (GET batches/{id}):
@@ -207,10 +203,7 @@ func (f *Server) EnqueueBatchCreate(faults ...Fault) {
 // HugeBody. A faulted lookup other than Delay and HugeBody does not advance
 // the batch.
 func (f *Server) EnqueueBatchStatus(faults ...Fault) {
-	st := &f.batch
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	st.statusFaults = append(st.statusFaults, faults...)
+	f.batch.statusFaults.Enqueue(faults...)
 }
 
 // BatchCounts returns what the batch routes have received so far.
@@ -317,29 +310,6 @@ func (f *Server) serveBatch(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
-// authorized checks the API key as the sync route does.
-func (f *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
-	if f.opts.APIKey == "" {
-		return true
-	}
-	key := r.Header.Get("x-goog-api-key")
-	if key == "" {
-		key = r.URL.Query().Get("key")
-	}
-	switch {
-	case key == "":
-		writeAPIError(w, http.StatusForbidden, nil, apiErrorBody{
-			Message: "Method doesn't allow unregistered callers (callers without established identity). Please use API Key or other form of API consumer identity to call this API.",
-			Status:  "PERMISSION_DENIED",
-		})
-		return false
-	case key != f.opts.APIKey:
-		writeAPIError(w, http.StatusBadRequest, nil, invalidKey())
-		return false
-	}
-	return true
-}
-
 // The create request on the wire.
 type fakeCreateRequest struct {
 	Batch *struct {
@@ -383,9 +353,7 @@ func (f *Server) serveBatchCreate(w http.ResponseWriter, r *http.Request, model 
 		return
 	}
 
-	st.mu.Lock()
-	ft, faulted := popFault(&st.createFaults)
-	st.mu.Unlock()
+	ft, faulted := st.createFaults.Next()
 	if faulted && !slices.Contains([]FaultKind{Disconnect, Delay, TimeoutAfterAnswer}, ft.Kind) {
 		f.fault(w, r, Request{Model: model}, ft)
 		return
@@ -402,25 +370,16 @@ func (f *Server) serveBatchCreate(w http.ResponseWriter, r *http.Request, model 
 	st.mu.Unlock()
 
 	// The items' user text, for CallsContaining.
-	f.mu.Lock()
 	for _, it := range b.items {
-		var sb strings.Builder
-		for _, c := range it.req.Contents {
-			if c.Role == "user" || c.Role == "" {
-				sb.WriteString(c.Text)
-				sb.WriteByte('\n')
-			}
-		}
-		f.inputs = append(f.inputs, sb.String())
+		f.items.Record(userText(it.req))
 	}
-	f.mu.Unlock()
 
 	if faulted {
 		switch ft.Kind {
 		case Disconnect:
 			panic(http.ErrAbortHandler)
 		case Delay:
-			if !f.sleep(r, ft.Delay) {
+			if !f.http.Sleep(r, ft.Delay) {
 				return
 			}
 		case TimeoutAfterAnswer:
@@ -430,10 +389,7 @@ func (f *Server) serveBatchCreate(w http.ResponseWriter, r *http.Request, model 
 			w.WriteHeader(http.StatusOK)
 			_, _ = w.Write(answer[:len(answer)/2])
 			_ = http.NewResponseController(w).Flush()
-			select {
-			case <-r.Context().Done():
-			case <-f.done:
-			}
+			f.http.Hold(r)
 			return
 		}
 	}
@@ -513,8 +469,8 @@ func (f *Server) serveBatchGet(w http.ResponseWriter, r *http.Request, name stri
 	st.mu.Lock()
 	st.init()
 	st.counts.StatusCalls++
-	ft, faulted := popFault(&st.statusFaults)
 	st.mu.Unlock()
+	ft, faulted := st.statusFaults.Next()
 	if !f.authorized(w, r) {
 		return
 	}
@@ -524,7 +480,7 @@ func (f *Server) serveBatchGet(w http.ResponseWriter, r *http.Request, name stri
 		case Redirect:
 			h := w.Header()
 			h.Set("Location", "http://"+r.Host+"/ServiceLogin?continue="+r.URL.Path)
-			mergeHeader(h, ft.Header)
+			fakekit.MergeHeader(h, ft.Header)
 			h.Set("Content-Type", "text/html; charset=UTF-8")
 			w.WriteHeader(http.StatusFound)
 			_, _ = io.WriteString(w, "<HTML><HEAD><TITLE>Moved Temporarily</TITLE></HEAD><BODY>Moved Temporarily</BODY></HTML>\n")
@@ -532,7 +488,7 @@ func (f *Server) serveBatchGet(w http.ResponseWriter, r *http.Request, name stri
 		case HugeBody:
 			pad = true
 		case Delay:
-			if !f.sleep(r, ft.Delay) {
+			if !f.http.Sleep(r, ft.Delay) {
 				return
 			}
 		default:
@@ -544,7 +500,7 @@ func (f *Server) serveBatchGet(w http.ResponseWriter, r *http.Request, name stri
 	b, ok := st.batches[name]
 	if !ok {
 		st.mu.Unlock()
-		writeAPIError(w, http.StatusNotFound, nil, apiErrorBody{Message: "Requested entity was not found.", Status: "NOT_FOUND"})
+		notFound(w)
 		return
 	}
 	if !fakeTerminal(b.state) {
@@ -607,480 +563,50 @@ func (f *Server) serveBatchList(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *Server) serveBatchCancel(w http.ResponseWriter, r *http.Request, name string) {
+	f.changeBatch(w, r, name, func(c *BatchCounts) { c.Cancels++ }, func(b *fakeBatch) {
+		if !fakeTerminal(b.state) {
+			f.endBatch(b, BatchStateCancelled)
+		}
+	})
+}
+
+func (f *Server) serveBatchDelete(w http.ResponseWriter, r *http.Request, name string) {
+	f.changeBatch(w, r, name, func(c *BatchCounts) { c.Deletes++ }, func(*fakeBatch) {
+		delete(f.batch.batches, name)
+		f.batch.order = slices.DeleteFunc(f.batch.order, func(id string) bool { return id == name })
+	})
+}
+
+// changeBatch answers a cancel or a delete: it counts the call, checks the
+// key, then applies change, under the batch lock, to the batch named name.
+// A batch the Server does not hold is a 404.
+func (f *Server) changeBatch(w http.ResponseWriter, r *http.Request, name string, count func(*BatchCounts), change func(*fakeBatch)) {
 	st := &f.batch
 	st.mu.Lock()
 	st.init()
-	st.counts.Cancels++
+	count(&st.counts)
 	st.mu.Unlock()
 	if !f.authorized(w, r) {
 		return
 	}
 	st.mu.Lock()
 	b, ok := st.batches[name]
-	if ok && !fakeTerminal(b.state) {
-		f.endBatch(b, BatchStateCancelled)
-	}
-	st.mu.Unlock()
-	if !ok {
-		writeAPIError(w, http.StatusNotFound, nil, apiErrorBody{Message: "Requested entity was not found.", Status: "NOT_FOUND"})
-		return
-	}
-	f.write(w, []byte("{}"), nil)
-}
-
-func (f *Server) serveBatchDelete(w http.ResponseWriter, r *http.Request, name string) {
-	st := &f.batch
-	st.mu.Lock()
-	st.init()
-	st.counts.Deletes++
-	st.mu.Unlock()
-	if !f.authorized(w, r) {
-		return
-	}
-	st.mu.Lock()
-	_, ok := st.batches[name]
 	if ok {
-		delete(st.batches, name)
-		st.order = slices.DeleteFunc(st.order, func(id string) bool { return id == name })
+		change(b)
 	}
 	st.mu.Unlock()
 	if !ok {
-		writeAPIError(w, http.StatusNotFound, nil, apiErrorBody{Message: "Requested entity was not found.", Status: "NOT_FOUND"})
+		notFound(w)
 		return
 	}
 	f.write(w, []byte("{}"), nil)
 }
 
-// endBatch ends b in state (or its scripted end state) and computes the
-// answers, once: later lookups and downloads serve the same output. The
-// caller holds the batch lock.
-func (f *Server) endBatch(b *fakeBatch, state string) {
-	st := &f.batch
-	if state == "" {
-		state = cmp.Or(st.endScripts[b.displayName], BatchStateSucceeded)
-	}
-	now := time.Now().UTC()
-	b.state, b.ended, b.updated = state, now, now
-	if state == BatchStateFailed {
-		b.opError = &fakeRPCStatus{Code: 13, Message: "Batch processing failed: an internal error occurred."}
-		return
-	}
-	var lines []byte
-	for _, it := range b.items {
-		ft, scripted := st.itemScripts[it.key]
-		if !scripted {
-			switch state {
-			case BatchStateExpired:
-				ft, scripted = Fault{Kind: BatchItemExpired}, true
-			case BatchStateCancelled:
-				ft, scripted = Fault{Kind: BatchItemCancelled}, true
-			}
-		}
-		resp, status, omit := f.batchItemAnswer(it.req, ft, scripted)
-		if omit {
-			continue
-		}
-		if status != nil {
-			b.failed++
-		} else {
-			b.succeeded++
-		}
-		if b.inputFile == "" {
-			b.inline = append(b.inline, marshal(struct {
-				Response json.RawMessage `json:"response,omitempty"`
-				Error    *fakeRPCStatus  `json:"error,omitempty"`
-				Metadata map[string]any  `json:"metadata,omitempty"`
-			}{resp, status, it.metadata}))
-			continue
-		}
-		lines = append(lines, compactJSON(struct {
-			Key      string          `json:"key"`
-			Response json.RawMessage `json:"response,omitempty"`
-			Error    *fakeRPCStatus  `json:"error,omitempty"`
-		}{it.key, resp, status})...)
-		lines = append(lines, '\n')
-	}
-	if b.inputFile != "" {
-		name := "files/batch-" + strings.TrimPrefix(b.id, "batches/")
-		st.files[name] = &fakeFile{name: name, displayName: name, mime: batchFileMIMEType, data: lines, created: now, results: true}
-		b.outputFile = name
-	}
-}
-
-// batchItemAnswer answers one item: a GenerateContentResponse, an error
-// status, or nothing at all.
-func (f *Server) batchItemAnswer(req Request, ft Fault, scripted bool) (json.RawMessage, *fakeRPCStatus, bool) {
-	if !scripted {
-		ft = Fault{Kind: BatchItemOK}
-	}
-	answer := func(cand *wireCandidate, feedback *wirePromptFeedback) (json.RawMessage, *fakeRPCStatus, bool) {
-		return f.response(req, cand, feedback), nil, false
-	}
-	fail := func(e apiErrorBody) (json.RawMessage, *fakeRPCStatus, bool) {
-		e = ft.override(e)
-		return nil, &fakeRPCStatus{Code: rpcCodeNumber(e.Status), Message: e.Message, Details: e.Details}, false
-	}
-	switch ft.Kind {
-	case BatchItemOK, Delay:
-		return answer(candidate(f.text(req), "STOP"), nil)
-	case BatchItemMissing:
-		return nil, nil, true
-	case BatchItemExpired:
-		return fail(apiErrorBody{Message: "The batch expired before this request was processed.", Status: "DEADLINE_EXCEEDED"})
-	case BatchItemCancelled:
-		return fail(apiErrorBody{Message: "The batch was cancelled before this request was processed.", Status: "CANCELLED"})
-	case TruncatedJSON:
-		return answer(candidate(cut(f.text(req)), "STOP"), nil)
-	case SchemaInvalid:
-		return answer(candidate(`{"unexpected":true}`, "STOP"), nil)
-	case MaxTokens:
-		return answer(candidate(cut(f.text(req)), "MAX_TOKENS"), nil)
-	case Finish:
-		reason := cmp.Or(ft.FinishReason, "SAFETY")
-		cand := &wireCandidate{FinishReason: reason}
-		switch reason {
-		case "CONTINUATION":
-			cand = candidate(cut(f.text(req)), "CONTINUATION")
-		case "SAFETY", "PROHIBITED_CONTENT", "BLOCKLIST", "SPII":
-			cand.SafetyRatings = blockedRatings()
-		}
-		return answer(cand, nil)
-	case PromptBlocked:
-		return answer(nil, &wirePromptFeedback{BlockReason: cmp.Or(ft.BlockReason, "SAFETY"), SafetyRatings: blockedRatings()})
-	case RateLimit:
-		return fail(quotaError(req.Model, ft, "GenerateRequestsPerMinutePerProjectPerModel", "generate_content_requests", "1000"))
-	case Quota:
-		return fail(quotaError(req.Model, ft, "GenerateRequestsPerDayPerProjectPerModel-FreeTier", "generate_content_free_tier_requests", "250"))
-	case Unauthorized:
-		return fail(invalidKey())
-	case PermissionDenied:
-		return fail(apiErrorBody{Message: "Permission denied.", Status: "PERMISSION_DENIED"})
-	case RegionUnsupported:
-		return fail(apiErrorBody{Message: "User location is not supported for the API use.", Status: "FAILED_PRECONDITION"})
-	case ServerError:
-		status := cmp.Or(ft.Status, http.StatusInternalServerError)
-		return fail(apiErrorBody{Message: "An internal error has occurred.", Status: rpcStatus(status)})
-	case HTTPError:
-		status := cmp.Or(ft.Status, http.StatusBadRequest)
-		return fail(apiErrorBody{Message: http.StatusText(status), Status: cmp.Or(rpcStatus(status), "UNKNOWN")})
-	default:
-		// Disconnect, TimeoutAfterAnswer and other call faults have no
-		// batch item form: the item failed on the server.
-		return fail(apiErrorBody{Message: "An internal error has occurred.", Status: "INTERNAL"})
-	}
-}
-
-// rpcCodeNumber is the google.rpc.Code number of a status name; 2
-// (UNKNOWN) for a name it does not know.
-func rpcCodeNumber(name string) int {
-	for i, n := range rpcCodeNames {
-		if n == name {
-			return i
-		}
-	}
-	return 2
-}
-
-func fakeTerminal(state string) bool {
-	switch state {
-	case BatchStateSucceeded, BatchStateFailed, BatchStateCancelled, BatchStateExpired:
-		return true
-	}
-	return false
-}
-
-// The batch Operation on the wire, fields in the API's order.
-type (
-	fakeOp struct {
-		Name     string         `json:"name"`
-		Metadata fakeBatchMeta  `json:"metadata"`
-		Done     bool           `json:"done,omitempty"`
-		Error    *fakeRPCStatus `json:"error,omitempty"`
-		Response *fakeBatchOut  `json:"response,omitempty"`
-	}
-	fakeBatchMeta struct {
-		Type        string          `json:"@type"`
-		Model       string          `json:"model"`
-		DisplayName string          `json:"displayName"`
-		InputConfig fakeInputConfig `json:"inputConfig"`
-		Output      *fakeBatchOut   `json:"output,omitempty"`
-		CreateTime  string          `json:"createTime"`
-		EndTime     string          `json:"endTime,omitempty"`
-		UpdateTime  string          `json:"updateTime"`
-		BatchStats  fakeBatchStats  `json:"batchStats"`
-		State       string          `json:"state"`
-		Name        string          `json:"name"`
-	}
-	fakeInputConfig struct {
-		FileName string `json:"fileName,omitempty"`
-		Requests *struct {
-			Requests []json.RawMessage `json:"requests"`
-		} `json:"requests,omitempty"`
-	}
-	fakeBatchOut struct {
-		Type             string `json:"@type,omitempty"`
-		ResponsesFile    string `json:"responsesFile,omitempty"`
-		InlinedResponses *struct {
-			InlinedResponses []json.RawMessage `json:"inlinedResponses"`
-		} `json:"inlinedResponses,omitempty"`
-	}
-	fakeBatchStats struct {
-		RequestCount           string `json:"requestCount"`
-		SuccessfulRequestCount string `json:"successfulRequestCount,omitempty"`
-		FailedRequestCount     string `json:"failedRequestCount,omitempty"`
-		PendingRequestCount    string `json:"pendingRequestCount,omitempty"`
-	}
-	// fakeRPCStatus is a google.rpc.Status.
-	fakeRPCStatus struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-		Details []any  `json:"details,omitempty"`
-	}
-)
-
-// opJSON encodes b as the API answers it, and reports whether the answer
-// carries inline results. The caller holds the batch lock.
-func (st *fakeBatchState) opJSON(b *fakeBatch) ([]byte, bool) {
-	op := fakeOp{
-		Name: b.id,
-		Metadata: fakeBatchMeta{
-			Type:        fakeBatchType,
-			Model:       b.model,
-			DisplayName: b.displayName,
-			CreateTime:  b.created.Format(time.RFC3339Nano),
-			UpdateTime:  b.updated.Format(time.RFC3339Nano),
-			State:       b.state,
-			Name:        b.id,
-			BatchStats:  fakeBatchStats{RequestCount: strconv.Itoa(len(b.items))},
-		},
-	}
-	if b.inputFile != "" {
-		op.Metadata.InputConfig.FileName = b.inputFile
-	} else {
-		op.Metadata.InputConfig.Requests = &struct {
-			Requests []json.RawMessage `json:"requests"`
-		}{b.requests}
-	}
-	results := false
-	if fakeTerminal(b.state) {
-		op.Done = true
-		op.Metadata.EndTime = b.ended.Format(time.RFC3339Nano)
-		op.Metadata.BatchStats.SuccessfulRequestCount = strconv.Itoa(b.succeeded)
-		op.Metadata.BatchStats.FailedRequestCount = strconv.Itoa(b.failed)
-		op.Metadata.BatchStats.PendingRequestCount = "0"
-		op.Error = b.opError
-		if b.opError == nil {
-			out := fakeBatchOut{ResponsesFile: b.outputFile}
-			if b.outputFile == "" {
-				out.InlinedResponses = &struct {
-					InlinedResponses []json.RawMessage `json:"inlinedResponses"`
-				}{b.inline}
-				results = true
-			}
-			op.Metadata.Output = &out
-			mirrored := out
-			mirrored.Type = fakeBatchOutputType
-			op.Response = &mirrored
-		}
-	} else {
-		op.Metadata.BatchStats.PendingRequestCount = strconv.Itoa(len(b.items))
-	}
-	return marshal(op), results
-}
-
-// The Files API resumable upload: a start request answered with
-// X-Goog-Upload-URL, then the bytes in chunks, the last one finalizing.
-// Every answer carries X-Goog-Upload-Status, without which the SDK waits and
-// asks again.
-func (f *Server) serveUpload(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(io.LimitReader(r.Body, maxFakeRequest+1))
-	st := &f.batch
-	st.mu.Lock()
-	st.init()
-	st.mu.Unlock()
-	if !f.authorized(w, r) {
-		return
-	}
-	uploadError := func(status int, msg string) {
-		writeAPIError(w, status, []http.Header{{"X-Goog-Upload-Status": {"final"}}}, apiErrorBody{Message: msg, Status: rpcStatus(status)})
-	}
-	command := strings.ToLower(r.Header.Get("X-Goog-Upload-Command"))
-	id := r.URL.Query().Get("upload_id")
-	if id == "" {
-		if r.Method != http.MethodPost || !strings.EqualFold(r.Header.Get("X-Goog-Upload-Protocol"), "resumable") || command != "start" {
-			uploadError(http.StatusBadRequest, "Only the resumable upload protocol is supported.")
-			return
-		}
-		var start struct {
-			File struct {
-				DisplayName string `json:"displayName"`
-				MIMEType    string `json:"mimeType"`
-			} `json:"file"`
-		}
-		if len(body) > 0 && json.Unmarshal(body, &start) != nil {
-			uploadError(http.StatusBadRequest, "Invalid JSON payload received.")
-			return
-		}
-		id = fakeID(24)
-		st.mu.Lock()
-		st.uploads[id] = &fakeUpload{
-			displayName: start.File.DisplayName,
-			mime:        cmp.Or(r.Header.Get("X-Goog-Upload-Header-Content-Type"), start.File.MIMEType, "application/octet-stream"),
-		}
-		st.mu.Unlock()
-		h := w.Header()
-		setDefaultHeaders(h)
-		h.Set("X-Goog-Upload-URL", "http://"+r.Host+"/upload/v1beta/files?upload_id="+id+"&upload_protocol=resumable")
-		h.Set("X-Goog-Upload-Status", "active")
-		h.Set("X-Goog-Upload-Chunk-Granularity", "262144")
-		h.Set("Content-Length", "0")
-		w.WriteHeader(http.StatusOK)
-		return
-	}
-	offset, err := strconv.Atoi(r.Header.Get("X-Goog-Upload-Offset"))
-	st.mu.Lock()
-	up, ok := st.uploads[id]
-	switch {
-	case !ok:
-		st.mu.Unlock()
-		uploadError(http.StatusNotFound, "Upload not found.")
-		return
-	case err != nil || offset != len(up.data) || !strings.HasPrefix(command, "upload"):
-		st.mu.Unlock()
-		uploadError(http.StatusBadRequest, "Invalid upload offset or command.")
-		return
-	}
-	up.data = append(up.data, body...)
-	if !strings.Contains(command, "finalize") {
-		st.mu.Unlock()
-		h := w.Header()
-		setDefaultHeaders(h)
-		h.Set("X-Goog-Upload-Status", "active")
-		h.Set("Content-Length", "0")
-		w.WriteHeader(http.StatusOK)
-		return
-	}
-	delete(st.uploads, id)
-	name := "files/" + fakeID(12)
-	file := &fakeFile{name: name, displayName: up.displayName, mime: up.mime, data: up.data, created: time.Now().UTC()}
-	st.files[name] = file
-	st.counts.Uploads++
-	st.mu.Unlock()
-	f.write(w, marshal(map[string]any{"file": fileJSON(r, file)}), http.Header{"X-Goog-Upload-Status": {"final"}})
-}
-
-func (f *Server) serveFileGet(w http.ResponseWriter, r *http.Request, name string, download bool) {
-	st := &f.batch
-	st.mu.Lock()
-	st.init()
-	file, ok := st.files[name]
-	media := download || r.URL.Query().Get("alt") == "media"
-	if ok && media {
-		st.counts.Downloads++
-		if file.results {
-			st.counts.ResultsFetches++
-		}
-	}
-	st.mu.Unlock()
-	if !f.authorized(w, r) {
-		return
-	}
-	if !ok {
-		writeAPIError(w, http.StatusNotFound, nil, apiErrorBody{Message: "Requested entity was not found.", Status: "NOT_FOUND"})
-		return
-	}
-	if !media {
-		f.write(w, marshal(fileJSON(r, file)), nil)
-		return
-	}
-	h := w.Header()
-	setDefaultHeaders(h)
-	h.Set("Content-Type", file.mime)
-	h.Set("Content-Length", strconv.Itoa(len(file.data)))
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(file.data)
-}
-
-func (f *Server) serveFileDelete(w http.ResponseWriter, r *http.Request, name string) {
-	st := &f.batch
-	st.mu.Lock()
-	st.init()
-	_, ok := st.files[name]
-	delete(st.files, name)
-	st.mu.Unlock()
-	if !f.authorized(w, r) {
-		return
-	}
-	if !ok {
-		writeAPIError(w, http.StatusNotFound, nil, apiErrorBody{Message: "Requested entity was not found.", Status: "NOT_FOUND"})
-		return
-	}
-	f.write(w, []byte("{}"), nil)
-}
-
-// fileJSON is the File resource; files are kept 48 hours.
-func fileJSON(r *http.Request, file *fakeFile) map[string]any {
-	sum := sha256.Sum256(file.data)
-	source := "UPLOADED"
-	if file.results {
-		source = "GENERATED"
-	}
-	m := map[string]any{
-		"name":           file.name,
-		"displayName":    file.displayName,
-		"mimeType":       file.mime,
-		"sizeBytes":      strconv.Itoa(len(file.data)),
-		"createTime":     file.created.Format(time.RFC3339Nano),
-		"updateTime":     file.created.Format(time.RFC3339Nano),
-		"expirationTime": file.created.Add(48 * time.Hour).Format(time.RFC3339Nano),
-		"sha256Hash":     base64.StdEncoding.EncodeToString(sum[:]),
-		"uri":            "http://" + r.Host + "/v1beta/" + file.name,
-		"state":          "ACTIVE",
-		"source":         source,
-	}
-	if file.results {
-		m["downloadUri"] = "http://" + r.Host + "/download/v1beta/" + file.name + ":download?alt=media"
-	}
-	return m
-}
-
-func signInPage(w http.ResponseWriter) {
-	const page = "<!DOCTYPE html>\n<html><head><title>Sign in - Google Accounts</title></head><body>Sign in</body></html>\n"
-	h := w.Header()
-	h.Set("Content-Type", "text/html; charset=UTF-8")
-	h.Set("Content-Length", strconv.Itoa(len(page)))
-	w.WriteHeader(http.StatusOK)
-	_, _ = io.WriteString(w, page)
-}
-
-func popFault(q *[]Fault) (Fault, bool) {
-	if len(*q) == 0 {
-		return Fault{}, false
-	}
-	ft := (*q)[0]
-	*q = (*q)[1:]
-	return ft, true
-}
-
-// compactJSON encodes v on one line, without HTML escaping.
-func compactJSON(v any) []byte {
-	var buf strings.Builder
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		panic("gemini fake: marshal: " + err.Error())
-	}
-	return []byte(strings.TrimRight(buf.String(), "\n"))
+// notFound answers the API's 404 for a batch or file it does not hold.
+func notFound(w http.ResponseWriter) {
+	writeAPIError(w, http.StatusNotFound, nil, apiErrorBody{Message: "Requested entity was not found.", Status: "NOT_FOUND"})
 }
 
 // fakeID returns n random lowercase letters and digits, like the API's
 // batch and file IDs.
-func fakeID(n int) string {
-	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
-	b := make([]byte, n)
-	for i := range b {
-		k, _ := rand.Int(rand.Reader, big.NewInt(int64(len(alphabet))))
-		b[i] = alphabet[k.Int64()]
-	}
-	return string(b)
-}
+func fakeID(n int) string { return fakekit.RandomString("abcdefghijklmnopqrstuvwxyz0123456789", n) }

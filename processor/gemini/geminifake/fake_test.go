@@ -255,49 +255,23 @@ func TestFakeRandomFaultsAreReproducible(t *testing.T) {
 		}
 		return statuses
 	}
-	a, b := run(42), run(42)
-	if !slices.Equal(a, b) {
+	// fakekit tests the draws; this checks the fake's seed reaches them
+	// and its random faults are the 429, 500 and 503 it documents.
+	a := run(42)
+	if b := run(42); !slices.Equal(a, b) {
 		t.Errorf("statuses with seed 42 differ between runs:\n%v\n%v", a, b)
 	}
-	seen := map[int]bool{}
-	for _, s := range a {
-		seen[s] = true
-	}
-	for _, s := range []int{200, 429, 500, 503} {
-		if !seen[s] {
-			t.Errorf("40 calls at FaultRate 0.5 never answered %d: %v", s, a)
-		}
-	}
-	if slices.Equal(a, run(7)) {
-		t.Errorf("seeds 42 and 7 gave the same fault sequence %v", a)
+	if got, want := slices.Compact(slices.Sorted(slices.Values(a))), []int{200, 429, 500, 503}; !slices.Equal(got, want) {
+		t.Errorf("40 calls at FaultRate 0.5 answered %v, want each of %v", got, want)
 	}
 }
 
+// TestMinimalInstance keeps the one case fakekit's own tests lack.
 func TestMinimalInstance(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name, schema, want string
-	}{
-		{"no schema", ``, `{}`},
-		{"enum first value", `{"type":"string","enum":["b","a"]}`, `"b"`},
-		{"const", `{"const":"fixed"}`, `"fixed"`},
-		{"required only", `{"type":"object","properties":{"a":{"type":"string"},"b":{"type":"integer"}},"required":["b"]}`, `{"b":0}`},
-		{"nested", `{"type":"object","properties":{"o":{"type":"object","properties":{"x":{"type":"boolean"}},"required":["x"]},"l":{"type":"array","items":{"type":"string"}}},"required":["o","l"]}`, `{"l":[],"o":{"x":false}}`},
-		{"minItems", `{"type":"array","minItems":2,"items":{"type":"number"}}`, `[0,0]`},
-		{"minLength", `{"type":"string","minLength":4}`, `"oooo"`},
-		{"nullable type list", `{"type":["null","string"]}`, `"ok"`},
-		{"null only", `{"type":"null"}`, `null`},
-		{"OpenAPI upper-case type", `{"type":"OBJECT","properties":{"n":{"type":"INTEGER"}},"required":["n"]}`, `{"n":0}`},
-		{"minimum", `{"type":"integer","minimum":2.5}`, `3`},
-		{"exclusive minimum", `{"type":"number","exclusiveMinimum":1}`, `2`},
-		{"local ref", `{"$defs":{"flag":{"type":"string","enum":["x"]}},"type":"object","properties":{"f":{"$ref":"#/$defs/flag"}},"required":["f"]}`, `{"f":"x"}`},
-		{"anyOf", `{"anyOf":[{"type":"boolean"},{"type":"string"}]}`, `false`},
-		{"recursive ref", `{"$ref":"#"}`, `null`},
-	}
-	for _, tt := range tests {
-		if got := MinimalInstance(json.RawMessage(tt.schema)); got != tt.want {
-			t.Errorf("MinimalInstance(%s) = %s, want %s", tt.name, got, tt.want)
-		}
+	schema := json.RawMessage(`{"type":"number","exclusiveMinimum":1}`)
+	if got, want := MinimalInstance(schema), "2"; got != want {
+		t.Errorf("MinimalInstance(%s) = %s, want %s", schema, got, want)
 	}
 }
 
