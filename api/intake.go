@@ -119,16 +119,35 @@ func jsonProblem(err error) string {
 }
 
 // loneSurrogates reports whether decoding turned invalid escapes (a lone
-// surrogate such as \ud800) into U+FFFD: text holds more U+FFFD than the raw
-// body spells out, literally or as \ufffd. A document that really contains
-// U+FFFD is accepted.
+// surrogate such as \ud800) into U+FFFD: text holds more U+FFFD than its raw
+// JSON string in body spells out, literally or as \ufffd. A document that
+// really contains U+FFFD is accepted. Only the text's own raw value counts:
+// a \ufffd spelled in metadata must not hide a lone surrogate in text.
 func loneSurrogates(text string, body []byte) bool {
 	n := strings.Count(text, "\uFFFD")
 	if n == 0 {
 		return false
 	}
-	lower := bytes.ToLower(body)
-	spelled := bytes.Count(body, []byte("\uFFFD")) + bytes.Count(lower, []byte(`\ufffd`))
+	// The same field matching as the decode of intakeBody, so the same key
+	// (case-insensitive, the last one wins) is read.
+	var raw struct {
+		Text json.RawMessage `json:"text"`
+	}
+	if json.Unmarshal(body, &raw) != nil {
+		return true
+	}
+	spelled := bytes.Count(raw.Text, []byte("\uFFFD"))
+	for i := 0; i < len(raw.Text); i++ {
+		if raw.Text[i] != '\\' {
+			continue
+		}
+		// An escape: \ufffd counts, and "\\ufffd" (an escaped backslash,
+		// then letters) does not.
+		if i+6 <= len(raw.Text) && raw.Text[i+1] == 'u' && bytes.EqualFold(raw.Text[i+2:i+6], []byte("fffd")) {
+			spelled++
+		}
+		i++
+	}
 	return n > spelled
 }
 

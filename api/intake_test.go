@@ -268,6 +268,12 @@ func TestIntakeRefusalsStoreNothing(t *testing.T) {
 			status: http.StatusBadRequest, slug: "invalid-body"},
 		{name: "lone surrogate escape", body: `{"external_id":"new-1","revision":1,"text":"\ud800"}`,
 			status: http.StatusBadRequest, slug: "invalid-body"},
+		// Fuzz finding: a spelled \ufffd elsewhere in the body hid the lone
+		// surrogate in text.
+		{name: "lone surrogate escape, metadata spells U+FFFD", body: `{"external_id":"new-1","revision":1,"text":"\ud800","metadata":{"k":"\ufffd"}}`,
+			status: http.StatusBadRequest, slug: "invalid-body"},
+		{name: "lone surrogate escape, text spells \\\\ufffd", body: `{"external_id":"new-1","revision":1,"text":"\\ufffd \ud800"}`,
+			status: http.StatusBadRequest, slug: "invalid-body"},
 		{name: "metadata an array", body: `{"external_id":"new-1","revision":1,"text":"some text","metadata":[1]}`,
 			status: http.StatusBadRequest, slug: "invalid-body"},
 		{name: "metadata a string", body: `{"external_id":"new-1","revision":1,"text":"some text","metadata":"x"}`,

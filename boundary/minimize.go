@@ -500,13 +500,24 @@ func findIntlPhones(s string) []span {
 				end = start + i
 			}
 		}
-		if n := countDigits(s[start:end]); n < 8 || n > 15 {
+		if isWord(runeBefore(s, start)) {
 			continue
 		}
-		if isWord(runeBefore(s, start)) || !standsAlone(s, start+1, end) {
-			continue
+		// Past E.164's 15 digits, or glued to a word ("10am"), the group
+		// after the last space is the next token of the sentence, not part
+		// of the phone: "+44 20 7946 0958 2024 visits".
+		for {
+			n := countDigits(s[start:end])
+			if n >= 8 && n <= 15 && standsAlone(s, start+1, end) {
+				out = append(out, span{start, end})
+				break
+			}
+			i := strings.LastIndexByte(s[start:end], ' ')
+			if n < 8 || i <= 1 {
+				break
+			}
+			end = start + i
 		}
-		out = append(out, span{start, end})
 	}
 	return out
 }

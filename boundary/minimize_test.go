@@ -43,6 +43,13 @@ var classCases = map[stet.IdentifierClass][]minimizeCase{
 		{"+442079460958", "[PHONE]"},
 		{"+1 555 123 4567 2024 visits", "[PHONE] 2024 visits"},
 		{"+1-555-123-4567 x200", "[PHONE] x200"},
+		// Fuzz finding: a number after an international phone took its digits
+		// past 15 and the whole phone survived.
+		{"+44 20 7946 0958 2024 visits", "[PHONE] 2024 visits"},
+		{"+81 3-1234-5678 00000", "[PHONE] 00000"},
+		// Fuzz finding: a word glued to a number after the phone ("10am")
+		// made the whole phone survive.
+		{"call +44 20 7946 0958 10am", "call [PHONE] 10am"},
 		{"call 020 7946 0958 or (0161) 496 0000", "call [PHONE] or [PHONE]"},
 		{"freephone 0800 123 4567", "freephone [PHONE]"},
 		{"tel: 5551234567", "tel: [PHONE]"},
