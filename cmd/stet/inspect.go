@@ -44,23 +44,23 @@ func cmdInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	switch {
 	case strings.HasPrefix(target, "job_"):
 		var d *ledger.JobDetail
-		d, err = db.GetJobPrimary(ctx, "", target)
+		d, err = db.GetJobAnyTenant(ctx, target)
 		if d != nil {
 			jobs = append(jobs, d)
 		}
 	case strings.HasPrefix(target, "rep_"):
-		report, err = db.GetReport(ctx, ledger.ReportLookup{ReportID: target})
+		report, err = db.GetReportAnyTenant(ctx, ledger.ReportLookup{ReportID: target})
 	default:
 		src, ext, ok := strings.Cut(target, "/")
 		if !ok || src == "" || ext == "" {
 			fs.Usage()
 			return exitUsage
 		}
-		report, err = db.GetReport(ctx, ledger.ReportLookup{SourceID: src, ExternalID: ext})
+		report, err = db.GetReportAnyTenant(ctx, ledger.ReportLookup{SourceID: src, ExternalID: ext})
 	}
 	if err == nil && report != nil {
 		for _, rv := range report.Revisions {
-			d, jerr := db.GetJobPrimary(ctx, "", rv.JobID)
+			d, jerr := db.GetJobAnyTenant(ctx, rv.JobID)
 			if jerr != nil {
 				err = jerr
 				break
