@@ -204,3 +204,15 @@ func (db *DB) VerifyAuditChain(ctx context.Context) (*ChainReport, error) {
 	}
 	return rep, nil
 }
+
+// AuditAll appends entries in one transaction: all or none.
+func (db *DB) AuditAll(ctx context.Context, entries []AuditEntry) error {
+	return db.InTx(ctx, func(tx *sql.Tx) error {
+		for _, e := range entries {
+			if err := appendAudit(ctx, tx, e); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
