@@ -82,6 +82,9 @@ type Config struct {
 	// HealthOnly serves only /healthz, /readyz and /metrics: a worker
 	// process takes no deliveries and answers no reads.
 	HealthOnly bool
+	// NoMetrics leaves /metrics off this server (404): config
+	// metrics_listen serves it on a listener of its own.
+	NoMetrics bool
 }
 
 // Server serves the API.
@@ -137,7 +140,9 @@ func New(cfg Config) *Server {
 func (s *Server) routes() {
 	s.handle("GET /healthz", s.healthz)
 	s.handle("GET /readyz", s.readyz)
-	s.mux.Handle("GET /metrics", s.cfg.Metrics.Handler())
+	if !s.cfg.NoMetrics {
+		s.mux.Handle("GET /metrics", s.cfg.Metrics.Handler())
+	}
 	s.handle("/", func(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, http.StatusNotFound, "not-found", "no such endpoint")
 	})

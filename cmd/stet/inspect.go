@@ -75,6 +75,17 @@ func cmdInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		}
 		return exitUnhealthy
 	}
+	// stet inspect is a read like any other: audited, by IDs, before it
+	// prints (an external ID given on the command line is not recorded).
+	var entries []ledger.AuditEntry
+	for _, d := range jobs {
+		entries = append(entries, ledger.AuditEntry{Tenant: d.Job.TenantID, Actor: "cli", Action: "inspect", ObjectType: "job",
+			ObjectID: d.Job.ID, Route: "stet inspect", Now: time.Now().UTC()})
+	}
+	if err := db.AuditAll(ctx, entries); err != nil {
+		fmt.Fprintln(stderr, "stet inspect: the read could not be audited:", err)
+		return exitUnhealthy
+	}
 	if *asJSON {
 		out := struct {
 			Report *api.ReportView `json:"report,omitempty"`
