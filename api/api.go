@@ -11,6 +11,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -45,28 +46,45 @@ type Source struct {
 	Schema *schema.Schema
 }
 
-// Token is a bearer token scoped to a tenant and a role.
+// Token is a bearer token scoped to a tenant and a role, or an admin's.
 type Token struct {
 	Name   string
 	Tenant string
 	Role   stet.Role
 	Value  string
+	// Admin marks a cluster-wide admin token (config admins:): it has no
+	// tenant and no role, may pause and resume any scope and sees every
+	// tenant's pauses and invariants, and reads no tenant's records.
+	Admin bool
+}
+
+// Admin is a cluster-wide admin token (config admins:).
+type Admin struct {
+	Name  string
+	Value string
 }
 
 // Config wires a Server.
 type Config struct {
-	DB        *ledger.DB
-	Acceptor  Acceptor
-	Sources   []*Source
-	Tokens    []Token
-	Logger    *slog.Logger
-	Metrics   *metrics.Metrics
-	Clock     stet.Clock
-	BodyLimit int64 // intake body limit in bytes; default 1 MiB
-	SLA       time.Duration
+	DB       *ledger.DB
+	Acceptor Acceptor
+	Sources  []*Source
+	Tokens   []Token
+	Admins   []Admin
+	// IntakeLimits are per-tenant intake quotas, by tenant id; a tenant
+	// without one is not limited.
+	IntakeLimits map[string]IntakeLimit
+	Logger       *slog.Logger
+	Metrics      *metrics.Metrics
+	Clock        stet.Clock
+	BodyLimit    int64 // intake body limit in bytes; default 1 MiB
+	SLA          time.Duration
 	// HealthOnly serves only /healthz, /readyz and /metrics: a worker
 	// process takes no deliveries and answers no reads.
 	HealthOnly bool
+	// NoMetrics leaves /metrics off this server (404): config
+	// metrics_listen serves it on a listener of its own.
+	NoMetrics bool
 }
 
 // Server serves the API.
@@ -78,6 +96,7 @@ type Server struct {
 	sources map[string]*Source
 	tokens  []tokenDigest
 	mux     *http.ServeMux
+	quota   *intakeLimiter
 }
 
 type tokenDigest struct {
@@ -109,6 +128,11 @@ func New(cfg Config) *Server {
 	for _, t := range cfg.Tokens {
 		s.tokens = append(s.tokens, tokenDigest{digest: sha256.Sum256([]byte(t.Value)), tok: t})
 	}
+	for _, a := range cfg.Admins {
+		t := Token{Name: a.Name, Value: a.Value, Admin: true}
+		s.tokens = append(s.tokens, tokenDigest{digest: sha256.Sum256([]byte(t.Value)), tok: t})
+	}
+	s.quota = newIntakeLimiter(cfg.IntakeLimits)
 	s.routes()
 	return s
 }
@@ -116,7 +140,9 @@ func New(cfg Config) *Server {
 func (s *Server) routes() {
 	s.handle("GET /healthz", s.healthz)
 	s.handle("GET /readyz", s.readyz)
-	s.mux.Handle("GET /metrics", s.cfg.Metrics.Handler())
+	if !s.cfg.NoMetrics {
+		s.mux.Handle("GET /metrics", s.cfg.Metrics.Handler())
+	}
 	s.handle("/", func(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, http.StatusNotFound, "not-found", "no such endpoint")
 	})
@@ -130,20 +156,45 @@ func (s *Server) routes() {
 	s.handle("GET /v1/review", s.auth(stet.RoleReader, s.listReview))
 	s.handle("GET /v1/review/{id}", s.auth(stet.RoleReader, s.getReview))
 	s.handle("POST /v1/review/{id}/decision", s.auth(stet.RoleReviewer, s.decide))
-	s.handle("GET /v1/invariants", s.auth(stet.RoleOperator, s.invariants))
-	s.handle("GET /v1/dispatch", s.auth(stet.RoleOperator, s.listDispatch))
-	s.handle("POST /v1/dispatch/pause", s.auth(stet.RoleOperator, s.pauseDispatch))
-	s.handle("POST /v1/dispatch/resume", s.auth(stet.RoleOperator, s.resumeDispatch))
+	s.handle("GET /v1/invariants", s.authAdmin(stet.RoleOperator, s.invariants))
+	s.handle("GET /v1/dispatch", s.authAdmin(stet.RoleOperator, s.listDispatch))
+	s.handle("POST /v1/dispatch/pause", s.authAdmin(stet.RoleOperator, s.pauseDispatch))
+	s.handle("POST /v1/dispatch/resume", s.authAdmin(stet.RoleOperator, s.resumeDispatch))
 }
 
-// handle registers h with a log line per request that names the route
-// pattern, never the concrete path.
+type requestIDKey struct{}
+
+// requestID returns the request's ID (the X-Request-Id stet answered with).
+func requestID(r *http.Request) string {
+	id, _ := r.Context().Value(requestIDKey{}).(string)
+	return id
+}
+
+// handle registers h with a request ID (answered as X-Request-Id, never
+// taken from the client), a log line per request that names the route
+// pattern, never the concrete path, and a recovery that turns a panic into
+// a 500 problem logged with the request ID (never the panic's value, which
+// may hold text).
 func (s *Server) handle(pattern string, h http.HandlerFunc) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		id := stet.NewID("req", start)
+		w.Header().Set("X-Request-Id", id)
+		r = r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id))
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.Error("handler panic", "route", pattern, "request_id", id)
+				if !sw.wrote {
+					s.problem(sw, r, http.StatusInternalServerError, "internal", "internal error")
+				}
+			}
+			s.log.Info("http request", "route", pattern, "status_code", sw.status, "request_id", id, "duration_ms", time.Since(start).Milliseconds())
+		}()
 		h(sw, r)
-		s.log.Info("http request", "route", pattern, "status_code", sw.status, "duration_ms", time.Since(start).Milliseconds())
 	})
 }
 
@@ -153,11 +204,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.Serve
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	wrote  bool
 }
 
 func (w *statusWriter) WriteHeader(code int) {
-	w.status = code
+	w.status, w.wrote = code, true
 	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseWriter.Write(b)
 }
 
 // Problem is an RFC 9457 problem body.
@@ -216,6 +273,11 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
 	}
+	if status == http.StatusNotFound && tokenOf(r) != nil {
+		// Another tenant's object answers 404 like a missing one; both are
+		// audited as denied, so probing shows in the log.
+		s.auditDenied(r, tokenOf(r), "denied.not_found")
+	}
 	s.problem(w, r, status, strings.ReplaceAll(string(code), "_", "-"), stet.ErrorMessageOf(err))
 }
 
@@ -228,11 +290,24 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 type ctxKey struct{}
 
-// auth requires a bearer token whose role allows need.
+// auth requires a tenant's bearer token whose role allows need. An admin
+// token is refused (403): admins act on the cluster, never read a tenant's
+// records.
 func (s *Server) auth(need stet.Role, h http.HandlerFunc) http.HandlerFunc {
+	return s.authorize(need, false, h)
+}
+
+// authAdmin is auth for the cluster-wide routes, which an admin token may
+// also use; the handler decides what each may see or do.
+func (s *Server) authAdmin(need stet.Role, h http.HandlerFunc) http.HandlerFunc {
+	return s.authorize(need, true, h)
+}
+
+func (s *Server) authorize(need stet.Role, admins bool, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		raw, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok || raw == "" {
+			s.auditDenied(r, nil, "denied.unauthorized")
 			w.Header().Set("WWW-Authenticate", `Bearer realm="stet"`)
 			s.problem(w, r, http.StatusUnauthorized, "unauthorized", "a bearer token is required")
 			return
@@ -245,16 +320,88 @@ func (s *Server) auth(need stet.Role, h http.HandlerFunc) http.HandlerFunc {
 			}
 		}
 		if found == nil {
+			s.auditDenied(r, nil, "denied.unauthorized")
 			w.Header().Set("WWW-Authenticate", `Bearer realm="stet", error="invalid_token"`)
 			s.problem(w, r, http.StatusUnauthorized, "unauthorized", "the bearer token is not valid")
 			return
 		}
-		if !found.Role.Allows(need) {
+		if found.Admin && !admins {
+			s.auditDenied(r, found, "denied.forbidden")
+			s.problem(w, r, http.StatusForbidden, "forbidden", "an admin token acts on the cluster and reads no tenant's records")
+			return
+		}
+		if !found.Admin && !found.Role.Allows(need) {
+			s.auditDenied(r, found, "denied.forbidden")
 			s.problem(w, r, http.StatusForbidden, "forbidden", "this token's role may not do this")
 			return
 		}
 		h(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, found)))
 	}
+}
+
+// actorOf names a token in the audit log.
+func actorOf(t *Token) string {
+	switch {
+	case t == nil:
+		return "anonymous"
+	case t.Admin:
+		return "admin:" + t.Name
+	default:
+		return "token:" + t.Name
+	}
+}
+
+// tenantOf is the audit log's tenant of a token: "*" for an admin or none.
+func tenantOf(t *Token) string {
+	if t == nil || t.Admin {
+		return "*"
+	}
+	return t.Tenant
+}
+
+// auditDenied records a refused request. A failure to record it is logged,
+// not answered: the request is refused either way. The object is the path's
+// ID where the route has one and it is well formed, as "sha256:<hex>" (the
+// caller chose it: it may be another tenant's ID or any text); a source is
+// named only when configured; an external ID is never recorded.
+func (s *Server) auditDenied(r *http.Request, t *Token, action string) {
+	objType, objID := "route", ""
+	for _, k := range []struct{ key, typ, prefix string }{{"job_id", "job", "job_"}, {"report_id", "report", "rep_"}, {"id", "review_record", "rec_"}} {
+		if v := r.PathValue(k.key); v != "" {
+			objType = k.typ
+			if wellFormedID(v, k.prefix) {
+				sum := sha256.Sum256([]byte(v))
+				objID = "sha256:" + hex.EncodeToString(sum[:])
+			}
+			break
+		}
+	}
+	if src := r.PathValue("source"); objType == "route" && src != "" && s.sources[src] != nil {
+		objType, objID = "source", src
+	}
+	if err := s.db.Audit(r.Context(), s.auditEntry(r, t, action, objType, objID)); err != nil {
+		s.log.Error("audit denied request", "route", r.Pattern, "request_id", requestID(r), "err", err)
+	}
+}
+
+// wellFormedID reports whether v looks like a stet ID with prefix.
+func wellFormedID(v, prefix string) bool {
+	rest, ok := strings.CutPrefix(v, prefix)
+	if !ok || len(rest) == 0 || len(rest) > 40 {
+		return false
+	}
+	for _, c := range rest {
+		if (c < '0' || c > '9') && (c < 'A' || c > 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+// auditEntry fills in who, from where, through which route and request.
+func (s *Server) auditEntry(r *http.Request, t *Token, action, objectType, objectID string) ledger.AuditEntry {
+	return ledger.AuditEntry{Tenant: tenantOf(t), Actor: actorOf(t), Action: action, ObjectType: objectType, ObjectID: objectID,
+		Route: r.Pattern, RemoteAddr: r.RemoteAddr, RequestID: requestID(r), Now: s.clock.Now()}
 }
 
 func tokenOf(r *http.Request) *Token {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/stetlabs/stet/ledger"
 )
@@ -13,9 +14,10 @@ type dispatchBody struct {
 	Reason string `json:"reason"`
 }
 
-// dispatchScope decodes a pause or resume body and checks its scope: a
-// token may name "all", any processor, or its own tenant (another tenant's
-// is not found, as every other tenant's object is).
+// dispatchScope decodes a pause or resume body and checks its scope. An
+// admin may name any scope. A tenant's operator may name only its own
+// tenant: "all" and "processor:ID" stop every tenant, and another tenant's
+// scope is not its to touch, so each is 403, audited.
 func (s *Server) dispatchScope(w http.ResponseWriter, r *http.Request, needReason bool) (dispatchBody, bool) {
 	var in dispatchBody
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 16<<10))
@@ -36,11 +38,20 @@ func (s *Server) dispatchScope(w http.ResponseWriter, r *http.Request, needReaso
 		s.problem(w, r, http.StatusBadRequest, "invalid-body", "reason is longer than 1024 bytes")
 		return in, false
 	}
-	if t, ok := strings.CutPrefix(in.Scope, "tenant:"); ok && t != tokenOf(r).Tenant {
-		s.problem(w, r, http.StatusNotFound, "not-found", "no such tenant")
+	if tok := tokenOf(r); !tok.Admin && in.Scope != "tenant:"+tok.Tenant {
+		s.denyScope(w, r, in.Scope)
 		return in, false
 	}
 	return in, true
+}
+
+func (s *Server) denyScope(w http.ResponseWriter, r *http.Request, scope string) {
+	tok := tokenOf(r)
+	e := s.auditEntry(r, tok, "denied.forbidden", "dispatch", scope)
+	if err := s.db.Audit(r.Context(), e); err != nil {
+		s.log.Error("audit denied request", "route", r.Pattern, "request_id", requestID(r), "err", err)
+	}
+	s.problem(w, r, http.StatusForbidden, "forbidden", "a tenant's operator may pause and resume only tenant:"+tok.Tenant+"; other scopes need an admin token")
 }
 
 func (s *Server) pauseDispatch(w http.ResponseWriter, r *http.Request) {
@@ -49,12 +60,12 @@ func (s *Server) pauseDispatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tok := tokenOf(r)
-	p := ledger.Pause{Scope: in.Scope, Reason: in.Reason, PausedBy: "token:" + tok.Name, PausedAt: s.clock.Now()}
-	if err := s.db.SetPause(r.Context(), p, tok.Tenant); err != nil {
+	p := ledger.Pause{Scope: in.Scope, Reason: in.Reason, PausedBy: actorOf(tok), PausedAt: s.clock.Now()}
+	if err := s.db.SetPause(r.Context(), p, tenantOf(tok)); err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	s.log.Warn("dispatch paused", "scope", p.Scope, "by", p.PausedBy)
+	s.log.Warn("dispatch paused", "scope", p.Scope, "by", p.PausedBy, "request_id", requestID(r))
 	writeJSON(w, http.StatusOK, p)
 }
 
@@ -64,27 +75,62 @@ func (s *Server) resumeDispatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tok := tokenOf(r)
-	if err := s.db.ClearPause(r.Context(), in.Scope, "token:"+tok.Name, tok.Tenant, s.clock.Now()); err != nil {
+	if !tok.Admin {
+		// A pause stet set itself (after an auth or quota failure) waits
+		// for an admin, whatever its scope.
+		pauses, err := s.db.Pauses(r.Context())
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		for _, p := range pauses {
+			if p.Scope == in.Scope && p.PausedBy == "stet" {
+				s.denyScope(w, r, in.Scope)
+				return
+			}
+		}
+	}
+	if err := s.db.ClearPause(r.Context(), in.Scope, actorOf(tok), tenantOf(tok), s.clock.Now()); err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	s.log.Warn("dispatch resumed", "scope", in.Scope, "by", "token:"+tok.Name)
+	s.log.Warn("dispatch resumed", "scope", in.Scope, "by", actorOf(tok), "request_id", requestID(r))
 	writeJSON(w, http.StatusOK, map[string]any{"scope": in.Scope, "resumed": true})
 }
 
+// pauseView is a pause as GET /v1/dispatch shows it: a tenant sees the
+// reason and actor of its own pauses only.
+type pauseView struct {
+	Scope    string    `json:"scope"`
+	Reason   string    `json:"reason,omitempty"`
+	PausedBy string    `json:"paused_by,omitempty"`
+	PausedAt time.Time `json:"paused_at"`
+}
+
+// listDispatch shows an admin every pause; a tenant its own and the global
+// ones ("all", "processor:ID") without their reasons or actors, and never
+// another tenant's.
 func (s *Server) listDispatch(w http.ResponseWriter, r *http.Request) {
 	all, err := s.db.Pauses(r.Context())
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	tenant := tokenOf(r).Tenant
-	out := []ledger.Pause{}
+	tok := tokenOf(r)
+	out := []pauseView{}
 	for _, p := range all {
-		if t, ok := strings.CutPrefix(p.Scope, "tenant:"); ok && t != tenant {
-			continue
+		v := pauseView{Scope: p.Scope, Reason: p.Reason, PausedBy: p.PausedBy, PausedAt: p.PausedAt}
+		if !tok.Admin {
+			if t, ok := strings.CutPrefix(p.Scope, "tenant:"); ok && t != tok.Tenant {
+				continue
+			} else if !ok {
+				v.Reason, v.PausedBy = "", ""
+			}
 		}
-		out = append(out, p)
+		out = append(out, v)
+	}
+	if !s.audit(w, r, "dispatch.read", "dispatch", "") {
+		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"pauses": out})
 }

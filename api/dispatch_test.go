@@ -10,8 +10,8 @@ import (
 	"github.com/stetlabs/stet/internal/stettest"
 )
 
-// POST /v1/dispatch/pause|resume: operators pause a processor, a tenant or
-// everything; jobs wait without a call or an attempt; resuming continues
+// POST /v1/dispatch/pause|resume: an admin pauses a processor or
+// everything (a tenant's operator only its tenant); jobs wait without a call or an attempt; resuming continues
 // them. Every change is audited.
 func TestDispatchPauseResume(t *testing.T) {
 	t.Parallel()
@@ -30,8 +30,10 @@ func TestDispatchPauseResume(t *testing.T) {
 		{"reviewer", stettest.ReviewerToken, "/v1/dispatch/pause", pause, http.StatusForbidden},
 		{"bad scope", stettest.OperatorToken, "/v1/dispatch/pause", map[string]string{"scope": "region:us", "reason": "x"}, http.StatusBadRequest},
 		{"no reason", stettest.OperatorToken, "/v1/dispatch/pause", map[string]string{"scope": "all"}, http.StatusBadRequest},
-		{"another tenant", stettest.OperatorToken, "/v1/dispatch/pause", map[string]string{"scope": "tenant:other", "reason": "x"}, http.StatusNotFound},
-		{"resume what is not paused", stettest.OperatorToken, "/v1/dispatch/resume", map[string]string{"scope": "all"}, http.StatusNotFound},
+		{"another tenant", stettest.OperatorToken, "/v1/dispatch/pause", map[string]string{"scope": "tenant:other", "reason": "x"}, http.StatusForbidden},
+		{"a tenant's operator, a processor", stettest.OperatorToken, "/v1/dispatch/pause", pause, http.StatusForbidden},
+		{"resume what is not paused", stettest.OperatorToken, "/v1/dispatch/resume", map[string]string{"scope": "tenant:demo"}, http.StatusNotFound},
+		{"admin resumes what is not paused", stettest.AdminToken, "/v1/dispatch/resume", map[string]string{"scope": "all"}, http.StatusNotFound},
 	} {
 		if st, b := e.Do(http.MethodPost, tt.path, tt.token, tt.body, nil); st != tt.status {
 			t.Errorf("%s: POST %s = %d %s, want %d", tt.name, tt.path, st, b, tt.status)
@@ -41,13 +43,13 @@ func TestDispatchPauseResume(t *testing.T) {
 		t.Fatalf("pauses after refused requests = %d, want 0", n)
 	}
 
-	if st, b := e.Do(http.MethodPost, "/v1/dispatch/pause", stettest.OperatorToken, pause, nil); st != http.StatusOK {
+	if st, b := e.Do(http.MethodPost, "/v1/dispatch/pause", stettest.AdminToken, pause, nil); st != http.StatusOK {
 		t.Fatalf("pause = %d %s", st, b)
 	}
 	var list struct {
 		Pauses []struct{ Scope, Reason, PausedBy string } `json:"pauses"`
 	}
-	if st, _ := e.Do(http.MethodGet, "/v1/dispatch", stettest.OperatorToken, nil, &list); st != http.StatusOK || len(list.Pauses) != 1 || list.Pauses[0].Scope != "processor:openai-fake" {
+	if st, _ := e.Do(http.MethodGet, "/v1/dispatch", stettest.AdminToken, nil, &list); st != http.StatusOK || len(list.Pauses) != 1 || list.Pauses[0].Scope != "processor:openai-fake" {
 		t.Fatalf("GET /v1/dispatch = %d %+v, want the processor pause", st, list)
 	}
 	d := e.Deliver(stettest.SourceReports, "msg_paused", stettest.Report{ExternalID: "report-paused", Revision: 1, Text: "some text"})
@@ -59,24 +61,24 @@ func TestDispatchPauseResume(t *testing.T) {
 	if n := e.Count("attempts", ""); n != 0 {
 		t.Fatalf("attempts while paused = %d, want 0", n)
 	}
-	if st, b := e.Do(http.MethodPost, "/v1/dispatch/resume", stettest.OperatorToken, map[string]string{"scope": "processor:openai-fake"}, nil); st != http.StatusOK {
+	if st, b := e.Do(http.MethodPost, "/v1/dispatch/resume", stettest.AdminToken, map[string]string{"scope": "processor:openai-fake"}, nil); st != http.StatusOK {
 		t.Fatalf("resume = %d %s", st, b)
 	}
 	e.WaitJob(d.JobID, stet.JobCommitted)
 	if n := e.Fake.Calls(); n != 1 {
 		t.Errorf("provider calls after resume = %d, want 1", n)
 	}
-	entries, err := e.DB.AuditEntries(context.Background(), "demo")
+	entries, err := e.DB.AuditEntries(context.Background(), "*")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var actions []string
 	for _, a := range entries {
-		if a.ObjectType == "dispatch" {
+		if a.ObjectType == "dispatch" && a.Action != "dispatch.read" && a.Action != "denied.not_found" {
 			actions = append(actions, a.Action+" "+a.ObjectID+" by "+a.Actor)
 		}
 	}
-	want := []string{"dispatch.pause processor:openai-fake by token:operator", "dispatch.resume processor:openai-fake by token:operator"}
+	want := []string{"dispatch.pause processor:openai-fake by admin:root-ops", "dispatch.resume processor:openai-fake by admin:root-ops"}
 	if len(actions) != 2 || actions[0] != want[0] || actions[1] != want[1] {
 		t.Errorf("audit = %q, want %q", actions, want)
 	}

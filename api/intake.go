@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"mime"
 	"net/http"
 	"strconv"
@@ -32,7 +33,10 @@ type IntakeResponse struct {
 	Duplicate bool   `json:"duplicate"`
 }
 
-const maxExternalID = 256
+const (
+	maxExternalID = 256
+	maxWebhookID  = 256
+)
 
 func (s *Server) intake(w http.ResponseWriter, r *http.Request) {
 	status := s.intakeStatus(w, r)
@@ -59,8 +63,17 @@ func (s *Server) intakeStatus(w http.ResponseWriter, r *http.Request) int {
 		}
 		return fail(http.StatusBadRequest, "unreadable-body", "the body could not be read")
 	}
+	if len(r.Header.Get(webhookIDHeader)) > maxWebhookID {
+		return fail(http.StatusBadRequest, "invalid-body", "webhook-id must be at most 256 bytes")
+	}
 	if err := src.Verifier.Verify(r.Header, body); err != nil {
 		return fail(http.StatusUnauthorized, "invalid-signature", err.Error())
+	}
+	// The quota counts only signed deliveries, so nobody without the
+	// source's secret can spend a tenant's quota.
+	if ok, wait := s.quota.take(src.Tenant, s.clock.Now()); !ok {
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(wait.Seconds())))))
+		return fail(http.StatusTooManyRequests, "rate-limited", "this tenant's intake quota is spent; retry after the Retry-After seconds")
 	}
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)

@@ -91,14 +91,16 @@ func decodeSecret(secret string) ([]byte, error) {
 // the raw request body, before any parsing. It returns nil if some v1
 // signature in the webhook-signature header is the HMAC-SHA256, under any of
 // the verifier's secrets, of "id.timestamp.body", and the timestamp is
-// within 5 minutes of the clock. Otherwise it returns
+// within 5 minutes of the clock. Every webhook-signature header line is
+// considered. Otherwise it returns
 // ErrMissingHeaders, ErrBadTimestamp, ErrStaleTimestamp or
 // ErrNoMatchingSignature. Signatures of other versions are ignored.
 func (v *Verifier) Verify(h http.Header, body []byte) error {
 	id := h.Get(webhookIDHeader)
 	ts := h.Get(webhookTimestampHeader)
-	sigs := h.Get(webhookSignatureHeader)
-	if id == "" || ts == "" || sigs == "" {
+	// Several header lines are all considered, as one space-separated list.
+	sigs := strings.Join(h.Values(webhookSignatureHeader), " ")
+	if id == "" || ts == "" || strings.TrimSpace(sigs) == "" {
 		return ErrMissingHeaders
 	}
 	sec, err := parseTimestamp(ts)

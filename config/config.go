@@ -29,12 +29,41 @@ type Config struct {
 	Processors []Processor `yaml:"processors"`
 	Policies   []Policy    `yaml:"policies"`
 	Workers    Workers     `yaml:"workers"`
+	// Admins are cluster-wide admin tokens (DESIGN §8): they pause and
+	// resume every scope and see every tenant's pauses and invariants.
+	Admins []Admin `yaml:"admins"`
+	// TLS, when set, serves the API over HTTPS with HSTS.
+	TLS *TLS `yaml:"tls"`
+	// MetricsListen, when set, serves /metrics there instead of on Listen.
+	MetricsListen string `yaml:"metrics_listen"`
+}
+
+// Admin is one cluster-wide admin token. Value is read from TokenEnv.
+type Admin struct {
+	Name     string `yaml:"name"`
+	TokenEnv string `yaml:"token_env"`
+	Value    string `yaml:"-"`
+}
+
+// TLS is the API's certificate and key (PEM files, resolved at load).
+type TLS struct {
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+}
+
+// IntakeQuota is a tenant's intake quota: deliveries a second, and the
+// burst allowed above it.
+type IntakeQuota struct {
+	RPS   float64 `yaml:"rps"`
+	Burst int     `yaml:"burst"`
 }
 
 // Tenant is one tenant and its API tokens.
 type Tenant struct {
 	ID     string  `yaml:"id"`
 	Tokens []Token `yaml:"tokens"`
+	// Intake, when set, limits the tenant's deliveries (429 past it).
+	Intake *IntakeQuota `yaml:"intake"`
 }
 
 // Token is one bearer token. Value is read from TokenEnv at load.

@@ -13,8 +13,8 @@ import (
 )
 
 const (
-	testSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
-	testToken  = "tok-demo-ops-0123456789"
+	testSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwMfKQ9r8GKYqr"
+	testToken  = "tok-demo-ops-0123456789abcdefghij"
 	testAPIKey = "sk-test-0123456789"
 )
 
@@ -85,7 +85,7 @@ func TestLoadDesignExample(t *testing.T) {
 func TestLoadDefaultsAndOverrides(t *testing.T) {
 	t.Parallel()
 	dir := writeConfig(t, `
-database: postgres://stet@db.internal:5432/stet?sslmode=require
+database: postgres://stet@db.internal:5432/stet?sslmode=verify-full
 body_limit: 2MiB
 tenants: [{id: demo}]
 sources:
@@ -106,7 +106,7 @@ policies:
 workers: {concurrency: 2, job_timeout: 30s, rescue_after: 1m, max_attempts: 3}
 `)
 	env := testEnv()
-	env["SECRETS"] = testSecret + ", whsec_c2Vjb25kLXNlY3JldA== "
+	env["SECRETS"] = testSecret + ", whsec_c2Vjb25kLXNlY3JldC0wMTIzNDU2Nzg5YWI= "
 	c, err := Load(filepath.Join(dir, "stet.yaml"), lookup(env))
 	if err != nil {
 		t.Fatalf("Load = %v", err)
@@ -115,10 +115,10 @@ workers: {concurrency: 2, job_timeout: 30s, rescue_after: 1m, max_attempts: 3}
 		name      string
 		got, want any
 	}{
-		{"Database", c.Database, "postgres://stet@db.internal:5432/stet?sslmode=require"},
+		{"Database", c.Database, "postgres://stet@db.internal:5432/stet?sslmode=verify-full"},
 		{"Listen", c.Listen, DefaultListen},
 		{"BodyLimit", c.BodyLimit, ByteSize(2 << 20)},
-		{"secrets", strings.Join(c.Sources[0].Secrets, " "), testSecret + " whsec_c2Vjb25kLXNlY3JldA=="},
+		{"secrets", strings.Join(c.Sources[0].Secrets, " "), testSecret + " whsec_c2Vjb25kLXNlY3JldC0wMTIzNDU2Nzg5YWI="},
 		{"identity", c.Sources[0].Identity, stet.IdentityContent},
 		{"revisions", c.Sources[0].Revisions, stet.RevisionsContent},
 		{"mode", c.Sources[0].Mode, stet.ModeBatch},

@@ -44,6 +44,7 @@ func (l *loader) validate(c *Config) {
 	l.validateProcessors(c)
 	l.validatePolicies(c, ids)
 	l.validateWorkers(&c.Workers)
+	l.validateSecurity(c)
 }
 
 // sectionIDs are the well-formed, unique ids of each section that others
@@ -101,6 +102,10 @@ func (l *loader) validateDatabase(c *Config) {
 		u, err := url.Parse(db)
 		if err != nil || u.Host == "" {
 			l.problem(p, "not a valid postgres:// URL")
+			return
+		}
+		if mode := u.Query().Get("sslmode"); !isLoopback(u.Hostname()) && mode != "verify-full" && mode != "verify-ca" {
+			l.problem(p, "a PostgreSQL server off loopback needs sslmode=verify-full or sslmode=verify-ca in the URL")
 		}
 	default:
 		l.problem(p, "must start with sqlite://, postgres:// or postgresql://")
@@ -145,6 +150,10 @@ func (l *loader) validateTenants(c *Config) {
 			}
 			tok.Value = l.env(join(p, "token_env"), tok.TokenEnv)
 			if tok.Value == "" {
+				continue
+			}
+			if len(tok.Value) < MinTokenLength {
+				l.problem(join(p, "token_env"), "environment variable %s holds a token of %d characters: at least %d are required", tok.TokenEnv, len(tok.Value), MinTokenLength)
 				continue
 			}
 			if prev, dup := firstToken[tok.Value]; dup {
@@ -203,8 +212,13 @@ func (l *loader) validateSource(p string, s *Source, ids sectionIDs) {
 			l.problem(sp, "secret %d of %d in %s does not start with whsec_", i+1, len(parts), s.SecretEnv)
 			continue
 		}
-		if b, err := base64.StdEncoding.DecodeString(key); err != nil || len(b) == 0 {
+		b, err := base64.StdEncoding.DecodeString(key)
+		if err != nil || len(b) == 0 {
 			l.problem(sp, "secret %d of %d in %s is not whsec_ followed by base64", i+1, len(parts), s.SecretEnv)
+			continue
+		}
+		if len(b) < MinSecretBytes {
+			l.problem(sp, "secret %d of %d in %s is %d bytes: at least %d are required", i+1, len(parts), s.SecretEnv, len(b), MinSecretBytes)
 			continue
 		}
 		s.Secrets = append(s.Secrets, secret)
@@ -311,8 +325,11 @@ func (l *loader) validateKindKeys(p string, pr *Processor, kind *kindSpec) {
 	}
 	if kind.takes("base_url") && pr.BaseURL != "" {
 		u, err := url.Parse(pr.BaseURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		switch {
+		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
 			l.problem(join(p, "base_url"), "must be an http:// or https:// URL")
+		case u.Scheme == "http" && !isLoopback(u.Hostname()):
+			l.problem(join(p, "base_url"), "must be https:// for a host that is not loopback: the key and the text would cross the network in the clear")
 		}
 	}
 }
@@ -418,5 +435,73 @@ func (l *loader) validateWorkers(w *Workers) {
 	duration("assemble_every", &w.AssembleEvery, DefaultAssembleEvery)
 	if w.RescueAfter > 0 && w.RescueAfter <= w.JobTimeout {
 		l.problem("workers.rescue_after", "must be greater than job_timeout (%s): a live worker's job would be rescued while it still runs", w.JobTimeout)
+	}
+}
+
+// Secret strength (DESIGN §15).
+const (
+	MinTokenLength = 32 // characters of a bearer token
+	MinSecretBytes = 24 // bytes of a webhook secret's key
+)
+
+// isLoopback reports whether host is localhost or a loopback address.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// validateSecurity checks admins:, tls:, metrics_listen: and the tenants'
+// intake quotas.
+func (l *loader) validateSecurity(c *Config) {
+	names := map[string]bool{}
+	tenantTokens := map[string]bool{}
+	for _, t := range c.Tenants {
+		for _, tok := range t.Tokens {
+			tenantTokens[tok.Value] = true
+		}
+	}
+	for i := range c.Admins {
+		a := &c.Admins[i]
+		p := index("admins", i)
+		switch {
+		case a.Name == "":
+			l.problem(join(p, "name"), "required")
+		case names[a.Name]:
+			l.problem(join(p, "name"), "duplicate admin name %q", a.Name)
+		}
+		names[a.Name] = true
+		a.Value = l.env(join(p, "token_env"), a.TokenEnv)
+		switch {
+		case a.Value == "":
+		case len(a.Value) < MinTokenLength:
+			l.problem(join(p, "token_env"), "environment variable %s holds a token of %d characters: at least %d are required", a.TokenEnv, len(a.Value), MinTokenLength)
+		case tenantTokens[a.Value]:
+			l.problem(join(p, "token_env"), "environment variable %s holds a tenant's token: every token must be unique", a.TokenEnv)
+		}
+	}
+	if c.TLS != nil {
+		l.readFile("tls.cert_file", &c.TLS.CertFile)
+		l.readFile("tls.key_file", &c.TLS.KeyFile)
+	}
+	if c.MetricsListen != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsListen); err != nil {
+			l.problem("metrics_listen", "must be host:port, such as 127.0.0.1:9090")
+		}
+	}
+	for i := range c.Tenants {
+		q := c.Tenants[i].Intake
+		if q == nil {
+			continue
+		}
+		p := join(index("tenants", i), "intake")
+		if q.RPS <= 0 {
+			l.problem(join(p, "rps"), "must be greater than 0")
+		}
+		if q.Burst < 0 {
+			l.problem(join(p, "burst"), "must not be negative")
+		}
 	}
 }

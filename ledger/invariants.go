@@ -50,9 +50,39 @@ type CheckParams struct {
 	Limit      int // at most this many violations per invariant
 }
 
-// CheckInvariants runs invariants 1–5 and 7 of DESIGN §6 on the writer pool (the
-// answer decides alerts).
+// CheckInvariants runs invariants 1–5 and 7 of DESIGN §6 over every tenant,
+// on the writer pool (the answer decides alerts): for the periodic check,
+// stet check and an admin's GET /v1/invariants.
 func (db *DB) CheckInvariants(ctx context.Context, p CheckParams) ([]Violation, error) {
+	return db.checkInvariants(ctx, p, "")
+}
+
+// CheckTenantInvariants runs the same checks for one tenant: its own
+// violations, filtered in SQL (so another tenant's many cannot crowd them
+// out of the limit), and the cluster-wide ones (batches, global pauses).
+// An empty tenant is refused, never read as every tenant.
+func (db *DB) CheckTenantInvariants(ctx context.Context, tenant string, p CheckParams) ([]Violation, error) {
+	if tenant == "" {
+		return nil, fmt.Errorf("check invariants: empty tenant")
+	}
+	return db.checkInvariants(ctx, p, tenant)
+}
+
+// checkInvariants checks every tenant when tenant is "", else one.
+func (db *DB) checkInvariants(ctx context.Context, p CheckParams, tenant string) ([]Violation, error) {
+	// and adds "AND <col> = $n" for a tenant check; n is the next placeholder.
+	and := func(col string, n int) string {
+		if tenant == "" {
+			return ""
+		}
+		return fmt.Sprintf(" AND %s = $%d", col, n)
+	}
+	withTenant := func(args ...any) []any {
+		if tenant == "" {
+			return args
+		}
+		return append(args, tenant)
+	}
 	if p.Limit <= 0 {
 		p.Limit = 100
 	}
@@ -81,19 +111,19 @@ func (db *DB) CheckInvariants(ctx context.Context, p CheckParams) ([]Violation, 
 	err := scan(1, InvNoRecordAfterSLA, `SELECT j.tenant_id, j.source_id, j.report_id, j.revision, j.id, j.state, j.extraction_version, 0
 		FROM jobs j LEFT JOIN review_records r ON r.job_id = j.id
 		WHERE r.id IS NULL AND j.state <> 'cancelled'
-		  AND ((j.mode = 'sync' AND j.created_at < $1) OR j.created_at < $3)
-		ORDER BY j.created_at LIMIT $2`, micros(p.Now.Add(-p.SLA)), p.Limit, micros(p.Now.Add(-max(p.BatchSLA, p.SLA))))
+		  AND ((j.mode = 'sync' AND j.created_at < $1) OR j.created_at < $3)`+and("j.tenant_id", 4)+`
+		ORDER BY j.created_at LIMIT $2`, withTenant(micros(p.Now.Add(-p.SLA)), p.Limit, micros(p.Now.Add(-max(p.BatchSLA, p.SLA))))...)
 	if err != nil {
 		return nil, err
 	}
 	err = scan(2, InvManyAuthoritative, `SELECT MIN(tenant_id), MIN(source_id), report_id, MAX(revision), '', '', '', COUNT(*)
-		FROM review_records WHERE authoritative GROUP BY report_id HAVING COUNT(*) > 1 LIMIT $1`, p.Limit)
+		FROM review_records WHERE authoritative`+and("tenant_id", 2)+` GROUP BY report_id HAVING COUNT(*) > 1 LIMIT $1`, withTenant(p.Limit)...)
 	if err != nil {
 		return nil, err
 	}
 	err = scan(3, InvHeldPastLease, `SELECT tenant_id, source_id, report_id, revision, id, state, extraction_version, 0
-		FROM jobs WHERE state = 'extracting' AND lease_until < $1 ORDER BY lease_until LIMIT $2`,
-		micros(p.Now.Add(-p.LeaseGrace)), p.Limit)
+		FROM jobs WHERE state = 'extracting' AND lease_until < $1`+and("tenant_id", 3)+` ORDER BY lease_until LIMIT $2`,
+		withTenant(micros(p.Now.Add(-p.LeaseGrace)), p.Limit)...)
 	if err != nil {
 		return nil, err
 	}
@@ -127,8 +157,13 @@ func (db *DB) CheckInvariants(ctx context.Context, p CheckParams) ([]Violation, 
 		return nil, err
 	}
 	if p.PauseLimit > 0 {
-		rows, err := db.w.QueryContext(ctx, `SELECT scope FROM dispatch_pauses WHERE paused_at < $1 ORDER BY scope LIMIT $2`,
-			micros(p.Now.Add(-p.PauseLimit)), p.Limit)
+		// A tenant sees the global pauses and its own, never another's.
+		own := ""
+		if tenant != "" {
+			own = ` AND (scope NOT LIKE 'tenant:%' OR scope = 'tenant:' || $3)`
+		}
+		rows, err := db.w.QueryContext(ctx, `SELECT scope FROM dispatch_pauses WHERE paused_at < $1`+own+` ORDER BY scope LIMIT $2`,
+			withTenant(micros(p.Now.Add(-p.PauseLimit)), p.Limit)...)
 		if err != nil {
 			return nil, fmt.Errorf("check %s: %w", InvPausedTooLong, err)
 		}

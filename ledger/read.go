@@ -30,10 +30,21 @@ type ArtifactMeta struct {
 	RawPurged     bool
 }
 
-// GetJob reads a job of tenant (any tenant when tenant is empty).
+// GetJob reads a job of tenant. An empty tenant finds nothing: it is
+// never a wildcard (GetJobAnyTenant is the CLI's).
 func (db *DB) GetJob(ctx context.Context, tenant, jobID string) (*JobDetail, error) {
 	return getJob(ctx, db.r, tenant, jobID)
 }
+
+// GetJobAnyTenant reads a job of any tenant, from the writer pool: for the
+// local operator commands (stet inspect), never for the API.
+func (db *DB) GetJobAnyTenant(ctx context.Context, jobID string) (*JobDetail, error) {
+	return getJobOf(ctx, db.w, anyTenant, jobID)
+}
+
+// anyTenant is the internal marker of the any-tenant reads: a value no
+// tenant id can take (ids are lowercase letters, digits, '.', '_', '-').
+const anyTenant = "*any*"
 
 // GetJobPrimary reads a job from the writer pool: use it where the answer
 // decides something.
@@ -42,9 +53,17 @@ func (db *DB) GetJobPrimary(ctx context.Context, tenant, jobID string) (*JobDeta
 }
 
 func getJob(ctx context.Context, q Querier, tenant, jobID string) (*JobDetail, error) {
+	if tenant == anyTenant {
+		return nil, notFound("job")
+	}
+	return getJobOf(ctx, q, tenant, jobID)
+}
+
+// getJobOf reads a job of tenant, or of any tenant when tenant is anyTenant.
+func getJobOf(ctx context.Context, q Querier, tenant, jobID string) (*JobDetail, error) {
 	var d JobDetail
 	row := q.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs j JOIN revisions v ON v.id = j.revision_id
-		WHERE j.id = $1 AND ($2 = '' OR j.tenant_id = $2)`, jobID, tenant)
+		WHERE j.id = $1 AND ($2 = '*any*' OR j.tenant_id = $2)`, jobID, tenant)
 	if err := scanJob(row, &d.Job); errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("job")
 	} else if err != nil {
@@ -115,8 +134,23 @@ type ReportLookup struct {
 	ExternalID string
 }
 
-// GetReport reads a report of a tenant with its revisions.
+// GetReport reads a report of l.Tenant with its revisions. An empty tenant
+// finds nothing.
 func (db *DB) GetReport(ctx context.Context, l ReportLookup) (*ReportDetail, error) {
+	if l.Tenant == anyTenant {
+		return nil, notFound("report")
+	}
+	return db.getReport(ctx, l)
+}
+
+// GetReportAnyTenant reads a report of any tenant (l.Tenant is ignored):
+// for the local operator commands, never for the API.
+func (db *DB) GetReportAnyTenant(ctx context.Context, l ReportLookup) (*ReportDetail, error) {
+	l.Tenant = anyTenant
+	return db.getReport(ctx, l)
+}
+
+func (db *DB) getReport(ctx context.Context, l ReportLookup) (*ReportDetail, error) {
 	var d ReportDetail
 	r := &d.Report
 	var ext sql.NullString
@@ -124,10 +158,10 @@ func (db *DB) GetReport(ctx context.Context, l ReportLookup) (*ReportDetail, err
 	var err error
 	if l.ReportID != "" {
 		err = db.r.QueryRowContext(ctx, `SELECT id, tenant_id, source_id, external_id, identity_hash, created_at FROM reports
-			WHERE id = $1 AND ($2 = '' OR tenant_id = $2)`, l.ReportID, l.Tenant).Scan(&r.ID, &r.TenantID, &r.SourceID, &ext, &r.IdentityHash, &created)
+			WHERE id = $1 AND ($2 = '*any*' OR tenant_id = $2)`, l.ReportID, l.Tenant).Scan(&r.ID, &r.TenantID, &r.SourceID, &ext, &r.IdentityHash, &created)
 	} else {
 		err = db.r.QueryRowContext(ctx, `SELECT id, tenant_id, source_id, external_id, identity_hash, created_at FROM reports
-			WHERE source_id = $1 AND external_id = $2 AND ($3 = '' OR tenant_id = $3)`, l.SourceID, l.ExternalID, l.Tenant).
+			WHERE source_id = $1 AND external_id = $2 AND ($3 = '*any*' OR tenant_id = $3)`, l.SourceID, l.ExternalID, l.Tenant).
 			Scan(&r.ID, &r.TenantID, &r.SourceID, &ext, &r.IdentityHash, &created)
 	}
 	if errors.Is(err, sql.ErrNoRows) {
@@ -236,9 +270,10 @@ func (db *DB) ListReview(ctx context.Context, f ReviewFilter) ([]*stet.ReviewRec
 	return out, next, nil
 }
 
-// GetReview reads one review record of a tenant.
+// GetReview reads one review record of a tenant (an empty tenant finds
+// nothing).
 func (db *DB) GetReview(ctx context.Context, tenant, id string) (*stet.ReviewRecord, error) {
-	r, err := scanRecord(db.r.QueryRowContext(ctx, `SELECT `+recordColumns+` FROM review_records WHERE id = $1 AND ($2 = '' OR tenant_id = $2)`, id, tenant))
+	r, err := scanRecord(db.r.QueryRowContext(ctx, `SELECT `+recordColumns+` FROM review_records WHERE id = $1 AND tenant_id = $2`, id, tenant))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("review record")
 	}
@@ -305,52 +340,6 @@ func (db *DB) GetReviewPrimary(ctx context.Context, tenant, id string) (*stet.Re
 		return nil, notFound("review record")
 	}
 	return r, err
-}
-
-// AuditEntry is one append-only audit log entry: who did what to which
-// object. It carries IDs only, never text.
-type AuditEntry struct {
-	Tenant     string
-	Actor      string
-	Action     string
-	ObjectType string
-	ObjectID   string
-	Detail     string
-	Now        time.Time
-}
-
-// Audit appends an entry. There is no update or delete path.
-func Audit(ctx context.Context, q Querier, e AuditEntry) error {
-	_, err := q.ExecContext(ctx, `INSERT INTO audit_log (at, tenant_id, actor, action, object_type, object_id, detail)
-		VALUES ($1, $2, $3, $4, $5, $6, $7)`, micros(e.Now), e.Tenant, e.Actor, e.Action, e.ObjectType, e.ObjectID, nullString(e.Detail))
-	if err != nil {
-		return fmt.Errorf("append audit entry: %w", err)
-	}
-	return nil
-}
-
-// Audit appends an entry on the writer.
-func (db *DB) Audit(ctx context.Context, e AuditEntry) error { return Audit(ctx, db.w, e) }
-
-// AuditEntries lists the audit log of a tenant, oldest first.
-func (db *DB) AuditEntries(ctx context.Context, tenant string) ([]AuditEntry, error) {
-	rows, err := db.r.QueryContext(ctx, `SELECT at, tenant_id, actor, action, object_type, object_id, COALESCE(detail, '')
-		FROM audit_log WHERE tenant_id = $1 ORDER BY id`, tenant)
-	if err != nil {
-		return nil, fmt.Errorf("read audit log: %w", err)
-	}
-	defer rows.Close()
-	var out []AuditEntry
-	for rows.Next() {
-		var e AuditEntry
-		var at int64
-		if err := rows.Scan(&at, &e.Tenant, &e.Actor, &e.Action, &e.ObjectType, &e.ObjectID, &e.Detail); err != nil {
-			return nil, err
-		}
-		e.Now = time.UnixMicro(at).UTC()
-		out = append(out, e)
-	}
-	return out, rows.Err()
 }
 
 // JobCounts counts jobs by state.

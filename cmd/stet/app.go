@@ -172,9 +172,19 @@ func openApp(ctx context.Context, cfg *config.Config, o appOptions) (*app, error
 			tokens = append(tokens, api.Token{Name: tok.Name, Tenant: t.ID, Role: tok.Role, Value: tok.Value})
 		}
 	}
+	var admins []api.Admin
+	for _, ad := range cfg.Admins {
+		admins = append(admins, api.Admin{Name: ad.Name, Value: ad.Value})
+	}
+	quotas := map[string]api.IntakeLimit{}
+	for _, t := range cfg.Tenants {
+		if t.Intake != nil {
+			quotas[t.ID] = api.IntakeLimit{RPS: t.Intake.RPS, Burst: t.Intake.Burst}
+		}
+	}
 	a.api = api.New(api.Config{
-		DB: db, Acceptor: pl, Sources: sources, Tokens: tokens, Logger: o.logger, Metrics: a.metrics,
-		Clock: o.clock, BodyLimit: int64(cfg.BodyLimit), HealthOnly: role == "worker",
+		DB: db, Acceptor: pl, Sources: sources, Tokens: tokens, Admins: admins, IntakeLimits: quotas, Logger: o.logger, Metrics: a.metrics,
+		Clock: o.clock, BodyLimit: int64(cfg.BodyLimit), HealthOnly: role == "worker", NoMetrics: cfg.MetricsListen != "",
 	})
 	return a, nil
 }

@@ -44,23 +44,23 @@ func cmdInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	switch {
 	case strings.HasPrefix(target, "job_"):
 		var d *ledger.JobDetail
-		d, err = db.GetJobPrimary(ctx, "", target)
+		d, err = db.GetJobAnyTenant(ctx, target)
 		if d != nil {
 			jobs = append(jobs, d)
 		}
 	case strings.HasPrefix(target, "rep_"):
-		report, err = db.GetReport(ctx, ledger.ReportLookup{ReportID: target})
+		report, err = db.GetReportAnyTenant(ctx, ledger.ReportLookup{ReportID: target})
 	default:
 		src, ext, ok := strings.Cut(target, "/")
 		if !ok || src == "" || ext == "" {
 			fs.Usage()
 			return exitUsage
 		}
-		report, err = db.GetReport(ctx, ledger.ReportLookup{SourceID: src, ExternalID: ext})
+		report, err = db.GetReportAnyTenant(ctx, ledger.ReportLookup{SourceID: src, ExternalID: ext})
 	}
 	if err == nil && report != nil {
 		for _, rv := range report.Revisions {
-			d, jerr := db.GetJobPrimary(ctx, "", rv.JobID)
+			d, jerr := db.GetJobAnyTenant(ctx, rv.JobID)
 			if jerr != nil {
 				err = jerr
 				break
@@ -73,6 +73,17 @@ func cmdInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		if stet.ErrorCodeOf(err) == stet.ENotFound {
 			return exitFailure
 		}
+		return exitUnhealthy
+	}
+	// stet inspect is a read like any other: audited, by IDs, before it
+	// prints (an external ID given on the command line is not recorded).
+	var entries []ledger.AuditEntry
+	for _, d := range jobs {
+		entries = append(entries, ledger.AuditEntry{Tenant: d.Job.TenantID, Actor: "cli", Action: "inspect", ObjectType: "job",
+			ObjectID: d.Job.ID, Route: "stet inspect", Now: time.Now().UTC()})
+	}
+	if err := db.AuditAll(ctx, entries); err != nil {
+		fmt.Fprintln(stderr, "stet inspect: the read could not be audited:", err)
 		return exitUnhealthy
 	}
 	if *asJSON {

@@ -40,6 +40,7 @@ Commands:
   check        check the ledger's invariants; exit 1 if any is violated
   pause        pause dispatch (--scope all|processor:ID|tenant:ID --reason …); no flags: list pauses
   unpause      resume dispatch for a scope
+  audit        audit verify: check the audit log's hash chain; exit 1 at the first broken link
   batch        provider batches: status ID (one lookup, never submits), list, reconcile ID
   import       bulk backfill from an NDJSON file (--source ID, --mode sync|batch); resumable
   bench        run a benchmark: intake | pipeline | provider-limited | batch
@@ -74,6 +75,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdPause(ctx, rest, stdout, stderr, true)
 	case "batch":
 		return cmdBatch(ctx, rest, stdout, stderr)
+	case "audit":
+		return cmdAudit(ctx, rest, stdout, stderr)
 	case "import":
 		return cmdImport(ctx, rest, stdout, stderr)
 	case "bench":

@@ -39,7 +39,7 @@ const (
 	envToken        = "STET_E2E_TOKEN"
 	envOpenAIKey    = "STET_E2E_OPENAI_KEY"
 
-	testToken     = "stet-e2e-operator-token"
+	testToken     = "stet-e2e-operator-token-0123456789"
 	testOpenAIKey = "sk-stet-e2e"
 	testSource    = "community-reports"
 )

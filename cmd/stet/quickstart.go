@@ -22,7 +22,7 @@ import (
 // Demo secrets for the quickstart, used only when the variables are unset.
 var quickstartEnv = map[string]string{
 	"STET_SOURCE_SECRET": "whsec_" + base64.StdEncoding.EncodeToString([]byte("stet-quickstart-demo-secret-32by")),
-	"STET_DEMO_TOKEN":    "stet-demo-operator-token",
+	"STET_DEMO_TOKEN":    "stet-demo-operator-token-0123456789",
 }
 
 func cmdQuickstart(ctx context.Context, args []string, stdout, stderr io.Writer) int {

@@ -72,17 +72,34 @@ func (a *app) serve(ctx context.Context, ln net.Listener, role string) error {
 	if err := a.pipeline.Start(context.WithoutCancel(ctx)); err != nil {
 		return err
 	}
-	srv := &http.Server{
-		Handler:           a.api,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       60 * time.Second,
-		WriteTimeout:      60 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
+	var h http.Handler = a.api
+	if a.cfg.TLS != nil {
+		h = hsts(h)
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	a.log.Info("stet serving", "addr", ln.Addr().String(), "role", role, "database", a.db.Dialect())
+	srv := newHTTPServer(h, a.log)
+	errc := make(chan error, 2)
+	go func() {
+		if a.cfg.TLS != nil {
+			errc <- srv.ServeTLS(ln, a.cfg.TLS.CertFile, a.cfg.TLS.KeyFile)
+			return
+		}
+		errc <- srv.Serve(ln)
+	}()
+	a.log.Info("stet serving", "addr", ln.Addr().String(), "role", role, "database", a.db.Dialect(), "tls", a.cfg.TLS != nil)
+	if a.cfg.MetricsListen != "" {
+		mln, err := net.Listen("tcp", a.cfg.MetricsListen)
+		if err != nil {
+			_ = srv.Close()
+			_ = a.pipeline.Stop(context.WithoutCancel(ctx))
+			return fmt.Errorf("metrics_listen: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", a.metrics.Handler())
+		msrv := newHTTPServer(mux, a.log)
+		go func() { errc <- msrv.Serve(mln) }()
+		defer msrv.Close()
+		a.log.Info("metrics serving", "addr", mln.Addr().String())
+	}
 
 	var serveErr error
 	select {
@@ -102,4 +119,27 @@ func (a *app) serve(ctx context.Context, ln net.Listener, role string) error {
 		serveErr = nil
 	}
 	return serveErr
+}
+
+// newHTTPServer is every http.Server stet runs: bounded headers (64 KiB)
+// and every timeout set, so a slow or oversized client cannot hold a
+// connection or memory.
+func newHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+}
+
+// hsts tells browsers to use HTTPS only, for a year.
+func hsts(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Strict-Transport-Security", "max-age=31536000; includeSubDomains")
+		h.ServeHTTP(w, r)
+	})
 }

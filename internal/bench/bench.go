@@ -159,7 +159,7 @@ workers: {concurrency: %d}
 	if err := os.WriteFile(cfgPath, []byte(cfgText), 0o600); err != nil {
 		return "", nil, err
 	}
-	env := map[string]string{envToken: "bench-token", envSecret: secret, envKey: "sk-bench"}
+	env := map[string]string{envToken: "stet-bench-operator-token-0123456789", envSecret: secret, envKey: "sk-bench"}
 	return cfgPath, env, nil
 }
 

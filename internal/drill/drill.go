@@ -218,7 +218,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, setupErr(err)
 	}
-	env := environ(secret, rand.Text())
+	env := environ(secret, rand.Text()+rand.Text())
 
 	mctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	migrate := exec.CommandContext(mctx, o.Binary, "migrate", "--config", cfgPath)

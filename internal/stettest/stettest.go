@@ -54,6 +54,7 @@ const (
 	ReviewerToken = "tok-reviewer"
 	OperatorToken = "tok-operator"
 	OtherToken    = "tok-other-tenant"
+	AdminToken    = "tok-admin-root-ops" // the admin "root-ops" (config admins:)
 )
 
 // Options tunes an Env.
@@ -80,6 +81,8 @@ type Options struct {
 	// Batch tunes the OpenAI fake processor's batches; zero values take
 	// test defaults (max_wait 100ms, poll_first 50ms, poll_max 200ms).
 	Batch pipeline.BatchSettings
+	// IntakeLimits are per-tenant intake quotas ("demo", "other").
+	IntakeLimits map[string]api.IntakeLimit
 }
 
 // Env is a running in-process stet.
@@ -251,6 +254,8 @@ func (e *Env) start(policy *stet.Policy) {
 			{Name: "operator", Tenant: "demo", Role: stet.RoleOperator, Value: OperatorToken},
 			{Name: "other-operator", Tenant: "other", Role: stet.RoleOperator, Value: OtherToken},
 		},
+		Admins:       []api.Admin{{Name: "root-ops", Value: AdminToken}},
+		IntakeLimits: e.opts.IntakeLimits,
 	})
 	if e.Server == nil {
 		e.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { e.API.ServeHTTP(w, r) }))
