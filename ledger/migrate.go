@@ -97,9 +97,16 @@ func (db *DB) migrate(ctx context.Context) ([]string, error) {
 	if latest := ms[len(ms)-1].version; current > latest {
 		return nil, fmt.Errorf("ledger schema version %d is newer than this stet knows (%d): upgrade stet", current, latest)
 	}
+	done, err := db.appliedVersions(ctx)
+	if err != nil {
+		return nil, err
+	}
 	var applied []string
 	for _, m := range ms {
-		if m.version <= current {
+		// Every version not yet recorded, not only those above the newest:
+		// a ledger migrated by a build that had 0006 but not yet 0005 still
+		// gets 0005.
+		if done[m.version] {
 			continue
 		}
 		err := db.InTx(ctx, func(tx *sql.Tx) error {
@@ -116,6 +123,24 @@ func (db *DB) migrate(ctx context.Context) ([]string, error) {
 		applied = append(applied, m.name)
 	}
 	return applied, nil
+}
+
+// appliedVersions returns the versions stet_migrations records.
+func (db *DB) appliedVersions(ctx context.Context) (map[int]bool, error) {
+	rows, err := db.w.QueryContext(ctx, `SELECT version FROM stet_migrations`)
+	if err != nil {
+		return nil, fmt.Errorf("read applied migrations: %w", err)
+	}
+	defer rows.Close()
+	done := map[int]bool{}
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			return nil, fmt.Errorf("read applied migrations: %w", err)
+		}
+		done[v] = true
+	}
+	return done, rows.Err()
 }
 
 func (db *DB) currentVersion(ctx context.Context, q Querier) (int, error) {
