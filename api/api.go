@@ -10,7 +10,6 @@ package api
 import (
 	"context"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -237,13 +236,7 @@ func (s *Server) auth(need stet.Role, h http.HandlerFunc) http.HandlerFunc {
 			s.problem(w, r, http.StatusUnauthorized, "unauthorized", "a bearer token is required")
 			return
 		}
-		d := sha256.Sum256([]byte(raw))
-		var found *Token
-		for i := range s.tokens {
-			if subtle.ConstantTimeCompare(d[:], s.tokens[i].digest[:]) == 1 {
-				found = &s.tokens[i].tok
-			}
-		}
+		found, _ := s.Authenticate(raw)
 		if found == nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="stet", error="invalid_token"`)
 			s.problem(w, r, http.StatusUnauthorized, "unauthorized", "the bearer token is not valid")

@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 
@@ -24,20 +25,9 @@ func (s *Server) dispatchScope(w http.ResponseWriter, r *http.Request, needReaso
 		s.problem(w, r, http.StatusBadRequest, "invalid-body", jsonProblem(err))
 		return in, false
 	}
-	if !ledger.ValidScope(in.Scope) {
-		s.problem(w, r, http.StatusBadRequest, "invalid-body", "scope must be all, processor:ID or tenant:ID")
-		return in, false
-	}
-	if needReason && strings.TrimSpace(in.Reason) == "" {
-		s.problem(w, r, http.StatusBadRequest, "invalid-body", "reason is required")
-		return in, false
-	}
-	if len(in.Reason) > 1024 {
-		s.problem(w, r, http.StatusBadRequest, "invalid-body", "reason is longer than 1024 bytes")
-		return in, false
-	}
-	if t, ok := strings.CutPrefix(in.Scope, "tenant:"); ok && t != tokenOf(r).Tenant {
-		s.problem(w, r, http.StatusNotFound, "not-found", "no such tenant")
+	var ref *Refusal
+	if errors.As(s.CheckDispatchScope(tokenOf(r), in.Scope, in.Reason, needReason), &ref) {
+		s.problem(w, r, ref.Status, ref.Slug, ref.Detail)
 		return in, false
 	}
 	return in, true

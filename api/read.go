@@ -1,11 +1,10 @@
 package api
 
 import (
-	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
-	"slices"
 	"strconv"
 	"time"
 
@@ -265,8 +264,6 @@ type decisionBody struct {
 	Note           string          `json:"note"`
 }
 
-const maxNote = 4096
-
 func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 	tok := tokenOf(r)
 	var in decisionBody
@@ -280,50 +277,13 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, http.StatusBadRequest, "invalid-body", "the body holds something after its JSON object")
 		return
 	}
-	if !slices.Contains(stet.Decisions, in.Decision) {
-		s.problem(w, r, http.StatusBadRequest, "invalid-body", "decision must be approve, override or reject")
+	out, err := s.Decide(r.Context(), DecisionParams{Tenant: tok.Tenant, Actor: tok.Actor(), RecordID: r.PathValue("id"),
+		Decision: in.Decision, Classification: in.Classification, Note: in.Note})
+	var ref *Refusal
+	if errors.As(err, &ref) {
+		s.problem(w, r, ref.Status, ref.Slug, ref.Detail)
 		return
 	}
-	if len(in.Note) > maxNote {
-		s.problem(w, r, http.StatusBadRequest, "invalid-body", "note is longer than 4096 bytes")
-		return
-	}
-	rec, err := s.db.GetReview(r.Context(), tok.Tenant, r.PathValue("id"))
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	class := bytes.TrimSpace(in.Classification)
-	if bytes.Equal(class, []byte("null")) {
-		class = nil
-	}
-	needClass := in.Decision == stet.DecisionOverride || (in.Decision == stet.DecisionApprove && rec.Kind == stet.RecordManual)
-	switch {
-	case needClass && len(class) == 0:
-		s.problem(w, r, http.StatusBadRequest, "invalid-body", "classification is required for an override, and to approve a manual record")
-		return
-	case len(class) > 0 && in.Decision == stet.DecisionReject:
-		s.problem(w, r, http.StatusBadRequest, "invalid-body", "a rejection carries no classification")
-		return
-	case len(class) > 0 && in.Decision == stet.DecisionApprove && rec.Kind == stet.RecordExtracted:
-		s.problem(w, r, http.StatusBadRequest, "invalid-body", "approve keeps the extracted classification; use override to change it")
-		return
-	}
-	if len(class) > 0 {
-		src := s.sources[rec.SourceID]
-		if src == nil || src.Schema == nil {
-			s.problem(w, r, http.StatusConflict, "unknown-profile", "the record's source is no longer configured")
-			return
-		}
-		if problems := src.Schema.Validate(class); len(problems) > 0 {
-			s.problem(w, r, http.StatusBadRequest, "invalid-classification", "classification does not match the profile schema: "+joinProblems(problems))
-			return
-		}
-	}
-	out, err := s.db.Decide(r.Context(), ledger.DecideParams{
-		Tenant: tok.Tenant, RecordID: rec.ID, Decision: in.Decision, Classification: json.RawMessage(class),
-		Note: in.Note, Actor: "token:" + tok.Name, Now: s.clock.Now(),
-	})
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -346,30 +306,22 @@ func joinProblems(ps []string) string {
 }
 
 func (s *Server) invariants(w http.ResponseWriter, r *http.Request) {
-	vs, err := s.db.CheckInvariants(r.Context(), ledger.CheckParams{Now: s.clock.Now(), SLA: s.cfg.SLA, LeaseGrace: time.Minute, PauseLimit: time.Hour})
+	vs, err := s.Violations(r.Context(), tokenOf(r).Tenant)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	tok := tokenOf(r)
-	out := struct {
+	writeJSON(w, http.StatusOK, struct {
 		OK         bool               `json:"ok"`
 		Violations []ledger.Violation `json:"violations"`
-	}{OK: true, Violations: []ledger.Violation{}}
-	for _, v := range vs {
-		if v.TenantID == tok.Tenant || v.TenantID == "*" {
-			out.Violations = append(out.Violations, v)
-		}
-	}
-	out.OK = len(out.Violations) == 0
-	writeJSON(w, http.StatusOK, out)
+	}{OK: len(vs) == 0, Violations: vs})
 }
 
 // audit appends an audit entry for a read before the answer is written. It
 // fails closed: a read that cannot be audited is not answered.
 func (s *Server) audit(w http.ResponseWriter, r *http.Request, action, objectType, objectID string) bool {
 	tok := tokenOf(r)
-	err := s.db.Audit(r.Context(), ledger.AuditEntry{Tenant: tok.Tenant, Actor: "token:" + tok.Name, Action: action,
+	err := s.db.Audit(r.Context(), ledger.AuditEntry{Tenant: tok.Tenant, Actor: tok.Actor(), Action: action,
 		ObjectType: objectType, ObjectID: objectID, Now: s.clock.Now()})
 	if err != nil {
 		s.fail(w, r, &stet.Error{Code: stet.EUnavailable, Message: "the read could not be audited; retry later", Cause: err})
