@@ -29,6 +29,7 @@ type Config struct {
 	Processors []Processor `yaml:"processors"`
 	Policies   []Policy    `yaml:"policies"`
 	Workers    Workers     `yaml:"workers"`
+	Web        Web         `yaml:"web"` // the review UI (DESIGN §12)
 }
 
 // Tenant is one tenant and its API tokens.

@@ -44,6 +44,7 @@ func (l *loader) validate(c *Config) {
 	l.validateProcessors(c)
 	l.validatePolicies(c, ids)
 	l.validateWorkers(&c.Workers)
+	l.validateWeb(&c.Web)
 }
 
 // sectionIDs are the well-formed, unique ids of each section that others
