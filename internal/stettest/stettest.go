@@ -80,6 +80,9 @@ type Options struct {
 	// Batch tunes the OpenAI fake processor's batches; zero values take
 	// test defaults (max_wait 100ms, poll_first 50ms, poll_max 200ms).
 	Batch pipeline.BatchSettings
+	// MountUI, if set, is called with each API built, before it serves:
+	// the review UI's tests mount the UI there.
+	MountUI func(e *Env, s *api.Server)
 }
 
 // Env is a running in-process stet.
@@ -252,6 +255,9 @@ func (e *Env) start(policy *stet.Policy) {
 			{Name: "other-operator", Tenant: "other", Role: stet.RoleOperator, Value: OtherToken},
 		},
 	})
+	if e.opts.MountUI != nil {
+		e.opts.MountUI(e, e.API)
+	}
 	if e.Server == nil {
 		e.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { e.API.ServeHTTP(w, r) }))
 	}
