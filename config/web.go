@@ -16,7 +16,7 @@ const (
 type Web struct {
 	IdleTimeout Duration `yaml:"idle_timeout"` // a session idle this long ends; default 15m
 	SessionMax  Duration `yaml:"session_max"`  // a session ends this long after login; default 12h
-	OIDC        OIDC     `yaml:"oidc"` // single sign-on, when present
+	OIDC        OIDC     `yaml:"oidc"`         // single sign-on, when present
 }
 
 // Enabled reports whether the config names a provider.

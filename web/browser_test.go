@@ -309,4 +309,3 @@ func TestBrowserDispatch(t *testing.T) {
 }
 
 func jsString(s string) string { return strconv.Quote(s) }
-

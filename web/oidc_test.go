@@ -14,7 +14,7 @@ import (
 // oidcUser is a provider account carrying stet's tenant and role claims.
 type oidcUser struct{ sub, tenant, role string }
 
-func (u oidcUser) ID() string                      { return u.sub }
+func (u oidcUser) ID() string                        { return u.sub }
 func (u oidcUser) Userinfo([]string) ([]byte, error) { return []byte(`{"sub":"` + u.sub + `"}`), nil }
 func (u oidcUser) Claims(_ []string, c *mockoidc.IDTokenClaims) (jwt.Claims, error) {
 	return struct {

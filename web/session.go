@@ -235,4 +235,3 @@ func (u *UI) logout(w http.ResponseWriter, r *http.Request, s *Session) {
 	u.clearCookie(w, r, CookieName, "/ui/")
 	http.Redirect(w, r, "/ui/login?why=out", http.StatusSeeOther)
 }
-
