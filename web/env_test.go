@@ -44,6 +44,10 @@ func respond(req openaifake.Request) string {
 	switch {
 	case strings.Contains(text, "idiot"):
 		out = map[string]any{"category": "harassment", "severity": "medium", "action": "review", "labels": []string{"harassment"}, "rationale": "Insults another member."}
+	case strings.Contains(text, "double it"):
+		out = map[string]any{"category": "unsafe_medical_advice", "severity": "high", "action": "escalate", "labels": []string{"unsafe_medical_advice"}, "rationale": "Advises changing a prescribed dose."}
+	case strings.Contains(text, "off, limited"):
+		out = map[string]any{"category": "spam", "severity": "low", "action": "remove", "labels": []string{"spam"}, "rationale": "Advertises a pharmacy."}
 	case strings.Contains(text, "XSSMARK"):
 		out["rationale"] = xssOutput
 	}
@@ -154,6 +158,9 @@ func browser(t *testing.T, width int) context.Context {
 	// timeout on it; each step below has its own.
 	if err := chromedp.Do(ctx); err != nil {
 		t.Fatalf("start chromium: %v", err)
+	}
+	if width < 500 { // narrower than a desktop window may be: a phone's viewport
+		do(t, ctx, chromedp.EmulateViewport(int64(width), 844, chromedp.EmulateMobile))
 	}
 	return ctx
 }
