@@ -10,7 +10,6 @@ package api
 import (
 	"context"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -312,13 +311,7 @@ func (s *Server) authorize(need stet.Role, admins bool, h http.HandlerFunc) http
 			s.problem(w, r, http.StatusUnauthorized, "unauthorized", "a bearer token is required")
 			return
 		}
-		d := sha256.Sum256([]byte(raw))
-		var found *Token
-		for i := range s.tokens {
-			if subtle.ConstantTimeCompare(d[:], s.tokens[i].digest[:]) == 1 {
-				found = &s.tokens[i].tok
-			}
-		}
+		found, _ := s.Authenticate(raw)
 		if found == nil {
 			s.auditDenied(r, nil, "denied.unauthorized")
 			w.Header().Set("WWW-Authenticate", `Bearer realm="stet", error="invalid_token"`)

@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"time"
@@ -26,32 +27,30 @@ func (s *Server) dispatchScope(w http.ResponseWriter, r *http.Request, needReaso
 		s.problem(w, r, http.StatusBadRequest, "invalid-body", jsonProblem(err))
 		return in, false
 	}
-	if !ledger.ValidScope(in.Scope) {
-		s.problem(w, r, http.StatusBadRequest, "invalid-body", "scope must be all, processor:ID or tenant:ID")
+	err := s.CheckDispatchScope(r.Context(), tokenOf(r), in.Scope, in.Reason, needReason, !needReason)
+	var ref *Refusal
+	switch {
+	case err == nil:
+	case errors.As(err, &ref) && ref.Status == http.StatusForbidden:
+		s.denyScope(w, r, in.Scope, ref.Detail)
 		return in, false
-	}
-	if needReason && strings.TrimSpace(in.Reason) == "" {
-		s.problem(w, r, http.StatusBadRequest, "invalid-body", "reason is required")
+	case errors.As(err, &ref):
+		s.problem(w, r, ref.Status, ref.Slug, ref.Detail)
 		return in, false
-	}
-	if len(in.Reason) > 1024 {
-		s.problem(w, r, http.StatusBadRequest, "invalid-body", "reason is longer than 1024 bytes")
-		return in, false
-	}
-	if tok := tokenOf(r); !tok.Admin && in.Scope != "tenant:"+tok.Tenant {
-		s.denyScope(w, r, in.Scope)
+	default:
+		s.fail(w, r, err)
 		return in, false
 	}
 	return in, true
 }
 
-func (s *Server) denyScope(w http.ResponseWriter, r *http.Request, scope string) {
+func (s *Server) denyScope(w http.ResponseWriter, r *http.Request, scope, detail string) {
 	tok := tokenOf(r)
 	e := s.auditEntry(r, tok, "denied.forbidden", "dispatch", scope)
 	if err := s.db.Audit(r.Context(), e); err != nil {
 		s.log.Error("audit denied request", "route", r.Pattern, "request_id", requestID(r), "err", err)
 	}
-	s.problem(w, r, http.StatusForbidden, "forbidden", "a tenant's operator may pause and resume only tenant:"+tok.Tenant+"; other scopes need an admin token")
+	s.problem(w, r, http.StatusForbidden, "forbidden", detail)
 }
 
 func (s *Server) pauseDispatch(w http.ResponseWriter, r *http.Request) {
@@ -75,21 +74,6 @@ func (s *Server) resumeDispatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tok := tokenOf(r)
-	if !tok.Admin {
-		// A pause stet set itself (after an auth or quota failure) waits
-		// for an admin, whatever its scope.
-		pauses, err := s.db.Pauses(r.Context())
-		if err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		for _, p := range pauses {
-			if p.Scope == in.Scope && p.PausedBy == "stet" {
-				s.denyScope(w, r, in.Scope)
-				return
-			}
-		}
-	}
 	if err := s.db.ClearPause(r.Context(), in.Scope, actorOf(tok), tenantOf(tok), s.clock.Now()); err != nil {
 		s.fail(w, r, err)
 		return

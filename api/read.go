@@ -1,11 +1,10 @@
 package api
 
 import (
-	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
-	"slices"
 	"strconv"
 	"time"
 
@@ -274,8 +273,6 @@ type decisionBody struct {
 	Note           string          `json:"note"`
 }
 
-const maxNote = 4096
-
 func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 	tok := tokenOf(r)
 	var in decisionBody
@@ -289,50 +286,13 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, http.StatusBadRequest, "invalid-body", "the body holds something after its JSON object")
 		return
 	}
-	if !slices.Contains(stet.Decisions, in.Decision) {
-		s.problem(w, r, http.StatusBadRequest, "invalid-body", "decision must be approve, override or reject")
+	out, err := s.Decide(r.Context(), DecisionParams{Tenant: tok.Tenant, Actor: tok.Actor(), RecordID: r.PathValue("id"),
+		Decision: in.Decision, Classification: in.Classification, Note: in.Note})
+	var ref *Refusal
+	if errors.As(err, &ref) {
+		s.problem(w, r, ref.Status, ref.Slug, ref.Detail)
 		return
 	}
-	if len(in.Note) > maxNote {
-		s.problem(w, r, http.StatusBadRequest, "invalid-body", "note is longer than 4096 bytes")
-		return
-	}
-	rec, err := s.db.GetReview(r.Context(), tok.Tenant, r.PathValue("id"))
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	class := bytes.TrimSpace(in.Classification)
-	if bytes.Equal(class, []byte("null")) {
-		class = nil
-	}
-	needClass := in.Decision == stet.DecisionOverride || (in.Decision == stet.DecisionApprove && rec.Kind == stet.RecordManual)
-	switch {
-	case needClass && len(class) == 0:
-		s.problem(w, r, http.StatusBadRequest, "invalid-body", "classification is required for an override, and to approve a manual record")
-		return
-	case len(class) > 0 && in.Decision == stet.DecisionReject:
-		s.problem(w, r, http.StatusBadRequest, "invalid-body", "a rejection carries no classification")
-		return
-	case len(class) > 0 && in.Decision == stet.DecisionApprove && rec.Kind == stet.RecordExtracted:
-		s.problem(w, r, http.StatusBadRequest, "invalid-body", "approve keeps the extracted classification; use override to change it")
-		return
-	}
-	if len(class) > 0 {
-		src := s.sources[rec.SourceID]
-		if src == nil || src.Schema == nil {
-			s.problem(w, r, http.StatusConflict, "unknown-profile", "the record's source is no longer configured")
-			return
-		}
-		if problems := src.Schema.Validate(class); len(problems) > 0 {
-			s.problem(w, r, http.StatusBadRequest, "invalid-classification", "classification does not match the profile schema: "+joinProblems(problems))
-			return
-		}
-	}
-	out, err := s.db.Decide(r.Context(), ledger.DecideParams{
-		Tenant: tok.Tenant, RecordID: rec.ID, Decision: in.Decision, Classification: json.RawMessage(class),
-		Note: in.Note, Actor: "token:" + tok.Name, Now: s.clock.Now(),
-	})
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -357,15 +317,7 @@ func joinProblems(ps []string) string {
 // invariants answers an admin with every tenant's violations and a tenant
 // with its own and the cluster-wide ones, filtered in SQL.
 func (s *Server) invariants(w http.ResponseWriter, r *http.Request) {
-	tok := tokenOf(r)
-	p := ledger.CheckParams{Now: s.clock.Now(), SLA: s.cfg.SLA, LeaseGrace: time.Minute, PauseLimit: time.Hour}
-	var vs []ledger.Violation
-	var err error
-	if tok.Admin {
-		vs, err = s.db.CheckInvariants(r.Context(), p)
-	} else {
-		vs, err = s.db.CheckTenantInvariants(r.Context(), tok.Tenant, p)
-	}
+	vs, err := s.Violations(r.Context(), tokenOf(r))
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -36,6 +36,7 @@ type Config struct {
 	TLS *TLS `yaml:"tls"`
 	// MetricsListen, when set, serves /metrics there instead of on Listen.
 	MetricsListen string `yaml:"metrics_listen"`
+	Web           Web    `yaml:"web"` // the review UI (DESIGN §12)
 }
 
 // Admin is one cluster-wide admin token. Value is read from TokenEnv.

@@ -45,6 +45,7 @@ func (l *loader) validate(c *Config) {
 	l.validatePolicies(c, ids)
 	l.validateWorkers(&c.Workers)
 	l.validateSecurity(c)
+	l.validateWeb(&c.Web)
 }
 
 // sectionIDs are the well-formed, unique ids of each section that others

@@ -26,6 +26,11 @@ type invariantsWorker struct {
 }
 
 func (w *invariantsWorker) Work(ctx context.Context, _ *river.Job[InvariantsArgs]) error {
+	// The same periodic job sweeps review-UI sessions past their idle
+	// logoff or maximum age (a lookup refuses them anyway; this drops the rows).
+	if _, err := w.p.db.SweepWebSessions(ctx, w.p.clock.Now()); err != nil {
+		return err
+	}
 	return w.p.CheckInvariants(ctx)
 }
 

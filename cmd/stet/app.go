@@ -186,6 +186,12 @@ func openApp(ctx context.Context, cfg *config.Config, o appOptions) (*app, error
 		DB: db, Acceptor: pl, Sources: sources, Tokens: tokens, Admins: admins, IntakeLimits: quotas, Logger: o.logger, Metrics: a.metrics,
 		Clock: o.clock, BodyLimit: int64(cfg.BodyLimit), HealthOnly: role == "worker", NoMetrics: cfg.MetricsListen != "",
 	})
+	if role != "worker" {
+		if err := mountUI(a, o.clock); err != nil {
+			a.close()
+			return nil, err
+		}
+	}
 	return a, nil
 }
 

@@ -97,12 +97,13 @@ func cmdQuickstart(ctx context.Context, args []string, stdout, stderr io.Writer)
 	cfgRel := filepath.Join(*dir, "stet.yaml")
 	fmt.Fprintf(stdout, `
 Where to look:
+  the review UI:      %s/ui/review   (sign in with the token %s)
   the review queue:   curl -s -H "Authorization: Bearer %s" %s/v1/review
   one report:         curl -s -H "Authorization: Bearer %s" %s/v1/sources/%s/reports/report-001
   a job's timeline:   go run ./cmd/stet inspect --config %s %s/report-001
   invariants:         go run ./cmd/stet check --config %s
   metrics:            curl -s %s/metrics | grep '^stet_'
-`, token, base, token, base, src.ID, cfgRel, src.ID, cfgRel, base)
+`, base, token, token, base, token, base, src.ID, cfgRel, src.ID, cfgRel, base)
 	if *once {
 		stop()
 		<-served

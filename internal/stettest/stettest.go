@@ -83,6 +83,9 @@ type Options struct {
 	Batch pipeline.BatchSettings
 	// IntakeLimits are per-tenant intake quotas ("demo", "other").
 	IntakeLimits map[string]api.IntakeLimit
+	// MountUI, if set, is called with each API built, before it serves:
+	// the review UI's tests mount the UI there.
+	MountUI func(e *Env, s *api.Server)
 }
 
 // Env is a running in-process stet.
@@ -257,6 +260,9 @@ func (e *Env) start(policy *stet.Policy) {
 		Admins:       []api.Admin{{Name: "root-ops", Value: AdminToken}},
 		IntakeLimits: e.opts.IntakeLimits,
 	})
+	if e.opts.MountUI != nil {
+		e.opts.MountUI(e, e.API)
+	}
 	if e.Server == nil {
 		e.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { e.API.ServeHTTP(w, r) }))
 	}

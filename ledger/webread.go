@@ -1,0 +1,224 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/stetlabs/stet"
+)
+
+// Reads for the review UI (DESIGN §12). Like every ledger read they are
+// scoped to a tenant, and they never put text in an error.
+
+// QueueFilter selects the review queue, newest revision first.
+type QueueFilter struct {
+	Tenant       string
+	State        stet.RecordState // empty: any
+	Source       string
+	Kind         stet.RecordKind
+	Category     string // the classification's "category" field
+	FailureClass stet.FailureClass
+	Before       string // cursor: the last record ID of the previous page
+	Limit        int
+}
+
+// categoryExpr is the SQL for a record's classification.category.
+func (db *DB) categoryExpr() string {
+	if db.dialect.name == Postgres {
+		return `(classification::jsonb ->> 'category')`
+	}
+	return `json_extract(classification, '$.category')`
+}
+
+// ListQueue lists a tenant's review records newest first (record IDs are
+// time-ordered), a page at a time. It returns the cursor of the next page,
+// or "" after the last.
+func (db *DB) ListQueue(ctx context.Context, f QueueFilter) ([]*stet.ReviewRecord, string, error) {
+	if f.Limit <= 0 || f.Limit > 200 {
+		f.Limit = 50
+	}
+	args := []any{f.Tenant}
+	where := []string{"tenant_id = $1"}
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, fmt.Sprintf(cond, len(args)))
+	}
+	if f.State != "" {
+		add("state = $%d", string(f.State))
+	}
+	if f.Source != "" {
+		add("source_id = $%d", f.Source)
+	}
+	if f.Kind != "" {
+		add("kind = $%d", string(f.Kind))
+	}
+	if f.Category != "" {
+		add(db.categoryExpr()+" = $%d", f.Category)
+	}
+	if f.FailureClass != "" {
+		add("failure_class = $%d", string(f.FailureClass))
+	}
+	if f.Before != "" {
+		add("id < $%d", f.Before)
+	}
+	args = append(args, f.Limit+1)
+	rows, err := db.r.QueryContext(ctx, `SELECT `+recordColumns+` FROM review_records WHERE `+strings.Join(where, " AND ")+
+		fmt.Sprintf(` ORDER BY id DESC LIMIT $%d`, len(args)), args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("list review queue: %w", err)
+	}
+	defer rows.Close()
+	var out []*stet.ReviewRecord
+	for rows.Next() {
+		r, err := scanRecord(rows)
+		if err != nil {
+			return nil, "", fmt.Errorf("read review record: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", err
+	}
+	next := ""
+	if len(out) > f.Limit {
+		out = out[:f.Limit]
+		next = out[len(out)-1].ID
+	}
+	return out, next, nil
+}
+
+// QueueCounts are a tenant's review records counted by each filter's values.
+type QueueCounts struct {
+	Total        int
+	State        map[string]int
+	Source       map[string]int
+	Kind         map[string]int
+	Category     map[string]int
+	FailureClass map[string]int
+}
+
+// CountQueue counts a tenant's review records by state, source, kind,
+// category and failure class.
+func (db *DB) CountQueue(ctx context.Context, tenant string) (*QueueCounts, error) {
+	c := &QueueCounts{}
+	for _, d := range []struct {
+		expr string
+		into *map[string]int
+	}{
+		{"state", &c.State}, {"source_id", &c.Source}, {"kind", &c.Kind},
+		{db.categoryExpr(), &c.Category}, {"failure_class", &c.FailureClass},
+	} {
+		m := map[string]int{}
+		rows, err := db.r.QueryContext(ctx, `SELECT `+d.expr+`, COUNT(*) FROM review_records WHERE tenant_id = $1 GROUP BY `+d.expr, tenant)
+		if err != nil {
+			return nil, fmt.Errorf("count review queue: %w", err)
+		}
+		for rows.Next() {
+			var k sql.NullString
+			var n int
+			if err := rows.Scan(&k, &n); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("count review queue: %w", err)
+			}
+			if k.Valid {
+				m[k.String] = n
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		*d.into = m
+	}
+	for _, n := range c.State {
+		c.Total += n
+	}
+	return c, nil
+}
+
+// RevisionText is the document text of a job's revision, or when it was
+// purged.
+type RevisionText struct {
+	Text     stet.Text
+	PurgedAt time.Time // zero while the text is held
+}
+
+// JobText reads the text of the revision a job of tenant extracts.
+func (db *DB) JobText(ctx context.Context, tenant, jobID string) (*RevisionText, error) {
+	var text sql.NullString
+	var purged sql.NullInt64
+	err := db.r.QueryRowContext(ctx, `SELECT v.text, v.text_purged_at FROM jobs j JOIN revisions v ON v.id = j.revision_id
+		WHERE j.id = $1 AND j.tenant_id = $2`, jobID, tenant).Scan(&text, &purged)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound("job")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read revision text: %w", err)
+	}
+	return &RevisionText{Text: stet.NewText(text.String), PurgedAt: fromMicros(purged)}, nil
+}
+
+// HistoryEntry is one revision of a report with its job and review record.
+type HistoryEntry struct {
+	Revision      int64
+	JobID         string
+	JobState      stet.JobState
+	RecordID      string // "" until the job has a record
+	RecordState   stet.RecordState
+	Decision      stet.Decision
+	Authoritative bool
+	ReceivedAt    time.Time
+	TextPurgedAt  time.Time // zero while the text is held
+}
+
+// ReportHistory lists a report's revisions, newest first.
+func (db *DB) ReportHistory(ctx context.Context, tenant, reportID string) ([]HistoryEntry, error) {
+	rows, err := db.r.QueryContext(ctx, `SELECT v.revision, j.id, j.state, rr.id, rr.state, rr.decision, COALESCE(rr.authoritative, FALSE),
+			v.received_at, v.text_purged_at
+		FROM revisions v JOIN jobs j ON j.revision_id = v.id LEFT JOIN review_records rr ON rr.job_id = j.id
+		WHERE v.report_id = $1 AND j.tenant_id = $2 ORDER BY v.revision DESC, j.created_at DESC`, reportID, tenant)
+	if err != nil {
+		return nil, fmt.Errorf("read report history: %w", err)
+	}
+	defer rows.Close()
+	var out []HistoryEntry
+	for rows.Next() {
+		var h HistoryEntry
+		var state string
+		var rec, recState, decision sql.NullString
+		var received int64
+		var purged sql.NullInt64
+		if err := rows.Scan(&h.Revision, &h.JobID, &state, &rec, &recState, &decision, &h.Authoritative, &received, &purged); err != nil {
+			return nil, fmt.Errorf("read report history: %w", err)
+		}
+		h.JobState, h.RecordID, h.RecordState, h.Decision = stet.JobState(state), rec.String, stet.RecordState(recState.String), stet.Decision(decision.String)
+		h.ReceivedAt, h.TextPurgedAt = time.UnixMicro(received).UTC(), fromMicros(purged)
+		out = append(out, h)
+	}
+	return out, rows.Err()
+}
+
+// TenantBatches lists the batches that hold a job of tenant, newest first:
+// a tenant's operator sees no other tenant's batches.
+func (db *DB) TenantBatches(ctx context.Context, tenant string, limit int) ([]*Batch, error) {
+	rows, err := db.r.QueryContext(ctx, `SELECT `+batchColumns+` FROM batches b WHERE EXISTS (
+			SELECT 1 FROM batch_items i JOIN jobs j ON j.id = i.job_id WHERE i.batch_id = b.id AND j.tenant_id = $1)
+		ORDER BY created_at DESC, id DESC LIMIT $2`, tenant, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list batches: %w", err)
+	}
+	defer rows.Close()
+	var out []*Batch
+	for rows.Next() {
+		b, err := scanBatch(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list batches: %w", err)
+		}
+		out = append(out, b)
+	}
+	return out, rows.Err()
+}
