@@ -81,6 +81,9 @@ type Config struct {
 	// HealthOnly serves only /healthz, /readyz and /metrics: a worker
 	// process takes no deliveries and answers no reads.
 	HealthOnly bool
+	// Manual converts waiting and blocked jobs to manual review records for
+	// POST /v1/dispatch/manual (the pipeline); nil answers 503.
+	Manual ManualConverter
 	// NoMetrics leaves /metrics off this server (404): config
 	// metrics_listen serves it on a listener of its own.
 	NoMetrics bool
@@ -159,6 +162,7 @@ func (s *Server) routes() {
 	s.handle("GET /v1/dispatch", s.authAdmin(stet.RoleOperator, s.listDispatch))
 	s.handle("POST /v1/dispatch/pause", s.authAdmin(stet.RoleOperator, s.pauseDispatch))
 	s.handle("POST /v1/dispatch/resume", s.authAdmin(stet.RoleOperator, s.resumeDispatch))
+	s.handle("POST /v1/dispatch/manual", s.authAdmin(stet.RoleOperator, s.manualDispatch))
 }
 
 type requestIDKey struct{}

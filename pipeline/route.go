@@ -14,6 +14,11 @@ package pipeline
 //	a dispatch pause covers P or the tenant           wait     —
 //	otherwise                                         send P   —
 //
+// An operator's manual conversion (Manual, `stet manual --scope`) is a
+// routeManual of its own (reason operator_manual) for waiting and blocked
+// jobs: it carries the job's failure class and matches a processor scope
+// against the processor this gate would choose.
+//
 // and, for the synchronous path only, admission toward P's provider limits
 // (admitRoute) turns a send into a wait when the limiter says so. A batch is
 // admitted by the provider's own batch limits.
@@ -75,6 +80,9 @@ const (
 	reasonTextPurged    = "text_purged"
 	reasonPaused        = "paused"
 	reasonThrottled     = "throttled"
+	// reasonOperatorManual: an operator turned a waiting or blocked job into
+	// a manual review record (Manual).
+	reasonOperatorManual = "operator_manual"
 )
 
 // gateJob is what the gate needs to know about a job.

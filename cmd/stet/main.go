@@ -40,6 +40,7 @@ Commands:
   check        check the ledger's invariants; exit 1 if any is violated
   pause        pause dispatch (--scope all|processor:ID|tenant:ID --reason …); no flags: list pauses
   unpause      resume dispatch for a scope
+  manual       turn waiting and blocked jobs of a scope into manual review records (--scope S)
   audit        audit verify: check the audit log's hash chain; exit 1 at the first broken link
   batch        provider batches: status ID (one lookup, never submits), list, reconcile ID
   import       bulk backfill from an NDJSON file (--source ID, --mode sync|batch); resumable
@@ -73,6 +74,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdPause(ctx, rest, stdout, stderr, false)
 	case "unpause":
 		return cmdPause(ctx, rest, stdout, stderr, true)
+	case "manual":
+		return cmdManual(ctx, rest, stdout, stderr)
 	case "batch":
 		return cmdBatch(ctx, rest, stdout, stderr)
 	case "audit":

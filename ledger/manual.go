@@ -1,0 +1,94 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/stetlabs/stet"
+)
+
+// HeldJob is a job that waits or is blocked: what an operator's manual
+// conversion needs to decide on it (IDs and codes only).
+type HeldJob struct {
+	ID                string
+	TenantID          string
+	State             stet.JobState
+	Attempt           int64
+	FailureClass      stet.FailureClass // the job's last class; empty if it only waited on a pause
+	ProcessorID       string            // the processor of its last claim, if any
+	ExtractionVersion string
+	PolicyHash        string
+}
+
+const qHeldJobs = `SELECT j.id, j.tenant_id, j.state, j.attempt, COALESCE(j.failure_class, ''), COALESCE(j.processor_id, ''),
+		j.extraction_version, v.policy_hash
+	FROM jobs j JOIN revisions v ON v.id = j.revision_id
+	WHERE j.state IN ('waiting', 'blocked') AND ($1 = '' OR j.tenant_id = $1) AND j.id > $2
+		AND NOT EXISTS (SELECT 1 FROM review_records r WHERE r.job_id = j.id)
+	ORDER BY j.id LIMIT $3`
+
+// HeldJobs lists up to limit waiting or blocked jobs without a review
+// record, in ID order after the ID after ("" from the start), of one tenant
+// (tenant "" means every tenant: callers decide who may ask for that).
+func HeldJobs(ctx context.Context, q Querier, tenant, after string, limit int) ([]HeldJob, error) {
+	rows, err := q.QueryContext(ctx, qHeldJobs, tenant, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list held jobs: %w", err)
+	}
+	defer rows.Close()
+	var out []HeldJob
+	for rows.Next() {
+		var h HeldJob
+		var state, class string
+		if err := rows.Scan(&h.ID, &h.TenantID, &state, &h.Attempt, &class, &h.ProcessorID, &h.ExtractionVersion, &h.PolicyHash); err != nil {
+			return nil, fmt.Errorf("list held jobs: %w", err)
+		}
+		h.State, h.FailureClass = stet.JobState(state), stet.FailureClass(class)
+		out = append(out, h)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list held jobs: %w", err)
+	}
+	return out, nil
+}
+
+const qManualFromHeld = `UPDATE jobs SET state = 'manual', lease_until = NULL, committed_at = $1, updated_at = $1
+	WHERE id = $2 AND attempt = $3 AND state IN ('waiting', 'blocked')
+	RETURNING report_id, tenant_id, source_id, revision, COALESCE(failure_class, '')`
+
+// ManualFromHeld turns a waiting or blocked job into a manual review record
+// carrying the job's failure class, fenced on its attempt token. A job that
+// moved since it was read (claimed, resumed, converted) is
+// stet.ErrLeaseLost and is left alone.
+func ManualFromHeld(ctx context.Context, tx Querier, jobID string, token int64, now time.Time) (string, error) {
+	var p recordParams
+	var class string
+	err := tx.QueryRowContext(ctx, qManualFromHeld, micros(now), jobID, token).Scan(&p.reportID, &p.tenantID, &p.sourceID, &p.revision, &class)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", stet.ErrLeaseLost
+	}
+	if err != nil {
+		return "", fmt.Errorf("manual from held job: %w", err)
+	}
+	p.jobID, p.kind, p.failureClass, p.now = jobID, stet.RecordManual, stet.FailureClass(class), now
+	return insertRecord(ctx, tx, p)
+}
+
+// ManualParams asks for an operator's manual conversion: every waiting or
+// blocked job in Scope becomes a manual review record, for the approved
+// human process while dispatch is paused. Who may name which scope is the
+// caller's decision (the API's roles; the CLI runs on the host).
+type ManualParams struct {
+	Scope string // "all", "processor:ID" or "tenant:ID"
+	// The audit entry of each converted job: who, with which reason (an
+	// operator's words, never document text), through which route.
+	Actor       string
+	AuditTenant string // "*" for an admin or the CLI
+	Reason      string
+	Route       string
+	RemoteAddr  string
+	RequestID   string
+}
