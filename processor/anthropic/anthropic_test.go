@@ -5,13 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -22,9 +19,8 @@ import (
 	"github.com/stetlabs/stet/internal/fakekit"
 	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/anthropic/anthropicfake"
+	"github.com/stetlabs/stet/processor/processortest"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files in testdata")
 
 const (
 	testKey    = "sk-ant-test-key"
@@ -93,30 +89,6 @@ func recordRequests() (anthropicfake.Options, func() anthropicfake.Request) {
 	}
 }
 
-// checkGolden compares body, indented, with testdata/name; -update
-// rewrites the file.
-func checkGolden(t *testing.T, name string, body []byte) {
-	t.Helper()
-	var indented bytes.Buffer
-	if err := json.Indent(&indented, body, "", "  "); err != nil {
-		t.Fatalf("request body is not JSON: %v", err)
-	}
-	indented.WriteByte('\n')
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, indented.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read golden file (run with -update to create it): %v", err)
-	}
-	if !bytes.Equal(indented.Bytes(), want) {
-		t.Errorf("request body differs from %s (run with -update if intended):\ngot:\n%s\nwant:\n%s", path, indented.Bytes(), want)
-	}
-}
-
 func TestRequestGolden(t *testing.T) {
 	t.Parallel()
 	repairs := []stet.RepairTurn{
@@ -159,7 +131,7 @@ func TestRequestGolden(t *testing.T) {
 			if n := got.Header.Get("X-Stainless-Retry-Count"); n != "0" {
 				t.Errorf("X-Stainless-Retry-Count = %q, want 0", n)
 			}
-			checkGolden(t, tt.golden, got.Body)
+			processortest.GoldenJSON(t, tt.golden, got.Body)
 			if n := f.Calls(); n != 1 {
 				t.Errorf("fake calls = %d, want 1", n)
 			}
@@ -486,86 +458,6 @@ func TestClassificationOffWire(t *testing.T) {
 	}
 }
 
-// recordingTransport keeps the last response header and body the client saw.
-type recordingTransport struct {
-	mu     sync.Mutex
-	header http.Header
-	body   []byte
-}
-
-func (rt *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	res, err := http.DefaultTransport.RoundTrip(req)
-	if err != nil {
-		return nil, err
-	}
-	body, err := io.ReadAll(res.Body)
-	_ = res.Body.Close()
-	if err != nil {
-		return nil, err
-	}
-	rt.mu.Lock()
-	rt.header, rt.body = res.Header.Clone(), body
-	rt.mu.Unlock()
-	res.Body = io.NopCloser(bytes.NewReader(body))
-	return res, nil
-}
-
-func TestExtractSuccess(t *testing.T) {
-	t.Parallel()
-	for _, toolUse := range []bool{false, true} {
-		t.Run(fmt.Sprint("tool use ", toolUse), func(t *testing.T) {
-			t.Parallel()
-			f := newFake(t, anthropicfake.Options{})
-			rt := &recordingTransport{}
-			c, err := New(Config{Common: processor.Common{ID: "anthropic-eu", BaseURL: f.URL(), APIKey: testKey, Model: testModel, HTTPClient: &http.Client{Transport: rt}}, ToolUse: toolUse})
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := c.Extract(t.Context(), testParams("Classify: the pharmacy was closed."))
-			if err != nil {
-				t.Fatalf("Extract() = %v, want success", err)
-			}
-			rt.mu.Lock()
-			defer rt.mu.Unlock()
-
-			var wire struct {
-				Model string `json:"model"`
-				Usage struct {
-					InputTokens  int `json:"input_tokens"`
-					OutputTokens int `json:"output_tokens"`
-				} `json:"usage"`
-			}
-			if err := json.Unmarshal(rt.body, &wire); err != nil {
-				t.Fatalf("fake response is not JSON: %v", err)
-			}
-			if want := rt.header.Get("request-id"); got.RequestID != want || !strings.HasPrefix(want, "req_") {
-				t.Errorf("RequestID = %q, want request-id %q", got.RequestID, want)
-			}
-			if got.StatusCode != http.StatusOK {
-				t.Errorf("StatusCode = %d, want 200", got.StatusCode)
-			}
-			if got.Model != testModel || got.Model != wire.Model {
-				t.Errorf("Model = %q, want %q", got.Model, wire.Model)
-			}
-			if got.InputTokens != wire.Usage.InputTokens || got.InputTokens == 0 {
-				t.Errorf("InputTokens = %d, want %d", got.InputTokens, wire.Usage.InputTokens)
-			}
-			if got.OutputTokens != wire.Usage.OutputTokens || got.OutputTokens == 0 {
-				t.Errorf("OutputTokens = %d, want %d", got.OutputTokens, wire.Usage.OutputTokens)
-			}
-			if !bytes.Equal(got.Raw, rt.body) {
-				t.Errorf("Raw = %q, want the response body %q", got.Raw, rt.body)
-			}
-			if want := fakekit.MinimalInstance(json.RawMessage(testSchema)); string(got.Output) != want {
-				t.Errorf("Output = %s, want %s", got.Output, want)
-			}
-			if got.Latency <= 0 {
-				t.Errorf("Latency = %v, want > 0", got.Latency)
-			}
-		})
-	}
-}
-
 // TestCachedInputTokensCount checks that input tokens written to or read
 // from the prompt cache count as input.
 func TestCachedInputTokensCount(t *testing.T) {
@@ -723,18 +615,15 @@ func TestEnvironmentIgnored(t *testing.T) {
 	}
 }
 
+// TestNewValidates covers what the suite's "open validates" does not: the
+// SDK appends /v1 itself, and max_tokens.
 func TestNewValidates(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name string
 		cfg  Config
 	}{
-		{"no id", Config{Common: processor.Common{Model: testModel}}},
-		{"no model", Config{Common: processor.Common{ID: "x"}}},
-		{"relative base url", Config{Common: processor.Common{ID: "x", Model: testModel, BaseURL: "api.anthropic.com"}}},
-		{"ftp base url", Config{Common: processor.Common{ID: "x", Model: testModel, BaseURL: "ftp://example.com"}}},
 		{"base url with /v1", Config{Common: processor.Common{ID: "x", Model: testModel, BaseURL: "https://api.anthropic.com/v1/"}}},
-		{"negative timeout", Config{Common: processor.Common{ID: "x", Model: testModel, Timeout: -time.Second}}},
 		{"negative max tokens", Config{Common: processor.Common{ID: "x", Model: testModel}, MaxTokens: -1}},
 	}
 	for _, tt := range tests {
@@ -742,40 +631,9 @@ func TestNewValidates(t *testing.T) {
 			t.Errorf("New(%s) = nil error, want an error", tt.name)
 		}
 	}
-	for _, base := range []string{"", "https://api.anthropic.com", "https://gateway.example/anthropic/"} {
+	for _, base := range []string{"https://api.anthropic.com", "https://gateway.example/anthropic/"} {
 		if _, err := New(Config{Common: processor.Common{ID: "x", Model: testModel, BaseURL: base}}); err != nil {
 			t.Errorf("New(base url %q) = %v, want nil", base, err)
-		}
-	}
-}
-
-func TestInfo(t *testing.T) {
-	t.Parallel()
-	for _, tt := range []struct {
-		toolUse  bool
-		wantCaps []string
-	}{
-		{false, []string{"sync", "batch", "json_schema"}},
-		{true, []string{"sync", "batch", "json_schema", "tool_use"}},
-	} {
-		subs := []string{"Amazon Web Services"}
-		c, err := New(Config{Common: processor.Common{ID: "anthropic-eu", Model: testModel, Region: "eu", Retention: "30d", ZeroRetention: true, Subprocessors: subs}, ToolUse: tt.toolUse})
-		if err != nil {
-			t.Fatal(err)
-		}
-		subs[0] = "changed by the caller"
-		got := c.Info()
-		got.Capabilities = append(got.Capabilities, "changed by the caller")
-		got = c.Info()
-		want := stet.ProcessorInfo{
-			ID: "anthropic-eu", Kind: "anthropic", Model: testModel, Region: "eu", Retention: "30d",
-			ZeroRetention: true, Subprocessors: []string{"Amazon Web Services"},
-			Capabilities: tt.wantCaps, SendsTextOffHost: true,
-		}
-		if got.ID != want.ID || got.Kind != want.Kind || got.Model != want.Model || got.Region != want.Region ||
-			got.Retention != want.Retention || got.ZeroRetention != want.ZeroRetention || got.SendsTextOffHost != want.SendsTextOffHost ||
-			!slices.Equal(got.Subprocessors, want.Subprocessors) || !slices.Equal(got.Capabilities, want.Capabilities) {
-			t.Errorf("Info() with tool use %v = %+v, want %+v", tt.toolUse, got, want)
 		}
 	}
 }

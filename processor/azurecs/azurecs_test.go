@@ -5,14 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -21,9 +17,8 @@ import (
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/azurecs/azurecsfake"
+	"github.com/stetlabs/stet/processor/processortest"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files in testdata")
 
 const testKey = "0123456789abcdef0123456789abcdef"
 
@@ -142,20 +137,7 @@ func TestRequestGolden(t *testing.T) {
 			if err := e.Encode(g); err != nil {
 				t.Fatalf("request body is not JSON: %v", err)
 			}
-			enc := buf.Bytes()
-			path := filepath.Join("testdata", tt.golden)
-			if *update {
-				if err := os.WriteFile(path, enc, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("read golden file (run with -update to create it): %v", err)
-			}
-			if !bytes.Equal(enc, want) {
-				t.Errorf("request differs from %s (run with -update if intended):\ngot:\n%s\nwant:\n%s", path, enc, want)
-			}
+			processortest.Golden(t, tt.golden, buf.Bytes())
 			if strings.Contains(string(raw), "PROMPT-NOT-SENT") {
 				t.Errorf("request carries the prompt; it must carry only the minimized input")
 			}
@@ -166,78 +148,27 @@ func TestRequestGolden(t *testing.T) {
 	}
 }
 
+// TestExtractSuccess checks what the mapping makes of an answer; the
+// suite's "answer metadata" checks the request ID, Raw, the model label,
+// no tokens and the latency.
 func TestExtractSuccess(t *testing.T) {
 	t.Parallel()
 	f := newFake(t, azurecsfake.Options{Table: []azurecsfake.Rule{
 		{Contains: "hurt myself", Severities: azurecsfake.Severities{SelfHarm: 5, Hate: 2}},
 	}})
-	rt := &recordingTransport{}
-	c, err := New(Config{
-		Common: processor.Common{
-			ID:         "azure-cs",
-			BaseURL:    f.URL(),
-			APIKey:     testKey,
-			HTTPClient: &http.Client{Transport: rt},
-		},
-		MappingPath: quickstartMapping,
-		Schema:      readFile(t, quickstartSchema),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newTestClient(t, f, 0)
 	got, err := c.Extract(t.Context(), testParams(t, "Some nights I want to hurt myself."))
 	if err != nil {
 		t.Fatalf("Extract() = %v, want success", err)
 	}
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	if want := rt.header.Get("apim-request-id"); got.RequestID != want || len(want) != 36 {
-		t.Errorf("RequestID = %q, want apim-request-id %q", got.RequestID, want)
-	}
-	if got.StatusCode != http.StatusOK {
-		t.Errorf("StatusCode = %d, want 200", got.StatusCode)
-	}
-	if want := "text-analyze-2024-09-01+mapping-" + c.Mapping().Hash()[:12]; got.Model != want || len(c.Mapping().Hash()) != 64 {
-		t.Errorf("Model = %q, want %q", got.Model, want)
-	}
-	if !bytes.Equal(got.Raw, rt.body) || !strings.Contains(string(got.Raw), `"categoriesAnalysis"`) {
-		t.Errorf("Raw = %s, want the response body %s", got.Raw, rt.body)
+	if len(c.Mapping().Hash()) != 64 {
+		t.Errorf("Mapping().Hash() = %q, want 64 hex digits", c.Mapping().Hash())
 	}
 	// The fake answers 5 as 4 on the four-level scale.
 	want := `{"category":"self_harm","severity":"high","action":"escalate","labels":["self_harm","harassment"],"rationale":"azure content safety: SelfHarm=4, Hate=2; rule self-harm-acute"}`
 	if string(got.Output) != want {
 		t.Errorf("Output = %s, want %s", got.Output, want)
 	}
-	if got.InputTokens != 0 || got.OutputTokens != 0 {
-		t.Errorf("tokens = %d, %d; want 0, 0 (the service reports none)", got.InputTokens, got.OutputTokens)
-	}
-	if got.Latency <= 0 {
-		t.Errorf("Latency = %v, want > 0", got.Latency)
-	}
-}
-
-// recordingTransport keeps the last response header and body the client saw.
-type recordingTransport struct {
-	mu     sync.Mutex
-	header http.Header
-	body   []byte
-}
-
-func (rt *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	res, err := http.DefaultTransport.RoundTrip(req)
-	if err != nil {
-		return nil, err
-	}
-	body, err := io.ReadAll(res.Body)
-	_ = res.Body.Close()
-	if err != nil {
-		return nil, err
-	}
-	rt.mu.Lock()
-	rt.header, rt.body = res.Header.Clone(), body
-	rt.mu.Unlock()
-	res.Body = io.NopCloser(bytes.NewReader(body))
-	return res, nil
 }
 
 // TestClassification covers the answers only this service gives; the
@@ -525,6 +456,8 @@ func TestCanaryNeverInErrors(t *testing.T) {
 	}
 }
 
+// TestNewValidates covers what the suite's "open validates" does not: the
+// base URL is required, and the mapping, API version and schema.
 func TestNewValidates(t *testing.T) {
 	t.Parallel()
 	m := quickstart(t)
@@ -532,12 +465,8 @@ func TestNewValidates(t *testing.T) {
 		name string
 		cfg  Config
 	}{
-		{"no id", Config{Common: processor.Common{BaseURL: "https://x.cognitiveservices.azure.com"}, Mapping: m}},
 		{"no base url", Config{Common: processor.Common{ID: "x"}, Mapping: m}},
-		{"relative base url", Config{Common: processor.Common{ID: "x", BaseURL: "x.cognitiveservices.azure.com"}, Mapping: m}},
 		{"base url with a query", Config{Common: processor.Common{ID: "x", BaseURL: "https://x.cognitiveservices.azure.com/?api-version=1"}, Mapping: m}},
-		{"ftp base url", Config{Common: processor.Common{ID: "x", BaseURL: "ftp://example.com"}, Mapping: m}},
-		{"negative timeout", Config{Common: processor.Common{ID: "x", BaseURL: "https://x.cognitiveservices.azure.com", Timeout: -time.Second}, Mapping: m}},
 		{"no mapping", Config{Common: processor.Common{ID: "x", BaseURL: "https://x.cognitiveservices.azure.com"}}},
 		{"missing mapping file", Config{Common: processor.Common{ID: "x", BaseURL: "https://x.cognitiveservices.azure.com"}, MappingPath: "testdata/none.yaml"}},
 		{"bad api version", Config{Common: processor.Common{ID: "x", BaseURL: "https://x.cognitiveservices.azure.com"}, Mapping: m, APIVersion: "2024 09 01&x=y"}},
@@ -557,39 +486,6 @@ func TestNewValidates(t *testing.T) {
 	}
 	if c.Mapping() != m {
 		t.Errorf("Mapping() is not the configured mapping")
-	}
-}
-
-func TestInfo(t *testing.T) {
-	t.Parallel()
-	subs := []string{"Microsoft"}
-	c, err := New(Config{
-		Common: processor.Common{
-			ID:            "azure-cs-eu",
-			BaseURL:       "https://x.cognitiveservices.azure.com",
-			Region:        "westeurope",
-			Retention:     "none",
-			ZeroRetention: true,
-			Subprocessors: subs,
-		},
-		MappingPath: quickstartMapping,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	subs[0] = "changed by the caller"
-	got := c.Info()
-	got.Capabilities[0] = "changed by the reader"
-	got = c.Info()
-	want := stet.ProcessorInfo{
-		ID: "azure-cs-eu", Kind: "azure-content-safety", Model: "text-analyze-2024-09-01+mapping-" + quickstart(t).Hash()[:12], Region: "westeurope", Retention: "none",
-		ZeroRetention: true, Subprocessors: []string{"Microsoft"},
-		Capabilities: []string{"sync", "moderation"}, SendsTextOffHost: true,
-	}
-	if got.ID != want.ID || got.Kind != want.Kind || got.Model != want.Model || got.Region != want.Region ||
-		got.Retention != want.Retention || got.ZeroRetention != want.ZeroRetention || got.SendsTextOffHost != want.SendsTextOffHost ||
-		!slices.Equal(got.Subprocessors, want.Subprocessors) || !slices.Equal(got.Capabilities, want.Capabilities) {
-		t.Errorf("Info() = %+v, want %+v", got, want)
 	}
 }
 

@@ -1,11 +1,9 @@
 package gemini
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -18,9 +16,8 @@ import (
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/gemini/geminifake"
+	"github.com/stetlabs/stet/processor/processortest"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files in testdata")
 
 const (
 	testKey    = "AIzaTestKey-0000"
@@ -57,32 +54,6 @@ func newFake(t *testing.T, opts geminifake.Options) *geminifake.Server {
 	f := geminifake.New(opts)
 	t.Cleanup(f.Close)
 	return f
-}
-
-// recordingTransport keeps the last request URL, response header and body
-// the client saw.
-type recordingTransport struct {
-	mu     sync.Mutex
-	url    string
-	header http.Header
-	body   []byte
-}
-
-func (rt *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	res, err := http.DefaultTransport.RoundTrip(req)
-	if err != nil {
-		return nil, err
-	}
-	body, err := io.ReadAll(res.Body)
-	_ = res.Body.Close()
-	if err != nil {
-		return nil, err
-	}
-	rt.mu.Lock()
-	rt.url, rt.header, rt.body = req.URL.String(), res.Header.Clone(), body
-	rt.mu.Unlock()
-	res.Body = io.NopCloser(bytes.NewReader(body))
-	return res, nil
 }
 
 func TestRequestGolden(t *testing.T) {
@@ -122,8 +93,8 @@ func TestRequestGolden(t *testing.T) {
 				got = req
 				return geminifake.MinimalInstance(req.Schema)
 			}})
-			rt := &recordingTransport{}
-			cfg := Config{Common: processor.Common{ID: "gemini-test", BaseURL: f.URL(), APIKey: testKey, Model: testModel, HTTPClient: &http.Client{Transport: rt}}}
+			rt := &processortest.RecordingTransport{}
+			cfg := Config{Common: processor.Common{ID: "gemini-test", BaseURL: f.URL(), APIKey: testKey, Model: testModel, HTTPClient: rt.Client()}}
 			if tt.cfg != nil {
 				tt.cfg(&cfg)
 			}
@@ -138,11 +109,8 @@ func TestRequestGolden(t *testing.T) {
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			rt.mu.Lock()
-			defer rt.mu.Unlock()
-
-			if want := f.URL() + "/v1beta/models/" + testModel + ":generateContent"; rt.url != want {
-				t.Errorf("request URL = %q, want %q (no key in the query)", rt.url, want)
+			if url, _, _ := rt.Last(); url != f.URL()+"/v1beta/models/"+testModel+":generateContent" {
+				t.Errorf("request URL = %q, want %q (no key in the query)", url, f.URL()+"/v1beta/models/"+testModel+":generateContent")
 			}
 			if key := got.Header.Get("x-goog-api-key"); key != testKey {
 				t.Errorf("x-goog-api-key = %q, want the configured key", key)
@@ -156,7 +124,7 @@ func TestRequestGolden(t *testing.T) {
 			if got.SchemaField != "responseJsonSchema" || got.ResponseMIMEType != "application/json" {
 				t.Errorf("schema sent as %q with mime %q, want responseJsonSchema with application/json", got.SchemaField, got.ResponseMIMEType)
 			}
-			checkGolden(t, tt.golden, indent(t, got.Body))
+			processortest.GoldenJSON(t, tt.golden, got.Body)
 			if n := f.Calls(); n != 1 {
 				t.Errorf("fake calls = %d, want 1", n)
 			}
@@ -390,79 +358,23 @@ func TestClassificationOffWire(t *testing.T) {
 	}
 }
 
-func TestExtractSuccess(t *testing.T) {
-	t.Parallel()
-	const version = "gemini-2.5-flash-preview-09-2025"
-	f := newFake(t, geminifake.Options{ModelVersion: version, ThoughtsTokens: 37})
-	rt := &recordingTransport{}
-	c, err := New(Config{Common: processor.Common{ID: "gemini-us", BaseURL: f.URL(), APIKey: testKey, Model: testModel, HTTPClient: &http.Client{Transport: rt}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := c.Extract(t.Context(), testParams("Classify: the pharmacy was closed."))
-	if err != nil {
-		t.Fatalf("Extract() = %v, want success", err)
-	}
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-
-	var wire struct {
-		ModelVersion  string `json:"modelVersion"`
-		ResponseID    string `json:"responseId"`
-		UsageMetadata struct {
-			PromptTokenCount     int `json:"promptTokenCount"`
-			CandidatesTokenCount int `json:"candidatesTokenCount"`
-			ThoughtsTokenCount   int `json:"thoughtsTokenCount"`
-		} `json:"usageMetadata"`
-	}
-	if err := json.Unmarshal(rt.body, &wire); err != nil {
-		t.Fatalf("fake response is not JSON: %v", err)
-	}
-	if got.RequestID != wire.ResponseID || wire.ResponseID == "" {
-		t.Errorf("RequestID = %q, want responseId %q", got.RequestID, wire.ResponseID)
-	}
-	if got.StatusCode != http.StatusOK {
-		t.Errorf("StatusCode = %d, want 200", got.StatusCode)
-	}
-	if got.Model != version || wire.ModelVersion != version {
-		t.Errorf("Model = %q, want modelVersion %q", got.Model, version)
-	}
-	if got.InputTokens != wire.UsageMetadata.PromptTokenCount || got.InputTokens == 0 {
-		t.Errorf("InputTokens = %d, want promptTokenCount %d", got.InputTokens, wire.UsageMetadata.PromptTokenCount)
-	}
-	if want := wire.UsageMetadata.CandidatesTokenCount + 37; got.OutputTokens != want || wire.UsageMetadata.CandidatesTokenCount == 0 {
-		t.Errorf("OutputTokens = %d, want candidates + thoughts = %d", got.OutputTokens, want)
-	}
-	if !bytes.Equal(got.Raw, rt.body) {
-		t.Errorf("Raw = %q, want the response body %q", got.Raw, rt.body)
-	}
-	if want := geminifake.MinimalInstance(json.RawMessage(testSchema)); string(got.Output) != want {
-		t.Errorf("Output = %s, want %s", got.Output, want)
-	}
-	if got.Latency <= 0 {
-		t.Errorf("Latency = %v, want > 0", got.Latency)
-	}
-}
-
 // TestModelPath checks that a model given with or without "models/" reaches
 // the same URL.
 func TestModelPath(t *testing.T) {
 	t.Parallel()
 	for _, model := range []string{testModel, "models/" + testModel} {
 		f := newFake(t, geminifake.Options{})
-		rt := &recordingTransport{}
-		c, err := New(Config{Common: processor.Common{ID: "g", BaseURL: f.URL() + "/", APIKey: testKey, Model: model, HTTPClient: &http.Client{Transport: rt}}})
+		rt := &processortest.RecordingTransport{}
+		c, err := New(Config{Common: processor.Common{ID: "g", BaseURL: f.URL() + "/", APIKey: testKey, Model: model, HTTPClient: rt.Client()}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if _, err := c.Extract(t.Context(), testParams("hello")); err != nil {
 			t.Errorf("Extract() with model %q = %v, want success", model, err)
 		}
-		rt.mu.Lock()
-		if want := f.URL() + "/v1beta/models/" + testModel + ":generateContent"; rt.url != want {
-			t.Errorf("model %q: request URL = %q, want %q", model, rt.url, want)
+		if url, _, _ := rt.Last(); url != f.URL()+"/v1beta/models/"+testModel+":generateContent" {
+			t.Errorf("model %q: request URL = %q, want %q", model, url, f.URL()+"/v1beta/models/"+testModel+":generateContent")
 		}
-		rt.mu.Unlock()
 	}
 }
 

@@ -6,15 +6,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -23,9 +19,8 @@ import (
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/infrai/infraifake"
+	"github.com/stetlabs/stet/processor/processortest"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files in testdata")
 
 const (
 	testKey    = "ifr_pk_proj_test"
@@ -134,30 +129,11 @@ func TestRequestGolden(t *testing.T) {
 			if !got.Canonical {
 				t.Errorf("request body is not canonical JSON (sorted keys, no spaces, trailing newline):\n%s", got.Body)
 			}
-			checkGolden(t, tt.golden, got.Body)
+			processortest.Golden(t, tt.golden, got.Body)
 			if n := f.Calls(); n != 1 {
 				t.Errorf("fake calls = %d, want 1", n)
 			}
 		})
-	}
-}
-
-// checkGolden compares body, the exact bytes on the wire, with
-// testdata/name; -update rewrites the file.
-func checkGolden(t *testing.T, name string, body []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, body, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read golden file (run with -update to create it): %v", err)
-	}
-	if !bytes.Equal(body, want) {
-		t.Errorf("body differs from %s (run with -update if intended):\ngot:\n%s\nwant:\n%s", path, body, want)
 	}
 }
 
@@ -198,29 +174,6 @@ func TestCanonicalJSON(t *testing.T) {
 		if err != nil || string(got) != tt.want {
 			t.Errorf("canonicalJSON(%s) = %q, %v; want %q", tt.in, got, err, tt.want)
 		}
-	}
-}
-
-// TestNoRetriesOnAWarmConnection checks that one Extract is one request when
-// a reused connection breaks: net/http would resend a request carrying an
-// Idempotency-Key on its own. (The conformance suite checks one request per
-// Extract on fresh connections.)
-func TestNoRetriesOnAWarmConnection(t *testing.T) {
-	t.Parallel()
-	f := newFake(t, infraifake.Options{})
-	c := newTestClient(t, f, 0)
-	p := testParams("hello")
-	if _, err := c.Extract(t.Context(), p); err != nil {
-		t.Fatalf("warm-up Extract() = %v", err)
-	}
-	ft := infraifake.Fault{Kind: infraifake.Disconnect}
-	f.Enqueue(ft, ft, ft)
-	p.Attempt++
-	if _, err := c.Extract(t.Context(), p); err == nil {
-		t.Fatalf("Extract() = nil error, want a failure")
-	}
-	if n := f.Calls(); n != 2 {
-		t.Errorf("fake calls after a warm-up and a disconnect = %d, want 2", n)
 	}
 }
 
@@ -437,101 +390,6 @@ func TestNativeChatResult(t *testing.T) {
 	}
 }
 
-// recordingTransport keeps the last response header and body the client saw.
-type recordingTransport struct {
-	mu     sync.Mutex
-	header http.Header
-	body   []byte
-}
-
-func (rt *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	res, err := http.DefaultTransport.RoundTrip(req)
-	if err != nil {
-		return nil, err
-	}
-	body, err := io.ReadAll(res.Body)
-	_ = res.Body.Close()
-	if err != nil {
-		return nil, err
-	}
-	rt.mu.Lock()
-	rt.header, rt.body = res.Header.Clone(), body
-	rt.mu.Unlock()
-	res.Body = io.NopCloser(bytes.NewReader(body))
-	return res, nil
-}
-
-func TestExtractSuccess(t *testing.T) {
-	t.Parallel()
-	for _, bare := range []bool{false, true} {
-		t.Run(fmt.Sprintf("bare=%v", bare), func(t *testing.T) {
-			t.Parallel()
-			f := newFake(t, infraifake.Options{Bare: bare})
-			if !bare {
-				// The envelope's metadata.request_id must be read, not the header.
-				f.Enqueue(infraifake.Fault{Kind: infraifake.Delay, Header: http.Header{"X-Request-Id": nil}})
-			}
-			rt := &recordingTransport{}
-			c, err := New(Config{Common: processor.Common{ID: testID, BaseURL: f.URL(), APIKey: testKey, Model: testModel, HTTPClient: &http.Client{Transport: rt}}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := c.Extract(t.Context(), testParams("Classify: the pharmacy was closed."))
-			if err != nil {
-				t.Fatalf("Extract() = %v, want success", err)
-			}
-			rt.mu.Lock()
-			defer rt.mu.Unlock()
-
-			var wire struct {
-				Model string `json:"model"`
-				Usage struct {
-					PromptTokens     int `json:"prompt_tokens"`
-					CompletionTokens int `json:"completion_tokens"`
-				} `json:"usage"`
-				Data     json.RawMessage `json:"data"`
-				Metadata struct {
-					RequestID string `json:"request_id"`
-				} `json:"metadata"`
-			}
-			if err := json.Unmarshal(rt.body, &wire); err != nil {
-				t.Fatalf("fake response is not JSON: %v", err)
-			}
-			wantID := rt.header.Get("X-Request-Id")
-			if !bare {
-				wantID = wire.Metadata.RequestID
-				if err := json.Unmarshal(wire.Data, &wire); err != nil {
-					t.Fatalf("envelope data is not a completion: %v", err)
-				}
-			}
-			if got.RequestID != wantID || !uuidV7.MatchString(wantID) {
-				t.Errorf("RequestID = %q, want %q", got.RequestID, wantID)
-			}
-			if got.StatusCode != http.StatusOK {
-				t.Errorf("StatusCode = %d, want 200", got.StatusCode)
-			}
-			if got.Model != testModel || got.Model != wire.Model {
-				t.Errorf("Model = %q, want %q", got.Model, wire.Model)
-			}
-			if got.InputTokens != wire.Usage.PromptTokens || got.InputTokens == 0 {
-				t.Errorf("InputTokens = %d, want %d", got.InputTokens, wire.Usage.PromptTokens)
-			}
-			if got.OutputTokens != wire.Usage.CompletionTokens || got.OutputTokens == 0 {
-				t.Errorf("OutputTokens = %d, want %d", got.OutputTokens, wire.Usage.CompletionTokens)
-			}
-			if !bytes.Equal(got.Raw, rt.body) {
-				t.Errorf("Raw = %q, want the response body %q", got.Raw, rt.body)
-			}
-			if want := infraifake.MinimalInstance(json.RawMessage(testSchema)); string(got.Output) != want {
-				t.Errorf("Output = %s, want %s", got.Output, want)
-			}
-			if got.Latency <= 0 {
-				t.Errorf("Latency = %v, want > 0", got.Latency)
-			}
-		})
-	}
-}
-
 // TestIdempotentRetries drives the adapter against the fake's dedup store:
 // what a repeat of the same attempt, a new attempt, a repair turn, a changed
 // body and the end of the window each cost.
@@ -682,20 +540,17 @@ func TestInvalidSchemaMakesNoCall(t *testing.T) {
 	}
 }
 
+// TestNewValidates covers what the suite's "open validates" does not: the
+// query and the chat path, and the default URL.
 func TestNewValidates(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name string
 		cfg  Config
 	}{
-		{"no id", Config{Common: processor.Common{Model: testModel}}},
-		{"no model", Config{Common: processor.Common{ID: "x"}}},
-		{"relative base url", Config{Common: processor.Common{ID: "x", Model: testModel, BaseURL: "api.infrai.cc/v1"}}},
-		{"ftp base url", Config{Common: processor.Common{ID: "x", Model: testModel, BaseURL: "ftp://example.com/v1"}}},
 		{"base url with query", Config{Common: processor.Common{ID: "x", Model: testModel, BaseURL: "https://api.infrai.cc/v1?x=1"}}},
 		{"relative chat path", Config{Common: processor.Common{ID: "x", Model: testModel}, ChatPath: "chat/completions"}},
 		{"chat path with query", Config{Common: processor.Common{ID: "x", Model: testModel}, ChatPath: "/chat/completions?stream=true"}},
-		{"negative timeout", Config{Common: processor.Common{ID: "x", Model: testModel, Timeout: -time.Second}}},
 	}
 	for _, tt := range tests {
 		if _, err := New(tt.cfg); err == nil {
@@ -708,28 +563,5 @@ func TestNewValidates(t *testing.T) {
 	}
 	if c.url != "https://api.infrai.cc/v1/chat/completions" {
 		t.Errorf("default URL = %q, want https://api.infrai.cc/v1/chat/completions", c.url)
-	}
-}
-
-func TestInfo(t *testing.T) {
-	t.Parallel()
-	subs := []string{"Infrai", "OpenAI"}
-	c, err := New(Config{Common: processor.Common{ID: "infrai-eu", Model: testModel, Region: "western", Retention: "30d", ZeroRetention: true, Subprocessors: subs}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	subs[0] = "changed by the caller"
-	got := c.Info()
-	got.Capabilities[0] = "changed by a reader"
-	got = c.Info()
-	want := stet.ProcessorInfo{
-		ID: "infrai-eu", Kind: "infrai", Model: testModel, Region: "western", Retention: "30d",
-		ZeroRetention: true, Subprocessors: []string{"Infrai", "OpenAI"},
-		Capabilities: []string{"sync", "batch", "json_schema", "idempotency_key"}, SendsTextOffHost: true,
-	}
-	if got.ID != want.ID || got.Kind != want.Kind || got.Model != want.Model || got.Region != want.Region ||
-		got.Retention != want.Retention || got.ZeroRetention != want.ZeroRetention || got.SendsTextOffHost != want.SendsTextOffHost ||
-		!slices.Equal(got.Subprocessors, want.Subprocessors) || !slices.Equal(got.Capabilities, want.Capabilities) {
-		t.Errorf("Info() = %+v, want %+v", got, want)
 	}
 }

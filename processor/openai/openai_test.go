@@ -1,18 +1,13 @@
 package openai
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -21,9 +16,8 @@ import (
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/openai/openaifake"
+	"github.com/stetlabs/stet/processor/processortest"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files in testdata")
 
 const (
 	testKey    = "sk-test-key"
@@ -117,24 +111,7 @@ func TestRequestGolden(t *testing.T) {
 			if ct := got.Header.Get("Content-Type"); ct != "application/json" {
 				t.Errorf("Content-Type = %q, want application/json", ct)
 			}
-			var indented bytes.Buffer
-			if err := json.Indent(&indented, got.Body, "", "  "); err != nil {
-				t.Fatalf("request body is not JSON: %v", err)
-			}
-			indented.WriteByte('\n')
-			path := filepath.Join("testdata", tt.golden)
-			if *update {
-				if err := os.WriteFile(path, indented.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("read golden file (run with -update to create it): %v", err)
-			}
-			if !bytes.Equal(indented.Bytes(), want) {
-				t.Errorf("request body differs from %s (run with -update if intended):\ngot:\n%s\nwant:\n%s", path, indented.Bytes(), want)
-			}
+			processortest.GoldenJSON(t, tt.golden, got.Body)
 			if n := f.Calls(); n != 1 {
 				t.Errorf("fake calls = %d, want 1", n)
 			}
@@ -370,81 +347,6 @@ func TestClassificationOffWire(t *testing.T) {
 	}
 }
 
-// recordingTransport keeps the last response header and body the client saw.
-type recordingTransport struct {
-	mu     sync.Mutex
-	header http.Header
-	body   []byte
-}
-
-func (rt *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	res, err := http.DefaultTransport.RoundTrip(req)
-	if err != nil {
-		return nil, err
-	}
-	body, err := io.ReadAll(res.Body)
-	_ = res.Body.Close()
-	if err != nil {
-		return nil, err
-	}
-	rt.mu.Lock()
-	rt.header, rt.body = res.Header.Clone(), body
-	rt.mu.Unlock()
-	res.Body = io.NopCloser(bytes.NewReader(body))
-	return res, nil
-}
-
-func TestExtractSuccess(t *testing.T) {
-	t.Parallel()
-	f := newFake(t, openaifake.Options{})
-	rt := &recordingTransport{}
-	c, err := New(Config{Common: processor.Common{ID: "openai-us", BaseURL: f.URL(), APIKey: testKey, Model: testModel, HTTPClient: &http.Client{Transport: rt}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := c.Extract(t.Context(), testParams("Classify: the pharmacy was closed."))
-	if err != nil {
-		t.Fatalf("Extract() = %v, want success", err)
-	}
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-
-	var wire struct {
-		Model string `json:"model"`
-		Usage struct {
-			PromptTokens     int `json:"prompt_tokens"`
-			CompletionTokens int `json:"completion_tokens"`
-		} `json:"usage"`
-	}
-	if err := json.Unmarshal(rt.body, &wire); err != nil {
-		t.Fatalf("fake response is not JSON: %v", err)
-	}
-	if want := rt.header.Get("x-request-id"); got.RequestID != want || !strings.HasPrefix(want, "req_") {
-		t.Errorf("RequestID = %q, want x-request-id %q", got.RequestID, want)
-	}
-	if got.StatusCode != http.StatusOK {
-		t.Errorf("StatusCode = %d, want 200", got.StatusCode)
-	}
-	if got.Model != testModel || got.Model != wire.Model {
-		t.Errorf("Model = %q, want %q", got.Model, wire.Model)
-	}
-	if got.InputTokens != wire.Usage.PromptTokens || got.InputTokens == 0 {
-		t.Errorf("InputTokens = %d, want %d", got.InputTokens, wire.Usage.PromptTokens)
-	}
-	if got.OutputTokens != wire.Usage.CompletionTokens || got.OutputTokens == 0 {
-		t.Errorf("OutputTokens = %d, want %d", got.OutputTokens, wire.Usage.CompletionTokens)
-	}
-	if !bytes.Equal(got.Raw, rt.body) {
-		t.Errorf("Raw = %q, want the response body %q", got.Raw, rt.body)
-	}
-	if want := openaifake.MinimalInstance(json.RawMessage(testSchema)); string(got.Output) != want {
-		t.Errorf("Output = %s, want %s", got.Output, want)
-	}
-	if got.Latency <= 0 {
-		t.Errorf("Latency = %v, want > 0", got.Latency)
-	}
-}
-
 // TestCanaryNeverInErrors covers what processortest's canary does not:
 // provider codes and messages of other statuses, and model output carrying
 // the marker into invalid_output and refusal errors.
@@ -498,49 +400,6 @@ func TestInvalidSchemaMakesNoCall(t *testing.T) {
 		if n := f.Calls(); n != 0 {
 			t.Errorf("Extract(schema %q): fake calls = %d, want 0", schema, n)
 		}
-	}
-}
-
-func TestNewValidates(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name string
-		cfg  Config
-	}{
-		{"no id", Config{Common: processor.Common{Model: testModel}}},
-		{"no model", Config{Common: processor.Common{ID: "x"}}},
-		{"relative base url", Config{Common: processor.Common{ID: "x", Model: testModel, BaseURL: "api.openai.com/v1"}}},
-		{"ftp base url", Config{Common: processor.Common{ID: "x", Model: testModel, BaseURL: "ftp://example.com/v1"}}},
-		{"negative timeout", Config{Common: processor.Common{ID: "x", Model: testModel, Timeout: -time.Second}}},
-	}
-	for _, tt := range tests {
-		if _, err := New(tt.cfg); err == nil {
-			t.Errorf("New(%s) = nil error, want an error", tt.name)
-		}
-	}
-	if _, err := New(Config{Common: processor.Common{ID: "x", Model: testModel}}); err != nil {
-		t.Errorf("New(defaults) = %v, want nil", err)
-	}
-}
-
-func TestInfo(t *testing.T) {
-	t.Parallel()
-	subs := []string{"Microsoft Azure"}
-	c, err := New(Config{Common: processor.Common{ID: "openai-us", Model: testModel, Region: "us", Retention: "30d", ZeroRetention: true, Subprocessors: subs}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	subs[0] = "changed by the caller"
-	got := c.Info()
-	want := stet.ProcessorInfo{
-		ID: "openai-us", Kind: "openai", Model: testModel, Region: "us", Retention: "30d",
-		ZeroRetention: true, Subprocessors: []string{"Microsoft Azure"},
-		Capabilities: []string{"sync", "batch", "json_schema"}, SendsTextOffHost: true,
-	}
-	if got.ID != want.ID || got.Kind != want.Kind || got.Model != want.Model || got.Region != want.Region ||
-		got.Retention != want.Retention || got.ZeroRetention != want.ZeroRetention || got.SendsTextOffHost != want.SendsTextOffHost ||
-		!slices.Equal(got.Subprocessors, want.Subprocessors) || !slices.Equal(got.Capabilities, want.Capabilities) {
-		t.Errorf("Info() = %+v, want %+v", got, want)
 	}
 }
 
