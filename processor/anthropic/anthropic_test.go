@@ -2,7 +2,6 @@ package anthropic
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -337,125 +336,56 @@ func cmpOr(d, def time.Duration) time.Duration {
 	return d
 }
 
+// TestClassificationOffWire covers answers no fake gives; the suite covers
+// a proxy's HTML 502, a 200 that is not JSON and a cancel mid-call.
 func TestClassificationOffWire(t *testing.T) {
 	t.Parallel()
-	errShutdown := errors.New("shutting down")
-	jsonAnswer := func(status int, header map[string]string, body string) func(context.CancelCauseFunc) http.HandlerFunc {
-		return func(context.CancelCauseFunc) http.HandlerFunc {
-			return func(w http.ResponseWriter, r *http.Request) {
-				w.Header().Set("Content-Type", "application/json")
-				for k, v := range header {
-					w.Header().Set(k, v)
-				}
-				w.WriteHeader(status)
-				_, _ = io.WriteString(w, body)
-			}
-		}
-	}
 	message := func(stop, content string) string {
 		return `{"id":"msg_01x","type":"message","role":"assistant","model":"m","content":` + content + `,"stop_reason":"` + stop + `","stop_sequence":null,"usage":{"input_tokens":3,"output_tokens":1}}`
 	}
-	tests := []struct {
-		name          string
-		toolUse       bool
-		handler       func(cancel context.CancelCauseFunc) http.HandlerFunc
-		wantClass     stet.FailureClass
-		wantStatus    int
-		wantCode      string
-		wantRequestID string
-		wantCause     error
-	}{
+	processortest.ExerciseOffWire(t, func(baseURL string) (stet.Processor, error) {
+		return New(Config{Common: processor.Common{ID: "raw", BaseURL: baseURL, Model: testModel, Timeout: 10 * time.Second}})
+	}, testParams("hello"), []processortest.OffWire{
 		{
-			name: "proxy 502 with an HTML page",
-			handler: func(context.CancelCauseFunc) http.HandlerFunc {
-				return func(w http.ResponseWriter, r *http.Request) {
-					w.Header().Set("Content-Type", "text/html")
-					w.WriteHeader(http.StatusBadGateway)
-					_, _ = io.WriteString(w, "<html><body>502 Bad Gateway</body></html>")
-				}
-			},
-			wantClass: stet.FailureTransient, wantStatus: 502,
+			Name:    "429 with a free-text error type",
+			Handler: processortest.Reply(429, http.Header{"retry-after": {"3"}}, `{"type":"error","error":{"type":"too many requests for this key","message":"slow down"}}`),
+			Class:   stet.FailureRateLimited, Status: 429, RetryAfter: 3 * time.Second,
 		},
 		{
-			name:      "429 with a free-text error type",
-			handler:   jsonAnswer(429, map[string]string{"retry-after": "3"}, `{"type":"error","error":{"type":"too many requests for this key","message":"slow down"}}`),
-			wantClass: stet.FailureRateLimited, wantStatus: 429,
+			Name:    "request_id only in the error body",
+			Handler: processortest.Reply(529, nil, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"},"request_id":"req_011BodyOnly"}`),
+			Class:   stet.FailureTransient, Status: 529, Code: "overloaded_error", RequestID: "req_011BodyOnly",
 		},
 		{
-			name:      "request_id only in the error body",
-			handler:   jsonAnswer(529, nil, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"},"request_id":"req_011BodyOnly"}`),
-			wantClass: stet.FailureTransient, wantStatus: 529, wantCode: "overloaded_error", wantRequestID: "req_011BodyOnly",
+			Name:    "error details of an unexpected shape",
+			Handler: processortest.Reply(400, nil, `{"type":"error","error":{"type":"invalid_request_error","message":"bad","details":"free text"}}`),
+			Class:   stet.FailureUnsupported, Status: 400, Code: "invalid_request_error",
 		},
 		{
-			name:      "error details of an unexpected shape",
-			handler:   jsonAnswer(400, nil, `{"type":"error","error":{"type":"invalid_request_error","message":"bad","details":"free text"}}`),
-			wantClass: stet.FailureUnsupported, wantStatus: 400, wantCode: "invalid_request_error",
+			Name:    "200 that is not a message",
+			Handler: processortest.Reply(200, nil, `{"type":"completion","completion":"{}"}`),
+			Class:   stet.FailureTransient, Status: 200,
 		},
 		{
-			name:      "200 that is not JSON",
-			handler:   jsonAnswer(200, nil, `<html>captive portal</html>`),
-			wantClass: stet.FailureTransient, wantStatus: 200,
+			Name:    "stop_reason model_context_window_exceeded",
+			Handler: processortest.Reply(200, nil, message("model_context_window_exceeded", `[{"type":"text","text":"{\"cat"}]`)),
+			Class:   stet.FailureUnsupported, Status: 200, Code: "model_context_window_exceeded",
 		},
 		{
-			name:      "200 that is not a message",
-			handler:   jsonAnswer(200, nil, `{"type":"completion","completion":"{}"}`),
-			wantClass: stet.FailureTransient, wantStatus: 200,
+			Name:    "empty answer",
+			Handler: processortest.Reply(200, nil, message("end_turn", `[]`)),
+			Class:   stet.FailureInvalidOutput, Status: 200,
 		},
+	})
+	processortest.ExerciseOffWire(t, func(baseURL string) (stet.Processor, error) {
+		return New(Config{Common: processor.Common{ID: "raw", BaseURL: baseURL, Model: testModel, Timeout: 10 * time.Second}, ToolUse: true})
+	}, testParams("hello"), []processortest.OffWire{
 		{
-			name:      "stop_reason model_context_window_exceeded",
-			handler:   jsonAnswer(200, nil, message("model_context_window_exceeded", `[{"type":"text","text":"{\"cat"}]`)),
-			wantClass: stet.FailureUnsupported, wantStatus: 200, wantCode: "model_context_window_exceeded",
+			Name:    "tool use: a call of another tool",
+			Handler: processortest.Reply(200, nil, message("tool_use", `[{"type":"tool_use","id":"toolu_01","name":"other","input":{}}]`)),
+			Class:   stet.FailureInvalidOutput, Status: 200,
 		},
-		{
-			name:      "empty answer",
-			handler:   jsonAnswer(200, nil, message("end_turn", `[]`)),
-			wantClass: stet.FailureInvalidOutput, wantStatus: 200,
-		},
-		{
-			name:      "tool use: a call of another tool",
-			toolUse:   true,
-			handler:   jsonAnswer(200, nil, message("tool_use", `[{"type":"tool_use","id":"toolu_01","name":"other","input":{}}]`)),
-			wantClass: stet.FailureInvalidOutput, wantStatus: 200,
-		},
-		{
-			name: "caller cancels mid-call",
-			handler: func(cancel context.CancelCauseFunc) http.HandlerFunc {
-				return func(w http.ResponseWriter, r *http.Request) {
-					_, _ = io.Copy(io.Discard, r.Body)
-					cancel(errShutdown)
-					<-r.Context().Done()
-				}
-			},
-			wantClass: stet.FailureTransient, wantCause: errShutdown,
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			ctx, cancel := context.WithCancelCause(t.Context())
-			defer cancel(nil)
-			srv := httptest.NewServer(tt.handler(cancel))
-			defer srv.Close()
-			c, err := New(Config{Common: processor.Common{ID: "raw", BaseURL: srv.URL, Model: testModel, Timeout: 10 * time.Second}, ToolUse: tt.toolUse})
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, err = c.Extract(ctx, testParams("hello"))
-			var pe *stet.ProcessorError
-			if !errors.As(err, &pe) {
-				t.Fatalf("Extract() = %v, want a *stet.ProcessorError", err)
-			}
-			if pe.Class != tt.wantClass || pe.StatusCode != tt.wantStatus || pe.Code != tt.wantCode {
-				t.Errorf("Extract() = class %q status %d code %q, want %q %d %q (cause %v)", pe.Class, pe.StatusCode, pe.Code, tt.wantClass, tt.wantStatus, tt.wantCode, pe.Err)
-			}
-			if tt.wantRequestID != "" && pe.RequestID != tt.wantRequestID {
-				t.Errorf("Extract(): RequestID = %q, want %q", pe.RequestID, tt.wantRequestID)
-			}
-			if tt.wantCause != nil && !errors.Is(err, tt.wantCause) {
-				t.Errorf("Extract() = %v (cause %v), want it to wrap %v", err, pe.Err, tt.wantCause)
-			}
-		})
-	}
+	})
 }
 
 // TestCachedInputTokensCount checks that input tokens written to or read

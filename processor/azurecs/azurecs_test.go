@@ -246,113 +246,46 @@ func TestClassification(t *testing.T) {
 	}
 }
 
+// TestClassificationOffWire covers answers no fake gives; the suite covers
+// a proxy's HTML 502, a 200 that is not JSON and a cancel mid-call.
 func TestClassificationOffWire(t *testing.T) {
 	t.Parallel()
-	errShutdown := errors.New("shutting down")
-	tests := []struct {
-		name       string
-		handler    func(cancel context.CancelCauseFunc) http.HandlerFunc
-		wantClass  stet.FailureClass
-		wantStatus int
-		wantCode   string
-		wantCause  error
-	}{
+	processortest.ExerciseOffWire(t, func(baseURL string) (stet.Processor, error) {
+		return New(Config{Common: processor.Common{ID: "azure-cs", BaseURL: baseURL, Timeout: 10 * time.Second}, MappingPath: quickstartMapping})
+	}, testParams(t, "hello"), []processortest.OffWire{
 		{
-			name: "proxy 502 with an HTML page",
-			handler: func(context.CancelCauseFunc) http.HandlerFunc {
-				return func(w http.ResponseWriter, r *http.Request) {
-					w.Header().Set("Content-Type", "text/html")
-					w.WriteHeader(http.StatusBadGateway)
-					_, _ = io.WriteString(w, "<html><body>502 Bad Gateway</body></html>")
+			Name: "redirect is not followed",
+			Handler: func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path != "/contentsafety/text:analyze" {
+					t.Errorf("redirect followed to %s", r.URL.Path)
 				}
+				http.Redirect(w, r, "/elsewhere", http.StatusTemporaryRedirect)
 			},
-			wantClass: stet.FailureTransient, wantStatus: 502,
+			Class: stet.FailureUnsupported, Status: 307, Code: CodeRedirect,
 		},
 		{
-			name: "redirect is not followed",
-			handler: func(context.CancelCauseFunc) http.HandlerFunc {
-				return func(w http.ResponseWriter, r *http.Request) {
-					if r.URL.Path != "/contentsafety/text:analyze" {
-						t.Errorf("redirect followed to %s", r.URL.Path)
-					}
-					http.Redirect(w, r, "/elsewhere", http.StatusTemporaryRedirect)
-				}
-			},
-			wantClass: stet.FailureUnsupported, wantStatus: 307, wantCode: CodeRedirect,
+			Name:    "free-text code is dropped",
+			Handler: processortest.Reply(http.StatusBadRequest, nil, `{"error":{"code":"text was: my secret","message":"no"}}`),
+			Class:   stet.FailureUnsupported, Status: 400,
 		},
 		{
-			name: "free-text code is dropped",
-			handler: func(context.CancelCauseFunc) http.HandlerFunc {
-				return func(w http.ResponseWriter, r *http.Request) {
-					w.WriteHeader(http.StatusBadRequest)
-					_, _ = io.WriteString(w, `{"error":{"code":"text was: my secret","message":"no"}}`)
-				}
-			},
-			wantClass: stet.FailureUnsupported, wantStatus: 400,
+			Name:    "severity off the scale",
+			Handler: processortest.Reply(http.StatusOK, nil, `{"categoriesAnalysis":[{"category":"Hate","severity":3},{"category":"SelfHarm","severity":0},{"category":"Sexual","severity":0},{"category":"Violence","severity":0}]}`),
+			Class:   stet.FailureTransient, Status: 200, Code: CodeMalformedResponse,
 		},
 		{
-			name: "severity off the scale",
-			handler: func(context.CancelCauseFunc) http.HandlerFunc {
-				return func(w http.ResponseWriter, r *http.Request) {
-					_, _ = io.WriteString(w, `{"categoriesAnalysis":[{"category":"Hate","severity":3},{"category":"SelfHarm","severity":0},{"category":"Sexual","severity":0},{"category":"Violence","severity":0}]}`)
-				}
-			},
-			wantClass: stet.FailureTransient, wantStatus: 200, wantCode: CodeMalformedResponse,
+			Name:    "severity missing",
+			Handler: processortest.Reply(http.StatusOK, nil, `{"categoriesAnalysis":[{"category":"Hate"},{"category":"SelfHarm","severity":0},{"category":"Sexual","severity":0},{"category":"Violence","severity":0}]}`),
+			Class:   stet.FailureTransient, Status: 200, Code: CodeMalformedResponse,
 		},
 		{
-			name: "severity missing",
-			handler: func(context.CancelCauseFunc) http.HandlerFunc {
-				return func(w http.ResponseWriter, r *http.Request) {
-					_, _ = io.WriteString(w, `{"categoriesAnalysis":[{"category":"Hate"},{"category":"SelfHarm","severity":0},{"category":"Sexual","severity":0},{"category":"Violence","severity":0}]}`)
-				}
+			Name: "body over the size limit",
+			Handler: func(w http.ResponseWriter, r *http.Request) {
+				_, _ = w.Write(bytes.Repeat([]byte(" "), maxResponseBytes+10))
 			},
-			wantClass: stet.FailureTransient, wantStatus: 200, wantCode: CodeMalformedResponse,
+			Class: stet.FailureTransient, Status: 200,
 		},
-		{
-			name: "body over the size limit",
-			handler: func(context.CancelCauseFunc) http.HandlerFunc {
-				return func(w http.ResponseWriter, r *http.Request) {
-					_, _ = w.Write(bytes.Repeat([]byte(" "), maxResponseBytes+10))
-				}
-			},
-			wantClass: stet.FailureTransient, wantStatus: 200,
-		},
-		{
-			name: "caller cancels mid-call",
-			handler: func(cancel context.CancelCauseFunc) http.HandlerFunc {
-				return func(w http.ResponseWriter, r *http.Request) {
-					_, _ = io.Copy(io.Discard, r.Body)
-					cancel(errShutdown)
-					<-r.Context().Done()
-				}
-			},
-			wantClass: stet.FailureTransient, wantCause: errShutdown,
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			ctx, cancel := context.WithCancelCause(t.Context())
-			defer cancel(nil)
-			srv := httptest.NewServer(tt.handler(cancel))
-			defer srv.Close()
-			c, err := New(Config{Common: processor.Common{ID: "azure-cs", BaseURL: srv.URL, Timeout: 10 * time.Second}, MappingPath: quickstartMapping})
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, err = c.Extract(ctx, testParams(t, "hello"))
-			var pe *stet.ProcessorError
-			if !errors.As(err, &pe) {
-				t.Fatalf("Extract() = %v, want a *stet.ProcessorError", err)
-			}
-			if pe.Class != tt.wantClass || pe.StatusCode != tt.wantStatus || pe.Code != tt.wantCode {
-				t.Errorf("Extract() = class %q status %d code %q, want %q %d %q", pe.Class, pe.StatusCode, pe.Code, tt.wantClass, tt.wantStatus, tt.wantCode)
-			}
-			if tt.wantCause != nil && !errors.Is(err, tt.wantCause) {
-				t.Errorf("Extract() = %v (cause %v), want it to wrap %v", err, pe.Err, tt.wantCause)
-			}
-		})
-	}
+	})
 }
 
 // TestNoCallCases covers the inputs Extract refuses before any text leaves.

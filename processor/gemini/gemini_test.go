@@ -1,7 +1,6 @@
 package gemini
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -260,102 +259,34 @@ func TestClassification(t *testing.T) {
 	}
 }
 
+// TestClassificationOffWire covers answers no fake gives; the suite covers
+// a proxy's HTML 502, a 200 that is not JSON and a cancel mid-call.
 func TestClassificationOffWire(t *testing.T) {
 	t.Parallel()
-	errShutdown := errors.New("shutting down")
-	jsonAnswer := func(status int, body string, header http.Header) func(context.CancelCauseFunc) http.HandlerFunc {
-		return func(context.CancelCauseFunc) http.HandlerFunc {
-			return func(w http.ResponseWriter, r *http.Request) {
-				for k, v := range header {
-					w.Header()[k] = v
-				}
-				if w.Header().Get("Content-Type") == "" {
-					w.Header().Set("Content-Type", "application/json; charset=UTF-8")
-				}
-				w.WriteHeader(status)
-				_, _ = io.WriteString(w, body)
-			}
-		}
-	}
-	tests := []struct {
-		name           string
-		handler        func(cancel context.CancelCauseFunc) http.HandlerFunc
-		wantClass      stet.FailureClass
-		wantStatus     int
-		wantCode       string
-		wantRetryAfter time.Duration
-		wantRequestID  string
-		wantCause      error
-	}{
+	processortest.ExerciseOffWire(t, func(baseURL string) (stet.Processor, error) {
+		return New(Config{Common: processor.Common{ID: "proxy", BaseURL: baseURL, APIKey: testKey, Model: testModel, Timeout: 10 * time.Second}})
+	}, testParams("hello"), []processortest.OffWire{
 		{
-			name:      "proxy 502 with an HTML page",
-			handler:   jsonAnswer(502, "<html><body>502 Bad Gateway</body></html>", http.Header{"Content-Type": {"text/html"}}),
-			wantClass: stet.FailureTransient, wantStatus: 502,
+			Name:    "gateway 429 with a text body and Retry-After",
+			Handler: processortest.Reply(429, http.Header{"Content-Type": {"text/plain"}, "Retry-After": {"4"}, "X-Request-Id": {"gw-123"}}, "slow down"),
+			Class:   stet.FailureRateLimited, Status: 429, RetryAfter: 4 * time.Second, RequestID: "gw-123",
 		},
 		{
-			name:      "gateway 429 with a text body and Retry-After",
-			handler:   jsonAnswer(429, "slow down", http.Header{"Content-Type": {"text/plain"}, "Retry-After": {"4"}, "X-Request-Id": {"gw-123"}}),
-			wantClass: stet.FailureRateLimited, wantStatus: 429, wantRetryAfter: 4 * time.Second, wantRequestID: "gw-123",
+			Name:    "error wrapped in an array",
+			Handler: processortest.Reply(429, nil, `[{"error":{"code":429,"message":"Quota exceeded","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"RATE_LIMIT_EXCEEDED","domain":"googleapis.com","metadata":{"quota_limit":"GenerateContentRequestsPerDayPerProject","quota_limit_value":"1500"}}]}}]`),
+			Class:   stet.FailureQuota, Status: 429, Code: "RATE_LIMIT_EXCEEDED",
 		},
 		{
-			name:      "error wrapped in an array",
-			handler:   jsonAnswer(429, `[{"error":{"code":429,"message":"Quota exceeded","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"RATE_LIMIT_EXCEEDED","domain":"googleapis.com","metadata":{"quota_limit":"GenerateContentRequestsPerDayPerProject","quota_limit_value":"1500"}}]}}]`, nil),
-			wantClass: stet.FailureQuota, wantStatus: 429, wantCode: "RATE_LIMIT_EXCEEDED",
+			Name:    "free text in status is dropped",
+			Handler: processortest.Reply(400, nil, `{"error":{"code":400,"message":"bad","status":"patient Jane Roe said"}}`),
+			Class:   stet.FailureUnsupported, Status: 400,
 		},
 		{
-			name:      "free text in status is dropped",
-			handler:   jsonAnswer(400, `{"error":{"code":400,"message":"bad","status":"patient Jane Roe said"}}`, nil),
-			wantClass: stet.FailureUnsupported, wantStatus: 400,
+			Name:    "200 without candidates",
+			Handler: processortest.Reply(200, nil, `{"usageMetadata":{"promptTokenCount":3,"totalTokenCount":3},"modelVersion":"gemini-2.5-flash","responseId":"abc"}`),
+			Class:   stet.FailureTransient, Status: 200, RequestID: "abc",
 		},
-		{
-			name:      "200 that is not JSON",
-			handler:   jsonAnswer(200, "<html>captive portal</html>", nil),
-			wantClass: stet.FailureTransient, wantStatus: 200,
-		},
-		{
-			name:      "200 without candidates",
-			handler:   jsonAnswer(200, `{"usageMetadata":{"promptTokenCount":3,"totalTokenCount":3},"modelVersion":"gemini-2.5-flash","responseId":"abc"}`, nil),
-			wantClass: stet.FailureTransient, wantStatus: 200, wantRequestID: "abc",
-		},
-		{
-			name: "caller cancels mid-call",
-			handler: func(cancel context.CancelCauseFunc) http.HandlerFunc {
-				return func(w http.ResponseWriter, r *http.Request) {
-					_, _ = io.Copy(io.Discard, r.Body)
-					cancel(errShutdown)
-					<-r.Context().Done()
-				}
-			},
-			wantClass: stet.FailureTransient, wantCause: errShutdown,
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			ctx, cancel := context.WithCancelCause(t.Context())
-			defer cancel(nil)
-			srv := httptest.NewServer(tt.handler(cancel))
-			defer srv.Close()
-			c, err := New(Config{Common: processor.Common{ID: "proxy", BaseURL: srv.URL, APIKey: testKey, Model: testModel, Timeout: 10 * time.Second}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, err = c.Extract(ctx, testParams("hello"))
-			var pe *stet.ProcessorError
-			if !errors.As(err, &pe) {
-				t.Fatalf("Extract() = %v, want a *stet.ProcessorError", err)
-			}
-			if pe.Class != tt.wantClass || pe.StatusCode != tt.wantStatus || pe.Code != tt.wantCode {
-				t.Errorf("Extract() = class %q status %d code %q, want %q %d %q", pe.Class, pe.StatusCode, pe.Code, tt.wantClass, tt.wantStatus, tt.wantCode)
-			}
-			if pe.RetryAfter != tt.wantRetryAfter || pe.RequestID != tt.wantRequestID {
-				t.Errorf("Extract() = RetryAfter %v RequestID %q, want %v %q", pe.RetryAfter, pe.RequestID, tt.wantRetryAfter, tt.wantRequestID)
-			}
-			if tt.wantCause != nil && !errors.Is(err, tt.wantCause) {
-				t.Errorf("Extract() = %v, want it to wrap %v", err, tt.wantCause)
-			}
-		})
-	}
+	})
 }
 
 // TestModelPath checks that a model given with or without "models/" reaches

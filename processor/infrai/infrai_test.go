@@ -3,7 +3,6 @@ package infrai
 import (
 	"bytes"
 	"cmp"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -285,80 +284,24 @@ func TestClassification(t *testing.T) {
 	}
 }
 
+// TestClassificationOffWire covers answers no fake gives; the suite covers
+// a proxy's HTML 502, a 200 that is not JSON and a cancel mid-call.
 func TestClassificationOffWire(t *testing.T) {
 	t.Parallel()
-	errShutdown := errors.New("shutting down")
-	write := func(status int, header map[string]string, body string) func(context.CancelCauseFunc) http.HandlerFunc {
-		return func(context.CancelCauseFunc) http.HandlerFunc {
-			return func(w http.ResponseWriter, r *http.Request) {
-				w.Header().Set("Content-Type", "application/json")
-				for k, v := range header {
-					w.Header().Set(k, v)
-				}
-				w.WriteHeader(status)
-				_, _ = io.WriteString(w, body)
-			}
-		}
-	}
-	tests := []struct {
-		name          string
-		handler       func(cancel context.CancelCauseFunc) http.HandlerFunc
-		wantClass     stet.FailureClass
-		wantStatus    int
-		wantCode      string
-		wantRequestID string
-		wantCause     error
-	}{
-		{name: "proxy 502 with an HTML page", handler: write(502, nil, "<html><body>502 Bad Gateway</body></html>"), wantClass: stet.FailureTransient, wantStatus: 502},
-		{name: "200 with ok false", handler: write(200, nil, `{"ok":false,"data":null,"error":{"code":"VENDOR_QUOTA_EXCEEDED","message":"try later"},"metadata":{"request_id":"0190b1c2-aaaa-7bbb-8ccc-123456789abc"}}`),
-			wantClass: stet.FailureRateLimited, wantStatus: 200, wantCode: CodeVendorQuotaExceeded, wantRequestID: "0190b1c2-aaaa-7bbb-8ccc-123456789abc"},
-		{name: "error as a bare code string", handler: write(402, nil, `{"ok":false,"data":null,"error":"INSUFFICIENT_CREDIT","metadata":{}}`), wantClass: stet.FailureQuota, wantStatus: 402, wantCode: CodeInsufficientCredit},
-		{name: "free-text code is dropped", handler: write(400, nil, `{"ok":false,"error":{"code":"patient Jane Roe is not allowed","message":"x"}}`), wantClass: stet.FailureUnsupported, wantStatus: 400},
-		{name: "numeric code", handler: write(429, map[string]string{"Retry-After": "3"}, `{"error":{"message":"slow down","type":"too many requests","code":429}}`), wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "429"},
-		{name: "lower-case OpenAI code", handler: write(429, nil, `{"error":{"message":"quota","type":"insufficient_quota","code":"insufficient_quota"}}`), wantClass: stet.FailureQuota, wantStatus: 429, wantCode: "insufficient_quota"},
-		{name: "200 that is not JSON", handler: write(200, nil, `<html>captive portal</html>`), wantClass: stet.FailureTransient, wantStatus: 200},
-		{name: "envelope without data", handler: write(200, map[string]string{"X-Request-Id": "req-header-1"}, `{"ok":true,"data":null,"error":null,"metadata":{}}`), wantClass: stet.FailureTransient, wantStatus: 200, wantRequestID: "req-header-1"},
-		{name: "200 without choices", handler: write(200, nil, `{"id":"chatcmpl-x","object":"chat.completion","created":1,"model":"m","choices":[]}`), wantClass: stet.FailureTransient, wantStatus: 200},
-		{name: "redirect is not followed", handler: write(307, map[string]string{"Location": "https://elsewhere.example/v1/chat/completions"}, ``), wantClass: stet.FailureTransient, wantStatus: 307},
-		{
-			name: "caller cancels mid-call",
-			handler: func(cancel context.CancelCauseFunc) http.HandlerFunc {
-				return func(w http.ResponseWriter, r *http.Request) {
-					_, _ = io.Copy(io.Discard, r.Body)
-					cancel(errShutdown)
-					<-r.Context().Done()
-				}
-			},
-			wantClass: stet.FailureTransient, wantCause: errShutdown,
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			ctx, cancel := context.WithCancelCause(t.Context())
-			defer cancel(nil)
-			srv := httptest.NewServer(tt.handler(cancel))
-			defer srv.Close()
-			c, err := New(Config{Common: processor.Common{ID: "compat", BaseURL: srv.URL + "/v1", Model: testModel, Timeout: 10 * time.Second}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, err = c.Extract(ctx, testParams("hello"))
-			var pe *stet.ProcessorError
-			if !errors.As(err, &pe) {
-				t.Fatalf("Extract() = %v, want a *stet.ProcessorError", err)
-			}
-			if pe.Class != tt.wantClass || pe.StatusCode != tt.wantStatus || pe.Code != tt.wantCode {
-				t.Errorf("Extract() = class %q status %d code %q, want %q %d %q", pe.Class, pe.StatusCode, pe.Code, tt.wantClass, tt.wantStatus, tt.wantCode)
-			}
-			if pe.RequestID != tt.wantRequestID {
-				t.Errorf("Extract(): RequestID = %q, want %q", pe.RequestID, tt.wantRequestID)
-			}
-			if tt.wantCause != nil && !errors.Is(err, tt.wantCause) {
-				t.Errorf("Extract() = %v (cause %v), want it to wrap %v", err, pe.Err, tt.wantCause)
-			}
-		})
-	}
+	processortest.ExerciseOffWire(t, func(baseURL string) (stet.Processor, error) {
+		return New(Config{Common: processor.Common{ID: "compat", BaseURL: baseURL + "/v1", Model: testModel, Timeout: 10 * time.Second}})
+	}, testParams("hello"), []processortest.OffWire{
+
+		{Name: "200 with ok false", Handler: processortest.Reply(200, nil, `{"ok":false,"data":null,"error":{"code":"VENDOR_QUOTA_EXCEEDED","message":"try later"},"metadata":{"request_id":"0190b1c2-aaaa-7bbb-8ccc-123456789abc"}}`),
+			Class: stet.FailureRateLimited, Status: 200, Code: CodeVendorQuotaExceeded, RequestID: "0190b1c2-aaaa-7bbb-8ccc-123456789abc"},
+		{Name: "error as a bare code string", Handler: processortest.Reply(402, nil, `{"ok":false,"data":null,"error":"INSUFFICIENT_CREDIT","metadata":{}}`), Class: stet.FailureQuota, Status: 402, Code: CodeInsufficientCredit},
+		{Name: "free-text code is dropped", Handler: processortest.Reply(400, nil, `{"ok":false,"error":{"code":"patient Jane Roe is not allowed","message":"x"}}`), Class: stet.FailureUnsupported, Status: 400},
+		{Name: "numeric code", Handler: processortest.Reply(429, http.Header{"Retry-After": {"3"}}, `{"error":{"message":"slow down","type":"too many requests","code":429}}`), Class: stet.FailureRateLimited, Status: 429, Code: "429", RetryAfter: 3 * time.Second},
+		{Name: "lower-case OpenAI code", Handler: processortest.Reply(429, nil, `{"error":{"message":"quota","type":"insufficient_quota","code":"insufficient_quota"}}`), Class: stet.FailureQuota, Status: 429, Code: "insufficient_quota"},
+		{Name: "envelope without data", Handler: processortest.Reply(200, http.Header{"X-Request-Id": {"req-header-1"}}, `{"ok":true,"data":null,"error":null,"metadata":{}}`), Class: stet.FailureTransient, Status: 200, RequestID: "req-header-1"},
+		{Name: "200 without choices", Handler: processortest.Reply(200, nil, `{"id":"chatcmpl-x","object":"chat.completion","created":1,"model":"m","choices":[]}`), Class: stet.FailureTransient, Status: 200},
+		{Name: "redirect is not followed", Handler: processortest.Reply(307, http.Header{"Location": {"https://elsewhere.example/v1/chat/completions"}}, ``), Class: stet.FailureTransient, Status: 307},
+	})
 }
 
 // TestNativeChatResult reads Infrai's native chat result {content,

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -244,107 +242,29 @@ func TestClassification(t *testing.T) {
 	}
 }
 
+// TestClassificationOffWire covers answers no fake gives; the suite covers
+// a proxy's HTML 502, a 200 that is not JSON and a cancel mid-call.
 func TestClassificationOffWire(t *testing.T) {
 	t.Parallel()
-	errShutdown := errors.New("shutting down")
-	tests := []struct {
-		name       string
-		handler    func(cancel context.CancelCauseFunc) http.HandlerFunc
-		wantClass  stet.FailureClass
-		wantStatus int
-		wantCode   string
-		wantCause  error
-	}{
+	processortest.ExerciseOffWire(t, func(baseURL string) (stet.Processor, error) {
+		return New(Config{Common: processor.Common{ID: "compat", BaseURL: baseURL + "/v1", Model: testModel, Timeout: 10 * time.Second}})
+	}, testParams("hello"), []processortest.OffWire{
 		{
-			name: "proxy 502 with an HTML page",
-			handler: func(context.CancelCauseFunc) http.HandlerFunc {
-				return func(w http.ResponseWriter, r *http.Request) {
-					w.Header().Set("Content-Type", "text/html")
-					w.WriteHeader(http.StatusBadGateway)
-					_, _ = io.WriteString(w, "<html><body>502 Bad Gateway</body></html>")
-				}
-			},
-			wantClass: stet.FailureTransient, wantStatus: 502,
+			Name:    "ollama-style 404 with a string error",
+			Handler: processortest.Reply(http.StatusNotFound, nil, `{"error":"model \"gpt-4.1-mini\" not found, try pulling it first"}`),
+			Class:   stet.FailureUnsupported, Status: 404,
 		},
 		{
-			name: "ollama-style 404 with a string error",
-			handler: func(context.CancelCauseFunc) http.HandlerFunc {
-				return func(w http.ResponseWriter, r *http.Request) {
-					w.Header().Set("Content-Type", "application/json")
-					w.WriteHeader(http.StatusNotFound)
-					_, _ = io.WriteString(w, `{"error":"model \"gpt-4.1-mini\" not found, try pulling it first"}`)
-				}
-			},
-			wantClass: stet.FailureUnsupported, wantStatus: 404,
+			Name:    "429 with a numeric code and free-text type",
+			Handler: processortest.Reply(http.StatusTooManyRequests, http.Header{"Retry-After": {"3"}}, `{"error":{"message":"slow down","type":"too many requests for this key","code":429}}`),
+			Class:   stet.FailureRateLimited, Status: 429, Code: "429", RetryAfter: 3 * time.Second,
 		},
 		{
-			name: "429 with a numeric code and free-text type",
-			handler: func(context.CancelCauseFunc) http.HandlerFunc {
-				return func(w http.ResponseWriter, r *http.Request) {
-					w.Header().Set("Content-Type", "application/json")
-					w.Header().Set("Retry-After", "3")
-					w.WriteHeader(http.StatusTooManyRequests)
-					_, _ = io.WriteString(w, `{"error":{"message":"slow down","type":"too many requests for this key","code":429}}`)
-				}
-			},
-			wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "429",
+			Name:    "200 without choices",
+			Handler: processortest.Reply(http.StatusOK, nil, `{"id":"chatcmpl-x","object":"chat.completion","created":1,"model":"m","choices":[]}`),
+			Class:   stet.FailureTransient, Status: 200,
 		},
-		{
-			name: "200 that is not JSON",
-			handler: func(context.CancelCauseFunc) http.HandlerFunc {
-				return func(w http.ResponseWriter, r *http.Request) {
-					w.Header().Set("Content-Type", "application/json")
-					_, _ = io.WriteString(w, `<html>captive portal</html>`)
-				}
-			},
-			wantClass: stet.FailureTransient, wantStatus: 200,
-		},
-		{
-			name: "200 without choices",
-			handler: func(context.CancelCauseFunc) http.HandlerFunc {
-				return func(w http.ResponseWriter, r *http.Request) {
-					w.Header().Set("Content-Type", "application/json")
-					_, _ = io.WriteString(w, `{"id":"chatcmpl-x","object":"chat.completion","created":1,"model":"m","choices":[]}`)
-				}
-			},
-			wantClass: stet.FailureTransient, wantStatus: 200,
-		},
-		{
-			name: "caller cancels mid-call",
-			handler: func(cancel context.CancelCauseFunc) http.HandlerFunc {
-				return func(w http.ResponseWriter, r *http.Request) {
-					_, _ = io.Copy(io.Discard, r.Body)
-					cancel(errShutdown)
-					<-r.Context().Done()
-				}
-			},
-			wantClass: stet.FailureTransient, wantCause: errShutdown,
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			ctx, cancel := context.WithCancelCause(t.Context())
-			defer cancel(nil)
-			srv := httptest.NewServer(tt.handler(cancel))
-			defer srv.Close()
-			c, err := New(Config{Common: processor.Common{ID: "compat", BaseURL: srv.URL + "/v1", Model: testModel, Timeout: 10 * time.Second}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, err = c.Extract(ctx, testParams("hello"))
-			var pe *stet.ProcessorError
-			if !errors.As(err, &pe) {
-				t.Fatalf("Extract() = %v, want a *stet.ProcessorError", err)
-			}
-			if pe.Class != tt.wantClass || pe.StatusCode != tt.wantStatus || pe.Code != tt.wantCode {
-				t.Errorf("Extract() = class %q status %d code %q, want %q %d %q", pe.Class, pe.StatusCode, pe.Code, tt.wantClass, tt.wantStatus, tt.wantCode)
-			}
-			if tt.wantCause != nil && !errors.Is(err, tt.wantCause) {
-				t.Errorf("Extract() = %v (cause %v), want it to wrap %v", err, pe.Err, tt.wantCause)
-			}
-		})
-	}
+	})
 }
 
 // TestCanaryNeverInErrors covers what processortest's canary does not:

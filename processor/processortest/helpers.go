@@ -7,10 +7,12 @@ import (
 	"flag"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stetlabs/stet"
 )
@@ -103,4 +105,58 @@ func (rt *RecordingTransport) Last() (url string, header http.Header, body []byt
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	return rt.url, rt.header, rt.body
+}
+
+// Reply returns a handler that answers status, header and body; the
+// Content-Type is application/json unless header sets one.
+func Reply(status int, header http.Header, body string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		for k, v := range header {
+			w.Header()[http.CanonicalHeaderKey(k)] = v
+		}
+		if w.Header().Get("Content-Type") == "" {
+			w.Header().Set("Content-Type", "application/json")
+		}
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, body)
+	}
+}
+
+// OffWire is one answer the provider's fake does not give (a proxy's, a
+// compatible server's, a broken one) and the error it must become.
+type OffWire struct {
+	Name       string
+	Handler    http.HandlerFunc
+	Class      stet.FailureClass
+	Status     int
+	Code       string
+	RequestID  string
+	RetryAfter time.Duration
+}
+
+// ExerciseOffWire runs each case, in parallel, against its own server:
+// open builds the processor pointed at the server's URL, and one Extract
+// of params must fail as the case says.
+func ExerciseOffWire(t *testing.T, open func(baseURL string) (stet.Processor, error), params stet.ExtractParams, cases []OffWire) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.Name, func(t *testing.T) {
+			t.Parallel()
+			srv := httptest.NewServer(tc.Handler)
+			defer srv.Close()
+			p, err := open(srv.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = p.Extract(t.Context(), params)
+			pe := AsProcessorError(t, "Extract()", err)
+			if pe.Class != tc.Class || pe.StatusCode != tc.Status || pe.Code != tc.Code {
+				t.Errorf("Extract() = class %q status %d code %q, want %q %d %q (cause %v)", pe.Class, pe.StatusCode, pe.Code, tc.Class, tc.Status, tc.Code, pe.Err)
+			}
+			if pe.RequestID != tc.RequestID || pe.RetryAfter != tc.RetryAfter {
+				t.Errorf("Extract() = RequestID %q RetryAfter %v, want %q %v", pe.RequestID, pe.RetryAfter, tc.RequestID, tc.RetryAfter)
+			}
+		})
+	}
 }

@@ -2,10 +2,14 @@ package processortest
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -271,6 +275,41 @@ func Exercise(t *testing.T, h Harness) {
 		}
 		if n := f.Calls(); n != 8 {
 			t.Errorf("provider calls for 8 concurrent Extracts = %d, want 8", n)
+		}
+	})
+	// Answers no fake gives: a proxy in front of the provider, a captive
+	// portal, the caller giving up mid-call.
+	for _, tc := range []struct {
+		name    string
+		handler http.HandlerFunc
+		want    want
+	}{
+		{"proxy 502 with an HTML page", Reply(http.StatusBadGateway, http.Header{"Content-Type": {"text/html"}}, "<html><body>502 Bad Gateway</body></html>"), want{class: stet.FailureTransient, status: 502}},
+		{"200 that is not JSON", Reply(http.StatusOK, nil, "<html>captive portal</html>"), want{class: stet.FailureTransient, status: 200}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := httptest.NewServer(tc.handler)
+			defer srv.Close()
+			_, err := h.open(t, srv.URL, timeout, nil).Extract(t.Context(), h.params("Classify: "+Canary))
+			checkErr(t, "Extract() from a "+tc.name, tc.want, err)
+		})
+	}
+	t.Run("caller cancels mid-call", func(t *testing.T) {
+		t.Parallel()
+		errShutdown := errors.New("shutting down")
+		ctx, cancel := context.WithCancelCause(t.Context())
+		defer cancel(nil)
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			cancel(errShutdown)
+			<-r.Context().Done()
+		}))
+		defer srv.Close()
+		_, err := h.open(t, srv.URL, timeout, nil).Extract(ctx, h.params("Classify: "+Canary))
+		checkErr(t, "Extract() cancelled mid-call", want{class: stet.FailureTransient}, err)
+		if !errors.Is(err, errShutdown) {
+			t.Errorf("Extract() cancelled mid-call = %v, want it to wrap the cause %v", err, errShutdown)
 		}
 	})
 	t.Run("disconnect on a warm connection", func(t *testing.T) {
