@@ -2,6 +2,7 @@ package anthropic
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -60,13 +61,8 @@ func testParams(prompt string) stet.ExtractParams {
 }
 
 func newFake(t *testing.T, opts anthropicfake.Options) *anthropicfake.Server {
-	t.Helper()
-	if opts.APIKey == "" {
-		opts.APIKey = testKey
-	}
-	f := anthropicfake.New(opts)
-	t.Cleanup(f.Close)
-	return f
+	opts.APIKey = cmp.Or(opts.APIKey, testKey)
+	return fakekit.Started(t, anthropicfake.New(opts))
 }
 
 // recordRequests returns anthropicfake.Options whose Respond keeps the last request.

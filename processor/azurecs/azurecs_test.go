@@ -2,6 +2,7 @@ package azurecs
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/internal/fakekit"
 	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/azurecs/azurecsfake"
 	"github.com/stetlabs/stet/processor/processortest"
@@ -23,13 +25,8 @@ import (
 const testKey = "0123456789abcdef0123456789abcdef"
 
 func newFake(t *testing.T, opts azurecsfake.Options) *azurecsfake.Server {
-	t.Helper()
-	if opts.APIKey == "" {
-		opts.APIKey = testKey
-	}
-	f := azurecsfake.New(opts)
-	t.Cleanup(f.Close)
-	return f
+	opts.APIKey = cmp.Or(opts.APIKey, testKey)
+	return fakekit.Started(t, azurecsfake.New(opts))
 }
 
 // newTestClient returns a Client with the quickstart mapping talking to f.

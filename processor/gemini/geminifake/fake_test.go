@@ -1,13 +1,15 @@
 package geminifake
 
 import (
+	"cmp"
 	"encoding/json"
-	"io"
 	"net/http"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/stetlabs/stet/internal/fakekit"
 )
 
 const testKey = "AIzaTestKey-0000"
@@ -17,44 +19,15 @@ const testKey = "AIzaTestKey-0000"
 var responseIDShape = regexp.MustCompile(`^[A-Za-z0-9_.:=-]{1,128}$`)
 
 func newFake(t *testing.T, opts Options) *Server {
-	t.Helper()
-	if opts.APIKey == "" {
-		opts.APIKey = testKey
-	}
-	f := New(opts)
-	t.Cleanup(f.Close)
-	return f
+	opts.APIKey = cmp.Or(opts.APIKey, testKey)
+	return fakekit.Started(t, New(opts))
 }
 
 // post sends body to the fake and decodes the answer; an HTML answer comes
 // back as a nil map.
 func post(t *testing.T, url, key, body string) (int, http.Header, map[string]any) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if key != "" {
-		req.Header.Set("x-goog-api-key", key)
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("POST %s: %v", url, err)
-	}
-	defer res.Body.Close()
-	raw, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.HasPrefix(res.Header.Get("Content-Type"), "text/html") {
-		return res.StatusCode, res.Header, nil
-	}
-	var out map[string]any
-	if err := json.Unmarshal(raw, &out); err != nil {
-		t.Fatalf("fake answered non-JSON %q: %v", raw, err)
-	}
-	return res.StatusCode, res.Header, out
+	return fakekit.SendJSON(t, http.MethodPost, url, fakekit.KeyHeader("x-goog-api-key", "", key), body)
 }
 
 func errorField(body map[string]any, field string) any {
