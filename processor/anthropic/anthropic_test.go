@@ -25,7 +25,7 @@ import (
 const (
 	testKey    = "sk-ant-test-key"
 	testModel  = "claude-sonnet-4-5"
-	testSchema = `{"type":"object","properties":{"category":{"type":"string","enum":["ok","harmful","medical_advice"]},"flags":{"type":"array","items":{"type":"string"}},"confidence":{"type":"number","minimum":0,"maximum":1}},"required":["category","flags","confidence"],"additionalProperties":false}`
+	testSchema = processortest.ModerationSchema
 )
 
 // newTestClient returns a Client talking to f with the test key.
@@ -49,16 +49,7 @@ func newTestClient(t *testing.T, f *anthropicfake.Server, timeout time.Duration,
 	return c
 }
 
-func testParams(prompt string) stet.ExtractParams {
-	return stet.ExtractParams{
-		JobID:      "job_01TEST",
-		Attempt:    1,
-		Prompt:     stet.NewText(prompt),
-		Input:      stet.NewText("unused by this processor"),
-		SchemaName: "moderation_v1",
-		Schema:     json.RawMessage(testSchema),
-	}
-}
+func testParams(prompt string) stet.ExtractParams { return processortest.Params(prompt, testSchema) }
 
 func newFake(t *testing.T, opts anthropicfake.Options) *anthropicfake.Server {
 	opts.APIKey = cmp.Or(opts.APIKey, testKey)
@@ -450,9 +441,11 @@ func TestCanaryNeverInErrors(t *testing.T) {
 	}
 }
 
+// TestInvalidSchemaMakesNoCall covers JSON that is not a schema object; the
+// suite covers no schema and one that is not JSON.
 func TestInvalidSchemaMakesNoCall(t *testing.T) {
 	t.Parallel()
-	for _, schema := range []string{"", "{not json", "[]", `"object"`, "null"} {
+	for _, schema := range []string{"[]", `"object"`, "null"} {
 		f := newFake(t, anthropicfake.Options{})
 		c := newTestClient(t, f, 0, false)
 		p := testParams("hello")

@@ -36,16 +36,7 @@ func newTestClient(t *testing.T, f *geminifake.Server, timeout time.Duration) *C
 	return c
 }
 
-func testParams(prompt string) stet.ExtractParams {
-	return stet.ExtractParams{
-		JobID:      "job_01TEST",
-		Attempt:    1,
-		Prompt:     stet.NewText(prompt),
-		Input:      stet.NewText("unused by this processor"),
-		SchemaName: "moderation_v1",
-		Schema:     json.RawMessage(testSchema),
-	}
-}
+func testParams(prompt string) stet.ExtractParams { return processortest.Params(prompt, testSchema) }
 
 func newFake(t *testing.T, opts geminifake.Options) *geminifake.Server {
 	opts.APIKey = cmp.Or(opts.APIKey, testKey)
@@ -401,22 +392,5 @@ func TestCanaryNeverInErrors(t *testing.T) {
 				t.Errorf("Extract() with %s: Code %q / RequestID %q carry the canary", ft.Kind, pe.Code, pe.RequestID)
 			}
 		})
-	}
-}
-
-func TestInvalidSchemaMakesNoCall(t *testing.T) {
-	t.Parallel()
-	for _, schema := range []string{"", "{not json"} {
-		f := newFake(t, geminifake.Options{})
-		c := newTestClient(t, f, 0)
-		p := testParams("hello")
-		p.Schema = json.RawMessage(schema)
-		_, err := c.Extract(t.Context(), p)
-		if got := stet.ClassOf(err); got != stet.FailureUnsupported {
-			t.Errorf("Extract(schema %q): class = %q, want unsupported", schema, got)
-		}
-		if n := f.Calls(); n != 0 {
-			t.Errorf("Extract(schema %q): fake calls = %d, want 0", schema, n)
-		}
 	}
 }

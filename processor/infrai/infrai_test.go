@@ -26,7 +26,7 @@ const (
 	testKey    = "ifr_pk_proj_test"
 	testModel  = "gpt-4.1-mini"
 	testID     = "infrai-test"
-	testSchema = `{"type":"object","properties":{"category":{"type":"string","enum":["ok","harmful","medical_advice"]},"flags":{"type":"array","items":{"type":"string"}},"confidence":{"type":"number","minimum":0,"maximum":1}},"required":["category","flags","confidence"],"additionalProperties":false}`
+	testSchema = processortest.ModerationSchema
 )
 
 var uuidV7 = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
@@ -56,16 +56,7 @@ func newTestClient(t *testing.T, f *infraifake.Server, timeout time.Duration) *C
 	return c
 }
 
-func testParams(prompt string) stet.ExtractParams {
-	return stet.ExtractParams{
-		JobID:      "job_01TEST",
-		Attempt:    1,
-		Prompt:     stet.NewText(prompt),
-		Input:      stet.NewText("unused by this processor"),
-		SchemaName: "moderation_v1",
-		Schema:     json.RawMessage(testSchema),
-	}
-}
+func testParams(prompt string) stet.ExtractParams { return processortest.Params(prompt, testSchema) }
 
 func TestRequestGolden(t *testing.T) {
 	t.Parallel()
@@ -458,23 +449,6 @@ func TestCanaryNeverInErrors(t *testing.T) {
 					}
 				}
 			})
-		}
-	}
-}
-
-func TestInvalidSchemaMakesNoCall(t *testing.T) {
-	t.Parallel()
-	for _, schema := range []string{"", "{not json"} {
-		f := newFake(t, infraifake.Options{})
-		c := newTestClient(t, f, 0)
-		p := testParams("hello")
-		p.Schema = json.RawMessage(schema)
-		_, err := c.Extract(t.Context(), p)
-		if got := stet.ClassOf(err); got != stet.FailureUnsupported {
-			t.Errorf("Extract(schema %q): class = %q, want unsupported", schema, got)
-		}
-		if n := f.Calls(); n != 0 {
-			t.Errorf("Extract(schema %q): fake calls = %d, want 0", schema, n)
 		}
 	}
 }

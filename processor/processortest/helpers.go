@@ -160,3 +160,21 @@ func ExerciseOffWire(t *testing.T, open func(baseURL string) (stet.Processor, er
 		})
 	}
 }
+
+// ModerationSchema is the schema adapters' own tests send: a category,
+// flags and a confidence.
+const ModerationSchema = `{"type":"object","properties":{"category":{"type":"string","enum":["ok","harmful","medical_advice"]},"flags":{"type":"array","items":{"type":"string"}},"confidence":{"type":"number","minimum":0,"maximum":1}},"required":["category","flags","confidence"],"additionalProperties":false}`
+
+// Params returns the extract params adapters' own tests send: prompt, the
+// given schema as moderation_v1, attempt 1 of job_01TEST, and an input the
+// LLM adapters do not use.
+func Params(prompt, schema string) stet.ExtractParams {
+	return stet.ExtractParams{
+		JobID:      "job_01TEST",
+		Attempt:    1,
+		Prompt:     stet.NewText(prompt),
+		Input:      stet.NewText("unused by this processor"),
+		SchemaName: "moderation_v1",
+		Schema:     json.RawMessage(schema),
+	}
+}

@@ -140,6 +140,10 @@ type Harness struct {
 	// match the schema (invalid_output). Otherwise validation is the
 	// pipeline's and SchemaInvalidOutput must come back as the Output.
 	ValidatesSchema bool
+	// SchemaOptional says the adapter accepts params without a schema (the
+	// record's shape is its own). Otherwise a missing schema, like one
+	// that is not JSON, must fail unsupported without a call.
+	SchemaOptional bool
 	// Lacks names the Fault kinds the provider has no concept of, with the
 	// reason; their cases are skipped with it.
 	Lacks map[Fault]string
@@ -310,6 +314,25 @@ func Exercise(t *testing.T, h Harness) {
 		checkErr(t, "Extract() cancelled mid-call", want{class: stet.FailureTransient}, err)
 		if !errors.Is(err, errShutdown) {
 			t.Errorf("Extract() cancelled mid-call = %v, want it to wrap the cause %v", err, errShutdown)
+		}
+	})
+	t.Run("invalid schema makes no call", func(t *testing.T) {
+		t.Parallel()
+		schemas := []string{"{not json"}
+		if !h.SchemaOptional {
+			schemas = append(schemas, "")
+		}
+		for _, schema := range schemas {
+			f := h.Start(t)
+			params := h.params("Classify: " + Canary)
+			params.Schema = json.RawMessage(schema)
+			_, err := h.open(t, f.URL, timeout, nil).Extract(t.Context(), params)
+			if got := stet.ClassOf(err); got != stet.FailureUnsupported {
+				t.Errorf("Extract(schema %q): class = %q, want unsupported", schema, got)
+			}
+			if n := f.Calls(); n != 0 {
+				t.Errorf("Extract(schema %q): provider calls = %d, want 0", schema, n)
+			}
 		}
 	})
 	t.Run("disconnect on a warm connection", func(t *testing.T) {
