@@ -404,40 +404,25 @@ func TestCachedInputTokensCount(t *testing.T) {
 // errors, in both request forms.
 func TestCanaryNeverInErrors(t *testing.T) {
 	t.Parallel()
-	const marker = "CANARY Jane Roe 555-0100"
 	faults := []anthropicfake.Fault{
-		{Kind: anthropicfake.Overloaded, Message: marker},
-		{Kind: anthropicfake.HTTPError, Status: 400, Message: marker, Type: marker, Code: marker},
-		{Kind: anthropicfake.HTTPError, Status: 404, Message: "model: " + marker},
-		{Kind: anthropicfake.HTTPError, Status: 413, Message: marker},
+		{Kind: anthropicfake.Overloaded, Message: processortest.Canary},
+		{Kind: anthropicfake.HTTPError, Status: 400, Message: processortest.Canary, Type: processortest.Canary, Code: processortest.Canary},
+		{Kind: anthropicfake.HTTPError, Status: 404, Message: "model: " + processortest.Canary},
+		{Kind: anthropicfake.HTTPError, Status: 413, Message: processortest.Canary},
 		{Kind: anthropicfake.TruncatedJSON},
 		{Kind: anthropicfake.MaxTokens},
 	}
 	for _, toolUse := range []bool{false, true} {
-		for _, ft := range faults {
-			t.Run(fmt.Sprintf("%s tool use %v", ft.Kind, toolUse), func(t *testing.T) {
-				t.Parallel()
-				f := newFake(t, anthropicfake.Options{Respond: func(anthropicfake.Request) string {
-					return `{"category":"ok","note":"` + marker + `","flags":[]}`
-				}})
-				f.Enqueue(ft)
-				c := newTestClient(t, f, 0, toolUse)
-				p := testParams("Classify this report: " + marker)
-				p.Repair = []stet.RepairTurn{{Output: []byte(`{"note":"` + marker + `"}`), Problems: []string{"/category: missing"}}}
-				_, err := c.Extract(t.Context(), p)
-				if err == nil {
-					t.Fatalf("Extract() with %s = nil error, want a failure", ft.Kind)
-				}
-				if n := f.CallsContaining(marker); n != 1 {
-					t.Fatalf("fake saw the marker in %d calls, want 1 (the canary must reach the provider)", n)
-				}
-				for _, s := range []string{err.Error(), fmt.Sprint(err), fmt.Sprintf("%v", err), fmt.Sprintf("%+v", err)} {
-					if strings.Contains(s, "CANARY") || strings.Contains(s, "Jane Roe") {
-						t.Errorf("Extract() with %s: error %q contains the canary", ft.Kind, s)
-					}
-				}
-			})
-		}
+		t.Run(fmt.Sprint("tool use ", toolUse), func(t *testing.T) {
+			t.Parallel()
+			processortest.ExerciseCanary(t, testParams(""), faults, func(ft anthropicfake.Fault) string { return string(ft.Kind) },
+				func(t *testing.T, ft anthropicfake.Fault, p stet.ExtractParams) (int, error) {
+					f := newFake(t, anthropicfake.Options{Respond: func(anthropicfake.Request) string { return processortest.CanaryOutput }})
+					f.Enqueue(ft)
+					_, err := newTestClient(t, f, 0, toolUse).Extract(t.Context(), p)
+					return f.CallsContaining(processortest.Canary), err
+				})
+		})
 	}
 }
 

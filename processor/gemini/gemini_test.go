@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -353,44 +352,22 @@ func TestEnvironmentIgnored(t *testing.T) {
 // Gemini's own codes, reasons and finish and block reasons, and repair turns.
 func TestCanaryNeverInErrors(t *testing.T) {
 	t.Parallel()
-	const marker = "CANARY Jane Roe 555-0100"
 	faults := []geminifake.Fault{
-		{Kind: geminifake.Unauthorized, Message: marker},
-		{Kind: geminifake.PermissionDenied, Message: marker},
-		{Kind: geminifake.HTTPError, Status: 400, Message: marker, Code: marker, Reason: marker},
-		{Kind: geminifake.HTTPError, Status: 404, Message: "model " + marker + " not found"},
-		{Kind: geminifake.RegionUnsupported, Message: marker},
+		{Kind: geminifake.Unauthorized, Message: processortest.Canary},
+		{Kind: geminifake.PermissionDenied, Message: processortest.Canary},
+		{Kind: geminifake.HTTPError, Status: 400, Message: processortest.Canary, Code: processortest.Canary, Reason: processortest.Canary},
+		{Kind: geminifake.HTTPError, Status: 404, Message: "model " + processortest.Canary + " not found"},
+		{Kind: geminifake.RegionUnsupported, Message: processortest.Canary},
 		{Kind: geminifake.MaxTokens},
-		{Kind: geminifake.Finish, FinishReason: marker},
+		{Kind: geminifake.Finish, FinishReason: processortest.Canary},
 		{Kind: geminifake.Finish, FinishReason: "CONTINUATION"},
-		{Kind: geminifake.PromptBlocked, BlockReason: marker},
+		{Kind: geminifake.PromptBlocked, BlockReason: processortest.Canary},
 	}
-	for _, ft := range faults {
-		t.Run(string(ft.Kind)+"_"+ft.FinishReason, func(t *testing.T) {
-			t.Parallel()
-			f := newFake(t, geminifake.Options{Respond: func(geminifake.Request) string {
-				return `{"category":"ok","note":"` + marker + `","flags":[]}`
-			}})
+	processortest.ExerciseCanary(t, testParams(""), faults, func(ft geminifake.Fault) string { return string(ft.Kind) + "_" + ft.FinishReason },
+		func(t *testing.T, ft geminifake.Fault, p stet.ExtractParams) (int, error) {
+			f := newFake(t, geminifake.Options{Respond: func(geminifake.Request) string { return processortest.CanaryOutput }})
 			f.Enqueue(ft)
-			c := newTestClient(t, f, 10*time.Second)
-			p := testParams("Classify this report: " + marker)
-			p.Repair = []stet.RepairTurn{{Output: []byte(`{"note":"` + marker + `"}`), Problems: []string{"/category: missing"}}}
-			_, err := c.Extract(t.Context(), p)
-			if err == nil {
-				t.Fatalf("Extract() with %s = nil error, want a failure", ft.Kind)
-			}
-			if f.CallsContaining(marker) != 1 {
-				t.Fatalf("fake saw the marker in %d calls, want 1 (the canary must reach the provider)", f.CallsContaining(marker))
-			}
-			for _, s := range []string{err.Error(), fmt.Sprint(err), fmt.Sprintf("%v", err)} {
-				if strings.Contains(s, "CANARY") || strings.Contains(s, "Jane Roe") {
-					t.Errorf("Extract() with %s: error %q contains the canary", ft.Kind, s)
-				}
-			}
-			var pe *stet.ProcessorError
-			if errors.As(err, &pe) && (strings.Contains(pe.Code, "CANARY") || strings.Contains(pe.RequestID, "CANARY")) {
-				t.Errorf("Extract() with %s: Code %q / RequestID %q carry the canary", ft.Kind, pe.Code, pe.RequestID)
-			}
+			_, err := newTestClient(t, f, 10*time.Second).Extract(t.Context(), p)
+			return f.CallsContaining(processortest.Canary), err
 		})
-	}
 }

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -407,49 +406,26 @@ func TestErrorsAreNotStored(t *testing.T) {
 // repair turn and in the model's output.
 func TestCanaryNeverInErrors(t *testing.T) {
 	t.Parallel()
-	const marker = "CANARY Jane Roe 555-0100"
 	faults := []infraifake.Fault{
-		{Kind: infraifake.ErrorCode, Code: CodeRateLimitExceeded, Message: marker},
-		{Kind: infraifake.ErrorCode, Code: CodeVendorDown, Message: marker},
-		{Kind: infraifake.ErrorCode, Code: CodeIdempotencyConflict, Message: marker},
-		{Kind: infraifake.ErrorCode, Status: 400, Code: marker, Message: marker},
-		{Kind: infraifake.ErrorCode, Status: 404, Code: "MODEL_NOT_FOUND", Message: "model " + marker + " not found"},
+		{Kind: infraifake.ErrorCode, Code: CodeRateLimitExceeded, Message: processortest.Canary},
+		{Kind: infraifake.ErrorCode, Code: CodeVendorDown, Message: processortest.Canary},
+		{Kind: infraifake.ErrorCode, Code: CodeIdempotencyConflict, Message: processortest.Canary},
+		{Kind: infraifake.ErrorCode, Status: 400, Code: processortest.Canary, Message: processortest.Canary},
+		{Kind: infraifake.ErrorCode, Status: 404, Code: "MODEL_NOT_FOUND", Message: "model " + processortest.Canary + " not found"},
 		{Kind: infraifake.Length},
 		{Kind: infraifake.ContentFilter},
 	}
 	for _, bare := range []bool{false, true} {
-		for i, ft := range faults {
-			t.Run(fmt.Sprintf("bare=%v/%d_%s", bare, i, ft.Kind), func(t *testing.T) {
-				t.Parallel()
-				f := newFake(t, infraifake.Options{Bare: bare, Respond: func(infraifake.Request) string {
-					return `{"category":"ok","note":"` + marker + `","flags":[]}`
-				}})
-				f.Enqueue(ft)
-				timeout := 10 * time.Second
-				if ft.Kind == infraifake.TimeoutAfterAnswer {
-					timeout = 200 * time.Millisecond
-				}
-				c := newTestClient(t, f, timeout)
-				p := testParams("Classify this report: " + marker)
-				p.Repair = []stet.RepairTurn{{Output: []byte(`{"note":"` + marker + `"}`), Problems: []string{"/category: missing"}}}
-				_, err := c.Extract(t.Context(), p)
-				if err == nil {
-					t.Fatalf("Extract() with %s = nil error, want a failure", ft.Kind)
-				}
-				if n := f.CallsContaining(marker); n != 1 {
-					t.Fatalf("fake saw the marker in %d calls, want 1 (the canary must reach the provider)", n)
-				}
-				var pe *stet.ProcessorError
-				if !errors.As(err, &pe) {
-					t.Fatalf("Extract() = %v, want a *stet.ProcessorError", err)
-				}
-				for _, s := range []string{err.Error(), fmt.Sprint(err), fmt.Sprintf("%+v", err), pe.Code, pe.RequestID} {
-					if strings.Contains(s, "CANARY") || strings.Contains(s, "Jane Roe") {
-						t.Errorf("Extract() with %s: %q contains the canary", ft.Kind, s)
-					}
-				}
-			})
-		}
+		t.Run(fmt.Sprintf("bare=%v", bare), func(t *testing.T) {
+			t.Parallel()
+			processortest.ExerciseCanary(t, testParams(""), faults, func(ft infraifake.Fault) string { return string(ft.Kind) },
+				func(t *testing.T, ft infraifake.Fault, p stet.ExtractParams) (int, error) {
+					f := newFake(t, infraifake.Options{Bare: bare, Respond: func(infraifake.Request) string { return processortest.CanaryOutput }})
+					f.Enqueue(ft)
+					_, err := newTestClient(t, f, 10*time.Second).Extract(t.Context(), p)
+					return f.CallsContaining(processortest.Canary), err
+				})
+		})
 	}
 }
 

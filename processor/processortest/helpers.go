@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -176,5 +178,41 @@ func Params(prompt, schema string) stet.ExtractParams {
 		Input:      stet.NewText("unused by this processor"),
 		SchemaName: "moderation_v1",
 		Schema:     json.RawMessage(schema),
+	}
+}
+
+// CanaryOutput is model output quoting the canary, for a fake's Respond
+// hook in ExerciseCanary cases.
+const CanaryOutput = `{"category":"ok","note":"` + Canary + `","flags":[]}`
+
+// ExerciseCanary covers, beyond the suite's canary, the provider's own
+// faults: for each fault in faults, in parallel, run must start a fake that
+// answers CanaryOutput, script the fault and Extract p (base with the
+// canary in its prompt and in a repair turn's output), returning how many
+// calls the fake saw carrying Canary and the error. The call must fail
+// once, with a *stet.ProcessorError whose text, code and request ID carry
+// no canary.
+func ExerciseCanary[F any](t *testing.T, base stet.ExtractParams, faults []F, name func(F) string, run func(t *testing.T, fault F, p stet.ExtractParams) (int, error)) {
+	t.Helper()
+	p := base
+	p.Prompt = stet.NewText("Classify this report: " + Canary)
+	p.Repair = []stet.RepairTurn{{Output: []byte(`{"note":"` + Canary + `"}`), Problems: []string{"/category: missing"}}}
+	for i, ft := range faults {
+		what := fmt.Sprintf("%d_%s", i, name(ft))
+		t.Run(what, func(t *testing.T) {
+			t.Parallel()
+			n, err := run(t, ft, p)
+			if err == nil {
+				t.Fatalf("Extract() with %s = nil error, want a failure", what)
+			}
+			if n != 1 {
+				t.Fatalf("fake saw the canary in %d calls, want 1 (the canary must reach the provider)", n)
+			}
+			pe := AsProcessorError(t, "Extract() with "+what, err)
+			noCanary(t, "Extract() with "+what, err)
+			if strings.Contains(pe.Code, "CANARY") || strings.Contains(pe.RequestID, "CANARY") {
+				t.Errorf("Extract() with %s: Code %q / RequestID %q carry the canary", what, pe.Code, pe.RequestID)
+			}
+		})
 	}
 }
