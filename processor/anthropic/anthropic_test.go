@@ -159,26 +159,18 @@ func TestSchemaSentVerbatim(t *testing.T) {
 // processortest scripts (500, 429, a dropped connection).
 func TestNoRetries(t *testing.T) {
 	t.Parallel()
-	for _, ft := range []anthropicfake.Fault{
+	processortest.ExerciseNoRetries(t, []anthropicfake.Fault{
 		{Kind: anthropicfake.Overloaded},
 		{Kind: anthropicfake.RateLimit, RetryAfter: "0"},
 		{Kind: anthropicfake.HTTPError, Status: http.StatusConflict},
 		{Kind: anthropicfake.HTTPError, Status: http.StatusRequestTimeout},
-	} {
-		t.Run(fmt.Sprintf("%s_%d", ft.Kind, ft.Status), func(t *testing.T) {
-			t.Parallel()
+	}, func(ft anthropicfake.Fault) string { return fmt.Sprintf("%s_%d", ft.Kind, ft.Status) },
+		func(t *testing.T, ft anthropicfake.Fault) (int, error) {
 			f := newFake(t, anthropicfake.Options{})
 			f.Enqueue(ft, ft, ft)
-			c := newTestClient(t, f, 0, false)
-			_, err := c.Extract(t.Context(), testParams("hello"))
-			if err == nil {
-				t.Fatalf("Extract() = nil error, want a failure")
-			}
-			if n := f.Calls(); n != 1 {
-				t.Errorf("fake calls after %s = %d, want 1", ft.Kind, n)
-			}
+			_, err := newTestClient(t, f, 0, false).Extract(t.Context(), testParams("hello"))
+			return f.Calls(), err
 		})
-	}
 }
 
 func TestClassification(t *testing.T) {

@@ -123,27 +123,19 @@ func TestRequestGolden(t *testing.T) {
 // RetryInfo, CONTINUATION); processortest counts calls for the rest.
 func TestNoRetries(t *testing.T) {
 	t.Parallel()
-	for _, ft := range []geminifake.Fault{
+	processortest.ExerciseNoRetries(t, []geminifake.Fault{
 		{Kind: geminifake.ServerError, Status: http.StatusServiceUnavailable},
 		{Kind: geminifake.ServerError, Status: http.StatusGatewayTimeout},
 		{Kind: geminifake.RateLimit, RetryDelay: "0.001s"},
 		{Kind: geminifake.HTTPError, Status: http.StatusRequestTimeout},
 		{Kind: geminifake.Finish, FinishReason: "CONTINUATION"},
-	} {
-		t.Run(fmt.Sprintf("%s_%d%s", ft.Kind, ft.Status, ft.FinishReason), func(t *testing.T) {
-			t.Parallel()
+	}, func(ft geminifake.Fault) string { return fmt.Sprintf("%s_%d%s", ft.Kind, ft.Status, ft.FinishReason) },
+		func(t *testing.T, ft geminifake.Fault) (int, error) {
 			f := newFake(t, geminifake.Options{})
 			f.Enqueue(ft, ft, ft)
-			c := newTestClient(t, f, 0)
-			_, err := c.Extract(t.Context(), testParams("hello"))
-			if err == nil {
-				t.Fatalf("Extract() = nil error, want a failure")
-			}
-			if n := f.Calls(); n != 1 {
-				t.Errorf("fake calls after %s = %d, want 1", ft.Kind, n)
-			}
+			_, err := newTestClient(t, f, 0).Extract(t.Context(), testParams("hello"))
+			return f.Calls(), err
 		})
-	}
 }
 
 func TestClassification(t *testing.T) {

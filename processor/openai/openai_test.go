@@ -110,24 +110,16 @@ func TestRequestGolden(t *testing.T) {
 // a dropped connection).
 func TestNoRetries(t *testing.T) {
 	t.Parallel()
-	for _, ft := range []openaifake.Fault{
+	processortest.ExerciseNoRetries(t, []openaifake.Fault{
 		{Kind: openaifake.ServerError, Status: http.StatusServiceUnavailable},
 		{Kind: openaifake.HTTPError, Status: http.StatusConflict},
-	} {
-		t.Run(fmt.Sprintf("%s_%d", ft.Kind, ft.Status), func(t *testing.T) {
-			t.Parallel()
+	}, func(ft openaifake.Fault) string { return fmt.Sprintf("%s_%d", ft.Kind, ft.Status) },
+		func(t *testing.T, ft openaifake.Fault) (int, error) {
 			f := newFake(t, openaifake.Options{})
 			f.Enqueue(ft, ft, ft)
-			c := newTestClient(t, f, 0)
-			_, err := c.Extract(t.Context(), testParams("hello"))
-			if err == nil {
-				t.Fatalf("Extract() = nil error, want a failure")
-			}
-			if n := f.Calls(); n != 1 {
-				t.Errorf("fake calls after %s = %d, want 1", ft.Kind, n)
-			}
+			_, err := newTestClient(t, f, 0).Extract(t.Context(), testParams("hello"))
+			return f.Calls(), err
 		})
-	}
 }
 
 func TestClassification(t *testing.T) {

@@ -216,3 +216,24 @@ func ExerciseCanary[F any](t *testing.T, base stet.ExtractParams, faults []F, na
 		})
 	}
 }
+
+// ExerciseNoRetries covers the provider answers an SDK would retry on its
+// own beyond the suite's (500, 429, a dropped connection): for each fault,
+// in parallel, run must start a fake, script the fault three times and
+// Extract once, returning the fake's call count and the error. The call
+// must fail after exactly one request.
+func ExerciseNoRetries[F any](t *testing.T, faults []F, name func(F) string, run func(t *testing.T, fault F) (int, error)) {
+	t.Helper()
+	for _, ft := range faults {
+		t.Run(name(ft), func(t *testing.T) {
+			t.Parallel()
+			n, err := run(t, ft)
+			if err == nil {
+				t.Fatalf("Extract() with %s = nil error, want a failure", name(ft))
+			}
+			if n != 1 {
+				t.Errorf("fake calls after %s = %d, want 1", name(ft), n)
+			}
+		})
+	}
+}
