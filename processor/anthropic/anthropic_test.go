@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -268,30 +267,9 @@ func TestClassification(t *testing.T) {
 			if n := f.Calls(); n != 1 {
 				t.Errorf("fake calls = %d, want 1", n)
 			}
-			if tt.wantClass == stet.FailureNone {
-				if err != nil {
-					t.Fatalf("Extract() with %s = %v, want success", tt.fault.Kind, err)
-				}
-				if got.StatusCode != tt.wantStatus || !json.Valid(got.Output) {
-					t.Errorf("Extraction = status %d output %s, want status %d and JSON", got.StatusCode, got.Output, tt.wantStatus)
-				}
+			pe := processortest.Outcome{Class: tt.wantClass, Status: tt.wantStatus, Code: tt.wantCode, RetryAfter: tt.wantRetryAfter}.Check(t, "Extract() with "+tt.name, got, err)
+			if pe == nil {
 				return
-			}
-			var pe *stet.ProcessorError
-			if !errors.As(err, &pe) {
-				t.Fatalf("Extract() with %s = %v, %v; want a *stet.ProcessorError", tt.fault.Kind, got, err)
-			}
-			if pe.Class != tt.wantClass {
-				t.Errorf("Extract() with %s: class = %q, want %q (err %v, cause %v)", tt.fault.Kind, pe.Class, tt.wantClass, err, pe.Err)
-			}
-			if pe.StatusCode != tt.wantStatus {
-				t.Errorf("Extract() with %s: status = %d, want %d", tt.fault.Kind, pe.StatusCode, tt.wantStatus)
-			}
-			if pe.Code != tt.wantCode {
-				t.Errorf("Extract() with %s: code = %q, want %q", tt.fault.Kind, pe.Code, tt.wantCode)
-			}
-			if pe.RetryAfter != tt.wantRetryAfter {
-				t.Errorf("Extract() with %s: RetryAfter = %v, want %v", tt.fault.Kind, pe.RetryAfter, tt.wantRetryAfter)
 			}
 			if tt.wantStatus != 0 && !strings.HasPrefix(pe.RequestID, "req_") {
 				t.Errorf("Extract() with %s: RequestID = %q, want the request-id header", tt.fault.Kind, pe.RequestID)

@@ -220,21 +220,9 @@ func TestClassification(t *testing.T) {
 			if n := f.Calls(); n != 1 {
 				t.Errorf("fake calls = %d, want 1", n)
 			}
-			var pe *stet.ProcessorError
-			if !errors.As(err, &pe) {
-				t.Fatalf("Extract() with %s = %v, %v; want a *stet.ProcessorError", tt.fault.Kind, got, err)
-			}
-			if pe.Class != tt.wantClass {
-				t.Errorf("Extract() with %s: class = %q, want %q (err %v, cause %v)", tt.fault.Kind, pe.Class, tt.wantClass, err, pe.Err)
-			}
-			if pe.StatusCode != tt.wantStatus {
-				t.Errorf("Extract() with %s: status = %d, want %d", tt.fault.Kind, pe.StatusCode, tt.wantStatus)
-			}
-			if pe.Code != tt.wantCode {
-				t.Errorf("Extract() with %s: code = %q, want %q", tt.fault.Kind, pe.Code, tt.wantCode)
-			}
-			if pe.RetryAfter != tt.wantRetryAfter {
-				t.Errorf("Extract() with %s: RetryAfter = %v, want %v", tt.fault.Kind, pe.RetryAfter, tt.wantRetryAfter)
+			pe := processortest.Outcome{Class: tt.wantClass, Status: tt.wantStatus, Code: tt.wantCode, RetryAfter: tt.wantRetryAfter}.Check(t, "Extract() with "+tt.name, got, err)
+			if pe == nil {
+				return
 			}
 			if tt.wantStatus != 0 && len(pe.RequestID) != 36 {
 				t.Errorf("Extract() with %s: RequestID = %q, want the apim-request-id header", tt.fault.Kind, pe.RequestID)

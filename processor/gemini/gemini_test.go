@@ -3,7 +3,6 @@ package gemini
 import (
 	"cmp"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -203,25 +202,9 @@ func TestClassification(t *testing.T) {
 			if n := f.Calls(); n != 1 {
 				t.Errorf("fake calls = %d, want 1", n)
 			}
-			type outcome struct {
-				class      stet.FailureClass
-				status     int
-				code       string
-				retryAfter time.Duration
-			}
-			want := outcome{tt.wantClass, tt.wantStatus, tt.wantCode, tt.wantRetryAfter}
-			var pe *stet.ProcessorError
-			switch {
-			case err == nil:
-				if got := (outcome{status: ext.StatusCode}); got != want {
-					t.Fatalf("Extract() with %s = success %+v, want %+v", tt.name, got, want)
-				}
+			pe := processortest.Outcome{Class: tt.wantClass, Status: tt.wantStatus, Code: tt.wantCode, RetryAfter: tt.wantRetryAfter}.Check(t, "Extract() with "+tt.name, ext, err)
+			if pe == nil {
 				return
-			case !errors.As(err, &pe):
-				t.Fatalf("Extract() with %s = %v; want a *stet.ProcessorError", tt.name, err)
-			}
-			if got := (outcome{pe.Class, pe.StatusCode, pe.Code, pe.RetryAfter}); got != want {
-				t.Errorf("Extract() with %s = %+v, want %+v (err %v)", tt.name, got, want, err)
 			}
 			// 200 answers carry the body's responseId; error answers carry
 			// none, as the API sends no request ID header.

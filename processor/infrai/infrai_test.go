@@ -234,30 +234,12 @@ func TestClassification(t *testing.T) {
 				if n := f.Calls(); n != 1 {
 					t.Errorf("fake calls = %d, want 1", n)
 				}
-				if tt.wantClass == stet.FailureNone {
-					if err != nil {
-						t.Fatalf("Extract() with %s = %v, want success", tt.fault.Kind, err)
-					}
-					if got.StatusCode != tt.wantStatus || !uuidV7.MatchString(got.RequestID) {
-						t.Errorf("Extraction status, request ID = %d, %q; want %d and a UUID v7", got.StatusCode, got.RequestID, tt.wantStatus)
+				pe := processortest.Outcome{Class: tt.wantClass, Status: tt.wantStatus, Code: tt.wantCode, RetryAfter: tt.wantRetryAfter}.Check(t, "Extract() with "+tt.name, got, err)
+				if pe == nil {
+					if !uuidV7.MatchString(got.RequestID) {
+						t.Errorf("Extraction request ID = %q, want a UUID v7", got.RequestID)
 					}
 					return
-				}
-				var pe *stet.ProcessorError
-				if !errors.As(err, &pe) {
-					t.Fatalf("Extract() with %s = %v, %v; want a *stet.ProcessorError", tt.name, got, err)
-				}
-				if pe.Class != tt.wantClass {
-					t.Errorf("Extract() with %s: class = %q, want %q (cause %v)", tt.name, pe.Class, tt.wantClass, pe.Err)
-				}
-				if pe.StatusCode != tt.wantStatus {
-					t.Errorf("Extract() with %s: status = %d, want %d", tt.name, pe.StatusCode, tt.wantStatus)
-				}
-				if pe.Code != tt.wantCode {
-					t.Errorf("Extract() with %s: code = %q, want %q", tt.name, pe.Code, tt.wantCode)
-				}
-				if pe.RetryAfter != tt.wantRetryAfter {
-					t.Errorf("Extract() with %s: RetryAfter = %v, want %v", tt.name, pe.RetryAfter, tt.wantRetryAfter)
 				}
 				if tt.wantStatus != 0 && !uuidV7.MatchString(pe.RequestID) {
 					t.Errorf("Extract() with %s: RequestID = %q, want the answer's UUID v7", tt.name, pe.RequestID)

@@ -237,3 +237,32 @@ func ExerciseNoRetries[F any](t *testing.T, faults []F, name func(F) string, run
 		})
 	}
 }
+
+// Outcome is what one Extract must come to: success (FailureNone) with
+// Status, or a *stet.ProcessorError with exactly these fields.
+type Outcome struct {
+	Class      stet.FailureClass
+	Status     int
+	Code       string
+	RetryAfter time.Duration
+}
+
+// Check compares one Extract's result with o and returns its
+// *stet.ProcessorError, or nil after a success; what names the call.
+func (o Outcome) Check(t *testing.T, what string, ext *stet.Extraction, err error) *stet.ProcessorError {
+	t.Helper()
+	if o.Class == stet.FailureNone {
+		if err != nil {
+			t.Fatalf("%s = %v, want success", what, err)
+		}
+		if ext.StatusCode != o.Status || !json.Valid(ext.Output) {
+			t.Errorf("%s = status %d output %s, want status %d and JSON", what, ext.StatusCode, ext.Output, o.Status)
+		}
+		return nil
+	}
+	pe := AsProcessorError(t, what, err)
+	if got := (Outcome{pe.Class, pe.StatusCode, pe.Code, pe.RetryAfter}); got != o {
+		t.Errorf("%s = %+v, want %+v (cause %v)", what, got, o, pe.Err)
+	}
+	return pe
+}
