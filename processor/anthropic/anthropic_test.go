@@ -10,7 +10,6 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -57,21 +56,12 @@ func newFake(t *testing.T, opts anthropicfake.Options) *anthropicfake.Server {
 
 // recordRequests returns anthropicfake.Options whose Respond keeps the last request.
 func recordRequests() (anthropicfake.Options, func() anthropicfake.Request) {
-	var (
-		mu  sync.Mutex
-		got anthropicfake.Request
-	)
+	var last processortest.Last[anthropicfake.Request]
 	opts := anthropicfake.Options{Respond: func(req anthropicfake.Request) string {
-		mu.Lock()
-		defer mu.Unlock()
-		got = req
+		last.Set(req)
 		return fakekit.MinimalInstance(req.Schema)
 	}}
-	return opts, func() anthropicfake.Request {
-		mu.Lock()
-		defer mu.Unlock()
-		return got
-	}
+	return opts, last.Get
 }
 
 func TestRequestGolden(t *testing.T) {
@@ -97,7 +87,7 @@ func TestRequestGolden(t *testing.T) {
 			opts, last := recordRequests()
 			f := newFake(t, opts)
 			c := newTestClient(t, f, 0, tt.toolUse)
-			p := testParams("Classify the report below.\n\nReport: patient <b>[EMAIL]</b> says the dose & timing felt wrong.")
+			p := testParams(processortest.GoldenPrompt)
 			p.Repair = tt.repair
 			if _, err := c.Extract(t.Context(), p); err != nil {
 				t.Fatalf("Extract() = %v, want success", err)

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
@@ -68,14 +67,9 @@ func TestRequestGolden(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			var (
-				mu  sync.Mutex
-				got geminifake.Request
-			)
+			var last processortest.Last[geminifake.Request]
 			f := newFake(t, geminifake.Options{Respond: func(req geminifake.Request) string {
-				mu.Lock()
-				defer mu.Unlock()
-				got = req
+				last.Set(req)
 				return geminifake.MinimalInstance(req.Schema)
 			}})
 			rt := &processortest.RecordingTransport{}
@@ -87,13 +81,12 @@ func TestRequestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p := testParams("Classify the report below.\n\nReport: patient <b>[EMAIL]</b> says the dose & timing felt wrong.")
+			p := testParams(processortest.GoldenPrompt)
 			p.Repair = tt.repair
 			if _, err := c.Extract(t.Context(), p); err != nil {
 				t.Fatalf("Extract() = %v, want success", err)
 			}
-			mu.Lock()
-			defer mu.Unlock()
+			got := last.Get()
 			if url, _, _ := rt.Last(); url != f.URL()+"/v1beta/models/"+testModel+":generateContent" {
 				t.Errorf("request URL = %q, want %q (no key in the query)", url, f.URL()+"/v1beta/models/"+testModel+":generateContent")
 			}

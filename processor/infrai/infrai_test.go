@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
-	"sync"
 	"testing"
 	"time"
 
@@ -79,24 +78,18 @@ func TestRequestGolden(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			var (
-				mu  sync.Mutex
-				got infraifake.Request
-			)
+			var last processortest.Last[infraifake.Request]
 			f := newFake(t, infraifake.Options{Respond: func(req infraifake.Request) string {
-				mu.Lock()
-				defer mu.Unlock()
-				got = req
+				last.Set(req)
 				return infraifake.MinimalInstance(req.Schema)
 			}})
 			c := newTestClient(t, f, 0)
-			p := testParams("Classify the report below.\n\nReport: patient <b>[EMAIL]</b> says the dose & timing felt wrong.")
+			p := testParams(processortest.GoldenPrompt)
 			p.Repair = tt.repair
 			if _, err := c.Extract(t.Context(), p); err != nil {
 				t.Fatalf("Extract() = %v, want success", err)
 			}
-			mu.Lock()
-			defer mu.Unlock()
+			got := last.Get()
 
 			for h, want := range map[string]string{
 				"Authorization":   "Bearer " + testKey,

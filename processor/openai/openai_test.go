@@ -72,24 +72,18 @@ func TestRequestGolden(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			var (
-				mu  sync.Mutex
-				got openaifake.Request
-			)
+			var last processortest.Last[openaifake.Request]
 			f := newFake(t, openaifake.Options{Respond: func(req openaifake.Request) string {
-				mu.Lock()
-				defer mu.Unlock()
-				got = req
+				last.Set(req)
 				return openaifake.MinimalInstance(req.Schema)
 			}})
 			c := newTestClient(t, f, 0)
-			p := testParams("Classify the report below.\n\nReport: patient <b>[EMAIL]</b> says the dose & timing felt wrong.")
+			p := testParams(processortest.GoldenPrompt)
 			p.Repair = tt.repair
 			if _, err := c.Extract(t.Context(), p); err != nil {
 				t.Fatalf("Extract() = %v, want success", err)
 			}
-			mu.Lock()
-			defer mu.Unlock()
+			got := last.Get()
 
 			if auth := got.Header.Get("Authorization"); auth != "Bearer "+testKey {
 				t.Errorf("Authorization header = %q, want the configured bearer key", auth)

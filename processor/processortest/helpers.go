@@ -266,3 +266,28 @@ func (o Outcome) Check(t *testing.T, what string, ext *stet.Extraction, err erro
 	}
 	return pe
 }
+
+// Last keeps the last value Set was given, for a fake's Respond hook to
+// record the request it saw; it is safe for concurrent use.
+type Last[R any] struct {
+	mu sync.Mutex
+	v  R
+}
+
+// Set records v.
+func (l *Last[R]) Set(v R) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.v = v
+}
+
+// Get returns the last value Set was given.
+func (l *Last[R]) Get() R {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.v
+}
+
+// GoldenPrompt is the prompt request golden files carry: markup and an
+// ampersand that must reach the provider unescaped.
+const GoldenPrompt = "Classify the report below.\n\nReport: patient <b>[EMAIL]</b> says the dose & timing felt wrong."
