@@ -77,18 +77,11 @@ func itemScript(s processortest.Script) anthropicfake.BatchItemScript {
 
 // answer reads what a Messages answer says of itself.
 func answer(h http.Header, body []byte) processortest.Answer {
-	var wire struct {
-		Model string `json:"model"`
-		Usage struct {
-			InputTokens  int `json:"input_tokens"`
-			OutputTokens int `json:"output_tokens"`
-		} `json:"usage"`
-	}
-	_ = json.Unmarshal(body, &wire)
 	return processortest.Answer{
-		RequestID: h.Get("request-id"), Model: wire.Model,
-		InputTokens: wire.Usage.InputTokens, OutputTokens: wire.Usage.OutputTokens,
-		Output: fakekit.MinimalInstance(json.RawMessage(processortest.Schema)),
+		RequestID: h.Get("request-id"), Model: processortest.JSONString(body, "model"),
+		InputTokens:  processortest.JSONInt(body, "usage.input_tokens"),
+		OutputTokens: processortest.JSONInt(body, "usage.output_tokens"),
+		Output:       fakekit.MinimalInstance(json.RawMessage(processortest.Schema)),
 	}
 }
 

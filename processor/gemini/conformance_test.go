@@ -54,20 +54,10 @@ func fakeFault(s processortest.Script) geminifake.Fault {
 // the body's responseId, the model its modelVersion, and thinking tokens
 // count as output.
 func answer(_ http.Header, body []byte) processortest.Answer {
-	var wire struct {
-		ModelVersion  string `json:"modelVersion"`
-		ResponseID    string `json:"responseId"`
-		UsageMetadata struct {
-			PromptTokenCount     int `json:"promptTokenCount"`
-			CandidatesTokenCount int `json:"candidatesTokenCount"`
-			ThoughtsTokenCount   int `json:"thoughtsTokenCount"`
-		} `json:"usageMetadata"`
-	}
-	_ = json.Unmarshal(body, &wire)
 	return processortest.Answer{
-		RequestID: wire.ResponseID, Model: wire.ModelVersion,
-		InputTokens:  wire.UsageMetadata.PromptTokenCount,
-		OutputTokens: wire.UsageMetadata.CandidatesTokenCount + wire.UsageMetadata.ThoughtsTokenCount,
+		RequestID: processortest.JSONString(body, "responseId"), Model: processortest.JSONString(body, "modelVersion"),
+		InputTokens:  processortest.JSONInt(body, "usageMetadata.promptTokenCount"),
+		OutputTokens: processortest.JSONInt(body, "usageMetadata.candidatesTokenCount") + processortest.JSONInt(body, "usageMetadata.thoughtsTokenCount"),
 		Output:       geminifake.MinimalInstance(json.RawMessage(processortest.Schema)),
 	}
 }

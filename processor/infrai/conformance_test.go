@@ -49,27 +49,15 @@ func fakeFault(s processortest.Script) infraifake.Fault {
 // request ID is metadata.request_id and the completion is data; bare, the
 // ID is the X-Request-Id header.
 func answer(h http.Header, body []byte) processortest.Answer {
-	var wire struct {
-		Model string `json:"model"`
-		Usage struct {
-			PromptTokens     int `json:"prompt_tokens"`
-			CompletionTokens int `json:"completion_tokens"`
-		} `json:"usage"`
-		Data     json.RawMessage `json:"data"`
-		Metadata struct {
-			RequestID string `json:"request_id"`
-		} `json:"metadata"`
-	}
-	_ = json.Unmarshal(body, &wire)
-	id := h.Get("X-Request-Id")
-	if wire.Data != nil {
-		id = wire.Metadata.RequestID
-		_ = json.Unmarshal(wire.Data, &wire)
+	id, completion := h.Get("X-Request-Id"), "" // bare: the header, the body as is
+	if processortest.JSONField(body, "data") != nil {
+		id, completion = processortest.JSONString(body, "metadata.request_id"), "data."
 	}
 	return processortest.Answer{
-		RequestID: id, Model: wire.Model,
-		InputTokens: wire.Usage.PromptTokens, OutputTokens: wire.Usage.CompletionTokens,
-		Output: infraifake.MinimalInstance(json.RawMessage(processortest.Schema)),
+		RequestID: id, Model: processortest.JSONString(body, completion+"model"),
+		InputTokens:  processortest.JSONInt(body, completion+"usage.prompt_tokens"),
+		OutputTokens: processortest.JSONInt(body, completion+"usage.completion_tokens"),
+		Output:       infraifake.MinimalInstance(json.RawMessage(processortest.Schema)),
 	}
 }
 

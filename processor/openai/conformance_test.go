@@ -47,18 +47,11 @@ func fakeFault(s processortest.Script) openaifake.Fault {
 
 // answer reads what a Chat Completions answer says of itself.
 func answer(h http.Header, body []byte) processortest.Answer {
-	var wire struct {
-		Model string `json:"model"`
-		Usage struct {
-			PromptTokens     int `json:"prompt_tokens"`
-			CompletionTokens int `json:"completion_tokens"`
-		} `json:"usage"`
-	}
-	_ = json.Unmarshal(body, &wire)
 	return processortest.Answer{
-		RequestID: h.Get("x-request-id"), Model: wire.Model,
-		InputTokens: wire.Usage.PromptTokens, OutputTokens: wire.Usage.CompletionTokens,
-		Output: openaifake.MinimalInstance(json.RawMessage(processortest.Schema)),
+		RequestID: h.Get("x-request-id"), Model: processortest.JSONString(body, "model"),
+		InputTokens:  processortest.JSONInt(body, "usage.prompt_tokens"),
+		OutputTokens: processortest.JSONInt(body, "usage.completion_tokens"),
+		Output:       openaifake.MinimalInstance(json.RawMessage(processortest.Schema)),
 	}
 }
 

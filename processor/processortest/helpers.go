@@ -291,3 +291,29 @@ func (l *Last[R]) Get() R {
 // GoldenPrompt is the prompt request golden files carry: markup and an
 // ampersand that must reach the provider unescaped.
 const GoldenPrompt = "Classify the report below.\n\nReport: patient <b>[EMAIL]</b> says the dose & timing felt wrong."
+
+// JSONField returns the value at a dotted path ("usage.input_tokens") in a
+// JSON object, or nil.
+func JSONField(body []byte, path string) any {
+	var v any
+	if json.Unmarshal(body, &v) != nil {
+		return nil
+	}
+	for _, k := range strings.Split(path, ".") {
+		m, _ := v.(map[string]any)
+		v = m[k]
+	}
+	return v
+}
+
+// JSONString is JSONField as a string ("" when it is none).
+func JSONString(body []byte, path string) string {
+	s, _ := JSONField(body, path).(string)
+	return s
+}
+
+// JSONInt is JSONField as an int (0 when it is no number).
+func JSONInt(body []byte, path string) int {
+	n, _ := JSONField(body, path).(float64)
+	return int(n)
+}
