@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -77,4 +78,23 @@ func SendJSON(t testing.TB, method, url string, header http.Header, body string)
 		t.Errorf("fake answered non-JSON %q: %v", raw, err)
 	}
 	return status, h, out
+}
+
+// CheckSeeded checks a fake's random faults from a test: run(seed) starts
+// the fake with that seed, makes its calls and returns their statuses. The
+// same seed must give the same statuses, seed 7 others than seed 42, and
+// the distinct statuses must be want (ascending): the fake's seed reaches
+// the draws and its random faults are the ones it documents.
+func CheckSeeded(t testing.TB, run func(seed int64) []int, want []int) {
+	t.Helper()
+	a := run(42)
+	if b := run(42); !slices.Equal(a, b) {
+		t.Errorf("statuses with seed 42 differ between runs:\n%v\n%v", a, b)
+	}
+	if got := slices.Compact(slices.Sorted(slices.Values(a))); !slices.Equal(got, want) {
+		t.Errorf("%d calls answered %v, want each of %v", len(a), got, want)
+	}
+	if slices.Equal(a, run(7)) {
+		t.Errorf("seeds 42 and 7 gave the same fault sequence %v", a)
+	}
 }
