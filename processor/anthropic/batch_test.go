@@ -22,6 +22,7 @@ import (
 	"github.com/stetlabs/stet/internal/fakekit"
 	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/anthropic/anthropicfake"
+	"github.com/stetlabs/stet/processor/processortest"
 )
 
 // jobID returns a job ID shaped like stet.NewID's.
@@ -146,7 +147,7 @@ func TestBatchRequestGolden(t *testing.T) {
 				t.Fatalf("fake holds %d batches, want 1", len(batches))
 			}
 			b := batches[0]
-			checkGolden(t, tt.golden, b.Body)
+			processortest.GoldenJSON(t, tt.golden, b.Body)
 
 			header := b.Requests[0].Header
 			if auth := header.Get("Authorization"); auth != "Bearer "+testKey {
@@ -548,16 +549,14 @@ func TestBatchStatus(t *testing.T) {
 func TestBatchStatusRawAndFields(t *testing.T) {
 	t.Parallel()
 	f := newFake(t, anthropicfake.Options{})
-	rt := &recordingTransport{}
-	c := batchClient(t, f, false, &http.Client{Transport: rt})
+	rt := &processortest.RecordingTransport{}
+	c := batchClient(t, f, false, rt.Client())
 	h := submit(t, c, batchItems(3))
 	st, err := c.BatchStatus(t.Context(), h.ProviderID)
 	if err != nil {
 		t.Fatalf("BatchStatus() = %v, want success", err)
 	}
-	rt.mu.Lock()
-	body, header := rt.body, rt.header
-	rt.mu.Unlock()
+	_, header, body := rt.Last()
 	if !bytes.Equal(st.Raw, body) {
 		t.Errorf("BatchStatus().Raw = %s, want the body as received %s", st.Raw, body)
 	}

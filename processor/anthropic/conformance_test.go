@@ -1,12 +1,14 @@
 package anthropic
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/internal/fakekit"
 	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/anthropic/anthropicfake"
 	"github.com/stetlabs/stet/processor/processortest"
@@ -73,36 +75,47 @@ func itemScript(s processortest.Script) anthropicfake.BatchItemScript {
 	}
 }
 
+// answer reads what a Messages answer says of itself.
+func answer(h http.Header, body []byte) processortest.Answer {
+	return processortest.Answer{
+		RequestID: h.Get("request-id"), Model: processortest.JSONString(body, "model"),
+		InputTokens:  processortest.JSONInt(body, "usage.input_tokens"),
+		OutputTokens: processortest.JSONInt(body, "usage.output_tokens"),
+		Output:       fakekit.MinimalInstance(json.RawMessage(processortest.Schema)),
+	}
+}
+
 func startFake(t *testing.T) (*anthropicfake.Server, processortest.Fake) {
-	f := anthropicfake.New(anthropicfake.Options{APIKey: testKey})
-	t.Cleanup(f.Close)
-	return f, processortest.Fake{
-		URL:             f.URL(),
-		Enqueue:         func(s processortest.Script) { f.Enqueue(fakeFault(s)) },
-		Calls:           f.Calls,
-		CallsContaining: f.CallsContaining,
-	}
+	f := newFake(t, anthropicfake.Options{})
+	return f, processortest.NewFake(f, fakeFault)
 }
 
-func conformanceClient(t *testing.T, baseURL string, timeout time.Duration) *Client {
-	t.Helper()
-	c, err := New(Config{Common: processor.Common{ID: "anthropic-test", BaseURL: baseURL, APIKey: testKey, Model: testModel, Timeout: timeout}})
-	if err != nil {
-		t.Fatalf("New() = %v", err)
-	}
-	return c
-}
+var common = processor.Common{ID: "anthropic-test", APIKey: testKey, Model: testModel}
 
+// TestConformance runs the suite in both request forms: structured
+// output and tool use.
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	processortest.Exercise(t, processortest.Harness{
-		Start: func(t *testing.T) processortest.Fake { _, f := startFake(t); return f },
-		New: func(t *testing.T, baseURL string, timeout time.Duration) stet.Processor {
-			// The suite's dead address for "connection refused" ends in
-			// /v1, which New refuses: the SDK appends v1/messages itself.
-			return conformanceClient(t, strings.TrimSuffix(baseURL, "/v1"), timeout)
-		},
-	})
+	for _, toolUse := range []bool{false, true} {
+		caps := []string{"sync", "batch", "json_schema"}
+		if toolUse {
+			caps = append(caps, "tool_use")
+		}
+		t.Run(fmt.Sprint("tool use ", toolUse), func(t *testing.T) {
+			t.Parallel()
+			processortest.Exercise(t, processortest.Harness{
+				Start: func(t *testing.T) processortest.Fake { _, f := startFake(t); return f },
+				Open: func(c processor.Common) (stet.Processor, error) {
+					return New(Config{Common: c, ToolUse: toolUse})
+				},
+				Common:       common,
+				Kind:         "anthropic",
+				Capabilities: caps,
+				Answer:       answer,
+				AuthStatus:   http.StatusUnauthorized,
+			})
+		})
+	}
 }
 
 func TestBatchConformance(t *testing.T) {
@@ -115,10 +128,12 @@ func TestBatchConformance(t *testing.T) {
 				Batches:         func() int { return f.BatchCounts().Created },
 				ScriptItem:      func(jobID string, s processortest.Script) { f.ScriptBatchItem(jobID, itemScript(s)) },
 				ItemsContaining: f.BatchRequestsContaining,
+				StatusFault: func(s processortest.Script) {
+					f.EnqueueBatchFaults(anthropicfake.RouteBatchRetrieve, fakeFault(s))
+				},
 			}
 		},
-		New: func(t *testing.T, baseURL string) stet.BatchProcessor {
-			return conformanceClient(t, baseURL, 0)
-		},
+		Open:   func(c processor.Common) (stet.BatchProcessor, error) { return New(Config{Common: c}) },
+		Common: common,
 	})
 }

@@ -2,39 +2,31 @@ package azurecs
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/internal/fakekit"
 	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/azurecs/azurecsfake"
+	"github.com/stetlabs/stet/processor/processortest"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files in testdata")
 
 const testKey = "0123456789abcdef0123456789abcdef"
 
 func newFake(t *testing.T, opts azurecsfake.Options) *azurecsfake.Server {
-	t.Helper()
-	if opts.APIKey == "" {
-		opts.APIKey = testKey
-	}
-	f := azurecsfake.New(opts)
-	t.Cleanup(f.Close)
-	return f
+	opts.APIKey = cmp.Or(opts.APIKey, testKey)
+	return fakekit.Started(t, azurecsfake.New(opts))
 }
 
 // newTestClient returns a Client with the quickstart mapping talking to f.
@@ -142,20 +134,7 @@ func TestRequestGolden(t *testing.T) {
 			if err := e.Encode(g); err != nil {
 				t.Fatalf("request body is not JSON: %v", err)
 			}
-			enc := buf.Bytes()
-			path := filepath.Join("testdata", tt.golden)
-			if *update {
-				if err := os.WriteFile(path, enc, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("read golden file (run with -update to create it): %v", err)
-			}
-			if !bytes.Equal(enc, want) {
-				t.Errorf("request differs from %s (run with -update if intended):\ngot:\n%s\nwant:\n%s", path, enc, want)
-			}
+			processortest.Golden(t, tt.golden, buf.Bytes())
 			if strings.Contains(string(raw), "PROMPT-NOT-SENT") {
 				t.Errorf("request carries the prompt; it must carry only the minimized input")
 			}
@@ -166,78 +145,27 @@ func TestRequestGolden(t *testing.T) {
 	}
 }
 
+// TestExtractSuccess checks what the mapping makes of an answer; the
+// suite's "answer metadata" checks the request ID, Raw, the model label,
+// no tokens and the latency.
 func TestExtractSuccess(t *testing.T) {
 	t.Parallel()
 	f := newFake(t, azurecsfake.Options{Table: []azurecsfake.Rule{
 		{Contains: "hurt myself", Severities: azurecsfake.Severities{SelfHarm: 5, Hate: 2}},
 	}})
-	rt := &recordingTransport{}
-	c, err := New(Config{
-		Common: processor.Common{
-			ID:         "azure-cs",
-			BaseURL:    f.URL(),
-			APIKey:     testKey,
-			HTTPClient: &http.Client{Transport: rt},
-		},
-		MappingPath: quickstartMapping,
-		Schema:      readFile(t, quickstartSchema),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newTestClient(t, f, 0)
 	got, err := c.Extract(t.Context(), testParams(t, "Some nights I want to hurt myself."))
 	if err != nil {
 		t.Fatalf("Extract() = %v, want success", err)
 	}
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	if want := rt.header.Get("apim-request-id"); got.RequestID != want || len(want) != 36 {
-		t.Errorf("RequestID = %q, want apim-request-id %q", got.RequestID, want)
-	}
-	if got.StatusCode != http.StatusOK {
-		t.Errorf("StatusCode = %d, want 200", got.StatusCode)
-	}
-	if want := "text-analyze-2024-09-01+mapping-" + c.Mapping().Hash()[:12]; got.Model != want || len(c.Mapping().Hash()) != 64 {
-		t.Errorf("Model = %q, want %q", got.Model, want)
-	}
-	if !bytes.Equal(got.Raw, rt.body) || !strings.Contains(string(got.Raw), `"categoriesAnalysis"`) {
-		t.Errorf("Raw = %s, want the response body %s", got.Raw, rt.body)
+	if len(c.Mapping().Hash()) != 64 {
+		t.Errorf("Mapping().Hash() = %q, want 64 hex digits", c.Mapping().Hash())
 	}
 	// The fake answers 5 as 4 on the four-level scale.
 	want := `{"category":"self_harm","severity":"high","action":"escalate","labels":["self_harm","harassment"],"rationale":"azure content safety: SelfHarm=4, Hate=2; rule self-harm-acute"}`
 	if string(got.Output) != want {
 		t.Errorf("Output = %s, want %s", got.Output, want)
 	}
-	if got.InputTokens != 0 || got.OutputTokens != 0 {
-		t.Errorf("tokens = %d, %d; want 0, 0 (the service reports none)", got.InputTokens, got.OutputTokens)
-	}
-	if got.Latency <= 0 {
-		t.Errorf("Latency = %v, want > 0", got.Latency)
-	}
-}
-
-// recordingTransport keeps the last response header and body the client saw.
-type recordingTransport struct {
-	mu     sync.Mutex
-	header http.Header
-	body   []byte
-}
-
-func (rt *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	res, err := http.DefaultTransport.RoundTrip(req)
-	if err != nil {
-		return nil, err
-	}
-	body, err := io.ReadAll(res.Body)
-	_ = res.Body.Close()
-	if err != nil {
-		return nil, err
-	}
-	rt.mu.Lock()
-	rt.header, rt.body = res.Header.Clone(), body
-	rt.mu.Unlock()
-	res.Body = io.NopCloser(bytes.NewReader(body))
-	return res, nil
 }
 
 // TestClassification covers the answers only this service gives; the
@@ -292,21 +220,9 @@ func TestClassification(t *testing.T) {
 			if n := f.Calls(); n != 1 {
 				t.Errorf("fake calls = %d, want 1", n)
 			}
-			var pe *stet.ProcessorError
-			if !errors.As(err, &pe) {
-				t.Fatalf("Extract() with %s = %v, %v; want a *stet.ProcessorError", tt.fault.Kind, got, err)
-			}
-			if pe.Class != tt.wantClass {
-				t.Errorf("Extract() with %s: class = %q, want %q (err %v, cause %v)", tt.fault.Kind, pe.Class, tt.wantClass, err, pe.Err)
-			}
-			if pe.StatusCode != tt.wantStatus {
-				t.Errorf("Extract() with %s: status = %d, want %d", tt.fault.Kind, pe.StatusCode, tt.wantStatus)
-			}
-			if pe.Code != tt.wantCode {
-				t.Errorf("Extract() with %s: code = %q, want %q", tt.fault.Kind, pe.Code, tt.wantCode)
-			}
-			if pe.RetryAfter != tt.wantRetryAfter {
-				t.Errorf("Extract() with %s: RetryAfter = %v, want %v", tt.fault.Kind, pe.RetryAfter, tt.wantRetryAfter)
+			pe := processortest.Outcome{Class: tt.wantClass, Status: tt.wantStatus, Code: tt.wantCode, RetryAfter: tt.wantRetryAfter}.Check(t, "Extract() with "+tt.name, got, err)
+			if pe == nil {
+				return
 			}
 			if tt.wantStatus != 0 && len(pe.RequestID) != 36 {
 				t.Errorf("Extract() with %s: RequestID = %q, want the apim-request-id header", tt.fault.Kind, pe.RequestID)
@@ -315,113 +231,46 @@ func TestClassification(t *testing.T) {
 	}
 }
 
+// TestClassificationOffWire covers answers no fake gives; the suite covers
+// a proxy's HTML 502, a 200 that is not JSON and a cancel mid-call.
 func TestClassificationOffWire(t *testing.T) {
 	t.Parallel()
-	errShutdown := errors.New("shutting down")
-	tests := []struct {
-		name       string
-		handler    func(cancel context.CancelCauseFunc) http.HandlerFunc
-		wantClass  stet.FailureClass
-		wantStatus int
-		wantCode   string
-		wantCause  error
-	}{
+	processortest.ExerciseOffWire(t, func(baseURL string) (stet.Processor, error) {
+		return New(Config{Common: processor.Common{ID: "azure-cs", BaseURL: baseURL, Timeout: 10 * time.Second}, MappingPath: quickstartMapping})
+	}, testParams(t, "hello"), []processortest.OffWire{
 		{
-			name: "proxy 502 with an HTML page",
-			handler: func(context.CancelCauseFunc) http.HandlerFunc {
-				return func(w http.ResponseWriter, r *http.Request) {
-					w.Header().Set("Content-Type", "text/html")
-					w.WriteHeader(http.StatusBadGateway)
-					_, _ = io.WriteString(w, "<html><body>502 Bad Gateway</body></html>")
+			Name: "redirect is not followed",
+			Handler: func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path != "/contentsafety/text:analyze" {
+					t.Errorf("redirect followed to %s", r.URL.Path)
 				}
+				http.Redirect(w, r, "/elsewhere", http.StatusTemporaryRedirect)
 			},
-			wantClass: stet.FailureTransient, wantStatus: 502,
+			Class: stet.FailureUnsupported, Status: 307, Code: CodeRedirect,
 		},
 		{
-			name: "redirect is not followed",
-			handler: func(context.CancelCauseFunc) http.HandlerFunc {
-				return func(w http.ResponseWriter, r *http.Request) {
-					if r.URL.Path != "/contentsafety/text:analyze" {
-						t.Errorf("redirect followed to %s", r.URL.Path)
-					}
-					http.Redirect(w, r, "/elsewhere", http.StatusTemporaryRedirect)
-				}
-			},
-			wantClass: stet.FailureUnsupported, wantStatus: 307, wantCode: CodeRedirect,
+			Name:    "free-text code is dropped",
+			Handler: processortest.Reply(http.StatusBadRequest, nil, `{"error":{"code":"text was: my secret","message":"no"}}`),
+			Class:   stet.FailureUnsupported, Status: 400,
 		},
 		{
-			name: "free-text code is dropped",
-			handler: func(context.CancelCauseFunc) http.HandlerFunc {
-				return func(w http.ResponseWriter, r *http.Request) {
-					w.WriteHeader(http.StatusBadRequest)
-					_, _ = io.WriteString(w, `{"error":{"code":"text was: my secret","message":"no"}}`)
-				}
-			},
-			wantClass: stet.FailureUnsupported, wantStatus: 400,
+			Name:    "severity off the scale",
+			Handler: processortest.Reply(http.StatusOK, nil, `{"categoriesAnalysis":[{"category":"Hate","severity":3},{"category":"SelfHarm","severity":0},{"category":"Sexual","severity":0},{"category":"Violence","severity":0}]}`),
+			Class:   stet.FailureTransient, Status: 200, Code: CodeMalformedResponse,
 		},
 		{
-			name: "severity off the scale",
-			handler: func(context.CancelCauseFunc) http.HandlerFunc {
-				return func(w http.ResponseWriter, r *http.Request) {
-					_, _ = io.WriteString(w, `{"categoriesAnalysis":[{"category":"Hate","severity":3},{"category":"SelfHarm","severity":0},{"category":"Sexual","severity":0},{"category":"Violence","severity":0}]}`)
-				}
-			},
-			wantClass: stet.FailureTransient, wantStatus: 200, wantCode: CodeMalformedResponse,
+			Name:    "severity missing",
+			Handler: processortest.Reply(http.StatusOK, nil, `{"categoriesAnalysis":[{"category":"Hate"},{"category":"SelfHarm","severity":0},{"category":"Sexual","severity":0},{"category":"Violence","severity":0}]}`),
+			Class:   stet.FailureTransient, Status: 200, Code: CodeMalformedResponse,
 		},
 		{
-			name: "severity missing",
-			handler: func(context.CancelCauseFunc) http.HandlerFunc {
-				return func(w http.ResponseWriter, r *http.Request) {
-					_, _ = io.WriteString(w, `{"categoriesAnalysis":[{"category":"Hate"},{"category":"SelfHarm","severity":0},{"category":"Sexual","severity":0},{"category":"Violence","severity":0}]}`)
-				}
+			Name: "body over the size limit",
+			Handler: func(w http.ResponseWriter, r *http.Request) {
+				_, _ = w.Write(bytes.Repeat([]byte(" "), maxResponseBytes+10))
 			},
-			wantClass: stet.FailureTransient, wantStatus: 200, wantCode: CodeMalformedResponse,
+			Class: stet.FailureTransient, Status: 200,
 		},
-		{
-			name: "body over the size limit",
-			handler: func(context.CancelCauseFunc) http.HandlerFunc {
-				return func(w http.ResponseWriter, r *http.Request) {
-					_, _ = w.Write(bytes.Repeat([]byte(" "), maxResponseBytes+10))
-				}
-			},
-			wantClass: stet.FailureTransient, wantStatus: 200,
-		},
-		{
-			name: "caller cancels mid-call",
-			handler: func(cancel context.CancelCauseFunc) http.HandlerFunc {
-				return func(w http.ResponseWriter, r *http.Request) {
-					_, _ = io.Copy(io.Discard, r.Body)
-					cancel(errShutdown)
-					<-r.Context().Done()
-				}
-			},
-			wantClass: stet.FailureTransient, wantCause: errShutdown,
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			ctx, cancel := context.WithCancelCause(t.Context())
-			defer cancel(nil)
-			srv := httptest.NewServer(tt.handler(cancel))
-			defer srv.Close()
-			c, err := New(Config{Common: processor.Common{ID: "azure-cs", BaseURL: srv.URL, Timeout: 10 * time.Second}, MappingPath: quickstartMapping})
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, err = c.Extract(ctx, testParams(t, "hello"))
-			var pe *stet.ProcessorError
-			if !errors.As(err, &pe) {
-				t.Fatalf("Extract() = %v, want a *stet.ProcessorError", err)
-			}
-			if pe.Class != tt.wantClass || pe.StatusCode != tt.wantStatus || pe.Code != tt.wantCode {
-				t.Errorf("Extract() = class %q status %d code %q, want %q %d %q", pe.Class, pe.StatusCode, pe.Code, tt.wantClass, tt.wantStatus, tt.wantCode)
-			}
-			if tt.wantCause != nil && !errors.Is(err, tt.wantCause) {
-				t.Errorf("Extract() = %v (cause %v), want it to wrap %v", err, pe.Err, tt.wantCause)
-			}
-		})
-	}
+	})
 }
 
 // TestNoCallCases covers the inputs Extract refuses before any text leaves.
@@ -525,6 +374,8 @@ func TestCanaryNeverInErrors(t *testing.T) {
 	}
 }
 
+// TestNewValidates covers what the suite's "open validates" does not: the
+// base URL is required, and the mapping, API version and schema.
 func TestNewValidates(t *testing.T) {
 	t.Parallel()
 	m := quickstart(t)
@@ -532,12 +383,8 @@ func TestNewValidates(t *testing.T) {
 		name string
 		cfg  Config
 	}{
-		{"no id", Config{Common: processor.Common{BaseURL: "https://x.cognitiveservices.azure.com"}, Mapping: m}},
 		{"no base url", Config{Common: processor.Common{ID: "x"}, Mapping: m}},
-		{"relative base url", Config{Common: processor.Common{ID: "x", BaseURL: "x.cognitiveservices.azure.com"}, Mapping: m}},
 		{"base url with a query", Config{Common: processor.Common{ID: "x", BaseURL: "https://x.cognitiveservices.azure.com/?api-version=1"}, Mapping: m}},
-		{"ftp base url", Config{Common: processor.Common{ID: "x", BaseURL: "ftp://example.com"}, Mapping: m}},
-		{"negative timeout", Config{Common: processor.Common{ID: "x", BaseURL: "https://x.cognitiveservices.azure.com", Timeout: -time.Second}, Mapping: m}},
 		{"no mapping", Config{Common: processor.Common{ID: "x", BaseURL: "https://x.cognitiveservices.azure.com"}}},
 		{"missing mapping file", Config{Common: processor.Common{ID: "x", BaseURL: "https://x.cognitiveservices.azure.com"}, MappingPath: "testdata/none.yaml"}},
 		{"bad api version", Config{Common: processor.Common{ID: "x", BaseURL: "https://x.cognitiveservices.azure.com"}, Mapping: m, APIVersion: "2024 09 01&x=y"}},
@@ -557,39 +404,6 @@ func TestNewValidates(t *testing.T) {
 	}
 	if c.Mapping() != m {
 		t.Errorf("Mapping() is not the configured mapping")
-	}
-}
-
-func TestInfo(t *testing.T) {
-	t.Parallel()
-	subs := []string{"Microsoft"}
-	c, err := New(Config{
-		Common: processor.Common{
-			ID:            "azure-cs-eu",
-			BaseURL:       "https://x.cognitiveservices.azure.com",
-			Region:        "westeurope",
-			Retention:     "none",
-			ZeroRetention: true,
-			Subprocessors: subs,
-		},
-		MappingPath: quickstartMapping,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	subs[0] = "changed by the caller"
-	got := c.Info()
-	got.Capabilities[0] = "changed by the reader"
-	got = c.Info()
-	want := stet.ProcessorInfo{
-		ID: "azure-cs-eu", Kind: "azure-content-safety", Model: "text-analyze-2024-09-01+mapping-" + quickstart(t).Hash()[:12], Region: "westeurope", Retention: "none",
-		ZeroRetention: true, Subprocessors: []string{"Microsoft"},
-		Capabilities: []string{"sync", "moderation"}, SendsTextOffHost: true,
-	}
-	if got.ID != want.ID || got.Kind != want.Kind || got.Model != want.Model || got.Region != want.Region ||
-		got.Retention != want.Retention || got.ZeroRetention != want.ZeroRetention || got.SendsTextOffHost != want.SendsTextOffHost ||
-		!slices.Equal(got.Subprocessors, want.Subprocessors) || !slices.Equal(got.Capabilities, want.Capabilities) {
-		t.Errorf("Info() = %+v, want %+v", got, want)
 	}
 }
 

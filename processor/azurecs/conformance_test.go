@@ -1,6 +1,7 @@
 package azurecs
 
 import (
+	"net/http"
 	"testing"
 	"time"
 
@@ -42,26 +43,27 @@ func fakeFault(s processortest.Script) azurecsfake.Fault {
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	schema := readFile(t, quickstartSchema)
+	model := "text-analyze-2024-09-01+mapping-" + quickstart(t).Hash()[:12]
 	processortest.Exercise(t, processortest.Harness{
 		Start: func(t *testing.T) processortest.Fake {
-			f := newFake(t, azurecsfake.Options{})
-			return processortest.Fake{
-				URL:             f.URL(),
-				Enqueue:         func(s processortest.Script) { f.Enqueue(fakeFault(s)) },
-				Calls:           f.Calls,
-				CallsContaining: f.CallsContaining,
-			}
+			return processortest.NewFake(newFake(t, azurecsfake.Options{}), fakeFault)
 		},
-		New: func(t *testing.T, baseURL string, timeout time.Duration) stet.Processor {
-			c, err := New(Config{
-				Common:      processor.Common{ID: "azure-cs-conformance", BaseURL: baseURL, APIKey: testKey, Timeout: timeout},
-				MappingPath: quickstartMapping,
-			})
-			if err != nil {
-				t.Fatalf("New() = %v", err)
-			}
-			return c
+		Open: func(c processor.Common) (stet.Processor, error) {
+			return New(Config{Common: c, MappingPath: quickstartMapping})
 		},
+		// No model: the label is the API version and the mapping's hash.
+		Common:       processor.Common{ID: "azure-cs-conformance", APIKey: testKey, BaseURL: "https://x.cognitiveservices.azure.com"},
+		Kind:         "azure-content-safety",
+		Capabilities: []string{"sync", "moderation"},
+		InfoModel:    model,
+		// The service reports no tokens; what the record says is the
+		// mapping's (TestExtractSuccess).
+		Answer: func(h http.Header, _ []byte) processortest.Answer {
+			return processortest.Answer{RequestID: h.Get("apim-request-id"), Model: model}
+		},
+		AuthStatus: http.StatusUnauthorized,
+		// No schema: the record is what the mapping writes.
+		SchemaOptional: true,
 		// The suite's schema has no place for what the mapping writes
 		// (category, severity, action, labels, rationale), and the adapter
 		// refuses, without a call, a schema its mapping does not fit: the

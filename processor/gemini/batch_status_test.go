@@ -19,6 +19,7 @@ import (
 
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/processor/gemini/geminifake"
+	"github.com/stetlabs/stet/processor/processortest"
 )
 
 // capTransport fails a body read past limit bytes, as the lead's status
@@ -130,7 +131,7 @@ func TestBatchStatus(t *testing.T) {
 				t.Errorf("status calls = %d, want 1", n)
 			}
 			if tt.wantClass != stet.FailureNone {
-				pe := asPE(t, err)
+				pe := processortest.AsProcessorError(t, "error", err)
 				if pe.Class != tt.wantClass || pe.StatusCode != tt.wantStatus || pe.Code != tt.wantCode || pe.RetryAfter != tt.wantRetryAfter {
 					t.Errorf("BatchStatus() = class %q status %d code %q retry %v, want %q %d %q %v", pe.Class, pe.StatusCode, pe.Code, pe.RetryAfter, tt.wantClass, tt.wantStatus, tt.wantCode, tt.wantRetryAfter)
 				}
@@ -161,7 +162,7 @@ func TestBatchStatus(t *testing.T) {
 		c := newBatchClient(t, f, nil)
 		for _, id := range []string{"", "batches/", "batches/a/b", "batches/../files/x", "operations/x?y"} {
 			_, err := c.BatchStatus(t.Context(), id)
-			if pe := asPE(t, err); pe.Class != stet.FailureUnsupported {
+			if pe := processortest.AsProcessorError(t, "error", err); pe.Class != stet.FailureUnsupported {
 				t.Errorf("BatchStatus(%q) = %v, want unsupported", id, err)
 			}
 		}
@@ -382,7 +383,7 @@ func TestBatchEnds(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = c.BatchResults(t.Context(), &stet.BatchStatus{ProviderID: h.ProviderID, State: stet.BatchCompleted})
-		if pe := asPE(t, err); pe.Class != stet.FailureTransient || pe.Code != codeBatchNotTerminal {
+		if pe := processortest.AsProcessorError(t, "error", err); pe.Class != stet.FailureTransient || pe.Code != codeBatchNotTerminal {
 			t.Errorf("BatchResults() of a running batch = %v, want transient %s", err, codeBatchNotTerminal)
 		}
 	})
@@ -526,7 +527,7 @@ func TestFakeSpeaksSDK(t *testing.T) {
 		t.Fatalf("SDK Delete() = %v", err)
 	}
 	_, err = c.BatchStatus(ctx, inline.ProviderID)
-	if pe := asPE(t, err); pe.Code != codeBatchNotFound {
+	if pe := processortest.AsProcessorError(t, "error", err); pe.Code != codeBatchNotFound {
 		t.Errorf("BatchStatus() after delete = %v, want %s", err, codeBatchNotFound)
 	}
 	if n := f.BatchCounts(); n.Deletes != 1 || len(f.Batches()) != 1 {

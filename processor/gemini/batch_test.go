@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -20,6 +18,7 @@ import (
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/gemini/geminifake"
+	"github.com/stetlabs/stet/processor/processortest"
 )
 
 const canary = "CANARY Jane Roe 555-0100"
@@ -117,42 +116,6 @@ func withCanary(items []stet.BatchItem) []stet.BatchItem {
 	return items
 }
 
-func checkGolden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read golden file (run with -update to create it): %v", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs (run with -update if intended):\ngot:\n%s\nwant:\n%s", path, got, want)
-	}
-}
-
-func indent(t *testing.T, raw []byte) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	if err := json.Indent(&buf, raw, "", "  "); err != nil {
-		t.Fatalf("body is not JSON: %v\n%s", err, raw)
-	}
-	buf.WriteByte('\n')
-	return buf.Bytes()
-}
-
-func asPE(t *testing.T, err error) *stet.ProcessorError {
-	t.Helper()
-	var pe *stet.ProcessorError
-	if !errors.As(err, &pe) {
-		t.Fatalf("error %v (%T) is not a *stet.ProcessorError", err, err)
-	}
-	return pe
-}
-
 func TestBatchRequestGolden(t *testing.T) {
 	t.Parallel()
 	items := batchItems("alpha", "beta")
@@ -170,7 +133,7 @@ func TestBatchRequestGolden(t *testing.T) {
 		if key := create.header.Get("x-goog-api-key"); key != testKey {
 			t.Errorf("x-goog-api-key = %q, want the configured key", key)
 		}
-		checkGolden(t, "batch_create_inline.golden.json", indent(t, create.body))
+		processortest.GoldenJSON(t, "batch_create_inline.golden.json", create.body)
 		if n := f.BatchCounts().Uploads; n != 0 {
 			t.Errorf("uploads = %d, want 0 for an inline batch", n)
 		}
@@ -190,12 +153,12 @@ func TestBatchRequestGolden(t *testing.T) {
 			t.Fatalf("InputFileID = %q, want the uploaded file", h.InputFileID)
 		}
 		create := rec.last(t, http.MethodPost, ":batchGenerateContent")
-		checkGolden(t, "batch_create_file.golden.json", indent(t, bytes.ReplaceAll(create.body, []byte(h.InputFileID), []byte("files/FILE_ID"))))
+		processortest.GoldenJSON(t, "batch_create_file.golden.json", bytes.ReplaceAll(create.body, []byte(h.InputFileID), []byte("files/FILE_ID")))
 		jsonl, ok := f.File(h.InputFileID)
 		if !ok {
 			t.Fatalf("fake holds no file %s", h.InputFileID)
 		}
-		checkGolden(t, "batch_input.golden.jsonl", jsonl)
+		processortest.Golden(t, "batch_input.golden.jsonl", jsonl)
 
 		start := rec.all()[0]
 		if start.path != "/upload/v1beta/files" || start.header.Get("X-Goog-Upload-Command") != "start" {
@@ -491,7 +454,7 @@ func TestBatchItemClassification(t *testing.T) {
 				if r.Extraction != nil {
 					t.Errorf("%s: extraction %s beside an error", ic.name, r.Extraction.Output)
 				}
-				pe := asPE(t, r.Err)
+				pe := processortest.AsProcessorError(t, "error", r.Err)
 				if pe.Class != ic.wantClass || pe.Code != ic.wantCode || pe.RetryAfter != ic.wantRetryAfter {
 					t.Errorf("%s: class %q code %q retry %v, want %q %q %v", ic.name, pe.Class, pe.Code, pe.RetryAfter, ic.wantClass, ic.wantCode, ic.wantRetryAfter)
 				}
@@ -642,7 +605,7 @@ func TestSubmitBatchRefusesBeforeSending(t *testing.T) {
 		called := false
 		tt.b.BeforeCreate = func(context.Context, string) error { called = true; return nil }
 		_, err := c.SubmitBatch(t.Context(), tt.b)
-		pe := asPE(t, err)
+		pe := processortest.AsProcessorError(t, "error", err)
 		if pe.Class != stet.FailureUnsupported || pe.Code != tt.code {
 			t.Errorf("SubmitBatch(%s) = class %q code %q, want unsupported %q", tt.name, pe.Class, pe.Code, tt.code)
 		}
@@ -679,7 +642,7 @@ func TestFindBatchAfterInterruptedSubmit(t *testing.T) {
 				c.timeout = tt.timeout
 			}
 			_, err := c.SubmitBatch(t.Context(), stet.BatchSubmit{BatchID: "bat_lost", Items: batchItems("p", "q")})
-			if pe := asPE(t, err); pe.Class != stet.FailureTransient {
+			if pe := processortest.AsProcessorError(t, "error", err); pe.Class != stet.FailureTransient {
 				t.Fatalf("SubmitBatch() = %v, want a transient failure", err)
 			}
 			c.timeout = 10 * time.Second
@@ -723,7 +686,7 @@ func TestFindBatchAfterInterruptedSubmit(t *testing.T) {
 		}
 		f.EnqueueBatchCreate(geminifake.Fault{Kind: geminifake.RateLimit, RetryDelay: "2s"})
 		_, err := c.SubmitBatch(t.Context(), stet.BatchSubmit{BatchID: "bat_refused", Items: batchItems("p")})
-		if pe := asPE(t, err); pe.Class != stet.FailureRateLimited || pe.RetryAfter != 2*time.Second {
+		if pe := processortest.AsProcessorError(t, "error", err); pe.Class != stet.FailureRateLimited || pe.RetryAfter != 2*time.Second {
 			t.Fatalf("SubmitBatch() = %v (retry %v), want rate_limited after 2s", err, pe.RetryAfter)
 		}
 		found, err := c.FindBatch(t.Context(), stet.BatchQuery{BatchID: "bat_refused"})

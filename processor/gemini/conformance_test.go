@@ -1,9 +1,9 @@
 package gemini
 
 import (
+	"encoding/json"
 	"net/http"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -27,10 +27,8 @@ func fakeFault(s processortest.Script) geminifake.Fault {
 	case processortest.Quota:
 		ft.Kind = geminifake.Quota
 	case processortest.Auth:
-		// The suite expects 401. A wrong API key gets 400 API_KEY_INVALID
-		// (TestClassification keeps that case); 401 UNAUTHENTICATED is what
-		// the API answers credentials it cannot authenticate.
-		ft.Kind, ft.Status = geminifake.HTTPError, http.StatusUnauthorized
+		// A wrong API key gets 400 INVALID_ARGUMENT, reason API_KEY_INVALID.
+		ft.Kind = geminifake.Unauthorized
 	case processortest.ServerError:
 		ft.Kind = geminifake.ServerError
 	case processortest.Disconnect:
@@ -52,36 +50,37 @@ func fakeFault(s processortest.Script) geminifake.Fault {
 	return ft
 }
 
-func startFake(t *testing.T) (*geminifake.Server, processortest.Fake) {
-	f := geminifake.New(geminifake.Options{APIKey: testKey})
-	t.Cleanup(f.Close)
-	return f, processortest.Fake{
-		URL:             f.URL(),
-		Enqueue:         func(s processortest.Script) { f.Enqueue(fakeFault(s)) },
-		Calls:           f.Calls,
-		CallsContaining: f.CallsContaining,
+// answer reads what a generateContent answer says of itself: the ID is
+// the body's responseId, the model its modelVersion, and thinking tokens
+// count as output.
+func answer(_ http.Header, body []byte) processortest.Answer {
+	return processortest.Answer{
+		RequestID: processortest.JSONString(body, "responseId"), Model: processortest.JSONString(body, "modelVersion"),
+		InputTokens:  processortest.JSONInt(body, "usageMetadata.promptTokenCount"),
+		OutputTokens: processortest.JSONInt(body, "usageMetadata.candidatesTokenCount") + processortest.JSONInt(body, "usageMetadata.thoughtsTokenCount"),
+		Output:       geminifake.MinimalInstance(json.RawMessage(processortest.Schema)),
 	}
 }
 
-// conformanceConfig points a client at baseURL. The suite's dead URL ends
-// in /v1, which New refuses (the SDK appends the version itself).
-func conformanceConfig(baseURL string, timeout time.Duration) Config {
-	return Config{Common: processor.Common{
-		ID: "gemini-test", BaseURL: strings.TrimSuffix(baseURL, "/v1"), APIKey: testKey, Model: testModel, Timeout: timeout,
-	}}
+func startFake(t *testing.T) (*geminifake.Server, processortest.Fake) {
+	// A model version other than the configured model, and thinking
+	// tokens: what the Extraction reports must come from the answer.
+	f := newFake(t, geminifake.Options{ModelVersion: "gemini-2.5-flash-preview-09-2025", ThoughtsTokens: 37})
+	return f, processortest.NewFake(f, fakeFault)
 }
+
+var common = processor.Common{ID: "gemini-test", APIKey: testKey, Model: testModel}
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	processortest.Exercise(t, processortest.Harness{
-		Start: func(t *testing.T) processortest.Fake { _, f := startFake(t); return f },
-		New: func(t *testing.T, baseURL string, timeout time.Duration) stet.Processor {
-			c, err := New(conformanceConfig(baseURL, timeout))
-			if err != nil {
-				t.Fatalf("New() = %v", err)
-			}
-			return c
-		},
+		Start:        func(t *testing.T) processortest.Fake { _, f := startFake(t); return f },
+		Open:         func(c processor.Common) (stet.Processor, error) { return New(Config{Common: c}) },
+		Common:       common,
+		Kind:         "gemini",
+		Capabilities: []string{"sync", "json_schema"},
+		Answer:       answer,
+		AuthStatus:   http.StatusBadRequest,
 	})
 }
 
@@ -95,14 +94,10 @@ func TestBatchConformance(t *testing.T) {
 				Batches:         func() int { return f.BatchCounts().Created },
 				ScriptItem:      func(jobID string, s processortest.Script) { f.ScriptBatchItem(jobID, fakeFault(s)) },
 				ItemsContaining: f.BatchItemsContaining,
+				StatusFault:     func(s processortest.Script) { f.EnqueueBatchStatus(fakeFault(s)) },
 			}
 		},
-		New: func(t *testing.T, baseURL string) stet.BatchProcessor {
-			c, err := NewBatch(conformanceConfig(baseURL, 0))
-			if err != nil {
-				t.Fatalf("NewBatch() = %v", err)
-			}
-			return c
-		},
+		Open:   func(c processor.Common) (stet.BatchProcessor, error) { return NewBatch(Config{Common: c}) },
+		Common: common,
 	})
 }

@@ -1,26 +1,21 @@
 package gemini
 
 import (
-	"bytes"
-	"context"
+	"cmp"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/internal/fakekit"
 	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/gemini/geminifake"
+	"github.com/stetlabs/stet/processor/processortest"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files in testdata")
 
 const (
 	testKey    = "AIzaTestKey-0000"
@@ -38,51 +33,11 @@ func newTestClient(t *testing.T, f *geminifake.Server, timeout time.Duration) *C
 	return c
 }
 
-func testParams(prompt string) stet.ExtractParams {
-	return stet.ExtractParams{
-		JobID:      "job_01TEST",
-		Attempt:    1,
-		Prompt:     stet.NewText(prompt),
-		Input:      stet.NewText("unused by this processor"),
-		SchemaName: "moderation_v1",
-		Schema:     json.RawMessage(testSchema),
-	}
-}
+func testParams(prompt string) stet.ExtractParams { return processortest.Params(prompt, testSchema) }
 
 func newFake(t *testing.T, opts geminifake.Options) *geminifake.Server {
-	t.Helper()
-	if opts.APIKey == "" {
-		opts.APIKey = testKey
-	}
-	f := geminifake.New(opts)
-	t.Cleanup(f.Close)
-	return f
-}
-
-// recordingTransport keeps the last request URL, response header and body
-// the client saw.
-type recordingTransport struct {
-	mu     sync.Mutex
-	url    string
-	header http.Header
-	body   []byte
-}
-
-func (rt *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	res, err := http.DefaultTransport.RoundTrip(req)
-	if err != nil {
-		return nil, err
-	}
-	body, err := io.ReadAll(res.Body)
-	_ = res.Body.Close()
-	if err != nil {
-		return nil, err
-	}
-	rt.mu.Lock()
-	rt.url, rt.header, rt.body = req.URL.String(), res.Header.Clone(), body
-	rt.mu.Unlock()
-	res.Body = io.NopCloser(bytes.NewReader(body))
-	return res, nil
+	opts.APIKey = cmp.Or(opts.APIKey, testKey)
+	return fakekit.Started(t, geminifake.New(opts))
 }
 
 func TestRequestGolden(t *testing.T) {
@@ -112,18 +67,13 @@ func TestRequestGolden(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			var (
-				mu  sync.Mutex
-				got geminifake.Request
-			)
+			var last processortest.Last[geminifake.Request]
 			f := newFake(t, geminifake.Options{Respond: func(req geminifake.Request) string {
-				mu.Lock()
-				defer mu.Unlock()
-				got = req
+				last.Set(req)
 				return geminifake.MinimalInstance(req.Schema)
 			}})
-			rt := &recordingTransport{}
-			cfg := Config{Common: processor.Common{ID: "gemini-test", BaseURL: f.URL(), APIKey: testKey, Model: testModel, HTTPClient: &http.Client{Transport: rt}}}
+			rt := &processortest.RecordingTransport{}
+			cfg := Config{Common: processor.Common{ID: "gemini-test", BaseURL: f.URL(), APIKey: testKey, Model: testModel, HTTPClient: rt.Client()}}
 			if tt.cfg != nil {
 				tt.cfg(&cfg)
 			}
@@ -131,18 +81,14 @@ func TestRequestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p := testParams("Classify the report below.\n\nReport: patient <b>[EMAIL]</b> says the dose & timing felt wrong.")
+			p := testParams(processortest.GoldenPrompt)
 			p.Repair = tt.repair
 			if _, err := c.Extract(t.Context(), p); err != nil {
 				t.Fatalf("Extract() = %v, want success", err)
 			}
-			mu.Lock()
-			defer mu.Unlock()
-			rt.mu.Lock()
-			defer rt.mu.Unlock()
-
-			if want := f.URL() + "/v1beta/models/" + testModel + ":generateContent"; rt.url != want {
-				t.Errorf("request URL = %q, want %q (no key in the query)", rt.url, want)
+			got := last.Get()
+			if url, _, _ := rt.Last(); url != f.URL()+"/v1beta/models/"+testModel+":generateContent" {
+				t.Errorf("request URL = %q, want %q (no key in the query)", url, f.URL()+"/v1beta/models/"+testModel+":generateContent")
 			}
 			if key := got.Header.Get("x-goog-api-key"); key != testKey {
 				t.Errorf("x-goog-api-key = %q, want the configured key", key)
@@ -156,7 +102,7 @@ func TestRequestGolden(t *testing.T) {
 			if got.SchemaField != "responseJsonSchema" || got.ResponseMIMEType != "application/json" {
 				t.Errorf("schema sent as %q with mime %q, want responseJsonSchema with application/json", got.SchemaField, got.ResponseMIMEType)
 			}
-			checkGolden(t, tt.golden, indent(t, got.Body))
+			processortest.GoldenJSON(t, tt.golden, got.Body)
 			if n := f.Calls(); n != 1 {
 				t.Errorf("fake calls = %d, want 1", n)
 			}
@@ -169,27 +115,19 @@ func TestRequestGolden(t *testing.T) {
 // RetryInfo, CONTINUATION); processortest counts calls for the rest.
 func TestNoRetries(t *testing.T) {
 	t.Parallel()
-	for _, ft := range []geminifake.Fault{
+	processortest.ExerciseNoRetries(t, []geminifake.Fault{
 		{Kind: geminifake.ServerError, Status: http.StatusServiceUnavailable},
 		{Kind: geminifake.ServerError, Status: http.StatusGatewayTimeout},
 		{Kind: geminifake.RateLimit, RetryDelay: "0.001s"},
 		{Kind: geminifake.HTTPError, Status: http.StatusRequestTimeout},
 		{Kind: geminifake.Finish, FinishReason: "CONTINUATION"},
-	} {
-		t.Run(fmt.Sprintf("%s_%d%s", ft.Kind, ft.Status, ft.FinishReason), func(t *testing.T) {
-			t.Parallel()
+	}, func(ft geminifake.Fault) string { return fmt.Sprintf("%s_%d%s", ft.Kind, ft.Status, ft.FinishReason) },
+		func(t *testing.T, ft geminifake.Fault) (int, error) {
 			f := newFake(t, geminifake.Options{})
 			f.Enqueue(ft, ft, ft)
-			c := newTestClient(t, f, 0)
-			_, err := c.Extract(t.Context(), testParams("hello"))
-			if err == nil {
-				t.Fatalf("Extract() = nil error, want a failure")
-			}
-			if n := f.Calls(); n != 1 {
-				t.Errorf("fake calls after %s = %d, want 1", ft.Kind, n)
-			}
+			_, err := newTestClient(t, f, 0).Extract(t.Context(), testParams("hello"))
+			return f.Calls(), err
 		})
-	}
 }
 
 func TestClassification(t *testing.T) {
@@ -257,25 +195,9 @@ func TestClassification(t *testing.T) {
 			if n := f.Calls(); n != 1 {
 				t.Errorf("fake calls = %d, want 1", n)
 			}
-			type outcome struct {
-				class      stet.FailureClass
-				status     int
-				code       string
-				retryAfter time.Duration
-			}
-			want := outcome{tt.wantClass, tt.wantStatus, tt.wantCode, tt.wantRetryAfter}
-			var pe *stet.ProcessorError
-			switch {
-			case err == nil:
-				if got := (outcome{status: ext.StatusCode}); got != want {
-					t.Fatalf("Extract() with %s = success %+v, want %+v", tt.name, got, want)
-				}
+			pe := processortest.Outcome{Class: tt.wantClass, Status: tt.wantStatus, Code: tt.wantCode, RetryAfter: tt.wantRetryAfter}.Check(t, "Extract() with "+tt.name, ext, err)
+			if pe == nil {
 				return
-			case !errors.As(err, &pe):
-				t.Fatalf("Extract() with %s = %v; want a *stet.ProcessorError", tt.name, err)
-			}
-			if got := (outcome{pe.Class, pe.StatusCode, pe.Code, pe.RetryAfter}); got != want {
-				t.Errorf("Extract() with %s = %+v, want %+v (err %v)", tt.name, got, want, err)
 			}
 			// 200 answers carry the body's responseId; error answers carry
 			// none, as the API sends no request ID header.
@@ -292,156 +214,34 @@ func TestClassification(t *testing.T) {
 	}
 }
 
+// TestClassificationOffWire covers answers no fake gives; the suite covers
+// a proxy's HTML 502, a 200 that is not JSON and a cancel mid-call.
 func TestClassificationOffWire(t *testing.T) {
 	t.Parallel()
-	errShutdown := errors.New("shutting down")
-	jsonAnswer := func(status int, body string, header http.Header) func(context.CancelCauseFunc) http.HandlerFunc {
-		return func(context.CancelCauseFunc) http.HandlerFunc {
-			return func(w http.ResponseWriter, r *http.Request) {
-				for k, v := range header {
-					w.Header()[k] = v
-				}
-				if w.Header().Get("Content-Type") == "" {
-					w.Header().Set("Content-Type", "application/json; charset=UTF-8")
-				}
-				w.WriteHeader(status)
-				_, _ = io.WriteString(w, body)
-			}
-		}
-	}
-	tests := []struct {
-		name           string
-		handler        func(cancel context.CancelCauseFunc) http.HandlerFunc
-		wantClass      stet.FailureClass
-		wantStatus     int
-		wantCode       string
-		wantRetryAfter time.Duration
-		wantRequestID  string
-		wantCause      error
-	}{
+	processortest.ExerciseOffWire(t, func(baseURL string) (stet.Processor, error) {
+		return New(Config{Common: processor.Common{ID: "proxy", BaseURL: baseURL, APIKey: testKey, Model: testModel, Timeout: 10 * time.Second}})
+	}, testParams("hello"), []processortest.OffWire{
 		{
-			name:      "proxy 502 with an HTML page",
-			handler:   jsonAnswer(502, "<html><body>502 Bad Gateway</body></html>", http.Header{"Content-Type": {"text/html"}}),
-			wantClass: stet.FailureTransient, wantStatus: 502,
+			Name:    "gateway 429 with a text body and Retry-After",
+			Handler: processortest.Reply(429, http.Header{"Content-Type": {"text/plain"}, "Retry-After": {"4"}, "X-Request-Id": {"gw-123"}}, "slow down"),
+			Class:   stet.FailureRateLimited, Status: 429, RetryAfter: 4 * time.Second, RequestID: "gw-123",
 		},
 		{
-			name:      "gateway 429 with a text body and Retry-After",
-			handler:   jsonAnswer(429, "slow down", http.Header{"Content-Type": {"text/plain"}, "Retry-After": {"4"}, "X-Request-Id": {"gw-123"}}),
-			wantClass: stet.FailureRateLimited, wantStatus: 429, wantRetryAfter: 4 * time.Second, wantRequestID: "gw-123",
+			Name:    "error wrapped in an array",
+			Handler: processortest.Reply(429, nil, `[{"error":{"code":429,"message":"Quota exceeded","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"RATE_LIMIT_EXCEEDED","domain":"googleapis.com","metadata":{"quota_limit":"GenerateContentRequestsPerDayPerProject","quota_limit_value":"1500"}}]}}]`),
+			Class:   stet.FailureQuota, Status: 429, Code: "RATE_LIMIT_EXCEEDED",
 		},
 		{
-			name:      "error wrapped in an array",
-			handler:   jsonAnswer(429, `[{"error":{"code":429,"message":"Quota exceeded","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"RATE_LIMIT_EXCEEDED","domain":"googleapis.com","metadata":{"quota_limit":"GenerateContentRequestsPerDayPerProject","quota_limit_value":"1500"}}]}}]`, nil),
-			wantClass: stet.FailureQuota, wantStatus: 429, wantCode: "RATE_LIMIT_EXCEEDED",
+			Name:    "free text in status is dropped",
+			Handler: processortest.Reply(400, nil, `{"error":{"code":400,"message":"bad","status":"patient Jane Roe said"}}`),
+			Class:   stet.FailureUnsupported, Status: 400,
 		},
 		{
-			name:      "free text in status is dropped",
-			handler:   jsonAnswer(400, `{"error":{"code":400,"message":"bad","status":"patient Jane Roe said"}}`, nil),
-			wantClass: stet.FailureUnsupported, wantStatus: 400,
+			Name:    "200 without candidates",
+			Handler: processortest.Reply(200, nil, `{"usageMetadata":{"promptTokenCount":3,"totalTokenCount":3},"modelVersion":"gemini-2.5-flash","responseId":"abc"}`),
+			Class:   stet.FailureTransient, Status: 200, RequestID: "abc",
 		},
-		{
-			name:      "200 that is not JSON",
-			handler:   jsonAnswer(200, "<html>captive portal</html>", nil),
-			wantClass: stet.FailureTransient, wantStatus: 200,
-		},
-		{
-			name:      "200 without candidates",
-			handler:   jsonAnswer(200, `{"usageMetadata":{"promptTokenCount":3,"totalTokenCount":3},"modelVersion":"gemini-2.5-flash","responseId":"abc"}`, nil),
-			wantClass: stet.FailureTransient, wantStatus: 200, wantRequestID: "abc",
-		},
-		{
-			name: "caller cancels mid-call",
-			handler: func(cancel context.CancelCauseFunc) http.HandlerFunc {
-				return func(w http.ResponseWriter, r *http.Request) {
-					_, _ = io.Copy(io.Discard, r.Body)
-					cancel(errShutdown)
-					<-r.Context().Done()
-				}
-			},
-			wantClass: stet.FailureTransient, wantCause: errShutdown,
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			ctx, cancel := context.WithCancelCause(t.Context())
-			defer cancel(nil)
-			srv := httptest.NewServer(tt.handler(cancel))
-			defer srv.Close()
-			c, err := New(Config{Common: processor.Common{ID: "proxy", BaseURL: srv.URL, APIKey: testKey, Model: testModel, Timeout: 10 * time.Second}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, err = c.Extract(ctx, testParams("hello"))
-			var pe *stet.ProcessorError
-			if !errors.As(err, &pe) {
-				t.Fatalf("Extract() = %v, want a *stet.ProcessorError", err)
-			}
-			if pe.Class != tt.wantClass || pe.StatusCode != tt.wantStatus || pe.Code != tt.wantCode {
-				t.Errorf("Extract() = class %q status %d code %q, want %q %d %q", pe.Class, pe.StatusCode, pe.Code, tt.wantClass, tt.wantStatus, tt.wantCode)
-			}
-			if pe.RetryAfter != tt.wantRetryAfter || pe.RequestID != tt.wantRequestID {
-				t.Errorf("Extract() = RetryAfter %v RequestID %q, want %v %q", pe.RetryAfter, pe.RequestID, tt.wantRetryAfter, tt.wantRequestID)
-			}
-			if tt.wantCause != nil && !errors.Is(err, tt.wantCause) {
-				t.Errorf("Extract() = %v, want it to wrap %v", err, tt.wantCause)
-			}
-		})
-	}
-}
-
-func TestExtractSuccess(t *testing.T) {
-	t.Parallel()
-	const version = "gemini-2.5-flash-preview-09-2025"
-	f := newFake(t, geminifake.Options{ModelVersion: version, ThoughtsTokens: 37})
-	rt := &recordingTransport{}
-	c, err := New(Config{Common: processor.Common{ID: "gemini-us", BaseURL: f.URL(), APIKey: testKey, Model: testModel, HTTPClient: &http.Client{Transport: rt}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := c.Extract(t.Context(), testParams("Classify: the pharmacy was closed."))
-	if err != nil {
-		t.Fatalf("Extract() = %v, want success", err)
-	}
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-
-	var wire struct {
-		ModelVersion  string `json:"modelVersion"`
-		ResponseID    string `json:"responseId"`
-		UsageMetadata struct {
-			PromptTokenCount     int `json:"promptTokenCount"`
-			CandidatesTokenCount int `json:"candidatesTokenCount"`
-			ThoughtsTokenCount   int `json:"thoughtsTokenCount"`
-		} `json:"usageMetadata"`
-	}
-	if err := json.Unmarshal(rt.body, &wire); err != nil {
-		t.Fatalf("fake response is not JSON: %v", err)
-	}
-	if got.RequestID != wire.ResponseID || wire.ResponseID == "" {
-		t.Errorf("RequestID = %q, want responseId %q", got.RequestID, wire.ResponseID)
-	}
-	if got.StatusCode != http.StatusOK {
-		t.Errorf("StatusCode = %d, want 200", got.StatusCode)
-	}
-	if got.Model != version || wire.ModelVersion != version {
-		t.Errorf("Model = %q, want modelVersion %q", got.Model, version)
-	}
-	if got.InputTokens != wire.UsageMetadata.PromptTokenCount || got.InputTokens == 0 {
-		t.Errorf("InputTokens = %d, want promptTokenCount %d", got.InputTokens, wire.UsageMetadata.PromptTokenCount)
-	}
-	if want := wire.UsageMetadata.CandidatesTokenCount + 37; got.OutputTokens != want || wire.UsageMetadata.CandidatesTokenCount == 0 {
-		t.Errorf("OutputTokens = %d, want candidates + thoughts = %d", got.OutputTokens, want)
-	}
-	if !bytes.Equal(got.Raw, rt.body) {
-		t.Errorf("Raw = %q, want the response body %q", got.Raw, rt.body)
-	}
-	if want := geminifake.MinimalInstance(json.RawMessage(testSchema)); string(got.Output) != want {
-		t.Errorf("Output = %s, want %s", got.Output, want)
-	}
-	if got.Latency <= 0 {
-		t.Errorf("Latency = %v, want > 0", got.Latency)
-	}
+	})
 }
 
 // TestModelPath checks that a model given with or without "models/" reaches
@@ -450,19 +250,17 @@ func TestModelPath(t *testing.T) {
 	t.Parallel()
 	for _, model := range []string{testModel, "models/" + testModel} {
 		f := newFake(t, geminifake.Options{})
-		rt := &recordingTransport{}
-		c, err := New(Config{Common: processor.Common{ID: "g", BaseURL: f.URL() + "/", APIKey: testKey, Model: model, HTTPClient: &http.Client{Transport: rt}}})
+		rt := &processortest.RecordingTransport{}
+		c, err := New(Config{Common: processor.Common{ID: "g", BaseURL: f.URL() + "/", APIKey: testKey, Model: model, HTTPClient: rt.Client()}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if _, err := c.Extract(t.Context(), testParams("hello")); err != nil {
 			t.Errorf("Extract() with model %q = %v, want success", model, err)
 		}
-		rt.mu.Lock()
-		if want := f.URL() + "/v1beta/models/" + testModel + ":generateContent"; rt.url != want {
-			t.Errorf("model %q: request URL = %q, want %q", model, rt.url, want)
+		if url, _, _ := rt.Last(); url != f.URL()+"/v1beta/models/"+testModel+":generateContent" {
+			t.Errorf("model %q: request URL = %q, want %q", model, url, f.URL()+"/v1beta/models/"+testModel+":generateContent")
 		}
-		rt.mu.Unlock()
 	}
 }
 
@@ -522,61 +320,22 @@ func TestEnvironmentIgnored(t *testing.T) {
 // Gemini's own codes, reasons and finish and block reasons, and repair turns.
 func TestCanaryNeverInErrors(t *testing.T) {
 	t.Parallel()
-	const marker = "CANARY Jane Roe 555-0100"
 	faults := []geminifake.Fault{
-		{Kind: geminifake.Unauthorized, Message: marker},
-		{Kind: geminifake.PermissionDenied, Message: marker},
-		{Kind: geminifake.HTTPError, Status: 400, Message: marker, Code: marker, Reason: marker},
-		{Kind: geminifake.HTTPError, Status: 404, Message: "model " + marker + " not found"},
-		{Kind: geminifake.RegionUnsupported, Message: marker},
+		{Kind: geminifake.Unauthorized, Message: processortest.Canary},
+		{Kind: geminifake.PermissionDenied, Message: processortest.Canary},
+		{Kind: geminifake.HTTPError, Status: 400, Message: processortest.Canary, Code: processortest.Canary, Reason: processortest.Canary},
+		{Kind: geminifake.HTTPError, Status: 404, Message: "model " + processortest.Canary + " not found"},
+		{Kind: geminifake.RegionUnsupported, Message: processortest.Canary},
 		{Kind: geminifake.MaxTokens},
-		{Kind: geminifake.Finish, FinishReason: marker},
+		{Kind: geminifake.Finish, FinishReason: processortest.Canary},
 		{Kind: geminifake.Finish, FinishReason: "CONTINUATION"},
-		{Kind: geminifake.PromptBlocked, BlockReason: marker},
+		{Kind: geminifake.PromptBlocked, BlockReason: processortest.Canary},
 	}
-	for _, ft := range faults {
-		t.Run(string(ft.Kind)+"_"+ft.FinishReason, func(t *testing.T) {
-			t.Parallel()
-			f := newFake(t, geminifake.Options{Respond: func(geminifake.Request) string {
-				return `{"category":"ok","note":"` + marker + `","flags":[]}`
-			}})
+	processortest.ExerciseCanary(t, testParams(""), faults, func(ft geminifake.Fault) string { return string(ft.Kind) + "_" + ft.FinishReason },
+		func(t *testing.T, ft geminifake.Fault, p stet.ExtractParams) (int, error) {
+			f := newFake(t, geminifake.Options{Respond: func(geminifake.Request) string { return processortest.CanaryOutput }})
 			f.Enqueue(ft)
-			c := newTestClient(t, f, 10*time.Second)
-			p := testParams("Classify this report: " + marker)
-			p.Repair = []stet.RepairTurn{{Output: []byte(`{"note":"` + marker + `"}`), Problems: []string{"/category: missing"}}}
-			_, err := c.Extract(t.Context(), p)
-			if err == nil {
-				t.Fatalf("Extract() with %s = nil error, want a failure", ft.Kind)
-			}
-			if f.CallsContaining(marker) != 1 {
-				t.Fatalf("fake saw the marker in %d calls, want 1 (the canary must reach the provider)", f.CallsContaining(marker))
-			}
-			for _, s := range []string{err.Error(), fmt.Sprint(err), fmt.Sprintf("%v", err)} {
-				if strings.Contains(s, "CANARY") || strings.Contains(s, "Jane Roe") {
-					t.Errorf("Extract() with %s: error %q contains the canary", ft.Kind, s)
-				}
-			}
-			var pe *stet.ProcessorError
-			if errors.As(err, &pe) && (strings.Contains(pe.Code, "CANARY") || strings.Contains(pe.RequestID, "CANARY")) {
-				t.Errorf("Extract() with %s: Code %q / RequestID %q carry the canary", ft.Kind, pe.Code, pe.RequestID)
-			}
+			_, err := newTestClient(t, f, 10*time.Second).Extract(t.Context(), p)
+			return f.CallsContaining(processortest.Canary), err
 		})
-	}
-}
-
-func TestInvalidSchemaMakesNoCall(t *testing.T) {
-	t.Parallel()
-	for _, schema := range []string{"", "{not json"} {
-		f := newFake(t, geminifake.Options{})
-		c := newTestClient(t, f, 0)
-		p := testParams("hello")
-		p.Schema = json.RawMessage(schema)
-		_, err := c.Extract(t.Context(), p)
-		if got := stet.ClassOf(err); got != stet.FailureUnsupported {
-			t.Errorf("Extract(schema %q): class = %q, want unsupported", schema, got)
-		}
-		if n := f.Calls(); n != 0 {
-			t.Errorf("Extract(schema %q): fake calls = %d, want 0", schema, n)
-		}
-	}
 }

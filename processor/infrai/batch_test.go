@@ -17,6 +17,7 @@ import (
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/infrai/infraifake"
+	"github.com/stetlabs/stet/processor/processortest"
 )
 
 const testBatchID = "bat_01JTESTBATCH0000000000000"
@@ -81,15 +82,6 @@ func clientWith(t *testing.T, f *infraifake.Server, hc *http.Client, timeout tim
 	return c
 }
 
-func asProcessorError(t *testing.T, what string, err error) *stet.ProcessorError {
-	t.Helper()
-	var pe *stet.ProcessorError
-	if !errors.As(err, &pe) {
-		t.Fatalf("%s = %v, want a *stet.ProcessorError", what, err)
-	}
-	return pe
-}
-
 func TestBatchSubmitGolden(t *testing.T) {
 	t.Parallel()
 	var (
@@ -131,7 +123,7 @@ func TestBatchSubmitGolden(t *testing.T) {
 	if canon, err := canonicalJSON(json.RawMessage(got.body)); err != nil || !bytes.Equal(canon, got.body) {
 		t.Errorf("submit body is not canonical JSON:\n%s", got.body)
 	}
-	checkGolden(t, "batch_submit.golden.json", got.body)
+	processortest.Golden(t, "batch_submit.golden.json", got.body)
 
 	// Each item's body is byte for byte what Extract sends for the same job.
 	var wire struct {
@@ -217,8 +209,8 @@ func TestBatchStatusLifecycle(t *testing.T) {
 	t.Parallel()
 	f := newFake(t, infraifake.Options{})
 	f.ScriptBatch(testBatchID, infraifake.BatchScript{PollsToEnd: 3, Running: "warming_up", Items: map[string]infraifake.Fault{"job_02": {Kind: infraifake.Refusal}, "job_03": {Kind: infraifake.ErrorCode, Code: CodeVendorDown}}})
-	rt := &recordingTransport{}
-	c := clientWith(t, f, &http.Client{Transport: rt}, 0)
+	rt := &processortest.RecordingTransport{}
+	c := clientWith(t, f, rt.Client(), 0)
 	h, err := c.SubmitBatch(t.Context(), submitOf(batchItems(3)))
 	if err != nil {
 		t.Fatalf("SubmitBatch() = %v", err)
@@ -231,9 +223,7 @@ func TestBatchStatusLifecycle(t *testing.T) {
 		if err != nil {
 			t.Fatalf("poll %d: BatchStatus() = %v", poll+1, err)
 		}
-		rt.mu.Lock()
-		body := rt.body
-		rt.mu.Unlock()
+		_, _, body := rt.Last()
 		var env struct {
 			Metadata struct {
 				RequestID string `json:"request_id"`
@@ -309,7 +299,7 @@ func TestBatchStatusFailures(t *testing.T) {
 				id = tt.id
 			}
 			st, err := c.BatchStatus(t.Context(), id)
-			pe := asProcessorError(t, fmt.Sprintf("BatchStatus() with %s", tt.name), err)
+			pe := processortest.AsProcessorError(t, fmt.Sprintf("BatchStatus() with %s", tt.name), err)
 			if st != nil || pe.Class != tt.class || pe.StatusCode != tt.status || pe.Code != tt.code || pe.RetryAfter != tt.retry {
 				t.Errorf("BatchStatus() = %v, class %q status %d code %q retry %v; want nil, %q %d %q %v", st, pe.Class, pe.StatusCode, pe.Code, pe.RetryAfter, tt.class, tt.status, tt.code, tt.retry)
 			}
@@ -384,7 +374,7 @@ func TestBatchStatusStrictClient(t *testing.T) {
 	for _, ft := range []infraifake.Fault{{Kind: infraifake.Redirect}, {Kind: infraifake.HugeBody}} {
 		f.EnqueueBatch(infraifake.BatchStatusRoute, ft)
 		st, err := c.BatchStatus(t.Context(), h.ProviderID)
-		pe := asProcessorError(t, fmt.Sprintf("BatchStatus() with %s", ft.Kind), err)
+		pe := processortest.AsProcessorError(t, fmt.Sprintf("BatchStatus() with %s", ft.Kind), err)
 		if st != nil || pe.Class != stet.FailureTransient {
 			t.Errorf("BatchStatus() with %s = %v, class %q; want nil, transient", ft.Kind, st, pe.Class)
 		}
@@ -512,7 +502,7 @@ func TestSubmitBatchConflictAndWindow(t *testing.T) {
 	}
 	// Same key, other items: stet's ledger and what it sent disagree.
 	_, err = c.SubmitBatch(t.Context(), submitOf(batchItems(3)))
-	pe := asProcessorError(t, "SubmitBatch() with changed items", err)
+	pe := processortest.AsProcessorError(t, "SubmitBatch() with changed items", err)
 	if pe.Class != stet.FailureStore || pe.Code != CodeIdempotencyConflict || pe.StatusCode != http.StatusConflict || pe.RetryAfter != 0 {
 		t.Errorf("SubmitBatch() with changed items = %v (retry %v), want store IDEMPOTENCY_CONFLICT 409 without a wait", pe, pe.RetryAfter)
 	}
@@ -609,7 +599,7 @@ func TestBatchItemClassification(t *testing.T) {
 			}
 			continue
 		}
-		pe := asProcessorError(t, "batchItemResult("+tt.name+")", r.Err)
+		pe := processortest.AsProcessorError(t, "batchItemResult("+tt.name+")", r.Err)
 		if pe.Code != tt.code || r.Extraction != nil {
 			t.Errorf("batchItemResult(%s) code = %q, want %q", tt.name, pe.Code, tt.code)
 		}
@@ -751,7 +741,7 @@ func TestBatchResultsUnknownBatch(t *testing.T) {
 	t.Parallel()
 	c := newTestClient(t, newFake(t, infraifake.Options{}), 0)
 	_, err := c.BatchResults(t.Context(), &stet.BatchStatus{ProviderID: "batch_nosuch", State: stet.BatchCompleted})
-	pe := asProcessorError(t, "BatchResults() of an unknown batch", err)
+	pe := processortest.AsProcessorError(t, "BatchResults() of an unknown batch", err)
 	if pe.Class != stet.FailureUnsupported || pe.Code != "batch_not_found" || pe.StatusCode != 404 {
 		t.Errorf("BatchResults() of an unknown batch = %v, want unsupported batch_not_found 404", pe)
 	}
@@ -835,7 +825,7 @@ func TestBatchCanaryNeverInErrors(t *testing.T) {
 	_, err = c.BatchStatus(t.Context(), h.ProviderID+"x")
 	errs = append(errs, err)
 	for i, err := range errs {
-		pe := asProcessorError(t, fmt.Sprintf("error %d", i), err)
+		pe := processortest.AsProcessorError(t, fmt.Sprintf("error %d", i), err)
 		for _, s := range []string{err.Error(), fmt.Sprint(err), fmt.Sprintf("%+v", err), pe.Code, pe.RequestID} {
 			if strings.Contains(s, "CANARY") || strings.Contains(s, "Jane Roe") || strings.Contains(s, h.ProviderID) {
 				t.Errorf("error %d: %q carries the canary or the provider ID", i, s)
@@ -853,7 +843,7 @@ func TestBatchResultsBeforeEnd(t *testing.T) {
 		t.Fatalf("SubmitBatch() = %v", err)
 	}
 	_, err = c.BatchResults(t.Context(), &stet.BatchStatus{ProviderID: h.ProviderID})
-	if pe := asProcessorError(t, "BatchResults() before the end", err); pe.StatusCode != http.StatusConflict || pe.Class != stet.FailureTransient {
+	if pe := processortest.AsProcessorError(t, "BatchResults() before the end", err); pe.StatusCode != http.StatusConflict || pe.Class != stet.FailureTransient {
 		t.Errorf("BatchResults() before the end = %v, want transient 409", pe)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"testing"
 	"time"
 
@@ -43,24 +45,30 @@ func fakeFault(s processortest.Script) infraifake.Fault {
 	return ft
 }
 
-func startConformanceFake(t *testing.T) (*infraifake.Server, processortest.Fake) {
-	f := newFake(t, infraifake.Options{})
-	return f, processortest.Fake{
-		URL:             f.URL(),
-		Enqueue:         func(s processortest.Script) { f.Enqueue(fakeFault(s)) },
-		Calls:           f.Calls,
-		CallsContaining: f.CallsContaining,
+// answer reads what an Infrai answer says of itself: in the envelope, the
+// request ID is metadata.request_id and the completion is data; bare, the
+// ID is the X-Request-Id header.
+func answer(h http.Header, body []byte) processortest.Answer {
+	id, completion := h.Get("X-Request-Id"), "" // bare: the header, the body as is
+	if processortest.JSONField(body, "data") != nil {
+		id, completion = processortest.JSONString(body, "metadata.request_id"), "data."
+	}
+	return processortest.Answer{
+		RequestID: id, Model: processortest.JSONString(body, completion+"model"),
+		InputTokens:  processortest.JSONInt(body, completion+"usage.prompt_tokens"),
+		OutputTokens: processortest.JSONInt(body, completion+"usage.completion_tokens"),
+		Output:       infraifake.MinimalInstance(json.RawMessage(processortest.Schema)),
 	}
 }
 
-func conformanceClient(t *testing.T, baseURL string, timeout time.Duration) *Client {
-	t.Helper()
-	c, err := New(Config{Common: processor.Common{ID: "infrai-test", BaseURL: baseURL, APIKey: testKey, Model: testModel, Timeout: timeout}})
-	if err != nil {
-		t.Fatalf("New() = %v", err)
-	}
-	return c
+func startConformanceFake(t *testing.T, bare bool) (*infraifake.Server, processortest.Fake) {
+	f := newFake(t, infraifake.Options{Bare: bare})
+	return f, processortest.NewFake(f, fakeFault)
 }
+
+var common = processor.Common{ID: testID, APIKey: testKey, Model: testModel}
+
+func open(c processor.Common) (*Client, error) { return New(Config{Common: c}) }
 
 // conformanceParams gives each prompt its own job: the Idempotency-Key is
 // derived from the job and attempt, so the suite's concurrent Extracts of
@@ -75,32 +83,42 @@ func conformanceParams(prompt string) stet.ExtractParams {
 	}
 }
 
+// TestConformance runs the suite against both answer forms: the envelope
+// and the bare completion.
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	processortest.Exercise(t, processortest.Harness{
-		Start: func(t *testing.T) processortest.Fake { _, f := startConformanceFake(t); return f },
-		New: func(t *testing.T, baseURL string, timeout time.Duration) stet.Processor {
-			return conformanceClient(t, baseURL, timeout)
-		},
-		Params: conformanceParams,
-	})
+	for _, bare := range []bool{false, true} {
+		t.Run(fmt.Sprintf("bare=%v", bare), func(t *testing.T) {
+			t.Parallel()
+			processortest.Exercise(t, processortest.Harness{
+				Start:        func(t *testing.T) processortest.Fake { _, f := startConformanceFake(t, bare); return f },
+				Open:         func(c processor.Common) (stet.Processor, error) { return open(c) },
+				Common:       common,
+				Kind:         "infrai",
+				Capabilities: []string{"sync", "batch", "json_schema", "idempotency_key"},
+				Answer:       answer,
+				AuthStatus:   http.StatusUnauthorized,
+				Params:       conformanceParams,
+			})
+		})
+	}
 }
 
 func TestBatchConformance(t *testing.T) {
 	t.Parallel()
 	processortest.ExerciseBatch(t, processortest.BatchHarness{
 		Start: func(t *testing.T) processortest.BatchFake {
-			f, fake := startConformanceFake(t)
+			f, fake := startConformanceFake(t, false)
 			return processortest.BatchFake{
 				Fake:            fake,
 				Batches:         func() int { return f.BatchCounts().Created },
 				ScriptItem:      func(jobID string, s processortest.Script) { f.ScriptBatchItem(jobID, fakeFault(s)) },
 				ItemsContaining: f.CallsContaining, // only batch items are sent
+				StatusFault:     func(s processortest.Script) { f.EnqueueBatch(infraifake.BatchStatusRoute, fakeFault(s)) },
 			}
 		},
-		New: func(t *testing.T, baseURL string) stet.BatchProcessor {
-			return conformanceClient(t, baseURL, 0)
-		},
+		Open:   func(c processor.Common) (stet.BatchProcessor, error) { return open(c) },
+		Common: common,
 		Params: conformanceParams,
 	})
 }

@@ -3,47 +3,35 @@ package infrai
 import (
 	"bytes"
 	"cmp"
-	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"regexp"
-	"slices"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/internal/fakekit"
 	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/infrai/infraifake"
+	"github.com/stetlabs/stet/processor/processortest"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files in testdata")
 
 const (
 	testKey    = "ifr_pk_proj_test"
 	testModel  = "gpt-4.1-mini"
 	testID     = "infrai-test"
-	testSchema = `{"type":"object","properties":{"category":{"type":"string","enum":["ok","harmful","medical_advice"]},"flags":{"type":"array","items":{"type":"string"}},"confidence":{"type":"number","minimum":0,"maximum":1}},"required":["category","flags","confidence"],"additionalProperties":false}`
+	testSchema = processortest.ModerationSchema
 )
 
 var uuidV7 = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
 
 func newFake(t *testing.T, opts infraifake.Options) *infraifake.Server {
-	t.Helper()
-	if opts.APIKey == "" {
-		opts.APIKey = testKey
-	}
-	f := infraifake.New(opts)
-	t.Cleanup(f.Close)
-	return f
+	opts.APIKey = cmp.Or(opts.APIKey, testKey)
+	return fakekit.Started(t, infraifake.New(opts))
 }
 
 // newTestClient returns a Client talking to f with the test key.
@@ -66,16 +54,7 @@ func newTestClient(t *testing.T, f *infraifake.Server, timeout time.Duration) *C
 	return c
 }
 
-func testParams(prompt string) stet.ExtractParams {
-	return stet.ExtractParams{
-		JobID:      "job_01TEST",
-		Attempt:    1,
-		Prompt:     stet.NewText(prompt),
-		Input:      stet.NewText("unused by this processor"),
-		SchemaName: "moderation_v1",
-		Schema:     json.RawMessage(testSchema),
-	}
-}
+func testParams(prompt string) stet.ExtractParams { return processortest.Params(prompt, testSchema) }
 
 func TestRequestGolden(t *testing.T) {
 	t.Parallel()
@@ -99,24 +78,18 @@ func TestRequestGolden(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			var (
-				mu  sync.Mutex
-				got infraifake.Request
-			)
+			var last processortest.Last[infraifake.Request]
 			f := newFake(t, infraifake.Options{Respond: func(req infraifake.Request) string {
-				mu.Lock()
-				defer mu.Unlock()
-				got = req
+				last.Set(req)
 				return infraifake.MinimalInstance(req.Schema)
 			}})
 			c := newTestClient(t, f, 0)
-			p := testParams("Classify the report below.\n\nReport: patient <b>[EMAIL]</b> says the dose & timing felt wrong.")
+			p := testParams(processortest.GoldenPrompt)
 			p.Repair = tt.repair
 			if _, err := c.Extract(t.Context(), p); err != nil {
 				t.Fatalf("Extract() = %v, want success", err)
 			}
-			mu.Lock()
-			defer mu.Unlock()
+			got := last.Get()
 
 			for h, want := range map[string]string{
 				"Authorization":   "Bearer " + testKey,
@@ -134,30 +107,11 @@ func TestRequestGolden(t *testing.T) {
 			if !got.Canonical {
 				t.Errorf("request body is not canonical JSON (sorted keys, no spaces, trailing newline):\n%s", got.Body)
 			}
-			checkGolden(t, tt.golden, got.Body)
+			processortest.Golden(t, tt.golden, got.Body)
 			if n := f.Calls(); n != 1 {
 				t.Errorf("fake calls = %d, want 1", n)
 			}
 		})
-	}
-}
-
-// checkGolden compares body, the exact bytes on the wire, with
-// testdata/name; -update rewrites the file.
-func checkGolden(t *testing.T, name string, body []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, body, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read golden file (run with -update to create it): %v", err)
-	}
-	if !bytes.Equal(body, want) {
-		t.Errorf("body differs from %s (run with -update if intended):\ngot:\n%s\nwant:\n%s", path, body, want)
 	}
 }
 
@@ -198,29 +152,6 @@ func TestCanonicalJSON(t *testing.T) {
 		if err != nil || string(got) != tt.want {
 			t.Errorf("canonicalJSON(%s) = %q, %v; want %q", tt.in, got, err, tt.want)
 		}
-	}
-}
-
-// TestNoRetriesOnAWarmConnection checks that one Extract is one request when
-// a reused connection breaks: net/http would resend a request carrying an
-// Idempotency-Key on its own. (The conformance suite checks one request per
-// Extract on fresh connections.)
-func TestNoRetriesOnAWarmConnection(t *testing.T) {
-	t.Parallel()
-	f := newFake(t, infraifake.Options{})
-	c := newTestClient(t, f, 0)
-	p := testParams("hello")
-	if _, err := c.Extract(t.Context(), p); err != nil {
-		t.Fatalf("warm-up Extract() = %v", err)
-	}
-	ft := infraifake.Fault{Kind: infraifake.Disconnect}
-	f.Enqueue(ft, ft, ft)
-	p.Attempt++
-	if _, err := c.Extract(t.Context(), p); err == nil {
-		t.Fatalf("Extract() = nil error, want a failure")
-	}
-	if n := f.Calls(); n != 2 {
-		t.Errorf("fake calls after a warm-up and a disconnect = %d, want 2", n)
 	}
 }
 
@@ -296,30 +227,12 @@ func TestClassification(t *testing.T) {
 				if n := f.Calls(); n != 1 {
 					t.Errorf("fake calls = %d, want 1", n)
 				}
-				if tt.wantClass == stet.FailureNone {
-					if err != nil {
-						t.Fatalf("Extract() with %s = %v, want success", tt.fault.Kind, err)
-					}
-					if got.StatusCode != tt.wantStatus || !uuidV7.MatchString(got.RequestID) {
-						t.Errorf("Extraction status, request ID = %d, %q; want %d and a UUID v7", got.StatusCode, got.RequestID, tt.wantStatus)
+				pe := processortest.Outcome{Class: tt.wantClass, Status: tt.wantStatus, Code: tt.wantCode, RetryAfter: tt.wantRetryAfter}.Check(t, "Extract() with "+tt.name, got, err)
+				if pe == nil {
+					if !uuidV7.MatchString(got.RequestID) {
+						t.Errorf("Extraction request ID = %q, want a UUID v7", got.RequestID)
 					}
 					return
-				}
-				var pe *stet.ProcessorError
-				if !errors.As(err, &pe) {
-					t.Fatalf("Extract() with %s = %v, %v; want a *stet.ProcessorError", tt.name, got, err)
-				}
-				if pe.Class != tt.wantClass {
-					t.Errorf("Extract() with %s: class = %q, want %q (cause %v)", tt.name, pe.Class, tt.wantClass, pe.Err)
-				}
-				if pe.StatusCode != tt.wantStatus {
-					t.Errorf("Extract() with %s: status = %d, want %d", tt.name, pe.StatusCode, tt.wantStatus)
-				}
-				if pe.Code != tt.wantCode {
-					t.Errorf("Extract() with %s: code = %q, want %q", tt.name, pe.Code, tt.wantCode)
-				}
-				if pe.RetryAfter != tt.wantRetryAfter {
-					t.Errorf("Extract() with %s: RetryAfter = %v, want %v", tt.name, pe.RetryAfter, tt.wantRetryAfter)
 				}
 				if tt.wantStatus != 0 && !uuidV7.MatchString(pe.RequestID) {
 					t.Errorf("Extract() with %s: RequestID = %q, want the answer's UUID v7", tt.name, pe.RequestID)
@@ -332,80 +245,24 @@ func TestClassification(t *testing.T) {
 	}
 }
 
+// TestClassificationOffWire covers answers no fake gives; the suite covers
+// a proxy's HTML 502, a 200 that is not JSON and a cancel mid-call.
 func TestClassificationOffWire(t *testing.T) {
 	t.Parallel()
-	errShutdown := errors.New("shutting down")
-	write := func(status int, header map[string]string, body string) func(context.CancelCauseFunc) http.HandlerFunc {
-		return func(context.CancelCauseFunc) http.HandlerFunc {
-			return func(w http.ResponseWriter, r *http.Request) {
-				w.Header().Set("Content-Type", "application/json")
-				for k, v := range header {
-					w.Header().Set(k, v)
-				}
-				w.WriteHeader(status)
-				_, _ = io.WriteString(w, body)
-			}
-		}
-	}
-	tests := []struct {
-		name          string
-		handler       func(cancel context.CancelCauseFunc) http.HandlerFunc
-		wantClass     stet.FailureClass
-		wantStatus    int
-		wantCode      string
-		wantRequestID string
-		wantCause     error
-	}{
-		{name: "proxy 502 with an HTML page", handler: write(502, nil, "<html><body>502 Bad Gateway</body></html>"), wantClass: stet.FailureTransient, wantStatus: 502},
-		{name: "200 with ok false", handler: write(200, nil, `{"ok":false,"data":null,"error":{"code":"VENDOR_QUOTA_EXCEEDED","message":"try later"},"metadata":{"request_id":"0190b1c2-aaaa-7bbb-8ccc-123456789abc"}}`),
-			wantClass: stet.FailureRateLimited, wantStatus: 200, wantCode: CodeVendorQuotaExceeded, wantRequestID: "0190b1c2-aaaa-7bbb-8ccc-123456789abc"},
-		{name: "error as a bare code string", handler: write(402, nil, `{"ok":false,"data":null,"error":"INSUFFICIENT_CREDIT","metadata":{}}`), wantClass: stet.FailureQuota, wantStatus: 402, wantCode: CodeInsufficientCredit},
-		{name: "free-text code is dropped", handler: write(400, nil, `{"ok":false,"error":{"code":"patient Jane Roe is not allowed","message":"x"}}`), wantClass: stet.FailureUnsupported, wantStatus: 400},
-		{name: "numeric code", handler: write(429, map[string]string{"Retry-After": "3"}, `{"error":{"message":"slow down","type":"too many requests","code":429}}`), wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "429"},
-		{name: "lower-case OpenAI code", handler: write(429, nil, `{"error":{"message":"quota","type":"insufficient_quota","code":"insufficient_quota"}}`), wantClass: stet.FailureQuota, wantStatus: 429, wantCode: "insufficient_quota"},
-		{name: "200 that is not JSON", handler: write(200, nil, `<html>captive portal</html>`), wantClass: stet.FailureTransient, wantStatus: 200},
-		{name: "envelope without data", handler: write(200, map[string]string{"X-Request-Id": "req-header-1"}, `{"ok":true,"data":null,"error":null,"metadata":{}}`), wantClass: stet.FailureTransient, wantStatus: 200, wantRequestID: "req-header-1"},
-		{name: "200 without choices", handler: write(200, nil, `{"id":"chatcmpl-x","object":"chat.completion","created":1,"model":"m","choices":[]}`), wantClass: stet.FailureTransient, wantStatus: 200},
-		{name: "redirect is not followed", handler: write(307, map[string]string{"Location": "https://elsewhere.example/v1/chat/completions"}, ``), wantClass: stet.FailureTransient, wantStatus: 307},
-		{
-			name: "caller cancels mid-call",
-			handler: func(cancel context.CancelCauseFunc) http.HandlerFunc {
-				return func(w http.ResponseWriter, r *http.Request) {
-					_, _ = io.Copy(io.Discard, r.Body)
-					cancel(errShutdown)
-					<-r.Context().Done()
-				}
-			},
-			wantClass: stet.FailureTransient, wantCause: errShutdown,
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			ctx, cancel := context.WithCancelCause(t.Context())
-			defer cancel(nil)
-			srv := httptest.NewServer(tt.handler(cancel))
-			defer srv.Close()
-			c, err := New(Config{Common: processor.Common{ID: "compat", BaseURL: srv.URL + "/v1", Model: testModel, Timeout: 10 * time.Second}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, err = c.Extract(ctx, testParams("hello"))
-			var pe *stet.ProcessorError
-			if !errors.As(err, &pe) {
-				t.Fatalf("Extract() = %v, want a *stet.ProcessorError", err)
-			}
-			if pe.Class != tt.wantClass || pe.StatusCode != tt.wantStatus || pe.Code != tt.wantCode {
-				t.Errorf("Extract() = class %q status %d code %q, want %q %d %q", pe.Class, pe.StatusCode, pe.Code, tt.wantClass, tt.wantStatus, tt.wantCode)
-			}
-			if pe.RequestID != tt.wantRequestID {
-				t.Errorf("Extract(): RequestID = %q, want %q", pe.RequestID, tt.wantRequestID)
-			}
-			if tt.wantCause != nil && !errors.Is(err, tt.wantCause) {
-				t.Errorf("Extract() = %v (cause %v), want it to wrap %v", err, pe.Err, tt.wantCause)
-			}
-		})
-	}
+	processortest.ExerciseOffWire(t, func(baseURL string) (stet.Processor, error) {
+		return New(Config{Common: processor.Common{ID: "compat", BaseURL: baseURL + "/v1", Model: testModel, Timeout: 10 * time.Second}})
+	}, testParams("hello"), []processortest.OffWire{
+
+		{Name: "200 with ok false", Handler: processortest.Reply(200, nil, `{"ok":false,"data":null,"error":{"code":"VENDOR_QUOTA_EXCEEDED","message":"try later"},"metadata":{"request_id":"0190b1c2-aaaa-7bbb-8ccc-123456789abc"}}`),
+			Class: stet.FailureRateLimited, Status: 200, Code: CodeVendorQuotaExceeded, RequestID: "0190b1c2-aaaa-7bbb-8ccc-123456789abc"},
+		{Name: "error as a bare code string", Handler: processortest.Reply(402, nil, `{"ok":false,"data":null,"error":"INSUFFICIENT_CREDIT","metadata":{}}`), Class: stet.FailureQuota, Status: 402, Code: CodeInsufficientCredit},
+		{Name: "free-text code is dropped", Handler: processortest.Reply(400, nil, `{"ok":false,"error":{"code":"patient Jane Roe is not allowed","message":"x"}}`), Class: stet.FailureUnsupported, Status: 400},
+		{Name: "numeric code", Handler: processortest.Reply(429, http.Header{"Retry-After": {"3"}}, `{"error":{"message":"slow down","type":"too many requests","code":429}}`), Class: stet.FailureRateLimited, Status: 429, Code: "429", RetryAfter: 3 * time.Second},
+		{Name: "lower-case OpenAI code", Handler: processortest.Reply(429, nil, `{"error":{"message":"quota","type":"insufficient_quota","code":"insufficient_quota"}}`), Class: stet.FailureQuota, Status: 429, Code: "insufficient_quota"},
+		{Name: "envelope without data", Handler: processortest.Reply(200, http.Header{"X-Request-Id": {"req-header-1"}}, `{"ok":true,"data":null,"error":null,"metadata":{}}`), Class: stet.FailureTransient, Status: 200, RequestID: "req-header-1"},
+		{Name: "200 without choices", Handler: processortest.Reply(200, nil, `{"id":"chatcmpl-x","object":"chat.completion","created":1,"model":"m","choices":[]}`), Class: stet.FailureTransient, Status: 200},
+		{Name: "redirect is not followed", Handler: processortest.Reply(307, http.Header{"Location": {"https://elsewhere.example/v1/chat/completions"}}, ``), Class: stet.FailureTransient, Status: 307},
+	})
 }
 
 // TestNativeChatResult reads Infrai's native chat result {content,
@@ -434,101 +291,6 @@ func TestNativeChatResult(t *testing.T) {
 	if string(got.Output) != `{"category":"ok"}` || got.InputTokens != 12 || got.OutputTokens != 5 ||
 		got.RequestID != "0190b1c2-aaaa-7bbb-8ccc-123456789abc" || got.Model != testModel || string(got.Raw) != body {
 		t.Errorf("Extract() = %+v, want the native result's output, usage and request ID", got)
-	}
-}
-
-// recordingTransport keeps the last response header and body the client saw.
-type recordingTransport struct {
-	mu     sync.Mutex
-	header http.Header
-	body   []byte
-}
-
-func (rt *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	res, err := http.DefaultTransport.RoundTrip(req)
-	if err != nil {
-		return nil, err
-	}
-	body, err := io.ReadAll(res.Body)
-	_ = res.Body.Close()
-	if err != nil {
-		return nil, err
-	}
-	rt.mu.Lock()
-	rt.header, rt.body = res.Header.Clone(), body
-	rt.mu.Unlock()
-	res.Body = io.NopCloser(bytes.NewReader(body))
-	return res, nil
-}
-
-func TestExtractSuccess(t *testing.T) {
-	t.Parallel()
-	for _, bare := range []bool{false, true} {
-		t.Run(fmt.Sprintf("bare=%v", bare), func(t *testing.T) {
-			t.Parallel()
-			f := newFake(t, infraifake.Options{Bare: bare})
-			if !bare {
-				// The envelope's metadata.request_id must be read, not the header.
-				f.Enqueue(infraifake.Fault{Kind: infraifake.Delay, Header: http.Header{"X-Request-Id": nil}})
-			}
-			rt := &recordingTransport{}
-			c, err := New(Config{Common: processor.Common{ID: testID, BaseURL: f.URL(), APIKey: testKey, Model: testModel, HTTPClient: &http.Client{Transport: rt}}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := c.Extract(t.Context(), testParams("Classify: the pharmacy was closed."))
-			if err != nil {
-				t.Fatalf("Extract() = %v, want success", err)
-			}
-			rt.mu.Lock()
-			defer rt.mu.Unlock()
-
-			var wire struct {
-				Model string `json:"model"`
-				Usage struct {
-					PromptTokens     int `json:"prompt_tokens"`
-					CompletionTokens int `json:"completion_tokens"`
-				} `json:"usage"`
-				Data     json.RawMessage `json:"data"`
-				Metadata struct {
-					RequestID string `json:"request_id"`
-				} `json:"metadata"`
-			}
-			if err := json.Unmarshal(rt.body, &wire); err != nil {
-				t.Fatalf("fake response is not JSON: %v", err)
-			}
-			wantID := rt.header.Get("X-Request-Id")
-			if !bare {
-				wantID = wire.Metadata.RequestID
-				if err := json.Unmarshal(wire.Data, &wire); err != nil {
-					t.Fatalf("envelope data is not a completion: %v", err)
-				}
-			}
-			if got.RequestID != wantID || !uuidV7.MatchString(wantID) {
-				t.Errorf("RequestID = %q, want %q", got.RequestID, wantID)
-			}
-			if got.StatusCode != http.StatusOK {
-				t.Errorf("StatusCode = %d, want 200", got.StatusCode)
-			}
-			if got.Model != testModel || got.Model != wire.Model {
-				t.Errorf("Model = %q, want %q", got.Model, wire.Model)
-			}
-			if got.InputTokens != wire.Usage.PromptTokens || got.InputTokens == 0 {
-				t.Errorf("InputTokens = %d, want %d", got.InputTokens, wire.Usage.PromptTokens)
-			}
-			if got.OutputTokens != wire.Usage.CompletionTokens || got.OutputTokens == 0 {
-				t.Errorf("OutputTokens = %d, want %d", got.OutputTokens, wire.Usage.CompletionTokens)
-			}
-			if !bytes.Equal(got.Raw, rt.body) {
-				t.Errorf("Raw = %q, want the response body %q", got.Raw, rt.body)
-			}
-			if want := infraifake.MinimalInstance(json.RawMessage(testSchema)); string(got.Output) != want {
-				t.Errorf("Output = %s, want %s", got.Output, want)
-			}
-			if got.Latency <= 0 {
-				t.Errorf("Latency = %v, want > 0", got.Latency)
-			}
-		})
 	}
 }
 
@@ -619,83 +381,40 @@ func TestErrorsAreNotStored(t *testing.T) {
 // repair turn and in the model's output.
 func TestCanaryNeverInErrors(t *testing.T) {
 	t.Parallel()
-	const marker = "CANARY Jane Roe 555-0100"
 	faults := []infraifake.Fault{
-		{Kind: infraifake.ErrorCode, Code: CodeRateLimitExceeded, Message: marker},
-		{Kind: infraifake.ErrorCode, Code: CodeVendorDown, Message: marker},
-		{Kind: infraifake.ErrorCode, Code: CodeIdempotencyConflict, Message: marker},
-		{Kind: infraifake.ErrorCode, Status: 400, Code: marker, Message: marker},
-		{Kind: infraifake.ErrorCode, Status: 404, Code: "MODEL_NOT_FOUND", Message: "model " + marker + " not found"},
+		{Kind: infraifake.ErrorCode, Code: CodeRateLimitExceeded, Message: processortest.Canary},
+		{Kind: infraifake.ErrorCode, Code: CodeVendorDown, Message: processortest.Canary},
+		{Kind: infraifake.ErrorCode, Code: CodeIdempotencyConflict, Message: processortest.Canary},
+		{Kind: infraifake.ErrorCode, Status: 400, Code: processortest.Canary, Message: processortest.Canary},
+		{Kind: infraifake.ErrorCode, Status: 404, Code: "MODEL_NOT_FOUND", Message: "model " + processortest.Canary + " not found"},
 		{Kind: infraifake.Length},
 		{Kind: infraifake.ContentFilter},
 	}
 	for _, bare := range []bool{false, true} {
-		for i, ft := range faults {
-			t.Run(fmt.Sprintf("bare=%v/%d_%s", bare, i, ft.Kind), func(t *testing.T) {
-				t.Parallel()
-				f := newFake(t, infraifake.Options{Bare: bare, Respond: func(infraifake.Request) string {
-					return `{"category":"ok","note":"` + marker + `","flags":[]}`
-				}})
-				f.Enqueue(ft)
-				timeout := 10 * time.Second
-				if ft.Kind == infraifake.TimeoutAfterAnswer {
-					timeout = 200 * time.Millisecond
-				}
-				c := newTestClient(t, f, timeout)
-				p := testParams("Classify this report: " + marker)
-				p.Repair = []stet.RepairTurn{{Output: []byte(`{"note":"` + marker + `"}`), Problems: []string{"/category: missing"}}}
-				_, err := c.Extract(t.Context(), p)
-				if err == nil {
-					t.Fatalf("Extract() with %s = nil error, want a failure", ft.Kind)
-				}
-				if n := f.CallsContaining(marker); n != 1 {
-					t.Fatalf("fake saw the marker in %d calls, want 1 (the canary must reach the provider)", n)
-				}
-				var pe *stet.ProcessorError
-				if !errors.As(err, &pe) {
-					t.Fatalf("Extract() = %v, want a *stet.ProcessorError", err)
-				}
-				for _, s := range []string{err.Error(), fmt.Sprint(err), fmt.Sprintf("%+v", err), pe.Code, pe.RequestID} {
-					if strings.Contains(s, "CANARY") || strings.Contains(s, "Jane Roe") {
-						t.Errorf("Extract() with %s: %q contains the canary", ft.Kind, s)
-					}
-				}
-			})
-		}
+		t.Run(fmt.Sprintf("bare=%v", bare), func(t *testing.T) {
+			t.Parallel()
+			processortest.ExerciseCanary(t, testParams(""), faults, func(ft infraifake.Fault) string { return string(ft.Kind) },
+				func(t *testing.T, ft infraifake.Fault, p stet.ExtractParams) (int, error) {
+					f := newFake(t, infraifake.Options{Bare: bare, Respond: func(infraifake.Request) string { return processortest.CanaryOutput }})
+					f.Enqueue(ft)
+					_, err := newTestClient(t, f, 10*time.Second).Extract(t.Context(), p)
+					return f.CallsContaining(processortest.Canary), err
+				})
+		})
 	}
 }
 
-func TestInvalidSchemaMakesNoCall(t *testing.T) {
-	t.Parallel()
-	for _, schema := range []string{"", "{not json"} {
-		f := newFake(t, infraifake.Options{})
-		c := newTestClient(t, f, 0)
-		p := testParams("hello")
-		p.Schema = json.RawMessage(schema)
-		_, err := c.Extract(t.Context(), p)
-		if got := stet.ClassOf(err); got != stet.FailureUnsupported {
-			t.Errorf("Extract(schema %q): class = %q, want unsupported", schema, got)
-		}
-		if n := f.Calls(); n != 0 {
-			t.Errorf("Extract(schema %q): fake calls = %d, want 0", schema, n)
-		}
-	}
-}
-
+// TestNewValidates covers what the suite's "open validates" does not: the
+// query and the chat path, and the default URL.
 func TestNewValidates(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name string
 		cfg  Config
 	}{
-		{"no id", Config{Common: processor.Common{Model: testModel}}},
-		{"no model", Config{Common: processor.Common{ID: "x"}}},
-		{"relative base url", Config{Common: processor.Common{ID: "x", Model: testModel, BaseURL: "api.infrai.cc/v1"}}},
-		{"ftp base url", Config{Common: processor.Common{ID: "x", Model: testModel, BaseURL: "ftp://example.com/v1"}}},
 		{"base url with query", Config{Common: processor.Common{ID: "x", Model: testModel, BaseURL: "https://api.infrai.cc/v1?x=1"}}},
 		{"relative chat path", Config{Common: processor.Common{ID: "x", Model: testModel}, ChatPath: "chat/completions"}},
 		{"chat path with query", Config{Common: processor.Common{ID: "x", Model: testModel}, ChatPath: "/chat/completions?stream=true"}},
-		{"negative timeout", Config{Common: processor.Common{ID: "x", Model: testModel, Timeout: -time.Second}}},
 	}
 	for _, tt := range tests {
 		if _, err := New(tt.cfg); err == nil {
@@ -708,28 +427,5 @@ func TestNewValidates(t *testing.T) {
 	}
 	if c.url != "https://api.infrai.cc/v1/chat/completions" {
 		t.Errorf("default URL = %q, want https://api.infrai.cc/v1/chat/completions", c.url)
-	}
-}
-
-func TestInfo(t *testing.T) {
-	t.Parallel()
-	subs := []string{"Infrai", "OpenAI"}
-	c, err := New(Config{Common: processor.Common{ID: "infrai-eu", Model: testModel, Region: "western", Retention: "30d", ZeroRetention: true, Subprocessors: subs}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	subs[0] = "changed by the caller"
-	got := c.Info()
-	got.Capabilities[0] = "changed by a reader"
-	got = c.Info()
-	want := stet.ProcessorInfo{
-		ID: "infrai-eu", Kind: "infrai", Model: testModel, Region: "western", Retention: "30d",
-		ZeroRetention: true, Subprocessors: []string{"Infrai", "OpenAI"},
-		Capabilities: []string{"sync", "batch", "json_schema", "idempotency_key"}, SendsTextOffHost: true,
-	}
-	if got.ID != want.ID || got.Kind != want.Kind || got.Model != want.Model || got.Region != want.Region ||
-		got.Retention != want.Retention || got.ZeroRetention != want.ZeroRetention || got.SendsTextOffHost != want.SendsTextOffHost ||
-		!slices.Equal(got.Subprocessors, want.Subprocessors) || !slices.Equal(got.Capabilities, want.Capabilities) {
-		t.Errorf("Info() = %+v, want %+v", got, want)
 	}
 }

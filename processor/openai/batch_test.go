@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -19,6 +17,7 @@ import (
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/openai/openaifake"
+	"github.com/stetlabs/stet/processor/processortest"
 )
 
 // batchParams are the extract params of job id: testParams with its own
@@ -45,33 +44,6 @@ func submit(t *testing.T, c *Client, batchID string, ids ...string) *stet.BatchH
 		t.Fatalf("SubmitBatch(%q) = %v", batchID, err)
 	}
 	return h
-}
-
-// processorError asserts err is a *stet.ProcessorError and returns it.
-func processorError(t *testing.T, what string, err error) *stet.ProcessorError {
-	t.Helper()
-	var pe *stet.ProcessorError
-	if !errors.As(err, &pe) {
-		t.Fatalf("%s = %v, want a *stet.ProcessorError", what, err)
-	}
-	return pe
-}
-
-func checkGolden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read golden file (run with -update to create it): %v", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs (run with -update if intended):\ngot:\n%s\nwant:\n%s", path, got, want)
-	}
 }
 
 func TestBatchRequestGolden(t *testing.T) {
@@ -101,19 +73,14 @@ func TestBatchRequestGolden(t *testing.T) {
 			t.Errorf("results file = %s %q expiring %v, want batch_output 30 days after %v (output_expires_after)", ff.ID, ff.Purpose, ff.ExpiresAt, ff.CreatedAt)
 		}
 	}
-	checkGolden(t, "batch_input.golden.jsonl", in.Content)
+	processortest.Golden(t, "batch_input.golden.jsonl", in.Content)
 
 	batches := f.Batches()
 	if len(batches) != 1 {
 		t.Fatalf("fake holds %d batches, want 1", len(batches))
 	}
 	body := bytes.ReplaceAll(batches[0].CreateBody, []byte(in.ID), []byte("FILE_ID"))
-	var indented bytes.Buffer
-	if err := json.Indent(&indented, body, "", "  "); err != nil {
-		t.Fatalf("create body is not JSON: %v", err)
-	}
-	indented.WriteByte('\n')
-	checkGolden(t, "batch_create.golden.json", indented.Bytes())
+	processortest.GoldenJSON(t, "batch_create.golden.json", body)
 
 	// Each line's body is byte for byte what the sync path sends.
 	lines := bytes.Split(bytes.TrimSpace(in.Content), []byte("\n"))
@@ -258,7 +225,7 @@ func TestBatchItemClassification(t *testing.T) {
 		if got.Extraction != nil {
 			t.Errorf("%s: Extraction = %+v, want nil beside an error", tt.name, got.Extraction)
 		}
-		pe := processorError(t, tt.name, got.Err)
+		pe := processortest.AsProcessorError(t, tt.name, got.Err)
 		if pe.Class != tt.wantClass || pe.Code != tt.wantCode || pe.StatusCode != tt.wantStatus || pe.RequestID != tt.wantReqID {
 			t.Errorf("%s: error = class %q code %q status %d request %q, want %q %q %d %q",
 				tt.name, pe.Class, pe.Code, pe.StatusCode, pe.RequestID, tt.wantClass, tt.wantCode, tt.wantStatus, tt.wantReqID)
@@ -384,7 +351,7 @@ func TestSubmitBatchRefusesBeforeSending(t *testing.T) {
 		called := false
 		tt.b.BeforeCreate = func(context.Context, string) error { called = true; return nil }
 		_, err := c.SubmitBatch(t.Context(), tt.b)
-		if pe := processorError(t, "SubmitBatch("+tt.name+")", err); pe.Class != stet.FailureUnsupported {
+		if pe := processortest.AsProcessorError(t, "SubmitBatch("+tt.name+")", err); pe.Class != stet.FailureUnsupported {
 			t.Errorf("SubmitBatch(%s): class = %q, want unsupported", tt.name, pe.Class)
 		}
 		if s := f.BatchStats(); s != (openaifake.BatchStats{}) || called {
@@ -399,7 +366,7 @@ func TestSubmitBatchCreateRefused(t *testing.T) {
 	f.EnqueueBatch(openaifake.BatchRouteCreate, openaifake.Fault{Kind: openaifake.RateLimit, RetryAfter: "9"})
 	c := newTestClient(t, f, 0)
 	_, err := c.SubmitBatch(t.Context(), stet.BatchSubmit{BatchID: "bat_1", Items: batchItems("job_a")})
-	pe := processorError(t, "SubmitBatch() against a 429", err)
+	pe := processortest.AsProcessorError(t, "SubmitBatch() against a 429", err)
 	if pe.Class != stet.FailureRateLimited || pe.RetryAfter != 9*time.Second {
 		t.Errorf("SubmitBatch() against a 429 = class %q, RetryAfter %v; want rate_limited, 9s", pe.Class, pe.RetryAfter)
 	}
@@ -424,7 +391,7 @@ func TestBatchAzureUnsupported(t *testing.T) {
 	_, errStatus := c.BatchStatus(ctx, "batch_1")
 	_, errResults := c.BatchResults(ctx, &stet.BatchStatus{State: stet.BatchCompleted, OutputFileID: "file-1"})
 	for i, err := range []error{errSubmit, errFind, errStatus, errResults} {
-		pe := processorError(t, fmt.Sprintf("batch method %d on Azure", i), err)
+		pe := processortest.AsProcessorError(t, fmt.Sprintf("batch method %d on Azure", i), err)
 		if pe.Class != stet.FailureUnsupported || pe.Code != codeAzureBatch {
 			t.Errorf("batch method %d on Azure = class %q code %q, want unsupported %s", i, pe.Class, pe.Code, codeAzureBatch)
 		}
@@ -457,7 +424,7 @@ func TestFindBatchAfterInterruptedSubmit(t *testing.T) {
 					return nil
 				},
 			})
-			if pe := processorError(t, "SubmitBatch() with the answer lost", err); pe.Class != stet.FailureTransient {
+			if pe := processortest.AsProcessorError(t, "SubmitBatch() with the answer lost", err); pe.Class != stet.FailureTransient {
 				t.Errorf("SubmitBatch() with the answer lost: class = %q, want transient", pe.Class)
 			}
 			before := f.BatchStats()
@@ -493,7 +460,7 @@ func TestFindBatchNoneCreated(t *testing.T) {
 	f.EnqueueBatch(openaifake.BatchRouteCreate, openaifake.Fault{Kind: openaifake.ServerError, Status: http.StatusBadGateway})
 	started := time.Now()
 	_, err := c.SubmitBatch(t.Context(), stet.BatchSubmit{BatchID: "bat_01NONE", Items: batchItems("job_a")})
-	if pe := processorError(t, "SubmitBatch() against a 502", err); pe.Class != stet.FailureTransient {
+	if pe := processortest.AsProcessorError(t, "SubmitBatch() against a 502", err); pe.Class != stet.FailureTransient {
 		t.Errorf("SubmitBatch() against a 502: class = %q, want transient", pe.Class)
 	}
 	got, err := c.FindBatch(t.Context(), stet.BatchQuery{BatchID: "bat_01NONE", SubmittedAt: started})
@@ -557,7 +524,7 @@ func TestFindBatchListFailureIsNotNone(t *testing.T) {
 	submit(t, c, "bat_2", "job_b")
 	f.EnqueueBatch(openaifake.BatchRouteList, openaifake.Fault{}, openaifake.Fault{Kind: openaifake.ServerError})
 	got, err := c.FindBatch(t.Context(), stet.BatchQuery{BatchID: "bat_1"})
-	if pe := processorError(t, "FindBatch() with a failing second page", err); pe.Class != stet.FailureTransient || got != nil {
+	if pe := processortest.AsProcessorError(t, "FindBatch() with a failing second page", err); pe.Class != stet.FailureTransient || got != nil {
 		t.Errorf("FindBatch() with a failing second page = %+v, class %q; want no answer, transient", got, pe.Class)
 	}
 }
@@ -640,7 +607,7 @@ func TestBatchStatus(t *testing.T) {
 				f.EnqueueBatch(openaifake.BatchRouteStatus, tt.fault)
 			}
 			got, err := c.BatchStatus(t.Context(), id)
-			pe := processorError(t, "BatchStatus() with "+tt.name, err)
+			pe := processortest.AsProcessorError(t, "BatchStatus() with "+tt.name, err)
 			if got != nil {
 				t.Errorf("BatchStatus() = %+v beside an error, want nil", got)
 			}
@@ -668,8 +635,8 @@ func TestBatchStatusProgress(t *testing.T) {
 			t.Parallel()
 			clock := stet.NewManualClock(time.Date(2026, 3, 4, 9, 0, 0, 0, time.UTC))
 			f := newFake(t, openaifake.Options{Clock: clock, Batch: openaifake.BatchOptions{PollsToEnd: 3}})
-			rt := &recordingTransport{}
-			hc := &http.Client{Transport: rt}
+			rt := &processortest.RecordingTransport{}
+			hc := rt.Client()
 			if strict {
 				hc = strictClient()
 			}
@@ -706,11 +673,10 @@ func TestBatchStatusProgress(t *testing.T) {
 				t.Errorf("Raw = %s, want the batch object as received", last.Raw)
 			}
 			if !strict {
-				rt.mu.Lock()
-				if !bytes.Equal(last.Raw, rt.body) || last.RequestID != rt.header.Get("x-request-id") {
-					t.Errorf("Raw, RequestID = %s, %q; want the body %s and x-request-id %q", last.Raw, last.RequestID, rt.body, rt.header.Get("x-request-id"))
+				_, header, body := rt.Last()
+				if !bytes.Equal(last.Raw, body) || last.RequestID != header.Get("x-request-id") {
+					t.Errorf("Raw, RequestID = %s, %q; want the body %s and x-request-id %q", last.Raw, last.RequestID, body, header.Get("x-request-id"))
 				}
-				rt.mu.Unlock()
 			}
 		})
 	}
@@ -905,7 +871,7 @@ func TestBatchResultsRefusals(t *testing.T) {
 	h := submit(t, c, "bat_1", "job_a")
 
 	_, err := c.BatchResults(t.Context(), &stet.BatchStatus{ProviderID: h.ProviderID, State: stet.BatchInProgress})
-	if pe := processorError(t, "BatchResults(in progress)", err); pe.Class != stet.FailureUnsupported || pe.Code != "batch_not_terminal" {
+	if pe := processortest.AsProcessorError(t, "BatchResults(in progress)", err); pe.Class != stet.FailureUnsupported || pe.Code != "batch_not_terminal" {
 		t.Errorf("BatchResults(in progress) = class %q code %q, want unsupported batch_not_terminal", pe.Class, pe.Code)
 	}
 	if _, err := c.BatchResults(t.Context(), nil); stet.ClassOf(err) != stet.FailureUnsupported {
@@ -924,13 +890,13 @@ func TestBatchResultsRefusals(t *testing.T) {
 	}
 	res.Body.Close()
 	_, err = c.BatchResults(t.Context(), st)
-	if pe := processorError(t, "BatchResults(deleted output)", err); pe.Class != stet.FailureUnsupported || pe.Code != "batch_results_not_found" || pe.StatusCode != 404 {
+	if pe := processortest.AsProcessorError(t, "BatchResults(deleted output)", err); pe.Class != stet.FailureUnsupported || pe.Code != "batch_results_not_found" || pe.StatusCode != 404 {
 		t.Errorf("BatchResults(deleted output) = class %q code %q status %d, want unsupported batch_results_not_found 404", pe.Class, pe.Code, pe.StatusCode)
 	}
 
 	f.EnqueueBatch(openaifake.BatchRouteContent, openaifake.Fault{Kind: openaifake.ServerError, Status: 503})
 	_, err = c.BatchResults(t.Context(), &stet.BatchStatus{State: stet.BatchCompleted, OutputFileID: "file-any"})
-	if pe := processorError(t, "BatchResults(503)", err); pe.Class != stet.FailureTransient || pe.StatusCode != 503 {
+	if pe := processortest.AsProcessorError(t, "BatchResults(503)", err); pe.Class != stet.FailureTransient || pe.StatusCode != 503 {
 		t.Errorf("BatchResults(503) = class %q status %d, want transient 503", pe.Class, pe.StatusCode)
 	}
 }

@@ -1,9 +1,12 @@
 package openai
 
 import (
-	"github.com/stetlabs/stet/processor"
+	"encoding/json"
+	"net/http"
 	"testing"
 	"time"
+
+	"github.com/stetlabs/stet/processor"
 
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/processor/openai/openaifake"
@@ -42,33 +45,33 @@ func fakeFault(s processortest.Script) openaifake.Fault {
 	return ft
 }
 
-func startFake(t *testing.T) (*openaifake.Server, processortest.Fake) {
-	f := openaifake.New(openaifake.Options{APIKey: testKey})
-	t.Cleanup(f.Close)
-	return f, processortest.Fake{
-		URL:             f.URL(),
-		Enqueue:         func(s processortest.Script) { f.Enqueue(fakeFault(s)) },
-		Calls:           f.Calls,
-		CallsContaining: f.CallsContaining,
+// answer reads what a Chat Completions answer says of itself.
+func answer(h http.Header, body []byte) processortest.Answer {
+	return processortest.Answer{
+		RequestID: h.Get("x-request-id"), Model: processortest.JSONString(body, "model"),
+		InputTokens:  processortest.JSONInt(body, "usage.prompt_tokens"),
+		OutputTokens: processortest.JSONInt(body, "usage.completion_tokens"),
+		Output:       openaifake.MinimalInstance(json.RawMessage(processortest.Schema)),
 	}
 }
 
-func conformanceClient(t *testing.T, baseURL string, timeout time.Duration) *Client {
-	t.Helper()
-	c, err := New(Config{Common: processor.Common{ID: "openai-test", BaseURL: baseURL, APIKey: testKey, Model: testModel, Timeout: timeout}})
-	if err != nil {
-		t.Fatalf("New() = %v", err)
-	}
-	return c
+func startFake(t *testing.T) (*openaifake.Server, processortest.Fake) {
+	f := newFake(t, openaifake.Options{})
+	return f, processortest.NewFake(f, fakeFault)
 }
+
+var common = processor.Common{ID: "openai-test", APIKey: testKey, Model: testModel}
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	processortest.Exercise(t, processortest.Harness{
-		Start: func(t *testing.T) processortest.Fake { _, f := startFake(t); return f },
-		New: func(t *testing.T, baseURL string, timeout time.Duration) stet.Processor {
-			return conformanceClient(t, baseURL, timeout)
-		},
+		Start:        func(t *testing.T) processortest.Fake { _, f := startFake(t); return f },
+		Open:         func(c processor.Common) (stet.Processor, error) { return New(Config{Common: c}) },
+		Common:       common,
+		Kind:         "openai",
+		Capabilities: []string{"sync", "batch", "json_schema"},
+		Answer:       answer,
+		AuthStatus:   http.StatusUnauthorized,
 	})
 }
 
@@ -82,10 +85,10 @@ func TestBatchConformance(t *testing.T) {
 				Batches:         func() int { return f.BatchStats().Created },
 				ScriptItem:      func(jobID string, s processortest.Script) { f.ScriptBatchItem(jobID, fakeFault(s)) },
 				ItemsContaining: f.BatchItemsContaining,
+				StatusFault:     func(s processortest.Script) { f.EnqueueBatch(openaifake.BatchRouteStatus, fakeFault(s)) },
 			}
 		},
-		New: func(t *testing.T, baseURL string) stet.BatchProcessor {
-			return conformanceClient(t, baseURL, 0)
-		},
+		Open:   func(c processor.Common) (stet.BatchProcessor, error) { return New(Config{Common: c}) },
+		Common: common,
 	})
 }

@@ -1,34 +1,28 @@
 package openai
 
 import (
-	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/internal/fakekit"
 	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/openai/openaifake"
+	"github.com/stetlabs/stet/processor/processortest"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files in testdata")
 
 const (
 	testKey    = "sk-test-key"
 	testModel  = "gpt-4.1-mini"
-	testSchema = `{"type":"object","properties":{"category":{"type":"string","enum":["ok","harmful","medical_advice"]},"flags":{"type":"array","items":{"type":"string"}},"confidence":{"type":"number","minimum":0,"maximum":1}},"required":["category","flags","confidence"],"additionalProperties":false}`
+	testSchema = processortest.ModerationSchema
 )
 
 // newTestClient returns a Client talking to f with the test key.
@@ -51,25 +45,11 @@ func newTestClient(t *testing.T, f *openaifake.Server, timeout time.Duration) *C
 	return c
 }
 
-func testParams(prompt string) stet.ExtractParams {
-	return stet.ExtractParams{
-		JobID:      "job_01TEST",
-		Attempt:    1,
-		Prompt:     stet.NewText(prompt),
-		Input:      stet.NewText("unused by this processor"),
-		SchemaName: "moderation_v1",
-		Schema:     json.RawMessage(testSchema),
-	}
-}
+func testParams(prompt string) stet.ExtractParams { return processortest.Params(prompt, testSchema) }
 
 func newFake(t *testing.T, opts openaifake.Options) *openaifake.Server {
-	t.Helper()
-	if opts.APIKey == "" {
-		opts.APIKey = testKey
-	}
-	f := openaifake.New(opts)
-	t.Cleanup(f.Close)
-	return f
+	opts.APIKey = cmp.Or(opts.APIKey, testKey)
+	return fakekit.Started(t, openaifake.New(opts))
 }
 
 func TestRequestGolden(t *testing.T) {
@@ -92,24 +72,18 @@ func TestRequestGolden(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			var (
-				mu  sync.Mutex
-				got openaifake.Request
-			)
+			var last processortest.Last[openaifake.Request]
 			f := newFake(t, openaifake.Options{Respond: func(req openaifake.Request) string {
-				mu.Lock()
-				defer mu.Unlock()
-				got = req
+				last.Set(req)
 				return openaifake.MinimalInstance(req.Schema)
 			}})
 			c := newTestClient(t, f, 0)
-			p := testParams("Classify the report below.\n\nReport: patient <b>[EMAIL]</b> says the dose & timing felt wrong.")
+			p := testParams(processortest.GoldenPrompt)
 			p.Repair = tt.repair
 			if _, err := c.Extract(t.Context(), p); err != nil {
 				t.Fatalf("Extract() = %v, want success", err)
 			}
-			mu.Lock()
-			defer mu.Unlock()
+			got := last.Get()
 
 			if auth := got.Header.Get("Authorization"); auth != "Bearer "+testKey {
 				t.Errorf("Authorization header = %q, want the configured bearer key", auth)
@@ -117,24 +91,7 @@ func TestRequestGolden(t *testing.T) {
 			if ct := got.Header.Get("Content-Type"); ct != "application/json" {
 				t.Errorf("Content-Type = %q, want application/json", ct)
 			}
-			var indented bytes.Buffer
-			if err := json.Indent(&indented, got.Body, "", "  "); err != nil {
-				t.Fatalf("request body is not JSON: %v", err)
-			}
-			indented.WriteByte('\n')
-			path := filepath.Join("testdata", tt.golden)
-			if *update {
-				if err := os.WriteFile(path, indented.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("read golden file (run with -update to create it): %v", err)
-			}
-			if !bytes.Equal(indented.Bytes(), want) {
-				t.Errorf("request body differs from %s (run with -update if intended):\ngot:\n%s\nwant:\n%s", path, indented.Bytes(), want)
-			}
+			processortest.GoldenJSON(t, tt.golden, got.Body)
 			if n := f.Calls(); n != 1 {
 				t.Errorf("fake calls = %d, want 1", n)
 			}
@@ -147,24 +104,16 @@ func TestRequestGolden(t *testing.T) {
 // a dropped connection).
 func TestNoRetries(t *testing.T) {
 	t.Parallel()
-	for _, ft := range []openaifake.Fault{
+	processortest.ExerciseNoRetries(t, []openaifake.Fault{
 		{Kind: openaifake.ServerError, Status: http.StatusServiceUnavailable},
 		{Kind: openaifake.HTTPError, Status: http.StatusConflict},
-	} {
-		t.Run(fmt.Sprintf("%s_%d", ft.Kind, ft.Status), func(t *testing.T) {
-			t.Parallel()
+	}, func(ft openaifake.Fault) string { return fmt.Sprintf("%s_%d", ft.Kind, ft.Status) },
+		func(t *testing.T, ft openaifake.Fault) (int, error) {
 			f := newFake(t, openaifake.Options{})
 			f.Enqueue(ft, ft, ft)
-			c := newTestClient(t, f, 0)
-			_, err := c.Extract(t.Context(), testParams("hello"))
-			if err == nil {
-				t.Fatalf("Extract() = nil error, want a failure")
-			}
-			if n := f.Calls(); n != 1 {
-				t.Errorf("fake calls after %s = %d, want 1", ft.Kind, n)
-			}
+			_, err := newTestClient(t, f, 0).Extract(t.Context(), testParams("hello"))
+			return f.Calls(), err
 		})
-	}
 }
 
 func TestClassification(t *testing.T) {
@@ -227,30 +176,9 @@ func TestClassification(t *testing.T) {
 			if n := f.Calls(); n != 1 {
 				t.Errorf("fake calls = %d, want 1", n)
 			}
-			if tt.wantClass == stet.FailureNone {
-				if err != nil {
-					t.Fatalf("Extract() with %s = %v, want success", tt.fault.Kind, err)
-				}
-				if got.StatusCode != tt.wantStatus {
-					t.Errorf("Extraction.StatusCode = %d, want %d", got.StatusCode, tt.wantStatus)
-				}
+			pe := processortest.Outcome{Class: tt.wantClass, Status: tt.wantStatus, Code: tt.wantCode, RetryAfter: tt.wantRetryAfter}.Check(t, "Extract() with "+tt.name, got, err)
+			if pe == nil {
 				return
-			}
-			var pe *stet.ProcessorError
-			if !errors.As(err, &pe) {
-				t.Fatalf("Extract() with %s = %v, %v; want a *stet.ProcessorError", tt.fault.Kind, got, err)
-			}
-			if pe.Class != tt.wantClass {
-				t.Errorf("Extract() with %s: class = %q, want %q (err %v, cause %v)", tt.fault.Kind, pe.Class, tt.wantClass, err, pe.Err)
-			}
-			if pe.StatusCode != tt.wantStatus {
-				t.Errorf("Extract() with %s: status = %d, want %d", tt.fault.Kind, pe.StatusCode, tt.wantStatus)
-			}
-			if pe.Code != tt.wantCode {
-				t.Errorf("Extract() with %s: code = %q, want %q", tt.fault.Kind, pe.Code, tt.wantCode)
-			}
-			if pe.RetryAfter != tt.wantRetryAfter {
-				t.Errorf("Extract() with %s: RetryAfter = %v, want %v", tt.fault.Kind, pe.RetryAfter, tt.wantRetryAfter)
 			}
 			if tt.wantStatus != 0 && !strings.HasPrefix(pe.RequestID, "req_") {
 				t.Errorf("Extract() with %s: RequestID = %q, want the x-request-id header", tt.fault.Kind, pe.RequestID)
@@ -267,182 +195,29 @@ func TestClassification(t *testing.T) {
 	}
 }
 
+// TestClassificationOffWire covers answers no fake gives; the suite covers
+// a proxy's HTML 502, a 200 that is not JSON and a cancel mid-call.
 func TestClassificationOffWire(t *testing.T) {
 	t.Parallel()
-	errShutdown := errors.New("shutting down")
-	tests := []struct {
-		name       string
-		handler    func(cancel context.CancelCauseFunc) http.HandlerFunc
-		wantClass  stet.FailureClass
-		wantStatus int
-		wantCode   string
-		wantCause  error
-	}{
+	processortest.ExerciseOffWire(t, func(baseURL string) (stet.Processor, error) {
+		return New(Config{Common: processor.Common{ID: "compat", BaseURL: baseURL + "/v1", Model: testModel, Timeout: 10 * time.Second}})
+	}, testParams("hello"), []processortest.OffWire{
 		{
-			name: "proxy 502 with an HTML page",
-			handler: func(context.CancelCauseFunc) http.HandlerFunc {
-				return func(w http.ResponseWriter, r *http.Request) {
-					w.Header().Set("Content-Type", "text/html")
-					w.WriteHeader(http.StatusBadGateway)
-					_, _ = io.WriteString(w, "<html><body>502 Bad Gateway</body></html>")
-				}
-			},
-			wantClass: stet.FailureTransient, wantStatus: 502,
+			Name:    "ollama-style 404 with a string error",
+			Handler: processortest.Reply(http.StatusNotFound, nil, `{"error":"model \"gpt-4.1-mini\" not found, try pulling it first"}`),
+			Class:   stet.FailureUnsupported, Status: 404,
 		},
 		{
-			name: "ollama-style 404 with a string error",
-			handler: func(context.CancelCauseFunc) http.HandlerFunc {
-				return func(w http.ResponseWriter, r *http.Request) {
-					w.Header().Set("Content-Type", "application/json")
-					w.WriteHeader(http.StatusNotFound)
-					_, _ = io.WriteString(w, `{"error":"model \"gpt-4.1-mini\" not found, try pulling it first"}`)
-				}
-			},
-			wantClass: stet.FailureUnsupported, wantStatus: 404,
+			Name:    "429 with a numeric code and free-text type",
+			Handler: processortest.Reply(http.StatusTooManyRequests, http.Header{"Retry-After": {"3"}}, `{"error":{"message":"slow down","type":"too many requests for this key","code":429}}`),
+			Class:   stet.FailureRateLimited, Status: 429, Code: "429", RetryAfter: 3 * time.Second,
 		},
 		{
-			name: "429 with a numeric code and free-text type",
-			handler: func(context.CancelCauseFunc) http.HandlerFunc {
-				return func(w http.ResponseWriter, r *http.Request) {
-					w.Header().Set("Content-Type", "application/json")
-					w.Header().Set("Retry-After", "3")
-					w.WriteHeader(http.StatusTooManyRequests)
-					_, _ = io.WriteString(w, `{"error":{"message":"slow down","type":"too many requests for this key","code":429}}`)
-				}
-			},
-			wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "429",
+			Name:    "200 without choices",
+			Handler: processortest.Reply(http.StatusOK, nil, `{"id":"chatcmpl-x","object":"chat.completion","created":1,"model":"m","choices":[]}`),
+			Class:   stet.FailureTransient, Status: 200,
 		},
-		{
-			name: "200 that is not JSON",
-			handler: func(context.CancelCauseFunc) http.HandlerFunc {
-				return func(w http.ResponseWriter, r *http.Request) {
-					w.Header().Set("Content-Type", "application/json")
-					_, _ = io.WriteString(w, `<html>captive portal</html>`)
-				}
-			},
-			wantClass: stet.FailureTransient, wantStatus: 200,
-		},
-		{
-			name: "200 without choices",
-			handler: func(context.CancelCauseFunc) http.HandlerFunc {
-				return func(w http.ResponseWriter, r *http.Request) {
-					w.Header().Set("Content-Type", "application/json")
-					_, _ = io.WriteString(w, `{"id":"chatcmpl-x","object":"chat.completion","created":1,"model":"m","choices":[]}`)
-				}
-			},
-			wantClass: stet.FailureTransient, wantStatus: 200,
-		},
-		{
-			name: "caller cancels mid-call",
-			handler: func(cancel context.CancelCauseFunc) http.HandlerFunc {
-				return func(w http.ResponseWriter, r *http.Request) {
-					_, _ = io.Copy(io.Discard, r.Body)
-					cancel(errShutdown)
-					<-r.Context().Done()
-				}
-			},
-			wantClass: stet.FailureTransient, wantCause: errShutdown,
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			ctx, cancel := context.WithCancelCause(t.Context())
-			defer cancel(nil)
-			srv := httptest.NewServer(tt.handler(cancel))
-			defer srv.Close()
-			c, err := New(Config{Common: processor.Common{ID: "compat", BaseURL: srv.URL + "/v1", Model: testModel, Timeout: 10 * time.Second}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, err = c.Extract(ctx, testParams("hello"))
-			var pe *stet.ProcessorError
-			if !errors.As(err, &pe) {
-				t.Fatalf("Extract() = %v, want a *stet.ProcessorError", err)
-			}
-			if pe.Class != tt.wantClass || pe.StatusCode != tt.wantStatus || pe.Code != tt.wantCode {
-				t.Errorf("Extract() = class %q status %d code %q, want %q %d %q", pe.Class, pe.StatusCode, pe.Code, tt.wantClass, tt.wantStatus, tt.wantCode)
-			}
-			if tt.wantCause != nil && !errors.Is(err, tt.wantCause) {
-				t.Errorf("Extract() = %v (cause %v), want it to wrap %v", err, pe.Err, tt.wantCause)
-			}
-		})
-	}
-}
-
-// recordingTransport keeps the last response header and body the client saw.
-type recordingTransport struct {
-	mu     sync.Mutex
-	header http.Header
-	body   []byte
-}
-
-func (rt *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	res, err := http.DefaultTransport.RoundTrip(req)
-	if err != nil {
-		return nil, err
-	}
-	body, err := io.ReadAll(res.Body)
-	_ = res.Body.Close()
-	if err != nil {
-		return nil, err
-	}
-	rt.mu.Lock()
-	rt.header, rt.body = res.Header.Clone(), body
-	rt.mu.Unlock()
-	res.Body = io.NopCloser(bytes.NewReader(body))
-	return res, nil
-}
-
-func TestExtractSuccess(t *testing.T) {
-	t.Parallel()
-	f := newFake(t, openaifake.Options{})
-	rt := &recordingTransport{}
-	c, err := New(Config{Common: processor.Common{ID: "openai-us", BaseURL: f.URL(), APIKey: testKey, Model: testModel, HTTPClient: &http.Client{Transport: rt}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := c.Extract(t.Context(), testParams("Classify: the pharmacy was closed."))
-	if err != nil {
-		t.Fatalf("Extract() = %v, want success", err)
-	}
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-
-	var wire struct {
-		Model string `json:"model"`
-		Usage struct {
-			PromptTokens     int `json:"prompt_tokens"`
-			CompletionTokens int `json:"completion_tokens"`
-		} `json:"usage"`
-	}
-	if err := json.Unmarshal(rt.body, &wire); err != nil {
-		t.Fatalf("fake response is not JSON: %v", err)
-	}
-	if want := rt.header.Get("x-request-id"); got.RequestID != want || !strings.HasPrefix(want, "req_") {
-		t.Errorf("RequestID = %q, want x-request-id %q", got.RequestID, want)
-	}
-	if got.StatusCode != http.StatusOK {
-		t.Errorf("StatusCode = %d, want 200", got.StatusCode)
-	}
-	if got.Model != testModel || got.Model != wire.Model {
-		t.Errorf("Model = %q, want %q", got.Model, wire.Model)
-	}
-	if got.InputTokens != wire.Usage.PromptTokens || got.InputTokens == 0 {
-		t.Errorf("InputTokens = %d, want %d", got.InputTokens, wire.Usage.PromptTokens)
-	}
-	if got.OutputTokens != wire.Usage.CompletionTokens || got.OutputTokens == 0 {
-		t.Errorf("OutputTokens = %d, want %d", got.OutputTokens, wire.Usage.CompletionTokens)
-	}
-	if !bytes.Equal(got.Raw, rt.body) {
-		t.Errorf("Raw = %q, want the response body %q", got.Raw, rt.body)
-	}
-	if want := openaifake.MinimalInstance(json.RawMessage(testSchema)); string(got.Output) != want {
-		t.Errorf("Output = %s, want %s", got.Output, want)
-	}
-	if got.Latency <= 0 {
-		t.Errorf("Latency = %v, want > 0", got.Latency)
-	}
+	})
 }
 
 // TestCanaryNeverInErrors covers what processortest's canary does not:
@@ -450,98 +225,20 @@ func TestExtractSuccess(t *testing.T) {
 // the marker into invalid_output and refusal errors.
 func TestCanaryNeverInErrors(t *testing.T) {
 	t.Parallel()
-	const marker = "CANARY Jane Roe 555-0100"
 	faults := []openaifake.Fault{
-		{Kind: openaifake.HTTPError, Status: 400, Message: marker, Code: marker},
-		{Kind: openaifake.HTTPError, Status: 404, Message: "model " + marker + " not found", Code: "model_not_found"},
+		{Kind: openaifake.HTTPError, Status: 400, Message: processortest.Canary, Code: processortest.Canary},
+		{Kind: openaifake.HTTPError, Status: 404, Message: "model " + processortest.Canary + " not found", Code: "model_not_found"},
 		{Kind: openaifake.TruncatedJSON},
 		{Kind: openaifake.Length},
 		{Kind: openaifake.ContentFilter},
 	}
-	for _, ft := range faults {
-		t.Run(string(ft.Kind), func(t *testing.T) {
-			t.Parallel()
-			f := newFake(t, openaifake.Options{Respond: func(openaifake.Request) string {
-				return `{"category":"ok","note":"` + marker + `","flags":[]}`
-			}})
+	processortest.ExerciseCanary(t, testParams(""), faults, func(ft openaifake.Fault) string { return string(ft.Kind) },
+		func(t *testing.T, ft openaifake.Fault, p stet.ExtractParams) (int, error) {
+			f := newFake(t, openaifake.Options{Respond: func(openaifake.Request) string { return processortest.CanaryOutput }})
 			f.Enqueue(ft)
-			c := newTestClient(t, f, 0)
-			p := testParams("Classify this report: " + marker)
-			p.Repair = []stet.RepairTurn{{Output: []byte(`{"note":"` + marker + `"}`), Problems: []string{"/category: missing"}}}
-			_, err := c.Extract(t.Context(), p)
-			if err == nil {
-				t.Fatalf("Extract() with %s = nil error, want a failure", ft.Kind)
-			}
-			if f.CallsContaining(marker) != 1 {
-				t.Fatalf("fake saw the marker in %d calls, want 1 (the canary must reach the provider)", f.CallsContaining(marker))
-			}
-			for _, s := range []string{err.Error(), fmt.Sprint(err), fmt.Sprintf("%v", err)} {
-				if strings.Contains(s, marker) || strings.Contains(s, "Jane Roe") {
-					t.Errorf("Extract() with %s: error %q contains the canary", ft.Kind, s)
-				}
-			}
+			_, err := newTestClient(t, f, 0).Extract(t.Context(), p)
+			return f.CallsContaining(processortest.Canary), err
 		})
-	}
-}
-
-func TestInvalidSchemaMakesNoCall(t *testing.T) {
-	t.Parallel()
-	for _, schema := range []string{"", "{not json"} {
-		f := newFake(t, openaifake.Options{})
-		c := newTestClient(t, f, 0)
-		p := testParams("hello")
-		p.Schema = json.RawMessage(schema)
-		_, err := c.Extract(t.Context(), p)
-		if got := stet.ClassOf(err); got != stet.FailureUnsupported {
-			t.Errorf("Extract(schema %q): class = %q, want unsupported", schema, got)
-		}
-		if n := f.Calls(); n != 0 {
-			t.Errorf("Extract(schema %q): fake calls = %d, want 0", schema, n)
-		}
-	}
-}
-
-func TestNewValidates(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name string
-		cfg  Config
-	}{
-		{"no id", Config{Common: processor.Common{Model: testModel}}},
-		{"no model", Config{Common: processor.Common{ID: "x"}}},
-		{"relative base url", Config{Common: processor.Common{ID: "x", Model: testModel, BaseURL: "api.openai.com/v1"}}},
-		{"ftp base url", Config{Common: processor.Common{ID: "x", Model: testModel, BaseURL: "ftp://example.com/v1"}}},
-		{"negative timeout", Config{Common: processor.Common{ID: "x", Model: testModel, Timeout: -time.Second}}},
-	}
-	for _, tt := range tests {
-		if _, err := New(tt.cfg); err == nil {
-			t.Errorf("New(%s) = nil error, want an error", tt.name)
-		}
-	}
-	if _, err := New(Config{Common: processor.Common{ID: "x", Model: testModel}}); err != nil {
-		t.Errorf("New(defaults) = %v, want nil", err)
-	}
-}
-
-func TestInfo(t *testing.T) {
-	t.Parallel()
-	subs := []string{"Microsoft Azure"}
-	c, err := New(Config{Common: processor.Common{ID: "openai-us", Model: testModel, Region: "us", Retention: "30d", ZeroRetention: true, Subprocessors: subs}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	subs[0] = "changed by the caller"
-	got := c.Info()
-	want := stet.ProcessorInfo{
-		ID: "openai-us", Kind: "openai", Model: testModel, Region: "us", Retention: "30d",
-		ZeroRetention: true, Subprocessors: []string{"Microsoft Azure"},
-		Capabilities: []string{"sync", "batch", "json_schema"}, SendsTextOffHost: true,
-	}
-	if got.ID != want.ID || got.Kind != want.Kind || got.Model != want.Model || got.Region != want.Region ||
-		got.Retention != want.Retention || got.ZeroRetention != want.ZeroRetention || got.SendsTextOffHost != want.SendsTextOffHost ||
-		!slices.Equal(got.Subprocessors, want.Subprocessors) || !slices.Equal(got.Capabilities, want.Capabilities) {
-		t.Errorf("Info() = %+v, want %+v", got, want)
-	}
 }
 
 // Azure OpenAI: the deployment in the path, api-version in the query, the

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/processor"
 )
 
 // BatchFake is one running provider fake with a batch API, as
@@ -24,6 +25,9 @@ type BatchFake struct {
 	// ItemsContaining returns how many batch items the fake received whose
 	// text contains s (the canary must reach the provider).
 	ItemsContaining func(s string) int
+	// StatusFault scripts the answer of the next batch status lookup
+	// (RateLimit with Script.RetryAfter, ServerError with Script.Message).
+	StatusFault func(s Script)
 }
 
 // BatchHarness adapts one provider to ExerciseBatch.
@@ -31,8 +35,11 @@ type BatchHarness struct {
 	// Start starts a fresh fake whose batches end, completed, within Polls
 	// status lookups, and registers its Close with t.Cleanup.
 	Start func(t *testing.T) BatchFake
-	// New returns the batch processor under test pointed at baseURL.
-	New func(t *testing.T, baseURL string) stet.BatchProcessor
+	// Open builds the batch processor under test from c (Common with the
+	// fake's base URL), as Harness.Open does.
+	Open func(c processor.Common) (stet.BatchProcessor, error)
+	// Common is a valid configuration the cases start from.
+	Common processor.Common
 	// Params, when set, builds an item's params (default as Harness).
 	Params func(prompt string) stet.ExtractParams
 	// Polls bounds the status lookups until a batch ends (default 10).
@@ -40,6 +47,17 @@ type BatchHarness struct {
 	// Lacks names Fault kinds the provider's batch items cannot carry, with
 	// the reason.
 	Lacks map[Fault]string
+}
+
+func (h BatchHarness) open(t *testing.T, baseURL string) stet.BatchProcessor {
+	t.Helper()
+	c := h.Common
+	c.BaseURL = baseURL
+	p, err := h.Open(c)
+	if err != nil {
+		t.Fatalf("Open(%s) = %v", c.ID, err)
+	}
+	return p
 }
 
 func (h BatchHarness) items(ids ...string) []stet.BatchItem {
@@ -64,7 +82,7 @@ func ExerciseBatch(t *testing.T, h BatchHarness) {
 	t.Run("submit calls BeforeCreate once, right before creating", func(t *testing.T) {
 		t.Parallel()
 		f := h.Start(t)
-		p := h.New(t, f.URL)
+		p := h.open(t, f.URL)
 		calls := 0
 		hd, err := p.SubmitBatch(t.Context(), stet.BatchSubmit{
 			BatchID: "bat_conformance_a",
@@ -97,7 +115,7 @@ func ExerciseBatch(t *testing.T, h BatchHarness) {
 	t.Run("submit aborts when BeforeCreate fails", func(t *testing.T) {
 		t.Parallel()
 		f := h.Start(t)
-		p := h.New(t, f.URL)
+		p := h.open(t, f.URL)
 		errRefused := errors.New("ledger refused")
 		_, err := p.SubmitBatch(t.Context(), stet.BatchSubmit{
 			BatchID:      "bat_conformance_abort",
@@ -112,10 +130,37 @@ func ExerciseBatch(t *testing.T, h BatchHarness) {
 		}
 	})
 
+	t.Run("status lookup rate-limited or failing", func(t *testing.T) {
+		t.Parallel()
+		f := h.Start(t)
+		p := h.open(t, f.URL)
+		hd, err := p.SubmitBatch(t.Context(), stet.BatchSubmit{BatchID: "bat_conformance_status", Items: h.items("job_a")})
+		if err != nil {
+			t.Fatalf("SubmitBatch() = %v", err)
+		}
+		for _, tc := range []struct {
+			script Script
+			want   want
+		}{
+			{Script{Fault: RateLimit, RetryAfter: "7", Message: Canary}, want{class: stet.FailureRateLimited, status: 429, retryAfter: 7 * time.Second}},
+			{Script{Fault: ServerError, Message: Canary}, want{class: stet.FailureTransient, status: 500}},
+		} {
+			f.StatusFault(tc.script)
+			st, err := p.BatchStatus(t.Context(), hd.ProviderID)
+			checkErr(t, "BatchStatus() with "+string(tc.script.Fault), tc.want, err, hd.ProviderID)
+			if st != nil {
+				t.Errorf("BatchStatus() with %s = %+v, want none", tc.script.Fault, st)
+			}
+		}
+		if st, err := p.BatchStatus(t.Context(), hd.ProviderID); err != nil || st.ProviderID != hd.ProviderID {
+			t.Errorf("BatchStatus() after the faults = %+v, %v; want the batch", st, err)
+		}
+	})
+
 	t.Run("find, status and results map items to jobs", func(t *testing.T) {
 		t.Parallel()
 		f := h.Start(t)
-		p := h.New(t, f.URL)
+		p := h.open(t, f.URL)
 		ids := []string{"job_ok", "job_truncated", "job_refusal", "job_server", "job_ok2"}
 		scripted := map[string]stet.FailureClass{"job_truncated": stet.FailureInvalidOutput, "job_refusal": stet.FailureRefusal, "job_server": stet.FailureTransient}
 		for id, s := range map[string]Script{

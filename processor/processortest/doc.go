@@ -7,17 +7,22 @@
 //
 // # Adopting it
 //
-// An adapter's test package (package <p>, in <p>_test.go or
-// conformance_test.go) calls the suite once per interface. The Harness
-// says three things, all provider-agnostic:
+// An adapter's test package (package <p>, in conformance_test.go) calls
+// the suite once per interface. The Harness says, all provider-agnostic:
 //
 //   - Start starts a fresh fake for one case (the suite runs cases in
 //     parallel, each with its own fake) and returns it as a Fake: its base
 //     URL, a call counter, CallsContaining, and Enqueue, which maps one of
 //     this package's Fault kinds onto the fake's own scripted fault.
-//   - New builds the processor under test pointed at a base URL with a
-//     per-call timeout (the suite passes a short one for timeout cases and
-//     a dead address for the connection-refused case).
+//     NewFake builds it from the methods every fake has.
+//   - Open builds the processor under test from a processor.Common; the
+//     suite starts from Harness.Common and sets the base URL, a per-call
+//     timeout (a short one for timeout cases, a dead address for the
+//     connection-refused case) and, to read the answer, an HTTPClient. It
+//     also checks that Open refuses a config without an ID or model, with
+//     a relative or non-HTTP base URL or a negative timeout.
+//   - Kind, Capabilities, Answer and AuthStatus say what Info reports, what
+//     a successful answer carries and the status of a wrong key.
 //   - Lacks lists the Fault kinds the provider truly has no concept of, each
 //     with the reason (a moderation service has no refusal and no model
 //     JSON). Those cases are skipped with the reason in the test log, never
@@ -30,21 +35,26 @@
 //			Start: func(t *testing.T) processortest.Fake {
 //				f := openaifake.New(openaifake.Options{APIKey: testKey})
 //				t.Cleanup(f.Close)
-//				return processortest.Fake{URL: f.URL(), Calls: f.Calls,
-//					CallsContaining: f.CallsContaining,
-//					Enqueue: func(s processortest.Script) { f.Enqueue(fakeFault(s)) }}
+//				return processortest.NewFake(f, fakeFault)
 //			},
-//			New: func(t *testing.T, url string, timeout time.Duration) stet.Processor {
-//				return newClient(t, url, timeout)
-//			},
+//			Open:         func(c processor.Common) (stet.Processor, error) { return New(Config{Common: c}) },
+//			Common:       processor.Common{ID: "openai-test", APIKey: testKey, Model: testModel},
+//			Kind:         "openai",
+//			Capabilities: []string{"sync", "batch", "json_schema"},
+//			Answer:       answer,
+//			AuthStatus:   http.StatusUnauthorized,
 //		})
 //	}
 //
 // where fakeFault maps each Fault kind to the fake's Fault (see the table
 // on Fault for what each must answer). ExerciseBatch takes a BatchHarness
 // the same way, with a BatchFake that also counts created batches and
-// scripts per-item faults; the fake must end a batch, completed, within
-// BatchHarness.Polls status lookups.
+// scripts per-item and status-lookup faults; the fake must end a batch,
+// completed, within BatchHarness.Polls status lookups.
+//
+// The package also holds the helpers adapters' own tests share: Golden and
+// GoldenJSON (the -update flag is defined here, once), RecordingTransport
+// and AsProcessorError.
 //
 // The suite never touches the network beyond the loopback fakes, never
 // sleeps to measure time (timeout cases use the fake's hold), and must never

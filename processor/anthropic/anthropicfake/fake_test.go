@@ -1,13 +1,14 @@
 package anthropicfake
 
 import (
-	"encoding/json"
+	"cmp"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stetlabs/stet/internal/fakekit"
 )
 
 // post sends body to the fake and decodes the answer. header holds extra
@@ -21,37 +22,11 @@ func post(t *testing.T, url string, header map[string]string, body string) (int,
 // JSON answer; header works as for post.
 func call(t *testing.T, method, url string, header map[string]string, body string) (int, http.Header, map[string]any) {
 	t.Helper()
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(t.Context(), method, url, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("anthropic-version", "2023-06-01")
+	h := http.Header{"anthropic-version": {"2023-06-01"}}
 	for k, v := range header {
-		if v == "" {
-			req.Header.Del(k)
-			continue
-		}
-		req.Header.Set(k, v)
+		h[k] = []string{v}
 	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
-	}
-	defer res.Body.Close()
-	raw, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out map[string]any
-	if err := json.Unmarshal(raw, &out); err != nil {
-		t.Fatalf("fake answered non-JSON %q: %v", raw, err)
-	}
-	return res.StatusCode, res.Header, out
+	return fakekit.SendJSON(t, method, url, h, body)
 }
 
 const (
@@ -64,13 +39,8 @@ const (
 var rateLimits = []string{"requests", "tokens", "input-tokens", "output-tokens"}
 
 func newFake(t *testing.T, opts Options) *Server {
-	t.Helper()
-	if opts.APIKey == "" {
-		opts.APIKey = testKey
-	}
-	f := New(opts)
-	t.Cleanup(f.Close)
-	return f
+	opts.APIKey = cmp.Or(opts.APIKey, testKey)
+	return fakekit.Started(t, New(opts))
 }
 
 func keyHeader() map[string]string { return map[string]string{"x-api-key": testKey} }

@@ -1,52 +1,28 @@
 package azurecsfake
 
 import (
+	"cmp"
 	"encoding/json"
-	"io"
 	"net/http"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stetlabs/stet/internal/fakekit"
 )
 
 const testKey = "0123456789abcdef0123456789abcdef"
 
 func newFake(t *testing.T, opts Options) *Server {
-	t.Helper()
-	if opts.APIKey == "" {
-		opts.APIKey = testKey
-	}
-	f := New(opts)
-	t.Cleanup(f.Close)
-	return f
+	opts.APIKey = cmp.Or(opts.APIKey, testKey)
+	return fakekit.Started(t, New(opts))
 }
 
 // post sends body to the fake and decodes the answer.
 func post(t *testing.T, url, key, body string) (int, http.Header, map[string]any) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if key != "" {
-		req.Header.Set("Ocp-Apim-Subscription-Key", key)
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("POST %s: %v", url, err)
-	}
-	defer res.Body.Close()
-	raw, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out map[string]any
-	if err := json.Unmarshal(raw, &out); err != nil {
-		t.Fatalf("fake answered non-JSON %q: %v", raw, err)
-	}
-	return res.StatusCode, res.Header, out
+	return fakekit.SendJSON(t, http.MethodPost, url, fakekit.KeyHeader("Ocp-Apim-Subscription-Key", "", key), body)
 }
 
 var uuidPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)

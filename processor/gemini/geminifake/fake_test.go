@@ -1,13 +1,15 @@
 package geminifake
 
 import (
+	"cmp"
 	"encoding/json"
-	"io"
 	"net/http"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/stetlabs/stet/internal/fakekit"
 )
 
 const testKey = "AIzaTestKey-0000"
@@ -17,44 +19,15 @@ const testKey = "AIzaTestKey-0000"
 var responseIDShape = regexp.MustCompile(`^[A-Za-z0-9_.:=-]{1,128}$`)
 
 func newFake(t *testing.T, opts Options) *Server {
-	t.Helper()
-	if opts.APIKey == "" {
-		opts.APIKey = testKey
-	}
-	f := New(opts)
-	t.Cleanup(f.Close)
-	return f
+	opts.APIKey = cmp.Or(opts.APIKey, testKey)
+	return fakekit.Started(t, New(opts))
 }
 
 // post sends body to the fake and decodes the answer; an HTML answer comes
 // back as a nil map.
 func post(t *testing.T, url, key, body string) (int, http.Header, map[string]any) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if key != "" {
-		req.Header.Set("x-goog-api-key", key)
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("POST %s: %v", url, err)
-	}
-	defer res.Body.Close()
-	raw, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.HasPrefix(res.Header.Get("Content-Type"), "text/html") {
-		return res.StatusCode, res.Header, nil
-	}
-	var out map[string]any
-	if err := json.Unmarshal(raw, &out); err != nil {
-		t.Fatalf("fake answered non-JSON %q: %v", raw, err)
-	}
-	return res.StatusCode, res.Header, out
+	return fakekit.SendJSON(t, http.MethodPost, url, fakekit.KeyHeader("x-goog-api-key", "", key), body)
 }
 
 func errorField(body map[string]any, field string) any {
@@ -246,7 +219,7 @@ func TestFakeBlockedAnswers(t *testing.T) {
 
 func TestFakeRandomFaultsAreReproducible(t *testing.T) {
 	t.Parallel()
-	run := func(seed int64) []int {
+	fakekit.CheckSeeded(t, func(seed int64) []int {
 		f := newFake(t, Options{FaultRate: 0.5, Seed: seed})
 		var statuses []int
 		for range 40 {
@@ -254,16 +227,7 @@ func TestFakeRandomFaultsAreReproducible(t *testing.T) {
 			statuses = append(statuses, status)
 		}
 		return statuses
-	}
-	// fakekit tests the draws; this checks the fake's seed reaches them
-	// and its random faults are the 429, 500 and 503 it documents.
-	a := run(42)
-	if b := run(42); !slices.Equal(a, b) {
-		t.Errorf("statuses with seed 42 differ between runs:\n%v\n%v", a, b)
-	}
-	if got, want := slices.Compact(slices.Sorted(slices.Values(a))), []int{200, 429, 500, 503}; !slices.Equal(got, want) {
-		t.Errorf("40 calls at FaultRate 0.5 answered %v, want each of %v", got, want)
-	}
+	}, []int{200, 429, 500, 503})
 }
 
 // TestMinimalInstance keeps the one case fakekit's own tests lack.

@@ -2,17 +2,18 @@ package infraifake
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"io"
 	"net/http"
 	"regexp"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/internal/fakekit"
 )
 
 const (
@@ -23,39 +24,18 @@ const (
 var uuidV7 = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
 
 func newFake(t *testing.T, opts Options) *Server {
-	t.Helper()
-	if opts.APIKey == "" {
-		opts.APIKey = testKey
-	}
-	f := New(opts)
-	t.Cleanup(f.Close)
-	return f
+	opts.APIKey = cmp.Or(opts.APIKey, testKey)
+	return fakekit.Started(t, New(opts))
 }
 
 // post sends body to the fake and returns the status, headers and raw body.
 func post(t *testing.T, url, key, idemKey, body string) (int, http.Header, []byte) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
+	h := http.Header{"Idempotency-Key": {idemKey}} // "" sends none
 	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
+		h.Set("Authorization", "Bearer "+key)
 	}
-	if idemKey != "" {
-		req.Header.Set("Idempotency-Key", idemKey)
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("POST %s: %v", url, err)
-	}
-	defer res.Body.Close()
-	raw, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res.StatusCode, res.Header, raw
+	return fakekit.Send(t, http.MethodPost, url, h, body)
 }
 
 // fakeEnvelope is the envelope as a client reads it.
@@ -296,7 +276,7 @@ func TestFakeConcurrentSameKey(t *testing.T) {
 
 func TestFakeRandomFaultsAreReproducible(t *testing.T) {
 	t.Parallel()
-	run := func(seed int64) []int {
+	fakekit.CheckSeeded(t, func(seed int64) []int {
 		f := newFake(t, Options{FaultRate: 0.5, Seed: seed})
 		var statuses []int
 		for range 40 {
@@ -304,23 +284,7 @@ func TestFakeRandomFaultsAreReproducible(t *testing.T) {
 			statuses = append(statuses, status)
 		}
 		return statuses
-	}
-	a, b := run(42), run(42)
-	if !slices.Equal(a, b) {
-		t.Errorf("statuses with seed 42 differ between runs:\n%v\n%v", a, b)
-	}
-	seen := map[int]bool{}
-	for _, s := range a {
-		seen[s] = true
-	}
-	for _, s := range []int{200, 429, 500, 503} {
-		if !seen[s] {
-			t.Errorf("40 calls at FaultRate 0.5 never answered %d: %v", s, a)
-		}
-	}
-	if slices.Equal(a, run(7)) {
-		t.Errorf("seeds 42 and 7 gave the same fault sequence %v", a)
-	}
+	}, []int{200, 429, 500, 503})
 }
 
 func TestStatusForCode(t *testing.T) {

@@ -1,9 +1,9 @@
 package openaifake
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/internal/fakekit"
 )
 
 const (
@@ -21,43 +22,14 @@ const (
 )
 
 func newFake(t *testing.T, opts Options) *Server {
-	t.Helper()
-	if opts.APIKey == "" {
-		opts.APIKey = testKey
-	}
-	f := New(opts)
-	t.Cleanup(f.Close)
-	return f
+	opts.APIKey = cmp.Or(opts.APIKey, testKey)
+	return fakekit.Started(t, New(opts))
 }
 
 // post sends body to the fake and decodes the answer.
 func post(t *testing.T, url, key, body string) (int, http.Header, map[string]any) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url, strings.NewReader(body))
-	if err != nil {
-		t.Error(err)
-		return 0, nil, nil
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Errorf("POST %s: %v", url, err)
-		return 0, nil, nil
-	}
-	defer res.Body.Close()
-	raw, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Error(err)
-		return 0, nil, nil
-	}
-	var out map[string]any
-	if err := json.Unmarshal(raw, &out); err != nil {
-		t.Errorf("fake answered non-JSON %q: %v", raw, err)
-	}
-	return res.StatusCode, res.Header, out
+	return fakekit.SendJSON(t, http.MethodPost, url, fakekit.KeyHeader("Authorization", "Bearer ", key), body)
 }
 
 func errorField(body map[string]any, field string) any {
@@ -214,7 +186,7 @@ func TestFakeFaultQueueAndCounts(t *testing.T) {
 
 func TestFakeRandomFaultsAreReproducible(t *testing.T) {
 	t.Parallel()
-	run := func(seed int64) []int {
+	fakekit.CheckSeeded(t, func(seed int64) []int {
 		f := newFake(t, Options{FaultRate: 0.5, Seed: seed})
 		var statuses []int
 		for range 40 {
@@ -222,23 +194,7 @@ func TestFakeRandomFaultsAreReproducible(t *testing.T) {
 			statuses = append(statuses, status)
 		}
 		return statuses
-	}
-	a, b := run(42), run(42)
-	if !slices.Equal(a, b) {
-		t.Errorf("statuses with seed 42 differ between runs:\n%v\n%v", a, b)
-	}
-	seen := map[int]bool{}
-	for _, s := range a {
-		seen[s] = true
-	}
-	for _, s := range []int{200, 429, 500, 503} {
-		if !seen[s] {
-			t.Errorf("40 calls at FaultRate 0.5 never answered %d: %v", s, a)
-		}
-	}
-	if slices.Equal(a, run(7)) {
-		t.Errorf("seeds 42 and 7 gave the same fault sequence %v", a)
-	}
+	}, []int{200, 429, 500, 503})
 }
 
 func TestFakeConcurrentUse(t *testing.T) {
