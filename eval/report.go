@@ -199,22 +199,22 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{
 		}
 		return "—"
 	},
-	"splitF1": func(p ProcessorReport, split string) string {
-		for _, s := range p.BySplit {
-			if s.Split == split {
-				for _, f := range sortedKeys(s.MacroF1) {
-					_ = f
-				}
-				var parts []string
-				for _, k := range sortedKeys(s.MacroF1) {
-					parts = append(parts, fmt.Sprintf("%s %.3f", k, s.MacroF1[k]))
-				}
-				return strings.Join(parts, " · ")
+	"splitF1": func(p ProcessorReport, split, field string) string {
+		for _, sp := range p.BySplit {
+			if sp.Split == split {
+				return fmt.Sprintf("%.3f", sp.MacroF1[field])
 			}
 		}
 		return "—"
 	},
-	"splits": func(r *Report) []string { return sortedKeys(r.Labels.Splits) },
+	"kilo": func(n int64) string {
+		if n >= 10000 {
+			return fmt.Sprintf("%.0fk", float64(n)/1000)
+		}
+		return fmt.Sprint(n)
+	},
+	"splits":   func(r *Report) []string { return sortedKeys(r.Labels.Splits) },
+	"headline": func(r *Report) string { return headline(r.Fields) },
 }).Parse(pageHTML))
 
 const pageHTML = `<!DOCTYPE html>
@@ -225,7 +225,7 @@ const pageHTML = `<!DOCTYPE html>
 <title>stet eval · {{.R.Profile}}</title>
 <style>
 body { font-family: "Liberation Sans", Arial, Helvetica, sans-serif; color: #1d2430; margin: 0; background: #f6f7f9; }
-main { max-width: 1180px; margin: 0 auto; padding: 24px 28px 48px; }
+main { max-width: 1236px; margin: 0 auto; padding: 20px 18px 48px; }
 h1 { font-size: 22px; margin: 0 0 4px; }
 h2 { font-size: 17px; margin: 32px 0 10px; border-bottom: 1px solid #d8dde5; padding-bottom: 4px; }
 .sub { color: #5b6472; margin: 0 0 18px; font-size: 14px; }
@@ -237,7 +237,7 @@ h2 { font-size: 17px; margin: 32px 0 10px; border-bottom: 1px solid #d8dde5; pad
 .verdict b { min-width: 130px; }
 .why { color: #424b57; }
 table { border-collapse: collapse; background: #fff; font-size: 12.5px; box-shadow: 0 1px 2px rgba(0,0,0,.06); }
-th, td { padding: 5px 9px; border-bottom: 1px solid #e6e9ee; text-align: right; white-space: nowrap; }
+th, td { padding: 4px 7px; border-bottom: 1px solid #e6e9ee; text-align: right; white-space: nowrap; }
 th { background: #eef1f5; font-weight: 600; }
 td:first-child, th:first-child { text-align: left; }
 .ci { color: #6b7482; font-size: 11px; }
@@ -258,23 +258,24 @@ code { font-size: 12px; background: #eef1f5; padding: 1px 4px; border-radius: 3p
 
 <h2>Summary</h2>
 <table>
-<tr><th>processor</th><th>documents right</th>{{range .R.Fields}}<th>{{.Name}}</th>{{end}}<th>macro-F1</th><th>schema<br>fail</th><th>repair</th><th>refusal</th><th>call<br>p50 / p95</th><th>to record<br>p50 / p95</th><th>tokens<br>in / out</th><th>$ per<br>1k docs</th></tr>
-{{range .Procs}}{{if .Refused}}<tr><td>{{.ID}}</td><td colspan="13" style="text-align:left">refused: {{.Refused}}</td></tr>{{else}}<tr><td><b>{{.ID}}</b><br><span class="ci">{{.Kind}}{{with .Model}} · {{.}}{{end}}</span></td>
+<tr><th>processor</th><th>documents right</th>{{range .R.Fields}}<th>{{.Name}}</th>{{end}}<th>{{headline .R}}<br>macro-F1</th><th>schema<br>fail</th><th>repair</th><th>refusal</th><th>call<br>p50 / p95</th><th>to record<br>p50 / p95</th><th>$ per 1k docs<br><span class="ci">tokens in / out</span></th></tr>
+{{range .Procs}}{{if .Refused}}<tr><td>{{.ID}}</td><td colspan="12" style="text-align:left">refused: {{.Refused}}</td></tr>{{else}}<tr><td><b>{{.ID}}</b><br><span class="ci">{{.Kind}}{{with .Model}} · {{.}}{{end}}</span></td>
 <td>{{pct .DocumentAccuracy}}<br><span class="ci">{{pct .DocumentCI.Low}}–{{pct .DocumentCI.High}}</span></td>
 {{range .Fields}}<td>{{pct .Accuracy}}<br><span class="ci">{{pct .CI.Low}}–{{pct .CI.High}}</span></td>{{end}}
 <td>{{macro .ProcessorReport}}</td><td>{{pct .SchemaFailureRate}}</td><td>{{pct .RepairRate}}</td><td>{{pct .RefusalRate}}</td>
 <td>{{ms .Latency.CallP50}} / {{ms .Latency.CallP95}}</td><td>{{ms .Latency.RecordP50}} / {{ms .Latency.RecordP95}}</td>
-<td>{{.Tokens.Input}} / {{.Tokens.Output}}</td><td>{{money .Cost}}</td></tr>{{end}}
+<td>{{money .Cost}}<br><span class="ci">{{kilo .Tokens.Input}} / {{kilo .Tokens.Output}}</span></td></tr>{{end}}
 {{end}}</table>
 <p class="note">Accuracy is exact agreement with the label over every labelled document; a document that ended as a manual record (repairs exhausted, refusal) counts as wrong. Brackets: 95 % percentile-bootstrap interval (2,000 resamples); intervals that overlap much mean the difference may be noise. Latency to record runs from the first call to the review record, retries and repairs included.</p>
 
 {{if .Accuracy}}<h2>Accuracy per field</h2>
 <div class="charts"><div class="chart">{{.Accuracy}}</div></div>{{end}}
 
-{{if .HasSplits}}<h2>Dev and held-out splits (macro-F1)</h2>
-<table><tr><th>processor</th>{{range splits .R}}<th>{{.}}</th>{{end}}</tr>
-{{range .Procs}}{{if not .Refused}}{{$p := .ProcessorReport}}<tr><td>{{.ID}}</td>{{range splits $.R}}<td>{{splitF1 $p .}}</td>{{end}}</tr>{{end}}{{end}}
-</table>{{end}}
+{{if .HasSplits}}{{$h := headline .R}}<h2>{{$h}} macro-F1 per split</h2>
+<table><tr><th>processor</th>{{range splits .R}}<th>{{.}} ({{index $.R.Labels.Splits .}})</th>{{end}}</tr>
+{{range .Procs}}{{if not .Refused}}{{$p := .ProcessorReport}}<tr><td>{{.ID}}</td>{{range splits $.R}}<td>{{splitF1 $p . $h}}</td>{{end}}</tr>{{end}}{{end}}
+</table>
+<p class="note">A rules file written while looking at the dev split is judged on the held-out split; the other splits' figures for every field are in report.json.</p>{{end}}
 
 <h2>Confusion matrices</h2>
 <div class="charts">{{range .Procs}}{{range .Confusion}}<div class="chart">{{.SVG}}</div>{{end}}{{end}}</div>
