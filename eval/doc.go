@@ -5,9 +5,9 @@
 // outputs against the labels, and writes report.json and a self-contained
 // report.html.
 //
-// It must never write to the production ledger (the one exception is the
-// audited dispatch pause of --pause-on-fail, which the caller asks for
-// through PauseFailing), never send text to a processor the profile's
+// It must never write to the production ledger (it never opens it: the
+// audited dispatch pause of --pause-on-fail is cmd/stet's, through
+// ledger.SetPause), never send text to a processor the profile's
 // policy does not permit, and never put document text, labels or model
 // output in a log line or an error: line numbers and IDs only.
 package eval
