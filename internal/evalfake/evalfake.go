@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -223,7 +224,9 @@ func (f *Fake) respond(req openaifake.Request) string {
 		out = map[string]any{"category": "none", "severity": "none", "action": "allow", "labels": []string{}}
 	} else {
 		rng := f.rng(doc, 3)
-		for k, v := range f.docs[doc].Expected {
+		exp := f.docs[doc].Expected
+		for _, k := range slices.Sorted(maps.Keys(exp)) { // draws in a fixed order
+			v := exp[k]
 			var x any
 			_ = json.Unmarshal(v, &x)
 			if rng.Float64() < f.b.FieldErrorRate[k] {
