@@ -101,6 +101,29 @@ type Profile struct {
 	PromptText string          `yaml:"-"`
 	// Validator is the compiled schema, ready to check outputs.
 	Validator *schema.Schema `yaml:"-"`
+	// Acceptance is the rule `stet eval` holds a processor to on this
+	// profile's labelled data (DESIGN §14); empty: no rule.
+	Acceptance Acceptance `yaml:"acceptance"`
+}
+
+// Acceptance is a profile's acceptance rule for `stet eval`: a minimum
+// exact accuracy per output field and a maximum share of documents whose
+// output never passed the schema (repairs included).
+type Acceptance struct {
+	Fields               map[string]FieldAcceptance `yaml:"fields"`
+	MaxSchemaFailureRate *float64                   `yaml:"max_schema_failure_rate"` // nil: no bound
+}
+
+// FieldAcceptance is the bound on one output field.
+type FieldAcceptance struct {
+	MinAccuracy float64 `yaml:"min_accuracy"` // 0..1, required
+}
+
+// Price is what a provider charges per million tokens, for `stet eval`'s
+// cost figures.
+type Price struct {
+	InputPerMTok  float64 `yaml:"input_per_mtok"`
+	OutputPerMTok float64 `yaml:"output_per_mtok"`
 }
 
 // Limits are a processor's provider limits.
@@ -125,6 +148,7 @@ type Processor struct {
 	Subprocessors []string `yaml:"subprocessors"`
 	Timeout       Duration `yaml:"timeout"` // one call; default 60s
 	Limits        Limits   `yaml:"limits"`
+	Price         Price    `yaml:"price"` // for stet eval's cost figures; zero: free
 	// Mapping (azure-content-safety): path of the file that turns category
 	// severities into a record of the profile's schema; resolved at load.
 	Mapping string `yaml:"mapping"`

@@ -56,6 +56,10 @@ func (l *loader) check(path string, n *yaml.Node, t reflect.Type) {
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 		return
 	}
+	if t.Kind() == reflect.Pointer { // an optional value: absent or null is nil
+		l.check(path, n, t.Elem())
+		return
+	}
 	if reflect.PointerTo(t).Implements(unmarshalerType) || isScalar(t.Kind()) {
 		if n.Kind != yaml.ScalarNode {
 			l.typeProblem(path, n.Line, "must be a single value, not a list or mapping")
@@ -73,6 +77,23 @@ func (l *loader) check(path string, n *yaml.Node, t reflect.Type) {
 			return
 		}
 		l.checkMapping(path, n, fieldTypes(t), map[string]bool{})
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode || t.Key().Kind() != reflect.String {
+			l.typeProblem(path, n.Line, "must be a mapping")
+			return
+		}
+		seen := map[string]bool{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			p := join(path, k.Value)
+			if k.Kind != yaml.ScalarNode || seen[k.Value] {
+				l.typeProblem(p, k.Line, "keys must be plain, distinct names")
+				continue
+			}
+			seen[k.Value] = true
+			l.lines[p] = k.Line
+			l.check(p, v, t.Elem())
+		}
 	case reflect.Slice:
 		if n.Kind != yaml.SequenceNode {
 			l.typeProblem(path, n.Line, "must be a list")

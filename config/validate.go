@@ -2,6 +2,8 @@ package config
 
 import (
 	"encoding/base64"
+	"encoding/json"
+	"maps"
 	"net"
 	"net/url"
 	"path/filepath"
@@ -252,6 +254,40 @@ func (l *loader) validateProfile(p string, pr *Profile) {
 			pr.PromptText = string(text)
 		}
 	}
+	l.validateAcceptance(join(p, "acceptance"), pr)
+}
+
+// validateAcceptance checks a profile's acceptance rule: every field is a
+// property of the schema, every bound a share from 0 to 1.
+func (l *loader) validateAcceptance(p string, pr *Profile) {
+	share := func(path string, v float64) {
+		if v < 0 || v > 1 {
+			l.problem(path, "must be a share from 0 to 1")
+		}
+	}
+	var props map[string]json.RawMessage
+	if pr.SchemaJSON != nil {
+		var s struct {
+			Properties map[string]json.RawMessage `json:"properties"`
+		}
+		_ = json.Unmarshal(pr.SchemaJSON, &s)
+		props = s.Properties
+	}
+	for _, name := range slices.Sorted(maps.Keys(pr.Acceptance.Fields)) {
+		fp := join(join(p, "fields"), name)
+		if pr.SchemaJSON != nil && props[name] == nil {
+			l.problem(fp, "%q is not a property of the profile's schema", name)
+		}
+		mp := join(fp, "min_accuracy")
+		if !l.present(mp) {
+			l.problem(mp, "required: a share from 0 to 1")
+			continue
+		}
+		share(mp, pr.Acceptance.Fields[name].MinAccuracy)
+	}
+	if r := pr.Acceptance.MaxSchemaFailureRate; r != nil {
+		share(join(p, "max_schema_failure_rate"), *r)
+	}
 }
 
 func (l *loader) validateProcessors(c *Config) {
@@ -291,6 +327,12 @@ func (l *loader) validateProcessor(p string, pr *Processor) {
 		if lim.v < 0 {
 			l.problem(join(join(p, "limits"), lim.key), "must not be negative")
 		}
+	}
+	if pr.Price.InputPerMTok < 0 {
+		l.problem(join(join(p, "price"), "input_per_mtok"), "must not be negative")
+	}
+	if pr.Price.OutputPerMTok < 0 {
+		l.problem(join(join(p, "price"), "output_per_mtok"), "must not be negative")
 	}
 	l.validateBatch(join(p, "batch"), &pr.Batch, kind)
 	tp := join(p, "timeout")

@@ -46,6 +46,7 @@ Commands:
   import       bulk backfill from an NDJSON file (--source ID, --mode sync|batch); resumable
   bench        run a benchmark: intake | pipeline | provider-limited | batch
   drill        run a recovery drill: chaos (many processes, kills, a database restart)
+  eval         compare processors on labelled data in a scratch ledger; report.html and report.json
   version      print the version
 
 Run 'stet <command> -h' for a command's flags.
@@ -86,6 +87,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdBench(ctx, rest, stdout, stderr)
 	case "drill":
 		return cmdDrill(ctx, rest, stdout, stderr)
+	case "eval":
+		return cmdEval(ctx, rest, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "stet", version)
 		return exitOK
