@@ -606,3 +606,17 @@ func (db *DB) Checkpoint(ctx context.Context) error {
 	}
 	return nil
 }
+
+// ReportTenant returns the tenant of a report, for operator commands that
+// name a report by ID.
+func (db *DB) ReportTenant(ctx context.Context, reportID string) (string, error) {
+	var t string
+	err := db.w.QueryRowContext(ctx, `SELECT tenant_id FROM reports WHERE id = $1`, reportID).Scan(&t)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", notFound("report")
+	}
+	if err != nil {
+		return "", fmt.Errorf("read report: %w", err)
+	}
+	return t, nil
+}

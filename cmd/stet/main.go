@@ -41,6 +41,8 @@ Commands:
   pause        pause dispatch (--scope all|processor:ID|tenant:ID --reason …); no flags: list pauses
   unpause      resume dispatch for a scope
   batch        provider batches: status ID (one lookup, never submits), list, reconcile ID
+  delete       delete a report (SOURCE/EXTERNAL_ID or REPORT_ID): tombstone, cancel, one task per copy; prints the tasks
+  deletions    list deletions, or show one's tasks (DELETION_ID); --json
   import       bulk backfill from an NDJSON file (--source ID, --mode sync|batch); resumable
   bench        run a benchmark: intake | pipeline | provider-limited | batch
   drill        run a recovery drill: chaos (many processes, kills, a database restart)
@@ -76,6 +78,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdBatch(ctx, rest, stdout, stderr)
 	case "import":
 		return cmdImport(ctx, rest, stdout, stderr)
+	case "delete":
+		return cmdDelete(ctx, rest, stdout, stderr)
+	case "deletions":
+		return cmdDeletions(ctx, rest, stdout, stderr)
 	case "bench":
 		return cmdBench(ctx, rest, stdout, stderr)
 	case "drill":
