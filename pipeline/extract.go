@@ -401,6 +401,19 @@ func (p *Pipeline) failed(ctx context.Context, a attempt, pe *stet.ProcessorErro
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	class := result.FailureClass
+	if errors.Is(ledger.HoldsJob(wctx, p.db.Writer(), jobID, token), ledger.ErrCancelled) {
+		// Deleted during the call: count the attempt, keep nothing of it.
+		err := p.db.InTx(wctx, func(tx *sql.Tx) error {
+			if err := ledger.DiscardAttempt(wctx, tx, jobID, result.N, p.clock.Now()); err != nil {
+				return err
+			}
+			return completeTx(wctx, tx, job)
+		})
+		if err != nil {
+			return "error", err
+		}
+		return "discarded", nil
+	}
 	setState := func(state stet.JobState) error {
 		return p.db.InTx(wctx, func(tx *sql.Tx) error {
 			if err := ledger.FinishAttempt(wctx, tx, result); err != nil {

@@ -465,3 +465,39 @@ func assertCanaryGone(t *testing.T, e *stettest.Env, canary string) {
 		}
 	}
 }
+
+// A report deleted while its call is held, whose answer is then invalid:
+// no repair call goes out for the cancelled job, and the attempt is counted
+// and discarded.
+func TestDeleteDuringCallNoRepair(t *testing.T) {
+	t.Parallel()
+	h := &holdingFake{started: make(chan struct{}, 16), release: make(chan struct{})}
+	e := stettest.New(t, stettest.Options{FakeOptions: openaifake.Options{Respond: func(openaifake.Request) string {
+		h.started <- struct{}{}
+		<-h.release
+		return "not json"
+	}}})
+	defer h.Release()
+	r := e.Deliver(stettest.SourceReports, "msg_rep", stettest.Report{ExternalID: "report-rep", Revision: 1, Text: "Cinnamon cures diabetes."})
+	select {
+	case <-h.started:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the fake never received the call")
+	}
+	if st, b := e.Do(http.MethodDelete, "/v1/reports/"+r.ReportID, stettest.OperatorToken, nil, nil); st != http.StatusAccepted {
+		t.Fatalf("DELETE = %d %s", st, b)
+	}
+	h.Release()
+	e.WaitFor("the invalid answer to be discarded", func() bool {
+		return e.Count("attempts", "job_id = $1 AND discarded_at IS NOT NULL", r.JobID) == 1
+	})
+	e.WaitFor("the extract stage to end", func() bool {
+		return e.Count("river_job", "kind = 'stet_extract' AND state = 'completed'") == 1
+	})
+	if n := e.Fake.Calls(); n != 1 {
+		t.Errorf("provider calls = %d, want 1 (no repair for a cancelled job)", n)
+	}
+	if n := e.Count("attempts", "job_id = $1", r.JobID); n != 1 {
+		t.Errorf("attempts = %d, want 1", n)
+	}
+}
