@@ -16,9 +16,6 @@ import (
 	"github.com/stetlabs/stet/ledger"
 )
 
-// QueueDelete runs deletion workers.
-const QueueDelete = "delete"
-
 // DeleteArgs is a deletion's worker: IDs only.
 type DeleteArgs struct {
 	DeletionID string `json:"deletion_id"`
@@ -35,7 +32,9 @@ func (DeleteArgs) Kind() string { return "stet_delete" }
 // Each task's outcome is committed as it ends, so a retry resumes at the
 // first task not done and never reports a task it did not verify.
 func (DeleteArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueDelete, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+	// The batch queue: maintenance work shares it, and on SQLite every
+	// extra queue is one more poller on the single writer.
+	return river.InsertOpts{Queue: QueueBatch, UniqueOpts: river.UniqueOpts{ByArgs: true}}
 }
 
 type deleteWorker struct {

@@ -245,7 +245,6 @@ func New(cfg Config) (*Pipeline, error) {
 			QueueExtract: {MaxWorkers: cfg.Concurrency},
 			QueueCommit:  {MaxWorkers: max(4, cfg.Concurrency)}, // commits are short transactions
 			QueueBatch:   {MaxWorkers: 4},
-			QueueDelete:  {MaxWorkers: 2},
 		}
 	}
 	client, err := river.NewClient(RiverDriver(cfg.DB), rc)

@@ -18,7 +18,7 @@ type SweepArgs struct{}
 func (SweepArgs) Kind() string { return "stet_sweep" }
 
 // InsertOpts implements river.JobArgsWithInsertOpts.
-func (SweepArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{Queue: QueueDelete} }
+func (SweepArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{Queue: QueueBatch} }
 
 type sweepWorker struct {
 	river.WorkerDefaults[SweepArgs]
