@@ -341,14 +341,17 @@ func TestSweepArtifactsRecordsReceiptsTombstones(t *testing.T) {
 	ctx := context.Background()
 	r := e.Deliver(stettest.SourceReports, "msg_sw", stettest.Report{ExternalID: "report-sw", Revision: 1, Text: "Vaccines cause autism."})
 	e.WaitJob(r.JobID, stet.JobCommitted)
+	keep := stettest.Report{ExternalID: "report-keep", Revision: 1, Text: "Hello."}
+	kept := e.Deliver(stettest.SourceReports, "msg_keep", keep)
+	e.WaitJob(kept.JobID, stet.JobCommitted)
 	rec := e.Record(r.JobID)
 	if st, b := e.Do(http.MethodPost, "/v1/review/"+rec.ID+"/decision", stettest.ReviewerToken, map[string]any{"decision": "approve", "note": "checked"}, nil); st != http.StatusOK {
 		t.Fatalf("decide = %d %s", st, b)
 	}
 	clock.Advance(90 * time.Minute)
 	n, err := e.Pipeline.Sweep(ctx)
-	if err != nil || n[ledger.PurgeArtifacts] != 1 || n[ledger.PurgeRecords] != 0 {
-		t.Fatalf("Sweep at 90m = %v, %v; want 1 artifact, 0 records", n, err)
+	if err != nil || n[ledger.PurgeArtifacts] != 2 || n[ledger.PurgeRecords] != 0 {
+		t.Fatalf("Sweep at 90m = %v, %v; want 2 artifacts, 0 records (only decided records go)", n, err)
 	}
 	var j api.JobView
 	e.Do(http.MethodGet, "/v1/jobs/"+r.JobID, stettest.ReaderToken, nil, &j)
@@ -384,8 +387,12 @@ func TestSweepArtifactsRecordsReceiptsTombstones(t *testing.T) {
 		t.Fatalf("within the horizon = %d, want 410", again.Status)
 	}
 	clock.Advance(25 * time.Hour)
-	if n, err = e.Pipeline.Sweep(ctx); err != nil || n[ledger.PurgeTombstones] != 1 {
-		t.Fatalf("Sweep past the horizon = %v, %v; want the tombstone removed", n, err)
+	if n, err = e.Pipeline.Sweep(ctx); err != nil || n[ledger.PurgeTombstones] != 1 || n[ledger.PurgeReceipts] < 1 || e.Count("deliveries", "") != 0 {
+		t.Fatalf("Sweep past the horizon = %v, %v; want the tombstone and report-keep's receipt removed", n, err)
+	}
+	// Without its receipt, a replay is judged by identity, revision and content.
+	if again := e.Deliver(stettest.SourceReports, "msg_keep", keep); again.Status != http.StatusOK || again.JobID != kept.JobID {
+		t.Errorf("replay after the receipt's purge = %d %s, want 200 duplicate of %s", again.Status, again.Body, kept.JobID)
 	}
 	fresh := e.Deliver(stettest.SourceReports, "msg_sw3", stettest.Report{ExternalID: "report-sw", Revision: 1, Text: "Vaccines cause autism."})
 	if fresh.Status != http.StatusAccepted || fresh.ReportID == r.ReportID {
