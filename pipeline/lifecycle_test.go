@@ -508,3 +508,90 @@ func TestDeleteDuringCallNoRepair(t *testing.T) {
 		t.Errorf("attempts = %d, want 1", n)
 	}
 }
+
+// fileDeleter is a test double of what a batch adapter adds for deletion:
+// DeleteFile calls the OpenAI fake's DELETE /v1/files/{id}; OpenAI has no
+// batch delete, so DeleteBatch answers unsupported.
+type fileDeleter struct {
+	stet.BatchProcessor
+	baseURL string
+}
+
+func (d *fileDeleter) DeleteFile(ctx context.Context, id string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, d.baseURL+"/files/"+id, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer sk-test")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return &stet.ProcessorError{Class: stet.FailureTransient, Err: err}
+	}
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusNotFound {
+		return nil // deleted, or already gone
+	}
+	return &stet.ProcessorError{Class: stet.FailureTransient, StatusCode: resp.StatusCode}
+}
+
+func (d *fileDeleter) DeleteBatch(context.Context, string) error {
+	return &stet.ProcessorError{Class: stet.FailureUnsupported}
+}
+
+var _ stet.CopyDeleter = (*fileDeleter)(nil)
+
+// Through the stet.CopyDeleter seam, the provider's batch files are deleted
+// (the fake sees the deletes) and their tasks end done; a copy the provider
+// cannot delete ends unresolved with the class as its reason.
+func TestDeleteBatchReportThroughCopyDeleter(t *testing.T) {
+	t.Parallel()
+	e := stettest.New(t, stettest.Options{WrapProcessor: func(id string, p stet.Processor, fakeURL string) stet.Processor {
+		if bp, ok := p.(stet.BatchProcessor); ok && id == "openai-fake" {
+			return &fileDeleter{BatchProcessor: bp, baseURL: fakeURL}
+		}
+		return p
+	}})
+	const canary = "CANARY-D12-CD"
+	r := e.Deliver(stettest.SourceBatch, "msg_cd", stettest.Report{ExternalID: "report-cd", Revision: 1, Text: "Stop taking insulin. " + canary})
+	e.WaitJob(r.JobID, stet.JobCommitted)
+	e.WaitFor("the batch to be applied", func() bool { return e.Count("batches", "applied_at IS NOT NULL") == 1 })
+	var acc api.DeletionAccepted
+	if st, b := e.Do(http.MethodDelete, "/v1/reports/"+r.ReportID, stettest.OperatorToken, nil, &acc); st != http.StatusAccepted {
+		t.Fatalf("DELETE = %d %s", st, b)
+	}
+	d := waitDeletion(t, e, acc.DeletionID, "unresolved", "done")
+	_, body := getDeletion(t, e, acc.DeletionID)
+	t.Logf("GET /v1/deletions/%s = %s", acc.DeletionID, body)
+	files := 0
+	for _, tk := range d.Tasks {
+		switch {
+		case strings.HasPrefix(tk.Copy, "provider_file:"):
+			files++
+			if tk.State != "done" {
+				t.Errorf("task %s = %s, want done", tk.Copy, tk.State)
+			}
+		case strings.HasPrefix(tk.Copy, "provider_batch:"):
+			if tk.State != "unresolved" || tk.Reason == nil || !strings.Contains(*tk.Reason, "unsupported") {
+				t.Errorf("task %s = %s %v, want unresolved (unsupported)", tk.Copy, tk.State, tk.Reason)
+			}
+		}
+	}
+	if files < 2 {
+		t.Errorf("provider file tasks = %d, want the input and output files", files)
+	}
+	deleted := 0
+	for _, f := range e.Fake.Files() {
+		if f.Deleted {
+			deleted++
+		} else if bytes.Contains(f.Content, []byte(canary)) {
+			t.Errorf("the fake still holds file %s with the canary", f.ID)
+		}
+	}
+	if deleted != files {
+		t.Errorf("files deleted at the fake = %d, want %d", deleted, files)
+	}
+	if d.State != "unresolved" {
+		t.Errorf("deletion = %s, want unresolved (the batch record stays at the provider)", d.State)
+	}
+	assertCanaryGone(t, e, canary)
+}

@@ -83,6 +83,10 @@ type Options struct {
 	// EditPolicy, if set, changes the policy of acceptance before the
 	// pipeline starts (retention, replay horizon).
 	EditPolicy func(*stet.Policy)
+	// WrapProcessor, if set, replaces each processor by what it returns
+	// (a test double adding stet.CopyDeleter, say); fakeURL is the OpenAI
+	// fake's base URL.
+	WrapProcessor func(id string, p stet.Processor, fakeURL string) stet.Processor
 	// SweepInterval is the retention sweeper's period; default 1h, so a
 	// test runs Pipeline.Sweep itself, on its clock.
 	SweepInterval time.Duration
@@ -195,6 +199,11 @@ func New(t testing.TB, opts Options) *Env {
 		t.Fatal(err)
 	}
 	e.procs = map[string]stet.Processor{"openai-fake": oc, "rules": rp}
+	if opts.WrapProcessor != nil {
+		for id, p := range e.procs {
+			e.procs[id] = opts.WrapProcessor(id, p, e.Fake.URL())
+		}
+	}
 	prof, err := pipeline.NewProfile(QuickstartProfile(t))
 	if err != nil {
 		t.Fatal(err)
