@@ -23,10 +23,11 @@ const (
 	FailureUnsupported   FailureClass = "unsupported"    // manual, never retried
 	FailureBoundary      FailureClass = "boundary"       // blocked, no call made
 	FailureStore         FailureClass = "store"          // retry the store stage from the saved result
+	FailureTextPurged    FailureClass = "text_purged"    // manual: the revision's text was purged (retention); never re-extracted
 )
 
 // FailureClasses lists every failure class.
-var FailureClasses = []FailureClass{FailureTransient, FailureRateLimited, FailureQuota, FailureAuth, FailureInvalidOutput, FailureRefusal, FailureUnsupported, FailureBoundary, FailureStore}
+var FailureClasses = []FailureClass{FailureTransient, FailureRateLimited, FailureQuota, FailureAuth, FailureInvalidOutput, FailureRefusal, FailureUnsupported, FailureBoundary, FailureStore, FailureTextPurged}
 
 // Valid reports whether c is a known class.
 func (c FailureClass) Valid() bool { return slices.Contains(FailureClasses, c) }

@@ -157,6 +157,10 @@ type ReviewRecord struct {
 	DecidedAt      time.Time
 	Note           string
 	CreatedAt      time.Time
+	// ClassificationPurgedAt and NotePurgedAt are set when retention
+	// purged the classification or the note: reads show the stamp instead.
+	ClassificationPurgedAt time.Time
+	NotePurgedAt           time.Time
 }
 
 // Role is what a bearer token may do.

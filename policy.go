@@ -39,8 +39,12 @@ type Policy struct {
 	Names             []string          `json:"names,omitempty"` // dictionary for the name class
 	TextRetention     time.Duration     `json:"text_retention"`
 	ArtifactRetention time.Duration     `json:"artifact_retention"`
-	ReplayHorizon     time.Duration     `json:"replay_horizon"`
-	Regions           []string          `json:"regions,omitempty"`
+	// RecordsRetention, when set, purges decided review records'
+	// classification and note after it; zero keeps them. Omitted from the
+	// hash when zero, so policies without it keep their recorded hash.
+	RecordsRetention time.Duration `json:"records_retention,omitempty"`
+	ReplayHorizon    time.Duration `json:"replay_horizon"`
+	Regions          []string      `json:"regions,omitempty"`
 }
 
 // Permits reports whether the policy allows processorID.

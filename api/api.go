@@ -78,6 +78,11 @@ type Config struct {
 	Clock        stet.Clock
 	BodyLimit    int64 // intake body limit in bytes; default 1 MiB
 	SLA          time.Duration
+	// Deleter records deletions (the pipeline); nil answers 503.
+	Deleter Deleter
+	// Discovery is the discovery document of every tenant, built from the
+	// config; each caller sees its own tenant's sources.
+	Discovery *Discovery
 	// HealthOnly serves only /healthz, /readyz and /metrics: a worker
 	// process takes no deliveries and answers no reads.
 	HealthOnly bool
@@ -158,6 +163,10 @@ func (s *Server) routes() {
 	s.handle("GET /v1/review", s.auth(stet.RoleReader, s.listReview))
 	s.handle("GET /v1/review/{id}", s.auth(stet.RoleReader, s.getReview))
 	s.handle("POST /v1/review/{id}/decision", s.auth(stet.RoleReviewer, s.decide))
+	s.handle("DELETE /v1/sources/{source}/reports/{external_id}", s.auth(stet.RoleOperator, s.deleteReportByExternalID))
+	s.handle("DELETE /v1/reports/{report_id}", s.auth(stet.RoleOperator, s.deleteReportByID))
+	s.handle("GET /v1/deletions/{id}", s.auth(stet.RoleReader, s.getDeletion))
+	s.handle("GET /v1/discovery", s.auth(stet.RoleReader, s.discovery))
 	s.handle("GET /v1/invariants", s.authAdmin(stet.RoleOperator, s.invariants))
 	s.handle("GET /v1/dispatch", s.authAdmin(stet.RoleOperator, s.listDispatch))
 	s.handle("POST /v1/dispatch/pause", s.authAdmin(stet.RoleOperator, s.pauseDispatch))

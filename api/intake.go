@@ -104,6 +104,8 @@ func (s *Server) intakeStatus(w http.ResponseWriter, r *http.Request) int {
 		return http.StatusOK
 	case ledger.OutcomeDeliveryConflict:
 		return fail(http.StatusConflict, "delivery-conflict", "this webhook-id was already delivered with a different body")
+	case ledger.OutcomeGone:
+		return fail(http.StatusGone, "gone", "this report was deleted; it is not accepted again until the replay horizon passes")
 	case ledger.OutcomeRevisionConflict:
 		return fail(http.StatusConflict, "revision-conflict", "this revision was already delivered with different content; send a new revision")
 	default:

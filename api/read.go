@@ -44,6 +44,9 @@ type JobView struct {
 	ReviewRecordID    *string       `json:"review_record_id"`
 	Stages            StageTimes    `json:"stages"`
 	Artifact          *ArtifactView `json:"artifact"`
+	// TextPurgedAt says the revision's text and metadata were purged
+	// (retention); absent while they are kept.
+	TextPurgedAt string `json:"text_purged_at,omitempty"`
 }
 
 // StageTimes are when a job reached each stage (RFC 3339, UTC; absent if not yet).
@@ -62,6 +65,10 @@ type ArtifactView struct {
 	SchemaVersion string `json:"schema_version"`
 	AttemptN      int    `json:"attempt_n"`
 	CreatedAt     string `json:"created_at"`
+	// RawPurgedAt and OutputPurgedAt: retention purged the raw response
+	// and the normalized output.
+	RawPurgedAt    string `json:"raw_purged_at,omitempty"`
+	OutputPurgedAt string `json:"output_purged_at,omitempty"`
 }
 
 func ts(t time.Time) string {
@@ -77,8 +84,9 @@ func NewJobView(d *ledger.JobDetail) JobView {
 	v := JobView{
 		JobID: j.ID, ReportID: j.ReportID, Source: j.SourceID, Revision: j.Revision, ExtractionVersion: j.ExtractionVersion,
 		State: string(j.State), FailureClass: string(j.FailureClass), PolicyID: j.PolicyID, PolicyHash: j.PolicyHash,
-		Attempts: []AttemptView{},
-		Stages:   StageTimes{AcceptedAt: ts(j.CreatedAt), ExtractingAt: ts(j.ExtractingAt), ExtractedAt: ts(j.ExtractedAt), CommittedAt: ts(j.CommittedAt)},
+		Attempts:     []AttemptView{},
+		Stages:       StageTimes{AcceptedAt: ts(j.CreatedAt), ExtractingAt: ts(j.ExtractingAt), ExtractedAt: ts(j.ExtractedAt), CommittedAt: ts(j.CommittedAt)},
+		TextPurgedAt: ts(d.TextPurgedAt),
 	}
 	if j.ReviewRecordID != "" {
 		id := j.ReviewRecordID
@@ -92,7 +100,8 @@ func NewJobView(d *ledger.JobDetail) JobView {
 		})
 	}
 	if a := d.Artifact; a != nil {
-		v.Artifact = &ArtifactView{ID: a.ID, Processor: a.Processor, Model: a.Model, SchemaVersion: a.SchemaVersion, AttemptN: a.AttemptN, CreatedAt: ts(a.CreatedAt)}
+		v.Artifact = &ArtifactView{ID: a.ID, Processor: a.Processor, Model: a.Model, SchemaVersion: a.SchemaVersion, AttemptN: a.AttemptN, CreatedAt: ts(a.CreatedAt),
+			RawPurgedAt: ts(a.RawPurgedAt), OutputPurgedAt: ts(a.OutputPurgedAt)}
 	}
 	return v
 }
@@ -126,6 +135,7 @@ type RevisionView struct {
 	ReviewRecordID *string `json:"review_record_id"`
 	Authoritative  bool    `json:"authoritative"`
 	ReceivedAt     string  `json:"received_at"`
+	TextPurgedAt   string  `json:"text_purged_at,omitempty"`
 }
 
 // NewReportView shapes a report for the API and the CLI.
@@ -136,7 +146,8 @@ func NewReportView(d *ledger.ReportDetail) ReportView {
 		v.ExternalID = &e
 	}
 	for _, rv := range d.Revisions {
-		x := RevisionView{Revision: rv.Revision, JobID: rv.JobID, State: string(rv.State), Authoritative: rv.Authoritative, ReceivedAt: ts(rv.ReceivedAt)}
+		x := RevisionView{Revision: rv.Revision, JobID: rv.JobID, State: string(rv.State), Authoritative: rv.Authoritative, ReceivedAt: ts(rv.ReceivedAt),
+			TextPurgedAt: ts(rv.TextPurgedAt)}
 		if rv.ReviewRecordID != "" {
 			id := rv.ReviewRecordID
 			x.ReviewRecordID = &id
@@ -155,7 +166,7 @@ func (s *Server) getReport(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) serveReport(w http.ResponseWriter, r *http.Request, l ledger.ReportLookup) {
-	l.Tenant = tokenOf(r).Tenant
+	l.Tenant, l.Now = tokenOf(r).Tenant, s.clock.Now()
 	d, err := s.db.GetReport(r.Context(), l)
 	if err != nil {
 		s.fail(w, r, err)
@@ -184,13 +195,18 @@ type RecordView struct {
 	DecidedAt      string          `json:"decided_at,omitempty"`
 	Note           string          `json:"note,omitempty"`
 	CreatedAt      string          `json:"created_at"`
+	// ClassificationPurgedAt and NotePurgedAt: retention purged them; the
+	// classification then reads null.
+	ClassificationPurgedAt string `json:"classification_purged_at,omitempty"`
+	NotePurgedAt           string `json:"note_purged_at,omitempty"`
 }
 
 // NewRecordView shapes a review record.
 func NewRecordView(r *stet.ReviewRecord) RecordView {
 	v := RecordView{ID: r.ID, JobID: r.JobID, ReportID: r.ReportID, Source: r.SourceID, Revision: r.Revision,
 		Kind: string(r.Kind), State: string(r.State), Authoritative: r.Authoritative, Classification: r.Classification,
-		DecidedBy: r.DecidedBy, DecidedAt: ts(r.DecidedAt), Note: r.Note, CreatedAt: ts(r.CreatedAt)}
+		DecidedBy: r.DecidedBy, DecidedAt: ts(r.DecidedAt), Note: r.Note, CreatedAt: ts(r.CreatedAt),
+		ClassificationPurgedAt: ts(r.ClassificationPurgedAt), NotePurgedAt: ts(r.NotePurgedAt)}
 	if len(v.Classification) == 0 {
 		v.Classification = json.RawMessage("null")
 	}

@@ -184,6 +184,7 @@ type BatchSettings struct {
 type Retention struct {
 	Text      Duration `yaml:"text"`
 	Artifacts Duration `yaml:"artifacts"`
+	Records   Duration `yaml:"records"` // decided records' classification and note; 0 (default) keeps them
 }
 
 // Policy is one approved data-handling policy.
@@ -210,6 +211,9 @@ type Workers struct {
 	// AssembleEvery is how often the batch assembler looks for batch-mode
 	// jobs to group; default 5s.
 	AssembleEvery Duration `yaml:"assemble_every"`
+	// SweepInterval is how often the leader's retention sweeper runs (and
+	// looks for deletions whose worker was lost); default 1m.
+	SweepInterval Duration `yaml:"sweep_interval"`
 }
 
 // Duration is a time.Duration that also accepts a day suffix ("30d").
@@ -262,6 +266,7 @@ func (p *Policy) Domain() *stet.Policy {
 		Names:             slices.Clone(p.Names),
 		TextRetention:     p.Retention.Text.Std(),
 		ArtifactRetention: p.Retention.Artifacts.Std(),
+		RecordsRetention:  p.Retention.Records.Std(),
 		ReplayHorizon:     p.ReplayHorizon.Std(),
 		Regions:           slices.Clone(p.Regions),
 	}

@@ -26,6 +26,7 @@ const (
 	DefaultMaxAttempts       = 5
 	DefaultPollInterval      = Duration(200 * time.Millisecond)
 	DefaultAssembleEvery     = Duration(5 * time.Second)
+	DefaultSweepInterval     = Duration(time.Minute)
 )
 
 // Error is every problem Load found in a config file. Its message lists one

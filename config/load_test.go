@@ -70,7 +70,7 @@ func TestLoadDesignExample(t *testing.T) {
 		{"policy text retention", c.Policies[0].Retention.Text, Duration(30 * day)},
 		{"policy artifact retention", c.Policies[0].Retention.Artifacts, Duration(365 * day)},
 		{"policy replay horizon", c.Policies[0].ReplayHorizon, Duration(90 * day)},
-		{"workers", c.Workers, Workers{Concurrency: 8, JobTimeout: Duration(2 * time.Minute), RescueAfter: Duration(5 * time.Minute), MaxAttempts: 5, PollInterval: Duration(200 * time.Millisecond), AssembleEvery: DefaultAssembleEvery}},
+		{"workers", c.Workers, Workers{Concurrency: 8, JobTimeout: Duration(2 * time.Minute), RescueAfter: Duration(5 * time.Minute), MaxAttempts: 5, PollInterval: Duration(200 * time.Millisecond), AssembleEvery: DefaultAssembleEvery, SweepInterval: DefaultSweepInterval}},
 	}
 	for _, ck := range checks {
 		if ck.got != ck.want {
@@ -127,7 +127,7 @@ workers: {concurrency: 2, job_timeout: 30s, rescue_after: 1m, max_attempts: 3}
 		{"null timeout takes the default", c.Processors[1].Timeout, DefaultTimeout},
 		{"explicit zero text retention", c.Policies[0].Retention.Text, Duration(0)},
 		{"default artifact retention", c.Policies[0].Retention.Artifacts, Duration(365 * day)},
-		{"workers", c.Workers, Workers{Concurrency: 2, JobTimeout: Duration(30 * time.Second), RescueAfter: Duration(time.Minute), MaxAttempts: 3, PollInterval: Duration(200 * time.Millisecond), AssembleEvery: DefaultAssembleEvery}},
+		{"workers", c.Workers, Workers{Concurrency: 2, JobTimeout: Duration(30 * time.Second), RescueAfter: Duration(time.Minute), MaxAttempts: 3, PollInterval: Duration(200 * time.Millisecond), AssembleEvery: DefaultAssembleEvery, SweepInterval: DefaultSweepInterval}},
 	}
 	for _, ck := range checks {
 		if ck.got != ck.want {

@@ -476,6 +476,7 @@ func (l *loader) validateWorkers(w *Workers) {
 	duration("rescue_after", &w.RescueAfter, DefaultRescueAfter)
 	duration("poll_interval", &w.PollInterval, DefaultPollInterval)
 	duration("assemble_every", &w.AssembleEvery, DefaultAssembleEvery)
+	duration("sweep_interval", &w.SweepInterval, DefaultSweepInterval)
 	if w.RescueAfter > 0 && w.RescueAfter <= w.JobTimeout {
 		l.problem("workers.rescue_after", "must be greater than job_timeout (%s): a live worker's job would be rescued while it still runs", w.JobTimeout)
 	}

@@ -43,6 +43,7 @@ const (
 	OutcomeDuplicate        Outcome = "duplicate"         // resolves to an existing job: 200
 	OutcomeDeliveryConflict Outcome = "delivery_conflict" // same webhook-id, another body: 409
 	OutcomeRevisionConflict Outcome = "revision_conflict" // same identity and revision, other content: 409
+	OutcomeGone             Outcome = "gone"              // the identity was deleted within the replay horizon: 410, nothing stored
 )
 
 // AcceptResult is the outcome of one delivery.
@@ -97,11 +98,21 @@ var (
 	qInsertDelivery = `INSERT INTO deliveries (source_id, delivery_key, body_sha256, job_id, report_id, revision, received_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7)
 		ON CONFLICT (source_id, delivery_key) DO NOTHING RETURNING job_id`
-	qJobState = `SELECT state FROM jobs WHERE id = $1`
+	qJobState       = `SELECT state FROM jobs WHERE id = $1`
+	qLockLiveReport = `UPDATE reports SET updated_at = $1 WHERE id = $2 AND deleted_at IS NULL`
 )
 
 func Accept(ctx context.Context, tx Querier, p AcceptParams) (res AcceptResult, newJob bool, err error) {
 	now := micros(p.Now)
+
+	// 0. A deleted identity stays deleted until the replay horizon: nothing
+	// is stored, not even a receipt.
+	identity := IdentityHash(p.Identity, p.ExternalID, p.Text)
+	if gone, err := Tombstoned(ctx, tx, p.TenantID, p.SourceID, identity, p.Now); err != nil {
+		return res, false, err
+	} else if gone {
+		return AcceptResult{Outcome: OutcomeGone}, false, nil
+	}
 
 	// 1. The delivery receipt: the same webhook-id answers as before.
 	var d struct {
@@ -126,17 +137,32 @@ func Accept(ctx context.Context, tx Querier, p AcceptParams) (res AcceptResult, 
 	}
 
 	// 2. The report: one row per identity.
-	identity := IdentityHash(p.Identity, p.ExternalID, p.Text)
 	reportID := stet.NewID("rep", p.Now)
 	var got string
 	err = tx.QueryRowContext(ctx, qInsertReport,
 		reportID, p.TenantID, p.SourceID, nullString(p.ExternalID), identity, now).Scan(&got)
 	switch {
 	case err == nil:
+		// A deletion that committed since step 0 freed the identity hash:
+		// run the item again, and step 0 answers gone.
+		if gone, err := Tombstoned(ctx, tx, p.TenantID, p.SourceID, identity, p.Now); err != nil {
+			return res, false, err
+		} else if gone {
+			return res, false, ErrRetryItem
+		}
 	case errors.Is(err, sql.ErrNoRows):
 		if err := tx.QueryRowContext(ctx, qReportByIdentity,
 			p.TenantID, p.SourceID, identity).Scan(&reportID); err != nil {
 			return res, false, fmt.Errorf("read report: %w", err)
+		}
+		// Take the report row, as a deletion does: a deletion racing this
+		// delivery either cancels its job or is seen here.
+		r, err := tx.ExecContext(ctx, qLockLiveReport, now, reportID)
+		if err != nil {
+			return res, false, fmt.Errorf("lock report: %w", err)
+		}
+		if n, _ := r.RowsAffected(); n != 1 {
+			return AcceptResult{Outcome: OutcomeGone}, false, nil
 		}
 	default:
 		return res, false, fmt.Errorf("insert report: %w", err)

@@ -437,6 +437,7 @@ const (
 	ApplySucceeded  = "succeeded"  // artifact saved; enqueue the commit stage
 	ApplyFailed     = "failed"     // the job went to its route
 	ApplySuperseded = "superseded" // the job no longer carries the item's token
+	ApplyDiscarded  = "discarded"  // the job was cancelled by a deletion: counted, not saved
 )
 
 // ApplyBatchItem applies one item in tx: it sets the item's applied_at
@@ -461,6 +462,22 @@ func ApplyBatchItem(ctx context.Context, tx Querier, a ApplyItem) (string, error
 	if _, err := tx.ExecContext(ctx, `UPDATE batches SET applied_count = applied_count + 1, updated_at = $1 WHERE id = $2`,
 		ts, a.BatchID); err != nil {
 		return "", fmt.Errorf("count applied item: %w", err)
+	}
+	if s, err := jobState(ctx, tx, a.Item.JobID); err != nil {
+		return "", err
+	} else if s == stet.JobCancelled {
+		// Deleted while the batch ran: the result is counted on its attempt
+		// and discarded, never saved.
+		if a.Item.AttemptN > 0 {
+			if err := DiscardAttempt(ctx, tx, a.Item.JobID, a.Item.AttemptN, a.Now); err != nil {
+				return "", err
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE batch_items SET outcome = 'superseded' WHERE batch_id = $1 AND job_id = $2`,
+			a.BatchID, a.Item.JobID); err != nil {
+			return "", fmt.Errorf("mark batch item discarded: %w", err)
+		}
+		return ApplyDiscarded, nil
 	}
 	if a.Item.AttemptN > 0 {
 		a.Result.JobID, a.Result.N = a.Item.JobID, a.Item.AttemptN

@@ -92,9 +92,16 @@ func openSQLite(ctx context.Context, path string) (*sql.DB, *sql.DB, error) {
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			return nil, nil, fmt.Errorf("database: create folder: %w", err)
 		}
+		// The file holds patient text: only its owner may read it. SQLite
+		// gives the -wal and -shm files the database file's mode.
+		if err := restrictFiles(path); err != nil {
+			return nil, nil, err
+		}
 	}
 	q := url.Values{}
-	for _, p := range []string{"busy_timeout(10000)", "journal_mode(WAL)", "synchronous(FULL)", "foreign_keys(1)"} {
+	// secure_delete: deleted content is overwritten with zeros, not left in
+	// free pages.
+	for _, p := range []string{"busy_timeout(10000)", "journal_mode(WAL)", "synchronous(FULL)", "foreign_keys(1)", "secure_delete(1)"} {
 		q.Add("_pragma", p)
 	}
 	q.Set("_txlock", "immediate")
@@ -126,6 +133,22 @@ func openSQLite(ctx context.Context, path string) (*sql.DB, *sql.DB, error) {
 	r := sql.OpenDB(rc)
 	r.SetMaxOpenConns(4)
 	return w, r, nil
+}
+
+// restrictFiles creates the database file 0600 if it is missing and
+// narrows an existing one (and its -wal and -shm) to 0600.
+func restrictFiles(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("database: open file: %w", err)
+	}
+	f.Close()
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if err := os.Chmod(p, 0o600); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("database: restrict file mode: %w", err)
+		}
+	}
+	return nil
 }
 
 var postgresDialect = &dialect{

@@ -14,6 +14,7 @@ const (
 	InvHeldPastLease     = "held_past_lease"     // 3
 	InvBatchNotApplied   = "batch_not_applied"   // 4
 	InvBatchUnknown      = "batch_unknown"       // 5
+	InvDeletionOverdue   = "deletion_overdue"    // 6
 	InvPausedTooLong     = "paused_too_long"     // 7
 )
 
@@ -33,6 +34,8 @@ type Violation struct {
 	Scope             string `json:"scope,omitempty"`    // a dispatch pause's scope (invariant 7)
 	BatchID           string `json:"batch_id,omitempty"` // invariants 4 and 5
 	ProcessorID       string `json:"processor_id,omitempty"`
+	DeletionID        string `json:"deletion_id,omitempty"` // invariant 6
+	Copy              string `json:"copy,omitempty"`        // invariant 6: the task's copy
 }
 
 // CheckParams tunes the invariant checks.
@@ -50,9 +53,9 @@ type CheckParams struct {
 	Limit      int // at most this many violations per invariant
 }
 
-// CheckInvariants runs invariants 1–5 and 7 of DESIGN §6 over every tenant,
-// on the writer pool (the answer decides alerts): for the periodic check,
-// stet check and an admin's GET /v1/invariants.
+// CheckInvariants runs invariants 1–7 of DESIGN §6 over every tenant, on
+// the writer pool (the answer decides alerts): for the periodic check, stet
+// check and an admin's GET /v1/invariants.
 func (db *DB) CheckInvariants(ctx context.Context, p CheckParams) ([]Violation, error) {
 	return db.checkInvariants(ctx, p, "")
 }
@@ -156,6 +159,11 @@ func (db *DB) checkInvariants(ctx context.Context, p CheckParams, tenant string)
 	if err != nil {
 		return nil, err
 	}
+	// 6: a deletion task not done past its due time, or, for a copy a
+	// provider holds, past the end of its declared retention.
+	if err := db.checkDeletions(ctx, p, &out); err != nil {
+		return nil, err
+	}
 	if p.PauseLimit > 0 {
 		// A tenant sees the global pauses and its own, never another's.
 		own := ""
@@ -183,4 +191,23 @@ func (db *DB) checkInvariants(ctx context.Context, p CheckParams, tenant string)
 		}
 	}
 	return out, nil
+}
+
+func (db *DB) checkDeletions(ctx context.Context, p CheckParams, out *[]Violation) error {
+	rows, err := db.w.QueryContext(ctx, `SELECT d.tenant_id, d.source_id, d.report_id, d.id, t.copy
+		FROM deletion_tasks t JOIN deletions d ON d.id = t.deletion_id
+		WHERE t.state <> 'done' AND ((t.expires_at IS NULL AND t.due_at < $1) OR t.expires_at < $1)
+		ORDER BY t.due_at LIMIT $2`, micros(p.Now), p.Limit)
+	if err != nil {
+		return fmt.Errorf("check %s: %w", InvDeletionOverdue, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		v := Violation{Invariant: 6, Name: InvDeletionOverdue, Stage: "deletion"}
+		if err := rows.Scan(&v.TenantID, &v.SourceID, &v.ReportID, &v.DeletionID, &v.Copy); err != nil {
+			return fmt.Errorf("check %s: %w", InvDeletionOverdue, err)
+		}
+		*out = append(*out, v)
+	}
+	return rows.Err()
 }

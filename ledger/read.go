@@ -17,17 +17,22 @@ type JobDetail struct {
 	Job      stet.Job
 	Attempts []stet.Attempt
 	Artifact *ArtifactMeta
+	// TextPurgedAt is when the revision's text and metadata were purged
+	// (retention or deletion); zero while they are kept.
+	TextPurgedAt time.Time
 }
 
 // ArtifactMeta describes an artifact without its content.
 type ArtifactMeta struct {
-	ID            string
-	AttemptN      int
-	SchemaVersion string
-	Processor     string
-	Model         string
-	CreatedAt     time.Time
-	RawPurged     bool
+	ID             string
+	AttemptN       int
+	SchemaVersion  string
+	Processor      string
+	Model          string
+	CreatedAt      time.Time
+	RawPurged      bool
+	RawPurgedAt    time.Time
+	OutputPurgedAt time.Time
 }
 
 // GetJob reads a job of tenant. An empty tenant finds nothing: it is
@@ -62,13 +67,19 @@ func getJob(ctx context.Context, q Querier, tenant, jobID string) (*JobDetail, e
 // getJobOf reads a job of tenant, or of any tenant when tenant is anyTenant.
 func getJobOf(ctx context.Context, q Querier, tenant, jobID string) (*JobDetail, error) {
 	var d JobDetail
-	row := q.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs j JOIN revisions v ON v.id = j.revision_id
+	var textPurged, deleted sql.NullInt64
+	row := q.QueryRowContext(ctx, `SELECT `+jobColumns+`, v.text_purged_at, rp.deleted_at FROM jobs j JOIN revisions v ON v.id = j.revision_id
+			JOIN reports rp ON rp.id = j.report_id
 		WHERE j.id = $1 AND ($2 = '*any*' OR j.tenant_id = $2)`, jobID, tenant)
-	if err := scanJob(row, &d.Job); errors.Is(err, sql.ErrNoRows) {
+	if err := scanJob(row, &d.Job, &textPurged, &deleted); errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("job")
 	} else if err != nil {
 		return nil, fmt.Errorf("read job: %w", err)
 	}
+	if deleted.Valid {
+		return nil, ErrGone
+	}
+	d.TextPurgedAt = fromMicros(textPurged)
 	rows, err := q.QueryContext(ctx, `SELECT n, token, processor_id, model, request_id, status_code, status, failure_class,
 			input_tokens, output_tokens, latency_ms, input_sha256, started_at, batch_id
 		FROM attempts WHERE job_id = $1 ORDER BY n`, jobID)
@@ -96,12 +107,13 @@ func getJobOf(ctx context.Context, q Querier, tenant, jobID string) (*JobDetail,
 	}
 	var m ArtifactMeta
 	var model sql.NullString
-	var created, purged sql.NullInt64
-	err = q.QueryRowContext(ctx, `SELECT id, attempt_n, schema_version, processor_id, model, created_at, raw_purged_at
-		FROM artifacts WHERE job_id = $1`, jobID).Scan(&m.ID, &m.AttemptN, &m.SchemaVersion, &m.Processor, &model, &created, &purged)
+	var created, purged, outPurged sql.NullInt64
+	err = q.QueryRowContext(ctx, `SELECT id, attempt_n, schema_version, processor_id, model, created_at, raw_purged_at, output_purged_at
+		FROM artifacts WHERE job_id = $1`, jobID).Scan(&m.ID, &m.AttemptN, &m.SchemaVersion, &m.Processor, &model, &created, &purged, &outPurged)
 	switch {
 	case err == nil:
 		m.Model, m.CreatedAt, m.RawPurged = model.String, fromMicros(created), purged.Valid
+		m.RawPurgedAt, m.OutputPurgedAt = fromMicros(purged), fromMicros(outPurged)
 		d.Artifact = &m
 	case errors.Is(err, sql.ErrNoRows):
 	default:
@@ -124,6 +136,7 @@ type RevisionSummary struct {
 	ReviewRecordID string
 	Authoritative  bool
 	ReceivedAt     time.Time
+	TextPurgedAt   time.Time
 }
 
 // ReportLookup finds a report by ID, or by source and external ID.
@@ -132,6 +145,7 @@ type ReportLookup struct {
 	ReportID   string
 	SourceID   string
 	ExternalID string
+	Now        time.Time // a tombstone answers 410 until it expires
 }
 
 // GetReport reads a report of l.Tenant with its revisions. An empty tenant
@@ -155,14 +169,26 @@ func (db *DB) getReport(ctx context.Context, l ReportLookup) (*ReportDetail, err
 	r := &d.Report
 	var ext sql.NullString
 	var created int64
+	var deleted sql.NullInt64
 	var err error
 	if l.ReportID != "" {
-		err = db.r.QueryRowContext(ctx, `SELECT id, tenant_id, source_id, external_id, identity_hash, created_at FROM reports
-			WHERE id = $1 AND ($2 = '*any*' OR tenant_id = $2)`, l.ReportID, l.Tenant).Scan(&r.ID, &r.TenantID, &r.SourceID, &ext, &r.IdentityHash, &created)
+		err = db.r.QueryRowContext(ctx, `SELECT id, tenant_id, source_id, external_id, identity_hash, created_at, deleted_at FROM reports
+			WHERE id = $1 AND ($2 = '*any*' OR tenant_id = $2)`, l.ReportID, l.Tenant).Scan(&r.ID, &r.TenantID, &r.SourceID, &ext, &r.IdentityHash, &created, &deleted)
 	} else {
-		err = db.r.QueryRowContext(ctx, `SELECT id, tenant_id, source_id, external_id, identity_hash, created_at FROM reports
+		err = db.r.QueryRowContext(ctx, `SELECT id, tenant_id, source_id, external_id, identity_hash, created_at, deleted_at FROM reports
 			WHERE source_id = $1 AND external_id = $2 AND ($3 = '*any*' OR tenant_id = $3)`, l.SourceID, l.ExternalID, l.Tenant).
-			Scan(&r.ID, &r.TenantID, &r.SourceID, &ext, &r.IdentityHash, &created)
+			Scan(&r.ID, &r.TenantID, &r.SourceID, &ext, &r.IdentityHash, &created, &deleted)
+		if errors.Is(err, sql.ErrNoRows) && l.Tenant != anyTenant {
+			// A deleted report has no external ID any more; its tombstone
+			// answers, by hash, until the replay horizon.
+			gone, terr := Tombstoned(ctx, db.r, l.Tenant, l.SourceID, IdentityHash(stet.IdentityExternalID, l.ExternalID, stet.Text{}), l.Now)
+			if terr != nil {
+				return nil, terr
+			}
+			if gone {
+				return nil, ErrGone
+			}
+		}
 	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("report")
@@ -170,9 +196,12 @@ func (db *DB) getReport(ctx context.Context, l ReportLookup) (*ReportDetail, err
 	if err != nil {
 		return nil, fmt.Errorf("read report: %w", err)
 	}
+	if deleted.Valid {
+		return nil, ErrGone
+	}
 	r.ExternalID = ext.String
 	r.CreatedAt = time.UnixMicro(created).UTC()
-	rows, err := db.r.QueryContext(ctx, `SELECT v.revision, j.id, j.state, rr.id, COALESCE(rr.authoritative, FALSE), v.received_at
+	rows, err := db.r.QueryContext(ctx, `SELECT v.revision, j.id, j.state, rr.id, COALESCE(rr.authoritative, FALSE), v.received_at, v.text_purged_at
 		FROM revisions v JOIN jobs j ON j.revision_id = v.id LEFT JOIN review_records rr ON rr.job_id = j.id
 		WHERE v.report_id = $1 ORDER BY v.revision, j.created_at`, r.ID)
 	if err != nil {
@@ -184,9 +213,11 @@ func (db *DB) getReport(ctx context.Context, l ReportLookup) (*ReportDetail, err
 		var state string
 		var rec sql.NullString
 		var received int64
-		if err := rows.Scan(&s.Revision, &s.JobID, &state, &rec, &s.Authoritative, &received); err != nil {
+		var purged sql.NullInt64
+		if err := rows.Scan(&s.Revision, &s.JobID, &state, &rec, &s.Authoritative, &received, &purged); err != nil {
 			return nil, fmt.Errorf("read revision: %w", err)
 		}
+		s.TextPurgedAt = fromMicros(purged)
 		s.State, s.ReviewRecordID, s.ReceivedAt = stet.JobState(state), rec.String, time.UnixMicro(received).UTC()
 		d.Revisions = append(d.Revisions, s)
 	}
@@ -203,17 +234,23 @@ type ReviewFilter struct {
 }
 
 const recordColumns = `id, job_id, report_id, tenant_id, source_id, revision, kind, state, authoritative,
-	classification, failure_class, decision, decided_by, decided_at, note, created_at`
+	classification, failure_class, decision, decided_by, decided_at, note, created_at,
+	classification_purged_at, note_purged_at`
+
+// notDeleted keeps out the records of deleted reports (their rows go with
+// the deletion's review_records task; until then they answer 410).
+const notDeleted = `NOT EXISTS (SELECT 1 FROM reports dr WHERE dr.id = review_records.report_id AND dr.deleted_at IS NOT NULL)`
 
 func scanRecord(row interface{ Scan(...any) error }) (*stet.ReviewRecord, error) {
 	var r stet.ReviewRecord
 	var kind, state string
 	var class, failure, decision, decidedBy, note sql.NullString
-	var decidedAt, created sql.NullInt64
+	var decidedAt, created, classPurged, notePurged sql.NullInt64
 	if err := row.Scan(&r.ID, &r.JobID, &r.ReportID, &r.TenantID, &r.SourceID, &r.Revision, &kind, &state, &r.Authoritative,
-		&class, &failure, &decision, &decidedBy, &decidedAt, &note, &created); err != nil {
+		&class, &failure, &decision, &decidedBy, &decidedAt, &note, &created, &classPurged, &notePurged); err != nil {
 		return nil, err
 	}
+	r.ClassificationPurgedAt, r.NotePurgedAt = fromMicros(classPurged), fromMicros(notePurged)
 	r.Kind, r.State = stet.RecordKind(kind), stet.RecordState(state)
 	if class.Valid {
 		r.Classification = json.RawMessage(class.String)
@@ -231,7 +268,7 @@ func (db *DB) ListReview(ctx context.Context, f ReviewFilter) ([]*stet.ReviewRec
 	}
 	var where []string
 	args := []any{f.Tenant}
-	where = append(where, "tenant_id = $1")
+	where = append(where, "tenant_id = $1", notDeleted)
 	if f.State != "" {
 		args = append(args, string(f.State))
 		where = append(where, fmt.Sprintf("state = $%d", len(args)))
@@ -280,7 +317,22 @@ func (db *DB) GetReview(ctx context.Context, tenant, id string) (*stet.ReviewRec
 	if err != nil {
 		return nil, fmt.Errorf("read review record: %w", err)
 	}
+	if err := reportLive(ctx, db.r, r.ReportID); err != nil {
+		return nil, err
+	}
 	return r, nil
+}
+
+// reportLive returns ErrGone if the report was deleted.
+func reportLive(ctx context.Context, q Querier, reportID string) error {
+	var deleted sql.NullInt64
+	if err := q.QueryRowContext(ctx, `SELECT deleted_at FROM reports WHERE id = $1`, reportID).Scan(&deleted); err != nil {
+		return fmt.Errorf("read report: %w", err)
+	}
+	if deleted.Valid {
+		return ErrGone
+	}
+	return nil
 }
 
 // DecideParams is a reviewer's decision.
@@ -299,12 +351,16 @@ type DecideParams struct {
 func (db *DB) Decide(ctx context.Context, p DecideParams) (*stet.ReviewRecord, error) {
 	err := db.InTx(ctx, func(tx *sql.Tx) error {
 		var state string
-		err := tx.QueryRowContext(ctx, `SELECT state FROM review_records WHERE id = $1 AND tenant_id = $2`, p.RecordID, p.Tenant).Scan(&state)
+		var reportID string
+		err := tx.QueryRowContext(ctx, `SELECT state, report_id FROM review_records WHERE id = $1 AND tenant_id = $2`, p.RecordID, p.Tenant).Scan(&state, &reportID)
 		if errors.Is(err, sql.ErrNoRows) {
 			return notFound("review record")
 		}
 		if err != nil {
 			return fmt.Errorf("read review record: %w", err)
+		}
+		if err := reportLive(ctx, tx, reportID); err != nil {
+			return err
 		}
 		if stet.RecordState(state) != stet.RecordPending {
 			return stet.Errorf(stet.EConflict, "review record %s is already decided", p.RecordID)

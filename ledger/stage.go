@@ -240,12 +240,55 @@ func SaveArtifact(ctx context.Context, tx Querier, p SaveArtifactParams) error {
 		return fmt.Errorf("fence job: %w", err)
 	}
 	if n, _ := res.RowsAffected(); n != 1 {
-		return stet.ErrLeaseLost
+		return fenceLost(ctx, tx, p.JobID)
 	}
 	_, err = tx.ExecContext(ctx, qInsertArtifact,
 		stet.NewID("art", p.Now), p.JobID, p.AttemptN, string(p.Raw), string(p.Output), p.SchemaVersion, p.ProcessorID, nullString(p.Model), now)
 	if err != nil {
 		return fmt.Errorf("insert artifact: %w", err)
+	}
+	return nil
+}
+
+// ErrCancelled means the job was cancelled by a deletion: a result that
+// arrives for it is discarded (DiscardAttempt), never saved. It is also a
+// lost lease, so every fenced write treats it as one.
+var ErrCancelled = fmt.Errorf("job cancelled by a deletion: %w", stet.ErrLeaseLost)
+
+// fenceLost tells a cancelled job from one a newer attempt holds.
+func fenceLost(ctx context.Context, q Querier, jobID string) error {
+	if s, err := jobState(ctx, q, jobID); err == nil && s == stet.JobCancelled {
+		return ErrCancelled
+	}
+	return stet.ErrLeaseLost
+}
+
+// DiscardAttempt counts a call whose result arrived for a cancelled job:
+// the attempt is finished superseded and stamped discarded_at, and nothing
+// of the result (request ID, model, output) is stored.
+func DiscardAttempt(ctx context.Context, q Querier, jobID string, n int, now time.Time) error {
+	_, err := q.ExecContext(ctx, `UPDATE attempts SET status = 'superseded', discarded_at = $1, finished_at = COALESCE(finished_at, $1)
+		WHERE job_id = $2 AND n = $3`, micros(now), jobID, n)
+	if err != nil {
+		return fmt.Errorf("discard attempt: %w", err)
+	}
+	return nil
+}
+
+// HoldsJob returns nil if the job is still extracting under token, and
+// ErrCancelled or stet.ErrLeaseLost otherwise: the fence before a repair
+// call, which must not reach a processor for a job deleted meanwhile.
+func HoldsJob(ctx context.Context, q Querier, jobID string, token int64) error {
+	var state string
+	var attempt int64
+	if err := q.QueryRowContext(ctx, `SELECT state, attempt FROM jobs WHERE id = $1`, jobID).Scan(&state, &attempt); err != nil {
+		return fmt.Errorf("read job: %w", err)
+	}
+	switch {
+	case stet.JobState(state) == stet.JobCancelled:
+		return ErrCancelled
+	case stet.JobState(state) != stet.JobExtracting || attempt != token:
+		return stet.ErrLeaseLost
 	}
 	return nil
 }

@@ -722,7 +722,7 @@ func (p *Pipeline) applyBatch(ctx context.Context, b *ledger.Batch, proc stet.Ba
 		return "error", err
 	}
 	log.Info("batch applied", "succeeded", counts[ledger.ApplySucceeded], "failed", counts[ledger.ApplyFailed],
-		"superseded", counts[ledger.ApplySuperseded], "skipped", counts[ledger.ApplySkipped])
+		"superseded", counts[ledger.ApplySuperseded], "discarded", counts[ledger.ApplyDiscarded], "skipped", counts[ledger.ApplySkipped])
 	return "applied", nil
 }
 

@@ -206,6 +206,11 @@ func (p *Pipeline) extract(ctx context.Context, job *river.Job[ExtractArgs]) (st
 			// attempt, recorded before it is made.
 			result.Status = stet.AttemptRepair
 			err := p.db.InTx(ctx, func(tx *sql.Tx) error {
+				// A deletion may have cancelled the job during the call: no
+				// repair call goes out for it.
+				if err := ledger.HoldsJob(ctx, tx, jobID, token); err != nil {
+					return err
+				}
 				if err := ledger.FinishAttempt(ctx, tx, result); err != nil {
 					return err
 				}
@@ -213,6 +218,12 @@ func (p *Pipeline) extract(ctx context.Context, job *river.Job[ExtractArgs]) (st
 				n, err = ledger.StartAttempt(ctx, tx, jobID, token, processorID, sent.SHA256(), p.clock.Now())
 				return err
 			})
+			if errors.Is(err, stet.ErrLeaseLost) {
+				if errors.Is(err, ledger.ErrCancelled) {
+					_ = ledger.DiscardAttempt(ctx, p.db.Writer(), jobID, n, p.clock.Now())
+				}
+				return "superseded", nil
+			}
 			if err != nil {
 				return "error", fmt.Errorf("record repair of job %s: %w", jobID, err)
 			}
@@ -318,6 +329,21 @@ func (p *Pipeline) saveArtifact(ctx context.Context, a attempt, ext *stet.Extrac
 		}
 		log.Warn("store artifact failed; retrying from the saved result", "failure_class", string(stet.FailureStore), "try", try+1)
 	}
+	if errors.Is(err, ledger.ErrCancelled) {
+		// The report was deleted while the call ran: the result is counted on
+		// its attempt and discarded, never saved.
+		err := p.db.InTx(wctx, func(tx *sql.Tx) error {
+			if err := ledger.DiscardAttempt(wctx, tx, jobID, result.N, p.clock.Now()); err != nil {
+				return err
+			}
+			return completeTx(wctx, tx, job)
+		})
+		if err != nil {
+			return "error", err
+		}
+		log.Warn("result discarded: the job was cancelled by a deletion")
+		return "discarded", nil
+	}
 	if errors.Is(err, stet.ErrLeaseLost) {
 		// A newer attempt holds the job: our result is superseded, never the
 		// artifact. Look again after that attempt's lease, in case it died.
@@ -375,6 +401,19 @@ func (p *Pipeline) failed(ctx context.Context, a attempt, pe *stet.ProcessorErro
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	class := result.FailureClass
+	if errors.Is(ledger.HoldsJob(wctx, p.db.Writer(), jobID, token), ledger.ErrCancelled) {
+		// Deleted during the call: count the attempt, keep nothing of it.
+		err := p.db.InTx(wctx, func(tx *sql.Tx) error {
+			if err := ledger.DiscardAttempt(wctx, tx, jobID, result.N, p.clock.Now()); err != nil {
+				return err
+			}
+			return completeTx(wctx, tx, job)
+		})
+		if err != nil {
+			return "error", err
+		}
+		return "discarded", nil
+	}
 	setState := func(state stet.JobState) error {
 		return p.db.InTx(wctx, func(tx *sql.Tx) error {
 			if err := ledger.FinishAttempt(wctx, tx, result); err != nil {

@@ -36,7 +36,7 @@ func (w *invariantsWorker) Work(ctx context.Context, _ *river.Job[InvariantsArgs
 
 // invariantNames are the gauges set on every check, violated or not.
 var invariantNames = []string{ledger.InvNoRecordAfterSLA, ledger.InvManyAuthoritative, ledger.InvHeldPastLease,
-	ledger.InvBatchNotApplied, ledger.InvBatchUnknown, ledger.InvPausedTooLong}
+	ledger.InvBatchNotApplied, ledger.InvBatchUnknown, ledger.InvDeletionOverdue, ledger.InvPausedTooLong}
 
 // CheckInvariants runs the invariant checks once: it sets
 // stet_invariant_violations{invariant} and raises one alert per violation
@@ -53,7 +53,7 @@ func (p *Pipeline) CheckInvariants(ctx context.Context) error {
 	seen := map[string]bool{}
 	for _, v := range vs {
 		counts[v.Name]++
-		key := v.Name + "|" + v.ReportID + "|" + v.JobID + "|" + v.BatchID + "|" + v.Scope
+		key := v.Name + "|" + v.ReportID + "|" + v.JobID + "|" + v.BatchID + "|" + v.Scope + "|" + v.DeletionID + "|" + v.Copy
 		seen[key] = true
 		p.mu.Lock()
 		known := p.violations[key]
@@ -63,7 +63,7 @@ func (p *Pipeline) CheckInvariants(ctx context.Context) error {
 		}
 		p.alert(p.log, "invariant_violated", "invariant", strconv.Itoa(v.Invariant)+" "+v.Name, "tenant", v.TenantID,
 			"source", v.SourceID, "report_id", v.ReportID, "revision", v.Revision, "job_id", v.JobID, "stage", v.Stage,
-			"extraction_version", v.ExtractionVersion, "batch_id", v.BatchID, "processor", v.ProcessorID, "scope", v.Scope, "count", v.Count)
+			"extraction_version", v.ExtractionVersion, "batch_id", v.BatchID, "processor", v.ProcessorID, "scope", v.Scope, "deletion_id", v.DeletionID, "copy", v.Copy, "count", v.Count)
 	}
 	for _, name := range invariantNames {
 		p.cfg.Metrics.Violations.WithLabelValues(name).Set(float64(counts[name]))

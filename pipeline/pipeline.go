@@ -99,6 +99,16 @@ type Config struct {
 	// PausedRecheck is how long a job waits before it looks again at a
 	// dispatch pause; default 10s.
 	PausedRecheck time.Duration
+	// SweepInterval is how often the leader's retention sweeper runs;
+	// default 1m. SweepBatch rows are purged per transaction (default 500),
+	// at most SweepBatches transactions per kind and run (default 20).
+	SweepInterval time.Duration
+	SweepBatch    int
+	SweepBatches  int
+	// Encryption says the ledger seals text under per-report data keys
+	// (encryption: in config). Off, a deletion's encryption_key task is done
+	// with the reason "encryption off".
+	Encryption bool
 	// Work says whether this process runs stage workers (role worker|all).
 	Work bool
 	// SingleProcess says this process is alone on its database (the
@@ -184,6 +194,9 @@ func New(cfg Config) (*Pipeline, error) {
 	setDefault(&cfg.InvariantsEvery, time.Minute)
 	setDefault(&cfg.SLA, time.Hour)
 	setDefault(&cfg.PauseLimit, time.Hour)
+	setDefault(&cfg.SweepInterval, time.Minute)
+	setDefault(&cfg.SweepBatch, 500)
+	setDefault(&cfg.SweepBatches, 20)
 	p := &Pipeline{
 		cfg: cfg, db: cfg.DB, log: cfg.Logger, clock: cfg.Clock,
 		profiles: map[string]*Profile{}, policies: map[string]*stet.Policy{},
@@ -207,6 +220,8 @@ func New(cfg Config) (*Pipeline, error) {
 	river.AddWorker(workers, &batchWorker{p: p})
 	river.AddWorker(workers, &assembleWorker{p: p})
 	river.AddWorker(workers, &invariantsWorker{p: p})
+	river.AddWorker(workers, &deleteWorker{p: p})
+	river.AddWorker(workers, &sweepWorker{p: p})
 	rc := &river.Config{
 		Logger:               cfg.Logger.With("component", "river"),
 		Workers:              workers,
@@ -222,6 +237,9 @@ func New(cfg Config) (*Pipeline, error) {
 			&river.PeriodicJobOpts{RunOnStart: true}),
 			river.NewPeriodicJob(river.PeriodicInterval(cfg.InvariantsEvery),
 				func() (river.JobArgs, *river.InsertOpts) { return InvariantsArgs{}, nil },
+				&river.PeriodicJobOpts{RunOnStart: true}),
+			river.NewPeriodicJob(river.PeriodicInterval(cfg.SweepInterval),
+				func() (river.JobArgs, *river.InsertOpts) { return SweepArgs{}, nil },
 				&river.PeriodicJobOpts{RunOnStart: true})}
 		rc.Queues = map[string]river.QueueConfig{
 			QueueExtract: {MaxWorkers: cfg.Concurrency},

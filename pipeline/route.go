@@ -10,7 +10,7 @@ package pipeline
 //	P is not configured in this process               block    boundary
 //	the recorded policy forbids P (region, …)         block    boundary
 //	the job's profile (extraction version) is absent  block    unsupported
-//	the revision's text was purged                    manual   unsupported
+//	the revision's text was purged                    manual   text_purged
 //	a dispatch pause covers P or the tenant           wait     —
 //	otherwise                                         send P   —
 //
@@ -144,7 +144,7 @@ func (p *Pipeline) route(ctx context.Context, j gateJob, pauses pauseCache) (rou
 		return r, nil
 	}
 	if j.TextPurged {
-		r.kind, r.class, r.reason = routeManual, stet.FailureUnsupported, reasonTextPurged
+		r.kind, r.class, r.reason = routeManual, stet.FailureTextPurged, reasonTextPurged
 		return r, nil
 	}
 	paused, err := p.paused(ctx, pauses, j.TenantID, id)

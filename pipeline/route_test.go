@@ -57,7 +57,7 @@ func TestGateSameOnEveryPath(t *testing.T) {
 		{name: "profile missing", world: gateWorld{noProfile: true},
 			want: gateOutcome{route: "block", class: stet.FailureUnsupported}},
 		{name: "text purged", world: gateWorld{purgeText: true},
-			want: gateOutcome{route: "manual", class: stet.FailureUnsupported}},
+			want: gateOutcome{route: "manual", class: stet.FailureTextPurged}},
 		{name: "paused", world: gateWorld{pause: true}, want: gateOutcome{route: "wait"}},
 	}
 	for _, tc := range cases {

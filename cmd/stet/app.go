@@ -149,6 +149,7 @@ func openApp(ctx context.Context, cfg *config.Config, o appOptions) (*app, error
 		Concurrency: cfg.Workers.Concurrency, JobTimeout: cfg.Workers.JobTimeout.Std(),
 		RescueAfter: cfg.Workers.RescueAfter.Std(), MaxAttempts: cfg.Workers.MaxAttempts,
 		PollInterval:  cmpDuration(o.pollInterval, cfg.Workers.PollInterval.Std()),
+		SweepInterval: cfg.Workers.SweepInterval.Std(),
 		Work:          o.role == "worker" || o.role == "all",
 		SingleProcess: strings.HasPrefix(cfg.Database, "sqlite://") && o.role != "",
 	})
@@ -183,7 +184,8 @@ func openApp(ctx context.Context, cfg *config.Config, o appOptions) (*app, error
 		}
 	}
 	a.api = api.New(api.Config{
-		DB: db, Acceptor: pl, Manual: pl, Sources: sources, Tokens: tokens, Admins: admins, IntakeLimits: quotas, Logger: o.logger, Metrics: a.metrics,
+		DB: db, Acceptor: pl, Manual: pl, Deleter: pl, Discovery: buildDiscovery(cfg, false), // encryption at rest: not built yet
+		 Sources: sources, Tokens: tokens, Admins: admins, IntakeLimits: quotas, Logger: o.logger, Metrics: a.metrics,
 		Clock: o.clock, BodyLimit: int64(cfg.BodyLimit), HealthOnly: role == "worker", NoMetrics: cfg.MetricsListen != "",
 	})
 	if role != "worker" {

@@ -70,7 +70,7 @@ func cmdInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "stet inspect:", stet.ErrorMessageOf(err))
-		if stet.ErrorCodeOf(err) == stet.ENotFound {
+		if c := stet.ErrorCodeOf(err); c == stet.ENotFound || c == stet.EGone {
 			return exitFailure
 		}
 		return exitUnhealthy
@@ -120,6 +120,9 @@ func printJob(w io.Writer, d *ledger.JobDetail) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "  policy %s (%s)\n", j.PolicyID, short(j.PolicyHash))
+	if !d.TextPurgedAt.IsZero() {
+		fmt.Fprintf(w, "  text_purged_at %s\n", d.TextPurgedAt.Format(time.RFC3339Nano))
+	}
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  stage\tat")
 	for _, st := range []struct {
@@ -145,6 +148,12 @@ func printJob(w io.Writer, d *ledger.JobDetail) {
 	}
 	if a := d.Artifact; a != nil {
 		fmt.Fprintf(w, "\n  artifact %s  from attempt %d  processor %s  model %s  schema %s\n", a.ID, a.AttemptN, a.Processor, dash(a.Model), a.SchemaVersion)
+		if !a.OutputPurgedAt.IsZero() {
+			fmt.Fprintf(w, "  output_purged_at %s\n", a.OutputPurgedAt.Format(time.RFC3339Nano))
+		}
+		if !a.RawPurgedAt.IsZero() {
+			fmt.Fprintf(w, "  raw_purged_at %s\n", a.RawPurgedAt.Format(time.RFC3339Nano))
+		}
 	}
 	if j.ReviewRecordID != "" {
 		fmt.Fprintf(w, "  review record %s\n", j.ReviewRecordID)

@@ -43,6 +43,8 @@ Commands:
   manual       turn waiting and blocked jobs of a scope into manual review records (--scope S)
   audit        audit verify: check the audit log's hash chain; exit 1 at the first broken link
   batch        provider batches: status ID (one lookup, never submits), list, reconcile ID
+  delete       delete a report (SOURCE/EXTERNAL_ID or REPORT_ID): tombstone, cancel, one task per copy; prints the tasks
+  deletions    list deletions, or show one's tasks (DELETION_ID); --json
   import       bulk backfill from an NDJSON file (--source ID, --mode sync|batch); resumable
   bench        run a benchmark: intake | pipeline | provider-limited | batch
   drill        run a recovery drill: chaos (many processes, kills, a database restart)
@@ -83,6 +85,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdAudit(ctx, rest, stdout, stderr)
 	case "import":
 		return cmdImport(ctx, rest, stdout, stderr)
+	case "delete":
+		return cmdDelete(ctx, rest, stdout, stderr)
+	case "deletions":
+		return cmdDeletions(ctx, rest, stdout, stderr)
 	case "bench":
 		return cmdBench(ctx, rest, stdout, stderr)
 	case "drill":

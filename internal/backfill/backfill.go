@@ -151,6 +151,8 @@ func conflictText(o ledger.Outcome) string {
 		return "this revision was already accepted with different content (skipped)"
 	case ledger.OutcomeDeliveryConflict:
 		return "delivery conflict (skipped)"
+	case ledger.OutcomeGone:
+		return "this report was deleted; not accepted again until the replay horizon passes (skipped)"
 	}
 	return string(o)
 }

@@ -86,6 +86,16 @@ type Options struct {
 	// MountUI, if set, is called with each API built, before it serves:
 	// the review UI's tests mount the UI there.
 	MountUI func(e *Env, s *api.Server)
+	// EditPolicy, if set, changes the policy of acceptance before the
+	// pipeline starts (retention, replay horizon).
+	EditPolicy func(*stet.Policy)
+	// WrapProcessor, if set, replaces each processor by what it returns
+	// (a test double adding stet.CopyDeleter, say); fakeURL is the OpenAI
+	// fake's base URL.
+	WrapProcessor func(id string, p stet.Processor, fakeURL string) stet.Processor
+	// SweepInterval is the retention sweeper's period; default 1h, so a
+	// test runs Pipeline.Sweep itself, on its clock.
+	SweepInterval time.Duration
 }
 
 // Env is a running in-process stet.
@@ -195,6 +205,11 @@ func New(t testing.TB, opts Options) *Env {
 		t.Fatal(err)
 	}
 	e.procs = map[string]stet.Processor{"openai-fake": oc, "rules": rp}
+	if opts.WrapProcessor != nil {
+		for id, p := range e.procs {
+			e.procs[id] = opts.WrapProcessor(id, p, e.Fake.URL())
+		}
+	}
 	prof, err := pipeline.NewProfile(QuickstartProfile(t))
 	if err != nil {
 		t.Fatal(err)
@@ -203,6 +218,12 @@ func New(t testing.TB, opts Options) *Env {
 	e.Policy = &stet.Policy{ID: "standard", Processors: opts.PolicyProcessors,
 		Minimize:      []stet.IdentifierClass{stet.IdentEmail, stet.IdentPhone, stet.IdentSSN, stet.IdentMRN, stet.IdentURL, stet.IdentIP},
 		TextRetention: 30 * 24 * time.Hour, ArtifactRetention: 365 * 24 * time.Hour, ReplayHorizon: 90 * 24 * time.Hour}
+	if opts.EditPolicy != nil {
+		opts.EditPolicy(e.Policy)
+	}
+	if e.opts.SweepInterval == 0 {
+		e.opts.SweepInterval = time.Hour
+	}
 	e.start(e.Policy)
 	t.Cleanup(e.Close)
 	return e
@@ -221,7 +242,7 @@ func (e *Env) start(policy *stet.Policy) {
 		MaxAttempts: e.opts.MaxAttempts, RetryBase: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond,
 		PollInterval: 50 * time.Millisecond, PausedRecheck: 100 * time.Millisecond, Work: !e.opts.NoWorkers,
 		Batch: map[string]pipeline.BatchSettings{"openai-fake": e.batchSettings()}, AssembleEvery: 50 * time.Millisecond,
-		InvariantsEvery: 100 * time.Millisecond,
+		InvariantsEvery: 100 * time.Millisecond, SweepInterval: e.opts.SweepInterval,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -243,7 +264,7 @@ func (e *Env) start(policy *stet.Policy) {
 			PolicyID: policy.ID, PolicyHash: policy.Hash(), ProfileID: "moderation", ProfileVersion: 1, Schema: e.profile.Validator}
 	}
 	e.API = api.New(api.Config{
-		DB: e.DB, Acceptor: p, Manual: p, Logger: log, Metrics: e.Metrics, Clock: e.Clock, BodyLimit: e.opts.BodyLimit,
+		DB: e.DB, Acceptor: p, Manual: p, Deleter: p, Logger: log, Metrics: e.Metrics, Clock: e.Clock, BodyLimit: e.opts.BodyLimit,
 		Sources: []*api.Source{
 			src(SourceReports, "demo", stet.IdentityExternalID, stet.RevisionsExplicit),
 			src(SourceBlobs, "demo", stet.IdentityContent, stet.RevisionsContent),

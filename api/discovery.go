@@ -1,0 +1,88 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+)
+
+// Discovery is GET /v1/discovery (DESIGN §7): where each source's text may
+// go, under which policy, for how long — without any document data. It is
+// built once from the config (cmd/stet) and filtered by the caller's tenant.
+type Discovery struct {
+	EncryptionAtRest bool              `json:"encryption_at_rest"`
+	Sources          []DiscoverySource `json:"sources"`
+}
+
+// DiscoverySource is one source in the discovery document.
+type DiscoverySource struct {
+	Tenant       string                 `json:"-"`
+	ID           string                 `json:"id"`
+	Mode         string                 `json:"mode"`
+	Identity     string                 `json:"identity"`
+	Revisions    string                 `json:"revisions"`
+	Profile      DiscoveryProfile       `json:"profile"`
+	Policy       DiscoveryPolicy        `json:"policy"`
+	Processors   []DiscoveryProcessor   `json:"processors"`
+	Destinations []DiscoveryDestination `json:"destinations"`
+}
+
+// DiscoveryProfile is a source's profile and its JSON schema.
+type DiscoveryProfile struct {
+	ID      string          `json:"id"`
+	Version int             `json:"version"`
+	Schema  json.RawMessage `json:"schema"`
+}
+
+// DiscoveryPolicy is a source's policy; Hash is what revisions record.
+type DiscoveryPolicy struct {
+	ID            string             `json:"id"`
+	Hash          string             `json:"hash"`
+	Minimize      []string           `json:"minimize"`
+	Regions       []string           `json:"regions"`
+	Retention     DiscoveryRetention `json:"retention"`
+	ReplayHorizon string             `json:"replay_horizon"`
+}
+
+// DiscoveryRetention is how long stet keeps each kind of data ("kept":
+// no limit).
+type DiscoveryRetention struct {
+	Text      string `json:"text"`
+	Artifacts string `json:"artifacts"`
+	Records   string `json:"records"`
+}
+
+// DiscoveryProcessor is a processor a source's text may reach.
+type DiscoveryProcessor struct {
+	ID                string   `json:"id"`
+	Kind              string   `json:"kind"`
+	Role              string   `json:"role"` // primary | fallback
+	Model             string   `json:"model"`
+	Region            string   `json:"region"`
+	Retention         string   `json:"retention"`
+	ZeroDataRetention bool     `json:"zero_data_retention"`
+	Subprocessors     []string `json:"subprocessors"`
+}
+
+// DiscoveryDestination is where a source's records are delivered.
+type DiscoveryDestination struct {
+	ID     string   `json:"id"`
+	Host   string   `json:"host"`
+	Events []string `json:"events"`
+}
+
+func (s *Server) discovery(w http.ResponseWriter, r *http.Request) {
+	tok := tokenOf(r)
+	out := Discovery{Sources: []DiscoverySource{}}
+	if d := s.cfg.Discovery; d != nil {
+		out.EncryptionAtRest = d.EncryptionAtRest
+		for _, src := range d.Sources {
+			if src.Tenant == tok.Tenant {
+				out.Sources = append(out.Sources, src)
+			}
+		}
+	}
+	if !s.audit(w, r, "discovery.read", "tenant", tok.Tenant) {
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/api"
+	"github.com/stetlabs/stet/ledger"
+)
+
+// cmdDelete requests the deletion of one report and prints its tasks. The
+// deletion's worker runs in `stet serve`; `stet deletions ID` follows it.
+func cmdDelete(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("delete", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: stet delete [flags] SOURCE/EXTERNAL_ID | REPORT_ID\n\nDeletes a report: cancels its unfinished jobs, writes a tombstone and one task per copy, and prints the tasks.")
+		fs.PrintDefaults()
+	}
+	cfgPath := configFlag(fs)
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return exitUsage
+	}
+	cfg, ok := loadOperatorConfig(*cfgPath, stderr)
+	if !ok {
+		return exitUsage
+	}
+	if !ledgerExists(cfg.Database, stderr) {
+		return exitUnhealthy
+	}
+	a, err := openApp(ctx, cfg, appOptions{})
+	if err != nil {
+		fmt.Fprintln(stderr, "stet delete:", err)
+		return exitUnhealthy
+	}
+	defer a.close()
+	req := ledger.DeletionRequest{Actor: "cli", Now: time.Now().UTC()}
+	target := fs.Arg(0)
+	if strings.HasPrefix(target, "rep_") {
+		tenant, err := a.db.ReportTenant(ctx, target)
+		if err != nil {
+			fmt.Fprintln(stderr, "stet delete:", stet.ErrorMessageOf(err))
+			return exitFailure
+		}
+		req.Tenant, req.ReportID = tenant, target
+	} else {
+		src, ext, ok := strings.Cut(target, "/")
+		if !ok || src == "" || ext == "" {
+			fs.Usage()
+			return exitUsage
+		}
+		s := cfg.Source(src)
+		if s == nil {
+			fmt.Fprintf(stderr, "stet delete: no source %q in the config\n", src)
+			return exitFailure
+		}
+		req.Tenant, req.SourceID, req.ExternalID = s.Tenant, src, ext
+	}
+	out, err := a.pipeline.RequestDeletion(ctx, req)
+	if err != nil {
+		fmt.Fprintln(stderr, "stet delete:", stet.ErrorMessageOf(err))
+		if stet.ErrorCodeOf(err) == stet.ENotFound {
+			return exitFailure
+		}
+		return exitUnhealthy
+	}
+	d, err := a.db.GetDeletion(ctx, "", out.DeletionID)
+	if err != nil {
+		fmt.Fprintln(stderr, "stet delete:", stet.ErrorMessageOf(err))
+		return exitUnhealthy
+	}
+	if !out.Created && !*asJSON {
+		fmt.Fprintln(stdout, "already deleted:")
+	}
+	printDeletion(stdout, d, *asJSON)
+	return exitOK
+}
+
+// cmdDeletions lists deletions, or shows one with its tasks.
+func cmdDeletions(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("deletions", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: stet deletions [flags] [DELETION_ID]\n\nLists deletions, newest first, or shows one deletion's tasks.")
+		fs.PrintDefaults()
+	}
+	cfgPath := configFlag(fs)
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if fs.NArg() > 1 {
+		fs.Usage()
+		return exitUsage
+	}
+	db, code := openLedger(ctx, *cfgPath, stderr)
+	if db == nil {
+		return code
+	}
+	defer db.Close()
+	if fs.NArg() == 1 {
+		d, err := db.GetDeletion(ctx, "", fs.Arg(0))
+		if err != nil {
+			fmt.Fprintln(stderr, "stet deletions:", stet.ErrorMessageOf(err))
+			if stet.ErrorCodeOf(err) == stet.ENotFound {
+				return exitFailure
+			}
+			return exitUnhealthy
+		}
+		if err := db.Audit(ctx, ledger.AuditEntry{Tenant: d.TenantID, Actor: "cli", Action: "deletion.read", ObjectType: "deletion",
+			ObjectID: d.ID, Now: time.Now().UTC()}); err != nil {
+			fmt.Fprintln(stderr, "stet deletions: the read could not be audited:", err)
+			return exitUnhealthy
+		}
+		printDeletion(stdout, d, *asJSON)
+		return exitOK
+	}
+	ds, err := db.ListDeletions(ctx, "", 100)
+	if err != nil {
+		fmt.Fprintln(stderr, "stet deletions:", err)
+		return exitUnhealthy
+	}
+	if *asJSON {
+		out := struct {
+			Deletions []api.DeletionView `json:"deletions"`
+		}{Deletions: []api.DeletionView{}}
+		for _, d := range ds {
+			out.Deletions = append(out.Deletions, api.NewDeletionView(d))
+		}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(out)
+		return exitOK
+	}
+	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "deletion\treport\ttenant\tsource\tstate\trequested\tdone\ttasks done/all")
+	for _, d := range ds {
+		done := 0
+		for _, t := range d.Tasks {
+			if t.State == stet.DeletionDone {
+				done++
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\n", d.ID, d.ReportID, d.TenantID, d.SourceID, d.State,
+			d.RequestedAt.Format(time.RFC3339), dash(tsOrEmpty(d.DoneAt)), done, len(d.Tasks))
+	}
+	tw.Flush()
+	return exitOK
+}
+
+func tsOrEmpty(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.Format(time.RFC3339)
+}
+
+func printDeletion(w io.Writer, d *stet.Deletion, asJSON bool) {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(api.NewDeletionView(d))
+		return
+	}
+	fmt.Fprintf(w, "deletion %s  report %s  source %s  state %s  requested %s\n", d.ID, d.ReportID, d.SourceID, d.State, d.RequestedAt.Format(time.RFC3339))
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  copy\tstate\tdue\tdone\texpires\treason")
+	for _, t := range d.Tasks {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", t.Copy, t.State, tsOrEmpty(t.DueAt), dash(tsOrEmpty(t.DoneAt)), dash(tsOrEmpty(t.ExpiresAt)), dash(t.Reason))
+	}
+	tw.Flush()
+}

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"github.com/stetlabs/stet/api"
+	"github.com/stetlabs/stet/config"
+)
+
+// buildDiscovery builds GET /v1/discovery from the config: each source's
+// profile and schema, its policy (with the hash revisions record), and the
+// processors its text may reach, with their region, retention and
+// subprocessors. It holds no document data. encryption says whether the
+// ledger seals text at rest.
+func buildDiscovery(cfg *config.Config, encryption bool) *api.Discovery {
+	d := &api.Discovery{EncryptionAtRest: encryption, Sources: []api.DiscoverySource{}}
+	kept := func(v config.Duration) string {
+		if v == 0 {
+			return "kept"
+		}
+		return v.String()
+	}
+	for i := range cfg.Sources {
+		s := &cfg.Sources[i]
+		prof := cfg.Profile(s.Profile)
+		pc := cfg.Policy(s.Policy)
+		pol := pc.Domain()
+		ds := api.DiscoverySource{
+			Tenant: s.Tenant, ID: s.ID, Mode: string(s.Mode), Identity: string(s.Identity), Revisions: string(s.Revisions),
+			Profile: api.DiscoveryProfile{ID: prof.ID, Version: prof.Version, Schema: prof.SchemaJSON},
+			Policy: api.DiscoveryPolicy{ID: pol.ID, Hash: pol.Hash(), Minimize: []string{}, Regions: []string{},
+				Retention:     api.DiscoveryRetention{Text: kept(pc.Retention.Text), Artifacts: kept(pc.Retention.Artifacts), Records: kept(pc.Retention.Records)},
+				ReplayHorizon: pc.ReplayHorizon.String()},
+			Processors:   []api.DiscoveryProcessor{},
+			Destinations: []api.DiscoveryDestination{}, // destinations are a later issue
+		}
+		for _, c := range pol.Minimize {
+			ds.Policy.Minimize = append(ds.Policy.Minimize, string(c))
+		}
+		ds.Policy.Regions = append(ds.Policy.Regions, pol.Regions...)
+		for n, id := range pol.Processors {
+			p := cfg.Processor(id)
+			if p == nil {
+				continue
+			}
+			role := "fallback"
+			if n == 0 {
+				role = "primary"
+			}
+			subs := append([]string{}, p.Subprocessors...)
+			ds.Processors = append(ds.Processors, api.DiscoveryProcessor{ID: p.ID, Kind: p.Kind, Role: role, Model: p.Model,
+				Region: p.Region, Retention: p.Retention, ZeroDataRetention: p.ZeroRetention, Subprocessors: subs})
+		}
+		d.Sources = append(d.Sources, ds)
+	}
+	return d
+}

@@ -1,0 +1,292 @@
+package pipeline
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/ledger"
+)
+
+// DeleteArgs is a deletion's worker: IDs only.
+type DeleteArgs struct {
+	DeletionID string `json:"deletion_id"`
+}
+
+// Kind implements river.JobArgs.
+func (DeleteArgs) Kind() string { return "stet_delete" }
+
+// InsertOpts implements river.JobArgsWithInsertOpts. One worker per
+// deletion, not one per task: the tasks run in order (the data key first,
+// then the rows, then SQLite's WAL checkpoint once every local copy is
+// gone, then the provider copies), SQLite has one writer anyway, and the
+// deletion's state is decided once, from every task, at the end of a run.
+// Each task's outcome is committed as it ends, so a retry resumes at the
+// first task not done and never reports a task it did not verify.
+func (DeleteArgs) InsertOpts() river.InsertOpts {
+	// The batch queue: maintenance work shares it, and on SQLite every
+	// extra queue is one more poller on the single writer.
+	return river.InsertOpts{Queue: QueueBatch, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+}
+
+type deleteWorker struct {
+	river.WorkerDefaults[DeleteArgs]
+	p *Pipeline
+}
+
+// NextRetry retries a failed task (the database down, a provider's 5xx)
+// with the stage backoff, from the injected clock.
+func (w *deleteWorker) NextRetry(job *river.Job[DeleteArgs]) time.Time {
+	return w.p.clock.Now().Add(w.p.backoff(job.Attempt))
+}
+
+func (w *deleteWorker) Work(ctx context.Context, job *river.Job[DeleteArgs]) error {
+	return w.p.runDeletion(ctx, job.Args.DeletionID)
+}
+
+// RequestDeletion records a deletion (ledger.RequestDeletion) and enqueues
+// its worker in the same transaction: the request, the tombstone and the
+// cancellation of the report's unfinished jobs commit together, or not at
+// all.
+func (p *Pipeline) RequestDeletion(ctx context.Context, r ledger.DeletionRequest) (ledger.DeletionRequested, error) {
+	if r.Now.IsZero() {
+		r.Now = p.clock.Now()
+	}
+	var out ledger.DeletionRequested
+	var err error
+	for try := 0; try < 3; try++ {
+		err = p.db.InTx(ctx, func(tx *sql.Tx) error {
+			var err error
+			out, err = ledger.RequestDeletion(ctx, tx, r)
+			if err != nil || !out.Created {
+				return err
+			}
+			_, err = p.river.InsertTx(ctx, tx, DeleteArgs{DeletionID: out.DeletionID}, nil)
+			return err
+		})
+		if !errors.Is(err, ledger.ErrRetryItem) && !p.db.IsRetryable(err) {
+			break
+		}
+	}
+	if err != nil {
+		return out, err
+	}
+	if out.Created {
+		p.log.Info("deletion requested", "deletion_id", out.DeletionID, "report_id", out.ReportID, "tenant", r.Tenant)
+	}
+	return out, nil
+}
+
+// runDeletion runs every pending task of a deletion once. A task that fails
+// for a reason that may pass (the database, a provider's 5xx) returns the
+// error: River retries the worker and the task stays pending. A deletion is
+// done only when every task is done.
+func (p *Pipeline) runDeletion(ctx context.Context, id string) error {
+	d, err := p.db.GetDeletion(ctx, "", id)
+	if err != nil {
+		return fmt.Errorf("read deletion %s: %w", id, err)
+	}
+	if d.State != stet.DeletionPending {
+		return nil
+	}
+	log := p.log.With("deletion_id", id, "report_id", d.ReportID, "tenant", d.TenantID, "stage", "delete")
+	// Copies made since the request (a batch's output file) get a task.
+	if err := ledger.AddDeletionTasks(ctx, p.db.Writer(), id, d.ReportID, p.clock.Now()); err != nil {
+		return err
+	}
+	if d, err = p.db.GetDeletion(ctx, "", id); err != nil {
+		return err
+	}
+	wait := false
+	for _, t := range d.Tasks {
+		if t.State != stet.DeletionPending {
+			continue
+		}
+		if slices.Contains(ledger.LocalCopies, t.Copy) {
+			if err := p.deleteLocal(ctx, d, t.Copy); err != nil {
+				return fmt.Errorf("deletion %s: %s: %w", id, t.Copy, err)
+			}
+			continue
+		}
+		later, err := p.deleteProviderCopy(ctx, d, t.Copy)
+		if err != nil {
+			return fmt.Errorf("deletion %s: %s: %w", id, t.Copy, err)
+		}
+		wait = wait || later
+	}
+	if err := p.checkpointAfterLocal(ctx, d.ID); err != nil {
+		return err
+	}
+	state, err := ledger.FinishDeletion(ctx, p.db.Writer(), id, p.clock.Now())
+	if err != nil {
+		return err
+	}
+	if state == stet.DeletionPending {
+		if wait {
+			// A provider copy is still in use (its batch is not applied yet).
+			return river.JobSnooze(p.cfg.SweepInterval)
+		}
+		return fmt.Errorf("deletion %s: tasks remain pending", id)
+	}
+	if err := ledger.Audit(ctx, p.db.Writer(), ledger.AuditEntry{Tenant: d.TenantID, Actor: "stet", Action: "deletion." + string(state),
+		ObjectType: "deletion", ObjectID: id, Now: p.clock.Now()}); err != nil {
+		return err
+	}
+	log.Info("deletion finished", "state", string(state))
+	return nil
+}
+
+// checkpointAfterLocal truncates SQLite's WAL once the deletion's local
+// copies are all done, so their bytes leave the -wal file as well.
+func (p *Pipeline) checkpointAfterLocal(ctx context.Context, id string) error {
+	d, err := p.db.GetDeletion(ctx, "", id)
+	if err != nil {
+		return err
+	}
+	for _, t := range d.Tasks {
+		if slices.Contains(ledger.LocalCopies, t.Copy) && t.State != stet.DeletionDone {
+			return nil
+		}
+	}
+	if err := p.db.Checkpoint(ctx); err != nil {
+		return fmt.Errorf("deletion %s: %w", id, err)
+	}
+	return nil
+}
+
+// deleteLocal deletes one local copy, then verifies with a query that must
+// find nothing; only then is the task done.
+func (p *Pipeline) deleteLocal(ctx context.Context, d *stet.Deletion, copy string) error {
+	now := p.clock.Now()
+	if copy == ledger.CopyEncryptionKey && !p.cfg.Encryption {
+		return ledger.SetTask(ctx, p.db.Writer(), d.ID, copy, stet.DeletionDone, "encryption off", time.Time{}, now)
+	}
+	if err := p.db.InTx(ctx, func(tx *sql.Tx) error {
+		return ledger.DeleteLocalCopy(ctx, tx, copy, d.ReportID, now)
+	}); err != nil {
+		return err
+	}
+	left, err := ledger.VerifyLocalCopy(ctx, p.db.Writer(), copy, d.ReportID)
+	if err != nil {
+		return err
+	}
+	if left != 0 {
+		return fmt.Errorf("verify: %d rows remain", left)
+	}
+	return ledger.SetTask(ctx, p.db.Writer(), d.ID, copy, stet.DeletionDone, "", time.Time{}, p.clock.Now())
+}
+
+// deleteProviderCopy handles one copy a provider holds. It reports later
+// when the copy cannot be deleted yet (its batch's results are not all
+// applied: deleting it would lose other reports' results).
+func (p *Pipeline) deleteProviderCopy(ctx context.Context, d *stet.Deletion, copy string) (later bool, err error) {
+	now := p.clock.Now()
+	unresolved := func(reason string, expires time.Time) (bool, error) {
+		return false, ledger.SetTask(ctx, p.db.Writer(), d.ID, copy, stet.DeletionUnresolved, reason, expires, now)
+	}
+	done := func(reason string) (bool, error) {
+		return false, ledger.SetTask(ctx, p.db.Writer(), d.ID, copy, stet.DeletionDone, reason, time.Time{}, now)
+	}
+	switch {
+	case strings.HasPrefix(copy, ledger.PrefixProviderRetention):
+		procID := strings.TrimPrefix(copy, ledger.PrefixProviderRetention)
+		proc := p.cfg.Processors[procID]
+		if proc == nil {
+			return unresolved("the processor is no longer configured: its retention is unknown", time.Time{})
+		}
+		info := proc.Info()
+		keep, none, err := ParseRetention(info.Retention)
+		switch {
+		case info.ZeroRetention:
+			return done("zero data retention")
+		case err != nil:
+			return unresolved("the processor's declared retention does not parse", time.Time{})
+		case none:
+			return done("retention: none")
+		}
+		last, err := ledger.LastSyncCall(ctx, p.db.Writer(), d.ReportID, procID)
+		if err != nil {
+			return false, err
+		}
+		return unresolved("held by the processor under its declared retention ("+info.Retention+"); it has no delete API for synchronous calls", last.Add(keep))
+	case strings.HasPrefix(copy, ledger.PrefixProviderFile), strings.HasPrefix(copy, ledger.PrefixProviderBatch):
+		isFile := strings.HasPrefix(copy, ledger.PrefixProviderFile)
+		rest := strings.TrimPrefix(strings.TrimPrefix(copy, ledger.PrefixProviderFile), ledger.PrefixProviderBatch)
+		procID, providerID, ok := strings.Cut(rest, "/")
+		if !ok || providerID == "" {
+			return unresolved("the copy's name does not parse", time.Time{})
+		}
+		b, err := ledger.BatchOfCopy(ctx, p.db.Writer(), procID, providerID)
+		if err != nil && !errors.Is(err, stet.ErrNotFound) {
+			return false, err
+		}
+		var expires time.Time
+		if b != nil {
+			expires = b.ExpiresAt
+			if b.State == "unknown" {
+				return unresolved("the batch's state is unknown: reconcile it first (stet batch reconcile)", expires)
+			}
+			if !b.Applied {
+				return true, nil // other reports' results are still in it
+			}
+		}
+		proc := p.cfg.Processors[procID]
+		if proc == nil {
+			return unresolved("the processor is no longer configured", expires)
+		}
+		cd, ok := proc.(stet.CopyDeleter)
+		if !ok {
+			return unresolved("the "+proc.Info().Kind+" adapter cannot delete provider copies yet; the provider keeps it until its own expiry", expires)
+		}
+		cctx, cancel := context.WithTimeout(ctx, p.cfg.JobTimeout)
+		if isFile {
+			err = cd.DeleteFile(cctx, providerID)
+		} else {
+			err = cd.DeleteBatch(cctx, providerID)
+		}
+		cancel()
+		switch class := stet.ClassOf(err); {
+		case err == nil:
+			return done("")
+		case class == stet.FailureTransient || class == stet.FailureRateLimited:
+			return false, err // River retries the worker
+		default:
+			return unresolved("the provider refused the delete ("+string(class)+")", expires)
+		}
+	case strings.HasPrefix(copy, ledger.PrefixOutbound):
+		// Destinations do not exist yet: a record.deleted event goes here.
+		return unresolved("outbound deletion events are not built yet", time.Time{})
+	default:
+		return unresolved("unknown copy", time.Time{})
+	}
+}
+
+// ParseRetention reads a processor's declared retention: "none", "0" or
+// empty (nothing kept: none is true), or a duration with s, m, h or d.
+func ParseRetention(s string) (d time.Duration, none bool, err error) {
+	s = strings.TrimSpace(s)
+	switch s {
+	case "", "none", "0":
+		return 0, true, nil
+	}
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.ParseInt(days, 10, 64)
+		if err != nil || n < 0 {
+			return 0, false, fmt.Errorf("retention %q does not parse", s)
+		}
+		return time.Duration(n) * 24 * time.Hour, n == 0, nil
+	}
+	d, err = time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, false, fmt.Errorf("retention %q does not parse", s)
+	}
+	return d, d == 0, nil
+}

@@ -1,0 +1,105 @@
+package pipeline
+
+import (
+	"context"
+	"database/sql"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"github.com/stetlabs/stet/ledger"
+)
+
+// SweepArgs is the retention sweeper (DESIGN §5), a periodic job River
+// enqueues from its leader only, every SweepInterval.
+type SweepArgs struct{}
+
+// Kind implements river.JobArgs.
+func (SweepArgs) Kind() string { return "stet_sweep" }
+
+// InsertOpts implements river.JobArgsWithInsertOpts.
+func (SweepArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{Queue: QueueBatch} }
+
+type sweepWorker struct {
+	river.WorkerDefaults[SweepArgs]
+	p *Pipeline
+}
+
+func (w *sweepWorker) Work(ctx context.Context, _ *river.Job[SweepArgs]) error {
+	_, err := w.p.Sweep(ctx)
+	return err
+}
+
+// Sweep runs one bounded retention sweep: for every recorded policy
+// version, it purges text and metadata, artifacts' raw and normalized
+// output, decided records' classification and note (when the policy sets
+// records retention), and delivery receipts past the replay horizon; then
+// expired tombstones. Each batch of SweepBatch rows is its own transaction,
+// and each kind stops after SweepBatches batches, so a run's work is
+// bounded and the next run carries on. It also re-enqueues deletions whose
+// worker was lost. It returns the rows purged by kind.
+func (p *Pipeline) Sweep(ctx context.Context) (map[ledger.Purge]int, error) {
+	now := p.clock.Now()
+	pols, err := ledger.RecordedPolicies(ctx, p.db.Writer())
+	if err != nil {
+		return nil, err
+	}
+	counts := map[ledger.Purge]int{}
+	run := func(kind ledger.Purge, hash string, keep time.Duration) error {
+		for i := 0; i < p.cfg.SweepBatches; i++ {
+			var n int
+			err := p.db.InTx(ctx, func(tx *sql.Tx) error {
+				var err error
+				n, err = ledger.PurgeBatch(ctx, tx, kind, hash, now.Add(-keep), now, p.cfg.SweepBatch)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			counts[kind] += n
+			if n < p.cfg.SweepBatch {
+				return nil
+			}
+		}
+		return nil
+	}
+	for hash, pol := range pols {
+		horizon := pol.ReplayHorizon
+		if horizon == 0 {
+			horizon = ledger.DefaultReplayHorizon
+		}
+		for _, k := range []struct {
+			kind ledger.Purge
+			keep time.Duration
+		}{{ledger.PurgeText, pol.TextRetention}, {ledger.PurgeArtifacts, pol.ArtifactRetention},
+			{ledger.PurgeRecords, pol.RecordsRetention}, {ledger.PurgeReceipts, horizon}} {
+			if k.keep <= 0 {
+				continue // no retention set: kept
+			}
+			if err := run(k.kind, hash, k.keep); err != nil {
+				return counts, err
+			}
+		}
+	}
+	if err := run(ledger.PurgeTombstones, "", 0); err != nil {
+		return counts, err
+	}
+	// A deletion untouched for a while lost its worker (discarded after its
+	// retries, or deleted by hand): enqueue it again. A duplicate is
+	// harmless (unique by args, and every task is idempotent).
+	ids, err := ledger.OpenDeletions(ctx, p.db.Writer(), now.Add(-10*p.cfg.SweepInterval), 100)
+	if err != nil {
+		return counts, err
+	}
+	for _, id := range ids {
+		if _, err := p.river.Insert(ctx, DeleteArgs{DeletionID: id}, nil); err != nil {
+			return counts, err
+		}
+	}
+	for kind, n := range counts {
+		if n > 0 {
+			p.log.Info("retention sweep", "purge", string(kind), "count", n)
+		}
+	}
+	return counts, nil
+}
