@@ -23,7 +23,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -57,7 +56,7 @@ const maxResponseBytes = 32 << 20
 
 var (
 	errCallTimeout  = errors.New("anthropic call timed out")
-	errBodyTooLarge = errors.New("response body over the size limit")
+	errBodyTooLarge = processor.ErrBodyTooLarge
 )
 
 // Config configures a Client. BaseURL defaults to DefaultBaseURL and is
@@ -180,7 +179,7 @@ func (c *Client) Extract(ctx context.Context, p stet.ExtractParams) (*stet.Extra
 	// The explicit request timeout also stops the SDK from refusing a large
 	// max_tokens as "streaming is required" before sending anything.
 	resp, err := c.messages.New(callCtx, params,
-		option.WithMiddleware(capt.middleware),
+		option.WithMiddleware(recordInto(&capt)),
 		option.WithRequestTimeout(c.timeout),
 	)
 	latency := time.Since(start)
@@ -267,9 +266,9 @@ func (c *Client) result(resp *sdk.Message, tool string, capt *capture, latency t
 	fail := func(class stet.FailureClass, code string, err error) *stet.ProcessorError {
 		return &stet.ProcessorError{
 			Class:      class,
-			StatusCode: capt.status,
+			StatusCode: capt.Status,
 			Code:       code,
-			RequestID:  capt.requestID,
+			RequestID:  capt.RequestID,
 			Err:        err,
 		}
 	}
@@ -308,10 +307,10 @@ func (c *Client) result(resp *sdk.Message, tool string, capt *capture, latency t
 	in := resp.Usage.InputTokens + resp.Usage.CacheCreationInputTokens + resp.Usage.CacheReadInputTokens
 	return &stet.Extraction{
 		Output:       json.RawMessage(output),
-		Raw:          capt.raw,
+		Raw:          capt.Raw,
 		Model:        resp.Model,
-		RequestID:    capt.requestID,
-		StatusCode:   capt.status,
+		RequestID:    capt.RequestID,
+		StatusCode:   capt.Status,
 		InputTokens:  int(in),
 		OutputTokens: int(resp.Usage.OutputTokens),
 		Latency:      latency,
@@ -336,33 +335,14 @@ func (c *Client) answer(resp *sdk.Message, tool string) (output []byte, called b
 	return text.Bytes(), false
 }
 
-// capture records what the wire said for one call: status, headers and the
-// raw body. The SDK gets the body back from memory, so what it parses is
-// byte for byte what stet stores as the raw artifact.
-type capture struct {
-	status    int
-	requestID string
-	header    http.Header
-	raw       []byte
-}
+// capture records what the wire said for one call.
+type capture = processor.Capture
 
-func (c *capture) middleware(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
-	res, err := next(req)
-	if err != nil {
-		return res, err
+// recordInto returns a middleware that records the call's answer in capt.
+// The SDK gets the body back from memory, so what it parses is byte for
+// byte what stet stores as the raw artifact.
+func recordInto(capt *capture) option.Middleware {
+	return func(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+		return capt.Record(req, next, maxResponseBytes, "request-id")
 	}
-	c.status = res.StatusCode
-	c.header = res.Header.Clone()
-	c.requestID = res.Header.Get("request-id")
-	raw, err := io.ReadAll(io.LimitReader(res.Body, maxResponseBytes+1))
-	_ = res.Body.Close()
-	if err != nil {
-		return nil, fmt.Errorf("read response body: %w", err)
-	}
-	if len(raw) > maxResponseBytes {
-		return nil, errBodyTooLarge
-	}
-	c.raw = raw
-	res.Body = io.NopCloser(bytes.NewReader(raw))
-	return res, nil
 }

@@ -144,7 +144,7 @@ func (c *Client) SubmitBatch(ctx context.Context, b stet.BatchSubmit) (*stet.Bat
 		State:        state,
 		CreatedAt:    resp.CreatedAt,
 		RequestCount: requestTotal(resp.RequestCounts),
-		RequestID:    capt.requestID,
+		RequestID:    capt.RequestID,
 	}, nil
 }
 
@@ -269,7 +269,7 @@ func (c *Client) FindBatch(ctx context.Context, q stet.BatchQuery) ([]stet.Batch
 				State:        state,
 				CreatedAt:    b.CreatedAt,
 				RequestCount: total,
-				RequestID:    capt.requestID,
+				RequestID:    capt.RequestID,
 			})
 		}
 		if !page.HasMore || len(page.Data) == 0 || page.LastID == "" {
@@ -346,9 +346,9 @@ func (c *Client) BatchStatus(ctx context.Context, providerID string) (*stet.Batc
 		Total:         requestTotal(counts),
 		Succeeded:     int(counts.Succeeded),
 		Failed:        int(counts.Errored + counts.Canceled + counts.Expired),
-		RequestID:     capt.requestID,
-		StatusCode:    capt.status,
-		Raw:           capt.raw,
+		RequestID:     capt.RequestID,
+		StatusCode:    capt.Status,
+		Raw:           capt.Raw,
 	}
 	switch {
 	case !b.ArchivedAt.IsZero():
@@ -413,7 +413,7 @@ func (c *Client) BatchResults(ctx context.Context, st *stet.BatchStatus) ([]stet
 	if res == nil || res.Body == nil {
 		return nil, capt.fail(stet.FailureTransient, "", errors.New("results response has no body"))
 	}
-	results, err := c.readResults(res.Body, capt.status)
+	results, err := c.readResults(res.Body, capt.Status)
 	if err != nil {
 		if ctx.Err() != nil {
 			err = fmt.Errorf("%w (%w)", err, context.Cause(ctx))
@@ -480,7 +480,7 @@ func (c *Client) itemResult(item resultLine, raw []byte, status int) stet.BatchR
 			br.Err = &stet.ProcessorError{Class: stet.FailureTransient, StatusCode: status, Err: errors.New("batch item message is not a message")}
 			return br
 		}
-		capt := &capture{status: status, requestID: processor.SafeCode(msg.ID), raw: raw}
+		capt := &capture{Status: status, RequestID: processor.SafeCode(msg.ID), Raw: raw}
 		ext, err := c.result(&msg, c.itemTool(&msg), capt, 0)
 		if err != nil {
 			br.Err = err
@@ -564,40 +564,42 @@ func (b *batchCapture) options(timeout time.Duration) []option.RequestOption {
 }
 
 func (b *batchCapture) middleware(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+	b.Sent = true
 	res, err := next(req)
+	if res != nil {
+		b.Note(res, "request-id")
+	}
 	if err != nil || (b.stream && res.StatusCode >= 200 && res.StatusCode < 300) {
-		if res != nil {
-			b.status = res.StatusCode
-			b.header = res.Header.Clone()
-			b.requestID = res.Header.Get("request-id")
-		}
 		return res, err
 	}
-	return b.capture.middleware(req, func(*http.Request) (*http.Response, error) { return res, nil })
+	if err := b.Keep(res, maxResponseBytes); err != nil {
+		return nil, err
+	}
+	return res, nil
 }
 
 // fail returns a ProcessorError carrying what the wire said.
 func (b *batchCapture) fail(class stet.FailureClass, code string, err error) *stet.ProcessorError {
-	return &stet.ProcessorError{Class: class, StatusCode: b.status, Code: code, RequestID: b.requestID, Err: err}
+	return &stet.ProcessorError{Class: class, StatusCode: b.Status, Code: code, RequestID: b.RequestID, Err: err}
 }
 
 // unexpectedStatus fails a call the SDK took for a success although its
 // status was not 2xx: a redirect the HTTP client did not follow.
 func (b *batchCapture) unexpectedStatus() *stet.ProcessorError {
 	switch {
-	case b.status >= 200 && b.status < 300:
+	case b.Status >= 200 && b.Status < 300:
 		return nil
-	case b.status >= 300 && b.status < 400:
+	case b.Status >= 300 && b.Status < 400:
 		return b.fail(stet.FailureTransient, codeRedirect, errors.New("batch call answered with a redirect, which is not followed"))
 	default:
-		return b.fail(stet.FailureTransient, "", fmt.Errorf("batch call answered status %d", b.status))
+		return b.fail(stet.FailureTransient, "", fmt.Errorf("batch call answered status %d", b.Status))
 	}
 }
 
 // batchError classifies a failed batch call as Extract's are classified,
 // with one addition: a redirect the HTTP client refused is named.
 func (c *Client) batchError(parent, callCtx context.Context, err error, capt *batchCapture) *stet.ProcessorError {
-	if capt.status >= 300 && capt.status < 400 {
+	if capt.Status >= 300 && capt.Status < 400 {
 		return capt.fail(stet.FailureTransient, codeRedirect, fmt.Errorf("batch call answered with a redirect, which is not followed: %w", err))
 	}
 	return c.classifyError(parent, callCtx, err, &capt.capture)

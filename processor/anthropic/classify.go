@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -20,8 +19,8 @@ import (
 func (c *Client) classifyError(parent, callCtx context.Context, err error, capt *capture) *stet.ProcessorError {
 	pe := &stet.ProcessorError{
 		Class:      stet.FailureTransient,
-		StatusCode: capt.status,
-		RequestID:  capt.requestID,
+		StatusCode: capt.Status,
+		RequestID:  capt.RequestID,
 		Err:        err,
 	}
 	var apiErr *sdk.Error
@@ -30,7 +29,7 @@ func (c *Client) classifyError(parent, callCtx context.Context, err error, capt 
 		// A complete error response: what it says wins over any cancellation
 		// that raced with it.
 		body := parseErrorBody([]byte(apiErr.RawJSON()))
-		header := capt.header
+		header := capt.Header
 		if header == nil && apiErr.Response != nil {
 			header = apiErr.Response.Header
 		}
@@ -47,16 +46,14 @@ func (c *Client) classifyError(parent, callCtx context.Context, err error, capt 
 		}
 		pe.Class = errorClass(pe.StatusCode, body)
 		pe.RetryAfter = c.retryAfter(pe.Class, header)
-	case parent.Err() != nil:
-		// Shutdown or the caller gave up: retryable, but keep why.
-		pe.Err = fmt.Errorf("anthropic call interrupted: %w (%w)", context.Cause(parent), err)
-	case callCtx.Err() != nil:
-		// Timed out before the headers, or after them while reading the
-		// body: the provider may have answered, so the call counts.
-		pe.Err = fmt.Errorf("anthropic call: %w (%w)", context.Cause(callCtx), err)
 	default:
+		// Shutdown, the caller giving up or the call timeout (the provider
+		// may have answered, so the call counts) is kept in the error.
 		// Connection refused or reset, an unreadable body, a response the
 		// SDK could not decode: all worth another try later.
+		if ierr, ok := processor.Interrupted(parent, callCtx, "anthropic", err); ok {
+			pe.Err = ierr
+		}
 	}
 	return pe
 }

@@ -24,7 +24,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -85,7 +84,7 @@ const (
 
 var (
 	errCallTimeout  = errors.New("azure content safety call timed out")
-	errBodyTooLarge = errors.New("response body over the size limit")
+	errBodyTooLarge = processor.ErrBodyTooLarge
 )
 
 // Config configures a Client. BaseURL is the resource's endpoint,
@@ -306,12 +305,9 @@ func (c *Client) do(ctx context.Context, body []byte) (*response, error) {
 	}
 	defer hr.Body.Close()
 	res := &response{status: hr.StatusCode, header: hr.Header, requestID: requestID(hr.Header)}
-	raw, err := io.ReadAll(io.LimitReader(hr.Body, maxResponseBytes+1))
+	raw, err := processor.ReadBody(hr.Body, maxResponseBytes)
 	if err != nil {
-		return res, fmt.Errorf("read response body: %w", err)
-	}
-	if len(raw) > maxResponseBytes {
-		return res, errBodyTooLarge
+		return res, err
 	}
 	res.body = raw
 	return res, nil

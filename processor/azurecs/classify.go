@@ -23,17 +23,11 @@ func (c *Client) classifyTransport(parent, callCtx context.Context, err error, r
 		pe.StatusCode = res.status
 		pe.RequestID = res.requestID
 	}
-	switch {
-	case parent.Err() != nil:
-		// Shutdown or the caller gave up: retryable, but keep why.
-		pe.Err = fmt.Errorf("azure content safety call interrupted: %w (%w)", context.Cause(parent), err)
-	case callCtx.Err() != nil:
-		// Timed out before the headers, or after them while reading the
-		// body: the service may have answered, so the call counts.
-		pe.Err = fmt.Errorf("azure content safety call: %w (%w)", context.Cause(callCtx), err)
-	default:
-		// Connection refused or reset, a body over the limit: worth another
-		// try later.
+	// Shutdown, the caller giving up or the call timeout (the service may
+	// have answered, so the call counts) is kept in the error. Connection
+	// refused or reset, a body over the limit: worth another try later.
+	if ierr, ok := processor.Interrupted(parent, callCtx, "azure content safety", err); ok {
+		pe.Err = ierr
 	}
 	return pe
 }

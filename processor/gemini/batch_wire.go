@@ -286,7 +286,7 @@ type batchCall struct {
 }
 
 // answered reports whether a 2xx body was read in full.
-func (call *batchCall) answered() bool { return call.status/100 == 2 && call.raw != nil }
+func (call *batchCall) answered() bool { return call.Status/100 == 2 && call.Raw != nil }
 
 type batchCallKey struct{}
 
@@ -308,7 +308,7 @@ func (t batchTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if call == nil {
 		return t.next.RoundTrip(req)
 	}
-	return call.roundTrip(t.next, req, call.limit)
+	return record(&call.capture, t.next, req, call.limit)
 }
 
 // callError classifies a failed batch call as the sync path classifies
@@ -319,9 +319,9 @@ func (t batchTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 func (c *BatchClient) callError(parent, callCtx context.Context, err error, call *batchCall, notFoundCode string) *stet.ProcessorError {
 	pe := c.classifyError(parent, callCtx, err, &call.capture)
 	switch {
-	case call.status >= 300 && call.status < 400:
+	case call.Status >= 300 && call.Status < 400:
 		pe.Class, pe.Code = stet.FailureTransient, codeRedirect
-	case call.status == http.StatusNotFound && notFoundCode != "":
+	case call.Status == http.StatusNotFound && notFoundCode != "":
 		pe.Class, pe.Code = stet.FailureUnsupported, notFoundCode
 	case errors.Is(err, errBodyTooLarge):
 		pe.Class, pe.Code = stet.FailureTransient, codeTooLarge
@@ -333,7 +333,7 @@ func (c *BatchClient) callError(parent, callCtx context.Context, err error, call
 // page, a truncated body. Worth another try.
 func invalidAnswer(call *batchCall, err error) *stet.ProcessorError {
 	return &stet.ProcessorError{
-		Class: stet.FailureTransient, StatusCode: call.status, Code: codeInvalidResponse, RequestID: call.requestID, Err: err,
+		Class: stet.FailureTransient, StatusCode: call.Status, Code: codeInvalidResponse, RequestID: call.RequestID, Err: err,
 	}
 }
 

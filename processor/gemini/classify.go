@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -20,34 +19,34 @@ import (
 func (c *Client) classifyError(parent, callCtx context.Context, err error, capt *capture) *stet.ProcessorError {
 	pe := &stet.ProcessorError{
 		Class:      stet.FailureTransient,
-		StatusCode: capt.status,
-		RequestID:  capt.requestID,
+		StatusCode: capt.Status,
+		RequestID:  capt.RequestID,
 		Err:        err,
 	}
 	switch {
-	case capt.status >= 400 && capt.raw != nil:
+	case capt.Status >= 400 && capt.Raw != nil:
 		// A complete error response: what it says wins over any
 		// cancellation that raced with it. The body may also be an HTML
 		// page from a proxy; the status still decides.
-		e := parseError(capt.raw)
+		e := parseError(capt.Raw)
 		pe.Code = e.code()
-		pe.Class = errorClass(capt.status, e)
-		pe.RetryAfter = c.retryAfter(capt.header, e)
-	case parent.Err() != nil:
-		// Shutdown or the caller gave up: retryable, but keep why.
-		pe.Err = fmt.Errorf("gemini call interrupted: %w (%w)", context.Cause(parent), err)
-	case callCtx.Err() != nil:
-		// Timed out before the headers, or after them while reading the
-		// body: the provider may have answered, so the call counts.
-		pe.Err = fmt.Errorf("gemini call: %w (%w)", context.Cause(callCtx), err)
-	case !capt.sent:
-		// The SDK refused to build the request; nothing left this host and
-		// the same request would be refused again.
-		pe.Class = stet.FailureUnsupported
-		pe.Code = "request_not_sent"
+		pe.Class = errorClass(capt.Status, e)
+		pe.RetryAfter = c.retryAfter(capt.Header, e)
 	default:
-		// Connection refused or reset, an unreadable body, a 200 the SDK
-		// could not decode: all worth another try later.
+		ierr, interrupted := processor.Interrupted(parent, callCtx, "gemini", err)
+		switch {
+		case interrupted:
+			// Shutdown, the caller giving up or the call timeout (the
+			// provider may have answered, so the call counts): keep why.
+			pe.Err = ierr
+		case !capt.Sent:
+			// The SDK refused to build the request; nothing left this host
+			// and the same request would be refused again.
+			pe.Class = stet.FailureUnsupported
+			pe.Code = "request_not_sent"
+		}
+		// Otherwise connection refused or reset, an unreadable body, a 200
+		// the SDK could not decode: all worth another try later.
 	}
 	return pe
 }

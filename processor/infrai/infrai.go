@@ -39,7 +39,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -204,18 +203,14 @@ func (c *Client) Extract(ctx context.Context, p stet.ExtractParams) (*stet.Extra
 	if err != nil {
 		return nil, interrupted(ctx, callCtx, err, &stet.ProcessorError{Class: stet.FailureTransient})
 	}
-	raw, err := io.ReadAll(io.LimitReader(res.Body, maxResponseBytes+1))
-	_ = res.Body.Close()
+	raw, err := processor.ReadBody(res.Body, maxResponseBytes)
 	latency := time.Since(start)
-	if err == nil && len(raw) > maxResponseBytes {
-		err = errors.New("response body over the size limit")
-	}
 	if err != nil {
 		// The provider answered (the call counts) but the body did not
 		// arrive: worth another try, under the same key if the pipeline
 		// repeats this attempt.
 		pe := &stet.ProcessorError{Class: stet.FailureTransient, StatusCode: res.StatusCode, RequestID: headerRequestID(res.Header)}
-		return nil, interrupted(ctx, callCtx, fmt.Errorf("read response body: %w", err), pe)
+		return nil, interrupted(ctx, callCtx, err, pe)
 	}
 	return c.decode(res, raw, latency)
 }
@@ -223,12 +218,9 @@ func (c *Client) Extract(ctx context.Context, p stet.ExtractParams) (*stet.Extra
 // interrupted completes pe for a call that ended without a complete
 // response, keeping why (shutdown, the call timeout, a connection error).
 func interrupted(parent, callCtx context.Context, err error, pe *stet.ProcessorError) *stet.ProcessorError {
-	switch {
-	case parent.Err() != nil:
-		pe.Err = fmt.Errorf("infrai call interrupted: %w (%w)", context.Cause(parent), err)
-	case callCtx.Err() != nil:
-		pe.Err = fmt.Errorf("infrai call: %w (%w)", context.Cause(callCtx), err)
-	default:
+	if ierr, ok := processor.Interrupted(parent, callCtx, "infrai", err); ok {
+		pe.Err = ierr
+	} else {
 		pe.Err = fmt.Errorf("infrai call: %w", err)
 	}
 	return pe

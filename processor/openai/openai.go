@@ -15,12 +15,10 @@
 package openai
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -49,7 +47,7 @@ const maxResponseBytes = 32 << 20
 
 var (
 	errCallTimeout  = errors.New("openai call timed out")
-	errBodyTooLarge = errors.New("response body over the size limit")
+	errBodyTooLarge = processor.ErrBodyTooLarge
 )
 
 // Config configures a Client. BaseURL defaults to DefaultBaseURL; APIKey
@@ -158,7 +156,7 @@ func (c *Client) Extract(ctx context.Context, p stet.ExtractParams) (*stet.Extra
 	defer cancel()
 	var capt capture
 	start := time.Now()
-	resp, err := c.chat.New(callCtx, params, option.WithMiddleware(capt.middleware))
+	resp, err := c.chat.New(callCtx, params, option.WithMiddleware(recordInto(&capt)))
 	latency := time.Since(start)
 	if err != nil {
 		return nil, c.classifyError(ctx, callCtx, err, &capt)
@@ -199,9 +197,9 @@ func (c *Client) result(resp *sdk.ChatCompletion, capt *capture, latency time.Du
 	fail := func(class stet.FailureClass, code string, err error) *stet.ProcessorError {
 		return &stet.ProcessorError{
 			Class:      class,
-			StatusCode: capt.status,
+			StatusCode: capt.Status,
 			Code:       code,
-			RequestID:  capt.requestID,
+			RequestID:  capt.RequestID,
 			Err:        err,
 		}
 	}
@@ -230,43 +228,24 @@ func (c *Client) result(resp *sdk.ChatCompletion, capt *capture, latency time.Du
 	}
 	return &stet.Extraction{
 		Output:       json.RawMessage(content),
-		Raw:          capt.raw,
+		Raw:          capt.Raw,
 		Model:        resp.Model,
-		RequestID:    capt.requestID,
-		StatusCode:   capt.status,
+		RequestID:    capt.RequestID,
+		StatusCode:   capt.Status,
 		InputTokens:  int(resp.Usage.PromptTokens),
 		OutputTokens: int(resp.Usage.CompletionTokens),
 		Latency:      latency,
 	}, nil
 }
 
-// capture records what the wire said for one call: status, headers and the
-// raw body. The SDK gets the body back from memory, so what it parses is
-// byte for byte what stet stores as the raw artifact.
-type capture struct {
-	status    int
-	requestID string
-	header    http.Header
-	raw       []byte
-}
+// capture records what the wire said for one call.
+type capture = processor.Capture
 
-func (c *capture) middleware(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
-	res, err := next(req)
-	if err != nil {
-		return res, err
+// recordInto returns a middleware that records the call's answer in capt.
+// The SDK gets the body back from memory, so what it parses is byte for
+// byte what stet stores as the raw artifact.
+func recordInto(capt *capture) option.Middleware {
+	return func(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+		return capt.Record(req, next, maxResponseBytes, "x-request-id")
 	}
-	c.status = res.StatusCode
-	c.header = res.Header.Clone()
-	c.requestID = res.Header.Get("x-request-id")
-	raw, err := io.ReadAll(io.LimitReader(res.Body, maxResponseBytes+1))
-	_ = res.Body.Close()
-	if err != nil {
-		return nil, fmt.Errorf("read response body: %w", err)
-	}
-	if len(raw) > maxResponseBytes {
-		return nil, errBodyTooLarge
-	}
-	c.raw = raw
-	res.Body = io.NopCloser(bytes.NewReader(raw))
-	return res, nil
 }
