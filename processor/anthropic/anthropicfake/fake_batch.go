@@ -352,7 +352,7 @@ func (f *Server) serveBatch(w http.ResponseWriter, r *http.Request) bool {
 	if ft != nil {
 		switch ft.Kind {
 		case Delay:
-			if !f.http.Sleep(r, ft.Delay) {
+			if !f.HTTP.Sleep(r, ft.Delay) {
 				return true
 			}
 			extra = ft.Header
@@ -404,7 +404,7 @@ func (f *Server) serveBatch(w http.ResponseWriter, r *http.Request) bool {
 			case CreateThenDisconnect:
 				panic(http.ErrAbortHandler)
 			case CreateThenHang:
-				f.http.Hold(r)
+				f.HTTP.Hold(r)
 				return true
 			}
 		}

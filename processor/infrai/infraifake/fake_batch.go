@@ -228,7 +228,7 @@ func (f *Server) serveBatch(w http.ResponseWriter, r *http.Request) {
 	}
 	f.batch.mu.Unlock()
 
-	if !f.http.Sleep(r, f.opts.Latency) {
+	if !f.HTTP.Sleep(r, f.opts.Latency) {
 		return
 	}
 	if route == "" {
@@ -415,7 +415,7 @@ func (f *Server) batchSubmit(w http.ResponseWriter, r *http.Request, ft Fault, s
 	f.batch.mu.Unlock()
 
 	for _, req := range reqs {
-		f.calls.Record(userText(req))
+		f.Seen.Record(userText(req))
 	}
 
 	switch ft.Kind {
@@ -425,7 +425,7 @@ func (f *Server) batchSubmit(w http.ResponseWriter, r *http.Request, ft Fault, s
 		f.writeHalf(w, r, resp)
 		return
 	case Delay:
-		if !f.http.Sleep(r, ft.Delay) {
+		if !f.HTTP.Sleep(r, ft.Delay) {
 			return
 		}
 	}

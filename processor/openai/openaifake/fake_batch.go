@@ -413,7 +413,7 @@ func (f *Server) serveBatch(w http.ResponseWriter, r *http.Request) {
 	switch ft.Kind {
 	case "", HugeBody, CreateThenHang, CreateThenReset:
 	case Delay:
-		if !f.http.Sleep(r, ft.Delay) {
+		if !f.HTTP.Sleep(r, ft.Delay) {
 			return
 		}
 	case Redirect:
@@ -448,7 +448,7 @@ func (f *Server) serveBatch(w http.ResponseWriter, r *http.Request) {
 
 	switch ft.Kind {
 	case CreateThenHang:
-		f.http.Hold(r)
+		f.HTTP.Hold(r)
 		panic(http.ErrAbortHandler)
 	case CreateThenReset:
 		panic(http.ErrAbortHandler)
