@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+
+	"github.com/stetlabs/stet"
 )
 
 // ErrBodyTooLarge is returned for a response body over an adapter's limit:
@@ -24,6 +26,12 @@ type Capture struct {
 	RequestID string
 	Header    http.Header
 	Raw       []byte
+}
+
+// Fail returns a ProcessorError carrying what the wire said: the status
+// and request ID recorded, with class, code and err.
+func (c *Capture) Fail(class stet.FailureClass, code string, err error) *stet.ProcessorError {
+	return &stet.ProcessorError{Class: class, StatusCode: c.Status, Code: code, RequestID: c.RequestID, Err: err}
 }
 
 // Record sends req through next and records the answer: Note, then Keep

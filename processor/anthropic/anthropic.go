@@ -263,15 +263,7 @@ func isObject(raw []byte) bool {
 // result turns a 200 response into an Extraction, or into a refusal,
 // invalid_output or unsupported error when the model gave no usable answer.
 func (c *Client) result(resp *sdk.Message, tool string, capt *capture, latency time.Duration) (*stet.Extraction, error) {
-	fail := func(class stet.FailureClass, code string, err error) *stet.ProcessorError {
-		return &stet.ProcessorError{
-			Class:      class,
-			StatusCode: capt.Status,
-			Code:       code,
-			RequestID:  capt.RequestID,
-			Err:        err,
-		}
-	}
+	fail := capt.Fail
 	if resp == nil || resp.Type != "message" {
 		// Not a message at all: a server fault, not something a repair
 		// prompt could fix.

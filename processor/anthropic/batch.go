@@ -133,11 +133,11 @@ func (c *Client) SubmitBatch(ctx context.Context, b stet.BatchSubmit) (*stet.Bat
 		return nil, pe
 	}
 	if resp == nil || resp.ID == "" {
-		return nil, capt.fail(stet.FailureTransient, "", errNotABatch)
+		return nil, capt.Fail(stet.FailureTransient, "", errNotABatch)
 	}
 	state, err := batchState(string(resp.ProcessingStatus), !resp.CancelInitiatedAt.IsZero())
 	if err != nil {
-		return nil, capt.fail(stet.FailureTransient, "", err)
+		return nil, capt.Fail(stet.FailureTransient, "", err)
 	}
 	return &stet.BatchHandle{
 		ProviderID:   resp.ID,
@@ -251,7 +251,7 @@ func (c *Client) FindBatch(ctx context.Context, q stet.BatchQuery) ([]stet.Batch
 			if b.ID == "" || b.CreatedAt.IsZero() {
 				// Without these the window cannot be trusted: saying
 				// "none" here could cause a second submission.
-				return nil, capt.fail(stet.FailureTransient, "", errNotABatch)
+				return nil, capt.Fail(stet.FailureTransient, "", errNotABatch)
 			}
 			if b.CreatedAt.Before(cutoff) {
 				return found, nil
@@ -262,7 +262,7 @@ func (c *Client) FindBatch(ctx context.Context, q stet.BatchQuery) ([]stet.Batch
 			}
 			state, err := batchState(string(b.ProcessingStatus), !b.CancelInitiatedAt.IsZero())
 			if err != nil {
-				return nil, capt.fail(stet.FailureTransient, "", err)
+				return nil, capt.Fail(stet.FailureTransient, "", err)
 			}
 			found = append(found, stet.BatchHandle{
 				ProviderID:   b.ID,
@@ -304,7 +304,7 @@ func (c *Client) listBatches(ctx context.Context, cursor string) (*batchPage, *b
 		return nil, nil, pe
 	}
 	if page == nil || !page.JSON.Data.Valid() {
-		return nil, nil, capt.fail(stet.FailureTransient, "", errors.New("response is not a batch list"))
+		return nil, nil, capt.Fail(stet.FailureTransient, "", errors.New("response is not a batch list"))
 	}
 	return &batchPage{Data: page.Data, HasMore: page.HasMore, LastID: page.LastID}, capt, nil
 }
@@ -331,11 +331,11 @@ func (c *Client) BatchStatus(ctx context.Context, providerID string) (*stet.Batc
 		return nil, pe
 	}
 	if b == nil || b.ID == "" {
-		return nil, capt.fail(stet.FailureTransient, "", errNotABatch)
+		return nil, capt.Fail(stet.FailureTransient, "", errNotABatch)
 	}
 	state, err := batchState(string(b.ProcessingStatus), !b.CancelInitiatedAt.IsZero())
 	if err != nil {
-		return nil, capt.fail(stet.FailureTransient, "unknown_batch_state", err)
+		return nil, capt.Fail(stet.FailureTransient, "unknown_batch_state", err)
 	}
 	counts := b.RequestCounts
 	st := &stet.BatchStatus{
@@ -411,7 +411,7 @@ func (c *Client) BatchResults(ctx context.Context, st *stet.BatchStatus) ([]stet
 		return nil, pe
 	}
 	if res == nil || res.Body == nil {
-		return nil, capt.fail(stet.FailureTransient, "", errors.New("results response has no body"))
+		return nil, capt.Fail(stet.FailureTransient, "", errors.New("results response has no body"))
 	}
 	results, err := c.readResults(res.Body, capt.Status)
 	if err != nil {
@@ -420,7 +420,7 @@ func (c *Client) BatchResults(ctx context.Context, st *stet.BatchStatus) ([]stet
 		} else if callCtx.Err() != nil {
 			err = fmt.Errorf("%w (%w)", err, context.Cause(callCtx))
 		}
-		return nil, capt.fail(stet.FailureTransient, "", err)
+		return nil, capt.Fail(stet.FailureTransient, "", err)
 	}
 	return results, nil
 }
@@ -578,11 +578,6 @@ func (b *batchCapture) middleware(req *http.Request, next option.MiddlewareNext)
 	return res, nil
 }
 
-// fail returns a ProcessorError carrying what the wire said.
-func (b *batchCapture) fail(class stet.FailureClass, code string, err error) *stet.ProcessorError {
-	return &stet.ProcessorError{Class: class, StatusCode: b.Status, Code: code, RequestID: b.RequestID, Err: err}
-}
-
 // unexpectedStatus fails a call the SDK took for a success although its
 // status was not 2xx: a redirect the HTTP client did not follow.
 func (b *batchCapture) unexpectedStatus() *stet.ProcessorError {
@@ -590,9 +585,9 @@ func (b *batchCapture) unexpectedStatus() *stet.ProcessorError {
 	case b.Status >= 200 && b.Status < 300:
 		return nil
 	case b.Status >= 300 && b.Status < 400:
-		return b.fail(stet.FailureTransient, codeRedirect, errors.New("batch call answered with a redirect, which is not followed"))
+		return b.Fail(stet.FailureTransient, codeRedirect, errors.New("batch call answered with a redirect, which is not followed"))
 	default:
-		return b.fail(stet.FailureTransient, "", fmt.Errorf("batch call answered status %d", b.Status))
+		return b.Fail(stet.FailureTransient, "", fmt.Errorf("batch call answered status %d", b.Status))
 	}
 }
 
@@ -600,7 +595,7 @@ func (b *batchCapture) unexpectedStatus() *stet.ProcessorError {
 // with one addition: a redirect the HTTP client refused is named.
 func (c *Client) batchError(parent, callCtx context.Context, err error, capt *batchCapture) *stet.ProcessorError {
 	if capt.Status >= 300 && capt.Status < 400 {
-		return capt.fail(stet.FailureTransient, codeRedirect, fmt.Errorf("batch call answered with a redirect, which is not followed: %w", err))
+		return capt.Fail(stet.FailureTransient, codeRedirect, fmt.Errorf("batch call answered with a redirect, which is not followed: %w", err))
 	}
 	return c.classifyError(parent, callCtx, err, &capt.capture)
 }

@@ -17,12 +17,7 @@ import (
 // classifyError turns an error from the SDK call into a *stet.ProcessorError.
 // parent is the caller's context; callCtx is parent plus the call timeout.
 func (c *Client) classifyError(parent, callCtx context.Context, err error, capt *capture) *stet.ProcessorError {
-	pe := &stet.ProcessorError{
-		Class:      stet.FailureTransient,
-		StatusCode: capt.Status,
-		RequestID:  capt.RequestID,
-		Err:        err,
-	}
+	pe := capt.Fail(stet.FailureTransient, "", err)
 	var apiErr *sdk.Error
 	switch {
 	case errors.As(err, &apiErr) && apiErr.StatusCode >= 400:
@@ -107,27 +102,18 @@ func errorClass(status int, body errorBody) stet.FailureClass {
 	switch {
 	case status == http.StatusPaymentRequired || body.Error.Type == "billing_error" || quotaCodes[body.Error.Details.ErrorCode]:
 		return stet.FailureQuota
-	case status == http.StatusTooManyRequests:
-		if spendMessage(body.Error.Message) {
-			return stet.FailureQuota
-		}
-		return stet.FailureRateLimited
+	case status == http.StatusTooManyRequests && spendMessage(body.Error.Message):
+		return stet.FailureQuota
 	case status == http.StatusBadRequest && creditMessage(body.Error.Message):
 		// The API answers an exhausted credit balance with a 400
 		// invalid_request_error; retrying or giving up on the document
 		// would both be wrong.
 		return stet.FailureQuota
-	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		return stet.FailureAuth
-	case status == http.StatusRequestTimeout || status == http.StatusConflict || status >= 500:
-		// 500 api_error, 504 timeout_error, 529 overloaded_error, proxies.
-		return stet.FailureTransient
-	case status >= 400:
-		// 400 invalid_request_error, 404 not_found_error, 413
-		// request_too_large and the rest: the same request fails the same way.
-		return stet.FailureUnsupported
 	default:
-		return stet.FailureTransient
+		// 500 api_error, 504 timeout_error and 529 overloaded_error are
+		// transient; 400 invalid_request_error, 404 not_found_error, 413
+		// request_too_large and the rest are unsupported.
+		return processor.StatusClass(status)
 	}
 }
 

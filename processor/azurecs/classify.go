@@ -61,20 +61,15 @@ func (c *Client) classifyStatus(res *response) *stet.ProcessorError {
 // gateway answers with 403 (a free tier's monthly quota).
 func statusClass(status int, quota bool) stet.FailureClass {
 	switch {
-	case status == http.StatusTooManyRequests:
-		return stet.FailureRateLimited
 	case status == http.StatusForbidden && quota:
 		return stet.FailureQuota
-	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		return stet.FailureAuth
-	case status == http.StatusRequestTimeout || status == http.StatusConflict || status >= 500:
-		return stet.FailureTransient
-	case status >= 300:
-		// 3xx (never followed), 400 InvalidRequestBody, 404 wrong endpoint
-		// or api-version, 413, 415: the same request fails the same way.
+	case status >= 300 && status < 400:
+		// A redirect is never followed: the same request fails the same
+		// way, as 400 InvalidRequestBody, 404 (wrong endpoint or
+		// api-version), 413 and 415 do.
 		return stet.FailureUnsupported
 	default:
-		return stet.FailureTransient
+		return processor.StatusClass(status)
 	}
 }
 

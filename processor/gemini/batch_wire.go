@@ -332,9 +332,7 @@ func (c *BatchClient) callError(parent, callCtx context.Context, err error, call
 // invalidAnswer is a 2xx answer that is not what the API sends: a proxy's
 // page, a truncated body. Worth another try.
 func invalidAnswer(call *batchCall, err error) *stet.ProcessorError {
-	return &stet.ProcessorError{
-		Class: stet.FailureTransient, StatusCode: call.Status, Code: codeInvalidResponse, RequestID: call.RequestID, Err: err,
-	}
+	return call.Fail(stet.FailureTransient, codeInvalidResponse, err)
 }
 
 // guard runs an SDK call, turning a panic on a malformed answer (the SDK

@@ -17,12 +17,7 @@ import (
 // The decision reads the captured wire response, not the SDK's error, whose
 // text carries the provider's message.
 func (c *Client) classifyError(parent, callCtx context.Context, err error, capt *capture) *stet.ProcessorError {
-	pe := &stet.ProcessorError{
-		Class:      stet.FailureTransient,
-		StatusCode: capt.Status,
-		RequestID:  capt.RequestID,
-		Err:        err,
-	}
+	pe := capt.Fail(stet.FailureTransient, "", err)
 	switch {
 	case capt.Status >= 400 && capt.Raw != nil:
 		// A complete error response: what it says wins over any
@@ -79,15 +74,11 @@ func errorClass(httpStatus int, e apiError) stet.FailureClass {
 	case e.Status == "INTERNAL" || e.Status == "UNAVAILABLE" || e.Status == "DEADLINE_EXCEEDED" ||
 		e.Status == "ABORTED" || e.Status == "CANCELLED" || e.Status == "UNKNOWN":
 		return stet.FailureTransient
-	case httpStatus == http.StatusRequestTimeout || httpStatus == http.StatusConflict || httpStatus >= 500:
-		return stet.FailureTransient
-	case httpStatus >= 400:
+	default:
 		// INVALID_ARGUMENT, FAILED_PRECONDITION (user location not
 		// supported, free tier not offered in the country), NOT_FOUND
-		// (model), OUT_OF_RANGE, 413: the same request fails the same way.
-		return stet.FailureUnsupported
-	default:
-		return stet.FailureTransient
+		// (model), OUT_OF_RANGE and 413 are unsupported.
+		return processor.StatusClass(httpStatus)
 	}
 }
 

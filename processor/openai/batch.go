@@ -182,7 +182,7 @@ func (c *Client) SubmitBatch(ctx context.Context, b stet.BatchSubmit) (*stet.Bat
 	if batch == nil || batch.ID == "" {
 		// The provider may have created something we cannot name: the
 		// caller reconciles, as after a timeout.
-		return nil, &stet.ProcessorError{Class: stet.FailureTransient, StatusCode: call.Status, RequestID: call.RequestID, Err: errNoBatchID}
+		return nil, call.Fail(stet.FailureTransient, "", errNoBatchID)
 	}
 	h := handle(*batch, call.RequestID)
 	if h.InputFileID == "" {
@@ -273,7 +273,7 @@ func (c *Client) BatchStatus(ctx context.Context, providerID string) (*stet.Batc
 		return nil, pe
 	}
 	if b == nil || b.ID == "" {
-		return nil, &stet.ProcessorError{Class: stet.FailureTransient, StatusCode: call.Status, RequestID: call.RequestID, Err: errNoBatchID}
+		return nil, call.Fail(stet.FailureTransient, "", errNoBatchID)
 	}
 	st := &stet.BatchStatus{
 		ProviderID:    b.ID,
@@ -415,7 +415,7 @@ func (c *Client) uploadInput(ctx context.Context, batchID string, input []byte) 
 		return "", c.classifyBatch(ctx, callCtx, err, &call)
 	}
 	if f == nil || f.ID == "" {
-		return "", &stet.ProcessorError{Class: stet.FailureTransient, StatusCode: call.Status, RequestID: call.RequestID, Err: errors.New("upload answer carries no file id")}
+		return "", call.Fail(stet.FailureTransient, "", errors.New("upload answer carries no file id"))
 	}
 	return f.ID, nil
 }
@@ -656,9 +656,9 @@ func (c *Client) classifyBatch(parent, callCtx context.Context, err error, call 
 	case errors.Is(err, errRedirect) || (call.Status >= 300 && call.Status < 400):
 		// The same request will be redirected again: a base URL or proxy
 		// problem for an operator, not a retry.
-		return &stet.ProcessorError{Class: stet.FailureUnsupported, StatusCode: call.Status, Code: codeRedirect, RequestID: call.RequestID, Err: err}
+		return call.Fail(stet.FailureUnsupported, codeRedirect, err)
 	case errors.Is(err, errBodyTooLarge) || errors.Is(err, errLineTooBig):
-		return &stet.ProcessorError{Class: stet.FailureTransient, StatusCode: call.Status, Code: codeTooLarge, RequestID: call.RequestID, Err: err}
+		return call.Fail(stet.FailureTransient, codeTooLarge, err)
 	}
 	return c.classifyError(parent, callCtx, err, &call.capture)
 }

@@ -18,12 +18,7 @@ import (
 // classifyError turns an error from the SDK call into a *stet.ProcessorError.
 // parent is the caller's context; callCtx is parent plus the call timeout.
 func (c *Client) classifyError(parent, callCtx context.Context, err error, capt *capture) *stet.ProcessorError {
-	pe := &stet.ProcessorError{
-		Class:      stet.FailureTransient,
-		StatusCode: capt.Status,
-		RequestID:  capt.RequestID,
-		Err:        err,
-	}
+	pe := capt.Fail(stet.FailureTransient, "", err)
 	var apiErr *sdk.Error
 	switch {
 	case errors.As(err, &apiErr) && apiErr.StatusCode >= 400:
@@ -61,26 +56,16 @@ func (c *Client) classifyError(parent, callCtx context.Context, err error, capt 
 // failure class. See DESIGN §2.
 func statusClass(status int, code string) stet.FailureClass {
 	switch {
-	case status == http.StatusTooManyRequests:
-		if code == "insufficient_quota" {
-			return stet.FailureQuota
-		}
-		return stet.FailureRateLimited
+	case status == http.StatusTooManyRequests && code == "insufficient_quota":
+		return stet.FailureQuota
 	case status == http.StatusPaymentRequired:
 		// Credit exhausted on OpenAI-compatible gateways.
 		return stet.FailureQuota
 	case status == http.StatusForbidden && code == "unsupported_country_region_territory":
 		// The key is fine; the region is not served.
 		return stet.FailureUnsupported
-	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		return stet.FailureAuth
-	case status == http.StatusRequestTimeout || status == http.StatusConflict || status >= 500:
-		return stet.FailureTransient
-	case status >= 400:
-		// 400, 404, 422 and the rest: the same request will fail the same way.
-		return stet.FailureUnsupported
 	default:
-		return stet.FailureTransient
+		return processor.StatusClass(status)
 	}
 }
 

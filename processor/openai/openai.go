@@ -194,15 +194,7 @@ func (c *Client) params(p stet.ExtractParams) sdk.ChatCompletionNewParams {
 // result turns a 200 response into an Extraction, or into an invalid_output
 // or refusal error when the model did not produce a usable answer.
 func (c *Client) result(resp *sdk.ChatCompletion, capt *capture, latency time.Duration) (*stet.Extraction, error) {
-	fail := func(class stet.FailureClass, code string, err error) *stet.ProcessorError {
-		return &stet.ProcessorError{
-			Class:      class,
-			StatusCode: capt.Status,
-			Code:       code,
-			RequestID:  capt.RequestID,
-			Err:        err,
-		}
-	}
+	fail := capt.Fail
 	if resp == nil || len(resp.Choices) == 0 {
 		// Not a model answer at all: a server fault, not something a repair
 		// prompt could fix.
