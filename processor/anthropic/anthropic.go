@@ -24,7 +24,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -50,14 +49,7 @@ const DefaultTimeout = 60 * time.Second
 // DefaultMaxTokens is max_tokens when Config.MaxTokens is zero.
 const DefaultMaxTokens = 1024
 
-// maxResponseBytes bounds the response body kept in memory. A message is a
-// few kilobytes; anything near this is a misbehaving server.
-const maxResponseBytes = 32 << 20
-
-var (
-	errCallTimeout  = errors.New("anthropic call timed out")
-	errBodyTooLarge = processor.ErrBodyTooLarge
-)
+var errCallTimeout = errors.New("anthropic call timed out")
 
 // Config configures a Client. BaseURL defaults to DefaultBaseURL and is
 // given without /v1; APIKey may be empty for servers that need none; the
@@ -101,13 +93,9 @@ func New(cfg Config) (*Client, error) {
 	if cfg.MaxTokens < 0 {
 		return nil, fmt.Errorf("anthropic: config %s: max_tokens must not be negative", cfg.ID)
 	}
-	base := cfg.BaseURL
-	if base == "" {
-		base = DefaultBaseURL
-	}
-	u, err := url.Parse(base)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("anthropic: config %s: base_url must be an absolute http(s) URL", cfg.ID)
+	base, u, err := cfg.ParseBaseURL("anthropic", DefaultBaseURL)
+	if err != nil {
+		return nil, err
 	}
 	if strings.HasSuffix(strings.TrimSuffix(u.Path, "/"), "/v1") {
 		// The SDK appends v1/messages; an OpenAI-style base URL would send
@@ -335,6 +323,6 @@ type capture = processor.Capture
 // byte what stet stores as the raw artifact.
 func recordInto(capt *capture) option.Middleware {
 	return func(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
-		return capt.Record(req, next, maxResponseBytes, "request-id")
+		return capt.Record(req, next, processor.MaxResponseBytes, "request-id")
 	}
 }

@@ -432,7 +432,7 @@ func (c *Client) BatchResults(ctx context.Context, st *stet.BatchStatus) ([]stet
 func (c *Client) readResults(r io.Reader, status int) ([]stet.BatchResult, error) {
 	lr := &io.LimitedReader{R: r, N: maxResultsBytes + 1}
 	sc := bufio.NewScanner(lr)
-	sc.Buffer(make([]byte, 0, 64<<10), maxResponseBytes)
+	sc.Buffer(make([]byte, 0, 64<<10), processor.MaxResponseBytes)
 	var out []stet.BatchResult
 	seen := map[string]bool{}
 	for sc.Scan() {
@@ -455,7 +455,7 @@ func (c *Client) readResults(r io.Reader, status int) ([]stet.BatchResult, error
 		return nil, fmt.Errorf("read results: %w", err)
 	}
 	if lr.N <= 0 {
-		return nil, errBodyTooLarge
+		return nil, processor.ErrBodyTooLarge
 	}
 	return out, nil
 }
@@ -572,7 +572,7 @@ func (b *batchCapture) middleware(req *http.Request, next option.MiddlewareNext)
 	if err != nil || (b.stream && res.StatusCode >= 200 && res.StatusCode < 300) {
 		return res, err
 	}
-	if err := b.Keep(res, maxResponseBytes); err != nil {
+	if err := b.Keep(res, processor.MaxResponseBytes); err != nil {
 		return nil, err
 	}
 	return res, nil

@@ -82,10 +82,7 @@ const (
 	CodeRedirect = "redirect"
 )
 
-var (
-	errCallTimeout  = errors.New("azure content safety call timed out")
-	errBodyTooLarge = processor.ErrBodyTooLarge
-)
+var errCallTimeout = errors.New("azure content safety call timed out")
 
 // Config configures a Client. BaseURL is the resource's endpoint,
 // https://<resource>.cognitiveservices.azure.com (a trailing /contentsafety
@@ -133,8 +130,8 @@ func New(cfg Config) (*Client, error) {
 	if err := cfg.Check("azurecs"); err != nil {
 		return nil, err
 	}
-	u, err := url.Parse(cfg.BaseURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+	_, u, err := cfg.ParseBaseURL("azurecs", "")
+	if err != nil || u.RawQuery != "" || u.Fragment != "" {
 		return nil, fmt.Errorf("azurecs: config %s: base_url must be the resource's http(s) endpoint", cfg.ID)
 	}
 	version := cfg.APIVersion

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/processor"
 )
 
 // rpcCodes are the google.rpc.Code names by number, with the HTTP status
@@ -323,7 +324,7 @@ func (c *BatchClient) callError(parent, callCtx context.Context, err error, call
 		pe.Class, pe.Code = stet.FailureTransient, codeRedirect
 	case call.Status == http.StatusNotFound && notFoundCode != "":
 		pe.Class, pe.Code = stet.FailureUnsupported, notFoundCode
-	case errors.Is(err, errBodyTooLarge):
+	case errors.Is(err, processor.ErrBodyTooLarge):
 		pe.Class, pe.Code = stet.FailureTransient, codeTooLarge
 	}
 	return pe

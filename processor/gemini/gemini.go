@@ -22,7 +22,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -44,15 +43,7 @@ const APIVersion = "v1beta"
 // DefaultTimeout bounds one call when Config.Timeout is zero.
 const DefaultTimeout = 60 * time.Second
 
-// maxResponseBytes bounds the response body kept in memory. A
-// generateContent answer is a few kilobytes; anything near this is a
-// misbehaving server.
-const maxResponseBytes = 32 << 20
-
-var (
-	errCallTimeout  = errors.New("gemini call timed out")
-	errBodyTooLarge = processor.ErrBodyTooLarge
-)
+var errCallTimeout = errors.New("gemini call timed out")
 
 // Config configures a Client. BaseURL is the API host without the version
 // path; default DefaultBaseURL. APIKey is sent as x-goog-api-key and is
@@ -99,13 +90,9 @@ func New(cfg Config) (*Client, error) {
 	if cfg.MaxOutputTokens < 0 {
 		return nil, fmt.Errorf("gemini: config %s: max output tokens must not be negative", cfg.ID)
 	}
-	base := cfg.BaseURL
-	if base == "" {
-		base = DefaultBaseURL
-	}
-	u, err := url.Parse(base)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("gemini: config %s: base_url must be an absolute http(s) URL", cfg.ID)
+	base, u, err := cfg.ParseBaseURL("gemini", DefaultBaseURL)
+	if err != nil {
+		return nil, err
 	}
 	if p := strings.TrimSuffix(u.Path, "/"); strings.HasSuffix(p, "/v1beta") || strings.HasSuffix(p, "/v1") {
 		// The SDK appends the version itself; a second one makes every
@@ -377,7 +364,7 @@ func (t captureTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if capt == nil {
 		return t.next.RoundTrip(req)
 	}
-	return record(capt, t.next, req, maxResponseBytes)
+	return record(capt, t.next, req, processor.MaxResponseBytes)
 }
 
 // record sends req through next and records the answer in capt, its body

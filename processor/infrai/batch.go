@@ -445,7 +445,7 @@ func (c *Client) batchCall(ctx context.Context, method, u, idemKey string, body 
 		// refused: nothing says a later try fails.
 		return nil, nil, interrupted(ctx, callCtx, err, &stet.ProcessorError{Class: stet.FailureTransient})
 	}
-	raw, err := processor.ReadBody(res.Body, maxResponseBytes)
+	raw, err := processor.ReadBody(res.Body, processor.MaxResponseBytes)
 	if err != nil {
 		pe := &stet.ProcessorError{Class: stet.FailureTransient, StatusCode: res.StatusCode, RequestID: headerRequestID(res.Header)}
 		return nil, nil, interrupted(ctx, callCtx, fmt.Errorf("batch: %w", err), pe)

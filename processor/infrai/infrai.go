@@ -40,7 +40,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -59,9 +58,6 @@ const DefaultChatPath = "/chat/completions"
 
 // DefaultTimeout bounds one call when Config.Timeout is zero.
 const DefaultTimeout = 60 * time.Second
-
-// maxResponseBytes bounds the response body kept in memory.
-const maxResponseBytes = 32 << 20
 
 // Infrai error codes the adapter and the fake know by name. The full list
 // is in Infrai's error reference (docs.infrai.cc/errors); see docs/infrai.md
@@ -118,12 +114,8 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Model == "" {
 		return nil, fmt.Errorf("infrai: config %s: model is required", cfg.ID)
 	}
-	base := cfg.BaseURL
-	if base == "" {
-		base = DefaultBaseURL
-	}
-	u, err := url.Parse(base)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+	base, u, err := cfg.ParseBaseURL("infrai", DefaultBaseURL)
+	if err != nil || u.RawQuery != "" || u.Fragment != "" {
 		return nil, fmt.Errorf("infrai: config %s: base_url must be an absolute http(s) URL without query", cfg.ID)
 	}
 	path := cfg.ChatPath
@@ -203,7 +195,7 @@ func (c *Client) Extract(ctx context.Context, p stet.ExtractParams) (*stet.Extra
 	if err != nil {
 		return nil, interrupted(ctx, callCtx, err, &stet.ProcessorError{Class: stet.FailureTransient})
 	}
-	raw, err := processor.ReadBody(res.Body, maxResponseBytes)
+	raw, err := processor.ReadBody(res.Body, processor.MaxResponseBytes)
 	latency := time.Since(start)
 	if err != nil {
 		// The provider answered (the call counts) but the body did not

@@ -95,8 +95,8 @@ const (
 	maxBatchObjectBytes = 1 << 20
 	// maxBatchListBytes bounds one list page of up to 100 batches.
 	maxBatchListBytes = 8 << 20
-	// maxBatchFileBytes bounds a results file; maxResponseBytes bounds one
-	// of its lines.
+	// maxBatchFileBytes bounds a results file;
+	// processor.MaxResponseBytes bounds one of its lines.
 	maxBatchFileBytes = 1 << 30
 	// minFileTimeout is the least time given to an upload or a download,
 	// which can be hundreds of megabytes.
@@ -456,18 +456,18 @@ func (c *Client) readResults(ctx context.Context, fileID string, line func([]byt
 		}
 	}
 	if counted.n > maxBatchFileBytes {
-		return c.classifyBatch(ctx, callCtx, errBodyTooLarge, &call)
+		return c.classifyBatch(ctx, callCtx, processor.ErrBodyTooLarge, &call)
 	}
 	return nil
 }
 
 // readLine returns the next line without its newline, refusing lines over
-// maxResponseBytes.
+// processor.MaxResponseBytes.
 func readLine(br *bufio.Reader) ([]byte, error) {
 	var line []byte
 	for {
 		chunk, err := br.ReadSlice('\n')
-		if len(line)+len(chunk) > maxResponseBytes {
+		if len(line)+len(chunk) > processor.MaxResponseBytes {
 			return nil, errLineTooBig
 		}
 		line = append(line, chunk...)
@@ -657,7 +657,7 @@ func (c *Client) classifyBatch(parent, callCtx context.Context, err error, call 
 		// The same request will be redirected again: a base URL or proxy
 		// problem for an operator, not a retry.
 		return call.Fail(stet.FailureUnsupported, codeRedirect, err)
-	case errors.Is(err, errBodyTooLarge) || errors.Is(err, errLineTooBig):
+	case errors.Is(err, processor.ErrBodyTooLarge) || errors.Is(err, errLineTooBig):
 		return call.Fail(stet.FailureTransient, codeTooLarge, err)
 	}
 	return c.classifyError(parent, callCtx, err, &call.capture)

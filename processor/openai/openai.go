@@ -41,14 +41,7 @@ const DefaultBaseURL = "https://api.openai.com/v1"
 // DefaultTimeout bounds one call when Config.Timeout is zero.
 const DefaultTimeout = 60 * time.Second
 
-// maxResponseBytes bounds the response body kept in memory. A chat
-// completion is a few kilobytes; anything near this is a misbehaving server.
-const maxResponseBytes = 32 << 20
-
-var (
-	errCallTimeout  = errors.New("openai call timed out")
-	errBodyTooLarge = processor.ErrBodyTooLarge
-)
+var errCallTimeout = errors.New("openai call timed out")
 
 // Config configures a Client. BaseURL defaults to DefaultBaseURL; APIKey
 // is sent as a bearer token (or, on Azure, in api-key) and may be empty for
@@ -84,13 +77,9 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Model == "" {
 		return nil, fmt.Errorf("openai: config %s: model is required", cfg.ID)
 	}
-	base := cfg.BaseURL
-	if base == "" {
-		base = DefaultBaseURL
-	}
-	u, err := url.Parse(base)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("openai: config %s: base_url must be an absolute http(s) URL", cfg.ID)
+	base, _, err := cfg.ParseBaseURL("openai", DefaultBaseURL)
+	if err != nil {
+		return nil, err
 	}
 	timeout := cfg.TimeoutOr(DefaultTimeout)
 	hc := cfg.HTTPClient
@@ -238,6 +227,6 @@ type capture = processor.Capture
 // byte what stet stores as the raw artifact.
 func recordInto(capt *capture) option.Middleware {
 	return func(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
-		return capt.Record(req, next, maxResponseBytes, "x-request-id")
+		return capt.Record(req, next, processor.MaxResponseBytes, "x-request-id")
 	}
 }
