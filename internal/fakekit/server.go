@@ -64,6 +64,18 @@ func (s *Server) Hold(r *http.Request) {
 	}
 }
 
+// Reply sends status and body with a Content-Length, after merging each of
+// headers over those already set on w (later ones win, as MergeHeader).
+func Reply(w http.ResponseWriter, status int, body []byte, headers ...http.Header) {
+	h := w.Header()
+	for _, x := range headers {
+		MergeHeader(h, x)
+	}
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
 // HalfAnswer sends status with the headers set on w and a Content-Length
 // for all of body, writes only body's first half, flushes, and holds the
 // connection until the client leaves or the server closes: an answer cut

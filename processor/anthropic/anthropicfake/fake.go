@@ -347,12 +347,8 @@ func (f *Server) blocks(req Request, answer string) []wireBlock {
 }
 
 func (f *Server) write(w http.ResponseWriter, body []byte, extra http.Header) {
-	h := w.Header()
-	setDefaultHeaders(h, newRequestID())
-	fakekit.MergeHeader(h, extra)
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(body)
+	setDefaultHeaders(w.Header(), newRequestID())
+	fakekit.Reply(w, http.StatusOK, body, extra)
 }
 
 // The message object, fields in the API's order.
@@ -477,12 +473,7 @@ func writeAPIError(w http.ResponseWriter, status int, extra []http.Header, e api
 	setDefaultHeaders(h, id)
 	retry := status == http.StatusRequestTimeout || status == http.StatusConflict || status == http.StatusTooManyRequests || status >= 500
 	h.Set("x-should-retry", strconv.FormatBool(retry))
-	for _, x := range extra {
-		fakekit.MergeHeader(h, x)
-	}
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
+	fakekit.Reply(w, status, body, extra...)
 }
 
 func setDefaultHeaders(h http.Header, requestID string) {

@@ -432,10 +432,7 @@ func (f *Server) serveBatch(w http.ResponseWriter, r *http.Request) bool {
 	if contentType != "" {
 		h.Set("Content-Type", contentType)
 	}
-	fakekit.MergeHeader(h, extra)
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
+	fakekit.Reply(w, status, body, extra)
 	return true
 }
 

@@ -286,12 +286,8 @@ func (ft Fault) override(e wireError) wireError {
 }
 
 func (f *Server) write(w http.ResponseWriter, body []byte, extra http.Header) {
-	h := w.Header()
-	setDefaultHeaders(h)
-	fakekit.MergeHeader(h, extra)
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(body)
+	setDefaultHeaders(w.Header())
+	fakekit.Reply(w, http.StatusOK, body, extra)
 }
 
 // severities decides the scripted severities for req.
@@ -388,12 +384,7 @@ func writeError(w http.ResponseWriter, status int, extra []http.Header, e wireEr
 		// 429), whose code is the HTTP status.
 		h.Set("x-ms-error-code", e.Code)
 	}
-	for _, x := range extra {
-		fakekit.MergeHeader(h, x)
-	}
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
+	fakekit.Reply(w, status, body, extra...)
 }
 
 func setDefaultHeaders(h http.Header) {

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/stetlabs/stet/internal/fakekit"
 )
 
 // The Files API resumable upload: a start request answered with
@@ -123,9 +125,7 @@ func (f *Server) serveFileGet(w http.ResponseWriter, r *http.Request, name strin
 	h := w.Header()
 	setDefaultHeaders(h)
 	h.Set("Content-Type", file.mime)
-	h.Set("Content-Length", strconv.Itoa(len(file.data)))
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(file.data)
+	fakekit.Reply(w, http.StatusOK, file.data)
 }
 
 func (f *Server) serveFileDelete(w http.ResponseWriter, r *http.Request, name string) {
@@ -175,7 +175,5 @@ func signInPage(w http.ResponseWriter) {
 	const page = "<!DOCTYPE html>\n<html><head><title>Sign in - Google Accounts</title></head><body>Sign in</body></html>\n"
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=UTF-8")
-	h.Set("Content-Length", strconv.Itoa(len(page)))
-	w.WriteHeader(http.StatusOK)
-	_, _ = io.WriteString(w, page)
+	fakekit.Reply(w, http.StatusOK, []byte(page))
 }

@@ -680,11 +680,7 @@ func writeErrorShaped(w http.ResponseWriter, start time.Time, bare bool, status 
 }
 
 func writeResponse(w http.ResponseWriter, resp fakeResponse) {
-	h := w.Header()
-	fakekit.MergeHeader(h, resp.header)
-	h.Set("Content-Length", strconv.Itoa(len(resp.body)))
-	w.WriteHeader(resp.status)
-	_, _ = w.Write(resp.body)
+	fakekit.Reply(w, resp.status, resp.body, resp.header)
 }
 
 // tokens estimates a token count: four characters a token.

@@ -380,12 +380,8 @@ func (f *Server) answer(w http.ResponseWriter, req Request, finish string, extra
 }
 
 func (f *Server) write(w http.ResponseWriter, body []byte, extra http.Header) {
-	h := w.Header()
-	setDefaultHeaders(h)
-	fakekit.MergeHeader(h, extra)
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(body)
+	setDefaultHeaders(w.Header())
+	fakekit.Reply(w, http.StatusOK, body, extra)
 }
 
 // content is the message content of a normal answer.
@@ -524,14 +520,8 @@ func invalidKey() apiError {
 // are merged over the defaults in order.
 func writeAPIError(w http.ResponseWriter, status int, extra []http.Header, e apiError) {
 	body := apiErrorBody(e)
-	h := w.Header()
-	setDefaultHeaders(h)
-	for _, x := range extra {
-		fakekit.MergeHeader(h, x)
-	}
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
+	setDefaultHeaders(w.Header())
+	fakekit.Reply(w, status, body, extra...)
 }
 
 // apiErrorBody is the API's error object {"error":{…}}.

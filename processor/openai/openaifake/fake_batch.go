@@ -557,10 +557,7 @@ func writeBatchAnswer(w http.ResponseWriter, a batchAnswer, extra http.Header) {
 	if a.contentType != "" {
 		h.Set("Content-Type", a.contentType)
 	}
-	fakekit.MergeHeader(h, extra)
-	h.Set("Content-Length", strconv.Itoa(len(a.body)))
-	w.WriteHeader(a.status)
-	_, _ = w.Write(a.body)
+	fakekit.Reply(w, a.status, a.body, extra)
 }
 
 // pad makes body larger than hugeBodyBytes: a padding member in front of
