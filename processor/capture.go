@@ -105,3 +105,12 @@ func Interrupted(parent, callCtx context.Context, name string, err error) (_ err
 	}
 	return nil, false
 }
+
+// InvalidOutput completes pe, an invalid_output failure, with the output
+// the model gave and the problem found in it, which the repair prompt
+// names.
+func InvalidOutput(pe *stet.ProcessorError, output []byte, problem string) *stet.ProcessorError {
+	pe.Output = output
+	pe.Problems = []string{problem}
+	return pe
+}

@@ -259,10 +259,7 @@ func (c *Client) result(resp *sdk.Message, tool string, capt *capture, latency t
 	}
 	output, called := c.answer(resp, tool)
 	invalid := func(code, problem string, err error) *stet.ProcessorError {
-		pe := fail(stet.FailureInvalidOutput, code, err)
-		pe.Output = output
-		pe.Problems = []string{problem}
-		return pe
+		return processor.InvalidOutput(fail(stet.FailureInvalidOutput, code, err), output, problem)
 	}
 	switch resp.StopReason {
 	case sdk.StopReasonRefusal:

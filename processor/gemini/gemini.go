@@ -272,15 +272,9 @@ func (c *Client) result(resp *genai.GenerateContentResponse, capt *capture, late
 	case class == stet.FailureUnsupported:
 		return nil, fail(class, reason, errors.New("the model cannot answer in this language"))
 	case class == stet.FailureInvalidOutput:
-		pe := fail(class, reason, errors.New("answer stopped before completion"))
-		pe.Output = []byte(text)
-		pe.Problems = []string{finishProblem(cand.FinishReason)}
-		return nil, pe
+		return nil, processor.InvalidOutput(fail(class, reason, errors.New("answer stopped before completion")), []byte(text), finishProblem(cand.FinishReason))
 	case !json.Valid([]byte(text)):
-		pe := fail(stet.FailureInvalidOutput, "", errors.New("output is not valid JSON"))
-		pe.Output = []byte(text)
-		pe.Problems = []string{"not valid JSON"}
-		return nil, pe
+		return nil, processor.InvalidOutput(fail(stet.FailureInvalidOutput, "", errors.New("output is not valid JSON")), []byte(text), "not valid JSON")
 	}
 	model := resp.ModelVersion
 	if model == "" {

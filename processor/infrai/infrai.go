@@ -382,19 +382,13 @@ func (c *Client) decode(res *http.Response, raw []byte, latency time.Duration) (
 	case "content_filter", "safety":
 		return nil, fail(stet.FailureRefusal, "content_filter", errors.New("output withheld by the content filter"))
 	case "length", "max_tokens":
-		pe := fail(stet.FailureInvalidOutput, "length", errors.New("output cut at the token limit"))
-		pe.Output = []byte(text)
-		pe.Problems = []string{"output truncated at the token limit"}
-		return nil, pe
+		return nil, processor.InvalidOutput(fail(stet.FailureInvalidOutput, "length", errors.New("output cut at the token limit")), []byte(text), "output truncated at the token limit")
 	}
 	if refusal != nil && *refusal != "" {
 		return nil, fail(stet.FailureRefusal, "refusal", errors.New("model refused"))
 	}
 	if !json.Valid([]byte(text)) {
-		pe := fail(stet.FailureInvalidOutput, "", errors.New("output is not valid JSON"))
-		pe.Output = []byte(text)
-		pe.Problems = []string{"not valid JSON"}
-		return nil, pe
+		return nil, processor.InvalidOutput(fail(stet.FailureInvalidOutput, "", errors.New("output is not valid JSON")), []byte(text), "not valid JSON")
 	}
 	model := ans.Model
 	if model == "" {

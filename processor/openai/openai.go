@@ -197,15 +197,9 @@ func (c *Client) result(resp *sdk.ChatCompletion, capt *capture, latency time.Du
 	case choice.FinishReason == "content_filter":
 		return nil, fail(stet.FailureRefusal, "content_filter", errors.New("output withheld by the content filter"))
 	case choice.FinishReason == "length":
-		pe := fail(stet.FailureInvalidOutput, "length", errors.New("output cut at the token limit"))
-		pe.Output = []byte(content)
-		pe.Problems = []string{"output truncated at the token limit"}
-		return nil, pe
+		return nil, processor.InvalidOutput(fail(stet.FailureInvalidOutput, "length", errors.New("output cut at the token limit")), []byte(content), "output truncated at the token limit")
 	case !json.Valid([]byte(content)):
-		pe := fail(stet.FailureInvalidOutput, "", errors.New("output is not valid JSON"))
-		pe.Output = []byte(content)
-		pe.Problems = []string{"not valid JSON"}
-		return nil, pe
+		return nil, processor.InvalidOutput(fail(stet.FailureInvalidOutput, "", errors.New("output is not valid JSON")), []byte(content), "not valid JSON")
 	}
 	return &stet.Extraction{
 		Output:       json.RawMessage(content),
