@@ -1,6 +1,10 @@
 package fakekit
 
-import "net/http"
+import (
+	"io"
+	"net/http"
+	"time"
+)
 
 // Core is what every fake's Server holds the same way: its local HTTP
 // server and handler, its fault queue and its call count. A fake embeds it
@@ -39,3 +43,20 @@ func (c *Core[F]) Calls() int { return c.Seen.Count() }
 // CallsContaining returns the number of texts recorded in Seen (the user
 // text of requests) that contain s.
 func (c *Core[F]) CallsContaining(s string) int { return c.Seen.Containing(s) }
+
+// ReadBody reads r's body up to limit bytes and one more, so that the
+// caller can tell an oversized body (len(body) > limit) from a whole one.
+func ReadBody(r *http.Request, limit int64) ([]byte, error) {
+	return io.ReadAll(io.LimitReader(r.Body, limit+1))
+}
+
+// Arrive counts a request in Seen, keeps its text when its body decoded,
+// and waits latency. It reports false when the client left or the server
+// closed during the wait: the handler then answers nothing.
+func (c *Core[F]) Arrive(r *http.Request, decoded bool, text string, latency time.Duration) bool {
+	c.Seen.Add()
+	if decoded {
+		c.Seen.Record(text)
+	}
+	return c.HTTP.Sleep(r, latency)
+}

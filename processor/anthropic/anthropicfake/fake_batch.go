@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -540,7 +539,7 @@ func (f *Server) createBatch(r *http.Request) ([]byte, int, apiError) {
 
 // readAll reads a request body of at most limit bytes.
 func readAll(r *http.Request, limit int64) ([]byte, error) {
-	raw, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	raw, err := fakekit.ReadBody(r, limit)
 	if err != nil {
 		return nil, err
 	}

@@ -14,7 +14,6 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -166,17 +165,12 @@ const maxFakeRequest = 1 << 20
 var fakeAPIVersions = []string{"2023-10-01", "2024-09-01", "2024-09-15-preview", "2024-12-15-preview"}
 
 func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
-	body, readErr := io.ReadAll(io.LimitReader(r.Body, maxFakeRequest+1))
+	body, readErr := fakekit.ReadBody(r, maxFakeRequest)
 	req, hasText, decodeErr := decodeFakeRequest(body)
 	req.Header = r.Header.Clone()
 	req.APIVersion = r.URL.Query().Get("api-version")
 
-	f.Seen.Add()
-	if decodeErr == nil {
-		f.Seen.Record(req.Text)
-	}
-
-	if !f.HTTP.Sleep(r, f.opts.Latency) {
+	if !f.Arrive(r, decodeErr == nil, req.Text, f.opts.Latency) {
 		return
 	}
 	if f.opts.APIKey != "" && r.Header.Get("Ocp-Apim-Subscription-Key") != f.opts.APIKey {

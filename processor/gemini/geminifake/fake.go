@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -189,16 +188,11 @@ func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if f.serveBatch(w, r) {
 		return
 	}
-	body, readErr := io.ReadAll(io.LimitReader(r.Body, maxFakeRequest+1))
+	body, readErr := fakekit.ReadBody(r, maxFakeRequest)
 	req, decodeErr := decodeFakeRequest(body)
 	req.Header = r.Header.Clone()
 
-	f.Seen.Add()
-	if decodeErr == nil {
-		f.Seen.Record(userText(req))
-	}
-
-	if !f.HTTP.Sleep(r, f.opts.Latency) {
+	if !f.Arrive(r, decodeErr == nil, userText(req), f.opts.Latency) {
 		return
 	}
 	model, ok := modelFromPath(r.URL.Path)

@@ -339,7 +339,7 @@ func (f *Server) serveBatchCreate(w http.ResponseWriter, r *http.Request, model 
 	st.init()
 	st.counts.CreateCalls++
 	st.mu.Unlock()
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxFakeRequest+1))
+	body, err := fakekit.ReadBody(r, maxFakeRequest)
 	if !f.authorized(w, r) {
 		return
 	}

@@ -8,7 +8,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -22,7 +21,7 @@ import (
 // Every answer carries X-Goog-Upload-Status, without which the SDK waits and
 // asks again.
 func (f *Server) serveUpload(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(io.LimitReader(r.Body, maxFakeRequest+1))
+	body, _ := fakekit.ReadBody(r, maxFakeRequest)
 	st := &f.batch
 	st.mu.Lock()
 	st.init()

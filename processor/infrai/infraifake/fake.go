@@ -11,7 +11,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -283,17 +282,12 @@ func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	start := time.Now()
-	body, readErr := io.ReadAll(io.LimitReader(r.Body, maxFakeRequest+1))
+	body, readErr := fakekit.ReadBody(r, maxFakeRequest)
 	req, canonical, decodeErr := decodeFakeRequest(body)
 	req.Header = r.Header.Clone()
 	req.IdempotencyKey = r.Header.Get("Idempotency-Key")
 
-	f.Seen.Add()
-	if decodeErr == nil {
-		f.Seen.Record(userText(req))
-	}
-
-	if !f.HTTP.Sleep(r, f.opts.Latency) {
+	if !f.Arrive(r, decodeErr == nil, userText(req), f.opts.Latency) {
 		return
 	}
 	if r.URL.Path != f.chatPath || r.Method != http.MethodPost {

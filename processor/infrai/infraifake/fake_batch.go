@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/json"
-	"io"
 	"maps"
 	"net/http"
 	"strconv"
@@ -308,7 +307,7 @@ type wireBatchItem struct {
 }
 
 func (f *Server) batchSubmit(w http.ResponseWriter, r *http.Request, ft Fault, start time.Time) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxFakeRequest+1))
+	body, err := fakekit.ReadBody(r, maxFakeRequest)
 	var sub wireBatchSubmit
 	if err != nil || len(body) > maxFakeRequest || json.Unmarshal(body, &sub) != nil {
 		writeErrorShaped(w, start, false, http.StatusBadRequest, codeInvalidRequest, "The request body is not valid JSON.")

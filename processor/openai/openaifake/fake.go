@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -207,7 +206,7 @@ func (f *Server) serve(rw http.ResponseWriter, r *http.Request) {
 	}
 	w := &fakekit.StatusWriter{ResponseWriter: rw}
 	defer func() { f.traffic.Status(w.Status) }()
-	body, readErr := io.ReadAll(io.LimitReader(r.Body, maxFakeRequest+1))
+	body, readErr := fakekit.ReadBody(r, maxFakeRequest)
 	req, decodeErr := decodeFakeRequest(body)
 	req.Header = r.Header.Clone()
 

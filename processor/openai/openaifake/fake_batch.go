@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/json"
-	"io"
 	"maps"
 	"mime"
 	"net/http"
@@ -601,7 +600,7 @@ func noSuchBatch(id string) batchAnswer {
 }
 
 func (f *Server) batchCreate(r *http.Request) batchAnswer {
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxFakeRequest+1))
+	body, err := fakekit.ReadBody(r, maxFakeRequest)
 	var req struct {
 		InputFileID        *string           `json:"input_file_id"`
 		Endpoint           *string           `json:"endpoint"`
