@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/stetlabs/stet"
@@ -45,6 +46,21 @@ func (c Common) Check(pkg string) error {
 		return fmt.Errorf("%s: config %s: timeout must not be negative", pkg, c.ID)
 	}
 	return nil
+}
+
+// ParseBaseURL returns c.BaseURL, or def when it is empty, and its parsed
+// form. It must be an absolute http(s) URL; pkg prefixes the error
+// ("openai").
+func (c Common) ParseBaseURL(pkg, def string) (string, *url.URL, error) {
+	base := c.BaseURL
+	if base == "" {
+		base = def
+	}
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", nil, fmt.Errorf("%s: config %s: base_url must be an absolute http(s) URL", pkg, c.ID)
+	}
+	return base, u, nil
 }
 
 // TimeoutOr returns c.Timeout, or def when it is zero.

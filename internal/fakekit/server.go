@@ -3,6 +3,7 @@ package fakekit
 import (
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -61,4 +62,28 @@ func (s *Server) Hold(r *http.Request) {
 	case <-r.Context().Done():
 	case <-s.done:
 	}
+}
+
+// Reply sends status and body with a Content-Length, after merging each of
+// headers over those already set on w (later ones win, as MergeHeader).
+func Reply(w http.ResponseWriter, status int, body []byte, headers ...http.Header) {
+	h := w.Header()
+	for _, x := range headers {
+		MergeHeader(h, x)
+	}
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// HalfAnswer sends status with the headers set on w and a Content-Length
+// for all of body, writes only body's first half, flushes, and holds the
+// connection until the client leaves or the server closes: an answer cut
+// off in transit, for timeout-after-answer faults.
+func (s *Server) HalfAnswer(w http.ResponseWriter, r *http.Request, status int, body []byte) {
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write(body[:len(body)/2])
+	_ = http.NewResponseController(w).Flush()
+	s.Hold(r)
 }

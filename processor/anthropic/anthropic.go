@@ -23,9 +23,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -51,14 +49,7 @@ const DefaultTimeout = 60 * time.Second
 // DefaultMaxTokens is max_tokens when Config.MaxTokens is zero.
 const DefaultMaxTokens = 1024
 
-// maxResponseBytes bounds the response body kept in memory. A message is a
-// few kilobytes; anything near this is a misbehaving server.
-const maxResponseBytes = 32 << 20
-
-var (
-	errCallTimeout  = errors.New("anthropic call timed out")
-	errBodyTooLarge = errors.New("response body over the size limit")
-)
+var errCallTimeout = errors.New("anthropic call timed out")
 
 // Config configures a Client. BaseURL defaults to DefaultBaseURL and is
 // given without /v1; APIKey may be empty for servers that need none; the
@@ -102,13 +93,9 @@ func New(cfg Config) (*Client, error) {
 	if cfg.MaxTokens < 0 {
 		return nil, fmt.Errorf("anthropic: config %s: max_tokens must not be negative", cfg.ID)
 	}
-	base := cfg.BaseURL
-	if base == "" {
-		base = DefaultBaseURL
-	}
-	u, err := url.Parse(base)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("anthropic: config %s: base_url must be an absolute http(s) URL", cfg.ID)
+	base, u, err := cfg.ParseBaseURL("anthropic", DefaultBaseURL)
+	if err != nil {
+		return nil, err
 	}
 	if strings.HasSuffix(strings.TrimSuffix(u.Path, "/"), "/v1") {
 		// The SDK appends v1/messages; an OpenAI-style base URL would send
@@ -180,7 +167,7 @@ func (c *Client) Extract(ctx context.Context, p stet.ExtractParams) (*stet.Extra
 	// The explicit request timeout also stops the SDK from refusing a large
 	// max_tokens as "streaming is required" before sending anything.
 	resp, err := c.messages.New(callCtx, params,
-		option.WithMiddleware(capt.middleware),
+		option.WithMiddleware(recordInto(&capt)),
 		option.WithRequestTimeout(c.timeout),
 	)
 	latency := time.Since(start)
@@ -264,15 +251,7 @@ func isObject(raw []byte) bool {
 // result turns a 200 response into an Extraction, or into a refusal,
 // invalid_output or unsupported error when the model gave no usable answer.
 func (c *Client) result(resp *sdk.Message, tool string, capt *capture, latency time.Duration) (*stet.Extraction, error) {
-	fail := func(class stet.FailureClass, code string, err error) *stet.ProcessorError {
-		return &stet.ProcessorError{
-			Class:      class,
-			StatusCode: capt.status,
-			Code:       code,
-			RequestID:  capt.requestID,
-			Err:        err,
-		}
-	}
+	fail := capt.Fail
 	if resp == nil || resp.Type != "message" {
 		// Not a message at all: a server fault, not something a repair
 		// prompt could fix.
@@ -280,10 +259,7 @@ func (c *Client) result(resp *sdk.Message, tool string, capt *capture, latency t
 	}
 	output, called := c.answer(resp, tool)
 	invalid := func(code, problem string, err error) *stet.ProcessorError {
-		pe := fail(stet.FailureInvalidOutput, code, err)
-		pe.Output = output
-		pe.Problems = []string{problem}
-		return pe
+		return processor.InvalidOutput(fail(stet.FailureInvalidOutput, code, err), output, problem)
 	}
 	switch resp.StopReason {
 	case sdk.StopReasonRefusal:
@@ -308,10 +284,10 @@ func (c *Client) result(resp *sdk.Message, tool string, capt *capture, latency t
 	in := resp.Usage.InputTokens + resp.Usage.CacheCreationInputTokens + resp.Usage.CacheReadInputTokens
 	return &stet.Extraction{
 		Output:       json.RawMessage(output),
-		Raw:          capt.raw,
+		Raw:          capt.Raw,
 		Model:        resp.Model,
-		RequestID:    capt.requestID,
-		StatusCode:   capt.status,
+		RequestID:    capt.RequestID,
+		StatusCode:   capt.Status,
 		InputTokens:  int(in),
 		OutputTokens: int(resp.Usage.OutputTokens),
 		Latency:      latency,
@@ -336,33 +312,14 @@ func (c *Client) answer(resp *sdk.Message, tool string) (output []byte, called b
 	return text.Bytes(), false
 }
 
-// capture records what the wire said for one call: status, headers and the
-// raw body. The SDK gets the body back from memory, so what it parses is
-// byte for byte what stet stores as the raw artifact.
-type capture struct {
-	status    int
-	requestID string
-	header    http.Header
-	raw       []byte
-}
+// capture records what the wire said for one call.
+type capture = processor.Capture
 
-func (c *capture) middleware(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
-	res, err := next(req)
-	if err != nil {
-		return res, err
+// recordInto returns a middleware that records the call's answer in capt.
+// The SDK gets the body back from memory, so what it parses is byte for
+// byte what stet stores as the raw artifact.
+func recordInto(capt *capture) option.Middleware {
+	return func(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+		return capt.Record(req, next, processor.MaxResponseBytes, "request-id")
 	}
-	c.status = res.StatusCode
-	c.header = res.Header.Clone()
-	c.requestID = res.Header.Get("request-id")
-	raw, err := io.ReadAll(io.LimitReader(res.Body, maxResponseBytes+1))
-	_ = res.Body.Close()
-	if err != nil {
-		return nil, fmt.Errorf("read response body: %w", err)
-	}
-	if len(raw) > maxResponseBytes {
-		return nil, errBodyTooLarge
-	}
-	c.raw = raw
-	res.Body = io.NopCloser(bytes.NewReader(raw))
-	return res, nil
 }

@@ -133,18 +133,18 @@ func (c *Client) SubmitBatch(ctx context.Context, b stet.BatchSubmit) (*stet.Bat
 		return nil, pe
 	}
 	if resp == nil || resp.ID == "" {
-		return nil, capt.fail(stet.FailureTransient, "", errNotABatch)
+		return nil, capt.Fail(stet.FailureTransient, "", errNotABatch)
 	}
 	state, err := batchState(string(resp.ProcessingStatus), !resp.CancelInitiatedAt.IsZero())
 	if err != nil {
-		return nil, capt.fail(stet.FailureTransient, "", err)
+		return nil, capt.Fail(stet.FailureTransient, "", err)
 	}
 	return &stet.BatchHandle{
 		ProviderID:   resp.ID,
 		State:        state,
 		CreatedAt:    resp.CreatedAt,
 		RequestCount: requestTotal(resp.RequestCounts),
-		RequestID:    capt.requestID,
+		RequestID:    capt.RequestID,
 	}, nil
 }
 
@@ -251,7 +251,7 @@ func (c *Client) FindBatch(ctx context.Context, q stet.BatchQuery) ([]stet.Batch
 			if b.ID == "" || b.CreatedAt.IsZero() {
 				// Without these the window cannot be trusted: saying
 				// "none" here could cause a second submission.
-				return nil, capt.fail(stet.FailureTransient, "", errNotABatch)
+				return nil, capt.Fail(stet.FailureTransient, "", errNotABatch)
 			}
 			if b.CreatedAt.Before(cutoff) {
 				return found, nil
@@ -262,14 +262,14 @@ func (c *Client) FindBatch(ctx context.Context, q stet.BatchQuery) ([]stet.Batch
 			}
 			state, err := batchState(string(b.ProcessingStatus), !b.CancelInitiatedAt.IsZero())
 			if err != nil {
-				return nil, capt.fail(stet.FailureTransient, "", err)
+				return nil, capt.Fail(stet.FailureTransient, "", err)
 			}
 			found = append(found, stet.BatchHandle{
 				ProviderID:   b.ID,
 				State:        state,
 				CreatedAt:    b.CreatedAt,
 				RequestCount: total,
-				RequestID:    capt.requestID,
+				RequestID:    capt.RequestID,
 			})
 		}
 		if !page.HasMore || len(page.Data) == 0 || page.LastID == "" {
@@ -304,7 +304,7 @@ func (c *Client) listBatches(ctx context.Context, cursor string) (*batchPage, *b
 		return nil, nil, pe
 	}
 	if page == nil || !page.JSON.Data.Valid() {
-		return nil, nil, capt.fail(stet.FailureTransient, "", errors.New("response is not a batch list"))
+		return nil, nil, capt.Fail(stet.FailureTransient, "", errors.New("response is not a batch list"))
 	}
 	return &batchPage{Data: page.Data, HasMore: page.HasMore, LastID: page.LastID}, capt, nil
 }
@@ -331,11 +331,11 @@ func (c *Client) BatchStatus(ctx context.Context, providerID string) (*stet.Batc
 		return nil, pe
 	}
 	if b == nil || b.ID == "" {
-		return nil, capt.fail(stet.FailureTransient, "", errNotABatch)
+		return nil, capt.Fail(stet.FailureTransient, "", errNotABatch)
 	}
 	state, err := batchState(string(b.ProcessingStatus), !b.CancelInitiatedAt.IsZero())
 	if err != nil {
-		return nil, capt.fail(stet.FailureTransient, "unknown_batch_state", err)
+		return nil, capt.Fail(stet.FailureTransient, "unknown_batch_state", err)
 	}
 	counts := b.RequestCounts
 	st := &stet.BatchStatus{
@@ -346,9 +346,9 @@ func (c *Client) BatchStatus(ctx context.Context, providerID string) (*stet.Batc
 		Total:         requestTotal(counts),
 		Succeeded:     int(counts.Succeeded),
 		Failed:        int(counts.Errored + counts.Canceled + counts.Expired),
-		RequestID:     capt.requestID,
-		StatusCode:    capt.status,
-		Raw:           capt.raw,
+		RequestID:     capt.RequestID,
+		StatusCode:    capt.Status,
+		Raw:           capt.Raw,
 	}
 	switch {
 	case !b.ArchivedAt.IsZero():
@@ -411,16 +411,16 @@ func (c *Client) BatchResults(ctx context.Context, st *stet.BatchStatus) ([]stet
 		return nil, pe
 	}
 	if res == nil || res.Body == nil {
-		return nil, capt.fail(stet.FailureTransient, "", errors.New("results response has no body"))
+		return nil, capt.Fail(stet.FailureTransient, "", errors.New("results response has no body"))
 	}
-	results, err := c.readResults(res.Body, capt.status)
+	results, err := c.readResults(res.Body, capt.Status)
 	if err != nil {
 		if ctx.Err() != nil {
 			err = fmt.Errorf("%w (%w)", err, context.Cause(ctx))
 		} else if callCtx.Err() != nil {
 			err = fmt.Errorf("%w (%w)", err, context.Cause(callCtx))
 		}
-		return nil, capt.fail(stet.FailureTransient, "", err)
+		return nil, capt.Fail(stet.FailureTransient, "", err)
 	}
 	return results, nil
 }
@@ -432,7 +432,7 @@ func (c *Client) BatchResults(ctx context.Context, st *stet.BatchStatus) ([]stet
 func (c *Client) readResults(r io.Reader, status int) ([]stet.BatchResult, error) {
 	lr := &io.LimitedReader{R: r, N: maxResultsBytes + 1}
 	sc := bufio.NewScanner(lr)
-	sc.Buffer(make([]byte, 0, 64<<10), maxResponseBytes)
+	sc.Buffer(make([]byte, 0, 64<<10), processor.MaxResponseBytes)
 	var out []stet.BatchResult
 	seen := map[string]bool{}
 	for sc.Scan() {
@@ -455,7 +455,7 @@ func (c *Client) readResults(r io.Reader, status int) ([]stet.BatchResult, error
 		return nil, fmt.Errorf("read results: %w", err)
 	}
 	if lr.N <= 0 {
-		return nil, errBodyTooLarge
+		return nil, processor.ErrBodyTooLarge
 	}
 	return out, nil
 }
@@ -480,7 +480,7 @@ func (c *Client) itemResult(item resultLine, raw []byte, status int) stet.BatchR
 			br.Err = &stet.ProcessorError{Class: stet.FailureTransient, StatusCode: status, Err: errors.New("batch item message is not a message")}
 			return br
 		}
-		capt := &capture{status: status, requestID: processor.SafeCode(msg.ID), raw: raw}
+		capt := &capture{Status: status, RequestID: processor.SafeCode(msg.ID), Raw: raw}
 		ext, err := c.result(&msg, c.itemTool(&msg), capt, 0)
 		if err != nil {
 			br.Err = err
@@ -564,41 +564,38 @@ func (b *batchCapture) options(timeout time.Duration) []option.RequestOption {
 }
 
 func (b *batchCapture) middleware(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+	b.Sent = true
 	res, err := next(req)
+	if res != nil {
+		b.Note(res, "request-id")
+	}
 	if err != nil || (b.stream && res.StatusCode >= 200 && res.StatusCode < 300) {
-		if res != nil {
-			b.status = res.StatusCode
-			b.header = res.Header.Clone()
-			b.requestID = res.Header.Get("request-id")
-		}
 		return res, err
 	}
-	return b.capture.middleware(req, func(*http.Request) (*http.Response, error) { return res, nil })
-}
-
-// fail returns a ProcessorError carrying what the wire said.
-func (b *batchCapture) fail(class stet.FailureClass, code string, err error) *stet.ProcessorError {
-	return &stet.ProcessorError{Class: class, StatusCode: b.status, Code: code, RequestID: b.requestID, Err: err}
+	if err := b.Keep(res, processor.MaxResponseBytes); err != nil {
+		return nil, err
+	}
+	return res, nil
 }
 
 // unexpectedStatus fails a call the SDK took for a success although its
 // status was not 2xx: a redirect the HTTP client did not follow.
 func (b *batchCapture) unexpectedStatus() *stet.ProcessorError {
 	switch {
-	case b.status >= 200 && b.status < 300:
+	case b.Status >= 200 && b.Status < 300:
 		return nil
-	case b.status >= 300 && b.status < 400:
-		return b.fail(stet.FailureTransient, codeRedirect, errors.New("batch call answered with a redirect, which is not followed"))
+	case b.Status >= 300 && b.Status < 400:
+		return b.Fail(stet.FailureTransient, codeRedirect, errors.New("batch call answered with a redirect, which is not followed"))
 	default:
-		return b.fail(stet.FailureTransient, "", fmt.Errorf("batch call answered status %d", b.status))
+		return b.Fail(stet.FailureTransient, "", fmt.Errorf("batch call answered status %d", b.Status))
 	}
 }
 
 // batchError classifies a failed batch call as Extract's are classified,
 // with one addition: a redirect the HTTP client refused is named.
 func (c *Client) batchError(parent, callCtx context.Context, err error, capt *batchCapture) *stet.ProcessorError {
-	if capt.status >= 300 && capt.status < 400 {
-		return capt.fail(stet.FailureTransient, codeRedirect, fmt.Errorf("batch call answered with a redirect, which is not followed: %w", err))
+	if capt.Status >= 300 && capt.Status < 400 {
+		return capt.Fail(stet.FailureTransient, codeRedirect, fmt.Errorf("batch call answered with a redirect, which is not followed: %w", err))
 	}
 	return c.classifyError(parent, callCtx, err, &capt.capture)
 }

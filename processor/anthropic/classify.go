@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -18,19 +17,14 @@ import (
 // classifyError turns an error from the SDK call into a *stet.ProcessorError.
 // parent is the caller's context; callCtx is parent plus the call timeout.
 func (c *Client) classifyError(parent, callCtx context.Context, err error, capt *capture) *stet.ProcessorError {
-	pe := &stet.ProcessorError{
-		Class:      stet.FailureTransient,
-		StatusCode: capt.status,
-		RequestID:  capt.requestID,
-		Err:        err,
-	}
+	pe := capt.Fail(stet.FailureTransient, "", err)
 	var apiErr *sdk.Error
 	switch {
 	case errors.As(err, &apiErr) && apiErr.StatusCode >= 400:
 		// A complete error response: what it says wins over any cancellation
 		// that raced with it.
 		body := parseErrorBody([]byte(apiErr.RawJSON()))
-		header := capt.header
+		header := capt.Header
 		if header == nil && apiErr.Response != nil {
 			header = apiErr.Response.Header
 		}
@@ -47,16 +41,14 @@ func (c *Client) classifyError(parent, callCtx context.Context, err error, capt 
 		}
 		pe.Class = errorClass(pe.StatusCode, body)
 		pe.RetryAfter = c.retryAfter(pe.Class, header)
-	case parent.Err() != nil:
-		// Shutdown or the caller gave up: retryable, but keep why.
-		pe.Err = fmt.Errorf("anthropic call interrupted: %w (%w)", context.Cause(parent), err)
-	case callCtx.Err() != nil:
-		// Timed out before the headers, or after them while reading the
-		// body: the provider may have answered, so the call counts.
-		pe.Err = fmt.Errorf("anthropic call: %w (%w)", context.Cause(callCtx), err)
 	default:
+		// Shutdown, the caller giving up or the call timeout (the provider
+		// may have answered, so the call counts) is kept in the error.
 		// Connection refused or reset, an unreadable body, a response the
 		// SDK could not decode: all worth another try later.
+		if ierr, ok := processor.Interrupted(parent, callCtx, "anthropic", err); ok {
+			pe.Err = ierr
+		}
 	}
 	return pe
 }
@@ -110,27 +102,18 @@ func errorClass(status int, body errorBody) stet.FailureClass {
 	switch {
 	case status == http.StatusPaymentRequired || body.Error.Type == "billing_error" || quotaCodes[body.Error.Details.ErrorCode]:
 		return stet.FailureQuota
-	case status == http.StatusTooManyRequests:
-		if spendMessage(body.Error.Message) {
-			return stet.FailureQuota
-		}
-		return stet.FailureRateLimited
+	case status == http.StatusTooManyRequests && spendMessage(body.Error.Message):
+		return stet.FailureQuota
 	case status == http.StatusBadRequest && creditMessage(body.Error.Message):
 		// The API answers an exhausted credit balance with a 400
 		// invalid_request_error; retrying or giving up on the document
 		// would both be wrong.
 		return stet.FailureQuota
-	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		return stet.FailureAuth
-	case status == http.StatusRequestTimeout || status == http.StatusConflict || status >= 500:
-		// 500 api_error, 504 timeout_error, 529 overloaded_error, proxies.
-		return stet.FailureTransient
-	case status >= 400:
-		// 400 invalid_request_error, 404 not_found_error, 413
-		// request_too_large and the rest: the same request fails the same way.
-		return stet.FailureUnsupported
 	default:
-		return stet.FailureTransient
+		// 500 api_error, 504 timeout_error and 529 overloaded_error are
+		// transient; 400 invalid_request_error, 404 not_found_error, 413
+		// request_too_large and the rest are unsupported.
+		return processor.StatusClass(status)
 	}
 }
 

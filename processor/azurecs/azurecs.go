@@ -24,7 +24,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -83,10 +82,7 @@ const (
 	CodeRedirect = "redirect"
 )
 
-var (
-	errCallTimeout  = errors.New("azure content safety call timed out")
-	errBodyTooLarge = errors.New("response body over the size limit")
-)
+var errCallTimeout = errors.New("azure content safety call timed out")
 
 // Config configures a Client. BaseURL is the resource's endpoint,
 // https://<resource>.cognitiveservices.azure.com (a trailing /contentsafety
@@ -134,8 +130,8 @@ func New(cfg Config) (*Client, error) {
 	if err := cfg.Check("azurecs"); err != nil {
 		return nil, err
 	}
-	u, err := url.Parse(cfg.BaseURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+	_, u, err := cfg.ParseBaseURL("azurecs", "")
+	if err != nil || u.RawQuery != "" || u.Fragment != "" {
 		return nil, fmt.Errorf("azurecs: config %s: base_url must be the resource's http(s) endpoint", cfg.ID)
 	}
 	version := cfg.APIVersion
@@ -306,12 +302,9 @@ func (c *Client) do(ctx context.Context, body []byte) (*response, error) {
 	}
 	defer hr.Body.Close()
 	res := &response{status: hr.StatusCode, header: hr.Header, requestID: requestID(hr.Header)}
-	raw, err := io.ReadAll(io.LimitReader(hr.Body, maxResponseBytes+1))
+	raw, err := processor.ReadBody(hr.Body, maxResponseBytes)
 	if err != nil {
-		return res, fmt.Errorf("read response body: %w", err)
-	}
-	if len(raw) > maxResponseBytes {
-		return res, errBodyTooLarge
+		return res, err
 	}
 	res.body = raw
 	return res, nil

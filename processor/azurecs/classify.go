@@ -23,17 +23,11 @@ func (c *Client) classifyTransport(parent, callCtx context.Context, err error, r
 		pe.StatusCode = res.status
 		pe.RequestID = res.requestID
 	}
-	switch {
-	case parent.Err() != nil:
-		// Shutdown or the caller gave up: retryable, but keep why.
-		pe.Err = fmt.Errorf("azure content safety call interrupted: %w (%w)", context.Cause(parent), err)
-	case callCtx.Err() != nil:
-		// Timed out before the headers, or after them while reading the
-		// body: the service may have answered, so the call counts.
-		pe.Err = fmt.Errorf("azure content safety call: %w (%w)", context.Cause(callCtx), err)
-	default:
-		// Connection refused or reset, a body over the limit: worth another
-		// try later.
+	// Shutdown, the caller giving up or the call timeout (the service may
+	// have answered, so the call counts) is kept in the error. Connection
+	// refused or reset, a body over the limit: worth another try later.
+	if ierr, ok := processor.Interrupted(parent, callCtx, "azure content safety", err); ok {
+		pe.Err = ierr
 	}
 	return pe
 }
@@ -67,20 +61,15 @@ func (c *Client) classifyStatus(res *response) *stet.ProcessorError {
 // gateway answers with 403 (a free tier's monthly quota).
 func statusClass(status int, quota bool) stet.FailureClass {
 	switch {
-	case status == http.StatusTooManyRequests:
-		return stet.FailureRateLimited
 	case status == http.StatusForbidden && quota:
 		return stet.FailureQuota
-	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		return stet.FailureAuth
-	case status == http.StatusRequestTimeout || status == http.StatusConflict || status >= 500:
-		return stet.FailureTransient
-	case status >= 300:
-		// 3xx (never followed), 400 InvalidRequestBody, 404 wrong endpoint
-		// or api-version, 413, 415: the same request fails the same way.
+	case status >= 300 && status < 400:
+		// A redirect is never followed: the same request fails the same
+		// way, as 400 InvalidRequestBody, 404 (wrong endpoint or
+		// api-version), 413 and 415 do.
 		return stet.FailureUnsupported
 	default:
-		return stet.FailureTransient
+		return processor.StatusClass(status)
 	}
 }
 

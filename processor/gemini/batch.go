@@ -208,11 +208,11 @@ func (c *BatchClient) SubmitBatch(ctx context.Context, b stet.BatchSubmit) (*ste
 	if err != nil && !call.answered() {
 		return nil, c.callError(ctx, callCtx, err, call, "")
 	}
-	op, err := parseOperation(call.raw)
+	op, err := parseOperation(call.Raw)
 	if err != nil {
 		return nil, invalidAnswer(call, err)
 	}
-	h, ok := op.handle(call.requestID)
+	h, ok := op.handle(call.RequestID)
 	if !ok {
 		return nil, invalidAnswer(call, errors.New("answer carries no batch name"))
 	}
@@ -367,7 +367,7 @@ func (c *BatchClient) FindBatch(ctx context.Context, q stet.BatchQuery) ([]stet.
 			if op.meta().DisplayName != q.BatchID {
 				continue
 			}
-			if h, ok := op.handle(call.requestID); ok {
+			if h, ok := op.handle(call.RequestID); ok {
 				found = append(found, h)
 			}
 		}
@@ -376,7 +376,7 @@ func (c *BatchClient) FindBatch(ctx context.Context, q stet.BatchQuery) ([]stet.
 		}
 		if seen[page.NextPageToken] {
 			return nil, &stet.ProcessorError{
-				Class: stet.FailureTransient, StatusCode: call.status, Code: codeFindIncomplete, RequestID: call.requestID,
+				Class: stet.FailureTransient, StatusCode: call.Status, Code: codeFindIncomplete, RequestID: call.RequestID,
 				Err: errors.New("batch list repeats a page token"),
 			}
 		}
@@ -401,7 +401,7 @@ func (c *BatchClient) listPage(ctx context.Context, token string) (*batchListPag
 		return nil, nil, c.callError(ctx, callCtx, err, call, "")
 	}
 	var page batchListPage
-	if err := json.Unmarshal(call.raw, &page); err != nil {
+	if err := json.Unmarshal(call.Raw, &page); err != nil {
 		return nil, nil, invalidAnswer(call, fmt.Errorf("decode batch list: %w", err))
 	}
 	return &page, call, nil
@@ -425,9 +425,9 @@ func (c *BatchClient) BatchStatus(ctx context.Context, providerID string) (*stet
 		ProviderID:    name,
 		ProviderState: word,
 		State:         op.state(),
-		RequestID:     call.requestID,
-		StatusCode:    call.status,
-		Raw:           redactBatch(call.raw),
+		RequestID:     call.RequestID,
+		StatusCode:    call.Status,
+		Raw:           redactBatch(call.Raw),
 	}
 	if n, ok := resourceName("batches/", op.Name); ok {
 		st.ProviderID = n
@@ -468,7 +468,7 @@ func (c *BatchClient) getBatch(ctx context.Context, name string) (*batchOp, *bat
 	if err != nil && !call.answered() {
 		return nil, nil, c.callError(ctx, callCtx, err, call, codeBatchNotFound)
 	}
-	op, err := parseOperation(call.raw)
+	op, err := parseOperation(call.Raw)
 	if err != nil {
 		return nil, nil, invalidAnswer(call, err)
 	}
@@ -495,7 +495,7 @@ func (c *BatchClient) BatchResults(ctx context.Context, st *stet.BatchStatus) ([
 		}
 		if !op.state().Terminal() {
 			return nil, &stet.ProcessorError{
-				Class: stet.FailureTransient, StatusCode: call.status, Code: codeBatchNotTerminal, RequestID: call.requestID,
+				Class: stet.FailureTransient, StatusCode: call.Status, Code: codeBatchNotTerminal, RequestID: call.RequestID,
 				Err: errors.New("batch has not ended"),
 			}
 		}
@@ -504,7 +504,7 @@ func (c *BatchClient) BatchResults(ctx context.Context, st *stet.BatchStatus) ([
 			return nil, nil // failed: nothing to report on
 		}
 		if out.ResponsesFile == "" {
-			return c.inlineResults(out.inlineResponses(), call.status), nil
+			return c.inlineResults(out.inlineResponses(), call.Status), nil
 		}
 		fileID = out.ResponsesFile
 	}
@@ -512,7 +512,7 @@ func (c *BatchClient) BatchResults(ctx context.Context, st *stet.BatchStatus) ([
 	if err != nil {
 		return nil, err
 	}
-	return c.fileResults(data, call.status), nil
+	return c.fileResults(data, call.Status), nil
 }
 
 // download reads a results file.
@@ -528,9 +528,9 @@ func (c *BatchClient) download(ctx context.Context, fileID string) ([]byte, *bat
 		data, err = c.files.Download(callCtx, genai.NewDownloadURIFromFile(&genai.File{DownloadURI: name}), nil)
 		return err
 	})
-	if err == nil && call.status/100 != 2 {
+	if err == nil && call.Status/100 != 2 {
 		// Files.Download returns whatever body came back, error pages too.
-		err = fmt.Errorf("results download answered status %d", call.status)
+		err = fmt.Errorf("results download answered status %d", call.Status)
 	}
 	if err != nil {
 		return nil, nil, c.callError(ctx, callCtx, err, call, codeResultsNotFound)
@@ -599,7 +599,7 @@ func (c *BatchClient) itemResult(key string, raw []byte, resp json.RawMessage, s
 			}
 			return r
 		}
-		ext, err := c.result(&gr, &capture{status: httpStatus, raw: raw}, 0)
+		ext, err := c.result(&gr, &capture{Status: httpStatus, Raw: raw}, 0)
 		if err != nil {
 			r.Err = err
 			return r

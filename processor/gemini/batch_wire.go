@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/processor"
 )
 
 // rpcCodes are the google.rpc.Code names by number, with the HTTP status
@@ -286,7 +287,7 @@ type batchCall struct {
 }
 
 // answered reports whether a 2xx body was read in full.
-func (call *batchCall) answered() bool { return call.status/100 == 2 && call.raw != nil }
+func (call *batchCall) answered() bool { return call.Status/100 == 2 && call.Raw != nil }
 
 type batchCallKey struct{}
 
@@ -308,7 +309,7 @@ func (t batchTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if call == nil {
 		return t.next.RoundTrip(req)
 	}
-	return call.roundTrip(t.next, req, call.limit)
+	return record(&call.capture, t.next, req, call.limit)
 }
 
 // callError classifies a failed batch call as the sync path classifies
@@ -319,11 +320,11 @@ func (t batchTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 func (c *BatchClient) callError(parent, callCtx context.Context, err error, call *batchCall, notFoundCode string) *stet.ProcessorError {
 	pe := c.classifyError(parent, callCtx, err, &call.capture)
 	switch {
-	case call.status >= 300 && call.status < 400:
+	case call.Status >= 300 && call.Status < 400:
 		pe.Class, pe.Code = stet.FailureTransient, codeRedirect
-	case call.status == http.StatusNotFound && notFoundCode != "":
+	case call.Status == http.StatusNotFound && notFoundCode != "":
 		pe.Class, pe.Code = stet.FailureUnsupported, notFoundCode
-	case errors.Is(err, errBodyTooLarge):
+	case errors.Is(err, processor.ErrBodyTooLarge):
 		pe.Class, pe.Code = stet.FailureTransient, codeTooLarge
 	}
 	return pe
@@ -332,9 +333,7 @@ func (c *BatchClient) callError(parent, callCtx context.Context, err error, call
 // invalidAnswer is a 2xx answer that is not what the API sends: a proxy's
 // page, a truncated body. Worth another try.
 func invalidAnswer(call *batchCall, err error) *stet.ProcessorError {
-	return &stet.ProcessorError{
-		Class: stet.FailureTransient, StatusCode: call.status, Code: codeInvalidResponse, RequestID: call.requestID, Err: err,
-	}
+	return call.Fail(stet.FailureTransient, codeInvalidResponse, err)
 }
 
 // guard runs an SDK call, turning a panic on a malformed answer (the SDK

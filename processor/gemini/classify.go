@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -18,36 +17,31 @@ import (
 // The decision reads the captured wire response, not the SDK's error, whose
 // text carries the provider's message.
 func (c *Client) classifyError(parent, callCtx context.Context, err error, capt *capture) *stet.ProcessorError {
-	pe := &stet.ProcessorError{
-		Class:      stet.FailureTransient,
-		StatusCode: capt.status,
-		RequestID:  capt.requestID,
-		Err:        err,
-	}
+	pe := capt.Fail(stet.FailureTransient, "", err)
 	switch {
-	case capt.status >= 400 && capt.raw != nil:
+	case capt.Status >= 400 && capt.Raw != nil:
 		// A complete error response: what it says wins over any
 		// cancellation that raced with it. The body may also be an HTML
 		// page from a proxy; the status still decides.
-		e := parseError(capt.raw)
+		e := parseError(capt.Raw)
 		pe.Code = e.code()
-		pe.Class = errorClass(capt.status, e)
-		pe.RetryAfter = c.retryAfter(capt.header, e)
-	case parent.Err() != nil:
-		// Shutdown or the caller gave up: retryable, but keep why.
-		pe.Err = fmt.Errorf("gemini call interrupted: %w (%w)", context.Cause(parent), err)
-	case callCtx.Err() != nil:
-		// Timed out before the headers, or after them while reading the
-		// body: the provider may have answered, so the call counts.
-		pe.Err = fmt.Errorf("gemini call: %w (%w)", context.Cause(callCtx), err)
-	case !capt.sent:
-		// The SDK refused to build the request; nothing left this host and
-		// the same request would be refused again.
-		pe.Class = stet.FailureUnsupported
-		pe.Code = "request_not_sent"
+		pe.Class = errorClass(capt.Status, e)
+		pe.RetryAfter = c.retryAfter(capt.Header, e)
 	default:
-		// Connection refused or reset, an unreadable body, a 200 the SDK
-		// could not decode: all worth another try later.
+		ierr, interrupted := processor.Interrupted(parent, callCtx, "gemini", err)
+		switch {
+		case interrupted:
+			// Shutdown, the caller giving up or the call timeout (the
+			// provider may have answered, so the call counts): keep why.
+			pe.Err = ierr
+		case !capt.Sent:
+			// The SDK refused to build the request; nothing left this host
+			// and the same request would be refused again.
+			pe.Class = stet.FailureUnsupported
+			pe.Code = "request_not_sent"
+		}
+		// Otherwise connection refused or reset, an unreadable body, a 200
+		// the SDK could not decode: all worth another try later.
 	}
 	return pe
 }
@@ -80,15 +74,11 @@ func errorClass(httpStatus int, e apiError) stet.FailureClass {
 	case e.Status == "INTERNAL" || e.Status == "UNAVAILABLE" || e.Status == "DEADLINE_EXCEEDED" ||
 		e.Status == "ABORTED" || e.Status == "CANCELLED" || e.Status == "UNKNOWN":
 		return stet.FailureTransient
-	case httpStatus == http.StatusRequestTimeout || httpStatus == http.StatusConflict || httpStatus >= 500:
-		return stet.FailureTransient
-	case httpStatus >= 400:
+	default:
 		// INVALID_ARGUMENT, FAILED_PRECONDITION (user location not
 		// supported, free tier not offered in the country), NOT_FOUND
-		// (model), OUT_OF_RANGE, 413: the same request fails the same way.
-		return stet.FailureUnsupported
-	default:
-		return stet.FailureTransient
+		// (model), OUT_OF_RANGE and 413 are unsupported.
+		return processor.StatusClass(httpStatus)
 	}
 }
 

@@ -17,14 +17,11 @@
 package gemini
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -46,15 +43,7 @@ const APIVersion = "v1beta"
 // DefaultTimeout bounds one call when Config.Timeout is zero.
 const DefaultTimeout = 60 * time.Second
 
-// maxResponseBytes bounds the response body kept in memory. A
-// generateContent answer is a few kilobytes; anything near this is a
-// misbehaving server.
-const maxResponseBytes = 32 << 20
-
-var (
-	errCallTimeout  = errors.New("gemini call timed out")
-	errBodyTooLarge = errors.New("response body over the size limit")
-)
+var errCallTimeout = errors.New("gemini call timed out")
 
 // Config configures a Client. BaseURL is the API host without the version
 // path; default DefaultBaseURL. APIKey is sent as x-goog-api-key and is
@@ -101,13 +90,9 @@ func New(cfg Config) (*Client, error) {
 	if cfg.MaxOutputTokens < 0 {
 		return nil, fmt.Errorf("gemini: config %s: max output tokens must not be negative", cfg.ID)
 	}
-	base := cfg.BaseURL
-	if base == "" {
-		base = DefaultBaseURL
-	}
-	u, err := url.Parse(base)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("gemini: config %s: base_url must be an absolute http(s) URL", cfg.ID)
+	base, u, err := cfg.ParseBaseURL("gemini", DefaultBaseURL)
+	if err != nil {
+		return nil, err
 	}
 	if p := strings.TrimSuffix(u.Path, "/"); strings.HasSuffix(p, "/v1beta") || strings.HasSuffix(p, "/v1") {
 		// The SDK appends the version itself; a second one makes every
@@ -251,7 +236,7 @@ func (c *Client) request(p stet.ExtractParams) ([]*genai.Content, *genai.Generat
 // result turns a 200 response into an Extraction, or into a refusal,
 // invalid_output or unsupported error when the model gave no usable answer.
 func (c *Client) result(resp *genai.GenerateContentResponse, capt *capture, latency time.Duration) (*stet.Extraction, error) {
-	requestID := capt.requestID
+	requestID := capt.RequestID
 	if resp != nil {
 		if id := safeID(resp.ResponseID); id != "" {
 			requestID = id
@@ -260,7 +245,7 @@ func (c *Client) result(resp *genai.GenerateContentResponse, capt *capture, late
 	fail := func(class stet.FailureClass, code string, err error) *stet.ProcessorError {
 		return &stet.ProcessorError{
 			Class:      class,
-			StatusCode: capt.status,
+			StatusCode: capt.Status,
 			Code:       processor.SafeCode(code),
 			RequestID:  requestID,
 			Err:        err,
@@ -287,15 +272,9 @@ func (c *Client) result(resp *genai.GenerateContentResponse, capt *capture, late
 	case class == stet.FailureUnsupported:
 		return nil, fail(class, reason, errors.New("the model cannot answer in this language"))
 	case class == stet.FailureInvalidOutput:
-		pe := fail(class, reason, errors.New("answer stopped before completion"))
-		pe.Output = []byte(text)
-		pe.Problems = []string{finishProblem(cand.FinishReason)}
-		return nil, pe
+		return nil, processor.InvalidOutput(fail(class, reason, errors.New("answer stopped before completion")), []byte(text), finishProblem(cand.FinishReason))
 	case !json.Valid([]byte(text)):
-		pe := fail(stet.FailureInvalidOutput, "", errors.New("output is not valid JSON"))
-		pe.Output = []byte(text)
-		pe.Problems = []string{"not valid JSON"}
-		return nil, pe
+		return nil, processor.InvalidOutput(fail(stet.FailureInvalidOutput, "", errors.New("output is not valid JSON")), []byte(text), "not valid JSON")
 	}
 	model := resp.ModelVersion
 	if model == "" {
@@ -303,10 +282,10 @@ func (c *Client) result(resp *genai.GenerateContentResponse, capt *capture, late
 	}
 	out := &stet.Extraction{
 		Output:     json.RawMessage(text),
-		Raw:        capt.raw,
+		Raw:        capt.Raw,
 		Model:      model,
 		RequestID:  requestID,
-		StatusCode: capt.status,
+		StatusCode: capt.Status,
 		Latency:    latency,
 	}
 	if u := resp.UsageMetadata; u != nil {
@@ -365,17 +344,8 @@ func finishProblem(r genai.FinishReason) string {
 	}
 }
 
-// capture records what the wire said for one call: whether a request left,
-// the status, headers and the raw body. The SDK gets the body back from
-// memory, so what it parses is byte for byte what stet stores as the raw
-// artifact.
-type capture struct {
-	sent      bool
-	status    int
-	requestID string
-	header    http.Header
-	raw       []byte
-}
+// capture records what the wire said for one call.
+type capture = processor.Capture
 
 type captureKey struct{}
 
@@ -388,36 +358,18 @@ func (t captureTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if capt == nil {
 		return t.next.RoundTrip(req)
 	}
-	return capt.roundTrip(t.next, req, maxResponseBytes)
+	return record(capt, t.next, req, processor.MaxResponseBytes)
 }
 
-// roundTrip sends req through next and records the answer, its body read
-// in full up to limit bytes. A call of several requests (an upload) keeps
-// the last.
-func (capt *capture) roundTrip(next http.RoundTripper, req *http.Request, limit int64) (*http.Response, error) {
-	capt.sent = true
-	res, err := next.RoundTrip(req)
-	if err != nil {
-		return res, err
-	}
-	capt.status = res.StatusCode
-	capt.header = res.Header.Clone()
+// record sends req through next and records the answer in capt, its body
+// read in full up to limit bytes. A call of several requests (an upload)
+// keeps the last.
+func record(capt *capture, next http.RoundTripper, req *http.Request, limit int64) (*http.Response, error) {
+	res, err := capt.Record(req, next.RoundTrip, limit, "x-request-id")
 	// Google's front end sends no request ID header; a gateway in front of
 	// it may.
-	capt.requestID = safeID(res.Header.Get("x-request-id"))
-	capt.raw = nil
-	raw, err := io.ReadAll(io.LimitReader(res.Body, limit+1))
-	_ = res.Body.Close()
-	if err != nil {
-		return nil, fmt.Errorf("read response body: %w", err)
-	}
-	if int64(len(raw)) > limit {
-		return nil, errBodyTooLarge
-	}
-	capt.raw = raw
-	res.Body = io.NopCloser(bytes.NewReader(raw))
-	res.ContentLength = int64(len(raw))
-	return res, nil
+	capt.RequestID = safeID(capt.RequestID)
+	return res, err
 }
 
 func isNameByte(ch byte) bool {

@@ -46,6 +46,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/processor"
 )
 
 // The batch wire, in one place.
@@ -444,14 +445,10 @@ func (c *Client) batchCall(ctx context.Context, method, u, idemKey string, body 
 		// refused: nothing says a later try fails.
 		return nil, nil, interrupted(ctx, callCtx, err, &stet.ProcessorError{Class: stet.FailureTransient})
 	}
-	raw, err := io.ReadAll(io.LimitReader(res.Body, maxResponseBytes+1))
-	_ = res.Body.Close()
-	if err == nil && len(raw) > maxResponseBytes {
-		err = errors.New("response body over the size limit")
-	}
+	raw, err := processor.ReadBody(res.Body, processor.MaxResponseBytes)
 	if err != nil {
 		pe := &stet.ProcessorError{Class: stet.FailureTransient, StatusCode: res.StatusCode, RequestID: headerRequestID(res.Header)}
-		return nil, nil, interrupted(ctx, callCtx, fmt.Errorf("read batch response body: %w", err), pe)
+		return nil, nil, interrupted(ctx, callCtx, fmt.Errorf("batch: %w", err), pe)
 	}
 	return res, raw, nil
 }

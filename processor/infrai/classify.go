@@ -37,19 +37,14 @@ func (c *Client) classify(status int, code string) stet.FailureClass {
 		return stet.FailureAuth
 	case unsupportedCode(up):
 		return stet.FailureUnsupported
-	case status == http.StatusForbidden:
-		return stet.FailureAuth
-	case status == http.StatusTooManyRequests:
-		return stet.FailureRateLimited
-	case status == http.StatusRequestTimeout, status == http.StatusConflict, status == http.StatusTooEarly, status >= 500:
+	case status == http.StatusTooEarly:
 		return stet.FailureTransient
-	case status >= 400:
-		// 400, 404, 413, 422 and the rest: the same request fails the same way.
-		return stet.FailureUnsupported
 	default:
-		// A 2xx with ok:false and a code we do not know, or a redirect:
-		// nothing says a later try fails, and retries are bounded.
-		return stet.FailureTransient
+		// 403 is auth, 429 rate_limited; 400, 404, 413, 422 and the rest
+		// unsupported. A 2xx with ok:false and a code we do not know, or a
+		// redirect, is transient: nothing says a later try fails, and
+		// retries are bounded.
+		return processor.StatusClass(status)
 	}
 }
 

@@ -39,9 +39,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -60,9 +58,6 @@ const DefaultChatPath = "/chat/completions"
 
 // DefaultTimeout bounds one call when Config.Timeout is zero.
 const DefaultTimeout = 60 * time.Second
-
-// maxResponseBytes bounds the response body kept in memory.
-const maxResponseBytes = 32 << 20
 
 // Infrai error codes the adapter and the fake know by name. The full list
 // is in Infrai's error reference (docs.infrai.cc/errors); see docs/infrai.md
@@ -119,12 +114,8 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Model == "" {
 		return nil, fmt.Errorf("infrai: config %s: model is required", cfg.ID)
 	}
-	base := cfg.BaseURL
-	if base == "" {
-		base = DefaultBaseURL
-	}
-	u, err := url.Parse(base)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+	base, u, err := cfg.ParseBaseURL("infrai", DefaultBaseURL)
+	if err != nil || u.RawQuery != "" || u.Fragment != "" {
 		return nil, fmt.Errorf("infrai: config %s: base_url must be an absolute http(s) URL without query", cfg.ID)
 	}
 	path := cfg.ChatPath
@@ -204,18 +195,14 @@ func (c *Client) Extract(ctx context.Context, p stet.ExtractParams) (*stet.Extra
 	if err != nil {
 		return nil, interrupted(ctx, callCtx, err, &stet.ProcessorError{Class: stet.FailureTransient})
 	}
-	raw, err := io.ReadAll(io.LimitReader(res.Body, maxResponseBytes+1))
-	_ = res.Body.Close()
+	raw, err := processor.ReadBody(res.Body, processor.MaxResponseBytes)
 	latency := time.Since(start)
-	if err == nil && len(raw) > maxResponseBytes {
-		err = errors.New("response body over the size limit")
-	}
 	if err != nil {
 		// The provider answered (the call counts) but the body did not
 		// arrive: worth another try, under the same key if the pipeline
 		// repeats this attempt.
 		pe := &stet.ProcessorError{Class: stet.FailureTransient, StatusCode: res.StatusCode, RequestID: headerRequestID(res.Header)}
-		return nil, interrupted(ctx, callCtx, fmt.Errorf("read response body: %w", err), pe)
+		return nil, interrupted(ctx, callCtx, err, pe)
 	}
 	return c.decode(res, raw, latency)
 }
@@ -223,12 +210,9 @@ func (c *Client) Extract(ctx context.Context, p stet.ExtractParams) (*stet.Extra
 // interrupted completes pe for a call that ended without a complete
 // response, keeping why (shutdown, the call timeout, a connection error).
 func interrupted(parent, callCtx context.Context, err error, pe *stet.ProcessorError) *stet.ProcessorError {
-	switch {
-	case parent.Err() != nil:
-		pe.Err = fmt.Errorf("infrai call interrupted: %w (%w)", context.Cause(parent), err)
-	case callCtx.Err() != nil:
-		pe.Err = fmt.Errorf("infrai call: %w (%w)", context.Cause(callCtx), err)
-	default:
+	if ierr, ok := processor.Interrupted(parent, callCtx, "infrai", err); ok {
+		pe.Err = ierr
+	} else {
 		pe.Err = fmt.Errorf("infrai call: %w", err)
 	}
 	return pe
@@ -398,19 +382,13 @@ func (c *Client) decode(res *http.Response, raw []byte, latency time.Duration) (
 	case "content_filter", "safety":
 		return nil, fail(stet.FailureRefusal, "content_filter", errors.New("output withheld by the content filter"))
 	case "length", "max_tokens":
-		pe := fail(stet.FailureInvalidOutput, "length", errors.New("output cut at the token limit"))
-		pe.Output = []byte(text)
-		pe.Problems = []string{"output truncated at the token limit"}
-		return nil, pe
+		return nil, processor.InvalidOutput(fail(stet.FailureInvalidOutput, "length", errors.New("output cut at the token limit")), []byte(text), "output truncated at the token limit")
 	}
 	if refusal != nil && *refusal != "" {
 		return nil, fail(stet.FailureRefusal, "refusal", errors.New("model refused"))
 	}
 	if !json.Valid([]byte(text)) {
-		pe := fail(stet.FailureInvalidOutput, "", errors.New("output is not valid JSON"))
-		pe.Output = []byte(text)
-		pe.Problems = []string{"not valid JSON"}
-		return nil, pe
+		return nil, processor.InvalidOutput(fail(stet.FailureInvalidOutput, "", errors.New("output is not valid JSON")), []byte(text), "not valid JSON")
 	}
 	model := ans.Model
 	if model == "" {

@@ -95,8 +95,8 @@ const (
 	maxBatchObjectBytes = 1 << 20
 	// maxBatchListBytes bounds one list page of up to 100 batches.
 	maxBatchListBytes = 8 << 20
-	// maxBatchFileBytes bounds a results file; maxResponseBytes bounds one
-	// of its lines.
+	// maxBatchFileBytes bounds a results file;
+	// processor.MaxResponseBytes bounds one of its lines.
 	maxBatchFileBytes = 1 << 30
 	// minFileTimeout is the least time given to an upload or a download,
 	// which can be hundreds of megabytes.
@@ -182,9 +182,9 @@ func (c *Client) SubmitBatch(ctx context.Context, b stet.BatchSubmit) (*stet.Bat
 	if batch == nil || batch.ID == "" {
 		// The provider may have created something we cannot name: the
 		// caller reconciles, as after a timeout.
-		return nil, &stet.ProcessorError{Class: stet.FailureTransient, StatusCode: call.status, RequestID: call.requestID, Err: errNoBatchID}
+		return nil, call.Fail(stet.FailureTransient, "", errNoBatchID)
 	}
-	h := handle(*batch, call.requestID)
+	h := handle(*batch, call.RequestID)
 	if h.InputFileID == "" {
 		h.InputFileID = fileID
 	}
@@ -237,7 +237,7 @@ func (c *Client) FindBatch(ctx context.Context, q stet.BatchQuery) ([]stet.Batch
 				older = false
 			}
 			if b.Metadata[BatchMetadataKey] == q.BatchID || (q.InputFileID != "" && b.InputFileID == q.InputFileID) {
-				found = append(found, handle(b, call.requestID))
+				found = append(found, handle(b, call.RequestID))
 			}
 		}
 		// A whole page older than the cutoff ends the scan: one page more
@@ -273,7 +273,7 @@ func (c *Client) BatchStatus(ctx context.Context, providerID string) (*stet.Batc
 		return nil, pe
 	}
 	if b == nil || b.ID == "" {
-		return nil, &stet.ProcessorError{Class: stet.FailureTransient, StatusCode: call.status, RequestID: call.requestID, Err: errNoBatchID}
+		return nil, call.Fail(stet.FailureTransient, "", errNoBatchID)
 	}
 	st := &stet.BatchStatus{
 		ProviderID:    b.ID,
@@ -285,9 +285,9 @@ func (c *Client) BatchStatus(ctx context.Context, providerID string) (*stet.Batc
 		Total:         int(b.RequestCounts.Total),
 		Succeeded:     int(b.RequestCounts.Completed),
 		Failed:        int(b.RequestCounts.Failed),
-		RequestID:     call.requestID,
-		StatusCode:    call.status,
-		Raw:           call.raw,
+		RequestID:     call.RequestID,
+		StatusCode:    call.Status,
+		Raw:           call.Raw,
 	}
 	if st.State.Terminal() && (b.OutputFileID != "" || b.ErrorFileID != "") {
 		st.ResultsExpireAt = resultsExpireAt(*b)
@@ -415,7 +415,7 @@ func (c *Client) uploadInput(ctx context.Context, batchID string, input []byte) 
 		return "", c.classifyBatch(ctx, callCtx, err, &call)
 	}
 	if f == nil || f.ID == "" {
-		return "", &stet.ProcessorError{Class: stet.FailureTransient, StatusCode: call.status, RequestID: call.requestID, Err: errors.New("upload answer carries no file id")}
+		return "", call.Fail(stet.FailureTransient, "", errors.New("upload answer carries no file id"))
 	}
 	return f.ID, nil
 }
@@ -456,18 +456,18 @@ func (c *Client) readResults(ctx context.Context, fileID string, line func([]byt
 		}
 	}
 	if counted.n > maxBatchFileBytes {
-		return c.classifyBatch(ctx, callCtx, errBodyTooLarge, &call)
+		return c.classifyBatch(ctx, callCtx, processor.ErrBodyTooLarge, &call)
 	}
 	return nil
 }
 
 // readLine returns the next line without its newline, refusing lines over
-// maxResponseBytes.
+// processor.MaxResponseBytes.
 func readLine(br *bufio.Reader) ([]byte, error) {
 	var line []byte
 	for {
 		chunk, err := br.ReadSlice('\n')
-		if len(line)+len(chunk) > maxResponseBytes {
+		if len(line)+len(chunk) > processor.MaxResponseBytes {
 			return nil, errLineTooBig
 		}
 		line = append(line, chunk...)
@@ -544,7 +544,7 @@ func (c *Client) itemResult(line []byte) (stet.BatchResult, bool) {
 	if err := json.Unmarshal(l.Response.Body, &resp); err != nil {
 		return fail(stet.FailureTransient, status, "", fmt.Errorf("batch item body is not a chat completion: %w", err))
 	}
-	capt := capture{status: status, requestID: requestID, raw: line}
+	capt := capture{Status: status, RequestID: requestID, Raw: line}
 	ext, err := c.result(&resp, &capt, 0)
 	if err != nil {
 		r.Err = err
@@ -627,9 +627,7 @@ type batchCall struct {
 func (bc *batchCall) middleware(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
 	res, err := next(req)
 	if res != nil {
-		bc.status = res.StatusCode
-		bc.header = res.Header.Clone()
-		bc.requestID = res.Header.Get("x-request-id")
+		bc.Note(res, "x-request-id")
 	}
 	if err != nil {
 		return res, err
@@ -645,16 +643,9 @@ func (bc *batchCall) middleware(req *http.Request, next option.MiddlewareNext) (
 	if limit == 0 {
 		return res, nil
 	}
-	raw, err := io.ReadAll(io.LimitReader(res.Body, limit+1))
-	_ = res.Body.Close()
-	if err != nil {
-		return nil, fmt.Errorf("read response body: %w", err)
+	if err := bc.Keep(res, limit); err != nil {
+		return nil, err
 	}
-	if int64(len(raw)) > limit {
-		return nil, errBodyTooLarge
-	}
-	bc.raw = raw
-	res.Body = io.NopCloser(bytes.NewReader(raw))
 	return res, nil
 }
 
@@ -662,12 +653,12 @@ func (bc *batchCall) middleware(req *http.Request, next option.MiddlewareNext) (
 // oversized answers here, the rest as the sync path does.
 func (c *Client) classifyBatch(parent, callCtx context.Context, err error, call *batchCall) *stet.ProcessorError {
 	switch {
-	case errors.Is(err, errRedirect) || (call.status >= 300 && call.status < 400):
+	case errors.Is(err, errRedirect) || (call.Status >= 300 && call.Status < 400):
 		// The same request will be redirected again: a base URL or proxy
 		// problem for an operator, not a retry.
-		return &stet.ProcessorError{Class: stet.FailureUnsupported, StatusCode: call.status, Code: codeRedirect, RequestID: call.requestID, Err: err}
-	case errors.Is(err, errBodyTooLarge) || errors.Is(err, errLineTooBig):
-		return &stet.ProcessorError{Class: stet.FailureTransient, StatusCode: call.status, Code: codeTooLarge, RequestID: call.requestID, Err: err}
+		return call.Fail(stet.FailureUnsupported, codeRedirect, err)
+	case errors.Is(err, processor.ErrBodyTooLarge) || errors.Is(err, errLineTooBig):
+		return call.Fail(stet.FailureTransient, codeTooLarge, err)
 	}
 	return c.classifyError(parent, callCtx, err, &call.capture)
 }

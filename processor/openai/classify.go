@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -19,12 +18,7 @@ import (
 // classifyError turns an error from the SDK call into a *stet.ProcessorError.
 // parent is the caller's context; callCtx is parent plus the call timeout.
 func (c *Client) classifyError(parent, callCtx context.Context, err error, capt *capture) *stet.ProcessorError {
-	pe := &stet.ProcessorError{
-		Class:      stet.FailureTransient,
-		StatusCode: capt.status,
-		RequestID:  capt.requestID,
-		Err:        err,
-	}
+	pe := capt.Fail(stet.FailureTransient, "", err)
 	var apiErr *sdk.Error
 	switch {
 	case errors.As(err, &apiErr) && apiErr.StatusCode >= 400:
@@ -35,27 +29,25 @@ func (c *Client) classifyError(parent, callCtx context.Context, err error, capt 
 		if pe.Code == "" {
 			pe.Code = processor.SafeCode(apiErr.Type)
 		}
-		if apiErr.Response != nil && capt.header == nil {
-			capt.header = apiErr.Response.Header
+		if apiErr.Response != nil && capt.Header == nil {
+			capt.Header = apiErr.Response.Header
 		}
 		pe.Class = statusClass(pe.StatusCode, pe.Code)
-		pe.RetryAfter = c.retryAfter(pe.Class, capt.header)
-	case capt.status >= 400 && capt.raw != nil:
+		pe.RetryAfter = c.retryAfter(pe.Class, capt.Header)
+	case capt.Status >= 400 && capt.Raw != nil:
 		// An error body the SDK could not decode: {"error":"…"} from
 		// Ollama, an HTML page from a proxy. The status still decides.
-		pe.Code = errorCode(capt.raw)
-		pe.Class = statusClass(capt.status, pe.Code)
-		pe.RetryAfter = c.retryAfter(pe.Class, capt.header)
-	case parent.Err() != nil:
-		// Shutdown or the caller gave up: retryable, but keep why.
-		pe.Err = fmt.Errorf("openai call interrupted: %w (%w)", context.Cause(parent), err)
-	case callCtx.Err() != nil:
-		// Timed out before the headers, or after them while reading the
-		// body: the provider may have answered, so the call counts.
-		pe.Err = fmt.Errorf("openai call: %w (%w)", context.Cause(callCtx), err)
+		pe.Code = errorCode(capt.Raw)
+		pe.Class = statusClass(capt.Status, pe.Code)
+		pe.RetryAfter = c.retryAfter(pe.Class, capt.Header)
 	default:
+		// Shutdown, the caller giving up or the call timeout (the provider
+		// may have answered, so the call counts) is kept in the error.
 		// Connection refused or reset, an unreadable body, a response the
 		// SDK could not decode: all worth another try later.
+		if ierr, ok := processor.Interrupted(parent, callCtx, "openai", err); ok {
+			pe.Err = ierr
+		}
 	}
 	return pe
 }
@@ -64,26 +56,16 @@ func (c *Client) classifyError(parent, callCtx context.Context, err error, capt 
 // failure class. See DESIGN §2.
 func statusClass(status int, code string) stet.FailureClass {
 	switch {
-	case status == http.StatusTooManyRequests:
-		if code == "insufficient_quota" {
-			return stet.FailureQuota
-		}
-		return stet.FailureRateLimited
+	case status == http.StatusTooManyRequests && code == "insufficient_quota":
+		return stet.FailureQuota
 	case status == http.StatusPaymentRequired:
 		// Credit exhausted on OpenAI-compatible gateways.
 		return stet.FailureQuota
 	case status == http.StatusForbidden && code == "unsupported_country_region_territory":
 		// The key is fine; the region is not served.
 		return stet.FailureUnsupported
-	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		return stet.FailureAuth
-	case status == http.StatusRequestTimeout || status == http.StatusConflict || status >= 500:
-		return stet.FailureTransient
-	case status >= 400:
-		// 400, 404, 422 and the rest: the same request will fail the same way.
-		return stet.FailureUnsupported
 	default:
-		return stet.FailureTransient
+		return processor.StatusClass(status)
 	}
 }
 

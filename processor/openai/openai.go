@@ -15,12 +15,10 @@
 package openai
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -43,14 +41,7 @@ const DefaultBaseURL = "https://api.openai.com/v1"
 // DefaultTimeout bounds one call when Config.Timeout is zero.
 const DefaultTimeout = 60 * time.Second
 
-// maxResponseBytes bounds the response body kept in memory. A chat
-// completion is a few kilobytes; anything near this is a misbehaving server.
-const maxResponseBytes = 32 << 20
-
-var (
-	errCallTimeout  = errors.New("openai call timed out")
-	errBodyTooLarge = errors.New("response body over the size limit")
-)
+var errCallTimeout = errors.New("openai call timed out")
 
 // Config configures a Client. BaseURL defaults to DefaultBaseURL; APIKey
 // is sent as a bearer token (or, on Azure, in api-key) and may be empty for
@@ -86,13 +77,9 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Model == "" {
 		return nil, fmt.Errorf("openai: config %s: model is required", cfg.ID)
 	}
-	base := cfg.BaseURL
-	if base == "" {
-		base = DefaultBaseURL
-	}
-	u, err := url.Parse(base)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("openai: config %s: base_url must be an absolute http(s) URL", cfg.ID)
+	base, _, err := cfg.ParseBaseURL("openai", DefaultBaseURL)
+	if err != nil {
+		return nil, err
 	}
 	timeout := cfg.TimeoutOr(DefaultTimeout)
 	hc := cfg.HTTPClient
@@ -158,7 +145,7 @@ func (c *Client) Extract(ctx context.Context, p stet.ExtractParams) (*stet.Extra
 	defer cancel()
 	var capt capture
 	start := time.Now()
-	resp, err := c.chat.New(callCtx, params, option.WithMiddleware(capt.middleware))
+	resp, err := c.chat.New(callCtx, params, option.WithMiddleware(recordInto(&capt)))
 	latency := time.Since(start)
 	if err != nil {
 		return nil, c.classifyError(ctx, callCtx, err, &capt)
@@ -196,15 +183,7 @@ func (c *Client) params(p stet.ExtractParams) sdk.ChatCompletionNewParams {
 // result turns a 200 response into an Extraction, or into an invalid_output
 // or refusal error when the model did not produce a usable answer.
 func (c *Client) result(resp *sdk.ChatCompletion, capt *capture, latency time.Duration) (*stet.Extraction, error) {
-	fail := func(class stet.FailureClass, code string, err error) *stet.ProcessorError {
-		return &stet.ProcessorError{
-			Class:      class,
-			StatusCode: capt.status,
-			Code:       code,
-			RequestID:  capt.requestID,
-			Err:        err,
-		}
-	}
+	fail := capt.Fail
 	if resp == nil || len(resp.Choices) == 0 {
 		// Not a model answer at all: a server fault, not something a repair
 		// prompt could fix.
@@ -218,55 +197,30 @@ func (c *Client) result(resp *sdk.ChatCompletion, capt *capture, latency time.Du
 	case choice.FinishReason == "content_filter":
 		return nil, fail(stet.FailureRefusal, "content_filter", errors.New("output withheld by the content filter"))
 	case choice.FinishReason == "length":
-		pe := fail(stet.FailureInvalidOutput, "length", errors.New("output cut at the token limit"))
-		pe.Output = []byte(content)
-		pe.Problems = []string{"output truncated at the token limit"}
-		return nil, pe
+		return nil, processor.InvalidOutput(fail(stet.FailureInvalidOutput, "length", errors.New("output cut at the token limit")), []byte(content), "output truncated at the token limit")
 	case !json.Valid([]byte(content)):
-		pe := fail(stet.FailureInvalidOutput, "", errors.New("output is not valid JSON"))
-		pe.Output = []byte(content)
-		pe.Problems = []string{"not valid JSON"}
-		return nil, pe
+		return nil, processor.InvalidOutput(fail(stet.FailureInvalidOutput, "", errors.New("output is not valid JSON")), []byte(content), "not valid JSON")
 	}
 	return &stet.Extraction{
 		Output:       json.RawMessage(content),
-		Raw:          capt.raw,
+		Raw:          capt.Raw,
 		Model:        resp.Model,
-		RequestID:    capt.requestID,
-		StatusCode:   capt.status,
+		RequestID:    capt.RequestID,
+		StatusCode:   capt.Status,
 		InputTokens:  int(resp.Usage.PromptTokens),
 		OutputTokens: int(resp.Usage.CompletionTokens),
 		Latency:      latency,
 	}, nil
 }
 
-// capture records what the wire said for one call: status, headers and the
-// raw body. The SDK gets the body back from memory, so what it parses is
-// byte for byte what stet stores as the raw artifact.
-type capture struct {
-	status    int
-	requestID string
-	header    http.Header
-	raw       []byte
-}
+// capture records what the wire said for one call.
+type capture = processor.Capture
 
-func (c *capture) middleware(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
-	res, err := next(req)
-	if err != nil {
-		return res, err
+// recordInto returns a middleware that records the call's answer in capt.
+// The SDK gets the body back from memory, so what it parses is byte for
+// byte what stet stores as the raw artifact.
+func recordInto(capt *capture) option.Middleware {
+	return func(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+		return capt.Record(req, next, processor.MaxResponseBytes, "x-request-id")
 	}
-	c.status = res.StatusCode
-	c.header = res.Header.Clone()
-	c.requestID = res.Header.Get("x-request-id")
-	raw, err := io.ReadAll(io.LimitReader(res.Body, maxResponseBytes+1))
-	_ = res.Body.Close()
-	if err != nil {
-		return nil, fmt.Errorf("read response body: %w", err)
-	}
-	if len(raw) > maxResponseBytes {
-		return nil, errBodyTooLarge
-	}
-	c.raw = raw
-	res.Body = io.NopCloser(bytes.NewReader(raw))
-	return res, nil
 }

@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -108,10 +107,10 @@ type Message struct {
 // of every request for CallsContaining: it is a test tool, not a sink for
 // real documents.
 type Server struct {
-	opts   Options
-	http   *fakekit.Server
-	faults *fakekit.Faults[Fault]
-	calls  fakekit.Calls // POST /v1/messages and other non-batch routes
+	opts Options
+	// Core: Calls counts POST /v1/messages and the other non-batch routes
+	// (the batch routes: BatchCounts), faulted requests included.
+	fakekit.Core[Fault]
 
 	batch fakeBatches // the Message Batches routes' state (fake_batch.go)
 }
@@ -121,35 +120,16 @@ func New(opts Options) *Server {
 	f := &Server{
 		opts: opts,
 		// Random faults: a 429 (retry-after 1), a 500 or a 529.
-		faults: fakekit.NewFaults(opts.Seed, 0xa17, opts.FaultRate,
-			Fault{Kind: RateLimit}, Fault{Kind: ServerError}, Fault{Kind: Overloaded}),
+		Core: fakekit.Core[Fault]{Faults: fakekit.NewFaults(opts.Seed, 0xa17, opts.FaultRate,
+			Fault{Kind: RateLimit}, Fault{Kind: ServerError}, Fault{Kind: Overloaded})},
 	}
-	f.http = fakekit.NewServer(http.HandlerFunc(f.serve))
+	f.Start(f.serve)
 	return f
 }
 
 // URL returns the base URL to configure a client with (no /v1: the SDK adds
 // v1/messages).
-func (f *Server) URL() string { return f.http.URL() }
-
-// Handler returns the fake's handler, to serve from another listener. Calls,
-// faults and Close apply to it as to the built-in server.
-func (f *Server) Handler() http.Handler { return http.HandlerFunc(f.serve) }
-
-// Close releases held connections and stops the server.
-func (f *Server) Close() { f.http.Close() }
-
-// Enqueue scripts faults for the next calls, in order; later calls are
-// answered normally.
-func (f *Server) Enqueue(faults ...Fault) { f.faults.Enqueue(faults...) }
-
-// Calls returns the number of requests that reached the handler, faulted
-// ones included, batch routes excepted (see BatchCounts).
-func (f *Server) Calls() int { return f.calls.Count() }
-
-// CallsContaining returns the number of requests whose user messages
-// contain s.
-func (f *Server) CallsContaining(s string) int { return f.calls.Containing(s) }
+func (f *Server) URL() string { return f.HTTP.URL() }
 
 // maxFakeRequest is the Messages API's request size limit.
 const maxFakeRequest = 32 << 20
@@ -158,16 +138,11 @@ func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if f.serveBatch(w, r) {
 		return
 	}
-	body, readErr := io.ReadAll(io.LimitReader(r.Body, maxFakeRequest+1))
+	body, readErr := fakekit.ReadBody(r, maxFakeRequest)
 	req, decodeErr := decodeFakeRequest(body)
 	req.Header = r.Header.Clone()
 
-	f.calls.Add()
-	if decodeErr == nil {
-		f.calls.Record(userText(req))
-	}
-
-	if !f.http.Sleep(r, f.opts.Latency) {
+	if !f.Arrive(r, decodeErr == nil, userText(req), f.opts.Latency) {
 		return
 	}
 	if r.URL.Path != "/v1/messages" || r.Method != http.MethodPost {
@@ -194,7 +169,7 @@ func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	fault, ok := f.faults.Next()
+	fault, ok := f.Faults.Next()
 	if !ok {
 		f.answer(w, req, f.content(req), nil)
 		return
@@ -254,19 +229,14 @@ func (f *Server) fault(w http.ResponseWriter, r *http.Request, req Request, ft F
 	case Disconnect:
 		panic(http.ErrAbortHandler)
 	case Delay:
-		if f.http.Sleep(r, ft.Delay) {
+		if f.HTTP.Sleep(r, ft.Delay) {
 			f.answer(w, req, f.content(req), ft.Header)
 		}
 	case TimeoutAfterAnswer:
 		body := f.message(req, f.blocks(req, f.content(req)), "", nil)
-		h := w.Header()
-		setDefaultHeaders(h, newRequestID())
-		fakekit.MergeHeader(h, ft.Header)
-		h.Set("Content-Length", strconv.Itoa(len(body)))
-		w.WriteHeader(http.StatusOK)
-		_, _ = w.Write(body[:len(body)/2])
-		_ = http.NewResponseController(w).Flush()
-		f.http.Hold(r)
+		setDefaultHeaders(w.Header(), newRequestID())
+		fakekit.MergeHeader(w.Header(), ft.Header)
+		f.HTTP.HalfAnswer(w, r, http.StatusOK, body)
 	case TruncatedJSON:
 		f.write(w, f.message(req, []wireBlock{textBlock(fakekit.Cut(f.content(req)))}, "end_turn", nil), ft.Header)
 	case SchemaInvalid:
@@ -371,12 +341,8 @@ func (f *Server) blocks(req Request, answer string) []wireBlock {
 }
 
 func (f *Server) write(w http.ResponseWriter, body []byte, extra http.Header) {
-	h := w.Header()
-	setDefaultHeaders(h, newRequestID())
-	fakekit.MergeHeader(h, extra)
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(body)
+	setDefaultHeaders(w.Header(), newRequestID())
+	fakekit.Reply(w, http.StatusOK, body, extra)
 }
 
 // The message object, fields in the API's order.
@@ -501,12 +467,7 @@ func writeAPIError(w http.ResponseWriter, status int, extra []http.Header, e api
 	setDefaultHeaders(h, id)
 	retry := status == http.StatusRequestTimeout || status == http.StatusConflict || status == http.StatusTooManyRequests || status >= 500
 	h.Set("x-should-retry", strconv.FormatBool(retry))
-	for _, x := range extra {
-		fakekit.MergeHeader(h, x)
-	}
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
+	fakekit.Reply(w, status, body, extra...)
 }
 
 func setDefaultHeaders(h http.Header, requestID string) {

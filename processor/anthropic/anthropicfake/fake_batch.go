@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -352,7 +351,7 @@ func (f *Server) serveBatch(w http.ResponseWriter, r *http.Request) bool {
 	if ft != nil {
 		switch ft.Kind {
 		case Delay:
-			if !f.http.Sleep(r, ft.Delay) {
+			if !f.HTTP.Sleep(r, ft.Delay) {
 				return true
 			}
 			extra = ft.Header
@@ -404,7 +403,7 @@ func (f *Server) serveBatch(w http.ResponseWriter, r *http.Request) bool {
 			case CreateThenDisconnect:
 				panic(http.ErrAbortHandler)
 			case CreateThenHang:
-				f.http.Hold(r)
+				f.HTTP.Hold(r)
 				return true
 			}
 		}
@@ -432,10 +431,7 @@ func (f *Server) serveBatch(w http.ResponseWriter, r *http.Request) bool {
 	if contentType != "" {
 		h.Set("Content-Type", contentType)
 	}
-	fakekit.MergeHeader(h, extra)
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
+	fakekit.Reply(w, status, body, extra)
 	return true
 }
 
@@ -543,7 +539,7 @@ func (f *Server) createBatch(r *http.Request) ([]byte, int, apiError) {
 
 // readAll reads a request body of at most limit bytes.
 func readAll(r *http.Request, limit int64) ([]byte, error) {
-	raw, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	raw, err := fakekit.ReadBody(r, limit)
 	if err != nil {
 		return nil, err
 	}

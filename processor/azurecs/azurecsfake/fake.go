@@ -14,7 +14,6 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -136,10 +135,9 @@ type Request struct {
 // concurrent use. It keeps the text of every request for CallsContaining:
 // it is a test tool, not a sink for real documents.
 type Server struct {
-	opts   Options
-	http   *fakekit.Server
-	faults *fakekit.Faults[Fault]
-	calls  fakekit.Calls
+	opts Options
+	// Core: Calls counts every request, rejected and faulted ones included.
+	fakekit.Core[Fault]
 }
 
 // New starts a Server on a local httptest server. Close it when done.
@@ -147,37 +145,18 @@ func New(opts Options) *Server {
 	f := &Server{
 		opts: opts,
 		// Random faults: a 429 with Retry-After 1, a 500 or a 503.
-		faults: fakekit.NewFaults(opts.Seed, 0xac5, opts.FaultRate,
+		Core: fakekit.Core[Fault]{Faults: fakekit.NewFaults(opts.Seed, 0xac5, opts.FaultRate,
 			Fault{Kind: RateLimit, RetryAfter: "1"},
 			Fault{Kind: ServerError, Status: http.StatusInternalServerError},
-			Fault{Kind: ServerError, Status: http.StatusServiceUnavailable}),
+			Fault{Kind: ServerError, Status: http.StatusServiceUnavailable})},
 	}
-	f.http = fakekit.NewServer(http.HandlerFunc(f.serve))
+	f.Start(f.serve)
 	return f
 }
 
 // URL returns the endpoint to configure a client with, as a resource's
 // endpoint looks (no /contentsafety suffix).
-func (f *Server) URL() string { return f.http.URL() }
-
-// Handler returns the fake's handler, to serve from another listener. Calls,
-// faults and Close apply to it as to the built-in server.
-func (f *Server) Handler() http.Handler { return http.HandlerFunc(f.serve) }
-
-// Close releases held connections and stops the server. It is safe to
-// call more than once.
-func (f *Server) Close() { f.http.Close() }
-
-// Enqueue scripts faults for the next calls, in order; later calls are
-// answered normally.
-func (f *Server) Enqueue(faults ...Fault) { f.faults.Enqueue(faults...) }
-
-// Calls returns the number of requests that reached the handler, rejected
-// and faulted ones included.
-func (f *Server) Calls() int { return f.calls.Count() }
-
-// CallsContaining returns the number of requests whose text contains s.
-func (f *Server) CallsContaining(s string) int { return f.calls.Containing(s) }
+func (f *Server) URL() string { return f.HTTP.URL() }
 
 // maxFakeRequest bounds a request body.
 const maxFakeRequest = 1 << 20
@@ -186,17 +165,12 @@ const maxFakeRequest = 1 << 20
 var fakeAPIVersions = []string{"2023-10-01", "2024-09-01", "2024-09-15-preview", "2024-12-15-preview"}
 
 func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
-	body, readErr := io.ReadAll(io.LimitReader(r.Body, maxFakeRequest+1))
+	body, readErr := fakekit.ReadBody(r, maxFakeRequest)
 	req, hasText, decodeErr := decodeFakeRequest(body)
 	req.Header = r.Header.Clone()
 	req.APIVersion = r.URL.Query().Get("api-version")
 
-	f.calls.Add()
-	if decodeErr == nil {
-		f.calls.Record(req.Text)
-	}
-
-	if !f.http.Sleep(r, f.opts.Latency) {
+	if !f.Arrive(r, decodeErr == nil, req.Text, f.opts.Latency) {
 		return
 	}
 	if f.opts.APIKey != "" && r.Header.Get("Ocp-Apim-Subscription-Key") != f.opts.APIKey {
@@ -216,7 +190,7 @@ func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	fault, ok := f.faults.Next()
+	fault, ok := f.Faults.Next()
 	if !ok {
 		f.write(w, f.analysis(req, false), nil)
 		return
@@ -275,19 +249,14 @@ func (f *Server) fault(w http.ResponseWriter, r *http.Request, req Request, ft F
 	case Disconnect:
 		panic(http.ErrAbortHandler)
 	case Delay:
-		if f.http.Sleep(r, ft.Delay) {
+		if f.HTTP.Sleep(r, ft.Delay) {
 			f.write(w, f.analysis(req, false), ft.Header)
 		}
 	case TimeoutAfterAnswer:
 		body := f.analysis(req, false)
-		h := w.Header()
-		setDefaultHeaders(h)
-		fakekit.MergeHeader(h, ft.Header)
-		h.Set("Content-Length", strconv.Itoa(len(body)))
-		w.WriteHeader(http.StatusOK)
-		_, _ = w.Write(body[:len(body)/2])
-		_ = http.NewResponseController(w).Flush()
-		f.http.Hold(r)
+		setDefaultHeaders(w.Header())
+		fakekit.MergeHeader(w.Header(), ft.Header)
+		f.HTTP.HalfAnswer(w, r, http.StatusOK, body)
 	case Malformed:
 		f.write(w, []byte(fakekit.Cut(string(f.analysis(req, false)))), ft.Header)
 	case MissingCategory:
@@ -311,12 +280,8 @@ func (ft Fault) override(e wireError) wireError {
 }
 
 func (f *Server) write(w http.ResponseWriter, body []byte, extra http.Header) {
-	h := w.Header()
-	setDefaultHeaders(h)
-	fakekit.MergeHeader(h, extra)
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(body)
+	setDefaultHeaders(w.Header())
+	fakekit.Reply(w, http.StatusOK, body, extra)
 }
 
 // severities decides the scripted severities for req.
@@ -413,12 +378,7 @@ func writeError(w http.ResponseWriter, status int, extra []http.Header, e wireEr
 		// 429), whose code is the HTTP status.
 		h.Set("x-ms-error-code", e.Code)
 	}
-	for _, x := range extra {
-		fakekit.MergeHeader(h, x)
-	}
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
+	fakekit.Reply(w, status, body, extra...)
 }
 
 func setDefaultHeaders(h http.Header) {

@@ -5,9 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
-	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -131,11 +129,11 @@ type Content struct {
 // sink for real documents.
 type Server struct {
 	opts Options
-	http *fakekit.Server
 
-	faults *fakekit.Faults[Fault]
-	calls  fakekit.Calls // generateContent requests and their user text
-	items  fakekit.Calls // the user text of every batch item received
+	// Core: Calls counts generateContent requests, faulted ones included
+	// (batch and Files routes: BatchCounts); Seen keeps their user text.
+	fakekit.Core[Fault]
+	items fakekit.Calls // the user text of every batch item received
 
 	batch fakeBatchState // the batch routes' state, under its own lock
 }
@@ -146,40 +144,25 @@ func New(opts Options) *Server {
 		opts: opts,
 		// FaultRate's random faults, drawn on the stream this fake has
 		// always used, so that a seed replays the same faults.
-		faults: fakekit.NewFaults(opts.Seed, 0x6e1, opts.FaultRate,
+		Core: fakekit.Core[Fault]{Faults: fakekit.NewFaults(opts.Seed, 0x6e1, opts.FaultRate,
 			Fault{Kind: RateLimit, RetryDelay: "0.120s"},
 			Fault{Kind: ServerError, Status: http.StatusInternalServerError},
-			Fault{Kind: ServerError, Status: http.StatusServiceUnavailable}),
+			Fault{Kind: ServerError, Status: http.StatusServiceUnavailable})},
 	}
 	f.batch.createFaults = fakekit.NewFaults[Fault](0, 0, 0)
 	f.batch.statusFaults = fakekit.NewFaults[Fault](0, 0, 0)
-	f.http = fakekit.NewServer(http.HandlerFunc(f.serve))
+	f.Start(f.serve)
 	return f
 }
 
 // URL returns the base URL to configure a client with (gemini.Config.BaseURL): the
 // host root, as the SDK appends the API version.
-func (f *Server) URL() string { return f.http.URL() }
-
-// Handler returns the fake's handler, to serve from another listener. Calls,
-// faults and Close apply to it as to the built-in server.
-func (f *Server) Handler() http.Handler { return http.HandlerFunc(f.serve) }
-
-// Close releases held connections and stops the server.
-func (f *Server) Close() { f.http.Close() }
-
-// Enqueue scripts faults for the next calls, in order; later calls are
-// answered normally.
-func (f *Server) Enqueue(faults ...Fault) { f.faults.Enqueue(faults...) }
-
-// Calls returns the number of requests that reached the handler, faulted
-// ones included, batch and Files routes excepted (see BatchCounts).
-func (f *Server) Calls() int { return f.calls.Count() }
+func (f *Server) URL() string { return f.HTTP.URL() }
 
 // CallsContaining returns the number of requests and batch items whose
 // user turns contain s.
 func (f *Server) CallsContaining(s string) int {
-	return f.calls.Containing(s) + f.items.Containing(s)
+	return f.Seen.Containing(s) + f.items.Containing(s)
 }
 
 // BatchItemsContaining returns the number of batch items received whose
@@ -205,16 +188,11 @@ func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if f.serveBatch(w, r) {
 		return
 	}
-	body, readErr := io.ReadAll(io.LimitReader(r.Body, maxFakeRequest+1))
+	body, readErr := fakekit.ReadBody(r, maxFakeRequest)
 	req, decodeErr := decodeFakeRequest(body)
 	req.Header = r.Header.Clone()
 
-	f.calls.Add()
-	if decodeErr == nil {
-		f.calls.Record(userText(req))
-	}
-
-	if !f.http.Sleep(r, f.opts.Latency) {
+	if !f.Arrive(r, decodeErr == nil, userText(req), f.opts.Latency) {
 		return
 	}
 	model, ok := modelFromPath(r.URL.Path)
@@ -236,7 +214,7 @@ func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	fault, ok := f.faults.Next()
+	fault, ok := f.Faults.Next()
 	if !ok {
 		f.write(w, f.response(req, candidate(f.text(req), "STOP"), nil), nil)
 		return
@@ -329,19 +307,14 @@ func (f *Server) fault(w http.ResponseWriter, r *http.Request, req Request, ft F
 	case Disconnect:
 		panic(http.ErrAbortHandler)
 	case Delay:
-		if f.http.Sleep(r, ft.Delay) {
+		if f.HTTP.Sleep(r, ft.Delay) {
 			f.write(w, f.response(req, candidate(f.text(req), "STOP"), nil), ft.Header)
 		}
 	case TimeoutAfterAnswer:
 		body := f.response(req, candidate(f.text(req), "STOP"), nil)
-		h := w.Header()
-		setDefaultHeaders(h)
-		fakekit.MergeHeader(h, ft.Header)
-		h.Set("Content-Length", strconv.Itoa(len(body)))
-		w.WriteHeader(http.StatusOK)
-		_, _ = w.Write(body[:len(body)/2])
-		_ = http.NewResponseController(w).Flush()
-		f.http.Hold(r)
+		setDefaultHeaders(w.Header())
+		fakekit.MergeHeader(w.Header(), ft.Header)
+		f.HTTP.HalfAnswer(w, r, http.StatusOK, body)
 	default:
 		cand, feedback, ok := f.answer(req, ft)
 		if !ok {
@@ -395,12 +368,8 @@ func (ft Fault) override(e apiErrorBody) apiErrorBody {
 }
 
 func (f *Server) write(w http.ResponseWriter, body []byte, extra http.Header) {
-	h := w.Header()
-	setDefaultHeaders(h)
-	fakekit.MergeHeader(h, extra)
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(body)
+	setDefaultHeaders(w.Header())
+	fakekit.Reply(w, http.StatusOK, body, extra)
 }
 
 // text is the answer text of a normal call.

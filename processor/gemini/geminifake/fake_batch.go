@@ -339,7 +339,7 @@ func (f *Server) serveBatchCreate(w http.ResponseWriter, r *http.Request, model 
 	st.init()
 	st.counts.CreateCalls++
 	st.mu.Unlock()
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxFakeRequest+1))
+	body, err := fakekit.ReadBody(r, maxFakeRequest)
 	if !f.authorized(w, r) {
 		return
 	}
@@ -379,17 +379,12 @@ func (f *Server) serveBatchCreate(w http.ResponseWriter, r *http.Request, model 
 		case Disconnect:
 			panic(http.ErrAbortHandler)
 		case Delay:
-			if !f.http.Sleep(r, ft.Delay) {
+			if !f.HTTP.Sleep(r, ft.Delay) {
 				return
 			}
 		case TimeoutAfterAnswer:
-			h := w.Header()
-			setDefaultHeaders(h)
-			h.Set("Content-Length", strconv.Itoa(len(answer)))
-			w.WriteHeader(http.StatusOK)
-			_, _ = w.Write(answer[:len(answer)/2])
-			_ = http.NewResponseController(w).Flush()
-			f.http.Hold(r)
+			setDefaultHeaders(w.Header())
+			f.HTTP.HalfAnswer(w, r, http.StatusOK, answer)
 			return
 		}
 	}
@@ -488,7 +483,7 @@ func (f *Server) serveBatchGet(w http.ResponseWriter, r *http.Request, name stri
 		case HugeBody:
 			pad = true
 		case Delay:
-			if !f.http.Sleep(r, ft.Delay) {
+			if !f.HTTP.Sleep(r, ft.Delay) {
 				return
 			}
 		default:

@@ -8,11 +8,12 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/stetlabs/stet/internal/fakekit"
 )
 
 // The Files API resumable upload: a start request answered with
@@ -20,7 +21,7 @@ import (
 // Every answer carries X-Goog-Upload-Status, without which the SDK waits and
 // asks again.
 func (f *Server) serveUpload(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(io.LimitReader(r.Body, maxFakeRequest+1))
+	body, _ := fakekit.ReadBody(r, maxFakeRequest)
 	st := &f.batch
 	st.mu.Lock()
 	st.init()
@@ -123,9 +124,7 @@ func (f *Server) serveFileGet(w http.ResponseWriter, r *http.Request, name strin
 	h := w.Header()
 	setDefaultHeaders(h)
 	h.Set("Content-Type", file.mime)
-	h.Set("Content-Length", strconv.Itoa(len(file.data)))
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(file.data)
+	fakekit.Reply(w, http.StatusOK, file.data)
 }
 
 func (f *Server) serveFileDelete(w http.ResponseWriter, r *http.Request, name string) {
@@ -175,7 +174,5 @@ func signInPage(w http.ResponseWriter) {
 	const page = "<!DOCTYPE html>\n<html><head><title>Sign in - Google Accounts</title></head><body>Sign in</body></html>\n"
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=UTF-8")
-	h.Set("Content-Length", strconv.Itoa(len(page)))
-	w.WriteHeader(http.StatusOK)
-	_, _ = io.WriteString(w, page)
+	fakekit.Reply(w, http.StatusOK, []byte(page))
 }

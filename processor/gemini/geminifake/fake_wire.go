@@ -7,9 +7,7 @@ import (
 	"cmp"
 	"crypto/rand"
 	"encoding/base64"
-	"io"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/stetlabs/stet/internal/fakekit"
@@ -274,14 +272,8 @@ func writeAPIError(w http.ResponseWriter, status int, extra []http.Header, e api
 	body.Error.Status = e.Status
 	body.Error.Details = e.Details
 	raw := marshal(body)
-	h := w.Header()
-	setDefaultHeaders(h)
-	for _, x := range extra {
-		fakekit.MergeHeader(h, x)
-	}
-	h.Set("Content-Length", strconv.Itoa(len(raw)))
-	w.WriteHeader(status)
-	_, _ = w.Write(raw)
+	setDefaultHeaders(w.Header())
+	fakekit.Reply(w, status, raw, extra...)
 }
 
 func notFoundPage(w http.ResponseWriter, path string) {
@@ -290,9 +282,7 @@ func notFoundPage(w http.ResponseWriter, path string) {
 		"</code> was not found on this server.  <ins>That’s all we know.</ins>\n"
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=UTF-8")
-	h.Set("Content-Length", strconv.Itoa(len(page)))
-	w.WriteHeader(http.StatusNotFound)
-	_, _ = io.WriteString(w, page)
+	fakekit.Reply(w, http.StatusNotFound, []byte(page))
 }
 
 func htmlEscape(s string) string {

@@ -11,7 +11,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -187,10 +186,10 @@ type Server struct {
 	clock    stet.Clock
 	window   time.Duration
 	chatPath string
-	http     *fakekit.Server
 
-	faults *fakekit.Faults[Fault]
-	calls  fakekit.Calls // chat requests counted; chat and batch item text kept
+	// Core: Calls counts chat requests, faulted ones and replays included,
+	// batch routes excepted; Seen keeps chat and batch item text.
+	fakekit.Core[Fault]
 
 	mu         sync.Mutex // guards the idempotency store and its counts
 	executions int
@@ -226,37 +225,22 @@ func New(opts Options) *Server {
 		chatPath: cmp.Or(opts.ChatPath, "/v1"+defaultChatPath),
 		// Random faults: a 429 with Retry-After 1, a 503 VENDOR_DOWN or a
 		// 500 INTERNAL_ERROR.
-		faults: fakekit.NewFaults(opts.Seed, 0x1f4a, opts.FaultRate,
+		Core: fakekit.Core[Fault]{Faults: fakekit.NewFaults(opts.Seed, 0x1f4a, opts.FaultRate,
 			Fault{Kind: ErrorCode, Code: codeRateLimitExceeded, RetryAfter: "1"},
 			Fault{Kind: ErrorCode, Code: codeVendorDown, Status: http.StatusServiceUnavailable},
-			Fault{Kind: ErrorCode, Code: codeInternalError}),
+			Fault{Kind: ErrorCode, Code: codeInternalError})},
 		keys:  map[string]*idemEntry{},
 		batch: newFakeBatches(),
 	}
 	if f.clock == nil {
 		f.clock = stet.SystemClock{}
 	}
-	f.http = fakekit.NewServer(http.HandlerFunc(f.serve))
+	f.Start(f.serve)
 	return f
 }
 
 // URL returns the base URL to configure a client with; it ends in /v1.
-func (f *Server) URL() string { return f.http.URL() + "/v1" }
-
-// Handler returns the fake's handler, to serve from another listener. Calls,
-// faults, idempotency state and Close apply to it as to the built-in server.
-func (f *Server) Handler() http.Handler { return http.HandlerFunc(f.serve) }
-
-// Close releases held connections and stops the server.
-func (f *Server) Close() { f.http.Close() }
-
-// Enqueue scripts faults for the next executing calls, in order; later
-// calls are answered normally. A replay of a stored answer takes no fault.
-func (f *Server) Enqueue(faults ...Fault) { f.faults.Enqueue(faults...) }
-
-// Calls returns the number of requests that reached the chat route's
-// handler: faulted ones and replays included, batch routes excepted.
-func (f *Server) Calls() int { return f.calls.Count() }
+func (f *Server) URL() string { return f.HTTP.URL() + "/v1" }
 
 // Executions returns the number of requests the Server executed, that is
 // charged for: a key executes once per dedup window, a request without a key
@@ -274,10 +258,6 @@ func (f *Server) Replays() int {
 	defer f.mu.Unlock()
 	return f.replays
 }
-
-// CallsContaining returns the number of chat requests and batch items whose
-// user messages contain s.
-func (f *Server) CallsContaining(s string) int { return f.calls.Containing(s) }
 
 // userText joins the user messages of req, as CallsContaining searches them.
 func userText(req Request) string {
@@ -302,17 +282,12 @@ func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	start := time.Now()
-	body, readErr := io.ReadAll(io.LimitReader(r.Body, maxFakeRequest+1))
+	body, readErr := fakekit.ReadBody(r, maxFakeRequest)
 	req, canonical, decodeErr := decodeFakeRequest(body)
 	req.Header = r.Header.Clone()
 	req.IdempotencyKey = r.Header.Get("Idempotency-Key")
 
-	f.calls.Add()
-	if decodeErr == nil {
-		f.calls.Record(userText(req))
-	}
-
-	if !f.http.Sleep(r, f.opts.Latency) {
+	if !f.Arrive(r, decodeErr == nil, userText(req), f.opts.Latency) {
 		return
 	}
 	if r.URL.Path != f.chatPath || r.Method != http.MethodPost {
@@ -351,7 +326,7 @@ func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 		defer f.release(key, entry)
 	}
 
-	ft, _ := f.faults.Next()
+	ft, _ := f.Faults.Next()
 	f.respond(w, r, req, entry, ft, start)
 }
 
@@ -396,7 +371,7 @@ func (f *Server) claimKey(r *http.Request, key string, sum [32]byte) (*idemEntry
 		case <-ready:
 		case <-r.Context().Done():
 			return nil, fakeResponse{}, keyGone
-		case <-f.http.Done():
+		case <-f.HTTP.Done():
 			return nil, fakeResponse{}, keyGone
 		}
 	}
@@ -452,7 +427,7 @@ func (f *Server) respond(w http.ResponseWriter, r *http.Request, req Request, en
 		defer t.Stop()
 		select {
 		case <-t.C:
-		case <-f.http.Done():
+		case <-f.HTTP.Done():
 			return
 		}
 		resp := f.answer(req, f.content(req), nil, "stop", ft.Header, start)
@@ -536,7 +511,7 @@ func (f *Server) writeHalf(w http.ResponseWriter, r *http.Request, resp fakeResp
 	w.WriteHeader(resp.status)
 	_, _ = w.Write(resp.body[:len(resp.body)/2])
 	_ = http.NewResponseController(w).Flush()
-	f.http.Hold(r)
+	f.HTTP.Hold(r)
 }
 
 // content is the message content of a normal answer.
@@ -699,11 +674,7 @@ func writeErrorShaped(w http.ResponseWriter, start time.Time, bare bool, status 
 }
 
 func writeResponse(w http.ResponseWriter, resp fakeResponse) {
-	h := w.Header()
-	fakekit.MergeHeader(h, resp.header)
-	h.Set("Content-Length", strconv.Itoa(len(resp.body)))
-	w.WriteHeader(resp.status)
-	_, _ = w.Write(resp.body)
+	fakekit.Reply(w, resp.status, resp.body, resp.header)
 }
 
 // tokens estimates a token count: four characters a token.

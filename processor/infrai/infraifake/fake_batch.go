@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/json"
-	"io"
 	"maps"
 	"net/http"
 	"strconv"
@@ -228,7 +227,7 @@ func (f *Server) serveBatch(w http.ResponseWriter, r *http.Request) {
 	}
 	f.batch.mu.Unlock()
 
-	if !f.http.Sleep(r, f.opts.Latency) {
+	if !f.HTTP.Sleep(r, f.opts.Latency) {
 		return
 	}
 	if route == "" {
@@ -308,7 +307,7 @@ type wireBatchItem struct {
 }
 
 func (f *Server) batchSubmit(w http.ResponseWriter, r *http.Request, ft Fault, start time.Time) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxFakeRequest+1))
+	body, err := fakekit.ReadBody(r, maxFakeRequest)
 	var sub wireBatchSubmit
 	if err != nil || len(body) > maxFakeRequest || json.Unmarshal(body, &sub) != nil {
 		writeErrorShaped(w, start, false, http.StatusBadRequest, codeInvalidRequest, "The request body is not valid JSON.")
@@ -415,7 +414,7 @@ func (f *Server) batchSubmit(w http.ResponseWriter, r *http.Request, ft Fault, s
 	f.batch.mu.Unlock()
 
 	for _, req := range reqs {
-		f.calls.Record(userText(req))
+		f.Seen.Record(userText(req))
 	}
 
 	switch ft.Kind {
@@ -425,7 +424,7 @@ func (f *Server) batchSubmit(w http.ResponseWriter, r *http.Request, ft Fault, s
 		f.writeHalf(w, r, resp)
 		return
 	case Delay:
-		if !f.http.Sleep(r, ft.Delay) {
+		if !f.HTTP.Sleep(r, ft.Delay) {
 			return
 		}
 	}

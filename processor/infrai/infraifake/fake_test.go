@@ -83,7 +83,7 @@ func TestFakeValidatesRequests(t *testing.T) {
 		{"json_schema not strict", "/v1/chat/completions", testKey, `{"model":"m","messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"name":"s","schema":{"type":"object"}}}}`, 400, codeInvalidRequest},
 	}
 	for _, tt := range tests {
-		status, header, raw := post(t, f.http.URL()+tt.path, tt.key, "", tt.body)
+		status, header, raw := post(t, f.HTTP.URL()+tt.path, tt.key, "", tt.body)
 		env := decodeEnvelope(t, raw)
 		if status != tt.wantStatus {
 			t.Errorf("%s: POST = %d %s, want %d", tt.name, status, raw, tt.wantStatus)

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -145,11 +144,11 @@ type Message struct {
 // real documents.
 type Server struct {
 	opts  Options
-	http  *fakekit.Server
 	clock stet.Clock
 
-	faults  *fakekit.Faults[Fault]
-	calls   fakekit.Calls
+	// Core: Calls counts the chat route's requests, faulted ones included;
+	// Files and Batches keep their own counters.
+	fakekit.Core[Fault]
 	latency *fakekit.Latency // LatencyMin/Max draws, apart from fault draws
 	traffic *fakekit.Traffic
 
@@ -178,41 +177,22 @@ func New(opts Options) *Server {
 		opts:  opts,
 		clock: opts.Clock,
 		// Random faults: a 429 without Retry-After, a 500 or a 503.
-		faults: fakekit.NewFaults(opts.Seed, 0x5e7, opts.FaultRate,
+		Core: fakekit.Core[Fault]{Faults: fakekit.NewFaults(opts.Seed, 0x5e7, opts.FaultRate,
 			Fault{Kind: RateLimit},
 			Fault{Kind: ServerError, Status: http.StatusInternalServerError},
-			Fault{Kind: ServerError, Status: http.StatusServiceUnavailable}),
+			Fault{Kind: ServerError, Status: http.StatusServiceUnavailable})},
 		latency: fakekit.NewLatency(opts.Seed, 0x1a7, opts.LatencyMin, opts.LatencyMax),
 		traffic: fakekit.NewTraffic(opts.Clock.Now),
 		reqs:    fakekit.NewBucket(opts.RPM, opts.LimitWindow, now),
 		toks:    fakekit.NewBucket(opts.TPM, opts.LimitWindow, now),
 		batch:   newFakeBatches(opts.Batch),
 	}
-	f.http = fakekit.NewServer(http.HandlerFunc(f.serve))
+	f.Start(f.serve)
 	return f
 }
 
 // URL returns the base URL to configure a client with; it ends in /v1.
-func (f *Server) URL() string { return f.http.URL() + "/v1" }
-
-// Handler returns the fake's handler, to serve from another listener. Calls,
-// faults and Close apply to it as to the built-in server.
-func (f *Server) Handler() http.Handler { return http.HandlerFunc(f.serve) }
-
-// Close releases held connections and stops the server.
-func (f *Server) Close() { f.http.Close() }
-
-// Enqueue scripts faults for the next calls, in order; later calls are
-// answered normally.
-func (f *Server) Enqueue(faults ...Fault) { f.faults.Enqueue(faults...) }
-
-// Calls returns the number of requests that reached the handler, faulted
-// ones included.
-func (f *Server) Calls() int { return f.calls.Count() }
-
-// CallsContaining returns the number of requests whose user messages
-// contain s.
-func (f *Server) CallsContaining(s string) int { return f.calls.Containing(s) }
+func (f *Server) URL() string { return f.HTTP.URL() + "/v1" }
 
 // maxFakeRequest bounds a request body, as the real API does.
 const maxFakeRequest = 32 << 20
@@ -226,11 +206,11 @@ func (f *Server) serve(rw http.ResponseWriter, r *http.Request) {
 	}
 	w := &fakekit.StatusWriter{ResponseWriter: rw}
 	defer func() { f.traffic.Status(w.Status) }()
-	body, readErr := io.ReadAll(io.LimitReader(r.Body, maxFakeRequest+1))
+	body, readErr := fakekit.ReadBody(r, maxFakeRequest)
 	req, decodeErr := decodeFakeRequest(body)
 	req.Header = r.Header.Clone()
 
-	f.calls.Add()
+	f.Seen.Add()
 	f.traffic.Call()
 	if f.limited() {
 		// Even answers that never reach the limits report them.
@@ -247,10 +227,10 @@ func (f *Server) serve(rw http.ResponseWriter, r *http.Request) {
 				sb.WriteByte('\n')
 			}
 		}
-		f.calls.Record(sb.String())
+		f.Seen.Record(sb.String())
 	}
 
-	if !f.http.Sleep(r, f.opts.Latency) {
+	if !f.HTTP.Sleep(r, f.opts.Latency) {
 		return
 	}
 	if p := r.URL.Path; (p != "/v1/chat/completions" && p != "/chat/completions" && !isAzureChatPath(p)) || r.Method != http.MethodPost {
@@ -303,12 +283,12 @@ func (f *Server) serve(rw http.ResponseWriter, r *http.Request) {
 	}
 	if extra := f.latency.Draw(); extra > 0 || f.opts.Latency > 0 {
 		w.Header().Set("openai-processing-ms", strconv.FormatInt((f.opts.Latency+extra).Milliseconds(), 10))
-		if !f.http.Sleep(r, extra) {
+		if !f.HTTP.Sleep(r, extra) {
 			return
 		}
 	}
 
-	fault, ok := f.faults.Next()
+	fault, ok := f.Faults.Next()
 	if !ok {
 		f.answer(w, req, "stop", nil)
 		return
@@ -348,19 +328,14 @@ func (f *Server) fault(w http.ResponseWriter, r *http.Request, req Request, ft F
 	case Disconnect:
 		panic(http.ErrAbortHandler)
 	case Delay:
-		if f.http.Sleep(r, ft.Delay) {
+		if f.HTTP.Sleep(r, ft.Delay) {
 			f.answer(w, req, "stop", ft.Header)
 		}
 	case TimeoutAfterAnswer:
 		body := f.completion(req, f.content(req), nil, "stop")
-		h := w.Header()
-		setDefaultHeaders(h)
-		fakekit.MergeHeader(h, ft.Header)
-		h.Set("Content-Length", strconv.Itoa(len(body)))
-		w.WriteHeader(http.StatusOK)
-		_, _ = w.Write(body[:len(body)/2])
-		_ = http.NewResponseController(w).Flush()
-		f.http.Hold(r)
+		setDefaultHeaders(w.Header())
+		fakekit.MergeHeader(w.Header(), ft.Header)
+		f.HTTP.HalfAnswer(w, r, http.StatusOK, body)
 	case TruncatedJSON:
 		f.write(w, f.completion(req, cut(f.content(req)), nil, "stop"), ft.Header)
 	case SchemaInvalid:
@@ -404,12 +379,8 @@ func (f *Server) answer(w http.ResponseWriter, req Request, finish string, extra
 }
 
 func (f *Server) write(w http.ResponseWriter, body []byte, extra http.Header) {
-	h := w.Header()
-	setDefaultHeaders(h)
-	fakekit.MergeHeader(h, extra)
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(body)
+	setDefaultHeaders(w.Header())
+	fakekit.Reply(w, http.StatusOK, body, extra)
 }
 
 // content is the message content of a normal answer.
@@ -548,14 +519,8 @@ func invalidKey() apiError {
 // are merged over the defaults in order.
 func writeAPIError(w http.ResponseWriter, status int, extra []http.Header, e apiError) {
 	body := apiErrorBody(e)
-	h := w.Header()
-	setDefaultHeaders(h)
-	for _, x := range extra {
-		fakekit.MergeHeader(h, x)
-	}
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
+	setDefaultHeaders(w.Header())
+	fakekit.Reply(w, status, body, extra...)
 }
 
 // apiErrorBody is the API's error object {"error":{…}}.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/json"
-	"io"
 	"maps"
 	"mime"
 	"net/http"
@@ -413,7 +412,7 @@ func (f *Server) serveBatch(w http.ResponseWriter, r *http.Request) {
 	switch ft.Kind {
 	case "", HugeBody, CreateThenHang, CreateThenReset:
 	case Delay:
-		if !f.http.Sleep(r, ft.Delay) {
+		if !f.HTTP.Sleep(r, ft.Delay) {
 			return
 		}
 	case Redirect:
@@ -448,7 +447,7 @@ func (f *Server) serveBatch(w http.ResponseWriter, r *http.Request) {
 
 	switch ft.Kind {
 	case CreateThenHang:
-		f.http.Hold(r)
+		f.HTTP.Hold(r)
 		panic(http.ErrAbortHandler)
 	case CreateThenReset:
 		panic(http.ErrAbortHandler)
@@ -557,10 +556,7 @@ func writeBatchAnswer(w http.ResponseWriter, a batchAnswer, extra http.Header) {
 	if a.contentType != "" {
 		h.Set("Content-Type", a.contentType)
 	}
-	fakekit.MergeHeader(h, extra)
-	h.Set("Content-Length", strconv.Itoa(len(a.body)))
-	w.WriteHeader(a.status)
-	_, _ = w.Write(a.body)
+	fakekit.Reply(w, a.status, a.body, extra)
 }
 
 // pad makes body larger than hugeBodyBytes: a padding member in front of
@@ -604,7 +600,7 @@ func noSuchBatch(id string) batchAnswer {
 }
 
 func (f *Server) batchCreate(r *http.Request) batchAnswer {
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxFakeRequest+1))
+	body, err := fakekit.ReadBody(r, maxFakeRequest)
 	var req struct {
 		InputFileID        *string           `json:"input_file_id"`
 		Endpoint           *string           `json:"endpoint"`

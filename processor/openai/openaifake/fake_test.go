@@ -72,7 +72,7 @@ func TestFakeValidatesRequests(t *testing.T) {
 		{"plain text format", "/chat/completions", testKey, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, 200, "", nil},
 	}
 	for _, tt := range tests {
-		url := f.http.URL() + tt.path
+		url := f.HTTP.URL() + tt.path
 		status, header, body := post(t, url, tt.key, tt.body)
 		if status != tt.wantStatus {
 			t.Errorf("%s: POST = %d %v, want %d", tt.name, status, body, tt.wantStatus)
