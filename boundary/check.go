@@ -3,7 +3,8 @@
 // leaves is minimized first.
 //
 // Check decides whether a processor is inside a policy's boundary; Minimizer
-// replaces the identifiers a policy selects with typed placeholders. This
+// replaces the identifiers a policy selects with typed placeholders; Keyring
+// and DataKey seal text at rest (envelope.go). This
 // package must never log, return in an error or otherwise expose the text it
 // minimizes or the names in a policy's dictionary: only the minimized text and
 // counts per identifier class leave it.
