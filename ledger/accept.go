@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/boundary"
 )
 
 // AcceptParams is one intake delivery, already verified and parsed.
@@ -68,13 +69,6 @@ func IdentityHash(mode stet.IdentityMode, externalID string, text stet.Text) str
 	return stet.SHA256Hex([]byte("external_id\x00" + externalID))
 }
 
-// Accept records one delivery inside tx: the delivery receipt, the report,
-// the revision and the job. Unique constraints decide every race. newJob is
-// true when the caller must enqueue the extract task in the same tx.
-//
-// On ErrRetryItem the caller rolls back to a savepoint taken before the call
-// and calls Accept again.
-
 // Intake statements.
 var (
 	qDeliveryByKey = `SELECT body_sha256, job_id, report_id, revision FROM deliveries
@@ -102,8 +96,18 @@ var (
 	qLockLiveReport = `UPDATE reports SET updated_at = $1 WHERE id = $2 AND deleted_at IS NULL`
 )
 
-func Accept(ctx context.Context, tx Querier, p AcceptParams) (res AcceptResult, newJob bool, err error) {
+// Accept records one delivery inside tx: the delivery receipt, the report,
+// the revision and the job. Unique constraints decide every race. newJob is
+// true when the caller must enqueue the extract task in the same tx.
+//
+// On ErrRetryItem the caller rolls back to a savepoint taken before the call
+// and calls Accept again.
+//
+// With encryption on, the text and metadata are sealed under the report's
+// data key, created with the report.
+func (db *DB) Accept(ctx context.Context, tx Querier, p AcceptParams) (res AcceptResult, newJob bool, err error) {
 	now := micros(p.Now)
+	var dk *boundary.DataKey
 
 	// 0. A deleted identity stays deleted until the replay horizon: nothing
 	// is stored, not even a receipt.
@@ -150,6 +154,9 @@ func Accept(ctx context.Context, tx Querier, p AcceptParams) (res AcceptResult, 
 		} else if gone {
 			return res, false, ErrRetryItem
 		}
+		if dk, err = db.newReportKey(ctx, tx, reportID, p.Now); err != nil {
+			return res, false, err
+		}
 	case errors.Is(err, sql.ErrNoRows):
 		if err := tx.QueryRowContext(ctx, qReportByIdentity,
 			p.TenantID, p.SourceID, identity).Scan(&reportID); err != nil {
@@ -163,6 +170,9 @@ func Accept(ctx context.Context, tx Querier, p AcceptParams) (res AcceptResult, 
 		}
 		if n, _ := r.RowsAffected(); n != 1 {
 			return AcceptResult{Outcome: OutcomeGone}, false, nil
+		}
+		if dk, err = db.writeKey(ctx, tx, reportID, p.Now); err != nil {
+			return res, false, err
 		}
 	default:
 		return res, false, fmt.Errorf("insert report: %w", err)
@@ -193,8 +203,15 @@ func Accept(ctx context.Context, tx Querier, p AcceptParams) (res AcceptResult, 
 	if len(p.Metadata) > 0 {
 		metadata = sql.NullString{String: string(p.Metadata), Valid: true}
 	}
+	text, err := sealString(dk, colRevisionText, revisionID, p.Text.Reveal())
+	if err != nil {
+		return res, false, err
+	}
+	if metadata, err = seal(dk, colRevisionMetadata, revisionID, metadata); err != nil {
+		return res, false, err
+	}
 	err = tx.QueryRowContext(ctx, qInsertRevision,
-		revisionID, reportID, revision, contentSHA, p.Text.Reveal(), metadata,
+		revisionID, reportID, revision, contentSHA, text, metadata,
 		p.PolicyID, p.PolicyHash, p.ProfileID, p.ProfileVersion, now).Scan(&got)
 	switch {
 	case err == nil:

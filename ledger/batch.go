@@ -444,7 +444,7 @@ const (
 // marker (only if unset: a second application writes nothing), finishes its
 // attempt, and either saves the artifact fenced on the item's token or
 // sends the job to its route.
-func ApplyBatchItem(ctx context.Context, tx Querier, a ApplyItem) (string, error) {
+func (db *DB) ApplyBatchItem(ctx context.Context, tx Querier, a ApplyItem) (string, error) {
 	ts := micros(a.Now)
 	outcome := ApplySucceeded
 	if a.Artifact == nil {
@@ -488,18 +488,20 @@ func ApplyBatchItem(ctx context.Context, tx Querier, a ApplyItem) (string, error
 	var moved int64
 	switch {
 	case a.Artifact != nil:
-		r, err := tx.ExecContext(ctx, `UPDATE jobs SET state = 'extracted', extracted_at = $1, updated_at = $1,
+		var reportID string
+		err := tx.QueryRowContext(ctx, `UPDATE jobs SET state = 'extracted', extracted_at = $1, updated_at = $1,
 				failure_class = NULL, processor_id = $2, extracting_at = COALESCE(extracting_at, $1)
-			WHERE id = $3 AND attempt = $4 AND state = 'batched'`, ts, a.Artifact.ProcessorID, a.Item.JobID, a.Item.Token)
-		if err != nil {
+			WHERE id = $3 AND attempt = $4 AND state = 'batched' RETURNING report_id`, ts, a.Artifact.ProcessorID, a.Item.JobID, a.Item.Token).Scan(&reportID)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
 			return "", fmt.Errorf("fence batched job: %w", err)
-		}
-		if moved, _ = r.RowsAffected(); moved == 1 {
-			_, err = tx.ExecContext(ctx, qInsertArtifact,
-				stet.NewID("art", a.Now), a.Item.JobID, a.Item.AttemptN, string(a.Artifact.Raw), string(a.Artifact.Output),
-				a.Artifact.SchemaVersion, a.Artifact.ProcessorID, nullString(a.Artifact.Model), ts)
-			if err != nil {
-				return "", fmt.Errorf("insert artifact: %w", err)
+		default:
+			moved = 1
+			art := *a.Artifact
+			art.JobID, art.AttemptN, art.Now = a.Item.JobID, a.Item.AttemptN, a.Now
+			if err := db.insertArtifact(ctx, tx, reportID, art); err != nil {
+				return "", err
 			}
 		}
 	case a.Route == "manual":

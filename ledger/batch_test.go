@@ -17,7 +17,7 @@ func acceptBatch(t *testing.T, db *ledger.DB, ext string) string {
 	var res ledger.AcceptResult
 	err := db.InTx(ctx, func(tx *sql.Tx) error {
 		var err error
-		res, _, err = ledger.Accept(ctx, tx, ledger.AcceptParams{
+		res, _, err = db.Accept(ctx, tx, ledger.AcceptParams{
 			TenantID: "demo", SourceID: "reports", Identity: stet.IdentityExternalID, Revisions: stet.RevisionsExplicit,
 			ExternalID: ext, Revision: 1, Text: stet.NewText("text of " + ext), DeliveryKey: "d-" + ext, BodySHA256: stet.SHA256Hex([]byte(ext)),
 			PolicyID: "standard", PolicyHash: (&stet.Policy{ID: "standard", Processors: []string{"p1"}}).Hash(),
@@ -124,7 +124,7 @@ func TestBatchLifecycle(t *testing.T) {
 					a.Result.Status, a.Result.FailureClass, a.Route = stet.AttemptFailed, stet.FailureTransient, "batch"
 				}
 				var err error
-				out, err = ledger.ApplyBatchItem(ctx, tx, a)
+				out, err = db.ApplyBatchItem(ctx, tx, a)
 				return err
 			})
 			if err != nil {

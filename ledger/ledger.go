@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/boundary"
 )
 
 // Querier is what the ledger's statements run on: a *sql.DB or a *sql.Tx.
@@ -37,6 +38,8 @@ type DB struct {
 	r       *sql.DB
 	dialect *dialect
 	url     string
+	// keys, when set, seal the text columns (crypt.go); nil stores plaintext.
+	keys *boundary.Keyring
 }
 
 // Open opens the ledger at url ("sqlite:///path/stet.db", "sqlite://rel.db",

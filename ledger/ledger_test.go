@@ -49,7 +49,7 @@ func accept(t *testing.T, db *ledger.DB, ext string, rev int64, text, delivery s
 	var res ledger.AcceptResult
 	err := db.InTx(ctx, func(tx *sql.Tx) error {
 		var err error
-		res, _, err = ledger.Accept(ctx, tx, ledger.AcceptParams{
+		res, _, err = db.Accept(ctx, tx, ledger.AcceptParams{
 			TenantID: "demo", SourceID: "reports", Identity: stet.IdentityExternalID, Revisions: stet.RevisionsExplicit,
 			ExternalID: ext, Revision: rev, Text: stet.NewText(text), DeliveryKey: delivery, BodySHA256: stet.SHA256Hex([]byte(delivery + text)),
 			PolicyID: "standard", PolicyHash: (&stet.Policy{ID: "standard", Processors: []string{"p1"}}).Hash(),
@@ -77,7 +77,7 @@ func claim(t *testing.T, db *ledger.DB, jobID string, expected int64, now time.T
 
 func save(db *ledger.DB, jobID string, token int64, n int) error {
 	return db.InTx(context.Background(), func(tx *sql.Tx) error {
-		return ledger.SaveArtifact(context.Background(), tx, ledger.SaveArtifactParams{JobID: jobID, Token: token, AttemptN: n,
+		return db.SaveArtifact(context.Background(), tx, ledger.SaveArtifactParams{JobID: jobID, Token: token, AttemptN: n,
 			Raw: []byte(`{}`), Output: []byte(`{"category":"none"}`), SchemaVersion: "moderation@1", ProcessorID: "p1", Now: t0})
 	})
 }
@@ -87,7 +87,7 @@ func commit(t *testing.T, db *ledger.DB, jobID string) string {
 	var id string
 	err := db.InTx(context.Background(), func(tx *sql.Tx) error {
 		var err error
-		id, err = ledger.Commit(context.Background(), tx, jobID, t0)
+		id, err = db.Commit(context.Background(), tx, jobID, t0)
 		return err
 	})
 	if err != nil {

@@ -260,6 +260,36 @@ func scanRecord(row interface{ Scan(...any) error }) (*stet.ReviewRecord, error)
 	return &r, nil
 }
 
+// queryRecords reads the review records a query on the read pool selects
+// (recordColumns) and opens their sealed classifications and notes.
+func (db *DB) queryRecords(ctx context.Context, query string, args ...any) ([]*stet.ReviewRecord, error) {
+	rows, err := db.r.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	var out []*stet.ReviewRecord
+	for rows.Next() {
+		r, err := scanRecord(rows)
+		if err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read review record: %w", err)
+		}
+		out = append(out, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	// Opened after the rows are closed: the key reads use the same pool.
+	o := db.opener(db.r)
+	for _, r := range out {
+		if err := o.unsealRecord(ctx, r); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
 // ListReview lists review records oldest first, a page at a time. It
 // returns the cursor of the next page, or "" after the last.
 func (db *DB) ListReview(ctx context.Context, f ReviewFilter) ([]*stet.ReviewRecord, string, error) {
@@ -282,22 +312,10 @@ func (db *DB) ListReview(ctx context.Context, f ReviewFilter) ([]*stet.ReviewRec
 		where = append(where, fmt.Sprintf("id > $%d", len(args)))
 	}
 	args = append(args, f.Limit+1)
-	rows, err := db.r.QueryContext(ctx, `SELECT `+recordColumns+` FROM review_records WHERE `+strings.Join(where, " AND ")+
+	out, err := db.queryRecords(ctx, `SELECT `+recordColumns+` FROM review_records WHERE `+strings.Join(where, " AND ")+
 		fmt.Sprintf(` ORDER BY id LIMIT $%d`, len(args)), args...)
 	if err != nil {
 		return nil, "", fmt.Errorf("list review records: %w", err)
-	}
-	defer rows.Close()
-	var out []*stet.ReviewRecord
-	for rows.Next() {
-		r, err := scanRecord(rows)
-		if err != nil {
-			return nil, "", fmt.Errorf("read review record: %w", err)
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, "", err
 	}
 	next := ""
 	if len(out) > f.Limit {
@@ -319,6 +337,9 @@ func (db *DB) GetReview(ctx context.Context, tenant, id string) (*stet.ReviewRec
 	}
 	if err := reportLive(ctx, db.r, r.ReportID); err != nil {
 		return nil, err
+	}
+	if err := db.opener(db.r).unsealRecord(ctx, r); err != nil {
+		return nil, fmt.Errorf("read review record: %w", err)
 	}
 	return r, nil
 }
@@ -369,10 +390,21 @@ func (db *DB) Decide(ctx context.Context, p DecideParams) (*stet.ReviewRecord, e
 		if len(p.Classification) > 0 {
 			class = sql.NullString{String: string(p.Classification), Valid: true}
 		}
+		dk, err := db.writeKey(ctx, tx, reportID, p.Now)
+		if err != nil {
+			return err
+		}
+		if class, err = seal(dk, colClassification, p.RecordID, class); err != nil {
+			return err
+		}
+		note, err := seal(dk, colNote, p.RecordID, nullString(p.Note))
+		if err != nil {
+			return err
+		}
 		res, err := tx.ExecContext(ctx, `UPDATE review_records SET state = 'decided', decision = $1,
 				classification = COALESCE($2, classification), note = $3, decided_by = $4, decided_at = $5
 			WHERE id = $6 AND state = 'pending'`,
-			string(p.Decision), class, nullString(p.Note), p.Actor, micros(p.Now), p.RecordID)
+			string(p.Decision), class, note, p.Actor, micros(p.Now), p.RecordID)
 		if err != nil {
 			return fmt.Errorf("decide: %w", err)
 		}
@@ -395,7 +427,13 @@ func (db *DB) GetReviewPrimary(ctx context.Context, tenant, id string) (*stet.Re
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("review record")
 	}
-	return r, err
+	if err != nil {
+		return nil, err
+	}
+	if err := db.opener(db.w).unsealRecord(ctx, r); err != nil {
+		return nil, fmt.Errorf("read review record: %w", err)
+	}
+	return r, nil
 }
 
 // JobCounts counts jobs by state.

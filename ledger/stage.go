@@ -35,7 +35,7 @@ var (
 		WHERE job_id = $10 AND n = $11`
 	qFenceExtracted = `UPDATE jobs SET state = 'extracted', extracted_at = $1, updated_at = $1,
 			lease_until = NULL, failure_class = NULL, processor_id = $2
-		WHERE id = $3 AND attempt = $4 AND state = 'extracting'`
+		WHERE id = $3 AND attempt = $4 AND state = 'extracting' RETURNING report_id`
 	qInsertArtifact = `INSERT INTO artifacts (id, job_id, attempt_n, raw, output, schema_version, processor_id, model, created_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`
 	qSetJobState = `UPDATE jobs SET state = $1, failure_class = $2, lease_until = NULL, updated_at = $3
@@ -45,7 +45,7 @@ var (
 	qLockJob        = `UPDATE jobs SET updated_at = $1 WHERE id = $2 AND state = 'extracted'`
 	qJobForCommit   = `SELECT state, report_id, tenant_id, source_id, revision FROM jobs WHERE id = $1`
 	qRecordOfJob    = `SELECT id FROM review_records WHERE job_id = $1`
-	qArtifactOutput = `SELECT output FROM artifacts WHERE job_id = $1`
+	qArtifactOutput = `SELECT id, output FROM artifacts WHERE job_id = $1`
 	qMarkCommitted  = `UPDATE jobs SET state = 'committed', committed_at = $1, updated_at = $1 WHERE id = $2`
 	qMarkManual     = `UPDATE jobs SET state = 'manual', failure_class = $1, lease_until = NULL,
 			committed_at = $2, updated_at = $2
@@ -129,8 +129,8 @@ func scanJob(row interface{ Scan(...any) error }, j *stet.Job, extra ...any) err
 }
 
 // LoadWork reads a job for the extract stage. Read it from the writer pool:
-// it decides what happens next.
-func LoadWork(ctx context.Context, q Querier, jobID string) (*WorkItem, error) {
+// it decides what happens next. Sealed text is opened.
+func (db *DB) LoadWork(ctx context.Context, q Querier, jobID string) (*WorkItem, error) {
 	var w WorkItem
 	var text sql.NullString
 	var purged sql.NullInt64
@@ -143,6 +143,9 @@ func LoadWork(ctx context.Context, q Querier, jobID string) (*WorkItem, error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("load job: %w", err)
+	}
+	if text, err = db.opener(q).open(ctx, w.Job.ReportID, colRevisionText, w.Job.RevisionID, text); err != nil {
+		return nil, fmt.Errorf("load job %s: %w", jobID, err)
 	}
 	w.Text = stet.NewText(text.String)
 	w.TextPurged = purged.Valid || !text.Valid
@@ -233,17 +236,38 @@ type SaveArtifactParams struct {
 
 // SaveArtifact saves the artifact only if the job still carries the
 // attempt token: a stale worker gets stet.ErrLeaseLost and no artifact.
-func SaveArtifact(ctx context.Context, tx Querier, p SaveArtifactParams) error {
+// With encryption on, the raw response and the output are sealed.
+func (db *DB) SaveArtifact(ctx context.Context, tx Querier, p SaveArtifactParams) error {
 	now := micros(p.Now)
-	res, err := tx.ExecContext(ctx, qFenceExtracted, now, p.ProcessorID, p.JobID, p.Token)
+	var reportID string
+	err := tx.QueryRowContext(ctx, qFenceExtracted, now, p.ProcessorID, p.JobID, p.Token).Scan(&reportID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fenceLost(ctx, tx, p.JobID)
+	}
 	if err != nil {
 		return fmt.Errorf("fence job: %w", err)
 	}
-	if n, _ := res.RowsAffected(); n != 1 {
-		return fenceLost(ctx, tx, p.JobID)
+	return db.insertArtifact(ctx, tx, reportID, p)
+}
+
+// insertArtifact writes an artifact, sealed under the report's data key
+// when encryption is on.
+func (db *DB) insertArtifact(ctx context.Context, tx Querier, reportID string, p SaveArtifactParams) error {
+	dk, err := db.writeKey(ctx, tx, reportID, p.Now)
+	if err != nil {
+		return err
+	}
+	id := stet.NewID("art", p.Now)
+	raw, err := sealString(dk, colArtifactRaw, id, string(p.Raw))
+	if err != nil {
+		return err
+	}
+	output, err := sealString(dk, colArtifactOutput, id, string(p.Output))
+	if err != nil {
+		return err
 	}
 	_, err = tx.ExecContext(ctx, qInsertArtifact,
-		stet.NewID("art", p.Now), p.JobID, p.AttemptN, string(p.Raw), string(p.Output), p.SchemaVersion, p.ProcessorID, nullString(p.Model), now)
+		id, p.JobID, p.AttemptN, raw, output, p.SchemaVersion, p.ProcessorID, nullString(p.Model), micros(p.Now))
 	if err != nil {
 		return fmt.Errorf("insert artifact: %w", err)
 	}
@@ -326,7 +350,9 @@ var ErrNothingToCommit = errors.New("job has no artifact to commit")
 
 // Commit writes the review record for an extracted job and marks the job
 // committed, in tx. It is idempotent: a committed job returns its record.
-func Commit(ctx context.Context, tx Querier, jobID string, now time.Time) (recordID string, err error) {
+// With encryption on, the artifact's output is opened and the record's
+// classification sealed (each value is bound to its own row).
+func (db *DB) Commit(ctx context.Context, tx Querier, jobID string, now time.Time) (recordID string, err error) {
 	var state string
 	var reportID, tenantID, sourceID string
 	var revision int64
@@ -362,13 +388,26 @@ func Commit(ctx context.Context, tx Querier, jobID string, now time.Time) (recor
 	default:
 		return "", ErrNothingToCommit
 	}
-	var output string
-	if err := tx.QueryRowContext(ctx, qArtifactOutput, jobID).Scan(&output); err != nil {
+	var artifactID string
+	var output sql.NullString
+	if err := tx.QueryRowContext(ctx, qArtifactOutput, jobID).Scan(&artifactID, &output); err != nil {
 		return "", fmt.Errorf("read artifact: %w", err)
 	}
+	if output, err = db.opener(tx).open(ctx, reportID, colArtifactOutput, artifactID, output); err != nil {
+		return "", fmt.Errorf("read artifact: %w", err)
+	}
+	dk, err := db.writeKey(ctx, tx, reportID, now)
+	if err != nil {
+		return "", err
+	}
+	id := stet.NewID("rec", now)
+	class, err := seal(dk, colClassification, id, sql.NullString{String: output.String, Valid: output.String != ""})
+	if err != nil {
+		return "", err
+	}
 	recordID, err = insertRecord(ctx, tx, recordParams{
-		jobID: jobID, reportID: reportID, tenantID: tenantID, sourceID: sourceID, revision: revision,
-		kind: stet.RecordExtracted, classification: output, now: now,
+		id: id, jobID: jobID, reportID: reportID, tenantID: tenantID, sourceID: sourceID, revision: revision,
+		kind: stet.RecordExtracted, classification: class.String, now: now,
 	})
 	if err != nil {
 		return "", err
@@ -401,6 +440,7 @@ func MarkManual(ctx context.Context, tx Querier, jobID string, token int64, clas
 }
 
 type recordParams struct {
+	id                                  string // "": a new ID
 	jobID, reportID, tenantID, sourceID string
 	revision                            int64
 	kind                                stet.RecordKind
@@ -409,7 +449,8 @@ type recordParams struct {
 	now                                 time.Time
 }
 
-// insertRecord writes a review record and moves the report's authoritative
+// insertRecord writes a review record (its classification already sealed,
+// under p.id, when encryption is on) and moves the report's authoritative
 // pointer to it if its revision is the highest committed one. The report row
 // is locked first so two commits for one report serialize; the partial
 // unique index is the backstop.
@@ -433,7 +474,10 @@ func insertRecord(ctx context.Context, tx Querier, p recordParams) (string, erro
 			return "", fmt.Errorf("move authoritative pointer: %w", err)
 		}
 	}
-	id := stet.NewID("rec", p.now)
+	id := p.id
+	if id == "" {
+		id = stet.NewID("rec", p.now)
+	}
 	_, err = tx.ExecContext(ctx, qInsertRecord,
 		id, p.jobID, p.reportID, p.tenantID, p.sourceID, p.revision, string(p.kind), authoritative,
 		nullString(p.classification), nullString(string(p.failureClass)), now)

@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -56,32 +57,28 @@ func (db *DB) ListQueue(ctx context.Context, f QueueFilter) ([]*stet.ReviewRecor
 	if f.Kind != "" {
 		add("kind = $%d", string(f.Kind))
 	}
-	if f.Category != "" {
+	// Sealed classifications cannot be read in SQL: with encryption on the
+	// category is matched after opening, page by page (sealedQueue).
+	if f.Category != "" && db.keys == nil {
 		add(db.categoryExpr()+" = $%d", f.Category)
 	}
 	if f.FailureClass != "" {
 		add("failure_class = $%d", string(f.FailureClass))
 	}
-	if f.Before != "" {
-		add("id < $%d", f.Before)
+	var out []*stet.ReviewRecord
+	var err error
+	if f.Category != "" && db.keys != nil {
+		out, err = db.sealedQueue(ctx, f, where, args)
+	} else {
+		if f.Before != "" {
+			add("id < $%d", f.Before)
+		}
+		args = append(args, f.Limit+1)
+		out, err = db.queryRecords(ctx, `SELECT `+recordColumns+` FROM review_records WHERE `+strings.Join(where, " AND ")+
+			fmt.Sprintf(` ORDER BY id DESC LIMIT $%d`, len(args)), args...)
 	}
-	args = append(args, f.Limit+1)
-	rows, err := db.r.QueryContext(ctx, `SELECT `+recordColumns+` FROM review_records WHERE `+strings.Join(where, " AND ")+
-		fmt.Sprintf(` ORDER BY id DESC LIMIT $%d`, len(args)), args...)
 	if err != nil {
 		return nil, "", fmt.Errorf("list review queue: %w", err)
-	}
-	defer rows.Close()
-	var out []*stet.ReviewRecord
-	for rows.Next() {
-		r, err := scanRecord(rows)
-		if err != nil {
-			return nil, "", fmt.Errorf("read review record: %w", err)
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, "", err
 	}
 	next := ""
 	if len(out) > f.Limit {
@@ -89,6 +86,59 @@ func (db *DB) ListQueue(ctx context.Context, f QueueFilter) ([]*stet.ReviewRecor
 		next = out[len(out)-1].ID
 	}
 	return out, next, nil
+}
+
+// sealedQueue lists the queue filtered by category when classifications
+// are sealed: it reads pages of the other filters' matches, opens them, and
+// keeps those of the category, until it has one more than a page.
+func (db *DB) sealedQueue(ctx context.Context, f QueueFilter, where []string, args []any) ([]*stet.ReviewRecord, error) {
+	const chunk = 200
+	var out []*stet.ReviewRecord
+	before := f.Before
+	for {
+		a := append([]any{}, args...)
+		w := append([]string{}, where...)
+		if before != "" {
+			a = append(a, before)
+			w = append(w, fmt.Sprintf("id < $%d", len(a)))
+		}
+		a = append(a, chunk)
+		page, err := db.queryRecords(ctx, `SELECT `+recordColumns+` FROM review_records WHERE `+strings.Join(w, " AND ")+
+			fmt.Sprintf(` ORDER BY id DESC LIMIT $%d`, len(a)), a...)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range page {
+			if recordCategory(r) == f.Category {
+				out = append(out, r)
+				if len(out) > f.Limit {
+					return out, nil
+				}
+			}
+		}
+		if len(page) < chunk {
+			return out, nil
+		}
+		before = page[len(page)-1].ID
+	}
+}
+
+// recordCategory is a record's classification.category, "" if none.
+func recordCategory(r *stet.ReviewRecord) string {
+	var c struct {
+		Category any `json:"category"`
+	}
+	if len(r.Classification) == 0 || json.Unmarshal(r.Classification, &c) != nil {
+		return ""
+	}
+	if s, ok := c.Category.(string); ok {
+		return s
+	}
+	if c.Category == nil {
+		return ""
+	}
+	b, _ := json.Marshal(c.Category)
+	return string(b)
 }
 
 // QueueCounts are a tenant's review records counted by each filter's values.
@@ -105,13 +155,23 @@ type QueueCounts struct {
 // category and failure class.
 func (db *DB) CountQueue(ctx context.Context, tenant string) (*QueueCounts, error) {
 	c := &QueueCounts{}
-	for _, d := range []struct {
+	groups := []struct {
 		expr string
 		into *map[string]int
 	}{
 		{"state", &c.State}, {"source_id", &c.Source}, {"kind", &c.Kind},
 		{db.categoryExpr(), &c.Category}, {"failure_class", &c.FailureClass},
-	} {
+	}
+	if db.keys != nil {
+		// Sealed classifications are counted after opening them.
+		groups = append(groups[:3], groups[4])
+		m, err := db.sealedCategories(ctx, tenant)
+		if err != nil {
+			return nil, err
+		}
+		c.Category = m
+	}
+	for _, d := range groups {
 		m := map[string]int{}
 		rows, err := db.r.QueryContext(ctx, `SELECT `+d.expr+`, COUNT(*) FROM review_records WHERE tenant_id = $1 GROUP BY `+d.expr, tenant)
 		if err != nil {
@@ -140,6 +200,29 @@ func (db *DB) CountQueue(ctx context.Context, tenant string) (*QueueCounts, erro
 	return c, nil
 }
 
+// sealedCategories counts a tenant's records by category, opening each
+// classification: the cost of keeping the category sealed.
+func (db *DB) sealedCategories(ctx context.Context, tenant string) (map[string]int, error) {
+	m := map[string]int{}
+	after := ""
+	for {
+		page, err := db.queryRecords(ctx, `SELECT `+recordColumns+` FROM review_records
+			WHERE tenant_id = $1 AND id > $2 AND classification IS NOT NULL ORDER BY id LIMIT 500`, tenant, after)
+		if err != nil {
+			return nil, fmt.Errorf("count review queue: %w", err)
+		}
+		for _, r := range page {
+			if k := recordCategory(r); k != "" {
+				m[k]++
+			}
+		}
+		if len(page) < 500 {
+			return m, nil
+		}
+		after = page[len(page)-1].ID
+	}
+}
+
 // RevisionText is the document text of a job's revision, or when it was
 // purged.
 type RevisionText struct {
@@ -151,12 +234,16 @@ type RevisionText struct {
 func (db *DB) JobText(ctx context.Context, tenant, jobID string) (*RevisionText, error) {
 	var text sql.NullString
 	var purged sql.NullInt64
-	err := db.r.QueryRowContext(ctx, `SELECT v.text, v.text_purged_at FROM jobs j JOIN revisions v ON v.id = j.revision_id
-		WHERE j.id = $1 AND j.tenant_id = $2`, jobID, tenant).Scan(&text, &purged)
+	var reportID, revisionID string
+	err := db.r.QueryRowContext(ctx, `SELECT j.report_id, v.id, v.text, v.text_purged_at FROM jobs j JOIN revisions v ON v.id = j.revision_id
+		WHERE j.id = $1 AND j.tenant_id = $2`, jobID, tenant).Scan(&reportID, &revisionID, &text, &purged)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("job")
 	}
 	if err != nil {
+		return nil, fmt.Errorf("read revision text: %w", err)
+	}
+	if text, err = db.opener(db.r).open(ctx, reportID, colRevisionText, revisionID, text); err != nil {
 		return nil, fmt.Errorf("read revision text: %w", err)
 	}
 	return &RevisionText{Text: stet.NewText(text.String), PurgedAt: fromMicros(purged)}, nil

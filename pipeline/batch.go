@@ -428,7 +428,7 @@ func (p *Pipeline) submitBatch(ctx context.Context, b *ledger.Batch, proc stet.B
 		if it.Applied {
 			continue
 		}
-		work, err := ledger.LoadWork(ctx, p.db.Reader(), it.JobID)
+		work, err := p.db.LoadWork(ctx, p.db.Reader(), it.JobID)
 		if err != nil {
 			return "error", err
 		}
@@ -578,7 +578,7 @@ func (p *Pipeline) dropItem(ctx context.Context, batchID string, it ledger.Batch
 	}
 	now := p.clock.Now()
 	err := p.db.InTx(ctx, func(tx *sql.Tx) error {
-		_, err := ledger.ApplyBatchItem(ctx, tx, ledger.ApplyItem{BatchID: batchID, Item: it, Route: applyRoute,
+		_, err := p.db.ApplyBatchItem(ctx, tx, ledger.ApplyItem{BatchID: batchID, Item: it, Route: applyRoute,
 			Result: ledger.AttemptResult{Status: stet.AttemptFailed, FailureClass: r.class, Now: now}, Now: now})
 		return err
 	})
@@ -687,7 +687,7 @@ func (p *Pipeline) applyBatch(ctx context.Context, b *ledger.Batch, proc stet.Ba
 			var inserts []river.InsertManyParams
 			for _, it := range chunk {
 				a, args := p.itemOutcome(b, it, byJob[it.JobID], set)
-				outcome, err := ledger.ApplyBatchItem(ctx, tx, a)
+				outcome, err := p.db.ApplyBatchItem(ctx, tx, a)
 				if err != nil {
 					return err
 				}

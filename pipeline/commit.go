@@ -32,7 +32,7 @@ func (w *commitWorker) Work(ctx context.Context, job *river.Job[CommitArgs]) err
 	var recordID string
 	err := p.db.InTx(ctx, func(tx *sql.Tx) error {
 		var err error
-		recordID, err = ledger.Commit(ctx, tx, job.Args.JobID, p.clock.Now())
+		recordID, err = p.db.Commit(ctx, tx, job.Args.JobID, p.clock.Now())
 		if errors.Is(err, ledger.ErrNothingToCommit) {
 			return nil // the extract stage owns the job; it enqueues a commit when an artifact exists
 		}

@@ -64,7 +64,7 @@ func (p *Pipeline) extract(ctx context.Context, job *river.Job[ExtractArgs]) (st
 	log := p.log.With("job_id", jobID, "stage", "extract")
 	// Read from the read pool: what happens next is fenced on the attempt
 	// token by the claim, so a read never needs the single writer.
-	work, err := ledger.LoadWork(ctx, p.db.Reader(), jobID)
+	work, err := p.db.LoadWork(ctx, p.db.Reader(), jobID)
 	if err != nil {
 		return "error", fmt.Errorf("load job %s: %w", jobID, err)
 	}
@@ -302,7 +302,7 @@ func (p *Pipeline) saveArtifact(ctx context.Context, a attempt, ext *stet.Extrac
 			}
 		}
 		err = p.db.InTx(wctx, func(tx *sql.Tx) error {
-			if err := ledger.SaveArtifact(wctx, tx, ledger.SaveArtifactParams{
+			if err := p.db.SaveArtifact(wctx, tx, ledger.SaveArtifactParams{
 				JobID: jobID, Token: token, AttemptN: result.N, Raw: ext.Raw, Output: ext.Output,
 				SchemaVersion: a.profile.ExtractionVersion(), ProcessorID: a.processor, Model: ext.Model, Now: p.clock.Now(),
 			}); err != nil {
@@ -381,7 +381,7 @@ func (p *Pipeline) commitInTx(ctx context.Context, tx *sql.Tx, jobID string) (st
 	var recordID string
 	err := ledger.Savepoint(ctx, tx, "inline_commit", func() error {
 		var err error
-		recordID, err = ledger.Commit(ctx, tx, jobID, p.clock.Now())
+		recordID, err = p.db.Commit(ctx, tx, jobID, p.clock.Now())
 		return err
 	})
 	if errors.Is(err, ledger.ErrSavepoint) {

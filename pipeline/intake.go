@@ -176,7 +176,7 @@ func (in *intake) commitGroup(ctx context.Context, batch []*acceptReq, savepoint
 				var newJob bool
 				accept := func() error {
 					var err error
-					res, newJob, err = ledger.Accept(ctx, tx, r.params)
+					res, newJob, err = p.db.Accept(ctx, tx, r.params)
 					return err
 				}
 				var err error

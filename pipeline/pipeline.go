@@ -408,7 +408,7 @@ func completeTx[T river.JobArgs](ctx context.Context, tx *sql.Tx, job *river.Job
 func (p *Pipeline) Resume(ctx context.Context, jobID string) (string, error) {
 	var stage, tenant string
 	err := p.db.InTx(ctx, func(tx *sql.Tx) error {
-		w, err := ledger.LoadWork(ctx, tx, jobID)
+		w, err := p.db.LoadWork(ctx, tx, jobID)
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,275 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/boundary"
+)
+
+// Encryption at rest (DESIGN §5). The seam is here: the ledger seals the
+// columns that hold document text or what is derived from it where it
+// writes them, and opens them where it reads them, under the report's data
+// key (boundary.DataKey, wrapped in report_keys). Nothing above the ledger
+// sees a ciphertext or a key.
+//
+// A value not in the sealed format is plaintext written before encryption
+// was turned on, and reads as it is; `stet rekey` seals it.
+
+// The sealed columns, as table.column: the binding of a sealed value to its
+// column (with the row ID) in the additional data.
+const (
+	colRevisionText     = "revisions.text"
+	colRevisionMetadata = "revisions.metadata"
+	colArtifactRaw      = "artifacts.raw"
+	colArtifactOutput   = "artifacts.output"
+	colClassification   = "review_records.classification"
+	colNote             = "review_records.note"
+)
+
+// ErrKeyDestroyed means a sealed value belongs to a report whose data key a
+// deletion destroyed: it no longer opens, by design.
+var ErrKeyDestroyed = fmt.Errorf("the report's data key is destroyed: %w", boundary.ErrOpen)
+
+// ErrNoKeyring means the ledger holds sealed values but this process has
+// no encryption keys: it refuses instead of showing ciphertext.
+var ErrNoKeyring = errors.New("the ledger holds sealed values but encryption: is not configured")
+
+// UseKeyring turns on encryption at rest for this handle: every write of a
+// sealed column seals from now on. Call it once, after Open, before use;
+// CheckKeys verifies the keys against the ledger.
+func (db *DB) UseKeyring(k *boundary.Keyring) { db.keys = k }
+
+// Encrypted reports whether this handle seals what it writes.
+func (db *DB) Encrypted() bool { return db.keys != nil }
+
+func bind(col, rowID string) string { return col + "/" + rowID }
+
+// newReportKey makes, wraps and stores the data key of a report created in
+// this transaction. It returns nil when encryption is off.
+func (db *DB) newReportKey(ctx context.Context, q Querier, reportID string, now time.Time) (*boundary.DataKey, error) {
+	if db.keys == nil {
+		return nil, nil
+	}
+	dk, w, err := db.keys.NewDataKey(reportID)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := q.ExecContext(ctx, `INSERT INTO report_keys (report_id, data_key_id, key_id, wrapped, created_at)
+		VALUES ($1, $2, $3, $4, $5)`, reportID, w.DataKeyID, w.KeyID, w.Wrapped, micros(now)); err != nil {
+		return nil, fmt.Errorf("store data key: %w", err)
+	}
+	return dk, nil
+}
+
+// writeKey returns the data key to seal a write of the report: its stored
+// key, or a new one for a report accepted before encryption was on. It
+// returns nil when encryption is off.
+func (db *DB) writeKey(ctx context.Context, q Querier, reportID string, now time.Time) (*boundary.DataKey, error) {
+	if db.keys == nil {
+		return nil, nil
+	}
+	dk, err := db.readKey(ctx, q, reportID)
+	if err != nil || dk != nil {
+		return dk, err
+	}
+	dk, w, err := db.keys.NewDataKey(reportID)
+	if err != nil {
+		return nil, err
+	}
+	// A concurrent writer may store one first: then use its key.
+	var got string
+	err = q.QueryRowContext(ctx, `INSERT INTO report_keys (report_id, data_key_id, key_id, wrapped, created_at)
+		VALUES ($1, $2, $3, $4, $5) ON CONFLICT (report_id) DO NOTHING RETURNING report_id`,
+		reportID, w.DataKeyID, w.KeyID, w.Wrapped, micros(now)).Scan(&got)
+	switch {
+	case err == nil:
+		return dk, nil
+	case errors.Is(err, sql.ErrNoRows):
+		dk, err := db.readKey(ctx, q, reportID)
+		if err == nil && dk == nil {
+			err = fmt.Errorf("store data key: lost and not found")
+		}
+		return dk, err
+	default:
+		return nil, fmt.Errorf("store data key: %w", err)
+	}
+}
+
+// readKey returns the report's unwrapped data key, or nil if it has none
+// (never had, or destroyed).
+func (db *DB) readKey(ctx context.Context, q Querier, reportID string) (*boundary.DataKey, error) {
+	var w boundary.WrappedKey
+	err := q.QueryRowContext(ctx, `SELECT data_key_id, key_id, wrapped FROM report_keys WHERE report_id = $1`, reportID).
+		Scan(&w.DataKeyID, &w.KeyID, &w.Wrapped)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read data key: %w", err)
+	}
+	if db.keys == nil {
+		return nil, ErrNoKeyring
+	}
+	dk, err := db.keys.Unwrap(reportID, w)
+	if err != nil {
+		return nil, fmt.Errorf("report %s: %w", reportID, err)
+	}
+	return dk, nil
+}
+
+// seal seals s for column col of row rowID; a nil key (encryption off)
+// leaves it plaintext. An invalid (NULL) value stays NULL.
+func seal(dk *boundary.DataKey, col, rowID string, s sql.NullString) (sql.NullString, error) {
+	if dk == nil || !s.Valid {
+		return s, nil
+	}
+	v, err := dk.Seal([]byte(s.String), bind(col, rowID))
+	if err != nil {
+		return sql.NullString{}, err
+	}
+	return sql.NullString{String: v, Valid: true}, nil
+}
+
+func sealString(dk *boundary.DataKey, col, rowID, s string) (string, error) {
+	v, err := seal(dk, col, rowID, sql.NullString{String: s, Valid: true})
+	return v.String, err
+}
+
+// opener opens the sealed values of one read, unwrapping each report's data
+// key once.
+type opener struct {
+	db   *DB
+	q    Querier
+	keys map[string]*boundary.DataKey
+}
+
+func (db *DB) opener(q Querier) *opener {
+	return &opener{db: db, q: q, keys: map[string]*boundary.DataKey{}}
+}
+
+// open returns the plaintext of a stored value of column col, row rowID,
+// of report reportID. A plaintext value is returned as it is.
+func (o *opener) open(ctx context.Context, reportID, col, rowID string, v sql.NullString) (sql.NullString, error) {
+	if !v.Valid || !boundary.IsSealed(v.String) {
+		return v, nil
+	}
+	if o.db.keys == nil {
+		return sql.NullString{}, ErrNoKeyring
+	}
+	dk, ok := o.keys[reportID]
+	if !ok {
+		var err error
+		dk, err = o.db.readKey(ctx, o.q, reportID)
+		if err != nil {
+			return sql.NullString{}, err
+		}
+		o.keys[reportID] = dk
+	}
+	if dk == nil {
+		return sql.NullString{}, ErrKeyDestroyed
+	}
+	b, err := dk.Open(v.String, bind(col, rowID))
+	if err != nil {
+		return sql.NullString{}, fmt.Errorf("%s of %s: %w", col, rowID, err)
+	}
+	return sql.NullString{String: string(b), Valid: true}, nil
+}
+
+// unsealRecord opens a scanned review record's classification and note.
+func (o *opener) unsealRecord(ctx context.Context, r *stet.ReviewRecord) error {
+	if r == nil {
+		return nil
+	}
+	if len(r.Classification) > 0 {
+		c, err := o.open(ctx, r.ReportID, colClassification, r.ID, sql.NullString{String: string(r.Classification), Valid: true})
+		if err != nil {
+			return err
+		}
+		r.Classification = []byte(c.String)
+	}
+	if r.Note != "" {
+		n, err := o.open(ctx, r.ReportID, colNote, r.ID, sql.NullString{String: r.Note, Valid: true})
+		if err != nil {
+			return err
+		}
+		r.Note = n.String
+	}
+	return nil
+}
+
+// OpenSealed opens one stored value of a sealed column as the ledger
+// would read it: for tests and drills that check a raw copy (it fails with
+// ErrKeyDestroyed once the report's data key is gone). column is
+// table.column, such as "revisions.text".
+func (db *DB) OpenSealed(ctx context.Context, reportID, column, rowID, stored string) (string, error) {
+	v, err := db.opener(db.w).open(ctx, reportID, column, rowID, sql.NullString{String: stored, Valid: true})
+	return v.String, err
+}
+
+// CheckKeys verifies this handle's keys against the ledger at start-up, so
+// a wrong or missing key is a clear error instead of values that do not
+// open later:
+//   - a key id the ledger knows with another key check value is refused;
+//   - a key id that still wraps data keys but is not configured is refused;
+//   - sealed data (any data key) with no keyring at all is refused.
+//
+// A configured key id the ledger does not know yet is registered.
+func (db *DB) CheckKeys(ctx context.Context, now time.Time) error {
+	known := map[string]string{}
+	rows, err := db.w.QueryContext(ctx, `SELECT key_id, check_value FROM encryption_keys`)
+	if err != nil {
+		return fmt.Errorf("read encryption keys (run 'stet migrate'?): %w", err)
+	}
+	for rows.Next() {
+		var id, cv string
+		if err := rows.Scan(&id, &cv); err != nil {
+			rows.Close()
+			return fmt.Errorf("read encryption keys: %w", err)
+		}
+		known[id] = cv
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read encryption keys: %w", err)
+	}
+	if db.keys == nil {
+		var any bool
+		if err := db.w.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM report_keys)`).Scan(&any); err != nil {
+			return fmt.Errorf("read data keys: %w", err)
+		}
+		if any {
+			return fmt.Errorf("encryption: %w: configure the keys it was sealed with", ErrNoKeyring)
+		}
+		return nil
+	}
+	for _, id := range db.keys.IDs() {
+		cv, ok := known[id]
+		switch {
+		case !ok:
+			if _, err := db.w.ExecContext(ctx, `INSERT INTO encryption_keys (key_id, check_value, created_at) VALUES ($1, $2, $3)
+				ON CONFLICT (key_id) DO NOTHING`, id, db.keys.CheckValue(id), micros(now)); err != nil {
+				return fmt.Errorf("register encryption key %s: %w", id, err)
+			}
+		case cv != db.keys.CheckValue(id):
+			return fmt.Errorf("encryption: key %s is not the key this ledger knows under that id (its key check value differs): wrong key", id)
+		}
+	}
+	for id := range known {
+		if db.keys.Has(id) {
+			continue
+		}
+		var used bool
+		if err := db.w.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM report_keys WHERE key_id = $1)`, id).Scan(&used); err != nil {
+			return fmt.Errorf("read data keys: %w", err)
+		}
+		if used {
+			return fmt.Errorf("encryption: data keys are wrapped by key %s, which is not configured: add it back (after the sealing key) and run 'stet rekey' before removing it", id)
+		}
+	}
+	return nil
+}
