@@ -24,6 +24,7 @@ import (
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/admission"
 	"github.com/stetlabs/stet/api"
+	"github.com/stetlabs/stet/boundary"
 	"github.com/stetlabs/stet/internal/stetclient"
 	"github.com/stetlabs/stet/internal/testdb"
 	"github.com/stetlabs/stet/ledger"
@@ -96,6 +97,9 @@ type Options struct {
 	// SweepInterval is the retention sweeper's period; default 1h, so a
 	// test runs Pipeline.Sweep itself, on its clock.
 	SweepInterval time.Duration
+	// Keyring, if set, turns on encryption at rest (the ledger seals text
+	// under per-report data keys).
+	Keyring *boundary.Keyring
 }
 
 // Env is a running in-process stet.
@@ -189,6 +193,12 @@ func New(t testing.TB, opts Options) *Env {
 	if _, err := db.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if opts.Keyring != nil {
+		db.UseKeyring(opts.Keyring)
+	}
+	if err := db.CheckKeys(ctx, e.Clock.Now()); err != nil {
+		t.Fatal(err)
+	}
 	if err := pipeline.Migrate(ctx, db); err != nil {
 		t.Fatal(err)
 	}
@@ -243,6 +253,7 @@ func (e *Env) start(policy *stet.Policy) {
 		PollInterval: 50 * time.Millisecond, PausedRecheck: 100 * time.Millisecond, Work: !e.opts.NoWorkers,
 		Batch: map[string]pipeline.BatchSettings{"openai-fake": e.batchSettings()}, AssembleEvery: 50 * time.Millisecond,
 		InvariantsEvery: 100 * time.Millisecond, SweepInterval: e.opts.SweepInterval,
+		Encryption: e.DB.Encrypted(),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,249 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/stetlabs/stet/boundary"
+)
+
+// RekeyParams runs a rekey (stet rekey): every data key not wrapped by the
+// sealing (first) key is rewrapped by it, and every plaintext value of a
+// sealed column (written before encryption was on) is sealed.
+type RekeyParams struct {
+	Batch int // rows per transaction; default 200
+	Actor string
+	Now   func() time.Time
+	// Progress, when set, is told after each batch how many rows are done.
+	Progress func(done int)
+}
+
+// RekeyResult counts what a rekey did.
+type RekeyResult struct {
+	Rewrapped int // data keys rewrapped by the sealing key
+	Sealed    int // rows whose plaintext columns were sealed
+}
+
+// sealSpec is a table with sealed columns and how its rows find their report.
+type sealSpec struct {
+	table  string
+	cols   []string
+	report string // SQL for the row's report ID (the table is aliased t)
+}
+
+var sealSpecs = []sealSpec{
+	{"revisions", []string{"text", "metadata"}, "t.report_id"},
+	{"artifacts", []string{"raw", "output"}, "(SELECT j.report_id FROM jobs j WHERE j.id = t.job_id)"},
+	{"review_records", []string{"classification", "note"}, "t.report_id"},
+}
+
+// plaintextWhere selects the rows of s with a value not yet sealed, of a
+// report not deleted (a deleted report's data key must never come back).
+func (s sealSpec) plaintextWhere() string {
+	var or []string
+	for _, c := range s.cols {
+		or = append(or, fmt.Sprintf("(t.%s IS NOT NULL AND t.%s NOT LIKE '%s%%')", c, c, boundary.SealedPrefix))
+	}
+	return "(" + strings.Join(or, " OR ") + ") AND NOT EXISTS (SELECT 1 FROM reports r WHERE r.id = " + s.report + " AND r.deleted_at IS NOT NULL)"
+}
+
+// RekeyPending counts what a rekey has left to do: data keys wrapped by
+// another key than the sealing one, and rows with plaintext values.
+func (db *DB) RekeyPending(ctx context.Context) (int, error) {
+	if db.keys == nil {
+		return 0, ErrNoKeyring
+	}
+	var total int
+	if err := db.w.QueryRowContext(ctx, `SELECT COUNT(*) FROM report_keys WHERE key_id <> $1`, db.keys.SealingKeyID()).Scan(&total); err != nil {
+		return 0, fmt.Errorf("count data keys: %w", err)
+	}
+	for _, s := range sealSpecs {
+		var n int
+		if err := db.w.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+s.table+` t WHERE `+s.plaintextWhere()).Scan(&n); err != nil {
+			return 0, fmt.Errorf("count plaintext %s: %w", s.table, err)
+		}
+		total += n
+	}
+	return total, nil
+}
+
+// Rekey rewraps every data key under the sealing key and seals every
+// plaintext value, in bounded batches, each its own short transaction: it
+// is resumable (a rerun carries on where one stopped, since done rows no
+// longer match) and safe beside a running stet (each update is fenced on
+// the value it read). The start and the end are audited. After it, the
+// other keys wrap nothing and may be removed from the config.
+func (db *DB) Rekey(ctx context.Context, p RekeyParams) (RekeyResult, error) {
+	var res RekeyResult
+	if db.keys == nil {
+		return res, ErrNoKeyring
+	}
+	if p.Batch <= 0 {
+		p.Batch = 200
+	}
+	if p.Now == nil {
+		p.Now = time.Now
+	}
+	sealing := db.keys.SealingKeyID()
+	audit := func(action, detail string) error {
+		return Audit(ctx, db.w, AuditEntry{Tenant: "*", Actor: p.Actor, Action: action, ObjectType: "encryption_key",
+			ObjectID: sealing, Detail: detail, Route: "stet rekey", Now: p.Now()})
+	}
+	if err := audit("encryption.rekey.start", ""); err != nil {
+		return res, err
+	}
+	progress := func() {
+		if p.Progress != nil {
+			p.Progress(res.Rewrapped + res.Sealed)
+		}
+	}
+	for {
+		n, err := db.rewrapBatch(ctx, sealing, p.Batch, p.Now())
+		res.Rewrapped += n
+		if err != nil {
+			return res, err
+		}
+		progress()
+		if n == 0 {
+			break
+		}
+	}
+	for _, s := range sealSpecs {
+		after := ""
+		for {
+			n, last, err := db.sealBatch(ctx, s, after, p.Batch, p.Now())
+			res.Sealed += n
+			if err != nil {
+				return res, err
+			}
+			progress()
+			if last == "" {
+				break
+			}
+			after = last
+		}
+	}
+	return res, audit("encryption.rekey", fmt.Sprintf("rewrapped=%d sealed=%d", res.Rewrapped, res.Sealed))
+}
+
+// rewrapBatch rewraps up to limit data keys not wrapped by sealing.
+func (db *DB) rewrapBatch(ctx context.Context, sealing string, limit int, now time.Time) (int, error) {
+	done := 0
+	err := db.InTx(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT report_id, data_key_id, key_id, wrapped FROM report_keys
+			WHERE key_id <> $1 ORDER BY report_id LIMIT $2`, sealing, limit)
+		if err != nil {
+			return fmt.Errorf("read data keys: %w", err)
+		}
+		type row struct {
+			report string
+			w      boundary.WrappedKey
+		}
+		var todo []row
+		for rows.Next() {
+			var r row
+			if err := rows.Scan(&r.report, &r.w.DataKeyID, &r.w.KeyID, &r.w.Wrapped); err != nil {
+				rows.Close()
+				return fmt.Errorf("read data keys: %w", err)
+			}
+			todo = append(todo, r)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("read data keys: %w", err)
+		}
+		for _, r := range todo {
+			nw, err := db.keys.Rewrap(r.report, r.w)
+			if err != nil {
+				return fmt.Errorf("rewrap the data key of report %s: %w", r.report, err)
+			}
+			res, err := tx.ExecContext(ctx, `UPDATE report_keys SET key_id = $1, wrapped = $2, rewrapped_at = $3
+				WHERE report_id = $4 AND key_id = $5 AND wrapped = $6`, nw.KeyID, nw.Wrapped, micros(now), r.report, r.w.KeyID, r.w.Wrapped)
+			if err != nil {
+				return fmt.Errorf("store rewrapped data key: %w", err)
+			}
+			if n, _ := res.RowsAffected(); n == 1 {
+				done++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return done, nil
+}
+
+// sealBatch seals the plaintext values of up to limit rows of s after the
+// row ID after. It returns the last row ID read, "" when none is left.
+func (db *DB) sealBatch(ctx context.Context, s sealSpec, after string, limit int, now time.Time) (int, string, error) {
+	done, last := 0, ""
+	err := db.InTx(ctx, func(tx *sql.Tx) error {
+		done, last = 0, ""
+		rows, err := tx.QueryContext(ctx, `SELECT t.id, `+s.report+`, t.`+strings.Join(s.cols, ", t.")+` FROM `+s.table+` t
+			WHERE t.id > $1 AND `+s.plaintextWhere()+` ORDER BY t.id LIMIT $2`, after, limit)
+		if err != nil {
+			return fmt.Errorf("read plaintext %s: %w", s.table, err)
+		}
+		type row struct {
+			id, report string
+			vals       []sql.NullString
+		}
+		var todo []row
+		for rows.Next() {
+			r := row{vals: make([]sql.NullString, len(s.cols))}
+			dest := []any{&r.id, &r.report}
+			for i := range r.vals {
+				dest = append(dest, &r.vals[i])
+			}
+			if err := rows.Scan(dest...); err != nil {
+				rows.Close()
+				return fmt.Errorf("read plaintext %s: %w", s.table, err)
+			}
+			todo = append(todo, r)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("read plaintext %s: %w", s.table, err)
+		}
+		for _, r := range todo {
+			last = r.id
+			dk, err := db.writeKey(ctx, tx, r.report, now)
+			if err != nil {
+				return err
+			}
+			var set, fence []string
+			var args []any
+			for i, c := range s.cols {
+				v := r.vals[i]
+				if !v.Valid || boundary.IsSealed(v.String) {
+					continue
+				}
+				sv, err := seal(dk, s.table+"."+c, r.id, v)
+				if err != nil {
+					return err
+				}
+				args = append(args, sv, v)
+				set = append(set, fmt.Sprintf("%s = $%d", c, len(args)-1))
+				fence = append(fence, fmt.Sprintf("%s = $%d", c, len(args)))
+			}
+			args = append(args, r.id)
+			res, err := tx.ExecContext(ctx, `UPDATE `+s.table+` SET `+strings.Join(set, ", ")+
+				fmt.Sprintf(` WHERE id = $%d AND `, len(args))+strings.Join(fence, " AND "), args...)
+			if err != nil {
+				return fmt.Errorf("seal %s: %w", s.table, err)
+			}
+			if n, _ := res.RowsAffected(); n == 1 {
+				done++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, "", err
+	}
+	return done, last, nil
+}

@@ -1,0 +1,253 @@
+package pipeline_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/api"
+	"github.com/stetlabs/stet/boundary"
+	"github.com/stetlabs/stet/internal/stettest"
+	"github.com/stetlabs/stet/ledger"
+	"github.com/stetlabs/stet/processor/openai/openaifake"
+)
+
+func testKeyring(t *testing.T, ids ...string) *boundary.Keyring {
+	t.Helper()
+	var keys []boundary.MasterKey
+	for i, id := range ids {
+		keys = append(keys, boundary.MasterKey{ID: id, Key: bytes.Repeat([]byte{byte(i + 1)}, boundary.KeySize)})
+	}
+	k, err := boundary.NewKeyring(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// canaryColumns counts, in every text, JSON and blob column of every table
+// of the ledger, the rows that hold marker.
+func canaryColumns(t *testing.T, e *stettest.Env, marker string) map[string]int {
+	t.Helper()
+	ctx := context.Background()
+	db := e.DB.Writer()
+	type col struct{ table, name, kind string }
+	var cols []col
+	var q string
+	if e.DB.Dialect() == ledger.Postgres {
+		q = `SELECT table_name, column_name, data_type FROM information_schema.columns
+			WHERE table_schema = current_schema() AND data_type IN ('text', 'character varying', 'json', 'jsonb', 'bytea')`
+	} else {
+		q = `SELECT m.name, p.name, p.type FROM sqlite_master m, pragma_table_info(m.name) p WHERE m.type = 'table'`
+	}
+	rows, err := db.QueryContext(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var c col
+		if err := rows.Scan(&c.table, &c.name, &c.kind); err != nil {
+			t.Fatal(err)
+		}
+		cols = append(cols, c)
+	}
+	rows.Close()
+	if len(cols) < 20 {
+		t.Fatalf("found %d columns to scan; the scan is broken", len(cols))
+	}
+	found := map[string]int{}
+	for _, c := range cols {
+		cond := fmt.Sprintf(`CAST("%s" AS TEXT) LIKE $1`, c.name)
+		if c.kind == "bytea" {
+			cond = fmt.Sprintf(`position(convert_to($1, 'UTF8') in "%s") > 0`, c.name)
+		}
+		arg := "%" + marker + "%"
+		if c.kind == "bytea" {
+			arg = marker
+		}
+		var n int
+		if err := db.QueryRowContext(ctx, fmt.Sprintf(`SELECT COUNT(*) FROM "%s" WHERE %s`, c.table, cond), arg).Scan(&n); err != nil {
+			t.Fatalf("scan %s.%s: %v", c.table, c.name, err)
+		}
+		if n > 0 {
+			found[c.table+"."+c.name] = n
+		}
+	}
+	return found
+}
+
+// fileHolds reports whether the SQLite file or its WAL holds marker.
+func fileHolds(t *testing.T, e *stettest.Env, marker string) []string {
+	t.Helper()
+	if e.DB.Dialect() != ledger.SQLite {
+		return nil
+	}
+	var in []string
+	path := strings.TrimPrefix(e.URL, "sqlite://")
+	for _, f := range []string{path, path + "-wal"} {
+		b, err := os.ReadFile(f)
+		if err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		if bytes.Contains(b, []byte(marker)) {
+			in = append(in, filepath.Base(f))
+		}
+	}
+	return in
+}
+
+// With encryption on, neither the text's canary nor the model output's is
+// anywhere in the ledger — no column of any table, not the bytes of the
+// SQLite file or its WAL — before any deletion, while every read through
+// the API shows the plaintext. After the report's deletion its ciphertext,
+// read raw before the rows went, no longer opens.
+func TestEncryptionAtRest(t *testing.T) {
+	t.Parallel()
+	const textCanary, outCanary, noteCanary = "CANARY-TXT-41c7", "CANARY-OUT-9b2e", "CANARY-NOTE-5d1a"
+	e := stettest.New(t, stettest.Options{
+		Keyring: testKeyring(t, "k1"),
+		FakeOptions: openaifake.Options{Respond: func(openaifake.Request) string {
+			return `{"category":"unsafe_medical_advice","severity":"high","action":"remove","labels":["unsafe_medical_advice"],"rationale":"` + outCanary + `"}`
+		}},
+	})
+	ctx := context.Background()
+	r := e.Deliver(stettest.SourceReports, "msg_enc1", stettest.Report{ExternalID: "report-enc", Revision: 1,
+		Text: "Stop taking insulin. " + textCanary, Metadata: json.RawMessage(`{"ward":"` + textCanary + `"}`)})
+	if r.Status != http.StatusAccepted {
+		t.Fatalf("deliver = %d %s", r.Status, r.Body)
+	}
+	e.WaitJob(r.JobID, stet.JobCommitted)
+	rec := e.Record(r.JobID)
+	var decided api.RecordView
+	if st, b := e.Do(http.MethodPost, "/v1/review/"+rec.ID+"/decision", stettest.ReviewerToken,
+		map[string]any{"decision": "approve", "note": "checked " + noteCanary}, &decided); st != http.StatusOK {
+		t.Fatalf("decide = %d %s", st, b)
+	}
+
+	// Reads show the plaintext.
+	var got api.RecordView
+	if st, b := e.Do(http.MethodGet, "/v1/review/"+rec.ID, stettest.ReaderToken, nil, &got); st != http.StatusOK ||
+		!strings.Contains(string(got.Classification), outCanary) || !strings.Contains(got.Note, noteCanary) {
+		t.Fatalf("GET /v1/review/%s = %d %s; want the plaintext classification and note", rec.ID, st, b)
+	}
+	var list struct {
+		Records []api.RecordView `json:"records"`
+	}
+	if st, b := e.Do(http.MethodGet, "/v1/review", stettest.ReaderToken, nil, &list); st != http.StatusOK || !strings.Contains(string(b), outCanary) {
+		t.Fatalf("GET /v1/review = %d %s; want the plaintext classification", st, b)
+	}
+	text, err := e.DB.JobText(ctx, "demo", r.JobID)
+	if err != nil || !strings.Contains(text.Text.Reveal(), textCanary) {
+		t.Fatalf("JobText = %v; want the plaintext", err)
+	}
+	q, _, err := e.DB.ListQueue(ctx, ledger.QueueFilter{Tenant: "demo", Category: "unsafe_medical_advice"})
+	if err != nil || len(q) != 1 || q[0].ID != rec.ID {
+		t.Fatalf("ListQueue(category) = %d records, %v; want the record (the category is matched after opening)", len(q), err)
+	}
+	counts, err := e.DB.CountQueue(ctx, "demo")
+	if err != nil || counts.Category["unsafe_medical_advice"] != 1 {
+		t.Fatalf("CountQueue = %+v, %v; want 1 unsafe_medical_advice", counts, err)
+	}
+
+	// Nowhere at rest, before any deletion.
+	for _, m := range []string{textCanary, outCanary, noteCanary} {
+		if found := canaryColumns(t, e, m); len(found) != 0 {
+			t.Errorf("%s in the ledger at rest: %v", m, found)
+		}
+		if in := fileHolds(t, e, m); len(in) != 0 {
+			t.Errorf("%s in the bytes of %v", m, in)
+		}
+	}
+
+	// The raw copies, as a backup or a dead tuple would keep them.
+	type raw struct{ column, rowID, stored string }
+	var copies []raw
+	read := func(column, query string) {
+		rows, err := e.DB.Writer().QueryContext(ctx, query, r.ReportID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var c raw
+			c.column = column
+			if err := rows.Scan(&c.rowID, &c.stored); err != nil {
+				t.Fatal(err)
+			}
+			copies = append(copies, c)
+		}
+	}
+	read("revisions.text", `SELECT id, text FROM revisions WHERE report_id = $1`)
+	read("revisions.metadata", `SELECT id, metadata FROM revisions WHERE report_id = $1`)
+	read("artifacts.raw", `SELECT a.id, a.raw FROM artifacts a JOIN jobs j ON j.id = a.job_id WHERE j.report_id = $1`)
+	read("artifacts.output", `SELECT a.id, a.output FROM artifacts a JOIN jobs j ON j.id = a.job_id WHERE j.report_id = $1`)
+	read("review_records.classification", `SELECT id, classification FROM review_records WHERE report_id = $1`)
+	read("review_records.note", `SELECT id, note FROM review_records WHERE report_id = $1`)
+	if len(copies) != 6 {
+		t.Fatalf("raw copies = %d, want 6", len(copies))
+	}
+	for _, c := range copies {
+		if !boundary.IsSealed(c.stored) {
+			t.Errorf("%s is not sealed", c.column)
+		}
+		if _, err := e.DB.OpenSealed(ctx, r.ReportID, c.column, c.rowID, c.stored); err != nil {
+			t.Errorf("OpenSealed(%s) before the deletion = %v", c.column, err)
+		}
+	}
+	// A ciphertext moved to another column does not open.
+	if _, err := e.DB.OpenSealed(ctx, r.ReportID, "revisions.metadata", copies[0].rowID, copies[0].stored); !errors.Is(err, boundary.ErrOpen) {
+		t.Errorf("text opened as metadata = %v, want ErrOpen", err)
+	}
+
+	var acc api.DeletionAccepted
+	if st, b := e.Do(http.MethodDelete, "/v1/reports/"+r.ReportID, stettest.OperatorToken, nil, &acc); st != http.StatusAccepted {
+		t.Fatalf("DELETE = %d %s", st, b)
+	}
+	d := waitDeletion(t, e, acc.DeletionID, "unresolved", "done")
+	if s := taskState(d)["encryption_key"]; s != "done" {
+		t.Errorf("encryption_key task = %s, want done", s)
+	}
+	if n := e.Count("report_keys", "report_id = $1", r.ReportID); n != 0 {
+		t.Errorf("report_keys rows of the report = %d, want 0", n)
+	}
+	for _, c := range copies {
+		if v, err := e.DB.OpenSealed(ctx, r.ReportID, c.column, c.rowID, c.stored); !errors.Is(err, ledger.ErrKeyDestroyed) || v != "" {
+			t.Errorf("OpenSealed(%s) after the deletion = %q, %v; want ErrKeyDestroyed", c.column, v, err)
+		}
+	}
+	for _, m := range []string{textCanary, outCanary, noteCanary} {
+		if in := fileHolds(t, e, m); len(in) != 0 {
+			t.Errorf("%s in the bytes of %v after the deletion", m, in)
+		}
+	}
+}
+
+// The same through a provider batch: the batch apply seals the artifact.
+func TestEncryptionAtRestBatch(t *testing.T) {
+	t.Parallel()
+	const textCanary = "CANARY-BATCH-77aa"
+	e := stettest.New(t, stettest.Options{Keyring: testKeyring(t, "k1")})
+	r := e.Deliver(stettest.SourceBatch, "msg_encb", stettest.Report{ExternalID: "report-encb", Revision: 1, Text: "Stop taking insulin. " + textCanary})
+	e.WaitJob(r.JobID, stet.JobCommitted)
+	rec := e.Record(r.JobID)
+	if len(rec.Classification) == 0 || !json.Valid(rec.Classification) {
+		t.Fatalf("record classification = %s; want the opened JSON", rec.Classification)
+	}
+	if n := e.Count("artifacts", "output LIKE $1", boundary.SealedPrefix+"%"); n != 1 {
+		t.Errorf("sealed artifacts = %d, want 1", n)
+	}
+	if found := canaryColumns(t, e, textCanary); len(found) != 0 {
+		t.Errorf("canary in the ledger at rest: %v", found)
+	}
+	if in := fileHolds(t, e, textCanary); len(in) != 0 {
+		t.Errorf("canary in the bytes of %v", in)
+	}
+}
