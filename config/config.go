@@ -37,6 +37,9 @@ type Config struct {
 	// MetricsListen, when set, serves /metrics there instead of on Listen.
 	MetricsListen string `yaml:"metrics_listen"`
 	Web           Web    `yaml:"web"` // the review UI (DESIGN §12)
+	// Encryption, when set, seals text at rest under per-report data keys
+	// (DESIGN §5); nil stores plaintext.
+	Encryption *Encryption `yaml:"encryption"`
 }
 
 // Admin is one cluster-wide admin token. Value is read from TokenEnv.

@@ -48,6 +48,7 @@ func (l *loader) validate(c *Config) {
 	l.validateWorkers(&c.Workers)
 	l.validateSecurity(c)
 	l.validateWeb(&c.Web)
+	l.validateEncryption(c)
 }
 
 // sectionIDs are the well-formed, unique ids of each section that others

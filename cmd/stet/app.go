@@ -108,6 +108,10 @@ func openApp(ctx context.Context, cfg *config.Config, o appOptions) (*app, error
 			return nil, err
 		}
 	}
+	if err := useEncryption(ctx, db, cfg, o.logger, o.role != ""); err != nil {
+		a.close()
+		return nil, err
+	}
 	a.metrics = metrics.New(db, o.logger)
 
 	procs := map[string]stet.Processor{}
@@ -150,6 +154,7 @@ func openApp(ctx context.Context, cfg *config.Config, o appOptions) (*app, error
 		RescueAfter: cfg.Workers.RescueAfter.Std(), MaxAttempts: cfg.Workers.MaxAttempts,
 		PollInterval:  cmpDuration(o.pollInterval, cfg.Workers.PollInterval.Std()),
 		SweepInterval: cfg.Workers.SweepInterval.Std(),
+		Encryption:    db.Encrypted(),
 		Work:          o.role == "worker" || o.role == "all",
 		SingleProcess: strings.HasPrefix(cfg.Database, "sqlite://") && o.role != "",
 	})
@@ -184,8 +189,8 @@ func openApp(ctx context.Context, cfg *config.Config, o appOptions) (*app, error
 		}
 	}
 	a.api = api.New(api.Config{
-		DB: db, Acceptor: pl, Manual: pl, Deleter: pl, Discovery: buildDiscovery(cfg, false), // encryption at rest: not built yet
-		 Sources: sources, Tokens: tokens, Admins: admins, IntakeLimits: quotas, Logger: o.logger, Metrics: a.metrics,
+		DB: db, Acceptor: pl, Manual: pl, Deleter: pl, Discovery: buildDiscovery(cfg, cfg.Encryption != nil),
+		Sources: sources, Tokens: tokens, Admins: admins, IntakeLimits: quotas, Logger: o.logger, Metrics: a.metrics,
 		Clock: o.clock, BodyLimit: int64(cfg.BodyLimit), HealthOnly: role == "worker", NoMetrics: cfg.MetricsListen != "",
 	})
 	if role != "worker" {

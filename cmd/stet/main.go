@@ -45,6 +45,7 @@ Commands:
   batch        provider batches: status ID (one lookup, never submits), list, reconcile ID
   delete       delete a report (SOURCE/EXTERNAL_ID or REPORT_ID): tombstone, cancel, one task per copy; prints the tasks
   deletions    list deletions, or show one's tasks (DELETION_ID); --json
+  rekey        rewrap every data key under the first encryption key and seal plaintext rows; resumable
   import       bulk backfill from an NDJSON file (--source ID, --mode sync|batch); resumable
   bench        run a benchmark: intake | pipeline | provider-limited | batch
   drill        run a recovery drill: chaos (many processes, kills, a database restart)
@@ -89,6 +90,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdDelete(ctx, rest, stdout, stderr)
 	case "deletions":
 		return cmdDeletions(ctx, rest, stdout, stderr)
+	case "rekey":
+		return cmdRekey(ctx, rest, stdout, stderr)
 	case "bench":
 		return cmdBench(ctx, rest, stdout, stderr)
 	case "drill":

@@ -62,7 +62,8 @@ func TestMain(m *testing.M) {
 type e2eMain struct{ m *testing.M }
 
 func (e e2eMain) Run() int {
-	for k, v := range map[string]string{envSourceSecret: testSecret, envToken: testToken, envOpenAIKey: testOpenAIKey} {
+	for k, v := range map[string]string{envSourceSecret: testSecret, envToken: testToken, envOpenAIKey: testOpenAIKey,
+		envKeyK1: testKeyK1, envKeyK2: testKeyK2, envKeyWrong: testKeyWrong} {
 		os.Setenv(k, v)
 	}
 	dir, err := os.MkdirTemp("", "stet-e2e-bin-")

@@ -64,6 +64,13 @@ func openLedger(ctx context.Context, cfgPath string, stderr io.Writer) (*ledger.
 		fmt.Fprintln(stderr, "stet:", err)
 		return nil, exitUnhealthy
 	}
+	if cfg.Encryption.KeysComplete() {
+		if err := useEncryption(ctx, db, cfg, nil, false); err != nil {
+			db.Close()
+			fmt.Fprintln(stderr, "stet:", err)
+			return nil, exitUnhealthy
+		}
+	}
 	return db, exitOK
 }
 

@@ -49,20 +49,44 @@ func CountLines(path string) (int, error) {
 // progress reports an import's progress: a redrawn bar on a terminal,
 // plain lines every few seconds otherwise.
 type progress struct {
-	w      io.Writer
-	tty    bool
-	total  int
-	counts *counts
-	begin  time.Time
-	mu     sync.Mutex
-	quit   chan struct{}
-	done   chan struct{}
-	end    time.Time
+	w       io.Writer
+	tty     bool
+	total   int
+	label   string
+	done    func() int64
+	extra   func() string // counts shown after the rate and ETA
+	begin   time.Time
+	mu      sync.Mutex
+	quit    chan struct{}
+	stopped chan struct{}
+	end     time.Time
 }
 
 func newProgress(w io.Writer, total int, c *counts) *progress {
-	return &progress{w: w, tty: isTerminal(w), total: total, counts: c, quit: make(chan struct{}), done: make(chan struct{})}
+	return newBar(w, "import", total, c.done, func() string {
+		return fmt.Sprintf("  accepted %d  already there %d  rejected %d", c.accepted.Load(), c.duplicate.Load(), c.rejected.Load()+c.conflict.Load())
+	})
 }
+
+func newBar(w io.Writer, label string, total int, done func() int64, extra func() string) *progress {
+	return &progress{w: w, tty: isTerminal(w), total: total, label: label, done: done, extra: extra,
+		quit: make(chan struct{}), stopped: make(chan struct{})}
+}
+
+// Bar is the import's progress bar, for other long operator commands
+// (stet rekey): a redrawn bar on a terminal, plain lines otherwise.
+type Bar struct{ p *progress }
+
+// StartBar draws progress toward total on w until Stop; done reports how
+// many are done so far (it is called from the drawing goroutine).
+func StartBar(w io.Writer, label string, total int, done func() int64) *Bar {
+	b := &Bar{p: newBar(w, label, total, done, func() string { return "" })}
+	b.p.start()
+	return b
+}
+
+// Stop draws the final state and stops the bar.
+func (b *Bar) Stop() { b.p.stop() }
 
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
@@ -80,7 +104,7 @@ func (p *progress) start() {
 		every = 200 * time.Millisecond
 	}
 	go func() {
-		defer close(p.done)
+		defer close(p.stopped)
 		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
@@ -98,7 +122,7 @@ func (p *progress) start() {
 func (p *progress) stop() {
 	p.end = time.Now()
 	close(p.quit)
-	<-p.done
+	<-p.stopped
 }
 
 func (p *progress) elapsed() time.Duration {
@@ -122,7 +146,7 @@ func (p *progress) note(s string) {
 func (p *progress) draw(final bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	done := p.counts.done()
+	done := p.done()
 	el := time.Since(p.begin)
 	rate := float64(done) / max(el.Seconds(), 1e-9)
 	eta := "-"
@@ -136,10 +160,9 @@ func (p *progress) draw(final bool) {
 	if p.total > 0 {
 		pct = 100 * float64(done) / float64(p.total)
 	}
-	stats := fmt.Sprintf("%d/%d (%.0f%%)  %.0f/s  ETA %s  accepted %d  already there %d  rejected %d",
-		done, p.total, pct, rate, eta, p.counts.accepted.Load(), p.counts.duplicate.Load(), p.counts.rejected.Load()+p.counts.conflict.Load())
+	stats := fmt.Sprintf("%d/%d (%.0f%%)  %.0f/s  ETA %s", done, p.total, pct, rate, eta) + p.extra()
 	if !p.tty {
-		fmt.Fprintln(p.w, "import:", stats)
+		fmt.Fprintln(p.w, p.label+":", stats)
 		return
 	}
 	const width = 30
