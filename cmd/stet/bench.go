@@ -57,6 +57,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	asJSON := fs.Bool("json", false, "print JSON")
 	batchSize := fs.Int("batch-size", 2500, "batch: the processor's batch max_items")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	encrypt := fs.Bool("encrypt", false, "intake, pipeline: measure encryption at rest (stet with encryption: against stet without, same run)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return exitUsage
 	}
@@ -99,9 +100,9 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	var err error
 	switch args[0] {
 	case "intake":
-		res, err = bench.Intake(ctx, bench.IntakeOptions{Stet: wiring, Dir: scratch, Database: *database, N: *n, Concurrency: *conc})
+		res, err = bench.Intake(ctx, bench.IntakeOptions{Stet: wiring, Dir: scratch, Database: *database, N: *n, Concurrency: *conc, Encrypt: *encrypt})
 	case "pipeline":
-		res, err = bench.Pipeline(ctx, bench.PipelineOptions{Stet: wiring, Dir: scratch, Database: *database, N: *n, Concurrency: *conc})
+		res, err = bench.Pipeline(ctx, bench.PipelineOptions{Stet: wiring, Dir: scratch, Database: *database, N: *n, Concurrency: *conc, Encrypt: *encrypt})
 	case "river-drivers":
 		res, err = bench.RiverDrivers(ctx, bench.RiverDriversOptions{Database: *database, N: *n})
 	case "provider-limited":

@@ -194,10 +194,14 @@ func serve(ctx context.Context, s Stet, cfg *config.Config, o OpenOptions, secre
 		stop: func() { cancel(); <-done; a.Close() }}, nil
 }
 
-// serveWithFake starts an instant fake OpenAI and a stet on it in dir.
-func serveWithFake(ctx context.Context, s Stet, dir, database, role string) (*running, error) {
+// serveWithFake starts an instant fake OpenAI and a stet on it in dir;
+// encrypt turns on encryption at rest.
+func serveWithFake(ctx context.Context, s Stet, dir, database, role string, encrypt bool) (*running, error) {
 	fake := openaifake.New(openaifake.Options{})
 	cfgPath, env, err := writeConfig(dir, database, fake.URL(), "", 16)
+	if err == nil && encrypt {
+		err = addEncryption(cfgPath, env)
+	}
 	if err == nil {
 		var cfg *config.Config
 		if cfg, err = loadConfig(cfgPath, env); err == nil {

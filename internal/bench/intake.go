@@ -28,19 +28,27 @@ type IntakeOptions struct {
 	Database    string // a postgres:// server for a scratch schema; "": a scratch SQLite file
 	N           int    // deliveries
 	Concurrency int    // concurrent HTTP clients
+	// Encrypt measures the cost of encryption at rest instead: stet with
+	// encryption: against the same stet without, in the same run.
+	Encrypt bool
 }
 
 // Intake measures accepted deliveries/s at durable commit (20 %
 // duplicates) through the real HTTP API, against a raw one-row-per-
 // transaction insert into the same database.
 func Intake(ctx context.Context, o IntakeOptions) (*Result, error) {
+	if o.Encrypt {
+		return encryptionCost(ctx, "intake", "deliveries/s", o.Dir, func(dir string, encrypt bool) (int, time.Duration, string, error) {
+			return intakeRun(ctx, o, dir, encrypt)
+		})
+	}
 	res := &Result{Name: "intake", Unit: "deliveries/s", Baseline: "raw INSERT, one row per transaction, same database and pool"}
 	database, drop, err := cluster.ScratchSchema(ctx, o.Database)
 	if err != nil {
 		return nil, err
 	}
 	defer drop()
-	b, err := serveWithFake(ctx, o.Stet, o.Dir, database, "api")
+	b, err := serveWithFake(ctx, o.Stet, o.Dir, database, "api", false)
 	if err != nil {
 		return nil, err
 	}
@@ -95,19 +103,26 @@ type PipelineOptions struct {
 	Database    string // a postgres:// server for a scratch schema; "": a scratch SQLite file
 	N           int    // deliveries (20 % duplicates)
 	Concurrency int    // concurrent HTTP clients
+	// Encrypt measures the cost of encryption at rest instead (as Intake).
+	Encrypt bool
 }
 
 // Pipeline measures documents/s from accept to committed review record with
 // an instant fake OpenAI processor, against River's own no-op jobs/s on the
 // same database.
 func Pipeline(ctx context.Context, o PipelineOptions) (*Result, error) {
+	if o.Encrypt {
+		return encryptionCost(ctx, "pipeline", "documents/s", o.Dir, func(dir string, encrypt bool) (int, time.Duration, string, error) {
+			return pipelineRun(ctx, o, dir, encrypt)
+		})
+	}
 	res := &Result{Name: "pipeline", Unit: "documents/s", Baseline: "River no-op jobs/s, same database, 16 workers"}
 	database, drop, err := cluster.ScratchSchema(ctx, o.Database)
 	if err != nil {
 		return nil, err
 	}
 	defer drop()
-	b, err := serveWithFake(ctx, o.Stet, filepath.Join(o.Dir, "stet"), database, "all")
+	b, err := serveWithFake(ctx, o.Stet, filepath.Join(o.Dir, "stet"), database, "all", false)
 	if err != nil {
 		return nil, err
 	}
