@@ -45,6 +45,9 @@ type Params struct {
 	Progress io.Writer
 	Terminal bool
 	Logger   *slog.Logger
+	// Keyring, when set (encryption: in the config), seals the labelled
+	// texts and outputs in the scratch ledger as stet serve would.
+	Keyring *boundary.Keyring
 }
 
 // Refusal is a processor the eval did not run, and why. No call was made.
@@ -177,6 +180,12 @@ func Run(ctx context.Context, p Params) (*Report, error) {
 	}
 	if err := pipeline.Migrate(ctx, db); err != nil {
 		return nil, err
+	}
+	if p.Keyring != nil {
+		db.UseKeyring(p.Keyring)
+	}
+	if err := db.CheckKeys(ctx, time.Now()); err != nil {
+		return nil, fmt.Errorf("the eval's scratch ledger: %w", err)
 	}
 	w := p.Config.Workers
 	pl, err := pipeline.New(pipeline.Config{

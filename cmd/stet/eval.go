@@ -87,7 +87,13 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return newProcessor(pc, cfg)
 	}
+	keys, err := keyring(cfg)
+	if err != nil {
+		fmt.Fprintln(stderr, "stet eval:", err)
+		return exitUsage
+	}
 	rep, err := eval.Run(ctx, eval.Params{
+		Keyring: keys,
 		Config: cfg, Profile: *profile, Source: *source, Labels: *labels, Items: items, BadLines: bad,
 		Processors: asked, New: newProc, Out: *out, Concurrency: *concurrency,
 		Progress: stderr, Terminal: isTerminalWriter(stderr), Logger: newLogger(io.Discard, "error"),
