@@ -78,11 +78,18 @@ func TestEncryptedRowsSealedAndRead(t *testing.T) {
 		if ok, err := ledger.ReportKeyExists(ctx, db.Writer(), res.ReportID); ok || err != nil {
 			t.Fatalf("ReportKeyExists after ShredReportKey = %v, %v", ok, err)
 		}
-		if _, err := db.LoadWork(ctx, db.Writer(), res.JobID); !errors.Is(err, ledger.ErrKeyDestroyed) {
-			t.Errorf("LoadWork after the shred = %v, want ErrKeyDestroyed", err)
+		// Reads of what is left say it is gone, never show ciphertext, and
+		// never fail a stage or a whole list.
+		if w, err := db.LoadWork(ctx, db.Writer(), res.JobID); err != nil || !w.TextPurged || w.Text.Reveal() != "" {
+			t.Errorf("LoadWork after the shred = %v; want the text purged", err)
 		}
-		if _, _, err := db.ListReview(ctx, ledger.ReviewFilter{Tenant: "demo"}); !errors.Is(err, ledger.ErrKeyDestroyed) {
-			t.Errorf("ListReview after the shred = %v, want ErrKeyDestroyed", err)
+		if recs, _, err := db.ListReview(ctx, ledger.ReviewFilter{Tenant: "demo"}); err != nil || len(recs) != 1 || recs[0].Classification != nil {
+			t.Errorf("ListReview after the shred = %v, %v; want the record without content", recs, err)
+		}
+		var raw string
+		_ = db.Writer().QueryRow(`SELECT text FROM revisions WHERE report_id = $1`, res.ReportID).Scan(&raw)
+		if _, err := db.OpenSealed(ctx, res.ReportID, "revisions.text", "", raw); !errors.Is(err, ledger.ErrKeyDestroyed) {
+			t.Errorf("OpenSealed after the shred = %v, want ErrKeyDestroyed", err)
 		}
 	})
 }

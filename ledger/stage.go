@@ -144,7 +144,13 @@ func (db *DB) LoadWork(ctx context.Context, q Querier, jobID string) (*WorkItem,
 	if err != nil {
 		return nil, fmt.Errorf("load job: %w", err)
 	}
-	if text, err = db.opener(q).open(ctx, w.Job.ReportID, colRevisionText, w.Job.RevisionID, text); err != nil {
+	text, err = db.opener(q).open(ctx, w.Job.ReportID, colRevisionText, w.Job.RevisionID, text)
+	switch {
+	case errors.Is(err, ErrKeyDestroyed):
+		// A deleted report's text is gone: its job (cancelled) reads as
+		// purged, so no stage retries on it and no batch stalls.
+		text = sql.NullString{}
+	case err != nil:
 		return nil, fmt.Errorf("load job %s: %w", jobID, err)
 	}
 	w.Text = stet.NewText(text.String)

@@ -243,7 +243,11 @@ func (db *DB) JobText(ctx context.Context, tenant, jobID string) (*RevisionText,
 	if err != nil {
 		return nil, fmt.Errorf("read revision text: %w", err)
 	}
-	if text, err = db.opener(db.r).open(ctx, reportID, colRevisionText, revisionID, text); err != nil {
+	text, err = db.opener(db.r).open(ctx, reportID, colRevisionText, revisionID, text)
+	switch {
+	case errors.Is(err, ErrKeyDestroyed):
+		text = sql.NullString{} // a deleted report's: gone
+	case err != nil:
 		return nil, fmt.Errorf("read revision text: %w", err)
 	}
 	return &RevisionText{Text: stet.NewText(text.String), PurgedAt: fromMicros(purged)}, nil
