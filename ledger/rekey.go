@@ -100,16 +100,17 @@ func (db *DB) Rekey(ctx context.Context, p RekeyParams) (RekeyResult, error) {
 			p.Progress(res.Rewrapped + res.Sealed)
 		}
 	}
-	for {
-		n, err := db.rewrapBatch(ctx, sealing, p.Batch, p.Now())
+	for after := ""; ; {
+		n, last, err := db.rewrapBatch(ctx, sealing, after, p.Batch, p.Now())
 		res.Rewrapped += n
 		if err != nil {
 			return res, err
 		}
 		progress()
-		if n == 0 {
+		if last == "" {
 			break
 		}
+		after = last
 	}
 	for _, s := range sealSpecs {
 		after := ""
@@ -129,12 +130,15 @@ func (db *DB) Rekey(ctx context.Context, p RekeyParams) (RekeyResult, error) {
 	return res, audit("encryption.rekey", fmt.Sprintf("rewrapped=%d sealed=%d", res.Rewrapped, res.Sealed))
 }
 
-// rewrapBatch rewraps up to limit data keys not wrapped by sealing.
-func (db *DB) rewrapBatch(ctx context.Context, sealing string, limit int, now time.Time) (int, error) {
-	done := 0
+// rewrapBatch rewraps up to limit data keys not wrapped by sealing, of
+// reports after the report ID after (in primary key order, so a run reads
+// the table once). It returns the last report ID read, "" when none is left.
+func (db *DB) rewrapBatch(ctx context.Context, sealing, after string, limit int, now time.Time) (int, string, error) {
+	done, last := 0, ""
 	err := db.InTx(ctx, func(tx *sql.Tx) error {
+		done, last = 0, ""
 		rows, err := tx.QueryContext(ctx, `SELECT report_id, data_key_id, key_id, wrapped FROM report_keys
-			WHERE key_id <> $1 ORDER BY report_id LIMIT $2`, sealing, limit)
+			WHERE report_id > $1 AND key_id <> $2 ORDER BY report_id LIMIT $3`, after, sealing, limit)
 		if err != nil {
 			return fmt.Errorf("read data keys: %w", err)
 		}
@@ -156,6 +160,7 @@ func (db *DB) rewrapBatch(ctx context.Context, sealing string, limit int, now ti
 			return fmt.Errorf("read data keys: %w", err)
 		}
 		for _, r := range todo {
+			last = r.report
 			nw, err := db.keys.Rewrap(r.report, r.w)
 			if err != nil {
 				return fmt.Errorf("rewrap the data key of report %s: %w", r.report, err)
@@ -172,9 +177,9 @@ func (db *DB) rewrapBatch(ctx context.Context, sealing string, limit int, now ti
 		return nil
 	})
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
-	return done, nil
+	return done, last, nil
 }
 
 // sealBatch seals the plaintext values of up to limit rows of s after the

@@ -88,6 +88,10 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, "stet bench: --database must be a postgres:// URL")
 		return exitUsage
 	}
+	if *encrypt && args[0] != "intake" && args[0] != "pipeline" {
+		fmt.Fprintln(stderr, "stet bench: --encrypt is for intake and pipeline")
+		return exitUsage
+	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	wiring := bench.Stet{Open: openBenchApp, Import: func(ctx context.Context, args []string) error {
