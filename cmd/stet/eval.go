@@ -93,10 +93,9 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	rep, err := eval.Run(ctx, eval.Params{
-		Keyring: keys,
-		Config:  cfg, Profile: *profile, Source: *source, Labels: *labels, Items: items, BadLines: bad,
+		Config: cfg, Profile: *profile, Source: *source, Labels: *labels, Items: items, BadLines: bad,
 		Processors: asked, New: newProc, Out: *out, Concurrency: *concurrency,
-		Progress: stderr, Terminal: isTerminalWriter(stderr), Logger: newLogger(io.Discard, "error"),
+		Progress: stderr, Terminal: isTerminalWriter(stderr), Logger: newLogger(io.Discard, "error"), Keyring: keys,
 	})
 	if errors.Is(err, eval.ErrInterrupted) {
 		fmt.Fprintln(stderr, "stet eval:", err)
