@@ -12,7 +12,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -436,5 +435,3 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 }
 
 var errNotFound = &stet.Error{Code: stet.ENotFound, Message: "not found", Cause: stet.ErrNotFound}
-
-func isNotFound(err error) bool { return errors.Is(err, stet.ErrNotFound) }
