@@ -185,7 +185,7 @@ func openApp(ctx context.Context, cfg *config.Config, o appOptions) (*app, error
 	}
 	a.api = api.New(api.Config{
 		DB: db, Acceptor: pl, Manual: pl, Deleter: pl, Discovery: buildDiscovery(cfg, false), // encryption at rest: not built yet
-		 Sources: sources, Tokens: tokens, Admins: admins, IntakeLimits: quotas, Logger: o.logger, Metrics: a.metrics,
+		Sources: sources, Tokens: tokens, Admins: admins, IntakeLimits: quotas, Logger: o.logger, Metrics: a.metrics,
 		Clock: o.clock, BodyLimit: int64(cfg.BodyLimit), HealthOnly: role == "worker", NoMetrics: cfg.MetricsListen != "",
 	})
 	if role != "worker" {
