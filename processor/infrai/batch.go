@@ -46,6 +46,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/processor"
 )
 
 // The batch wire, in one place.
@@ -438,7 +439,7 @@ func (c *Client) batchCall(ctx context.Context, method, u, idemKey string, body 
 			return nil, nil, err
 		}
 	}
-	res, err := c.hc.Do(req)
+	res, err := processor.Do(c.hc, req)
 	if err != nil {
 		// Network failure, timeout, or a redirect the caller's client
 		// refused: nothing says a later try fails.
