@@ -86,8 +86,8 @@ const (
 var errCallTimeout = errors.New("infrai call timed out")
 
 // Config configures a Client. ID is part of every idempotency key; BaseURL
-// defaults to DefaultBaseURL; APIKey is sent as a bearer token. Without an
-// HTTPClient (processor.Common.Client) the Client follows no redirects:
+// defaults to DefaultBaseURL; APIKey is sent as a bearer token. Whatever
+// the HTTPClient, the Client follows no redirects (processor.Common.Client):
 // text goes to the configured URL or nowhere.
 type Config struct {
 	processor.Common
