@@ -15,6 +15,7 @@ import (
 
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/ledger"
+	"github.com/stetlabs/stet/processor"
 )
 
 const batchUsage = `Usage: stet batch status|list|reconcile [flags]
@@ -197,64 +198,12 @@ func lookupStatus(ctx context.Context, bp stet.BatchProcessor, providerID string
 	return nil, fmt.Errorf("status lookup failed: %w", err)
 }
 
-// statusClient is the HTTP client of stet batch status: a 20 s timeout,
-// no redirects, bodies read up to 1 MiB.
+// statusClient is the HTTP client of stet batch status: the processor
+// clients' own (redirects refused, bodies bounded) with a 20 s timeout and
+// bodies read up to 1 MiB. The adapter keeps its policy on top of it.
 func statusClient() *http.Client {
-	return &http.Client{
-		Timeout: statusTimeout,
-		CheckRedirect: func(*http.Request, []*http.Request) error {
-			return errRedirect
-		},
-		Transport: cappedTransport{next: http.DefaultTransport, max: statusMaxBody},
-	}
+	return processor.NewHTTPClient(statusTimeout, statusMaxBody)
 }
-
-var errRedirect = errors.New("redirects are refused")
-
-// errTooLarge is what reading past the cap returns.
-var errTooLarge = errors.New("the response is larger than 1 MiB")
-
-type cappedTransport struct {
-	next http.RoundTripper
-	max  int64
-}
-
-func (t cappedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	resp, err := t.next.RoundTrip(r)
-	if err != nil {
-		return nil, err
-	}
-	if resp.ContentLength > t.max {
-		resp.Body.Close()
-		return nil, errTooLarge
-	}
-	resp.Body = &cappedBody{rc: resp.Body, left: t.max}
-	return resp, nil
-}
-
-type cappedBody struct {
-	rc   io.ReadCloser
-	left int64
-}
-
-func (b *cappedBody) Read(p []byte) (int, error) {
-	if b.left <= 0 {
-		// One byte more than the cap means the body is too large.
-		var one [1]byte
-		if n, _ := b.rc.Read(one[:]); n > 0 {
-			return 0, errTooLarge
-		}
-		return 0, io.EOF
-	}
-	if int64(len(p)) > b.left {
-		p = p[:b.left]
-	}
-	n, err := b.rc.Read(p)
-	b.left -= int64(n)
-	return n, err
-}
-
-func (b *cappedBody) Close() error { return b.rc.Close() }
 
 func cmdBatchList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("batch list", flag.ContinueOnError)

@@ -93,7 +93,7 @@ func TestBatchStatus(t *testing.T) {
 		{name: "500", fault: &geminifake.Fault{Kind: geminifake.ServerError}, wantClass: stet.FailureTransient, wantStatus: 500, wantCode: "INTERNAL"},
 		{name: "503", fault: &geminifake.Fault{Kind: geminifake.ServerError, Status: 503}, client: statusClient(refuse), wantClass: stet.FailureTransient, wantStatus: 503, wantCode: "UNAVAILABLE"},
 		{name: "connection reset", fault: &geminifake.Fault{Kind: geminifake.Disconnect}, wantClass: stet.FailureTransient},
-		{name: "redirect followed to a page", fault: &geminifake.Fault{Kind: geminifake.Redirect}, wantClass: stet.FailureTransient, wantStatus: 200, wantCode: codeInvalidResponse},
+		{name: "redirect refused by the adapter's own client", fault: &geminifake.Fault{Kind: geminifake.Redirect}, wantClass: stet.FailureTransient, wantStatus: 302, wantCode: codeRedirect},
 		{name: "redirect, last response kept", fault: &geminifake.Fault{Kind: geminifake.Redirect}, client: statusClient(useLast), wantClass: stet.FailureTransient, wantStatus: 302, wantCode: codeRedirect},
 		{name: "redirect refused", fault: &geminifake.Fault{Kind: geminifake.Redirect}, client: statusClient(refuse), wantClass: stet.FailureTransient, wantStatus: 302, wantCode: codeRedirect},
 		{name: "huge body, no cap", fault: &geminifake.Fault{Kind: geminifake.HugeBody}, wantStatus: 200},

@@ -578,8 +578,10 @@ func TestBatchStatus(t *testing.T) {
 		{name: "503", fault: openaifake.Fault{Kind: openaifake.ServerError, Status: 503}, wantClass: stet.FailureTransient, wantStatus: 503, wantCode: "server_error"},
 		{name: "connection reset", fault: openaifake.Fault{Kind: openaifake.Disconnect}, maxCalls: 2, wantClass: stet.FailureTransient},
 		{name: "redirect refused by the client", fault: openaifake.Fault{Kind: openaifake.Redirect}, strict: true, wantClass: stet.FailureUnsupported, wantStatus: 302, wantCode: "redirect"},
-		// The SDK itself refuses to follow a redirect to another origin.
-		{name: "redirect elsewhere, default client", fault: openaifake.Fault{Kind: openaifake.Redirect}, wantClass: stet.FailureTransient},
+		// The adapter's own client (processor.Common.Client) refuses every
+		// redirect, to another origin or the same one.
+		{name: "redirect elsewhere, default client", fault: openaifake.Fault{Kind: openaifake.Redirect}, wantClass: stet.FailureUnsupported, wantStatus: 302, wantCode: "redirect"},
+		{name: "redirect to the same origin, default client", fault: openaifake.Fault{Kind: openaifake.Redirect, Status: 307, Header: http.Header{"Location": {"/v1/batches"}}}, wantClass: stet.FailureUnsupported, wantStatus: 307, wantCode: "redirect"},
 		{name: "redirect to the same origin not followed", fault: openaifake.Fault{Kind: openaifake.Redirect, Status: 307, Header: http.Header{"Location": {"/v1/batches"}}}, strict: true, wantClass: stet.FailureUnsupported, wantStatus: 307, wantCode: "redirect"},
 		{name: "huge body", fault: openaifake.Fault{Kind: openaifake.HugeBody}, wantClass: stet.FailureTransient, wantStatus: 200, wantCode: "response_too_large"},
 		{name: "huge body through the strict client", fault: openaifake.Fault{Kind: openaifake.HugeBody}, strict: true, wantClass: stet.FailureTransient, wantStatus: 200},
