@@ -16,12 +16,12 @@ const (
 	// the call raises it: a synchronous answer, a batch object, a status
 	// lookup, an error body. A real answer is a few kilobytes; the adapters'
 	// own reads use the same 32 MiB.
-	MaxResponseBytes int64 = 32 << 20
+	MaxResponseBytes = 32 << 20
 	// MaxBatchResultsBytes bounds a batch's results file (a JSONL file or
 	// a batch object carrying its results inline), which the calls that
 	// fetch one ask for with WithBodyLimit. Providers cap batch inputs at
 	// 200-256 MB; answers are smaller than the prompts they answer.
-	MaxBatchResultsBytes int64 = 1 << 30
+	MaxBatchResultsBytes = 1 << 30
 )
 
 // ErrRedirect is the error of a call the provider (or something between)
