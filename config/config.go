@@ -29,6 +29,32 @@ type Config struct {
 	Processors []Processor `yaml:"processors"`
 	Policies   []Policy    `yaml:"policies"`
 	Workers    Workers     `yaml:"workers"`
+	Alerts     Alerts      `yaml:"alerts"`
+}
+
+// Alerts are the alert sinks beyond the log and the gauges (DESIGN §6).
+type Alerts struct {
+	// Webhook, when its URL is set, receives every alert, signed.
+	Webhook Webhook `yaml:"webhook"`
+}
+
+// Webhook is a signed outbound webhook target.
+type Webhook struct {
+	URL       string `yaml:"url"` // https, or http on loopback
+	SecretEnv string `yaml:"secret_env"`
+	// Secret is the whsec_ secret read from SecretEnv.
+	Secret string `yaml:"-"`
+}
+
+// Destination is one outbound webhook of a source (DESIGN §13).
+type Destination struct {
+	ID        string   `yaml:"id"`
+	URL       string   `yaml:"url"` // https, or http on loopback
+	SecretEnv string   `yaml:"secret_env"`
+	Events    []string `yaml:"events"`  // default [record.committed, record.decided]
+	MaxAge    Duration `yaml:"max_age"` // default 24h: then the delivery is failed
+	// Secret is the whsec_ secret read from SecretEnv.
+	Secret string `yaml:"-"`
 }
 
 // Tenant is one tenant and its API tokens.
@@ -55,6 +81,8 @@ type Source struct {
 	Profile   string            `yaml:"profile"`
 	Policy    string            `yaml:"policy"`
 	Mode      stet.DispatchMode `yaml:"mode"` // default sync
+	// Destinations receive the source's record events (DESIGN §13).
+	Destinations []Destination `yaml:"destinations"`
 	// Secrets are the whsec_ secrets read from SecretEnv. The variable may
 	// hold several, separated by spaces or commas, for rotation.
 	Secrets []string `yaml:"-"`

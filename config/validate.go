@@ -44,6 +44,7 @@ func (l *loader) validate(c *Config) {
 	l.validateProcessors(c)
 	l.validatePolicies(c, ids)
 	l.validateWorkers(&c.Workers)
+	l.validateAlerts(&c.Alerts)
 }
 
 // sectionIDs are the well-formed, unique ids of each section that others
@@ -190,6 +191,8 @@ func (l *loader) validateSource(p string, s *Source, ids sectionIDs) {
 	} else if !slices.Contains(stet.DispatchModes, s.Mode) {
 		l.problem(join(p, "mode"), "must be one of %s", joinStrings(stet.DispatchModes, " | "))
 	}
+
+	l.validateDestinations(p, s)
 
 	sp := join(p, "secret_env")
 	v := l.env(sp, s.SecretEnv)

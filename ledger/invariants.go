@@ -15,6 +15,7 @@ const (
 	InvBatchNotApplied   = "batch_not_applied"   // 4
 	InvBatchUnknown      = "batch_unknown"       // 5
 	InvPausedTooLong     = "paused_too_long"     // 7
+	InvDeliveryFailed    = "delivery_failed"     // 8
 )
 
 // Violation is one broken invariant. It carries IDs only: never text, never
@@ -30,7 +31,7 @@ type Violation struct {
 	Stage             string `json:"stage,omitempty"`
 	ExtractionVersion string `json:"extraction_version,omitempty"`
 	Count             int    `json:"count,omitempty"`
-	Scope             string `json:"scope,omitempty"`    // a dispatch pause's scope (invariant 7)
+	Scope             string `json:"scope,omitempty"`    // a dispatch pause's scope (7), "destination:ID" (8)
 	BatchID           string `json:"batch_id,omitempty"` // invariants 4 and 5
 	ProcessorID       string `json:"processor_id,omitempty"`
 }
@@ -50,7 +51,7 @@ type CheckParams struct {
 	Limit      int // at most this many violations per invariant
 }
 
-// CheckInvariants runs invariants 1–5 and 7 of DESIGN §6 on the writer pool (the
+// CheckInvariants runs invariants 1–5, 7 and 8 of DESIGN §6 on the writer pool (the
 // answer decides alerts).
 func (db *DB) CheckInvariants(ctx context.Context, p CheckParams) ([]Violation, error) {
 	if p.Limit <= 0 {
@@ -124,6 +125,28 @@ func (db *DB) CheckInvariants(ctx context.Context, p CheckParams) ([]Violation, 
 	err = batches(5, InvBatchUnknown, `SELECT id, processor_id, item_count FROM batches WHERE state = 'unknown'
 		ORDER BY created_at LIMIT $1`, p.Limit)
 	if err != nil {
+		return nil, err
+	}
+	// 8: an outbound delivery failed for good (past its destination's
+	// max_age), or is still pending past it (no sweep has run since).
+	rows, err := db.w.QueryContext(ctx, `SELECT tenant_id, source_id, destination_id, COALESCE(report_id, ''), COALESCE(job_id, ''), attempts
+		FROM outbox WHERE state = 'failed' OR (state = 'pending' AND expires_at < $1)
+		ORDER BY created_at LIMIT $2`, micros(p.Now), p.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("check %s: %w", InvDeliveryFailed, err)
+	}
+	for rows.Next() {
+		v := Violation{Invariant: 8, Name: InvDeliveryFailed, Stage: "deliver"}
+		var dest string
+		if err := rows.Scan(&v.TenantID, &v.SourceID, &dest, &v.ReportID, &v.JobID, &v.Count); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("check %s: %w", InvDeliveryFailed, err)
+		}
+		v.Scope = "destination:" + dest
+		out = append(out, v)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
 		return nil, err
 	}
 	if p.PauseLimit > 0 {

@@ -17,6 +17,8 @@ type JobDetail struct {
 	Job      stet.Job
 	Attempts []stet.Attempt
 	Artifact *ArtifactMeta
+	// Deliveries are the outbox rows of the job's review record (DESIGN §13).
+	Deliveries []Delivery
 }
 
 // ArtifactMeta describes an artifact without its content.
@@ -87,6 +89,9 @@ func getJob(ctx context.Context, q Querier, tenant, jobID string) (*JobDetail, e
 	case errors.Is(err, sql.ErrNoRows):
 	default:
 		return nil, fmt.Errorf("read artifact: %w", err)
+	}
+	if d.Deliveries, err = JobDeliveries(ctx, q, jobID); err != nil {
+		return nil, err
 	}
 	return &d, nil
 }
@@ -288,6 +293,9 @@ func (db *DB) Decide(ctx context.Context, p DecideParams) (*stet.ReviewRecord, e
 		if n, _ := res.RowsAffected(); n != 1 {
 			// A concurrent decision won between the read and the update.
 			return stet.Errorf(stet.EConflict, "review record %s is already decided", p.RecordID)
+		}
+		if err := enqueueDecided(ctx, tx, p.RecordID, p.Now); err != nil {
+			return err
 		}
 		return Audit(ctx, tx, AuditEntry{Tenant: p.Tenant, Actor: p.Actor, Action: "review.decide." + string(p.Decision),
 			ObjectType: "review_record", ObjectID: p.RecordID, Now: p.Now})

@@ -151,6 +151,7 @@ func openApp(ctx context.Context, cfg *config.Config, o appOptions) (*app, error
 		PollInterval:  cmpDuration(o.pollInterval, cfg.Workers.PollInterval.Std()),
 		Work:          o.role == "worker" || o.role == "all",
 		SingleProcess: strings.HasPrefix(cfg.Database, "sqlite://") && o.role != "",
+		Destinations:  destinations(cfg),
 	})
 	if err != nil {
 		a.close()

@@ -41,6 +41,7 @@ Commands:
   pause        pause dispatch (--scope all|processor:ID|tenant:ID --reason …); no flags: list pauses
   unpause      resume dispatch for a scope
   batch        provider batches: status ID (one lookup, never submits), list, reconcile ID
+  destinations outbound webhooks: list, enable SOURCE DESTINATION (after a 410), retry SOURCE DESTINATION
   import       bulk backfill from an NDJSON file (--source ID, --mode sync|batch); resumable
   bench        run a benchmark: intake | pipeline | provider-limited | batch
   drill        run a recovery drill: chaos (many processes, kills, a database restart)
@@ -74,6 +75,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdPause(ctx, rest, stdout, stderr, true)
 	case "batch":
 		return cmdBatch(ctx, rest, stdout, stderr)
+	case "destinations":
+		return cmdDestinations(ctx, rest, stdout, stderr)
 	case "import":
 		return cmdImport(ctx, rest, stdout, stderr)
 	case "bench":
