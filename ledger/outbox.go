@@ -476,7 +476,10 @@ type FinishDeliveryParams struct {
 	Status   int    // HTTP status; 0 when none came
 	Error    string // a class when no status came: connect, timeout, redirect
 	RetryAt  time.Time
-	Now      time.Time
+	// RowOnly (retry outcome) backs off this row alone: the receiver
+	// answered, so the destination itself is up.
+	RowOnly bool
+	Now     time.Time
 }
 
 // FinishDelivery records the outcome of one POST and the destination's
@@ -503,7 +506,7 @@ func (db *DB) FinishDelivery(ctx context.Context, p FinishDeliveryParams) error 
 			_, err = tx.ExecContext(ctx, `UPDATE outbox SET state = $1, attempts = attempts + 1, last_status = $2, last_error = $3,
 				next_attempt_at = $4, lease_until = NULL, updated_at = $5 WHERE id = $6 AND state = 'pending'`,
 				string(state), status, nullString(p.Error), micros(p.RetryAt), ts, d.ID)
-			if err == nil {
+			if err == nil && !p.RowOnly {
 				_, err = tx.ExecContext(ctx, `UPDATE destinations SET failures = failures + 1, retry_at = $1, updated_at = $2
 					WHERE source_id = $3 AND destination_id = $4`, micros(p.RetryAt), ts, d.SourceID, d.DestinationID)
 			}

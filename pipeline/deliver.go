@@ -53,16 +53,23 @@ func (w *deliverWorker) Work(ctx context.Context, _ *river.Job[DeliverArgs]) err
 	return w.p.Deliver(ctx)
 }
 
-// deliverBatch is how many rows of one destination a sweep sends at most.
-const deliverBatch = 20
+// deliverBatch is how many rows of one destination a sweep sends at most;
+// after maxRowFailures answered failures in one sweep the destination
+// itself backs off.
+const (
+	deliverBatch   = 20
+	maxRowFailures = 2
+)
 
 // Deliver runs one delivery sweep: for every destination out of backoff
 // with due rows, it leases up to a batch of them, oldest first, and POSTs
-// them one after another until one fails. Destinations are swept in
-// parallel. A 2xx marks the row delivered; a 410 disables the destination
-// for its source; anything else (no answer, a timeout, a redirect, any
-// other status) backs the destination off exponentially with jitter, or
-// for the Retry-After asked if longer (capped at processor.MaxRetryAfter).
+// them one after another. Destinations are swept in parallel. A 2xx marks
+// the row delivered; a 410 disables the destination for its source. An
+// HTTP answer without Retry-After (a 500, a redirect, a 4xx) backs that row
+// off alone and the sweep goes on, up to maxRowFailures in a row; no answer
+// (refused, timed out), a Retry-After, or a run of failures backs the
+// destination off exponentially with jitter, or for the Retry-After asked
+// if longer (capped at processor.MaxRetryAfter), and ends its sweep.
 // A row past its destination's max_age is failed (invariant 8). Sweeps of
 // one process do not overlap; sweeps of several processes lease rows, so a
 // row is sent by one at a time — at least once, never lost.
@@ -98,6 +105,7 @@ func (p *Pipeline) deliverTo(ctx context.Context, d Destination, failures int) {
 		log.Warn("claim deliveries failed", "err", err)
 		return
 	}
+	answered := 0 // failures in a row this sweep that still got an HTTP answer
 	for i, row := range rows {
 		if ctx.Err() != nil {
 			return // the leases expire; the next sweep sends them
@@ -113,13 +121,24 @@ func (p *Pipeline) deliverTo(ctx context.Context, d Destination, failures int) {
 		switch {
 		case res.OK():
 			fin.Outcome = ledger.OutcomeDelivered
+			answered = 0
 		case res.Gone():
 			fin.Outcome = ledger.OutcomeGone
 		default:
 			fin.Outcome = ledger.OutcomeRetry
-			fin.RetryAt = now.Add(max(p.deliverBackoff(failures+1), res.RetryAfter))
 			if res.Status >= 300 && res.Status < 400 {
 				fin.Error = "redirect"
+			}
+			// An answer without Retry-After is about this event: back it
+			// off alone and go on, unless the destination keeps failing.
+			// No answer, Retry-After, or a run of failures backs off the
+			// whole destination.
+			if res.Status != 0 && !res.HasRetryAfter && answered < maxRowFailures {
+				answered++
+				fin.RowOnly = true
+				fin.RetryAt = now.Add(p.deliverBackoff(row.Attempts + 1))
+			} else {
+				fin.RetryAt = now.Add(max(p.deliverBackoff(failures+1), res.RetryAfter))
 			}
 		}
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -135,6 +154,10 @@ func (p *Pipeline) deliverTo(ctx context.Context, d Destination, failures int) {
 			p.alert(log, "destination_disabled", "status_code", res.Status)
 			return
 		case ledger.OutcomeRetry:
+			if fin.RowOnly {
+				log.Warn("delivery failed; retrying the event later", "status_code", res.Status, "attempt", row.Attempts+1)
+				continue
+			}
 			log.Warn("delivery failed; backing off", "status_code", res.Status, "error_class", fin.Error,
 				"attempt", row.Attempts+1, "retry_in_ms", fin.RetryAt.Sub(now).Milliseconds(), "left", len(rows)-i-1)
 			if err := p.db.ReleaseDeliveries(context.WithoutCancel(ctx), rows[i+1:]); err != nil {
