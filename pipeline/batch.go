@@ -796,10 +796,12 @@ func (p *Pipeline) itemOutcome(b *ledger.Batch, it ledger.BatchItem, r stet.Batc
 	return a, nil
 }
 
-// pauseProcessor pauses dispatch to a processor after quota or auth.
+// pauseProcessor pauses dispatch to a processor after quota or auth, and
+// opens its processor.paused alert in the same transaction.
 func (p *Pipeline) pauseProcessor(ctx context.Context, processorID string, class stet.FailureClass) error {
-	return p.db.SetPause(ctx, ledger.Pause{Scope: "processor:" + processorID,
-		Reason: string(class) + " failure of a batch submission (automatic)", PausedBy: "stet", PausedAt: p.clock.Now()}, "*")
+	_, err := p.db.PauseForFailure(ctx, ledger.Pause{Scope: "processor:" + processorID,
+		Reason: string(class) + " failure of a batch submission (automatic)", PausedBy: "stet", PausedAt: p.clock.Now()}, processorID, class)
+	return err
 }
 
 // ReconcileBatch records an operator's decision about an unknown batch:

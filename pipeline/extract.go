@@ -455,8 +455,8 @@ func (p *Pipeline) failed(ctx context.Context, a attempt, pe *stet.ProcessorErro
 		if err := setState(stet.JobWaiting); err != nil {
 			return "error", err
 		}
-		if err := p.db.SetPause(wctx, ledger.Pause{Scope: "processor:" + processorID, Reason: string(class) + " failure (automatic)",
-			PausedBy: "stet", PausedAt: p.clock.Now()}, "*"); err != nil {
+		if _, err := p.db.PauseForFailure(wctx, ledger.Pause{Scope: "processor:" + processorID, Reason: string(class) + " failure (automatic)",
+			PausedBy: "stet", PausedAt: p.clock.Now()}, processorID, class); err != nil {
 			return "error", err
 		}
 		p.alert(p.log.With("job_id", jobID), "processor_paused", "processor", processorID, "failure_class", string(class))

@@ -27,7 +27,7 @@ func (p *Pipeline) Manual(ctx context.Context, mp ledger.ManualParams) (int, err
 		return 0, stet.Errorf(stet.EInvalid, "scope must be all, processor:ID or tenant:ID")
 	}
 	kind, id, _ := strings.Cut(mp.Scope, ":")
-	tenant, processorID := "", ""
+	tenant, processorID := ledger.AnyTenant, ""
 	switch kind {
 	case "tenant":
 		tenant = id

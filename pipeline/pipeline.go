@@ -30,6 +30,7 @@ import (
 	"github.com/stetlabs/stet/boundary"
 	"github.com/stetlabs/stet/ledger"
 	"github.com/stetlabs/stet/metrics"
+	"github.com/stetlabs/stet/outbound"
 	"github.com/stetlabs/stet/schema"
 )
 
@@ -111,6 +112,17 @@ type Config struct {
 	Encryption bool
 	// Work says whether this process runs stage workers (role worker|all).
 	Work bool
+	// Destinations are the sources' outbound webhooks and the alert
+	// webhook (DESIGN §6, §13). DeliverEvery is how often the delivery
+	// sweep runs (default 1s); DeliverTimeout bounds one POST (default
+	// 10s); a destination's backoff after failures starts at
+	// DeliverRetryBase (default 1s) and doubles up to DeliverRetryMax
+	// (default 10m), unless the receiver asks for a longer Retry-After.
+	Destinations     []Destination
+	DeliverEvery     time.Duration
+	DeliverTimeout   time.Duration
+	DeliverRetryBase time.Duration
+	DeliverRetryMax  time.Duration
 	// SingleProcess says this process is alone on its database (the
 	// embedded SQLite default, held by a lock file): at start, stages left
 	// running by a crash are resumed at once instead of after River's rescue.
@@ -131,7 +143,11 @@ type Pipeline struct {
 	mu          sync.Mutex
 	minimizers  map[string]*boundary.Minimizer // by policy hash
 	oldPolicies map[string]*stet.Policy        // by hash, recorded versions
-	violations  map[string]bool                // seen by the last invariant check
+
+	dests    map[string]Destination // by "source/destination"
+	sender   *outbound.Sender
+	sweeping sync.Mutex // one delivery sweep at a time in this process
+	checking sync.Mutex // one periodic invariant check at a time in this process
 
 	limiters  map[string]*admission.Limiter // by processor ID; every processor has one
 	processID string                        // this process's worker heartbeat
@@ -197,6 +213,10 @@ func New(cfg Config) (*Pipeline, error) {
 	setDefault(&cfg.SweepInterval, time.Minute)
 	setDefault(&cfg.SweepBatch, 500)
 	setDefault(&cfg.SweepBatches, 20)
+	setDefault(&cfg.DeliverEvery, time.Second)
+	setDefault(&cfg.DeliverTimeout, outbound.DefaultTimeout)
+	setDefault(&cfg.DeliverRetryBase, time.Second)
+	setDefault(&cfg.DeliverRetryMax, 10*time.Minute)
 	p := &Pipeline{
 		cfg: cfg, db: cfg.DB, log: cfg.Logger, clock: cfg.Clock,
 		profiles: map[string]*Profile{}, policies: map[string]*stet.Policy{},
@@ -205,6 +225,11 @@ func New(cfg Config) (*Pipeline, error) {
 	for _, pr := range cfg.Profiles {
 		p.profiles[pr.ExtractionVersion()] = pr
 	}
+	p.dests = map[string]Destination{}
+	for _, d := range cfg.Destinations {
+		p.dests[d.SourceID+"/"+d.ID] = d
+	}
+	p.sender = outbound.NewSender(cfg.DeliverTimeout, cfg.Clock)
 	p.limiters = map[string]*admission.Limiter{}
 	for id := range cfg.Processors {
 		p.limiters[id] = admission.New(cfg.Limits[id], cfg.Clock)
@@ -222,6 +247,7 @@ func New(cfg Config) (*Pipeline, error) {
 	river.AddWorker(workers, &invariantsWorker{p: p})
 	river.AddWorker(workers, &deleteWorker{p: p})
 	river.AddWorker(workers, &sweepWorker{p: p})
+	river.AddWorker(workers, &deliverWorker{p: p})
 	rc := &river.Config{
 		Logger:               cfg.Logger.With("component", "river"),
 		Workers:              workers,
@@ -245,6 +271,13 @@ func New(cfg Config) (*Pipeline, error) {
 			QueueExtract: {MaxWorkers: cfg.Concurrency},
 			QueueCommit:  {MaxWorkers: max(4, cfg.Concurrency)}, // commits are short transactions
 			QueueBatch:   {MaxWorkers: 4},
+		}
+		if len(cfg.Destinations) > 0 {
+			// A sweep already sends to every destination in parallel.
+			rc.Queues[QueueDeliver] = river.QueueConfig{MaxWorkers: 2}
+			rc.PeriodicJobs = append(rc.PeriodicJobs, river.NewPeriodicJob(river.PeriodicInterval(cfg.DeliverEvery),
+				func() (river.JobArgs, *river.InsertOpts) { return DeliverArgs{}, nil },
+				&river.PeriodicJobOpts{RunOnStart: true}))
 		}
 	}
 	client, err := river.NewClient(RiverDriver(cfg.DB), rc)
@@ -275,6 +308,9 @@ func (p *Pipeline) Start(ctx context.Context) error {
 		if err := ledger.RecordPolicy(ctx, p.db.Writer(), pol, p.clock.Now()); err != nil {
 			return err
 		}
+	}
+	if err := p.db.SyncDestinations(ctx, destinationSpecs(p.cfg.Destinations), p.clock.Now()); err != nil {
+		return err
 	}
 	p.intake.start()
 	if !p.cfg.Work {

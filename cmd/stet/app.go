@@ -152,6 +152,7 @@ func openApp(ctx context.Context, cfg *config.Config, o appOptions) (*app, error
 		SweepInterval: cfg.Workers.SweepInterval.Std(),
 		Work:          o.role == "worker" || o.role == "all",
 		SingleProcess: strings.HasPrefix(cfg.Database, "sqlite://") && o.role != "",
+		Destinations:  destinations(cfg),
 	})
 	if err != nil {
 		a.close()

@@ -76,7 +76,7 @@ func cmdDelete(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 		return exitUnhealthy
 	}
-	d, err := a.db.GetDeletion(ctx, "", out.DeletionID)
+	d, err := a.db.GetDeletion(ctx, ledger.AnyTenant, out.DeletionID)
 	if err != nil {
 		fmt.Fprintln(stderr, "stet delete:", stet.ErrorMessageOf(err))
 		return exitUnhealthy
@@ -111,7 +111,7 @@ func cmdDeletions(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	defer db.Close()
 	if fs.NArg() == 1 {
-		d, err := db.GetDeletion(ctx, "", fs.Arg(0))
+		d, err := db.GetDeletion(ctx, ledger.AnyTenant, fs.Arg(0))
 		if err != nil {
 			fmt.Fprintln(stderr, "stet deletions:", stet.ErrorMessageOf(err))
 			if stet.ErrorCodeOf(err) == stet.ENotFound {
@@ -127,7 +127,7 @@ func cmdDeletions(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		printDeletion(stdout, d, *asJSON)
 		return exitOK
 	}
-	ds, err := db.ListDeletions(ctx, "", 100)
+	ds, err := db.ListDeletions(ctx, ledger.AnyTenant, 100)
 	if err != nil {
 		fmt.Fprintln(stderr, "stet deletions:", err)
 		return exitUnhealthy

@@ -56,6 +56,8 @@ func cmdDrillChaos(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.Float64Var(&o.FaultRate, "fault-rate", 0.1, "share of provider calls answered 429, 500 or 503")
 	fs.StringVar(&o.PGBin, "pgbin", "/usr/lib/postgresql/15/bin", "folder of PostgreSQL's initdb and pg_ctl")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the scratch folder (cluster data, process logs)")
+	fs.BoolVar(&o.Destination, "destination", false, "point the source at a receiver and count lost record events (DESIGN §13)")
+	fs.Float64Var(&o.DestFaultRate, "dest-fault-rate", 0.2, "with --destination: share of POSTs the receiver answers 500")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	fs.StringVar(&o.Binary, "stet-binary", "", "")
 	fs.Usage = func() {

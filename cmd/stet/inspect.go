@@ -158,6 +158,7 @@ func printJob(w io.Writer, d *ledger.JobDetail) {
 	if j.ReviewRecordID != "" {
 		fmt.Fprintf(w, "  review record %s\n", j.ReviewRecordID)
 	}
+	printDeliveries(w, d.Deliveries)
 	fmt.Fprintln(w)
 }
 

@@ -78,6 +78,9 @@ type Options struct {
 	NoWorkers bool
 	// Limits are the OpenAI fake processor's configured provider limits.
 	Limits admission.Limits
+	// Destinations are outbound webhooks (DESIGN §13) and the alert
+	// webhook; the sweep runs every 50ms and backs off from 20ms to 200ms.
+	Destinations []pipeline.Destination
 	// Batch tunes the OpenAI fake processor's batches; zero values take
 	// test defaults (max_wait 100ms, poll_first 50ms, poll_max 200ms).
 	Batch pipeline.BatchSettings
@@ -243,6 +246,8 @@ func (e *Env) start(policy *stet.Policy) {
 		PollInterval: 50 * time.Millisecond, PausedRecheck: 100 * time.Millisecond, Work: !e.opts.NoWorkers,
 		Batch: map[string]pipeline.BatchSettings{"openai-fake": e.batchSettings()}, AssembleEvery: 50 * time.Millisecond,
 		InvariantsEvery: 100 * time.Millisecond, SweepInterval: e.opts.SweepInterval,
+		Destinations: e.opts.Destinations, DeliverEvery: 50 * time.Millisecond, DeliverTimeout: 2 * time.Second,
+		DeliverRetryBase: 20 * time.Millisecond, DeliverRetryMax: 200 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatal(err)
