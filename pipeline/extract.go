@@ -638,7 +638,10 @@ func (p *Pipeline) prepare(recorded *stet.Policy, profile *Profile, proc stet.Pr
 	}
 	input, _ := min.Minimize(text)
 	var prompt bytes.Buffer
-	if err := profile.Template.Execute(&prompt, struct{ Text string }{input.Reveal()}); err != nil {
+	// The minimized text goes to processors that take the document itself
+	// (Input); only its copy inside the prompt has its data tags quoted.
+	data := quoteData(input.Reveal(), profile.dataTags)
+	if err := profile.Template.Execute(&prompt, struct{ Text string }{data}); err != nil {
 		return stet.ExtractParams{}, stet.Text{}, fmt.Errorf("render prompt for profile %s: %w", profile.ID, stripText(err))
 	}
 	params := stet.ExtractParams{

@@ -45,6 +45,9 @@ type Profile struct {
 	stet.Profile
 	Validator *schema.Schema
 	Template  *template.Template
+	// dataTags are the tags the prompt wraps the document in ("post"):
+	// prepare neutralises them in the text (prompt.go).
+	dataTags []string
 }
 
 // NewProfile compiles a profile's schema and prompt.
@@ -57,7 +60,7 @@ func NewProfile(p stet.Profile) (*Profile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("profile %s: prompt: %w", p.ID, err)
 	}
-	return &Profile{Profile: p, Validator: v, Template: t}, nil
+	return &Profile{Profile: p, Validator: v, Template: t, dataTags: dataTags(t)}, nil
 }
 
 // Config wires a pipeline.
