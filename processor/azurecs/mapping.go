@@ -139,11 +139,7 @@ func LoadMapping(path string) (*Mapping, error) {
 // a rule setting a property without a default is an error naming the line
 // and the key.
 func ParseMapping(data []byte) (*Mapping, error) {
-	root, err := yamlcheck.Document(data)
-	if err != nil {
-		return nil, err
-	}
-	top, err := yamlcheck.ReadMap(root, "top level", topKeys)
+	root, top, err := yamlcheck.Top(data, topKeys)
 	if err != nil {
 		return nil, err
 	}
@@ -276,14 +272,12 @@ func (m *Mapping) parseLabels(n *yaml.Node) error {
 }
 
 func (m *Mapping) parseRules(n *yaml.Node) error {
-	if n.Kind != yaml.SequenceNode {
-		return fmt.Errorf("line %d: rules: must be a list", n.Line)
-	}
-	if len(n.Content) == 0 {
-		return fmt.Errorf("line %d: rules: empty list", n.Line)
+	items, err := yamlcheck.Items(n, "rules")
+	if err != nil {
+		return err
 	}
 	ids := map[string]int{}
-	for i, rn := range n.Content {
+	for i, rn := range items {
 		r, err := m.parseRule(rn, i)
 		if err != nil {
 			return err

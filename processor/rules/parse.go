@@ -34,11 +34,7 @@ var ruleKeys = []string{"id", "description", "priority", "any", "regex", "unless
 // parse reads and compiles a rules file. Errors name the line, the rule ID
 // and the key; they hold only rules-file content, which is configuration.
 func parse(data []byte) (*ruleSet, error) {
-	root, err := yamlcheck.Document(data)
-	if err != nil {
-		return nil, err
-	}
-	top, err := yamlcheck.ReadMap(root, "top level", topKeys)
+	_, top, err := yamlcheck.Top(data, topKeys)
 	if err != nil {
 		return nil, err
 	}
@@ -213,14 +209,12 @@ func expand(re string, terms map[string]string) (string, error) {
 }
 
 func (s *ruleSet) parseRules(n *yaml.Node, terms map[string]string) error {
-	if n.Kind != yaml.SequenceNode {
-		return fmt.Errorf("line %d: rules: must be a list", n.Line)
-	}
-	if len(n.Content) == 0 {
-		return fmt.Errorf("line %d: rules: empty list", n.Line)
+	items, err := yamlcheck.Items(n, "rules")
+	if err != nil {
+		return err
 	}
 	firstLine := map[string]int{}
-	for i, rn := range n.Content {
+	for i, rn := range items {
 		r, err := s.parseRule(rn, i, terms)
 		if err != nil {
 			return err

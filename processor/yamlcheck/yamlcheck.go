@@ -28,6 +28,31 @@ func Document(data []byte) (*yaml.Node, error) {
 	return doc.Content[0], nil
 }
 
+// Top parses data as a single YAML document whose root is a mapping with
+// only the known keys (ReadMap's rules) and returns both.
+func Top(data []byte, known []string) (*yaml.Node, *Map, error) {
+	root, err := Document(data)
+	if err != nil {
+		return nil, nil, err
+	}
+	top, err := ReadMap(root, "top level", known)
+	if err != nil {
+		return nil, nil, err
+	}
+	return root, top, nil
+}
+
+// Items reads n as a list with at least one item and returns the items.
+func Items(n *yaml.Node, key string) ([]*yaml.Node, error) {
+	if n.Kind != yaml.SequenceNode {
+		return nil, fmt.Errorf("line %d: %s: must be a list", n.Line, key)
+	}
+	if len(n.Content) == 0 {
+		return nil, fmt.Errorf("line %d: %s: empty list", n.Line, key)
+	}
+	return n.Content, nil
+}
+
 // Map is a YAML mapping with its keys in file order.
 type Map struct{ Pairs []Pair }
 
