@@ -56,7 +56,7 @@ func testParams(t *testing.T, input string) stet.ExtractParams {
 		Prompt:     stet.NewText("PROMPT-NOT-SENT " + input),
 		Input:      stet.NewText(input),
 		SchemaName: "moderation_v1",
-		Schema:     readFile(t, quickstartSchema),
+		Schema:     processortest.ReadFile(t, processortest.QuickstartSchema),
 	}
 }
 
@@ -72,7 +72,7 @@ type goldenRequest struct {
 
 func TestRequestGolden(t *testing.T) {
 	t.Parallel()
-	eight, err := ParseMapping([]byte(strings.Replace(string(readFile(t, quickstartMapping)), "output_type: FourSeverityLevels", "output_type: EightSeverityLevels", 1)))
+	eight, err := ParseMapping([]byte(strings.Replace(string(processortest.ReadFile(t, quickstartMapping)), "output_type: FourSeverityLevels", "output_type: EightSeverityLevels", 1)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +276,7 @@ func TestClassificationOffWire(t *testing.T) {
 // TestNoCallCases covers the inputs Extract refuses before any text leaves.
 func TestNoCallCases(t *testing.T) {
 	t.Parallel()
-	schema := readFile(t, quickstartSchema)
+	schema := processortest.ReadFile(t, processortest.QuickstartSchema)
 	tests := []struct {
 		name     string
 		modify   func(p *stet.ExtractParams)
@@ -395,7 +395,7 @@ func TestNewValidates(t *testing.T) {
 			t.Errorf("New(%s) = nil error, want an error", tt.name)
 		}
 	}
-	c, err := New(Config{Common: processor.Common{ID: "x", BaseURL: "https://x.cognitiveservices.azure.com/"}, Mapping: m, Schema: readFile(t, quickstartSchema)})
+	c, err := New(Config{Common: processor.Common{ID: "x", BaseURL: "https://x.cognitiveservices.azure.com/"}, Mapping: m, Schema: processortest.ReadFile(t, processortest.QuickstartSchema)})
 	if err != nil {
 		t.Fatalf("New(defaults) = %v, want nil", err)
 	}

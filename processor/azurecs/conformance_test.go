@@ -27,7 +27,7 @@ var faults = processortest.Faults[azurecsfake.Fault]{
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	schema := readFile(t, quickstartSchema)
+	schema := processortest.ReadFile(t, processortest.QuickstartSchema)
 	model := "text-analyze-2024-09-01+mapping-" + quickstart(t).Hash()[:12]
 	processortest.Exercise(t, processortest.Harness{
 		Start: func(t *testing.T) processortest.Fake {
