@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/internal/fakekit"
 	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/openai/openaifake"
 	"github.com/stetlabs/stet/processor/processortest"
@@ -966,12 +967,6 @@ func TestBatchInfo(t *testing.T) {
 // validBody is a minimal valid Chat Completions request.
 const validBody = `{"model":"gpt-4.1-mini","messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"name":"s","strict":true,"schema":{"type":"object","properties":{"a":{"type":"string"}},"required":["a"]}}}}`
 
-// errorField reads error.<field> of an error body.
-func errorField(body map[string]any, field string) any {
-	e, _ := body["error"].(map[string]any)
-	return e[field]
-}
-
 // batchCallRaw sends one request to the fake's batch routes.
 func batchCallRaw(t *testing.T, f *openaifake.Server, method, path, contentType string, body io.Reader) (int, map[string]any) {
 	t.Helper()
@@ -1026,10 +1021,10 @@ func TestFakeBatchWire(t *testing.T) {
 			continue
 		}
 		if status >= 400 {
-			if got := errorField(out, "code"); got != tt.wantCode {
+			if got := fakekit.ErrorField(out, "code"); got != tt.wantCode {
 				t.Errorf("%s: error.code = %v, want %v", tt.name, got, tt.wantCode)
 			}
-			if _, ok := errorField(out, "message").(string); !ok {
+			if _, ok := fakekit.ErrorField(out, "message").(string); !ok {
 				t.Errorf("%s: error.message missing in %v", tt.name, out)
 			}
 		}

@@ -19,11 +19,8 @@ func newFake(t *testing.T, opts Options) *Server {
 	return fakekit.Started(t, New(opts))
 }
 
-// post sends body to the fake and decodes the answer.
-func post(t *testing.T, url, key, body string) (int, http.Header, map[string]any) {
-	t.Helper()
-	return fakekit.SendJSON(t, http.MethodPost, url, fakekit.KeyHeader("Ocp-Apim-Subscription-Key", "", key), body)
-}
+// post sends body to the fake with key and decodes the answer.
+var post = fakekit.KeyPoster{Header: "Ocp-Apim-Subscription-Key"}.Post
 
 var uuidPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
 

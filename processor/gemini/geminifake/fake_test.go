@@ -3,7 +3,6 @@ package geminifake
 import (
 	"cmp"
 	"encoding/json"
-	"net/http"
 	"regexp"
 	"slices"
 	"strings"
@@ -23,17 +22,8 @@ func newFake(t *testing.T, opts Options) *Server {
 	return fakekit.Started(t, New(opts))
 }
 
-// post sends body to the fake and decodes the answer; an HTML answer comes
-// back as a nil map.
-func post(t *testing.T, url, key, body string) (int, http.Header, map[string]any) {
-	t.Helper()
-	return fakekit.SendJSON(t, http.MethodPost, url, fakekit.KeyHeader("x-goog-api-key", "", key), body)
-}
-
-func errorField(body map[string]any, field string) any {
-	e, _ := body["error"].(map[string]any)
-	return e[field]
-}
+// post sends body to the fake with key and decodes the answer.
+var post = fakekit.KeyPoster{Header: "x-goog-api-key"}.Post
 
 const (
 	genPath   = "/v1beta/models/gemini-2.5-flash:generateContent"
@@ -89,13 +79,13 @@ func TestFakeValidatesRequests(t *testing.T) {
 		if status == 200 {
 			continue
 		}
-		if got := errorField(body, "status"); got != tt.wantRPC {
+		if got := fakekit.ErrorField(body, "status"); got != tt.wantRPC {
 			t.Errorf("%s: error.status = %v, want %v", tt.name, got, tt.wantRPC)
 		}
-		if got := errorField(body, "code"); got != float64(status) {
+		if got := fakekit.ErrorField(body, "code"); got != float64(status) {
 			t.Errorf("%s: error.code = %v, want %d", tt.name, got, status)
 		}
-		if msg, ok := errorField(body, "message").(string); !ok || msg == "" {
+		if msg, ok := fakekit.ErrorField(body, "message").(string); !ok || msg == "" {
 			t.Errorf("%s: error.message missing in %v", tt.name, body)
 		}
 	}
@@ -146,7 +136,7 @@ func TestFakeResponseShape(t *testing.T) {
 func TestFakeErrorShapes(t *testing.T) {
 	t.Parallel()
 	detailTypes := func(body map[string]any) []string {
-		details, _ := errorField(body, "details").([]any)
+		details, _ := fakekit.ErrorField(body, "details").([]any)
 		var types []string
 		for _, d := range details {
 			types = append(types, d.(map[string]any)["@type"].(string))
@@ -170,8 +160,8 @@ func TestFakeErrorShapes(t *testing.T) {
 		f := newFake(t, Options{})
 		f.Enqueue(tt.fault)
 		status, _, body := post(t, f.URL()+genPath, testKey, validBody)
-		if status != tt.wantStatus || errorField(body, "status") != tt.wantRPC {
-			t.Errorf("%s: POST = %d %v, want %d %s", tt.fault.Kind, status, errorField(body, "status"), tt.wantStatus, tt.wantRPC)
+		if status != tt.wantStatus || fakekit.ErrorField(body, "status") != tt.wantRPC {
+			t.Errorf("%s: POST = %d %v, want %d %s", tt.fault.Kind, status, fakekit.ErrorField(body, "status"), tt.wantStatus, tt.wantRPC)
 		}
 		if got := detailTypes(body); !slices.Equal(got, tt.wantTypes) {
 			t.Errorf("%s: detail types = %v, want %v", tt.fault.Kind, got, tt.wantTypes)
@@ -181,7 +171,7 @@ func TestFakeErrorShapes(t *testing.T) {
 	f := newFake(t, Options{})
 	f.Enqueue(Fault{Kind: Quota, RetryDelay: "43s"})
 	_, _, body := post(t, f.URL()+genPath, testKey, validBody)
-	details := errorField(body, "details").([]any)
+	details := fakekit.ErrorField(body, "details").([]any)
 	v := details[0].(map[string]any)["violations"].([]any)[0].(map[string]any)
 	if !strings.Contains(v["quotaId"].(string), "PerDay") || v["quotaValue"] != "250" {
 		t.Errorf("Quota violation = %v, want a per-day quotaId and quotaValue \"250\" (an int64 as a string)", v)
@@ -219,14 +209,9 @@ func TestFakeBlockedAnswers(t *testing.T) {
 
 func TestFakeRandomFaultsAreReproducible(t *testing.T) {
 	t.Parallel()
-	fakekit.CheckSeeded(t, func(seed int64) []int {
+	fakekit.CheckSeeded(t, 40, func(seed int64) func() int {
 		f := newFake(t, Options{FaultRate: 0.5, Seed: seed})
-		var statuses []int
-		for range 40 {
-			status, _, _ := post(t, f.URL()+genPath, testKey, validBody)
-			statuses = append(statuses, status)
-		}
-		return statuses
+		return func() int { status, _, _ := post(t, f.URL()+genPath, testKey, validBody); return status }
 	}, []int{200, 429, 500, 503})
 }
 
@@ -263,8 +248,8 @@ func TestFakeBatchValidates(t *testing.T) {
 	}
 	for _, tt := range tests {
 		status, _, body := post(t, f.URL()+create, tt.key, tt.body)
-		if status != tt.wantStatus || (tt.wantRPC != nil && errorField(body, "status") != tt.wantRPC) {
-			t.Errorf("%s: POST = %d %v, want %d %v", tt.name, status, errorField(body, "status"), tt.wantStatus, tt.wantRPC)
+		if status != tt.wantStatus || (tt.wantRPC != nil && fakekit.ErrorField(body, "status") != tt.wantRPC) {
+			t.Errorf("%s: POST = %d %v, want %d %v", tt.name, status, fakekit.ErrorField(body, "status"), tt.wantStatus, tt.wantRPC)
 		}
 	}
 	if n := f.BatchCounts(); n.CreateCalls != len(tests) || n.Created != 1 {

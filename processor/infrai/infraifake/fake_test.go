@@ -276,14 +276,12 @@ func TestFakeConcurrentSameKey(t *testing.T) {
 
 func TestFakeRandomFaultsAreReproducible(t *testing.T) {
 	t.Parallel()
-	fakekit.CheckSeeded(t, func(seed int64) []int {
+	fakekit.CheckSeeded(t, 40, func(seed int64) func() int {
 		f := newFake(t, Options{FaultRate: 0.5, Seed: seed})
-		var statuses []int
-		for range 40 {
+		return func() int {
 			status, _, _ := post(t, f.URL()+"/chat/completions", testKey, "", validBody)
-			statuses = append(statuses, status)
+			return status
 		}
-		return statuses
 	}, []int{200, 429, 500, 503})
 }
 

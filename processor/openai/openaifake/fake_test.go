@@ -26,16 +26,8 @@ func newFake(t *testing.T, opts Options) *Server {
 	return fakekit.Started(t, New(opts))
 }
 
-// post sends body to the fake and decodes the answer.
-func post(t *testing.T, url, key, body string) (int, http.Header, map[string]any) {
-	t.Helper()
-	return fakekit.SendJSON(t, http.MethodPost, url, fakekit.KeyHeader("Authorization", "Bearer ", key), body)
-}
-
-func errorField(body map[string]any, field string) any {
-	e, _ := body["error"].(map[string]any)
-	return e[field]
-}
+// post sends body to the fake with key and decodes the answer.
+var post = fakekit.KeyPoster{Header: "Authorization", Prefix: "Bearer "}.Post
 
 const validBody = `{"model":"gpt-4.1-mini","messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"name":"s","strict":true,"schema":{"type":"object","properties":{"a":{"type":"string"}},"required":["a"]}}}}`
 
@@ -84,13 +76,13 @@ func TestFakeValidatesRequests(t *testing.T) {
 		if status == 200 {
 			continue
 		}
-		if got := errorField(body, "type"); got != tt.wantType {
+		if got := fakekit.ErrorField(body, "type"); got != tt.wantType {
 			t.Errorf("%s: error.type = %v, want %v", tt.name, got, tt.wantType)
 		}
-		if got := errorField(body, "code"); got != tt.wantCode {
+		if got := fakekit.ErrorField(body, "code"); got != tt.wantCode {
 			t.Errorf("%s: error.code = %v, want %v", tt.name, got, tt.wantCode)
 		}
-		if _, ok := errorField(body, "message").(string); !ok {
+		if _, ok := fakekit.ErrorField(body, "message").(string); !ok {
 			t.Errorf("%s: error.message missing in %v", tt.name, body)
 		}
 		if e, _ := body["error"].(map[string]any); e != nil {
@@ -186,14 +178,9 @@ func TestFakeFaultQueueAndCounts(t *testing.T) {
 
 func TestFakeRandomFaultsAreReproducible(t *testing.T) {
 	t.Parallel()
-	fakekit.CheckSeeded(t, func(seed int64) []int {
+	fakekit.CheckSeeded(t, 40, func(seed int64) func() int {
 		f := newFake(t, Options{FaultRate: 0.5, Seed: seed})
-		var statuses []int
-		for range 40 {
-			status, _, _ := post(t, f.URL()+"/chat/completions", testKey, validBody)
-			statuses = append(statuses, status)
-		}
-		return statuses
+		return func() int { status, _, _ := post(t, f.URL()+"/chat/completions", testKey, validBody); return status }
 	}, []int{200, 429, 500, 503})
 }
 
@@ -302,10 +289,10 @@ func TestFakeLimits(t *testing.T) {
 				continue
 			}
 			if status == http.StatusTooManyRequests {
-				if got := errorField(body, "type"); got != s.wantType {
+				if got := fakekit.ErrorField(body, "type"); got != s.wantType {
 					t.Errorf("%s: step %d: error.type = %v, want %v", tt.name, i, got, s.wantType)
 				}
-				if got := errorField(body, "code"); got != "rate_limit_exceeded" {
+				if got := fakekit.ErrorField(body, "code"); got != "rate_limit_exceeded" {
 					t.Errorf("%s: step %d: error.code = %v, want rate_limit_exceeded", tt.name, i, got)
 				}
 			}
@@ -343,7 +330,7 @@ func TestFakeLimitMessages(t *testing.T) {
 	for _, tt := range tests {
 		clock.Advance(tt.advance)
 		status, _, body := post(t, f.URL()+"/chat/completions", testKey, tt.body)
-		msg, _ := errorField(body, "message").(string)
+		msg, _ := fakekit.ErrorField(body, "message").(string)
 		switch {
 		case tt.want == "" && status != 200:
 			t.Errorf("%s: POST = %d %v, want 200", tt.name, status, body)
