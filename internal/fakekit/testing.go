@@ -42,6 +42,52 @@ func ErrorField(body map[string]any, field string) any {
 	return e[field]
 }
 
+// RequestCase is one row of a fake's request-validation table: a POST of
+// Body to Path (below the fake's root URL) with Key, the status the fake
+// must answer and, for an error, the provider's error Type and Code (""
+// where the provider has none or the row does not check it).
+type RequestCase struct {
+	Name   string
+	Path   string
+	Key    string
+	Body   string
+	Status int
+	Type   string
+	Code   string
+}
+
+// RequestTable checks a fake's request validation from a test. B is the
+// answer as Post returns it (a decoded object or the raw body).
+type RequestTable[B any] struct {
+	Root  string     // the fake's root URL; a case's Path is appended
+	Calls func() int // the fake's call counter
+	Post  func(t testing.TB, url, key, body string) (int, http.Header, B)
+	// Check checks the rest of an answer whose status was the case's, and
+	// reports with t.Errorf naming the case.
+	Check func(c RequestCase, header http.Header, body B)
+}
+
+// Run posts every case, checks its status and has Check look at the rest;
+// afterwards the fake must have counted every request.
+func (r RequestTable[B]) Run(t testing.TB, cases []RequestCase) {
+	t.Helper()
+	for _, c := range cases {
+		status, header, body := r.Post(t, r.Root+c.Path, c.Key, c.Body)
+		if status != c.Status {
+			shown := any(body)
+			if raw, ok := shown.([]byte); ok {
+				shown = string(raw)
+			}
+			t.Errorf("%s: POST = %d %v, want %d", c.Name, status, shown, c.Status)
+			continue
+		}
+		r.Check(c, header, body)
+	}
+	if got := r.Calls(); got != len(cases) {
+		t.Errorf("Calls() = %d, want %d (every request counts)", got, len(cases))
+	}
+}
+
 // Send sends one request to a fake from a test and returns the status,
 // the header and the raw body. The request is JSON (Content-Type
 // application/json) with header on top; a header whose only value is ""

@@ -3,6 +3,7 @@ package geminifake
 import (
 	"cmp"
 	"encoding/json"
+	"net/http"
 	"regexp"
 	"slices"
 	"strings"
@@ -33,65 +34,53 @@ const (
 func TestFakeValidatesRequests(t *testing.T) {
 	t.Parallel()
 	f := newFake(t, Options{})
-	tests := []struct {
-		name       string
-		path       string
-		key        string
-		body       string
-		wantStatus int
-		wantRPC    any // error.status; nil for 200 and HTML pages
-	}{
-		{"valid", genPath, testKey, validBody, 200, nil},
-		{"valid on v1", "/v1/models/gemini-2.5-flash:generateContent", testKey, validBody, 200, nil},
-		{"key as query parameter", genPath + "?key=" + testKey, "", validBody, 200, nil},
-		{"responseSchema instead", genPath, testKey, `{"contents":[{"role":"user","parts":[{"text":"hi"}]}],"generationConfig":{"responseMimeType":"application/json","responseSchema":{"type":"OBJECT"}}}`, 200, nil},
-		{"plain text answer", genPath, testKey, `{"contents":[{"parts":[{"text":"hi"}]}]}`, 200, nil},
-		{"wrong key", genPath, "AIza-wrong", validBody, 400, "INVALID_ARGUMENT"},
-		{"no key", genPath, "", validBody, 403, "PERMISSION_DENIED"},
-		{"unknown path", "/v1beta/models/gemini-2.5-flash:predict", testKey, validBody, 404, nil},
-		{"chat completions path", "/v1/chat/completions", testKey, validBody, 404, nil},
-		{"not JSON", genPath, testKey, `{"contents":`, 400, "INVALID_ARGUMENT"},
-		{"unknown top-level field", genPath, testKey, `{"contents":[{"parts":[{"text":"hi"}]}],"automaticContinuation":false}`, 400, "INVALID_ARGUMENT"},
-		{"unknown generationConfig field", genPath, testKey, `{"contents":[{"parts":[{"text":"hi"}]}],"generationConfig":{"httpOptions":{}}}`, 400, "INVALID_ARGUMENT"},
-		{"no contents", genPath, testKey, `{}`, 400, "INVALID_ARGUMENT"},
-		{"empty contents", genPath, testKey, `{"contents":[]}`, 400, "INVALID_ARGUMENT"},
-		{"bad role", genPath, testKey, `{"contents":[{"role":"assistant","parts":[{"text":"hi"}]}]}`, 400, "INVALID_ARGUMENT"},
-		{"no parts", genPath, testKey, `{"contents":[{"role":"user","parts":[]}]}`, 400, "INVALID_ARGUMENT"},
-		{"empty text part", genPath, testKey, `{"contents":[{"role":"user","parts":[{"text":"hi"}]},{"role":"model","parts":[{"text":""}]}]}`, 400, "INVALID_ARGUMENT"},
-		{"both schemas", genPath, testKey, `{"contents":[{"parts":[{"text":"hi"}]}],"generationConfig":{"responseMimeType":"application/json","responseSchema":{"type":"OBJECT"},"responseJsonSchema":{"type":"object"}}}`, 400, "INVALID_ARGUMENT"},
-		{"schema without JSON mime type", genPath, testKey, `{"contents":[{"parts":[{"text":"hi"}]}],"generationConfig":{"responseJsonSchema":{"type":"object"}}}`, 400, "INVALID_ARGUMENT"},
-	}
-	for _, tt := range tests {
-		status, header, body := post(t, f.URL()+tt.path, tt.key, tt.body)
-		if status != tt.wantStatus {
-			t.Errorf("%s: POST = %d %v, want %d", tt.name, status, body, tt.wantStatus)
-			continue
-		}
-		if status == 404 {
-			if body != nil {
-				t.Errorf("%s: 404 answered %v, want Google's HTML page", tt.name, body)
+	fakekit.RequestTable[map[string]any]{
+		Root: f.URL(), Calls: f.Calls, Post: post,
+		Check: func(c fakekit.RequestCase, header http.Header, body map[string]any) {
+			if c.Status == 404 {
+				if body != nil {
+					t.Errorf("%s: 404 answered %v, want Google's HTML page", c.Name, body)
+				}
+				return
 			}
-			continue
-		}
-		if got := header.Get("Content-Type"); got != "application/json; charset=UTF-8" {
-			t.Errorf("%s: Content-Type = %q, want application/json; charset=UTF-8", tt.name, got)
-		}
-		if status == 200 {
-			continue
-		}
-		if got := fakekit.ErrorField(body, "status"); got != tt.wantRPC {
-			t.Errorf("%s: error.status = %v, want %v", tt.name, got, tt.wantRPC)
-		}
-		if got := fakekit.ErrorField(body, "code"); got != float64(status) {
-			t.Errorf("%s: error.code = %v, want %d", tt.name, got, status)
-		}
-		if msg, ok := fakekit.ErrorField(body, "message").(string); !ok || msg == "" {
-			t.Errorf("%s: error.message missing in %v", tt.name, body)
-		}
-	}
-	if got := f.Calls(); got != len(tests) {
-		t.Errorf("Calls() = %d, want %d (every request counts)", got, len(tests))
-	}
+			if got := header.Get("Content-Type"); got != "application/json; charset=UTF-8" {
+				t.Errorf("%s: Content-Type = %q, want application/json; charset=UTF-8", c.Name, got)
+			}
+			if c.Status == 200 {
+				return
+			}
+			// Code is the error's RPC status; error.code is the HTTP status.
+			if got := fakekit.ErrorField(body, "status"); got != c.Code {
+				t.Errorf("%s: error.status = %v, want %v", c.Name, got, c.Code)
+			}
+			if got := fakekit.ErrorField(body, "code"); got != float64(c.Status) {
+				t.Errorf("%s: error.code = %v, want %d", c.Name, got, c.Status)
+			}
+			if msg, ok := fakekit.ErrorField(body, "message").(string); !ok || msg == "" {
+				t.Errorf("%s: error.message missing in %v", c.Name, body)
+			}
+		},
+	}.Run(t, []fakekit.RequestCase{
+		{Name: "valid", Path: genPath, Key: testKey, Body: validBody, Status: 200},
+		{Name: "valid on v1", Path: "/v1/models/gemini-2.5-flash:generateContent", Key: testKey, Body: validBody, Status: 200},
+		{Name: "key as query parameter", Path: genPath + "?key=" + testKey, Key: "", Body: validBody, Status: 200},
+		{Name: "responseSchema instead", Path: genPath, Key: testKey, Body: `{"contents":[{"role":"user","parts":[{"text":"hi"}]}],"generationConfig":{"responseMimeType":"application/json","responseSchema":{"type":"OBJECT"}}}`, Status: 200},
+		{Name: "plain text answer", Path: genPath, Key: testKey, Body: `{"contents":[{"parts":[{"text":"hi"}]}]}`, Status: 200},
+		{Name: "wrong key", Path: genPath, Key: "AIza-wrong", Body: validBody, Status: 400, Code: "INVALID_ARGUMENT"},
+		{Name: "no key", Path: genPath, Key: "", Body: validBody, Status: 403, Code: "PERMISSION_DENIED"},
+		{Name: "unknown path", Path: "/v1beta/models/gemini-2.5-flash:predict", Key: testKey, Body: validBody, Status: 404},
+		{Name: "chat completions path", Path: "/v1/chat/completions", Key: testKey, Body: validBody, Status: 404},
+		{Name: "not JSON", Path: genPath, Key: testKey, Body: `{"contents":`, Status: 400, Code: "INVALID_ARGUMENT"},
+		{Name: "unknown top-level field", Path: genPath, Key: testKey, Body: `{"contents":[{"parts":[{"text":"hi"}]}],"automaticContinuation":false}`, Status: 400, Code: "INVALID_ARGUMENT"},
+		{Name: "unknown generationConfig field", Path: genPath, Key: testKey, Body: `{"contents":[{"parts":[{"text":"hi"}]}],"generationConfig":{"httpOptions":{}}}`, Status: 400, Code: "INVALID_ARGUMENT"},
+		{Name: "no contents", Path: genPath, Key: testKey, Body: `{}`, Status: 400, Code: "INVALID_ARGUMENT"},
+		{Name: "empty contents", Path: genPath, Key: testKey, Body: `{"contents":[]}`, Status: 400, Code: "INVALID_ARGUMENT"},
+		{Name: "bad role", Path: genPath, Key: testKey, Body: `{"contents":[{"role":"assistant","parts":[{"text":"hi"}]}]}`, Status: 400, Code: "INVALID_ARGUMENT"},
+		{Name: "no parts", Path: genPath, Key: testKey, Body: `{"contents":[{"role":"user","parts":[]}]}`, Status: 400, Code: "INVALID_ARGUMENT"},
+		{Name: "empty text part", Path: genPath, Key: testKey, Body: `{"contents":[{"role":"user","parts":[{"text":"hi"}]},{"role":"model","parts":[{"text":""}]}]}`, Status: 400, Code: "INVALID_ARGUMENT"},
+		{Name: "both schemas", Path: genPath, Key: testKey, Body: `{"contents":[{"parts":[{"text":"hi"}]}],"generationConfig":{"responseMimeType":"application/json","responseSchema":{"type":"OBJECT"},"responseJsonSchema":{"type":"object"}}}`, Status: 400, Code: "INVALID_ARGUMENT"},
+		{Name: "schema without JSON mime type", Path: genPath, Key: testKey, Body: `{"contents":[{"parts":[{"text":"hi"}]}],"generationConfig":{"responseJsonSchema":{"type":"object"}}}`, Status: 400, Code: "INVALID_ARGUMENT"},
+	})
 }
 
 func TestFakeResponseShape(t *testing.T) {
