@@ -538,19 +538,8 @@ func strictClient() *http.Client {
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return errors.New("redirects are refused")
 		},
-		Transport: capTransport{limit: 1 << 20},
+		Transport: processortest.CappedTransport{Limit: 1 << 20},
 	}
-}
-
-type capTransport struct{ limit int64 }
-
-func (t capTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	res, err := http.DefaultTransport.RoundTrip(req)
-	if err != nil {
-		return nil, err
-	}
-	res.Body = http.MaxBytesReader(nil, res.Body, t.limit)
-	return res, nil
 }
 
 func TestBatchStatus(t *testing.T) {

@@ -378,3 +378,25 @@ func (h ClassificationHarness[F]) Run(t *testing.T, cases []Classification[F]) {
 		})
 	}
 }
+
+// CappedTransport is Next (http.DefaultTransport when nil) with every
+// response body capped at Limit bytes, as the `stet batch status` client
+// caps them: a read past Limit fails.
+type CappedTransport struct {
+	Next  http.RoundTripper
+	Limit int64
+}
+
+// RoundTrip sends req through Next and caps the answer's body.
+func (t CappedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	next := t.Next
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	res, err := next.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	res.Body = http.MaxBytesReader(nil, res.Body, t.Limit)
+	return res, nil
+}
