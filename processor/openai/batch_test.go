@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/internal/fakekit"
 	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/openai/openaifake"
 	"github.com/stetlabs/stet/processor/processortest"
@@ -537,19 +538,8 @@ func strictClient() *http.Client {
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return errors.New("redirects are refused")
 		},
-		Transport: capTransport{limit: 1 << 20},
+		Transport: processortest.CappedTransport{Limit: 1 << 20},
 	}
-}
-
-type capTransport struct{ limit int64 }
-
-func (t capTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	res, err := http.DefaultTransport.RoundTrip(req)
-	if err != nil {
-		return nil, err
-	}
-	res.Body = http.MaxBytesReader(nil, res.Body, t.limit)
-	return res, nil
 }
 
 func TestBatchStatus(t *testing.T) {
@@ -968,12 +958,6 @@ func TestBatchInfo(t *testing.T) {
 // validBody is a minimal valid Chat Completions request.
 const validBody = `{"model":"gpt-4.1-mini","messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"name":"s","strict":true,"schema":{"type":"object","properties":{"a":{"type":"string"}},"required":["a"]}}}}`
 
-// errorField reads error.<field> of an error body.
-func errorField(body map[string]any, field string) any {
-	e, _ := body["error"].(map[string]any)
-	return e[field]
-}
-
 // batchCallRaw sends one request to the fake's batch routes.
 func batchCallRaw(t *testing.T, f *openaifake.Server, method, path, contentType string, body io.Reader) (int, map[string]any) {
 	t.Helper()
@@ -1028,10 +1012,10 @@ func TestFakeBatchWire(t *testing.T) {
 			continue
 		}
 		if status >= 400 {
-			if got := errorField(out, "code"); got != tt.wantCode {
+			if got := fakekit.ErrorField(out, "code"); got != tt.wantCode {
 				t.Errorf("%s: error.code = %v, want %v", tt.name, got, tt.wantCode)
 			}
-			if _, ok := errorField(out, "message").(string); !ok {
+			if _, ok := fakekit.ErrorField(out, "message").(string); !ok {
 				t.Errorf("%s: error.message missing in %v", tt.name, out)
 			}
 		}
