@@ -11,13 +11,13 @@ import (
 )
 
 func fuzzHarness(tb testing.TB) processortest.Harness {
-	schema, err := os.ReadFile(quickstartSchema)
+	schema, err := os.ReadFile(processortest.QuickstartSchema)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	return processortest.Harness{
 		Start: func(t *testing.T) processortest.Fake {
-			return processortest.NewFake(newFake(t, azurecsfake.Options{}), fakeFault)
+			return processortest.NewFake(newFake(t, azurecsfake.Options{}), faults.Script)
 		},
 		Open: func(c processor.Common) (stet.Processor, error) {
 			return New(Config{Common: c, MappingPath: quickstartMapping})

@@ -19,7 +19,7 @@ import (
 // says, the record is one the schema accepts.
 func TestInjection(t *testing.T) {
 	t.Parallel()
-	v, err := schema.Compile("moderation_v1", readFile(t, quickstartSchema))
+	v, err := schema.Compile("moderation_v1", processortest.ReadFile(t, processortest.QuickstartSchema))
 	if err != nil {
 		t.Fatal(err)
 	}
