@@ -37,6 +37,8 @@ type Config struct {
 	// MetricsListen, when set, serves /metrics there instead of on Listen.
 	MetricsListen string `yaml:"metrics_listen"`
 	Web           Web    `yaml:"web"` // the review UI (DESIGN §12)
+	// Telemetry, when set, sends OpenTelemetry traces (DESIGN §8).
+	Telemetry Telemetry `yaml:"telemetry"`
 }
 
 // Admin is one cluster-wide admin token. Value is read from TokenEnv.

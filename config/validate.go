@@ -46,6 +46,7 @@ func (l *loader) validate(c *Config) {
 	l.validateWorkers(&c.Workers)
 	l.validateSecurity(c)
 	l.validateWeb(&c.Web)
+	l.validateTelemetry(&c.Telemetry)
 }
 
 // sectionIDs are the well-formed, unique ids of each section that others

@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/admission"
 	"github.com/stetlabs/stet/api"
@@ -86,6 +88,8 @@ type Options struct {
 	// MountUI, if set, is called with each API built, before it serves:
 	// the review UI's tests mount the UI there.
 	MountUI func(e *Env, s *api.Server)
+	// TracerProvider, if set, traces the pipeline and the API.
+	TracerProvider trace.TracerProvider
 }
 
 // Env is a running in-process stet.
@@ -221,7 +225,7 @@ func (e *Env) start(policy *stet.Policy) {
 		MaxAttempts: e.opts.MaxAttempts, RetryBase: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond,
 		PollInterval: 50 * time.Millisecond, PausedRecheck: 100 * time.Millisecond, Work: !e.opts.NoWorkers,
 		Batch: map[string]pipeline.BatchSettings{"openai-fake": e.batchSettings()}, AssembleEvery: 50 * time.Millisecond,
-		InvariantsEvery: 100 * time.Millisecond,
+		InvariantsEvery: 100 * time.Millisecond, TracerProvider: e.opts.TracerProvider,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -257,8 +261,9 @@ func (e *Env) start(policy *stet.Policy) {
 			{Name: "operator", Tenant: "demo", Role: stet.RoleOperator, Value: OperatorToken},
 			{Name: "other-operator", Tenant: "other", Role: stet.RoleOperator, Value: OtherToken},
 		},
-		Admins:       []api.Admin{{Name: "root-ops", Value: AdminToken}},
-		IntakeLimits: e.opts.IntakeLimits,
+		Admins:         []api.Admin{{Name: "root-ops", Value: AdminToken}},
+		IntakeLimits:   e.opts.IntakeLimits,
+		TracerProvider: e.opts.TracerProvider,
 	})
 	if e.opts.MountUI != nil {
 		e.opts.MountUI(e, e.API)
