@@ -214,3 +214,38 @@ func spanMentions(s sdktrace.ReadOnlySpan, marker string) string {
 	}
 	return ""
 }
+
+// TestTraceOfBatchCalls checks that a batch-mode delivery's calls to the
+// processor have spans, and that none carries the markers.
+func TestTraceOfBatchCalls(t *testing.T) {
+	t.Parallel()
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(t.Context()) })
+	e := stettest.New(t, stettest.Options{TracerProvider: tp})
+	d := e.Deliver(stettest.SourceBatch, "msg_trace_batch", stettest.Report{ExternalID: canaryExt, Revision: 1,
+		Text: "My doctor told me " + canaryText + "."})
+	if d.Status != http.StatusAccepted {
+		t.Fatalf("deliver = %d %s, want 202", d.Status, d.Body)
+	}
+	e.WaitJob(d.JobID, stet.JobCommitted)
+	e.WaitFor("the batch calls' spans", func() bool {
+		return find(rec.Ended(), "processor.batch_submit") != nil && find(rec.Ended(), "processor.batch_results") != nil
+	})
+	spans := rec.Ended()
+	submit := find(spans, "processor.batch_submit")
+	got := map[string]string{}
+	for _, kv := range submit.Attributes() {
+		got[string(kv.Key)] = kv.Value.Emit()
+	}
+	if got["stet.processor.id"] != "openai-fake" || got["stet.batch_id"] == "" {
+		t.Errorf("batch submit span attributes = %v, want the processor and batch IDs", got)
+	}
+	for _, s := range spans {
+		for _, m := range canaryMarkers {
+			if where := spanMentions(s, m); where != "" {
+				t.Errorf("span %q carries %q in %s", s.Name(), m, where)
+			}
+		}
+	}
+}

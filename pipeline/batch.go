@@ -474,7 +474,8 @@ func (p *Pipeline) submitBatch(ctx context.Context, b *ledger.Batch, proc stet.B
 	}
 
 	started := false
-	h, err := proc.SubmitBatch(ctx, stet.BatchSubmit{
+	callCtx, span := p.startBatchCall(ctx, "submit", b.ProcessorID, b.ID)
+	h, err := proc.SubmitBatch(callCtx, stet.BatchSubmit{
 		BatchID: b.ID, Items: reqs, InputFileID: b.InputFileID,
 		BeforeCreate: func(ctx context.Context, fileID string) error {
 			err := p.inTx(ctx, "batch.submit_started", func(ctx context.Context, tx *sql.Tx) error {
@@ -484,6 +485,7 @@ func (p *Pipeline) submitBatch(ctx context.Context, b *ledger.Batch, proc stet.B
 			return err
 		},
 	})
+	endBatchCall(span, err)
 	crash.Point(crash.AfterBatchSubmit)
 	if err != nil {
 		class := stet.ClassOf(err)
@@ -591,7 +593,9 @@ func (p *Pipeline) dropItem(ctx context.Context, batchID string, it ledger.Batch
 func (p *Pipeline) pollBatch(ctx context.Context, b *ledger.Batch, proc stet.BatchProcessor, set BatchSettings, log *slog.Logger) (string, error) {
 	now := p.clock.Now()
 	callCtx, cancel := context.WithTimeout(ctx, p.cfg.JobTimeout)
+	callCtx, span := p.startBatchCall(callCtx, "status", b.ProcessorID, b.ID)
 	st, err := proc.BatchStatus(callCtx, b.ProviderBatchID)
+	endBatchCall(span, err)
 	cancel()
 	if err != nil {
 		class := stet.ClassOf(err)
@@ -646,7 +650,9 @@ func (p *Pipeline) applyBatch(ctx context.Context, b *ledger.Batch, proc stet.Ba
 			InputFileID: b.InputFileID, OutputFileID: b.OutputFileID, ErrorFileID: b.ErrorFileID, ResultsURL: b.ResultsURL,
 			ResultsExpireAt: b.ResultsExpireAt}
 		callCtx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+		callCtx, span := p.startBatchCall(callCtx, "results", b.ProcessorID, b.ID)
 		results, err := proc.BatchResults(callCtx, st)
+		endBatchCall(span, err)
 		cancel()
 		if err != nil {
 			if b.ResultsExpireAt.IsZero() || !now.After(b.ResultsExpireAt) {

@@ -39,6 +39,7 @@ const (
 	attrProcessorKind = attribute.Key("stet.processor.kind")
 	attrFailureClass  = attribute.Key("stet.failure_class")
 	attrGroupSize     = attribute.Key("stet.intake.group_size")
+	attrBatchID       = attribute.Key("stet.batch_id")
 	attrRequestModel  = attribute.Key("gen_ai.request.model")
 	attrResponseModel = attribute.Key("gen_ai.response.model")
 	attrStatusCode    = attribute.Key("http.response.status_code")
@@ -90,6 +91,32 @@ func endCall(span trace.Span, ext *stet.Extraction, err error) {
 	}
 	span.SetAttributes(attrStatusCode.Int(status), attrFailureClass.String(string(stet.ClassOf(err))))
 	span.SetStatus(codes.Error, string(stet.ClassOf(err)))
+}
+
+// startBatchCall starts the span of one batch call to a processor: op is
+// "submit", "status" or "results".
+func (p *Pipeline) startBatchCall(ctx context.Context, op, processorID, batchID string) (context.Context, trace.Span) {
+	attrs := []attribute.KeyValue{attrProcessorID.String(processorID), attrBatchID.String(batchID)}
+	if proc := p.cfg.Processors[processorID]; proc != nil {
+		info := proc.Info()
+		attrs = append(attrs, attrProcessorKind.String(info.Kind), attrRequestModel.String(info.Model))
+	}
+	return p.tracer.Start(ctx, "processor.batch_"+op, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+}
+
+// endBatchCall records a batch call's failure class, if any, and ends its
+// span.
+func endBatchCall(span trace.Span, err error) {
+	defer span.End()
+	if err == nil {
+		return
+	}
+	class := string(stet.ClassOf(err))
+	if pe := (*stet.ProcessorError)(nil); errors.As(err, &pe) && pe.StatusCode != 0 {
+		span.SetAttributes(attrStatusCode.Int(pe.StatusCode))
+	}
+	span.SetAttributes(attrFailureClass.String(class))
+	span.SetStatus(codes.Error, class)
 }
 
 // traceparentOf returns the W3C traceparent of ctx's span, or "" if it has
