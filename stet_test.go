@@ -169,6 +169,22 @@ func TestDependencyDirection(t *testing.T) {
 			}
 		}
 	}
+	// Tracing stays out of the ledger (pipeline names its transactions),
+	// and only cmd/stet builds an exporter or the SDK.
+	for _, p := range []string{"ledger", "boundary", "schema", "config", "metrics"} {
+		for _, d := range deps(mod + "/" + p) {
+			if strings.HasPrefix(d, "go.opentelemetry.io/") {
+				t.Errorf("%s imports %s; tracing belongs to pipeline and api", p, d)
+			}
+		}
+	}
+	for _, p := range []string{"api", "pipeline"} {
+		for _, d := range deps(mod + "/" + p) {
+			if strings.HasPrefix(d, "go.opentelemetry.io/otel/sdk") || strings.HasPrefix(d, "go.opentelemetry.io/otel/exporters") {
+				t.Errorf("%s imports %s; only cmd/stet builds the tracer provider", p, d)
+			}
+		}
+	}
 }
 
 // isFakePackage reports whether pkg is a provider fake,

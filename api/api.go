@@ -17,6 +17,9 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/ledger"
 	"github.com/stetlabs/stet/metrics"
@@ -91,6 +94,9 @@ type Config struct {
 	// NoMetrics leaves /metrics off this server (404): config
 	// metrics_listen serves it on a listener of its own.
 	NoMetrics bool
+	// TracerProvider makes a server span per request, named by its route
+	// pattern; nil traces nothing.
+	TracerProvider trace.TracerProvider
 }
 
 // Server serves the API.
@@ -187,10 +193,11 @@ func requestID(r *http.Request) string {
 // a 500 problem logged with the request ID (never the panic's value, which
 // may hold text).
 func (s *Server) handle(pattern string, h http.HandlerFunc) {
-	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+	s.mux.Handle(pattern, s.traced(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		id := stet.NewID("req", start)
 		w.Header().Set("X-Request-Id", id)
+		trace.SpanFromContext(r.Context()).SetAttributes(attribute.String("stet.request_id", id))
 		r = r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id))
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		defer func() {
@@ -206,7 +213,7 @@ func (s *Server) handle(pattern string, h http.HandlerFunc) {
 			s.log.Info("http request", "route", pattern, "status_code", sw.status, "request_id", id, "duration_ms", time.Since(start).Milliseconds())
 		}()
 		h(sw, r)
-	})
+	})))
 }
 
 // ServeHTTP implements http.Handler.

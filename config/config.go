@@ -38,6 +38,8 @@ type Config struct {
 	MetricsListen string `yaml:"metrics_listen"`
 	Web           Web    `yaml:"web"` // the review UI (DESIGN §12)
 	Alerts        Alerts `yaml:"alerts"`
+	// Telemetry, when set, sends OpenTelemetry traces (DESIGN §8).
+	Telemetry Telemetry `yaml:"telemetry"`
 }
 
 // Admin is one cluster-wide admin token. Value is read from TokenEnv.

@@ -49,6 +49,7 @@ func (l *loader) validate(c *Config) {
 	l.validateSecurity(c)
 	l.validateWeb(&c.Web)
 	l.validateAlerts(&c.Alerts)
+	l.validateTelemetry(&c.Telemetry)
 }
 
 // sectionIDs are the well-formed, unique ids of each section that others

@@ -24,6 +24,10 @@ import (
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"github.com/riverqueue/river/rivermigrate"
 	"github.com/riverqueue/river/rivertype"
+	"github.com/riverqueue/rivercontrib/otelriver"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/admission"
@@ -87,6 +91,9 @@ type Config struct {
 	Logger          *slog.Logger
 	Metrics         *metrics.Metrics
 	Clock           stet.Clock
+	// TracerProvider makes the pipeline's spans (stage jobs, processor
+	// calls, ledger transactions); nil traces nothing.
+	TracerProvider trace.TracerProvider
 
 	Concurrency  int           // extract attempts at once; default 8
 	JobTimeout   time.Duration // one stage attempt; default 2m
@@ -139,6 +146,7 @@ type Pipeline struct {
 	river    *river.Client[*sql.Tx]
 	log      *slog.Logger
 	clock    stet.Clock
+	tracer   trace.Tracer
 	profiles map[string]*Profile // by extraction version
 	policies map[string]*stet.Policy
 	intake   *intake
@@ -200,6 +208,9 @@ func New(cfg Config) (*Pipeline, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.New(nil, nil)
 	}
+	if cfg.TracerProvider == nil {
+		cfg.TracerProvider = tracenoop.NewTracerProvider()
+	}
 	setDefault(&cfg.Concurrency, 8)
 	setDefault(&cfg.JobTimeout, 2*time.Minute)
 	setDefault(&cfg.RescueAfter, 5*time.Minute)
@@ -221,7 +232,7 @@ func New(cfg Config) (*Pipeline, error) {
 	setDefault(&cfg.DeliverRetryBase, time.Second)
 	setDefault(&cfg.DeliverRetryMax, 10*time.Minute)
 	p := &Pipeline{
-		cfg: cfg, db: cfg.DB, log: cfg.Logger, clock: cfg.Clock,
+		cfg: cfg, db: cfg.DB, log: cfg.Logger, clock: cfg.Clock, tracer: cfg.TracerProvider.Tracer(tracerName),
 		profiles: map[string]*Profile{}, policies: map[string]*stet.Policy{},
 		minimizers: map[string]*boundary.Minimizer{}, oldPolicies: map[string]*stet.Policy{},
 	}
@@ -259,6 +270,15 @@ func New(cfg Config) (*Pipeline, error) {
 		FetchPollInterval:    cfg.PollInterval,
 		FetchCooldown:        min(cfg.PollInterval, 25*time.Millisecond),
 		MaxAttempts:          maxRiverAttempts,
+		// traceContext first: otelriver's work span is then a child of
+		// the span that enqueued the job. otelriver's own propagation
+		// stays off (it would link, not parent, and overwrite intake's
+		// per-delivery traceparent); its metrics go nowhere (Prometheus
+		// is stet's metrics).
+		Middleware: []rivertype.Middleware{&traceContext{}, otelriver.NewMiddleware(&otelriver.MiddlewareConfig{
+			TracerProvider: cfg.TracerProvider, MeterProvider: metricnoop.NewMeterProvider(),
+			EnableWorkSpanJobKindSuffix: true,
+		})},
 	}
 	if cfg.Work {
 		rc.PeriodicJobs = []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(cfg.AssembleEvery),
@@ -446,7 +466,7 @@ func completeTx[T river.JobArgs](ctx context.Context, tx *sql.Tx, job *river.Job
 // rewrites a finished job. It returns the stage enqueued.
 func (p *Pipeline) Resume(ctx context.Context, jobID string) (string, error) {
 	var stage, tenant string
-	err := p.db.InTx(ctx, func(tx *sql.Tx) error {
+	err := p.inTx(ctx, "resume", func(ctx context.Context, tx *sql.Tx) error {
 		w, err := ledger.LoadWork(ctx, tx, jobID)
 		if err != nil {
 			return err

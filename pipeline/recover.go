@@ -46,7 +46,7 @@ func (p *Pipeline) recoverOrphans(ctx context.Context) (int, error) {
 			}
 		}
 	}
-	err = p.db.InTx(ctx, func(tx *sql.Tx) error {
+	err = p.inTx(ctx, "recover_orphans", func(ctx context.Context, tx *sql.Tx) error {
 		if err := ledger.ReleaseLeases(ctx, tx, p.clock.Now()); err != nil {
 			return err
 		}

@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/admission"
 	"github.com/stetlabs/stet/api"
@@ -99,6 +101,8 @@ type Options struct {
 	// SweepInterval is the retention sweeper's period; default 1h, so a
 	// test runs Pipeline.Sweep itself, on its clock.
 	SweepInterval time.Duration
+	// TracerProvider, if set, traces the pipeline and the API.
+	TracerProvider trace.TracerProvider
 }
 
 // Env is a running in-process stet.
@@ -245,7 +249,7 @@ func (e *Env) start(policy *stet.Policy) {
 		MaxAttempts: e.opts.MaxAttempts, RetryBase: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond,
 		PollInterval: 50 * time.Millisecond, PausedRecheck: 100 * time.Millisecond, Work: !e.opts.NoWorkers,
 		Batch: map[string]pipeline.BatchSettings{"openai-fake": e.batchSettings()}, AssembleEvery: 50 * time.Millisecond,
-		InvariantsEvery: 100 * time.Millisecond, SweepInterval: e.opts.SweepInterval,
+		InvariantsEvery: 100 * time.Millisecond, SweepInterval: e.opts.SweepInterval, TracerProvider: e.opts.TracerProvider,
 		Destinations: e.opts.Destinations, DeliverEvery: 50 * time.Millisecond, DeliverTimeout: 2 * time.Second,
 		DeliverRetryBase: 20 * time.Millisecond, DeliverRetryMax: 200 * time.Millisecond,
 	})
@@ -283,8 +287,9 @@ func (e *Env) start(policy *stet.Policy) {
 			{Name: "operator", Tenant: "demo", Role: stet.RoleOperator, Value: OperatorToken},
 			{Name: "other-operator", Tenant: "other", Role: stet.RoleOperator, Value: OtherToken},
 		},
-		Admins:       []api.Admin{{Name: "root-ops", Value: AdminToken}},
-		IntakeLimits: e.opts.IntakeLimits,
+		Admins:         []api.Admin{{Name: "root-ops", Value: AdminToken}},
+		IntakeLimits:   e.opts.IntakeLimits,
+		TracerProvider: e.opts.TracerProvider,
 	})
 	if e.opts.MountUI != nil {
 		e.opts.MountUI(e, e.API)
