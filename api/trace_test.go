@@ -93,7 +93,7 @@ func TestTraceOfOneDelivery(t *testing.T) {
 	if call != nil {
 		got := map[string]string{}
 		for _, kv := range call.Attributes() {
-			got[string(kv.Key)] = kv.Value.Emit()
+			got[string(kv.Key)] = kv.Value.String()
 		}
 		for k, v := range map[string]string{"stet.processor.id": "openai-fake", "stet.processor.kind": "openai",
 			"gen_ai.request.model": "gpt-test", "http.response.status_code": "200", "stet.job_id": d.JobID} {
@@ -191,7 +191,7 @@ func spanMentions(s sdktrace.ReadOnlySpan, marker string) string {
 		return "its status"
 	}
 	for _, kv := range s.Attributes() {
-		if has(string(kv.Key)) || has(kv.Value.Emit()) {
+		if has(string(kv.Key)) || has(kv.Value.String()) {
 			return "attribute " + string(kv.Key)
 		}
 	}
@@ -200,14 +200,14 @@ func spanMentions(s sdktrace.ReadOnlySpan, marker string) string {
 			return "event " + ev.Name
 		}
 		for _, kv := range ev.Attributes {
-			if has(string(kv.Key)) || has(kv.Value.Emit()) {
+			if has(string(kv.Key)) || has(kv.Value.String()) {
 				return "event " + ev.Name + " attribute " + string(kv.Key)
 			}
 		}
 	}
 	for _, l := range s.Links() {
 		for _, kv := range l.Attributes {
-			if has(kv.Value.Emit()) {
+			if has(kv.Value.String()) {
 				return "a link attribute " + string(kv.Key)
 			}
 		}
@@ -236,7 +236,7 @@ func TestTraceOfBatchCalls(t *testing.T) {
 	submit := find(spans, "processor.batch_submit")
 	got := map[string]string{}
 	for _, kv := range submit.Attributes() {
-		got[string(kv.Key)] = kv.Value.Emit()
+		got[string(kv.Key)] = kv.Value.String()
 	}
 	if got["stet.processor.id"] != "openai-fake" || got["stet.batch_id"] == "" {
 		t.Errorf("batch submit span attributes = %v, want the processor and batch IDs", got)
