@@ -47,6 +47,7 @@ func TestBrowserReviewFlow(t *testing.T) {
 	}
 	// Open it, from the keyboard: j selects the first row, Enter opens.
 	do(t, ctx,
+		chromedp.WaitReady(chromedp.CSS(`html[data-keys="ready"]`)),
 		chromedp.KeyEvent("j"),
 		chromedp.KeyEvent("\r"),
 		chromedp.WaitVisible(chromedp.CSS("form#decision")),
