@@ -136,7 +136,7 @@ func TestDrill12DeleteBatchReport(t *testing.T) {
 			if st, b := e.Do(http.MethodDelete, "/v1/sources/"+stettest.SourceBatch+"/reports/report-012", stettest.OperatorToken, nil, &acc); st != http.StatusAccepted {
 				t.Fatalf("DELETE = %d %s", st, b)
 			}
-			d := waitDeletion(t, e, acc.DeletionID, "unresolved", "done")
+			d := waitDeletionLong(t, e, acc.DeletionID)
 			_, body := getDeletion(t, e, acc.DeletionID)
 			t.Logf("GET /v1/deletions/%s = %s", acc.DeletionID, body)
 
@@ -252,6 +252,17 @@ func waitLong(t *testing.T, what string, cond func() bool) {
 		}
 	}
 	t.Fatalf("timed out after 2m waiting for %s", what)
+}
+
+// waitDeletionLong waits, as waitLong does, for a deletion to end.
+func waitDeletionLong(t *testing.T, e *stettest.Env, id string) api.DeletionView {
+	t.Helper()
+	var d api.DeletionView
+	waitLong(t, "deletion "+id+" to end", func() bool {
+		d, _ = getDeletion(t, e, id)
+		return d.State == "unresolved" || d.State == "done"
+	})
+	return d
 }
 
 type textColumn struct {

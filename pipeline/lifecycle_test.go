@@ -485,7 +485,7 @@ func TestDeleteBatchReportThroughCopyDeleter(t *testing.T) {
 	if st, b := e.Do(http.MethodDelete, "/v1/reports/"+r.ReportID, stettest.OperatorToken, nil, &acc); st != http.StatusAccepted {
 		t.Fatalf("DELETE = %d %s", st, b)
 	}
-	d := waitDeletion(t, e, acc.DeletionID, "unresolved", "done")
+	d := waitDeletionLong(t, e, acc.DeletionID)
 	_, body := getDeletion(t, e, acc.DeletionID)
 	t.Logf("GET /v1/deletions/%s = %s", acc.DeletionID, body)
 	files := 0
