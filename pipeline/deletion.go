@@ -258,6 +258,8 @@ func (p *Pipeline) deleteProviderCopy(ctx context.Context, d *stet.Deletion, cop
 			return done("")
 		case class == stet.FailureTransient || class == stet.FailureRateLimited:
 			return false, err // River retries the worker
+		case noDeleteAPI(err):
+			return unresolved("unsupported: the "+proc.Info().Kind+" API has no delete for this copy ("+stet.CodeNoDeleteAPI+"); the provider keeps it under its own retention", expires)
 		default:
 			return unresolved("the provider refused the delete ("+string(class)+")", expires)
 		}
@@ -278,6 +280,13 @@ func (p *Pipeline) deleteProviderCopy(ctx context.Context, d *stet.Deletion, cop
 	default:
 		return unresolved("unknown copy", time.Time{})
 	}
+}
+
+// noDeleteAPI reports whether a CopyDeleter said its provider's API cannot
+// delete the copy at all (stet.CodeNoDeleteAPI).
+func noDeleteAPI(err error) bool {
+	var pe *stet.ProcessorError
+	return errors.As(err, &pe) && pe.Code == stet.CodeNoDeleteAPI
 }
 
 // ParseRetention reads a processor's declared retention: "none", "0" or
