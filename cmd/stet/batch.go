@@ -2,20 +2,16 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"strings"
-	"text/tabwriter"
-	"time"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/internal/batchlookup"
 	"github.com/stetlabs/stet/ledger"
-	"github.com/stetlabs/stet/processor"
 )
 
 const batchUsage = `Usage: stet batch status|list|reconcile [flags]
@@ -66,13 +62,6 @@ retries); 2 bad flags, config or ID; 3 the ledger is unreachable.
 
 Flags:
 `
-
-// Status lookup bounds of stet batch status.
-const (
-	statusAttempts = 3
-	statusTimeout  = 20 * time.Second
-	statusMaxBody  = 1 << 20
-)
 
 func cmdBatchStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("batch status", flag.ContinueOnError)
@@ -129,7 +118,7 @@ func cmdBatchStatus(ctx context.Context, args []string, stdout, stderr io.Writer
 	if withKey.APIKeyEnv != "" {
 		withKey.APIKey = os.Getenv(withKey.APIKeyEnv)
 	}
-	proc, err := newProcessorClient(&withKey, cfg, statusClient())
+	proc, err := newProcessorClient(&withKey, cfg, batchlookup.HTTPClient())
 	if err != nil {
 		fmt.Fprintln(stderr, "stet batch status:", err)
 		return exitUsage
@@ -139,70 +128,13 @@ func cmdBatchStatus(ctx context.Context, args []string, stdout, stderr io.Writer
 		fmt.Fprintf(stderr, "stet batch status: processor %s (kind %s) has no batch API\n", pc.ID, pc.Kind)
 		return exitUsage
 	}
-	st, err := lookupStatus(ctx, bp, providerID, stderr)
+	st, err := batchlookup.Lookup(ctx, bp, providerID, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "stet batch status:", err)
 		return exitFailure
 	}
-	if *asJSON {
-		stdout.Write(st.Raw)
-		if len(st.Raw) > 0 && st.Raw[len(st.Raw)-1] != '\n' {
-			fmt.Fprintln(stdout)
-		}
-		return exitOK
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "processor\t%s\n", pc.ID)
-	fmt.Fprintf(tw, "state\t%s (provider: %s)\n", st.State, dash(st.ProviderState))
-	if st.Total > 0 {
-		fmt.Fprintf(tw, "items\t%d: %d succeeded, %d failed\n", st.Total, st.Succeeded, st.Failed)
-	}
-	if !st.ResultsExpireAt.IsZero() {
-		fmt.Fprintf(tw, "results expire\t%s\n", st.ResultsExpireAt.UTC().Format(time.RFC3339))
-	}
-	if st.RequestID != "" {
-		fmt.Fprintf(tw, "request id\t%s\n", st.RequestID)
-	}
-	tw.Flush()
+	batchlookup.WriteText(stdout, pc.ID, st, *asJSON)
 	return exitOK
-}
-
-// lookupStatus performs one status lookup, retrying a 429 at most
-// statusAttempts attempts in all.
-func lookupStatus(ctx context.Context, bp stet.BatchProcessor, providerID string, stderr io.Writer) (*stet.BatchStatus, error) {
-	var err error
-	for attempt := 0; attempt < statusAttempts; attempt++ {
-		var st *stet.BatchStatus
-		st, err = bp.BatchStatus(ctx, providerID)
-		if err == nil {
-			return st, nil
-		}
-		if stet.ClassOf(err) != stet.FailureRateLimited || attempt == statusAttempts-1 {
-			break
-		}
-		delay := time.Second << attempt
-		if ra := stet.RetryAfterOf(err); ra > delay {
-			delay = ra
-		}
-		fmt.Fprintf(stderr, "rate limited; attempt %d of %d in %s\n", attempt+2, statusAttempts, delay.Round(time.Millisecond))
-		select {
-		case <-time.After(delay):
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-	var pe *stet.ProcessorError
-	if errors.As(err, &pe) && pe.StatusCode != 0 {
-		return nil, fmt.Errorf("status lookup failed: HTTP %d (%s)", pe.StatusCode, pe.Class)
-	}
-	return nil, fmt.Errorf("status lookup failed: %w", err)
-}
-
-// statusClient is the HTTP client of stet batch status: the processor
-// clients' own (redirects refused, bodies bounded) with a 20 s timeout and
-// bodies read up to 1 MiB. The adapter keeps its policy on top of it.
-func statusClient() *http.Client {
-	return processor.NewHTTPClient(statusTimeout, statusMaxBody)
 }
 
 func cmdBatchList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -221,11 +153,7 @@ func cmdBatchList(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	var states []stet.BatchState
 	if *state != "" {
 		s := stet.BatchState(*state)
-		valid := false
-		for _, v := range stet.BatchStates {
-			valid = valid || v == s
-		}
-		if !valid {
+		if !s.Valid() {
 			fmt.Fprintf(stderr, "stet batch list: unknown state %q\n", *state)
 			return exitUsage
 		}
@@ -252,22 +180,10 @@ func cmdBatchList(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		if bs == nil {
 			bs = []*ledger.Batch{}
 		}
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(map[string]any{"batches": bs})
+		writeJSON(stdout, map[string]any{"batches": bs})
 		return exitOK
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "BATCH\tPROCESSOR\tSTATE\tPROVIDER STATE\tITEMS\tAPPLIED\tPOLLS\tNEXT POLL\tCREATED")
-	for _, b := range bs {
-		next := "-"
-		if !b.NextPollAt.IsZero() {
-			next = b.NextPollAt.UTC().Format(time.RFC3339)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", b.ID, b.ProcessorID, b.State, dash(b.ProviderState),
-			b.ItemCount, b.AppliedCount, b.PollCount, next, b.CreatedAt.UTC().Format(time.RFC3339))
-	}
-	tw.Flush()
+	ledger.WriteBatches(stdout, bs)
 	return exitOK
 }
 
@@ -288,17 +204,9 @@ func cmdBatchReconcile(ctx context.Context, args []string, stdout, stderr io.Wri
 		fmt.Fprintln(stderr, "Usage: stet batch reconcile [flags] BATCH_ID (--adopt PROVIDER_BATCH_ID | --resubmit)")
 		return exitUsage
 	}
-	cfg, ok := loadOperatorConfig(*cfgPath, stderr)
-	if !ok {
-		return exitUsage
-	}
-	if !ledgerExists(cfg.Database, stderr) {
-		return exitUnhealthy
-	}
-	a, err := openApp(ctx, cfg, appOptions{})
-	if err != nil {
-		fmt.Fprintln(stderr, "stet batch reconcile:", err)
-		return exitUnhealthy
+	a, _, code := openOperatorApp(ctx, *cfgPath, "stet batch reconcile", stderr)
+	if a == nil {
+		return code
 	}
 	defer a.close()
 	who := *actor

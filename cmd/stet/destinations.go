@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"text/tabwriter"
 	"time"
 
 	"github.com/stetlabs/stet/config"
@@ -65,25 +63,10 @@ func cmdDestinations(ctx context.Context, args []string, stdout, stderr io.Write
 			if ds == nil {
 				ds = []ledger.DestinationState{}
 			}
-			enc := json.NewEncoder(stdout)
-			enc.SetIndent("", "  ")
-			_ = enc.Encode(ds)
+			writeJSON(stdout, ds)
 			return exitOK
 		}
-		tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "source\tdestination\tstate\tpending\tdelivered\tfailed\tdisabled\tfailures")
-		for _, d := range ds {
-			state := "enabled"
-			switch {
-			case !d.Configured:
-				state = "not configured"
-			case !d.DisabledAt.IsZero():
-				state = fmt.Sprintf("disabled (%d)", d.DisabledStatus)
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\n", d.SourceID, d.DestinationID, state, d.Counts[ledger.DeliveryPending],
-				d.Counts[ledger.DeliveryDelivered], d.Counts[ledger.DeliveryFailed], d.Counts[ledger.DeliveryDisabled], d.Failures)
-		}
-		tw.Flush()
+		ledger.WriteDestinations(stdout, ds)
 		return exitOK
 	case "enable", "retry":
 		if fs.NArg() != 2 {
@@ -105,22 +88,4 @@ func cmdDestinations(ctx context.Context, args []string, stdout, stderr io.Write
 		fmt.Fprint(stderr, destinationsUsage)
 		return exitUsage
 	}
-}
-
-// printDeliveries lists a job's outbound deliveries for stet inspect.
-func printDeliveries(w io.Writer, ds []ledger.Delivery) {
-	if len(ds) == 0 {
-		return
-	}
-	fmt.Fprintln(w)
-	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  destination\tevent\tsequence\tstate\tattempts\tlast status\twebhook id")
-	for _, d := range ds {
-		last := dash(itoa(d.LastStatus))
-		if d.LastStatus == 0 && d.LastError != "" {
-			last = d.LastError
-		}
-		fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%d\t%s\t%s\n", d.DestinationID, d.Event, d.Sequence, d.State, d.Attempts, last, d.WebhookID)
-	}
-	tw.Flush()
 }
