@@ -151,7 +151,7 @@ func TestDependencyDirection(t *testing.T) {
 		}
 		return strings.Fields(string(out))
 	}
-	mayUseFakes := map[string]bool{mod + "/internal/bench": true, mod + "/internal/drill": true, mod + "/internal/evalfake": true}
+	mayUseFakes := map[string]bool{mod + "/internal/bench": true, mod + "/internal/drill": true, mod + "/internal/drill/recovery": true, mod + "/internal/stettest": true, mod + "/internal/evalfake": true}
 	for _, p := range deps(mod + "/cmd/stet") {
 		if !strings.HasPrefix(p, mod) || mayUseFakes[p] || isFakePackage(p) {
 			continue

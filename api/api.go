@@ -109,6 +109,8 @@ type Server struct {
 	tokens  []tokenDigest
 	mux     *http.ServeMux
 	quota   *intakeLimiter
+	// patterns are the router's registered patterns (Routes).
+	patterns []string
 }
 
 type tokenDigest struct {
@@ -154,6 +156,7 @@ func (s *Server) routes() {
 	s.handle("GET /readyz", s.readyz)
 	if !s.cfg.NoMetrics {
 		s.mux.Handle("GET /metrics", s.cfg.Metrics.Handler())
+		s.patterns = append(s.patterns, "GET /metrics")
 	}
 	s.handle("/", func(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, http.StatusNotFound, "not-found", "no such endpoint")
@@ -177,6 +180,7 @@ func (s *Server) routes() {
 	s.handle("POST /v1/dispatch/pause", s.authAdmin(stet.RoleOperator, s.pauseDispatch))
 	s.handle("POST /v1/dispatch/resume", s.authAdmin(stet.RoleOperator, s.resumeDispatch))
 	s.handle("POST /v1/dispatch/manual", s.authAdmin(stet.RoleOperator, s.manualDispatch))
+	s.handle("GET /v1/openapi.json", s.openapi)
 }
 
 type requestIDKey struct{}
@@ -193,6 +197,7 @@ func requestID(r *http.Request) string {
 // a 500 problem logged with the request ID (never the panic's value, which
 // may hold text).
 func (s *Server) handle(pattern string, h http.HandlerFunc) {
+	s.patterns = append(s.patterns, pattern)
 	s.mux.Handle(pattern, s.traced(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		id := stet.NewID("req", start)

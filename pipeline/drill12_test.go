@@ -14,6 +14,7 @@ import (
 
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/api"
+	"github.com/stetlabs/stet/internal/drill/recovery"
 	"github.com/stetlabs/stet/internal/stettest"
 	"github.com/stetlabs/stet/ledger"
 	"github.com/stetlabs/stet/processor"
@@ -137,7 +138,7 @@ func TestDrill12DeleteBatchReport(t *testing.T) {
 				t.Fatalf("DELETE = %d %s", st, b)
 			}
 			d := waitDeletionLong(t, e, acc.DeletionID)
-			_, body := getDeletion(t, e, acc.DeletionID)
+			_, body := recovery.GetDeletion(t, e, acc.DeletionID)
 			t.Logf("GET /v1/deletions/%s = %s", acc.DeletionID, body)
 
 			var files, batches int
@@ -259,7 +260,7 @@ func waitDeletionLong(t *testing.T, e *stettest.Env, id string) api.DeletionView
 	t.Helper()
 	var d api.DeletionView
 	waitLong(t, "deletion "+id+" to end", func() bool {
-		d, _ = getDeletion(t, e, id)
+		d, _ = recovery.GetDeletion(t, e, id)
 		return d.State == "unresolved" || d.State == "done"
 	})
 	return d

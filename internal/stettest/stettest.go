@@ -18,7 +18,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
-	"testing"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -107,7 +106,7 @@ type Options struct {
 
 // Env is a running in-process stet.
 type Env struct {
-	t        testing.TB
+	t        T
 	Dir      string
 	URL      string // the ledger's database URL
 	DB       *ledger.DB
@@ -150,7 +149,7 @@ func RepoRoot() string {
 }
 
 // QuickstartProfile returns the quickstart's moderation profile.
-func QuickstartProfile(t testing.TB) stet.Profile {
+func QuickstartProfile(t T) stet.Profile {
 	dir := filepath.Join(RepoRoot(), "examples", "quickstart", "profiles")
 	sch, err := os.ReadFile(filepath.Join(dir, "moderation.schema.json"))
 	if err != nil {
@@ -163,8 +162,17 @@ func QuickstartProfile(t testing.TB) stet.Profile {
 	return stet.Profile{ID: "moderation", Version: 1, Schema: sch, Prompt: string(prompt)}
 }
 
+// T is what an Env needs of its test: *testing.T and *testing.B have it,
+// and so does the runner of stet drill (internal/drill/recovery), which
+// runs the same drills outside go test.
+type T interface {
+	testdb.T
+	Errorf(format string, args ...any)
+	Logf(format string, args ...any)
+}
+
 // New starts an Env and stops it when the test ends.
-func New(t testing.TB, opts Options) *Env {
+func New(t T, opts Options) *Env {
 	t.Helper()
 	if opts.ProcessorTimeout == 0 {
 		opts.ProcessorTimeout = 5 * time.Second
@@ -295,7 +303,8 @@ func (e *Env) start(policy *stet.Policy) {
 		e.opts.MountUI(e, e.API)
 	}
 	if e.Server == nil {
-		e.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { e.API.ServeHTTP(w, r) }))
+		// Every response is checked against the API's OpenAPI document.
+		e.Server = httptest.NewServer(http.HandlerFunc(e.validating))
 	}
 }
 
