@@ -2,6 +2,7 @@ package stet
 
 import (
 	"context"
+	"slices"
 	"time"
 )
 
@@ -116,6 +117,9 @@ const (
 
 // BatchStates lists every batch state.
 var BatchStates = []BatchState{BatchIntent, BatchSubmitted, BatchInProgress, BatchCompleted, BatchFailed, BatchExpired, BatchCancelled, BatchUnknown}
+
+// Valid reports whether s is a known state.
+func (s BatchState) Valid() bool { return slices.Contains(BatchStates, s) }
 
 // Terminal reports whether the provider has finished with the batch.
 func (s BatchState) Terminal() bool {

@@ -64,3 +64,10 @@ type CopyDeleter interface {
 	// provider keeps with it) by its provider ID.
 	DeleteBatch(ctx context.Context, batchID string) error
 }
+
+// CodeNoDeleteAPI is the Code of the unsupported error a CopyDeleter
+// returns, without a network call, for a copy its provider's API has no
+// way to delete (OpenAI's batch records, any copy at Infrai): the provider
+// keeps it under its own retention, so the task is unresolved with that
+// reason, never done.
+const CodeNoDeleteAPI = "no_delete_api"

@@ -108,6 +108,13 @@ func TestDependencyDirection(t *testing.T) {
 	// processor is what adapters share; processortest is their conformance
 	// suite; processor/<p> an adapter; processor/<p>/<p>fake its fake.
 	const shared, suite = mod + "/processor", mod + "/processor/processortest"
+	// yamlcheck reads the hand-written YAML files of the two local
+	// processors, a rules file and an Azure Content Safety mapping, with
+	// the same strictness and line-numbered errors; only those two may
+	// import it, and it imports only stet, the standard library and the
+	// YAML decoder.
+	const yamlcheck, yamlDecoder = mod + "/processor/yamlcheck", "go.yaml.in/yaml/v3"
+	mayUseYAMLCheck := map[string]bool{mod + "/processor/rules": true, mod + "/processor/azurecs": true}
 	for _, p := range procs {
 		isFake := isFakePackage(p)
 		for _, d := range deps(p) {
@@ -115,6 +122,11 @@ func TestDependencyDirection(t *testing.T) {
 			case d == p || d == mod:
 			case p == shared:
 				t.Errorf("%s imports %s; it may import only stet and the standard library", p, d)
+			case p == yamlcheck:
+				if d != yamlDecoder {
+					t.Errorf("%s imports %s; it may import only stet, the standard library and the YAML decoder", p, d)
+				}
+			case d == yamlcheck && mayUseYAMLCheck[p]:
 			case p == suite:
 				if d != shared {
 					t.Errorf("%s imports %s; the suite imports only stet and processor", p, d)
@@ -139,7 +151,7 @@ func TestDependencyDirection(t *testing.T) {
 		}
 		return strings.Fields(string(out))
 	}
-	mayUseFakes := map[string]bool{mod + "/internal/bench": true, mod + "/internal/drill": true, mod + "/internal/evalfake": true}
+	mayUseFakes := map[string]bool{mod + "/internal/bench": true, mod + "/internal/drill": true, mod + "/internal/drill/recovery": true, mod + "/internal/stettest": true, mod + "/internal/evalfake": true}
 	for _, p := range deps(mod + "/cmd/stet") {
 		if !strings.HasPrefix(p, mod) || mayUseFakes[p] || isFakePackage(p) {
 			continue
@@ -154,6 +166,22 @@ func TestDependencyDirection(t *testing.T) {
 		for _, d := range deps(mod + "/" + p) {
 			if strings.HasPrefix(d, mod+"/cmd") || strings.HasPrefix(d, mod+"/processor/") {
 				t.Errorf("%s imports %s; only cmd/stet wires processors", p, d)
+			}
+		}
+	}
+	// Tracing stays out of the ledger (pipeline names its transactions),
+	// and only cmd/stet builds an exporter or the SDK.
+	for _, p := range []string{"ledger", "boundary", "schema", "config", "metrics"} {
+		for _, d := range deps(mod + "/" + p) {
+			if strings.HasPrefix(d, "go.opentelemetry.io/") {
+				t.Errorf("%s imports %s; tracing belongs to pipeline and api", p, d)
+			}
+		}
+	}
+	for _, p := range []string{"api", "pipeline"} {
+		for _, d := range deps(mod + "/" + p) {
+			if strings.HasPrefix(d, "go.opentelemetry.io/otel/sdk") || strings.HasPrefix(d, "go.opentelemetry.io/otel/exporters") {
+				t.Errorf("%s imports %s; only cmd/stet builds the tracer provider", p, d)
 			}
 		}
 	}

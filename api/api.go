@@ -12,11 +12,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"net/http"
 	"strings"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/ledger"
@@ -92,6 +94,9 @@ type Config struct {
 	// NoMetrics leaves /metrics off this server (404): config
 	// metrics_listen serves it on a listener of its own.
 	NoMetrics bool
+	// TracerProvider makes a server span per request, named by its route
+	// pattern; nil traces nothing.
+	TracerProvider trace.TracerProvider
 }
 
 // Server serves the API.
@@ -104,6 +109,8 @@ type Server struct {
 	tokens  []tokenDigest
 	mux     *http.ServeMux
 	quota   *intakeLimiter
+	// patterns are the router's registered patterns (Routes).
+	patterns []string
 }
 
 type tokenDigest struct {
@@ -149,6 +156,7 @@ func (s *Server) routes() {
 	s.handle("GET /readyz", s.readyz)
 	if !s.cfg.NoMetrics {
 		s.mux.Handle("GET /metrics", s.cfg.Metrics.Handler())
+		s.patterns = append(s.patterns, "GET /metrics")
 	}
 	s.handle("/", func(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, http.StatusNotFound, "not-found", "no such endpoint")
@@ -172,6 +180,7 @@ func (s *Server) routes() {
 	s.handle("POST /v1/dispatch/pause", s.authAdmin(stet.RoleOperator, s.pauseDispatch))
 	s.handle("POST /v1/dispatch/resume", s.authAdmin(stet.RoleOperator, s.resumeDispatch))
 	s.handle("POST /v1/dispatch/manual", s.authAdmin(stet.RoleOperator, s.manualDispatch))
+	s.handle("GET /v1/openapi.json", s.openapi)
 }
 
 type requestIDKey struct{}
@@ -188,10 +197,12 @@ func requestID(r *http.Request) string {
 // a 500 problem logged with the request ID (never the panic's value, which
 // may hold text).
 func (s *Server) handle(pattern string, h http.HandlerFunc) {
-	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+	s.patterns = append(s.patterns, pattern)
+	s.mux.Handle(pattern, s.traced(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		id := stet.NewID("req", start)
 		w.Header().Set("X-Request-Id", id)
+		trace.SpanFromContext(r.Context()).SetAttributes(attribute.String("stet.request_id", id))
 		r = r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id))
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		defer func() {
@@ -207,7 +218,7 @@ func (s *Server) handle(pattern string, h http.HandlerFunc) {
 			s.log.Info("http request", "route", pattern, "status_code", sw.status, "request_id", id, "duration_ms", time.Since(start).Milliseconds())
 		}()
 		h(sw, r)
-	})
+	})))
 }
 
 // ServeHTTP implements http.Handler.
@@ -436,5 +447,3 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 }
 
 var errNotFound = &stet.Error{Code: stet.ENotFound, Message: "not found", Cause: stet.ErrNotFound}
-
-func isNotFound(err error) bool { return errors.Is(err, stet.ErrNotFound) }

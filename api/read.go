@@ -47,6 +47,23 @@ type JobView struct {
 	// TextPurgedAt says the revision's text and metadata were purged
 	// (retention); absent while they are kept.
 	TextPurgedAt string `json:"text_purged_at,omitempty"`
+	// Deliveries are the review record's outbound webhooks (DESIGN §13).
+	Deliveries []DeliveryView `json:"deliveries"`
+}
+
+// DeliveryView is one outbound delivery of a job's record: one event to
+// one destination.
+type DeliveryView struct {
+	Destination string `json:"destination"`
+	Event       string `json:"event"`
+	WebhookID   string `json:"webhook_id"`
+	Sequence    int64  `json:"sequence"`
+	State       string `json:"state"`
+	Attempts    int    `json:"attempts"`
+	LastStatus  int    `json:"last_status"`
+	LastError   string `json:"last_error,omitempty"`
+	NextAttempt string `json:"next_attempt_at,omitempty"`
+	DeliveredAt string `json:"delivered_at,omitempty"`
 }
 
 // StageTimes are when a job reached each stage (RFC 3339, UTC; absent if not yet).
@@ -98,6 +115,15 @@ func NewJobView(d *ledger.JobDetail) JobView {
 			FailureClass: string(a.FailureClass), RequestID: a.RequestID, InputTokens: a.InputTokens, OutputTokens: a.OutputTokens,
 			LatencyMS: a.LatencyMS, InputSHA256: a.InputSHA256, BatchID: a.BatchID, StartedAt: ts(a.StartedAt),
 		})
+	}
+	v.Deliveries = []DeliveryView{}
+	for _, o := range d.Deliveries {
+		dv := DeliveryView{Destination: o.DestinationID, Event: o.Event, WebhookID: o.WebhookID, Sequence: o.Sequence,
+			State: string(o.State), Attempts: o.Attempts, LastStatus: o.LastStatus, LastError: o.LastError, DeliveredAt: ts(o.DeliveredAt)}
+		if o.State == ledger.DeliveryPending {
+			dv.NextAttempt = ts(o.NextAttemptAt)
+		}
+		v.Deliveries = append(v.Deliveries, dv)
 	}
 	if a := d.Artifact; a != nil {
 		v.Artifact = &ArtifactView{ID: a.ID, Processor: a.Processor, Model: a.Model, SchemaVersion: a.SchemaVersion, AttemptN: a.AttemptN, CreatedAt: ts(a.CreatedAt),

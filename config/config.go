@@ -37,6 +37,9 @@ type Config struct {
 	// MetricsListen, when set, serves /metrics there instead of on Listen.
 	MetricsListen string `yaml:"metrics_listen"`
 	Web           Web    `yaml:"web"` // the review UI (DESIGN §12)
+	Alerts        Alerts `yaml:"alerts"`
+	// Telemetry, when set, sends OpenTelemetry traces (DESIGN §8).
+	Telemetry Telemetry `yaml:"telemetry"`
 	// Encryption, when set, seals text at rest under per-report data keys
 	// (DESIGN §5); nil stores plaintext.
 	Encryption *Encryption `yaml:"encryption"`
@@ -60,6 +63,31 @@ type TLS struct {
 type IntakeQuota struct {
 	RPS   float64 `yaml:"rps"`
 	Burst int     `yaml:"burst"`
+}
+
+// Alerts are the alert sinks beyond the log and the gauges (DESIGN §6).
+type Alerts struct {
+	// Webhook, when its URL is set, receives every alert, signed.
+	Webhook Webhook `yaml:"webhook"`
+}
+
+// Webhook is a signed outbound webhook target.
+type Webhook struct {
+	URL       string `yaml:"url"` // https, or http on loopback
+	SecretEnv string `yaml:"secret_env"`
+	// Secret is the whsec_ secret read from SecretEnv.
+	Secret string `yaml:"-"`
+}
+
+// Destination is one outbound webhook of a source (DESIGN §13).
+type Destination struct {
+	ID        string   `yaml:"id"`
+	URL       string   `yaml:"url"` // https, or http on loopback
+	SecretEnv string   `yaml:"secret_env"`
+	Events    []string `yaml:"events"`  // default [record.committed, record.decided]
+	MaxAge    Duration `yaml:"max_age"` // default 24h: then the delivery is failed
+	// Secret is the whsec_ secret read from SecretEnv.
+	Secret string `yaml:"-"`
 }
 
 // Tenant is one tenant and its API tokens.
@@ -88,6 +116,8 @@ type Source struct {
 	Profile   string            `yaml:"profile"`
 	Policy    string            `yaml:"policy"`
 	Mode      stet.DispatchMode `yaml:"mode"` // default sync
+	// Destinations receive the source's record events (DESIGN §13).
+	Destinations []Destination `yaml:"destinations"`
 	// Secrets are the whsec_ secrets read from SecretEnv. The variable may
 	// hold several, separated by spaces or commas, for rotation.
 	Secrets []string `yaml:"-"`

@@ -48,6 +48,8 @@ func (l *loader) validate(c *Config) {
 	l.validateWorkers(&c.Workers)
 	l.validateSecurity(c)
 	l.validateWeb(&c.Web)
+	l.validateAlerts(&c.Alerts)
+	l.validateTelemetry(&c.Telemetry)
 	l.validateEncryption(c)
 }
 
@@ -203,6 +205,8 @@ func (l *loader) validateSource(p string, s *Source, ids sectionIDs) {
 	} else if !slices.Contains(stet.DispatchModes, s.Mode) {
 		l.problem(join(p, "mode"), "must be one of %s", joinStrings(stet.DispatchModes, " | "))
 	}
+
+	l.validateDestinations(p, s)
 
 	sp := join(p, "secret_env")
 	v := l.env(sp, s.SecretEnv)

@@ -152,6 +152,9 @@ func RequestDeletion(ctx context.Context, tx Querier, p DeletionRequest) (Deleti
 	if err := AddDeletionTasks(ctx, tx, id, reportID, p.Now); err != nil {
 		return DeletionRequested{}, err
 	}
+	if err := addOutboundTasks(ctx, tx, id, reportID, p.Now); err != nil {
+		return DeletionRequested{}, err
+	}
 	if err := Audit(ctx, tx, AuditEntry{Tenant: p.Tenant, Actor: p.Actor, Action: "report.delete", ObjectType: "report",
 		ObjectID: reportID, Detail: "deletion " + id, Now: p.Now}); err != nil {
 		return DeletionRequested{}, err
@@ -299,9 +302,12 @@ func Tombstoned(ctx context.Context, q Querier, tenant, source, identityHash str
 	return id != "", err
 }
 
-// GetDeletion reads a deletion of a tenant (any tenant when tenant is
-// empty) with its tasks.
+// GetDeletion reads a deletion of a tenant (of any tenant with AnyTenant;
+// an empty tenant is refused) with its tasks.
 func (db *DB) GetDeletion(ctx context.Context, tenant, id string) (*stet.Deletion, error) {
+	if tenant == "" {
+		return nil, fmt.Errorf("read deletion: empty tenant")
+	}
 	return getDeletion(ctx, db.w, tenant, id)
 }
 
@@ -311,7 +317,7 @@ func getDeletion(ctx context.Context, q Querier, tenant, id string) (*stet.Delet
 	var requested int64
 	var done sql.NullInt64
 	err := q.QueryRowContext(ctx, `SELECT id, tenant_id, source_id, report_id, state, requested_by, requested_at, done_at
-		FROM deletions WHERE id = $1 AND ($2 = '' OR tenant_id = $2)`, id, tenant).
+		FROM deletions WHERE id = $1 AND ($2 = '*any*' OR tenant_id = $2)`, id, tenant).
 		Scan(&d.ID, &d.TenantID, &d.SourceID, &d.ReportID, &state, &d.RequestedBy, &requested, &done)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("deletion")
@@ -363,13 +369,16 @@ func taskOrder(c string) int {
 	return 100
 }
 
-// ListDeletions lists a tenant's deletions (every tenant when tenant is
-// empty), newest first, without their tasks.
+// ListDeletions lists a tenant's deletions (every tenant's with AnyTenant;
+// an empty tenant is refused), newest first, without their tasks.
 func (db *DB) ListDeletions(ctx context.Context, tenant string, limit int) ([]*stet.Deletion, error) {
+	if tenant == "" {
+		return nil, fmt.Errorf("list deletions: empty tenant")
+	}
 	if limit <= 0 {
 		limit = 100
 	}
-	rows, err := db.w.QueryContext(ctx, `SELECT id FROM deletions WHERE ($1 = '' OR tenant_id = $1) ORDER BY requested_at DESC, id DESC LIMIT $2`, tenant, limit)
+	rows, err := db.w.QueryContext(ctx, `SELECT id FROM deletions WHERE ($1 = '*any*' OR tenant_id = $1) ORDER BY requested_at DESC, id DESC LIMIT $2`, tenant, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list deletions: %w", err)
 	}
@@ -622,4 +631,68 @@ func (db *DB) ReportTenant(ctx context.Context, reportID string) (string, error)
 		return "", fmt.Errorf("read report: %w", err)
 	}
 	return t, nil
+}
+
+// addOutboundTasks sends record.deleted to every destination that received
+// one of the report's records (EnqueueRecordDeleted) and writes one
+// outbound:<destination> task per destination notified, in the request's
+// transaction, before the records themselves are deleted.
+func addOutboundTasks(ctx context.Context, tx Querier, deletionID, reportID string, now time.Time) error {
+	rows, err := tx.QueryContext(ctx, `SELECT id FROM review_records WHERE report_id = $1 ORDER BY id`, reportID)
+	if err != nil {
+		return fmt.Errorf("read records of report: %w", err)
+	}
+	var records []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return fmt.Errorf("read records of report: %w", err)
+		}
+		records = append(records, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	dests := map[string]bool{}
+	for _, rec := range records {
+		ds, err := EnqueueRecordDeleted(ctx, tx, rec, now)
+		if err != nil {
+			return err
+		}
+		for _, d := range ds {
+			dests[d] = true
+		}
+	}
+	ts, due := micros(now), micros(now.Add(DeletionDue))
+	for d := range dests {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO deletion_tasks (deletion_id, copy, state, due_at, updated_at)
+			VALUES ($1, $2, 'pending', $3, $4) ON CONFLICT (deletion_id, copy) DO NOTHING`, deletionID, PrefixOutbound+d, due, ts); err != nil {
+			return fmt.Errorf("write deletion task: %w", err)
+		}
+	}
+	return nil
+}
+
+// OutboundDeletedState sums up the record.deleted events of a report to one
+// destination: done when every one was delivered, failed when one failed
+// for good or the destination is disabled, pending otherwise.
+func OutboundDeletedState(ctx context.Context, q Querier, reportID, destination string) (state string, err error) {
+	var total, delivered, bad int
+	err = q.QueryRowContext(ctx, `SELECT COUNT(*),
+			COALESCE(SUM(CASE WHEN state = 'delivered' THEN 1 ELSE 0 END), 0),
+			COALESCE(SUM(CASE WHEN state IN ('failed', 'disabled') THEN 1 ELSE 0 END), 0)
+		FROM outbox WHERE report_id = $1 AND destination_id = $2 AND event = $3`, reportID, destination, EventDeleted).
+		Scan(&total, &delivered, &bad)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("read record.deleted events: %w", err)
+	case bad > 0:
+		return "failed", nil
+	case delivered == total:
+		return "done", nil
+	default:
+		return "pending", nil
+	}
 }

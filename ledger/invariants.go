@@ -16,6 +16,7 @@ const (
 	InvBatchUnknown      = "batch_unknown"       // 5
 	InvDeletionOverdue   = "deletion_overdue"    // 6
 	InvPausedTooLong     = "paused_too_long"     // 7
+	InvDeliveryFailed    = "delivery_failed"     // 8
 )
 
 // Violation is one broken invariant. It carries IDs only: never text, never
@@ -31,7 +32,7 @@ type Violation struct {
 	Stage             string `json:"stage,omitempty"`
 	ExtractionVersion string `json:"extraction_version,omitempty"`
 	Count             int    `json:"count,omitempty"`
-	Scope             string `json:"scope,omitempty"`    // a dispatch pause's scope (invariant 7)
+	Scope             string `json:"scope,omitempty"`    // a dispatch pause's scope (7), "destination:ID" (8)
 	BatchID           string `json:"batch_id,omitempty"` // invariants 4 and 5
 	ProcessorID       string `json:"processor_id,omitempty"`
 	DeletionID        string `json:"deletion_id,omitempty"` // invariant 6
@@ -53,7 +54,7 @@ type CheckParams struct {
 	Limit      int // at most this many violations per invariant
 }
 
-// CheckInvariants runs invariants 1–7 of DESIGN §6 over every tenant, on
+// CheckInvariants runs invariants 1–8 of DESIGN §6 over every tenant, on
 // the writer pool (the answer decides alerts): for the periodic check, stet
 // check and an admin's GET /v1/invariants.
 func (db *DB) CheckInvariants(ctx context.Context, p CheckParams) ([]Violation, error) {
@@ -161,8 +162,30 @@ func (db *DB) checkInvariants(ctx context.Context, p CheckParams, tenant string)
 	}
 	// 6: a deletion task not done past its due time, or, for a copy a
 	// provider holds, past the end of its declared retention.
-	if err := db.checkDeletions(ctx, p, &out); err != nil {
+	if err := db.checkDeletions(ctx, p, tenant, &out); err != nil {
 		return nil, err
+	}
+	// 8: an outbound delivery failed for good (past its destination's
+	// max_age), or is still pending past it (no sweep has run since).
+	rows, err := db.w.QueryContext(ctx, `SELECT tenant_id, source_id, destination_id, COALESCE(report_id, ''), COALESCE(job_id, ''), attempts
+		FROM outbox WHERE (state = 'failed' OR (state = 'pending' AND expires_at < $1))`+and("tenant_id", 3)+`
+		ORDER BY created_at LIMIT $2`, withTenant(micros(p.Now), p.Limit)...)
+	if err != nil {
+		return nil, fmt.Errorf("check %s: %w", InvDeliveryFailed, err)
+	}
+	for rows.Next() {
+		v := Violation{Invariant: 8, Name: InvDeliveryFailed, Stage: "deliver"}
+		var dest string
+		if err := rows.Scan(&v.TenantID, &v.SourceID, &dest, &v.ReportID, &v.JobID, &v.Count); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("check %s: %w", InvDeliveryFailed, err)
+		}
+		v.Scope = "destination:" + dest
+		out = append(out, v)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("check %s: %w", InvDeliveryFailed, err)
 	}
 	if p.PauseLimit > 0 {
 		// A tenant sees the global pauses and its own, never another's.
@@ -193,11 +216,19 @@ func (db *DB) checkInvariants(ctx context.Context, p CheckParams, tenant string)
 	return out, nil
 }
 
-func (db *DB) checkDeletions(ctx context.Context, p CheckParams, out *[]Violation) error {
+// checkDeletions adds invariant 6's violations, of every tenant when
+// tenant is "", else of that one.
+func (db *DB) checkDeletions(ctx context.Context, p CheckParams, tenant string, out *[]Violation) error {
+	args := []any{micros(p.Now), p.Limit}
+	own := ""
+	if tenant != "" {
+		own = " AND d.tenant_id = $3"
+		args = append(args, tenant)
+	}
 	rows, err := db.w.QueryContext(ctx, `SELECT d.tenant_id, d.source_id, d.report_id, d.id, t.copy
 		FROM deletion_tasks t JOIN deletions d ON d.id = t.deletion_id
-		WHERE t.state <> 'done' AND ((t.expires_at IS NULL AND t.due_at < $1) OR t.expires_at < $1)
-		ORDER BY t.due_at LIMIT $2`, micros(p.Now), p.Limit)
+		WHERE t.state <> 'done' AND ((t.expires_at IS NULL AND t.due_at < $1) OR t.expires_at < $1)`+own+`
+		ORDER BY t.due_at LIMIT $2`, args...)
 	if err != nil {
 		return fmt.Errorf("check %s: %w", InvDeletionOverdue, err)
 	}

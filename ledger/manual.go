@@ -26,14 +26,18 @@ type HeldJob struct {
 const qHeldJobs = `SELECT j.id, j.tenant_id, j.state, j.attempt, COALESCE(j.failure_class, ''), COALESCE(j.processor_id, ''),
 		j.extraction_version, v.policy_hash
 	FROM jobs j JOIN revisions v ON v.id = j.revision_id
-	WHERE j.state IN ('waiting', 'blocked') AND ($1 = '' OR j.tenant_id = $1) AND j.id > $2
+	WHERE j.state IN ('waiting', 'blocked') AND ($1 = '*any*' OR j.tenant_id = $1) AND j.id > $2
 		AND NOT EXISTS (SELECT 1 FROM review_records r WHERE r.job_id = j.id)
 	ORDER BY j.id LIMIT $3`
 
 // HeldJobs lists up to limit waiting or blocked jobs without a review
 // record, in ID order after the ID after ("" from the start), of one tenant
-// (tenant "" means every tenant: callers decide who may ask for that).
+// (AnyTenant for every tenant: callers decide who may ask for that; an
+// empty tenant is refused).
 func HeldJobs(ctx context.Context, q Querier, tenant, after string, limit int) ([]HeldJob, error) {
+	if tenant == "" {
+		return nil, fmt.Errorf("list held jobs: empty tenant")
+	}
 	rows, err := q.QueryContext(ctx, qHeldJobs, tenant, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list held jobs: %w", err)

@@ -179,3 +179,18 @@ func (db *DB) MigrationsCurrent(ctx context.Context) (bool, error) {
 	}
 	return v == latest, nil
 }
+
+// CheckSchema says whether the ledger's schema is the one this binary
+// knows, and which way to go if not.
+func (db *DB) CheckSchema(ctx context.Context) error {
+	current, known, err := db.SchemaVersions(ctx)
+	switch {
+	case err != nil:
+		return err
+	case current > known:
+		return fmt.Errorf("ledger schema version %d is newer than this stet knows (%d): upgrade stet", current, known)
+	case current < known:
+		return fmt.Errorf("ledger schema version %d is older than this stet's (%d): run 'stet migrate'", current, known)
+	}
+	return nil
+}

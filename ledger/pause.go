@@ -34,14 +34,19 @@ func (db *DB) SetPause(ctx context.Context, p Pause, tenant string) error {
 	if !ValidScope(p.Scope) {
 		return stet.Errorf(stet.EInvalid, "scope must be all, processor:ID or tenant:ID")
 	}
-	return db.InTx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO dispatch_pauses (scope, reason, paused_by, paused_at) VALUES ($1, $2, $3, $4)
-			ON CONFLICT (scope) DO UPDATE SET reason = excluded.reason, paused_by = excluded.paused_by`,
-			p.Scope, p.Reason, p.PausedBy, micros(p.PausedAt)); err != nil {
-			return fmt.Errorf("pause dispatch: %w", err)
-		}
-		return Audit(ctx, tx, AuditEntry{Tenant: tenant, Actor: p.PausedBy, Action: "dispatch.pause", ObjectType: "dispatch", ObjectID: p.Scope, Now: p.PausedAt})
-	})
+	return db.InTx(ctx, func(tx *sql.Tx) error { return setPause(ctx, tx, p, tenant) })
+}
+
+func setPause(ctx context.Context, tx Querier, p Pause, tenant string) error {
+	if !ValidScope(p.Scope) {
+		return stet.Errorf(stet.EInvalid, "scope must be all, processor:ID or tenant:ID")
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO dispatch_pauses (scope, reason, paused_by, paused_at) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (scope) DO UPDATE SET reason = excluded.reason, paused_by = excluded.paused_by`,
+		p.Scope, p.Reason, p.PausedBy, micros(p.PausedAt)); err != nil {
+		return fmt.Errorf("pause dispatch: %w", err)
+	}
+	return Audit(ctx, tx, AuditEntry{Tenant: tenant, Actor: p.PausedBy, Action: "dispatch.pause", ObjectType: "dispatch", ObjectID: p.Scope, Now: p.PausedAt})
 }
 
 // ClearPause resumes dispatch for scope. It returns stet.ErrNotFound (as

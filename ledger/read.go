@@ -20,6 +20,8 @@ type JobDetail struct {
 	// TextPurgedAt is when the revision's text and metadata were purged
 	// (retention or deletion); zero while they are kept.
 	TextPurgedAt time.Time
+	// Deliveries are the outbox rows of the job's review record (DESIGN §13).
+	Deliveries []Delivery
 }
 
 // ArtifactMeta describes an artifact without its content.
@@ -47,9 +49,13 @@ func (db *DB) GetJobAnyTenant(ctx context.Context, jobID string) (*JobDetail, er
 	return getJobOf(ctx, db.w, anyTenant, jobID)
 }
 
-// anyTenant is the internal marker of the any-tenant reads: a value no
-// tenant id can take (ids are lowercase letters, digits, '.', '_', '-').
-const anyTenant = "*any*"
+// AnyTenant is the explicit marker of an any-tenant read, for the local
+// operator tools and the leader's own work: a value no tenant id can take
+// (ids are lowercase letters, digits, '.', '_', '-'). An empty tenant is
+// never read as every tenant: the reads below refuse it.
+const AnyTenant = "*any*"
+
+const anyTenant = AnyTenant
 
 // GetJobPrimary reads a job from the writer pool: use it where the answer
 // decides something.
@@ -118,6 +124,9 @@ func getJobOf(ctx context.Context, q Querier, tenant, jobID string) (*JobDetail,
 	case errors.Is(err, sql.ErrNoRows):
 	default:
 		return nil, fmt.Errorf("read artifact: %w", err)
+	}
+	if d.Deliveries, err = JobDeliveries(ctx, q, jobID); err != nil {
+		return nil, err
 	}
 	return &d, nil
 }
@@ -415,6 +424,9 @@ func (db *DB) Decide(ctx context.Context, p DecideParams) (*stet.ReviewRecord, e
 		if n, _ := res.RowsAffected(); n != 1 {
 			// A concurrent decision won between the read and the update.
 			return stet.Errorf(stet.EConflict, "review record %s is already decided", p.RecordID)
+		}
+		if err := enqueueDecided(ctx, tx, p.RecordID, p.Now); err != nil {
+			return err
 		}
 		return Audit(ctx, tx, AuditEntry{Tenant: p.Tenant, Actor: p.Actor, Action: "review.decide." + string(p.Decision),
 			ObjectType: "review_record", ObjectID: p.RecordID, Now: p.Now})

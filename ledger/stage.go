@@ -456,8 +456,9 @@ type recordParams struct {
 }
 
 // insertRecord writes a review record (its classification already sealed,
-// under p.id, when encryption is on) and moves the report's authoritative
-// pointer to it if its revision is the highest committed one. The report row
+// under p.id, when encryption is on), and its record.committed outbox rows
+// (DESIGN §13), and moves the report's authoritative pointer to it if its
+// revision is the highest committed one. The report row
 // is locked first so two commits for one report serialize; the partial
 // unique index is the backstop.
 func insertRecord(ctx context.Context, tx Querier, p recordParams) (string, error) {
@@ -489,6 +490,10 @@ func insertRecord(ctx context.Context, tx Querier, p recordParams) (string, erro
 		nullString(p.classification), nullString(string(p.failureClass)), now)
 	if err != nil {
 		return "", fmt.Errorf("insert review record: %w", err)
+	}
+	if _, err := enqueueRecordEvent(ctx, tx, recordEvent{event: EventCommitted, recordID: id, jobID: p.jobID,
+		reportID: p.reportID, tenantID: p.tenantID, sourceID: p.sourceID, now: p.now}); err != nil {
+		return "", err
 	}
 	return id, nil
 }

@@ -22,6 +22,7 @@ type Metrics struct {
 	ProviderCalls *prometheus.CounterVec   // stet_provider_calls_total{processor,failure_class}
 	Alerts        *prometheus.CounterVec   // stet_alerts_total{kind}
 	Violations    *prometheus.GaugeVec     // stet_invariant_violations{invariant}
+	Deliveries    *prometheus.CounterVec   // stet_deliveries_total{source,destination,outcome}
 }
 
 // JobCounter counts jobs by state, for the queue-depth gauge.
@@ -51,8 +52,11 @@ func New(jobs JobCounter, log *slog.Logger) *Metrics {
 		Violations: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "stet_invariant_violations", Help: "Violations found by the last periodic invariant check, by invariant (DESIGN §6).",
 		}, []string{"invariant"}),
+		Deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stet_deliveries_total", Help: "Outbound webhook POSTs by source, destination and outcome (delivered, retry, gone); source * is the alert webhook.",
+		}, []string{"source", "destination", "outcome"}),
 	}
-	reg.MustRegister(m.Intake, m.StageDuration, m.ProviderCalls, m.Alerts, m.Violations,
+	reg.MustRegister(m.Intake, m.StageDuration, m.ProviderCalls, m.Alerts, m.Violations, m.Deliveries,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if jobs != nil {
 		reg.MustRegister(&jobsCollector{jobs: jobs, log: log, desc: prometheus.NewDesc("stet_jobs", "Jobs by state (queue depth).", []string{"state"}, nil)})

@@ -197,7 +197,7 @@ func (p *Pipeline) Assemble(ctx context.Context, flush bool) (int, error) {
 			take := g[:n]
 			g = g[n:]
 			batchID := stet.NewID("bat", now)
-			err := p.db.InTx(ctx, func(tx *sql.Tx) error {
+			err := p.inTx(ctx, "batch.assemble", func(ctx context.Context, tx *sql.Tx) error {
 				k, err := ledger.CreateBatch(ctx, tx, batchID, id, take, now)
 				if err != nil || k == 0 {
 					return err
@@ -231,7 +231,7 @@ func (p *Pipeline) requeueOverdue(ctx context.Context) error {
 		inserts = append(inserts, river.InsertManyParams{Args: BatchArgs{BatchID: id}})
 		p.log.Warn("batch overdue: its job is enqueued again", "batch_id", id)
 	}
-	return p.db.InTx(ctx, func(tx *sql.Tx) error {
+	return p.inTx(ctx, "batch.requeue_overdue", func(ctx context.Context, tx *sql.Tx) error {
 		// Touch the batches so that the next sweep does not enqueue them
 		// again before their new job has run.
 		for _, id := range ids {
@@ -257,7 +257,7 @@ type stoppedJob struct {
 func (p *Pipeline) routeUnbatchable(ctx context.Context, toSync []ledger.PendingJob, stopped []stoppedJob) error {
 	now := p.clock.Now()
 	var blocked []stoppedJob
-	err := p.db.InTx(ctx, func(tx *sql.Tx) error {
+	err := p.inTx(ctx, "batch.route_unbatchable", func(ctx context.Context, tx *sql.Tx) error {
 		blocked = blocked[:0]
 		var inserts []river.InsertManyParams
 		for _, j := range toSync {
@@ -474,16 +474,18 @@ func (p *Pipeline) submitBatch(ctx context.Context, b *ledger.Batch, proc stet.B
 	}
 
 	started := false
-	h, err := proc.SubmitBatch(ctx, stet.BatchSubmit{
+	callCtx, span := p.startBatchCall(ctx, "submit", b.ProcessorID, b.ID)
+	h, err := proc.SubmitBatch(callCtx, stet.BatchSubmit{
 		BatchID: b.ID, Items: reqs, InputFileID: b.InputFileID,
 		BeforeCreate: func(ctx context.Context, fileID string) error {
-			err := p.db.InTx(ctx, func(tx *sql.Tx) error {
+			err := p.inTx(ctx, "batch.submit_started", func(ctx context.Context, tx *sql.Tx) error {
 				return ledger.MarkSubmitStarted(ctx, tx, b.ID, b.ProcessorID, fileID, subs, p.clock.Now())
 			})
 			started = err == nil
 			return err
 		},
 	})
+	endBatchCall(span, err)
 	crash.Point(crash.AfterBatchSubmit)
 	if err != nil {
 		class := stet.ClassOf(err)
@@ -577,7 +579,7 @@ func (p *Pipeline) dropItem(ctx context.Context, batchID string, it ledger.Batch
 		return errUnknownRoute(it.JobID, r)
 	}
 	now := p.clock.Now()
-	err := p.db.InTx(ctx, func(tx *sql.Tx) error {
+	err := p.inTx(ctx, "batch.drop_item", func(ctx context.Context, tx *sql.Tx) error {
 		_, err := p.db.ApplyBatchItem(ctx, tx, ledger.ApplyItem{BatchID: batchID, Item: it, Route: applyRoute,
 			Result: ledger.AttemptResult{Status: stet.AttemptFailed, FailureClass: r.class, Now: now}, Now: now})
 		return err
@@ -591,7 +593,9 @@ func (p *Pipeline) dropItem(ctx context.Context, batchID string, it ledger.Batch
 func (p *Pipeline) pollBatch(ctx context.Context, b *ledger.Batch, proc stet.BatchProcessor, set BatchSettings, log *slog.Logger) (string, error) {
 	now := p.clock.Now()
 	callCtx, cancel := context.WithTimeout(ctx, p.cfg.JobTimeout)
+	callCtx, span := p.startBatchCall(callCtx, "status", b.ProcessorID, b.ID)
 	st, err := proc.BatchStatus(callCtx, b.ProviderBatchID)
+	endBatchCall(span, err)
 	cancel()
 	if err != nil {
 		class := stet.ClassOf(err)
@@ -646,7 +650,9 @@ func (p *Pipeline) applyBatch(ctx context.Context, b *ledger.Batch, proc stet.Ba
 			InputFileID: b.InputFileID, OutputFileID: b.OutputFileID, ErrorFileID: b.ErrorFileID, ResultsURL: b.ResultsURL,
 			ResultsExpireAt: b.ResultsExpireAt}
 		callCtx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+		callCtx, span := p.startBatchCall(callCtx, "results", b.ProcessorID, b.ID)
 		results, err := proc.BatchResults(callCtx, st)
+		endBatchCall(span, err)
 		cancel()
 		if err != nil {
 			if b.ResultsExpireAt.IsZero() || !now.After(b.ResultsExpireAt) {
@@ -683,7 +689,7 @@ func (p *Pipeline) applyBatch(ctx context.Context, b *ledger.Batch, proc stet.Ba
 	counts := map[string]int{}
 	for start := 0; start < len(pending); start += applyChunk {
 		chunk := pending[start:min(start+applyChunk, len(pending))]
-		err := p.db.InTx(ctx, func(tx *sql.Tx) error {
+		err := p.inTx(ctx, "batch.apply", func(ctx context.Context, tx *sql.Tx) error {
 			var inserts []river.InsertManyParams
 			for _, it := range chunk {
 				a, args := p.itemOutcome(b, it, byJob[it.JobID], set)
@@ -796,10 +802,12 @@ func (p *Pipeline) itemOutcome(b *ledger.Batch, it ledger.BatchItem, r stet.Batc
 	return a, nil
 }
 
-// pauseProcessor pauses dispatch to a processor after quota or auth.
+// pauseProcessor pauses dispatch to a processor after quota or auth, and
+// opens its processor.paused alert in the same transaction.
 func (p *Pipeline) pauseProcessor(ctx context.Context, processorID string, class stet.FailureClass) error {
-	return p.db.SetPause(ctx, ledger.Pause{Scope: "processor:" + processorID,
-		Reason: string(class) + " failure of a batch submission (automatic)", PausedBy: "stet", PausedAt: p.clock.Now()}, "*")
+	_, err := p.db.PauseForFailure(ctx, ledger.Pause{Scope: "processor:" + processorID,
+		Reason: string(class) + " failure of a batch submission (automatic)", PausedBy: "stet", PausedAt: p.clock.Now()}, processorID, class)
+	return err
 }
 
 // ReconcileBatch records an operator's decision about an unknown batch:
@@ -815,7 +823,7 @@ func (p *Pipeline) ReconcileBatch(ctx context.Context, batchID, adopt string, re
 	}
 	now := p.clock.Now()
 	action := "batch.reconcile.resubmit"
-	err = p.db.InTx(ctx, func(tx *sql.Tx) error {
+	err = p.inTx(ctx, "batch.reconcile", func(ctx context.Context, tx *sql.Tx) error {
 		if adopt != "" {
 			action = "batch.reconcile.adopt"
 			if err := ledger.MarkSubmitted(ctx, tx, b.ID, stet.BatchHandle{ProviderID: adopt}, now, now); err != nil {

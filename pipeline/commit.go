@@ -30,7 +30,7 @@ func (w *commitWorker) Work(ctx context.Context, job *river.Job[CommitArgs]) err
 	p := w.p
 	start := time.Now() // elapsed time for the metric: the monotonic clock
 	var recordID string
-	err := p.db.InTx(ctx, func(tx *sql.Tx) error {
+	err := p.inTx(ctx, "commit", func(ctx context.Context, tx *sql.Tx) error {
 		var err error
 		recordID, err = p.db.Commit(ctx, tx, job.Args.JobID, p.clock.Now())
 		if errors.Is(err, ledger.ErrNothingToCommit) {

@@ -90,7 +90,7 @@ func (p *Pipeline) RequestDeletion(ctx context.Context, r ledger.DeletionRequest
 // error: River retries the worker and the task stays pending. A deletion is
 // done only when every task is done.
 func (p *Pipeline) runDeletion(ctx context.Context, id string) error {
-	d, err := p.db.GetDeletion(ctx, "", id)
+	d, err := p.db.GetDeletion(ctx, ledger.AnyTenant, id)
 	if err != nil {
 		return fmt.Errorf("read deletion %s: %w", id, err)
 	}
@@ -102,7 +102,7 @@ func (p *Pipeline) runDeletion(ctx context.Context, id string) error {
 	if err := ledger.AddDeletionTasks(ctx, p.db.Writer(), id, d.ReportID, p.clock.Now()); err != nil {
 		return err
 	}
-	if d, err = p.db.GetDeletion(ctx, "", id); err != nil {
+	if d, err = p.db.GetDeletion(ctx, ledger.AnyTenant, id); err != nil {
 		return err
 	}
 	wait := false
@@ -147,7 +147,7 @@ func (p *Pipeline) runDeletion(ctx context.Context, id string) error {
 // checkpointAfterLocal truncates SQLite's WAL once the deletion's local
 // copies are all done, so their bytes leave the -wal file as well.
 func (p *Pipeline) checkpointAfterLocal(ctx context.Context, id string) error {
-	d, err := p.db.GetDeletion(ctx, "", id)
+	d, err := p.db.GetDeletion(ctx, ledger.AnyTenant, id)
 	if err != nil {
 		return err
 	}
@@ -258,15 +258,35 @@ func (p *Pipeline) deleteProviderCopy(ctx context.Context, d *stet.Deletion, cop
 			return done("")
 		case class == stet.FailureTransient || class == stet.FailureRateLimited:
 			return false, err // River retries the worker
+		case noDeleteAPI(err):
+			return unresolved("unsupported: the "+proc.Info().Kind+" API has no delete for this copy ("+stet.CodeNoDeleteAPI+"); the provider keeps it under its own retention", expires)
 		default:
 			return unresolved("the provider refused the delete ("+string(class)+")", expires)
 		}
 	case strings.HasPrefix(copy, ledger.PrefixOutbound):
-		// Destinations do not exist yet: a record.deleted event goes here.
-		return unresolved("outbound deletion events are not built yet", time.Time{})
+		// The record.deleted events were queued with the request; the
+		// delivery worker sends them. Done once every one arrived.
+		state, err := ledger.OutboundDeletedState(ctx, p.db.Writer(), d.ReportID, strings.TrimPrefix(copy, ledger.PrefixOutbound))
+		switch {
+		case err != nil:
+			return false, err
+		case state == "done":
+			return done("")
+		case state == "failed":
+			return unresolved("the destination did not accept the record.deleted event (failed for good or disabled)", time.Time{})
+		default:
+			return true, nil // not delivered yet: look again later
+		}
 	default:
 		return unresolved("unknown copy", time.Time{})
 	}
+}
+
+// noDeleteAPI reports whether a CopyDeleter said its provider's API cannot
+// delete the copy at all (stet.CodeNoDeleteAPI).
+func noDeleteAPI(err error) bool {
+	var pe *stet.ProcessorError
+	return errors.As(err, &pe) && pe.Code == stet.CodeNoDeleteAPI
 }
 
 // ParseRetention reads a processor's declared retention: "none", "0" or

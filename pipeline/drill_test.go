@@ -4,253 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/riverqueue/river"
-
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/admission"
+	"github.com/stetlabs/stet/internal/drill/recovery"
 	"github.com/stetlabs/stet/internal/stettest"
-	"github.com/stetlabs/stet/ledger"
-	"github.com/stetlabs/stet/pipeline"
 	"github.com/stetlabs/stet/processor/openai/openaifake"
 )
-
-// Drill 1: report-001 delivered twice (same webhook-id, then a new
-// webhook-id with the same content) and report-002 once: two reports, two
-// authoritative records, the duplicates resolve to the existing job.
-func TestDrill1DuplicateDeliveries(t *testing.T) {
-	t.Parallel()
-	e := stettest.New(t, stettest.Options{})
-	r1 := stettest.Report{ExternalID: "report-001", Revision: 1, Text: "Stop taking your insulin, cinnamon cures diabetes."}
-	first := e.Deliver(stettest.SourceReports, "msg_1", r1)
-	again := e.Deliver(stettest.SourceReports, "msg_1", r1)
-	newID := e.Deliver(stettest.SourceReports, "msg_2", r1)
-	other := e.Deliver(stettest.SourceReports, "msg_3", stettest.Report{ExternalID: "report-002", Revision: 1, Text: "You are all idiots."})
-
-	if first.Status != http.StatusAccepted || other.Status != http.StatusAccepted {
-		t.Fatalf("first deliveries = %d, %d, want 202, 202", first.Status, other.Status)
-	}
-	for _, d := range []stettest.Response{again, newID} {
-		if d.Status != http.StatusOK || !d.Duplicate || d.JobID != first.JobID {
-			t.Fatalf("redelivery = %d %s, want 200 duplicate of job %s", d.Status, d.Body, first.JobID)
-		}
-	}
-	e.WaitJob(first.JobID, stet.JobCommitted)
-	e.WaitJob(other.JobID, stet.JobCommitted)
-	if n := e.Count("reports", ""); n != 2 {
-		t.Errorf("reports = %d, want 2", n)
-	}
-	if n := e.Count("review_records", "authoritative"); n != 2 {
-		t.Errorf("authoritative records = %d, want 2", n)
-	}
-	if n := e.Count("review_records", ""); n != 2 {
-		t.Errorf("records = %d, want 2", n)
-	}
-	if n := e.Fake.Calls(); n != 2 {
-		t.Errorf("provider calls = %d, want 2", n)
-	}
-}
-
-// Drill 2: the destination write fails after the artifact is saved.
-// Recovery uses the artifact: one provider call, one record.
-func TestDrill2CommitFailsAfterArtifact(t *testing.T) {
-	t.Parallel()
-	e := stettest.New(t, stettest.Options{})
-	// A real database failure: a trigger aborts every review-record insert
-	// while the fault table has a row.
-	db := e.DB.Writer()
-	trigger := []string{`CREATE TRIGGER drill_fail_record BEFORE INSERT ON review_records
-			WHEN (SELECT COUNT(*) FROM drill_fault) > 0 BEGIN SELECT RAISE(ABORT, 'injected destination failure'); END`}
-	if e.DB.Dialect() == ledger.Postgres {
-		trigger = []string{`CREATE FUNCTION drill_fail() RETURNS trigger LANGUAGE plpgsql AS $$
-			BEGIN
-				IF (SELECT COUNT(*) FROM drill_fault) > 0 THEN RAISE EXCEPTION 'injected destination failure'; END IF;
-				RETURN NEW;
-			END $$`,
-			`CREATE TRIGGER drill_fail_record BEFORE INSERT ON review_records FOR EACH ROW EXECUTE FUNCTION drill_fail()`}
-	}
-	for _, q := range append([]string{`CREATE TABLE drill_fault (on_ INTEGER)`, `INSERT INTO drill_fault VALUES (1)`}, trigger...) {
-		if _, err := db.Exec(q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	d := e.Deliver(stettest.SourceReports, "msg_1", stettest.Report{ExternalID: "report-001", Revision: 1, Text: "Double your dose of warfarin."})
-	e.WaitJob(d.JobID, stet.JobExtracted)
-	// Wait until the commit stage has failed at least twice.
-	e.WaitFor("two failed commits", func() bool {
-		jobs, err := e.Pipeline.River().JobList(context.Background(), riverCommitJobs())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return len(jobs.Jobs) == 1 && len(jobs.Jobs[0].Errors) >= 2
-	})
-	if n := e.Count("review_records", ""); n != 0 {
-		t.Fatalf("records while the destination fails = %d, want 0", n)
-	}
-	if _, err := db.Exec(`DELETE FROM drill_fault`); err != nil {
-		t.Fatal(err)
-	}
-	e.WaitJob(d.JobID, stet.JobCommitted)
-	if n := e.Fake.Calls(); n != 1 {
-		t.Errorf("provider calls = %d, want 1", n)
-	}
-	if n := e.Count("artifacts", ""); n != 1 {
-		t.Errorf("artifacts = %d, want 1", n)
-	}
-	if n := e.Count("review_records", "job_id = $1", d.JobID); n != 1 {
-		t.Errorf("records = %d, want 1", n)
-	}
-}
-
-// Drill 3: two workers race for one job. The first stalls past its lease;
-// a second execution claims the job with a newer token, calls and saves.
-// One artifact, one record; the stalled worker's result is superseded.
-func TestDrill3RacingWorkers(t *testing.T) {
-	t.Parallel()
-	clock := stet.NewManualClock(time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC))
-	release := make(chan struct{})
-	var mu sync.Mutex
-	calls := 0
-	e := stettest.New(t, stettest.Options{Clock: clock, FakeOptions: openaifake.Options{
-		Respond: func(req openaifake.Request) string {
-			mu.Lock()
-			calls++
-			n := calls
-			mu.Unlock()
-			if n == 1 {
-				<-release // the first worker stalls
-			}
-			return openaifake.MinimalInstance(req.Schema)
-		},
-	}})
-	d := e.Deliver(stettest.SourceReports, "msg_1", stettest.Report{ExternalID: "report-001", Revision: 1, Text: "Some text."})
-	e.WaitFor("the first call", func() bool { return e.Fake.Calls() == 1 })
-
-	// The first worker's lease runs out; a second execution of the same
-	// stage takes over (as after a rescue, or an operator's resume).
-	clock.Advance(time.Hour)
-	if _, err := e.Pipeline.River().Insert(context.Background(), pipeline.ExtractArgs{JobID: d.JobID}, nil); err != nil {
-		t.Fatal(err)
-	}
-	e.WaitJob(d.JobID, stet.JobCommitted)
-	close(release)
-	e.WaitFor("the stalled attempt to be superseded", func() bool {
-		return slices.Contains(e.Attempts(d.JobID), "superseded")
-	})
-	if got, want := e.Attempts(d.JobID), []string{"superseded", "succeeded"}; !slices.Equal(got, want) {
-		t.Errorf("attempts = %v, want %v", got, want)
-	}
-	if n := e.Fake.Calls(); n != 2 {
-		t.Errorf("provider calls = %d, want 2", n)
-	}
-	if n := e.Count("artifacts", ""); n != 1 {
-		t.Errorf("artifacts = %d, want 1", n)
-	}
-	if n := e.Count("review_records", ""); n != 1 {
-		t.Errorf("records = %d, want 1", n)
-	}
-}
-
-// Drill 4: a delivery replayed after the provider's dedup window (the clock
-// moves past 24 h) creates nothing new unless the revision is new.
-func TestDrill4ReplayAfterDedupWindow(t *testing.T) {
-	t.Parallel()
-	clock := stet.NewManualClock(time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC))
-	e := stettest.New(t, stettest.Options{Clock: clock})
-	r1 := stettest.Report{ExternalID: "report-001", Revision: 1, Text: "Vaccines contain microchips."}
-	d := e.Deliver(stettest.SourceReports, "msg_1", r1)
-	e.WaitJob(d.JobID, stet.JobCommitted)
-
-	clock.Advance(25 * time.Hour)
-	for _, id := range []string{"msg_1", "msg_replayed"} {
-		again := e.Deliver(stettest.SourceReports, id, r1)
-		if again.Status != http.StatusOK || again.JobID != d.JobID || !again.Duplicate {
-			t.Fatalf("replay with %s after 25h = %d %s, want 200 duplicate of %s", id, again.Status, again.Body, d.JobID)
-		}
-	}
-	time.Sleep(200 * time.Millisecond) // give a wrongly enqueued job time to show
-	if n := e.Count("review_records", ""); n != 1 {
-		t.Fatalf("records after replay = %d, want 1", n)
-	}
-	if n := e.Fake.Calls(); n != 1 {
-		t.Fatalf("provider calls after replay = %d, want 1", n)
-	}
-	r2 := r1
-	r2.Revision, r2.Text = 2, "Vaccines contain microchips. Edited."
-	d2 := e.Deliver(stettest.SourceReports, "msg_rev2", r2)
-	if d2.Status != http.StatusAccepted || d2.JobID == d.JobID {
-		t.Fatalf("new revision = %d %s, want 202 with a new job", d2.Status, d2.Body)
-	}
-	e.WaitJob(d2.JobID, stet.JobCommitted)
-	if n := e.Count("review_records", ""); n != 2 {
-		t.Errorf("records after a new revision = %d, want 2", n)
-	}
-	if !e.Record(d2.JobID).Authoritative || e.Record(d.JobID).Authoritative {
-		t.Errorf("authoritative record should be revision 2's")
-	}
-}
-
-// Drill 5: the provider answers, then the connection times out before stet
-// reads the body. The ambiguous call is retried; one record; the extra call
-// is counted on the job.
-func TestDrill5AmbiguousTimeout(t *testing.T) {
-	t.Parallel()
-	e := stettest.New(t, stettest.Options{ProcessorTimeout: 300 * time.Millisecond})
-	e.Fake.Enqueue(openaifake.Fault{Kind: openaifake.TimeoutAfterAnswer})
-	d := e.Deliver(stettest.SourceReports, "msg_1", stettest.Report{ExternalID: "report-001", Revision: 1, Text: "text"})
-	e.WaitJob(d.JobID, stet.JobCommitted)
-	if n := e.Fake.Calls(); n != 2 {
-		t.Errorf("provider calls = %d, want 2", n)
-	}
-	if got, want := e.Attempts(d.JobID), []string{"failed/transient", "succeeded"}; !slices.Equal(got, want) {
-		t.Errorf("attempts = %v, want %v", got, want)
-	}
-	if n := e.Count("review_records", ""); n != 1 {
-		t.Errorf("records = %d, want 1", n)
-	}
-}
-
-// Drill 9: revisions 3, 1, 2 arrive in that order: the authoritative record
-// follows revision 3 throughout.
-func TestDrill9RevisionsOutOfOrder(t *testing.T) {
-	t.Parallel()
-	e := stettest.New(t, stettest.Options{})
-	jobs := map[int64]string{}
-	for _, rev := range []int64{3, 1, 2} {
-		d := e.Deliver(stettest.SourceReports, "msg_r"+string(rune('0'+rev)), stettest.Report{ExternalID: "report-009", Revision: rev, Text: "revision text " + string(rune('0'+rev))})
-		if d.Status != http.StatusAccepted {
-			t.Fatalf("revision %d = %d %s", rev, d.Status, d.Body)
-		}
-		jobs[rev] = d.JobID
-		e.WaitJob(d.JobID, stet.JobCommitted)
-		if !e.Record(jobs[3]).Authoritative {
-			t.Fatalf("after revision %d arrived, revision 3's record is not authoritative", rev)
-		}
-	}
-	if n := e.Count("review_records", "authoritative"); n != 1 {
-		t.Errorf("authoritative records = %d, want 1", n)
-	}
-	var rep struct {
-		Revisions []struct {
-			Revision      int64 `json:"revision"`
-			Authoritative bool  `json:"authoritative"`
-		} `json:"revisions"`
-	}
-	if st, b := e.Do(http.MethodGet, "/v1/sources/reports/reports/report-009", stettest.ReaderToken, nil, &rep); st != http.StatusOK {
-		t.Fatalf("GET report = %d %s", st, b)
-	}
-	for _, r := range rep.Revisions {
-		if r.Authoritative != (r.Revision == 3) {
-			t.Errorf("revision %d authoritative = %v", r.Revision, r.Authoritative)
-		}
-	}
-}
 
 // The failure classes of DESIGN §2, each with its provider-call count.
 func TestFailureClasses(t *testing.T) {
@@ -370,31 +134,6 @@ func TestQuotaPausesProcessor(t *testing.T) {
 	}
 }
 
-// Drill 10 (shape): the policy is edited to drop the processor. Pending
-// jobs are blocked; nothing is sent anywhere else.
-func TestPolicyDropsProcessorBlocks(t *testing.T) {
-	t.Parallel()
-	e := stettest.New(t, stettest.Options{NoWorkers: true})
-	d := e.Deliver(stettest.SourceReports, "msg_1", stettest.Report{ExternalID: "report-001", Revision: 1, Text: "text"})
-	edited := *e.Policy
-	edited.Processors = []string{"rules"}
-	e.RestartWorkers(&edited)
-	e.WaitJob(d.JobID, stet.JobBlocked)
-	if n := e.Fake.Calls(); n != 0 {
-		t.Errorf("provider calls = %d, want 0", n)
-	}
-	if n := e.Count("attempts", ""); n != 0 {
-		t.Errorf("attempts = %d, want 0 (no call to any processor)", n)
-	}
-	var j struct {
-		FailureClass string `json:"failure_class"`
-	}
-	e.Do(http.MethodGet, "/v1/jobs/"+d.JobID, stettest.ReaderToken, nil, &j)
-	if j.FailureClass != "boundary" {
-		t.Errorf("failure_class = %q, want boundary", j.FailureClass)
-	}
-}
-
 // Minimization: identifiers never reach the processor; the attempt records
 // the SHA-256 of what was sent.
 func TestMinimizedBeforeSending(t *testing.T) {
@@ -421,10 +160,6 @@ func TestMinimizedBeforeSending(t *testing.T) {
 		t.Errorf("attempt input_sha256 = %q, want the hash of the minimized prompt", sha)
 	}
 	_ = json.Valid
-}
-
-func riverCommitJobs() *river.JobListParams {
-	return river.NewJobListParams().Kinds(pipeline.CommitArgs{}.Kind()).First(10)
 }
 
 // Approved fallbacks: a policy's later processors take over only after a
@@ -524,4 +259,62 @@ func TestAdmissionKeepsWithinProviderLimits(t *testing.T) {
 	if n := e.Count("attempts", ""); n != 8 {
 		t.Errorf("attempts = %d, want 8 (waiting for admission spends none)", n)
 	}
+}
+
+// The recovery drills of DESIGN §10 live in internal/drill/recovery, where
+// `stet drill` runs them too; each test runs one and asserts on its outcome,
+// with the counts written here again so that a drill cannot loosen its own
+// expectation unnoticed.
+func checkDrill(t *testing.T, d recovery.Drill, want recovery.Counts) {
+	t.Helper()
+	o := d.Run(t)
+	if o.Observed != want {
+		t.Errorf("drill %s observed %v, want %v", d.Name, o.Observed, want)
+	}
+	if !o.OK {
+		t.Errorf("drill %s failed: %v", d.Name, o.Failures)
+	}
+}
+
+// Drill 1: report-001 twice (same webhook-id, then a new one) and
+// report-002 once: two reports, two authoritative records.
+func TestDrill1DuplicateDeliveries(t *testing.T) {
+	t.Parallel()
+	checkDrill(t, recovery.Drill1, recovery.Counts{Reports: 2, Jobs: 2, Records: 2, Calls: 2})
+}
+
+// Drill 2: the record insert fails after the artifact: 1 call, 1 record.
+func TestDrill2CommitFailsAfterArtifact(t *testing.T) {
+	t.Parallel()
+	checkDrill(t, recovery.Drill2, recovery.Counts{Reports: 1, Jobs: 1, Records: 1, Calls: 1})
+}
+
+// Drill 3: racing workers: one artifact, one record, two calls.
+func TestDrill3RacingWorkers(t *testing.T) {
+	t.Parallel()
+	checkDrill(t, recovery.Drill3, recovery.Counts{Reports: 1, Jobs: 1, Records: 1, Calls: 2})
+}
+
+// Drill 4: replays after 24 h are duplicates; a new revision is a new job.
+func TestDrill4ReplayAfterDedupWindow(t *testing.T) {
+	t.Parallel()
+	checkDrill(t, recovery.Drill4, recovery.Counts{Reports: 1, Jobs: 2, Records: 2, Calls: 2})
+}
+
+// Drill 5: an ambiguous answer: one record, the extra call counted.
+func TestDrill5AmbiguousTimeout(t *testing.T) {
+	t.Parallel()
+	checkDrill(t, recovery.Drill5, recovery.Counts{Reports: 1, Jobs: 1, Records: 1, Calls: 2})
+}
+
+// Drill 9: revisions 3, 1, 2: the authoritative record follows revision 3.
+func TestDrill9RevisionsOutOfOrder(t *testing.T) {
+	t.Parallel()
+	checkDrill(t, recovery.Drill9, recovery.Counts{Reports: 1, Jobs: 3, Records: 3, Calls: 3})
+}
+
+// Drill 10 (shape): the policy drops the processor: blocked, no call.
+func TestPolicyDropsProcessorBlocks(t *testing.T) {
+	t.Parallel()
+	checkDrill(t, recovery.Drill10, recovery.Counts{Reports: 1, Jobs: 1, Records: 0, Calls: 0})
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/api"
 	"github.com/stetlabs/stet/boundary"
+	"github.com/stetlabs/stet/internal/drill/recovery"
 	"github.com/stetlabs/stet/internal/stettest"
 	"github.com/stetlabs/stet/ledger"
 	"github.com/stetlabs/stet/processor/openai/openaifake"
@@ -211,8 +212,8 @@ func TestEncryptionAtRest(t *testing.T) {
 	if st, b := e.Do(http.MethodDelete, "/v1/reports/"+r.ReportID, stettest.OperatorToken, nil, &acc); st != http.StatusAccepted {
 		t.Fatalf("DELETE = %d %s", st, b)
 	}
-	d := waitDeletion(t, e, acc.DeletionID, "unresolved", "done")
-	if s := taskState(d)["encryption_key"]; s != "done" {
+	d := recovery.WaitDeletion(t, e, acc.DeletionID, "unresolved", "done")
+	if s := recovery.TaskStates(d)["encryption_key"]; s != "done" {
 		t.Errorf("encryption_key task = %s, want done", s)
 	}
 	if n := e.Count("report_keys", "report_id = $1", r.ReportID); n != 0 {

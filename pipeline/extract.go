@@ -83,7 +83,7 @@ func (p *Pipeline) extract(ctx context.Context, job *river.Job[ExtractArgs]) (st
 	case stet.JobExtracted:
 		// The artifact exists: never call the processor again. Make sure the
 		// commit stage is queued; a second commit job finds the job committed.
-		return "resumed", p.db.InTx(ctx, func(tx *sql.Tx) error {
+		return "resumed", p.inTx(ctx, "extract.resume_commit", func(ctx context.Context, tx *sql.Tx) error {
 			if _, err := p.river.InsertTx(ctx, tx, CommitArgs{JobID: jobID}, nil); err != nil {
 				return err
 			}
@@ -143,7 +143,7 @@ func (p *Pipeline) extract(ctx context.Context, job *river.Job[ExtractArgs]) (st
 
 	var token int64
 	var n int
-	err = p.db.InTx(ctx, func(tx *sql.Tx) error {
+	err = p.inTx(ctx, "extract.claim", func(ctx context.Context, tx *sql.Tx) error {
 		var err error
 		token, n, err = ledger.Claim(ctx, tx, ledger.ClaimParams{
 			JobID: jobID, Expected: j.Attempt, Now: now, LeaseFor: p.leaseFor(),
@@ -175,6 +175,7 @@ func (p *Pipeline) extract(ctx context.Context, job *river.Job[ExtractArgs]) (st
 		}
 		crash.Point(crash.MidCall)
 		callCtx, cancel := context.WithTimeout(ctx, p.cfg.JobTimeout)
+		callCtx, span := p.startCall(callCtx, processorID, proc, jobID, token, repairs)
 		ext, callErr := proc.Extract(callCtx, params)
 		cancel()
 		ticket.Done(usedTokens(ext, callErr), stet.ClassOf(callErr) == stet.FailureRateLimited, stet.RetryAfterOf(callErr))
@@ -184,6 +185,7 @@ func (p *Pipeline) extract(ctx context.Context, job *river.Job[ExtractArgs]) (st
 					Output: ext.Output, Problems: problems}
 			}
 		}
+		endCall(span, ext, callErr)
 		class := stet.ClassOf(callErr)
 		label := string(class)
 		if callErr == nil {
@@ -205,7 +207,7 @@ func (p *Pipeline) extract(ctx context.Context, job *river.Job[ExtractArgs]) (st
 			// Re-ask with the validator's messages. The next call is its own
 			// attempt, recorded before it is made.
 			result.Status = stet.AttemptRepair
-			err := p.db.InTx(ctx, func(tx *sql.Tx) error {
+			err := p.inTx(ctx, "extract.repair", func(ctx context.Context, tx *sql.Tx) error {
 				// A deletion may have cancelled the job during the call: no
 				// repair call goes out for it.
 				if err := ledger.HoldsJob(ctx, tx, jobID, token); err != nil {
@@ -301,7 +303,7 @@ func (p *Pipeline) saveArtifact(ctx context.Context, a attempt, ext *stet.Extrac
 			case <-wctx.Done():
 			}
 		}
-		err = p.db.InTx(wctx, func(tx *sql.Tx) error {
+		err = p.inTx(wctx, "extract.save_artifact", func(wctx context.Context, tx *sql.Tx) error {
 			if err := p.db.SaveArtifact(wctx, tx, ledger.SaveArtifactParams{
 				JobID: jobID, Token: token, AttemptN: result.N, Raw: ext.Raw, Output: ext.Output,
 				SchemaVersion: a.profile.ExtractionVersion(), ProcessorID: a.processor, Model: ext.Model, Now: p.clock.Now(),
@@ -415,7 +417,7 @@ func (p *Pipeline) failed(ctx context.Context, a attempt, pe *stet.ProcessorErro
 		return "discarded", nil
 	}
 	setState := func(state stet.JobState) error {
-		return p.db.InTx(wctx, func(tx *sql.Tx) error {
+		return p.inTx(wctx, "extract.failed", func(wctx context.Context, tx *sql.Tx) error {
 			if err := ledger.FinishAttempt(wctx, tx, result); err != nil {
 				return err
 			}
@@ -455,8 +457,8 @@ func (p *Pipeline) failed(ctx context.Context, a attempt, pe *stet.ProcessorErro
 		if err := setState(stet.JobWaiting); err != nil {
 			return "error", err
 		}
-		if err := p.db.SetPause(wctx, ledger.Pause{Scope: "processor:" + processorID, Reason: string(class) + " failure (automatic)",
-			PausedBy: "stet", PausedAt: p.clock.Now()}, "*"); err != nil {
+		if _, err := p.db.PauseForFailure(wctx, ledger.Pause{Scope: "processor:" + processorID, Reason: string(class) + " failure (automatic)",
+			PausedBy: "stet", PausedAt: p.clock.Now()}, processorID, class); err != nil {
 			return "error", err
 		}
 		p.alert(p.log.With("job_id", jobID), "processor_paused", "processor", processorID, "failure_class", string(class))
@@ -479,7 +481,7 @@ var errTransient = errors.New("transient failure; retrying with backoff")
 // record carrying its failure class, in one transaction with the River
 // completion.
 func (p *Pipeline) manualAfter(ctx context.Context, a attempt) error {
-	err := p.db.InTx(ctx, func(tx *sql.Tx) error {
+	err := p.inTx(ctx, "extract.manual", func(ctx context.Context, tx *sql.Tx) error {
 		if err := ledger.FinishAttempt(ctx, tx, a.result); err != nil {
 			return err
 		}
@@ -500,7 +502,7 @@ func (p *Pipeline) manualAfter(ctx context.Context, a attempt) error {
 // block moves a job to blocked (no call is made) and completes its River job.
 // An operator's resume re-enqueues it.
 func (p *Pipeline) block(ctx context.Context, job *river.Job[ExtractArgs], token int64, class stet.FailureClass) error {
-	return p.db.InTx(ctx, func(tx *sql.Tx) error {
+	return p.inTx(ctx, "extract.block", func(ctx context.Context, tx *sql.Tx) error {
 		if err := ledger.Block(ctx, tx, job.Args.JobID, token, class, p.clock.Now()); err != nil {
 			if errors.Is(err, stet.ErrLeaseLost) {
 				return nil
@@ -638,7 +640,10 @@ func (p *Pipeline) prepare(recorded *stet.Policy, profile *Profile, proc stet.Pr
 	}
 	input, _ := min.Minimize(text)
 	var prompt bytes.Buffer
-	if err := profile.Template.Execute(&prompt, struct{ Text string }{input.Reveal()}); err != nil {
+	// The minimized text goes to processors that take the document itself
+	// (Input); only its copy inside the prompt has its data tags quoted.
+	data := quoteData(input.Reveal(), profile.dataTags)
+	if err := profile.Template.Execute(&prompt, struct{ Text string }{data}); err != nil {
 		return stet.ExtractParams{}, stet.Text{}, fmt.Errorf("render prompt for profile %s: %w", profile.ID, stripText(err))
 	}
 	params := stet.ExtractParams{

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/internal/crash"
@@ -31,9 +32,12 @@ type intake struct {
 
 type acceptReq struct {
 	params ledger.AcceptParams
-	res    ledger.AcceptResult
-	err    error
-	done   chan struct{}
+	// traceparent is the delivery's request span: its extract job
+	// continues that trace (the group commit serves many requests).
+	traceparent string
+	res         ledger.AcceptResult
+	err         error
+	done        chan struct{}
 }
 
 // postgresCommitters is how many groups commit at once on PostgreSQL; it
@@ -73,7 +77,7 @@ var ErrStopped = errors.New("intake stopped")
 // returns only after the transaction holding the revision, the job and the
 // extract task has committed (or failed).
 func (p *Pipeline) Accept(ctx context.Context, params ledger.AcceptParams) (ledger.AcceptResult, error) {
-	r := &acceptReq{params: params, done: make(chan struct{})}
+	r := &acceptReq{params: params, traceparent: traceparentOf(ctx), done: make(chan struct{})}
 	select {
 	case p.intake.reqs <- r:
 	case <-p.intake.done:
@@ -166,7 +170,15 @@ var errItemFailed = errors.New("an item of the group failed")
 
 func (in *intake) commitGroup(ctx context.Context, batch []*acceptReq, savepoints bool) error {
 	p := in.p
-	return p.db.InTx(ctx, func(tx *sql.Tx) error {
+	// The group's span starts its own trace and links each delivery's
+	// request span.
+	links := make([]trace.Link, 0, len(batch))
+	for _, r := range batch {
+		if sc := trace.SpanContextFromContext(contextWithTraceparent(r.traceparent)); sc.IsValid() {
+			links = append(links, trace.Link{SpanContext: sc})
+		}
+	}
+	return p.inTx(ctx, "intake.group_commit", func(ctx context.Context, tx *sql.Tx) error {
 		var inserts []river.InsertManyParams
 		for i, r := range lockOrder(batch) {
 			r.err, r.res = nil, ledger.AcceptResult{}
@@ -200,7 +212,8 @@ func (in *intake) commitGroup(ctx context.Context, batch []*acceptReq, savepoint
 				}
 				r.res = res
 				if newJob && r.params.Mode != stet.ModeBatch {
-					inserts = append(inserts, river.InsertManyParams{Args: ExtractArgs{JobID: res.JobID}})
+					inserts = append(inserts, river.InsertManyParams{Args: ExtractArgs{JobID: res.JobID},
+						InsertOpts: &river.InsertOpts{Metadata: traceMetadata(r.traceparent)}})
 				}
 				break
 			}
@@ -211,7 +224,7 @@ func (in *intake) commitGroup(ctx context.Context, batch []*acceptReq, savepoint
 			}
 		}
 		return nil
-	})
+	}, trace.WithNewRoot(), trace.WithLinks(links...), trace.WithAttributes(attrGroupSize.Int(len(batch))))
 }
 
 // lockOrder returns the group sorted by report identity. Every committer

@@ -2,6 +2,8 @@ package pipeline
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"strconv"
 	"time"
 
@@ -26,6 +28,13 @@ type invariantsWorker struct {
 }
 
 func (w *invariantsWorker) Work(ctx context.Context, _ *river.Job[InvariantsArgs]) error {
+	// A check still running makes this one redundant: on a loaded machine
+	// the leader's inserts could otherwise pile checks up on the batch
+	// queue, ahead of the batch jobs.
+	if !w.p.checking.TryLock() {
+		return nil
+	}
+	defer w.p.checking.Unlock()
 	// The same periodic job sweeps review-UI sessions past their idle
 	// logoff or maximum age (a lookup refuses them anyway; this drops the rows).
 	if _, err := w.p.db.SweepWebSessions(ctx, w.p.clock.Now()); err != nil {
@@ -36,40 +45,46 @@ func (w *invariantsWorker) Work(ctx context.Context, _ *river.Job[InvariantsArgs
 
 // invariantNames are the gauges set on every check, violated or not.
 var invariantNames = []string{ledger.InvNoRecordAfterSLA, ledger.InvManyAuthoritative, ledger.InvHeldPastLease,
-	ledger.InvBatchNotApplied, ledger.InvBatchUnknown, ledger.InvDeletionOverdue, ledger.InvPausedTooLong}
+	ledger.InvBatchNotApplied, ledger.InvBatchUnknown, ledger.InvDeletionOverdue, ledger.InvPausedTooLong, ledger.InvDeliveryFailed}
+
+// invariantLimit is how many violations of one invariant a check reads.
+const invariantLimit = 100
 
 // CheckInvariants runs the invariant checks once: it sets
-// stet_invariant_violations{invariant} and raises one alert per violation
-// not seen by the previous check. Alerts carry IDs only: tenant, source,
-// report, revision, job, stage, extraction version, batch — never text,
-// never the external ID.
+// stet_invariant_violations{invariant}, and records the violations as
+// alerts in the ledger — in the same transaction, a violation first seen
+// opens an alert (and writes its invariant.violated row for the alert
+// webhook), one gone resolves it (invariant.resolved) — and logs one alert
+// line per alert opened. Alerts carry IDs only: tenant, source, report,
+// revision, job, stage, extraction version, batch — never text, never the
+// external ID.
 func (p *Pipeline) CheckInvariants(ctx context.Context) error {
-	vs, err := p.db.CheckInvariants(ctx, ledger.CheckParams{Now: p.clock.Now(), SLA: p.cfg.SLA,
-		LeaseGrace: time.Minute, PauseLimit: p.cfg.PauseLimit})
+	now := p.clock.Now()
+	vs, err := p.db.CheckInvariants(ctx, ledger.CheckParams{Now: now, SLA: p.cfg.SLA,
+		LeaseGrace: time.Minute, PauseLimit: p.cfg.PauseLimit, Limit: invariantLimit})
 	if err != nil {
 		return err
 	}
 	counts := map[string]int{}
-	seen := map[string]bool{}
 	for _, v := range vs {
 		counts[v.Name]++
-		key := v.Name + "|" + v.ReportID + "|" + v.JobID + "|" + v.BatchID + "|" + v.Scope + "|" + v.DeletionID + "|" + v.Copy
-		seen[key] = true
-		p.mu.Lock()
-		known := p.violations[key]
-		p.mu.Unlock()
-		if known {
-			continue
-		}
-		p.alert(p.log, "invariant_violated", "invariant", strconv.Itoa(v.Invariant)+" "+v.Name, "tenant", v.TenantID,
-			"source", v.SourceID, "report_id", v.ReportID, "revision", v.Revision, "job_id", v.JobID, "stage", v.Stage,
-			"extraction_version", v.ExtractionVersion, "batch_id", v.BatchID, "processor", v.ProcessorID, "scope", v.Scope, "deletion_id", v.DeletionID, "copy", v.Copy, "count", v.Count)
 	}
 	for _, name := range invariantNames {
 		p.cfg.Metrics.Violations.WithLabelValues(name).Set(float64(counts[name]))
 	}
-	p.mu.Lock()
-	p.violations = seen
-	p.mu.Unlock()
+	opened, resolved, err := p.db.SyncAlerts(ctx, vs, invariantLimit, now)
+	if err != nil {
+		return err
+	}
+	for _, a := range opened {
+		args := []any{"invariant", strconv.Itoa(a.Invariant) + " " + a.Name}
+		for _, k := range slices.Sorted(maps.Keys(a.IDs)) {
+			args = append(args, k, a.IDs[k])
+		}
+		p.alert(p.log, "invariant_violated", args...)
+	}
+	for _, a := range resolved {
+		p.log.Info("alert resolved", "alert", "invariant_resolved", "invariant", strconv.Itoa(a.Invariant)+" "+a.Name, "alert_id", a.ID)
+	}
 	return nil
 }

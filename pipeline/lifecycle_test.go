@@ -3,10 +3,7 @@ package pipeline_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +11,7 @@ import (
 
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/api"
+	"github.com/stetlabs/stet/internal/drill/recovery"
 	"github.com/stetlabs/stet/internal/stettest"
 	"github.com/stetlabs/stet/ledger"
 	"github.com/stetlabs/stet/processor/openai/openaifake"
@@ -27,137 +25,7 @@ type holdingFake struct {
 	once    sync.Once
 }
 
-func newHoldingFake(schema json.RawMessage) (*holdingFake, openaifake.Options) {
-	h := &holdingFake{started: make(chan struct{}, 16), release: make(chan struct{})}
-	return h, openaifake.Options{Respond: func(req openaifake.Request) string {
-		h.started <- struct{}{}
-		<-h.release
-		return openaifake.MinimalInstance(req.Schema)
-	}}
-}
-
 func (h *holdingFake) Release() { h.once.Do(func() { close(h.release) }) }
-
-func getDeletion(t *testing.T, e *stettest.Env, id string) (api.DeletionView, []byte) {
-	t.Helper()
-	var d api.DeletionView
-	st, b := e.Do(http.MethodGet, "/v1/deletions/"+id, stettest.ReaderToken, nil, &d)
-	if st != http.StatusOK {
-		t.Fatalf("GET /v1/deletions/%s = %d %s, want 200", id, st, b)
-	}
-	return d, b
-}
-
-func waitDeletion(t *testing.T, e *stettest.Env, id string, states ...string) api.DeletionView {
-	t.Helper()
-	var d api.DeletionView
-	e.WaitFor("deletion "+id+" to end", func() bool {
-		d, _ = getDeletion(t, e, id)
-		for _, s := range states {
-			if d.State == s {
-				return true
-			}
-		}
-		return false
-	})
-	return d
-}
-
-func taskState(d api.DeletionView) map[string]string {
-	m := map[string]string{}
-	for _, t := range d.Tasks {
-		m[t.Copy] = t.State
-	}
-	return m
-}
-
-// Drill 8: a report is deleted while the fake holds its extraction call;
-// then its delivery is replayed. The request cancels the job in the same
-// transaction; the late result is counted on its attempt and discarded;
-// the replay answers 410 and stores nothing; every copy is a task, the
-// processor's retention of the synchronous call among them.
-func TestDrill8DeleteDuringExtraction(t *testing.T) {
-	t.Parallel()
-	hold, fo := newHoldingFake(nil)
-	e := stettest.New(t, stettest.Options{FakeOptions: fo})
-	defer hold.Release()
-	report := stettest.Report{ExternalID: "report-008", Revision: 1, Text: "Patient MRN 123456 says the vaccine causes autism. CANARY-D8"}
-	first := e.Deliver(stettest.SourceReports, "msg_d8", report)
-	if first.Status != http.StatusAccepted {
-		t.Fatalf("deliver = %d %s", first.Status, first.Body)
-	}
-	select {
-	case <-hold.started:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the fake never received the call")
-	}
-
-	var acc api.DeletionAccepted
-	st, b := e.Do(http.MethodDelete, "/v1/sources/"+stettest.SourceReports+"/reports/report-008", stettest.OperatorToken, nil, &acc)
-	if st != http.StatusAccepted || acc.State != "pending" || acc.DeletionID == "" {
-		t.Fatalf("DELETE = %d %s, want 202 pending", st, b)
-	}
-	if s := e.JobState(first.JobID); s != stet.JobCancelled {
-		t.Fatalf("job after the request = %s, want cancelled (same transaction)", s)
-	}
-	hold.Release()
-	e.WaitFor("the late result to be discarded", func() bool {
-		return e.Count("attempts", "job_id = $1 AND discarded_at IS NOT NULL", first.JobID) == 1
-	})
-
-	replay := e.Deliver(stettest.SourceReports, "msg_d8", report)
-	if replay.Status != http.StatusGone || replay.Problem.Type != api.ProblemType("gone") {
-		t.Fatalf("replay = %d %s, want 410 gone", replay.Status, replay.Body)
-	}
-	fresh := e.Deliver(stettest.SourceReports, "msg_d8_new", report)
-	if fresh.Status != http.StatusGone {
-		t.Fatalf("new webhook-id for the deleted identity = %d, want 410", fresh.Status)
-	}
-	d := waitDeletion(t, e, acc.DeletionID, "unresolved", "done")
-	for table, want := range map[string]int{"reports": 1, "revisions": 1, "jobs": 1, "artifacts": 0, "review_records": 0, "deliveries": 0} {
-		if n := e.Count(table, ""); n != want {
-			t.Errorf("%s rows = %d, want %d (nothing resurrected)", table, n, want)
-		}
-	}
-	if n := e.Count("revisions", "text IS NOT NULL OR metadata IS NOT NULL"); n != 0 {
-		t.Errorf("revisions with text = %d, want 0", n)
-	}
-	if n := e.Count("reports", "external_id IS NOT NULL"); n != 0 {
-		t.Errorf("reports with an external ID = %d, want 0", n)
-	}
-	if got := e.Attempts(first.JobID); len(got) != 1 || got[0] != "superseded" {
-		t.Errorf("attempts = %v, want [superseded] (the late result counted, not saved)", got)
-	}
-	if n := e.Fake.Calls(); n != 1 {
-		t.Errorf("provider calls = %d, want 1", n)
-	}
-	if d.State != "unresolved" {
-		t.Errorf("deletion state = %s, want unresolved (the processor keeps the call 30d)", d.State)
-	}
-	tasks := taskState(d)
-	for _, c := range ledger.LocalCopies {
-		if tasks[c] != "done" {
-			t.Errorf("task %s = %q, want done", c, tasks[c])
-		}
-	}
-	if tasks["provider_retention:openai-fake"] != "unresolved" {
-		t.Errorf("provider_retention:openai-fake = %q, want unresolved; tasks %v", tasks["provider_retention:openai-fake"], tasks)
-	}
-	for _, tk := range d.Tasks {
-		if tk.Copy == "provider_retention:openai-fake" && (tk.ExpiresAt == nil || tk.Reason == nil) {
-			t.Errorf("retention task = %+v, want expires_at and a reason", tk)
-		}
-	}
-	// Reads of the report and its records answer 410.
-	for _, path := range []string{"/v1/sources/" + stettest.SourceReports + "/reports/report-008", "/v1/reports/" + first.ReportID, "/v1/jobs/" + first.JobID} {
-		if st, b := e.Do(http.MethodGet, path, stettest.ReaderToken, nil, nil); st != http.StatusGone {
-			t.Errorf("GET %s = %d %s, want 410", path, st, b)
-		}
-	}
-	if strings.Contains(e.Logs.String(), "CANARY-D8") || strings.Contains(e.Logs.String(), "report-008") {
-		t.Error("the logs hold the text or the external ID")
-	}
-}
 
 // Deleting twice answers 200 with the same deletion; unknown and another
 // tenant's reports are 404; a reader may not delete.
@@ -206,7 +74,7 @@ func TestDeleteBadInput(t *testing.T) {
 	if n := e.Count("jobs", "state = 'committed' AND report_id = $1", other.ReportID); n != 1 {
 		t.Errorf("the other tenant's job was touched")
 	}
-	d := waitDeletion(t, e, first.DeletionID, "unresolved", "done")
+	d := recovery.WaitDeletion(t, e, first.DeletionID, "unresolved", "done")
 	if n := e.Count("audit_log", "action = 'report.delete' AND object_id = $1", r.ReportID); n != 1 {
 		t.Errorf("audit entries for the deletion = %d, want 1", n)
 	}
@@ -249,16 +117,16 @@ func TestDeletionCompletesAfterDatabaseRecovers(t *testing.T) {
 		_ = db.QueryRow(`SELECT COUNT(*) FROM river_job WHERE kind = 'stet_delete' AND attempt >= 2`).Scan(&n)
 		return n > 0
 	})
-	d, _ := getDeletion(t, e, acc.DeletionID)
-	tasks := taskState(d)
+	d, _ := recovery.GetDeletion(t, e, acc.DeletionID)
+	tasks := recovery.TaskStates(d)
 	if d.State != "pending" || tasks["artifacts"] != "pending" || tasks["revision_text"] != "done" {
 		t.Fatalf("during the failure: state %s, tasks %v; want pending, artifacts pending, revision_text done", d.State, tasks)
 	}
 	if _, err := db.Exec(`DELETE FROM drill_fault`); err != nil {
 		t.Fatal(err)
 	}
-	d = waitDeletion(t, e, acc.DeletionID, "unresolved", "done")
-	tasks = taskState(d)
+	d = recovery.WaitDeletion(t, e, acc.DeletionID, "unresolved", "done")
+	tasks = recovery.TaskStates(d)
 	for _, c := range ledger.LocalCopies {
 		if tasks[c] != "done" {
 			t.Errorf("after recovery: task %s = %s, want done", c, tasks[c])
@@ -266,66 +134,6 @@ func TestDeletionCompletesAfterDatabaseRecovers(t *testing.T) {
 	}
 	if n := e.Count("artifacts", ""); n != 0 {
 		t.Errorf("artifacts = %d, want 0", n)
-	}
-}
-
-// Drill 11: with text retention 2s, the sweeper purges a committed
-// revision's text (on the injected clock, no sleeping); the record stays
-// readable; every read shows the stamp; nothing re-extracts it; the
-// provider-call count is unchanged.
-func TestDrill11TextRetention(t *testing.T) {
-	t.Parallel()
-	clock := stet.NewManualClock(time.Now())
-	e := stettest.New(t, stettest.Options{Clock: clock, EditPolicy: func(p *stet.Policy) { p.TextRetention = 2 * time.Second }})
-	report := stettest.Report{ExternalID: "report-011", Revision: 1, Text: "Stop taking your insulin. CANARY-D11", Metadata: json.RawMessage(`{"ward":"7"}`)}
-	r := e.Deliver(stettest.SourceReports, "msg_d11", report)
-	e.WaitJob(r.JobID, stet.JobCommitted)
-	second := e.Deliver(stettest.SourceReports, "msg_d11b", stettest.Report{ExternalID: "report-011b", Revision: 1, Text: "Hello."})
-	e.WaitJob(second.JobID, stet.JobCommitted)
-	calls := e.Fake.Calls()
-
-	ctx := context.Background()
-	if n, err := e.Pipeline.Sweep(ctx); err != nil || n[ledger.PurgeText] != 0 {
-		t.Fatalf("Sweep before 2s = %v, %v; want nothing purged", n, err)
-	}
-	clock.Advance(3 * time.Second)
-	n, err := e.Pipeline.Sweep(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n[ledger.PurgeText] != 2 {
-		t.Errorf("purged texts = %d, want 2", n[ledger.PurgeText])
-	}
-	if c := e.Count("revisions", "text IS NOT NULL OR metadata IS NOT NULL"); c != 0 {
-		t.Errorf("revisions with text or metadata = %d, want 0", c)
-	}
-	if c := e.Count("revisions", "text_purged_at IS NOT NULL"); c != 2 {
-		t.Errorf("stamped revisions = %d, want 2", c)
-	}
-	rec := e.Record(r.JobID)
-	if string(rec.Classification) == "null" || rec.ClassificationPurgedAt != "" {
-		t.Errorf("record after the text purge = %+v, want its classification kept", rec)
-	}
-	var j api.JobView
-	if st, b := e.Do(http.MethodGet, "/v1/jobs/"+r.JobID, stettest.ReaderToken, nil, &j); st != http.StatusOK || j.TextPurgedAt == "" {
-		t.Errorf("job view = %d %s, want text_purged_at", st, b)
-	}
-	var rep api.ReportView
-	if st, b := e.Do(http.MethodGet, "/v1/reports/"+r.ReportID, stettest.ReaderToken, nil, &rep); st != http.StatusOK || len(rep.Revisions) != 1 || rep.Revisions[0].TextPurgedAt == "" {
-		t.Errorf("report view = %d %s, want the revision's text_purged_at", st, b)
-	}
-	// Nothing re-extracts it: a replay is a duplicate, a resume refuses.
-	if again := e.Deliver(stettest.SourceReports, "msg_d11", report); again.Status != http.StatusOK || again.JobID != r.JobID {
-		t.Errorf("replay = %d %s, want 200 duplicate", again.Status, again.Body)
-	}
-	if _, err := e.Pipeline.Resume(ctx, r.JobID); err == nil {
-		t.Error("Resume of a committed, purged job succeeded")
-	}
-	if got := e.Fake.Calls(); got != calls || calls != 2 {
-		t.Errorf("provider calls = %d, then %d; want 2, unchanged by the purge", calls, got)
-	}
-	if n, err := e.Pipeline.Sweep(ctx); err != nil || n[ledger.PurgeText] != 0 {
-		t.Errorf("second Sweep = %v, %v; want nothing left", n, err)
 	}
 }
 
@@ -397,79 +205,6 @@ func TestSweepArtifactsRecordsReceiptsTombstones(t *testing.T) {
 	fresh := e.Deliver(stettest.SourceReports, "msg_sw3", stettest.Report{ExternalID: "report-sw", Revision: 1, Text: "Vaccines cause autism."})
 	if fresh.Status != http.StatusAccepted || fresh.ReportID == r.ReportID {
 		t.Fatalf("past the horizon = %d %s, want 202 and a new report", fresh.Status, fresh.Body)
-	}
-}
-
-// A report that went through a provider batch, then deleted: its batch
-// input and output files and the batch are tasks (unresolved while the
-// OpenAI adapter has no CopyDeleter), the local copies are done, and the
-// canary is in no table and not in the bytes of the SQLite file or WAL.
-func TestDeleteBatchReportListsProviderCopies(t *testing.T) {
-	t.Parallel()
-	e := stettest.New(t, stettest.Options{})
-	const canary = "CANARY-D12-7f3a"
-	r := e.Deliver(stettest.SourceBatch, "msg_d12", stettest.Report{ExternalID: "report-012", Revision: 1, Text: "Stop taking insulin. " + canary})
-	e.WaitJob(r.JobID, stet.JobCommitted)
-	e.WaitFor("the batch to be applied", func() bool { return e.Count("batches", "applied_at IS NOT NULL") == 1 })
-	var acc api.DeletionAccepted
-	if st, b := e.Do(http.MethodDelete, "/v1/sources/"+stettest.SourceBatch+"/reports/report-012", stettest.OperatorToken, nil, &acc); st != http.StatusAccepted {
-		t.Fatalf("DELETE = %d %s", st, b)
-	}
-	d := waitDeletion(t, e, acc.DeletionID, "unresolved", "done")
-	_, body := getDeletion(t, e, acc.DeletionID)
-	t.Logf("GET /v1/deletions/%s = %s", acc.DeletionID, body)
-	var files, batches int
-	for _, tk := range d.Tasks {
-		switch {
-		case strings.HasPrefix(tk.Copy, "provider_file:openai-fake/"):
-			files++
-		case strings.HasPrefix(tk.Copy, "provider_batch:openai-fake/"):
-			batches++
-		default:
-			continue
-		}
-		if tk.State != "unresolved" || tk.Reason == nil {
-			t.Errorf("task %s = %s, want unresolved with a reason (no CopyDeleter yet)", tk.Copy, tk.State)
-		}
-	}
-	if files < 2 || batches != 1 {
-		t.Errorf("provider tasks: %d files, %d batches; want input and output files and 1 batch: %s", files, batches, body)
-	}
-	if _, ok := taskState(d)["provider_retention:openai-fake"]; ok {
-		t.Error("a batch-only report has a synchronous retention task")
-	}
-	assertCanaryGone(t, e, canary)
-}
-
-// assertCanaryGone scans every text column of every ledger table, and, on
-// SQLite, the bytes of the database file and its WAL.
-func assertCanaryGone(t *testing.T, e *stettest.Env, canary string) {
-	t.Helper()
-	for table, cols := range map[string][]string{
-		"revisions": {"text", "metadata"}, "artifacts": {"raw", "output"}, "review_records": {"classification", "note"},
-		"deliveries": {"delivery_key"}, "audit_log": {"detail", "object_id"}, "reports": {"external_id"},
-	} {
-		for _, c := range cols {
-			if n := e.Count(table, c+" LIKE $1", "%"+canary+"%"); n != 0 {
-				t.Errorf("%s.%s holds the canary in %d rows", table, c, n)
-			}
-		}
-	}
-	if n := e.Count("river_job", "CAST(args AS TEXT) LIKE $1", "%"+canary+"%"); n != 0 {
-		t.Errorf("river_job args hold the canary")
-	}
-	if e.DB.Dialect() != ledger.SQLite {
-		return
-	}
-	path := strings.TrimPrefix(e.URL, "sqlite://")
-	for _, f := range []string{path, path + "-wal"} {
-		b, err := os.ReadFile(f)
-		if err != nil && !os.IsNotExist(err) {
-			t.Fatal(err)
-		}
-		if bytes.Contains(b, []byte(canary)) {
-			t.Errorf("%s holds the canary's bytes", filepath.Base(f))
-		}
 	}
 }
 
@@ -553,14 +288,15 @@ func TestDeleteBatchReportThroughCopyDeleter(t *testing.T) {
 	}})
 	const canary = "CANARY-D12-CD"
 	r := e.Deliver(stettest.SourceBatch, "msg_cd", stettest.Report{ExternalID: "report-cd", Revision: 1, Text: "Stop taking insulin. " + canary})
-	e.WaitJob(r.JobID, stet.JobCommitted)
-	e.WaitFor("the batch to be applied", func() bool { return e.Count("batches", "applied_at IS NOT NULL") == 1 })
+	waitLong(t, "the job to commit and its batch to be applied", func() bool {
+		return e.JobState(r.JobID) == stet.JobCommitted && e.Count("batches", "applied_at IS NOT NULL") == 1
+	})
 	var acc api.DeletionAccepted
 	if st, b := e.Do(http.MethodDelete, "/v1/reports/"+r.ReportID, stettest.OperatorToken, nil, &acc); st != http.StatusAccepted {
 		t.Fatalf("DELETE = %d %s", st, b)
 	}
-	d := waitDeletion(t, e, acc.DeletionID, "unresolved", "done")
-	_, body := getDeletion(t, e, acc.DeletionID)
+	d := waitDeletionLong(t, e, acc.DeletionID)
+	_, body := recovery.GetDeletion(t, e, acc.DeletionID)
 	t.Logf("GET /v1/deletions/%s = %s", acc.DeletionID, body)
 	files := 0
 	for _, tk := range d.Tasks {
@@ -593,5 +329,19 @@ func TestDeleteBatchReportThroughCopyDeleter(t *testing.T) {
 	if d.State != "unresolved" {
 		t.Errorf("deletion = %s, want unresolved (the batch record stays at the provider)", d.State)
 	}
-	assertCanaryGone(t, e, canary)
+	if places := canaryPlaces(t, e, canary); len(places) != 0 {
+		t.Errorf("after the deletion the canary is in %s", strings.Join(places, ", "))
+	}
+}
+
+// Drill 8: delete during extraction, then replay: 410, nothing resurrected.
+func TestDrill8DeleteDuringExtraction(t *testing.T) {
+	t.Parallel()
+	checkDrill(t, recovery.Drill8, recovery.Counts{Reports: 1, Jobs: 1, Records: 0, Calls: 1})
+}
+
+// Drill 11: text: 2s: the sweeper purges the texts; records stay readable.
+func TestDrill11TextRetention(t *testing.T) {
+	t.Parallel()
+	checkDrill(t, recovery.Drill11, recovery.Counts{Reports: 2, Jobs: 2, Records: 2, Calls: 2})
 }

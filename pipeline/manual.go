@@ -27,7 +27,7 @@ func (p *Pipeline) Manual(ctx context.Context, mp ledger.ManualParams) (int, err
 		return 0, stet.Errorf(stet.EInvalid, "scope must be all, processor:ID or tenant:ID")
 	}
 	kind, id, _ := strings.Cut(mp.Scope, ":")
-	tenant, processorID := "", ""
+	tenant, processorID := ledger.AnyTenant, ""
 	switch kind {
 	case "tenant":
 		tenant = id
@@ -88,7 +88,7 @@ func (p *Pipeline) convertHeld(ctx context.Context, jobs []ledger.HeldJob, mp le
 		return 0, nil
 	}
 	n := 0
-	err := p.db.InTx(ctx, func(tx *sql.Tx) error {
+	err := p.inTx(ctx, "manual.convert", func(ctx context.Context, tx *sql.Tx) error {
 		n = 0
 		now := p.clock.Now()
 		for _, h := range jobs {

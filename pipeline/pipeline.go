@@ -24,12 +24,17 @@ import (
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"github.com/riverqueue/river/rivermigrate"
 	"github.com/riverqueue/river/rivertype"
+	"github.com/riverqueue/rivercontrib/otelriver"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/admission"
 	"github.com/stetlabs/stet/boundary"
 	"github.com/stetlabs/stet/ledger"
 	"github.com/stetlabs/stet/metrics"
+	"github.com/stetlabs/stet/outbound"
 	"github.com/stetlabs/stet/schema"
 )
 
@@ -44,6 +49,9 @@ type Profile struct {
 	stet.Profile
 	Validator *schema.Schema
 	Template  *template.Template
+	// dataTags are the tags the prompt wraps the document in ("post"):
+	// prepare neutralises them in the text (prompt.go).
+	dataTags []string
 }
 
 // NewProfile compiles a profile's schema and prompt.
@@ -56,7 +64,7 @@ func NewProfile(p stet.Profile) (*Profile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("profile %s: prompt: %w", p.ID, err)
 	}
-	return &Profile{Profile: p, Validator: v, Template: t}, nil
+	return &Profile{Profile: p, Validator: v, Template: t, dataTags: dataTags(t)}, nil
 }
 
 // Config wires a pipeline.
@@ -83,6 +91,9 @@ type Config struct {
 	Logger          *slog.Logger
 	Metrics         *metrics.Metrics
 	Clock           stet.Clock
+	// TracerProvider makes the pipeline's spans (stage jobs, processor
+	// calls, ledger transactions); nil traces nothing.
+	TracerProvider trace.TracerProvider
 
 	Concurrency  int           // extract attempts at once; default 8
 	JobTimeout   time.Duration // one stage attempt; default 2m
@@ -111,6 +122,17 @@ type Config struct {
 	Encryption bool
 	// Work says whether this process runs stage workers (role worker|all).
 	Work bool
+	// Destinations are the sources' outbound webhooks and the alert
+	// webhook (DESIGN §6, §13). DeliverEvery is how often the delivery
+	// sweep runs (default 1s); DeliverTimeout bounds one POST (default
+	// 10s); a destination's backoff after failures starts at
+	// DeliverRetryBase (default 1s) and doubles up to DeliverRetryMax
+	// (default 10m), unless the receiver asks for a longer Retry-After.
+	Destinations     []Destination
+	DeliverEvery     time.Duration
+	DeliverTimeout   time.Duration
+	DeliverRetryBase time.Duration
+	DeliverRetryMax  time.Duration
 	// SingleProcess says this process is alone on its database (the
 	// embedded SQLite default, held by a lock file): at start, stages left
 	// running by a crash are resumed at once instead of after River's rescue.
@@ -124,6 +146,7 @@ type Pipeline struct {
 	river    *river.Client[*sql.Tx]
 	log      *slog.Logger
 	clock    stet.Clock
+	tracer   trace.Tracer
 	profiles map[string]*Profile // by extraction version
 	policies map[string]*stet.Policy
 	intake   *intake
@@ -131,7 +154,11 @@ type Pipeline struct {
 	mu          sync.Mutex
 	minimizers  map[string]*boundary.Minimizer // by policy hash
 	oldPolicies map[string]*stet.Policy        // by hash, recorded versions
-	violations  map[string]bool                // seen by the last invariant check
+
+	dests    map[string]Destination // by "source/destination"
+	sender   *outbound.Sender
+	sweeping sync.Mutex // one delivery sweep at a time in this process
+	checking sync.Mutex // one periodic invariant check at a time in this process
 
 	limiters  map[string]*admission.Limiter // by processor ID; every processor has one
 	processID string                        // this process's worker heartbeat
@@ -181,6 +208,9 @@ func New(cfg Config) (*Pipeline, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.New(nil, nil)
 	}
+	if cfg.TracerProvider == nil {
+		cfg.TracerProvider = tracenoop.NewTracerProvider()
+	}
 	setDefault(&cfg.Concurrency, 8)
 	setDefault(&cfg.JobTimeout, 2*time.Minute)
 	setDefault(&cfg.RescueAfter, 5*time.Minute)
@@ -197,14 +227,23 @@ func New(cfg Config) (*Pipeline, error) {
 	setDefault(&cfg.SweepInterval, time.Minute)
 	setDefault(&cfg.SweepBatch, 500)
 	setDefault(&cfg.SweepBatches, 20)
+	setDefault(&cfg.DeliverEvery, time.Second)
+	setDefault(&cfg.DeliverTimeout, outbound.DefaultTimeout)
+	setDefault(&cfg.DeliverRetryBase, time.Second)
+	setDefault(&cfg.DeliverRetryMax, 10*time.Minute)
 	p := &Pipeline{
-		cfg: cfg, db: cfg.DB, log: cfg.Logger, clock: cfg.Clock,
+		cfg: cfg, db: cfg.DB, log: cfg.Logger, clock: cfg.Clock, tracer: cfg.TracerProvider.Tracer(tracerName),
 		profiles: map[string]*Profile{}, policies: map[string]*stet.Policy{},
 		minimizers: map[string]*boundary.Minimizer{}, oldPolicies: map[string]*stet.Policy{},
 	}
 	for _, pr := range cfg.Profiles {
 		p.profiles[pr.ExtractionVersion()] = pr
 	}
+	p.dests = map[string]Destination{}
+	for _, d := range cfg.Destinations {
+		p.dests[d.SourceID+"/"+d.ID] = d
+	}
+	p.sender = outbound.NewSender(cfg.DeliverTimeout, cfg.Clock)
 	p.limiters = map[string]*admission.Limiter{}
 	for id := range cfg.Processors {
 		p.limiters[id] = admission.New(cfg.Limits[id], cfg.Clock)
@@ -222,6 +261,7 @@ func New(cfg Config) (*Pipeline, error) {
 	river.AddWorker(workers, &invariantsWorker{p: p})
 	river.AddWorker(workers, &deleteWorker{p: p})
 	river.AddWorker(workers, &sweepWorker{p: p})
+	river.AddWorker(workers, &deliverWorker{p: p})
 	rc := &river.Config{
 		Logger:               cfg.Logger.With("component", "river"),
 		Workers:              workers,
@@ -230,6 +270,15 @@ func New(cfg Config) (*Pipeline, error) {
 		FetchPollInterval:    cfg.PollInterval,
 		FetchCooldown:        min(cfg.PollInterval, 25*time.Millisecond),
 		MaxAttempts:          maxRiverAttempts,
+		// traceContext first: otelriver's work span is then a child of
+		// the span that enqueued the job. otelriver's own propagation
+		// stays off (it would link, not parent, and overwrite intake's
+		// per-delivery traceparent); its metrics go nowhere (Prometheus
+		// is stet's metrics).
+		Middleware: []rivertype.Middleware{&traceContext{}, otelriver.NewMiddleware(&otelriver.MiddlewareConfig{
+			TracerProvider: cfg.TracerProvider, MeterProvider: metricnoop.NewMeterProvider(),
+			EnableWorkSpanJobKindSuffix: true,
+		})},
 	}
 	if cfg.Work {
 		rc.PeriodicJobs = []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(cfg.AssembleEvery),
@@ -245,6 +294,13 @@ func New(cfg Config) (*Pipeline, error) {
 			QueueExtract: {MaxWorkers: cfg.Concurrency},
 			QueueCommit:  {MaxWorkers: max(4, cfg.Concurrency)}, // commits are short transactions
 			QueueBatch:   {MaxWorkers: 4},
+		}
+		if len(cfg.Destinations) > 0 {
+			// A sweep already sends to every destination in parallel.
+			rc.Queues[QueueDeliver] = river.QueueConfig{MaxWorkers: 2}
+			rc.PeriodicJobs = append(rc.PeriodicJobs, river.NewPeriodicJob(river.PeriodicInterval(cfg.DeliverEvery),
+				func() (river.JobArgs, *river.InsertOpts) { return DeliverArgs{}, nil },
+				&river.PeriodicJobOpts{RunOnStart: true}))
 		}
 	}
 	client, err := river.NewClient(RiverDriver(cfg.DB), rc)
@@ -275,6 +331,9 @@ func (p *Pipeline) Start(ctx context.Context) error {
 		if err := ledger.RecordPolicy(ctx, p.db.Writer(), pol, p.clock.Now()); err != nil {
 			return err
 		}
+	}
+	if err := p.db.SyncDestinations(ctx, destinationSpecs(p.cfg.Destinations), p.clock.Now()); err != nil {
+		return err
 	}
 	p.intake.start()
 	if !p.cfg.Work {
@@ -407,7 +466,7 @@ func completeTx[T river.JobArgs](ctx context.Context, tx *sql.Tx, job *river.Job
 // rewrites a finished job. It returns the stage enqueued.
 func (p *Pipeline) Resume(ctx context.Context, jobID string) (string, error) {
 	var stage, tenant string
-	err := p.db.InTx(ctx, func(tx *sql.Tx) error {
+	err := p.inTx(ctx, "resume", func(ctx context.Context, tx *sql.Tx) error {
 		w, err := p.db.LoadWork(ctx, tx, jobID)
 		if err != nil {
 			return err

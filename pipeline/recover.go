@@ -46,11 +46,14 @@ func (p *Pipeline) recoverOrphans(ctx context.Context) (int, error) {
 			}
 		}
 	}
-	err = p.db.InTx(ctx, func(tx *sql.Tx) error {
+	err = p.inTx(ctx, "recover_orphans", func(ctx context.Context, tx *sql.Tx) error {
 		if err := ledger.ReleaseLeases(ctx, tx, p.clock.Now()); err != nil {
 			return err
 		}
 		if err := ledger.ReleaseBatchLeases(ctx, tx); err != nil {
+			return err
+		}
+		if err := ledger.ReleaseDeliveryLeases(ctx, tx); err != nil {
 			return err
 		}
 		if len(inserts) == 0 {

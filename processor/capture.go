@@ -3,21 +3,12 @@ package processor
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 
 	"github.com/stetlabs/stet"
 )
-
-// MaxResponseBytes bounds the response body an LLM adapter keeps in memory.
-// An answer is a few kilobytes; anything near this is a misbehaving server.
-const MaxResponseBytes = 32 << 20
-
-// ErrBodyTooLarge is returned for a response body over an adapter's limit:
-// a misbehaving server, never a document's answer.
-var ErrBodyTooLarge = errors.New("response body over the size limit")
 
 // Capture records what the wire said for one call: whether a request left,
 // the status, headers, the provider's request ID and the raw body. An

@@ -31,8 +31,9 @@ type Common struct {
 	// Timeout bounds one call, response body included; 0 means the
 	// adapter's DefaultTimeout.
 	Timeout time.Duration
-	// HTTPClient is optional (tests, drills); nil means the adapter's own.
-	// Its retries and redirects are its business.
+	// HTTPClient is optional (tests, drills, stet batch status); nil means
+	// http.DefaultTransport. Adapters send through Client's copy of it,
+	// which refuses redirects and bounds response bodies whatever it is.
 	HTTPClient *http.Client
 }
 

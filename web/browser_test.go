@@ -47,6 +47,7 @@ func TestBrowserReviewFlow(t *testing.T) {
 	}
 	// Open it, from the keyboard: j selects the first row, Enter opens.
 	do(t, ctx,
+		chromedp.WaitReady(chromedp.CSS(`html[data-keys="ready"]`)),
 		chromedp.KeyEvent("j"),
 		chromedp.KeyEvent("\r"),
 		chromedp.WaitVisible(chromedp.CSS("form#decision")),
@@ -202,8 +203,7 @@ func TestBrowserEscapesTextAndOutput(t *testing.T) {
 	login(t, ctx, e.Server.URL, stettest.ReaderToken)
 	do(t, ctx, chromedp.Navigate(e.Server.URL+"/ui/review/"+id), chromedp.WaitVisible(chromedp.CSS("pre.text")),
 		chromedp.Sleep(300*time.Millisecond)) // give an injected onerror time to fire
-	var flag string
-	flag = get(t, ctx, chromedp.Evaluate[string](`String(window.__xss)`))
+	flag := get(t, ctx, chromedp.Evaluate[string](`String(window.__xss)`))
 	if flag != "undefined" {
 		t.Fatalf("window.__xss = %s: a script from the text or the output ran", flag)
 	}
@@ -241,8 +241,7 @@ func TestBrowserReaderAndTenants(t *testing.T) {
 		t.Fatal("a reader sees the decision form")
 	}
 	// Post the form a reviewer would, with the reader session's own token.
-	var status int
-	status = get(t, ctx, chromedp.Evaluate[int](`(async () => {
+	status := get(t, ctx, chromedp.Evaluate[int](`(async () => {
 		const body = new URLSearchParams({csrf: document.querySelector('input[name="csrf"]').value, decision: "reject"});
 		const r = await fetch("/ui/review/`+harass+`/decision", {method: "POST", body});
 		return r.status; })()`, chromedp.EvalAwaitPromise))

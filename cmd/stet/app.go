@@ -39,6 +39,8 @@ type app struct {
 	pipeline *pipeline.Pipeline
 	api      *api.Server
 	unlock   func()
+	// stopTracing flushes and stops the trace exporter (none: a no-op).
+	stopTracing func(context.Context) error
 }
 
 type appOptions struct {
@@ -86,7 +88,7 @@ func openApp(ctx context.Context, cfg *config.Config, o appOptions) (*app, error
 	if o.clock == nil {
 		o.clock = stet.SystemClock{}
 	}
-	a := &app{cfg: cfg, log: o.logger, unlock: func() {}}
+	a := &app{cfg: cfg, log: o.logger, unlock: func() {}, stopTracing: func(context.Context) error { return nil }}
 	if path, ok := strings.CutPrefix(cfg.Database, "sqlite://"); ok && o.role != "" {
 		// One SQLite file is for one process: a second serve on the same
 		// file would fight over the single writer.
@@ -146,17 +148,25 @@ func openApp(ctx context.Context, cfg *config.Config, o appOptions) (*app, error
 	for i := range cfg.Policies {
 		policies = append(policies, cfg.Policies[i].Domain())
 	}
+	tp, stopTracing, err := newTracerProvider(ctx, cfg, os.Getenv)
+	if err != nil {
+		a.close()
+		return nil, err
+	}
+	a.stopTracing = stopTracing
 	role := cmp(o.role, "all")
 	pl, err := pipeline.New(pipeline.Config{
 		DB: db, Processors: procs, Limits: limits, Batch: batch, AssembleEvery: cfg.Workers.AssembleEvery.Std(), Profiles: profiles, Policies: policies,
 		Logger: o.logger, Metrics: a.metrics, Clock: o.clock,
 		Concurrency: cfg.Workers.Concurrency, JobTimeout: cfg.Workers.JobTimeout.Std(),
 		RescueAfter: cfg.Workers.RescueAfter.Std(), MaxAttempts: cfg.Workers.MaxAttempts,
-		PollInterval:  cmpDuration(o.pollInterval, cfg.Workers.PollInterval.Std()),
-		SweepInterval: cfg.Workers.SweepInterval.Std(),
-		Encryption:    db.Encrypted(),
-		Work:          o.role == "worker" || o.role == "all",
-		SingleProcess: strings.HasPrefix(cfg.Database, "sqlite://") && o.role != "",
+		PollInterval:   cmpDuration(o.pollInterval, cfg.Workers.PollInterval.Std()),
+		SweepInterval:  cfg.Workers.SweepInterval.Std(),
+		Encryption:     db.Encrypted(),
+		Work:           o.role == "worker" || o.role == "all",
+		SingleProcess:  strings.HasPrefix(cfg.Database, "sqlite://") && o.role != "",
+		Destinations:   destinations(cfg),
+		TracerProvider: tp,
 	})
 	if err != nil {
 		a.close()
@@ -192,6 +202,7 @@ func openApp(ctx context.Context, cfg *config.Config, o appOptions) (*app, error
 		DB: db, Acceptor: pl, Manual: pl, Deleter: pl, Discovery: buildDiscovery(cfg, cfg.Encryption != nil),
 		Sources: sources, Tokens: tokens, Admins: admins, IntakeLimits: quotas, Logger: o.logger, Metrics: a.metrics,
 		Clock: o.clock, BodyLimit: int64(cfg.BodyLimit), HealthOnly: role == "worker", NoMetrics: cfg.MetricsListen != "",
+		TracerProvider: tp,
 	})
 	if role != "worker" {
 		if err := mountUI(a, o.clock); err != nil {
@@ -263,6 +274,11 @@ func migrateAll(ctx context.Context, db *ledger.DB) error {
 }
 
 func (a *app) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	if err := a.stopTracing(ctx); err != nil {
+		a.log.Warn("trace exporter did not flush", "err", err)
+	}
+	cancel()
 	if a.db != nil {
 		a.db.Close()
 	}

@@ -32,17 +32,10 @@ func cmdAudit(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, "stet audit verify:", err)
 		return exitUnhealthy
 	}
-	switch {
-	case *asJSON:
+	if *asJSON {
 		_ = json.NewEncoder(stdout).Encode(rep)
-	case rep.Broken != nil:
-		fmt.Fprintf(stdout, "broken: row %d: %s (%d rows checked before it)\n", rep.Broken.ID, rep.Broken.Reason, rep.Checked)
-	default:
-		fmt.Fprintf(stdout, "ok: %d chained rows intact; head row %d hash %s", rep.Checked, rep.HeadID, rep.HeadHash)
-		if rep.Unchained > 0 {
-			fmt.Fprintf(stdout, "; %d older rows predate the chain", rep.Unchained)
-		}
-		fmt.Fprintln(stdout)
+	} else {
+		rep.WriteText(stdout)
 	}
 	if rep.Broken != nil {
 		return exitFailure

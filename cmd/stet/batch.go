@@ -2,18 +2,15 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"strings"
-	"text/tabwriter"
-	"time"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/internal/batchlookup"
 	"github.com/stetlabs/stet/ledger"
 )
 
@@ -65,13 +62,6 @@ retries); 2 bad flags, config or ID; 3 the ledger is unreachable.
 
 Flags:
 `
-
-// Status lookup bounds of stet batch status.
-const (
-	statusAttempts = 3
-	statusTimeout  = 20 * time.Second
-	statusMaxBody  = 1 << 20
-)
 
 func cmdBatchStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("batch status", flag.ContinueOnError)
@@ -128,7 +118,7 @@ func cmdBatchStatus(ctx context.Context, args []string, stdout, stderr io.Writer
 	if withKey.APIKeyEnv != "" {
 		withKey.APIKey = os.Getenv(withKey.APIKeyEnv)
 	}
-	proc, err := newProcessorClient(&withKey, cfg, statusClient())
+	proc, err := newProcessorClient(&withKey, cfg, batchlookup.HTTPClient())
 	if err != nil {
 		fmt.Fprintln(stderr, "stet batch status:", err)
 		return exitUsage
@@ -138,123 +128,14 @@ func cmdBatchStatus(ctx context.Context, args []string, stdout, stderr io.Writer
 		fmt.Fprintf(stderr, "stet batch status: processor %s (kind %s) has no batch API\n", pc.ID, pc.Kind)
 		return exitUsage
 	}
-	st, err := lookupStatus(ctx, bp, providerID, stderr)
+	st, err := batchlookup.Lookup(ctx, bp, providerID, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "stet batch status:", err)
 		return exitFailure
 	}
-	if *asJSON {
-		stdout.Write(st.Raw)
-		if len(st.Raw) > 0 && st.Raw[len(st.Raw)-1] != '\n' {
-			fmt.Fprintln(stdout)
-		}
-		return exitOK
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "processor\t%s\n", pc.ID)
-	fmt.Fprintf(tw, "state\t%s (provider: %s)\n", st.State, dash(st.ProviderState))
-	if st.Total > 0 {
-		fmt.Fprintf(tw, "items\t%d: %d succeeded, %d failed\n", st.Total, st.Succeeded, st.Failed)
-	}
-	if !st.ResultsExpireAt.IsZero() {
-		fmt.Fprintf(tw, "results expire\t%s\n", st.ResultsExpireAt.UTC().Format(time.RFC3339))
-	}
-	if st.RequestID != "" {
-		fmt.Fprintf(tw, "request id\t%s\n", st.RequestID)
-	}
-	tw.Flush()
+	batchlookup.WriteText(stdout, pc.ID, st, *asJSON)
 	return exitOK
 }
-
-// lookupStatus performs one status lookup, retrying a 429 at most
-// statusAttempts attempts in all.
-func lookupStatus(ctx context.Context, bp stet.BatchProcessor, providerID string, stderr io.Writer) (*stet.BatchStatus, error) {
-	var err error
-	for attempt := 0; attempt < statusAttempts; attempt++ {
-		var st *stet.BatchStatus
-		st, err = bp.BatchStatus(ctx, providerID)
-		if err == nil {
-			return st, nil
-		}
-		if stet.ClassOf(err) != stet.FailureRateLimited || attempt == statusAttempts-1 {
-			break
-		}
-		delay := time.Second << attempt
-		if ra := stet.RetryAfterOf(err); ra > delay {
-			delay = ra
-		}
-		fmt.Fprintf(stderr, "rate limited; attempt %d of %d in %s\n", attempt+2, statusAttempts, delay.Round(time.Millisecond))
-		select {
-		case <-time.After(delay):
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-	var pe *stet.ProcessorError
-	if errors.As(err, &pe) && pe.StatusCode != 0 {
-		return nil, fmt.Errorf("status lookup failed: HTTP %d (%s)", pe.StatusCode, pe.Class)
-	}
-	return nil, fmt.Errorf("status lookup failed: %w", err)
-}
-
-// statusClient is the HTTP client of stet batch status: a 20 s timeout,
-// no redirects, bodies read up to 1 MiB.
-func statusClient() *http.Client {
-	return &http.Client{
-		Timeout: statusTimeout,
-		CheckRedirect: func(*http.Request, []*http.Request) error {
-			return errRedirect
-		},
-		Transport: cappedTransport{next: http.DefaultTransport, max: statusMaxBody},
-	}
-}
-
-var errRedirect = errors.New("redirects are refused")
-
-// errTooLarge is what reading past the cap returns.
-var errTooLarge = errors.New("the response is larger than 1 MiB")
-
-type cappedTransport struct {
-	next http.RoundTripper
-	max  int64
-}
-
-func (t cappedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	resp, err := t.next.RoundTrip(r)
-	if err != nil {
-		return nil, err
-	}
-	if resp.ContentLength > t.max {
-		resp.Body.Close()
-		return nil, errTooLarge
-	}
-	resp.Body = &cappedBody{rc: resp.Body, left: t.max}
-	return resp, nil
-}
-
-type cappedBody struct {
-	rc   io.ReadCloser
-	left int64
-}
-
-func (b *cappedBody) Read(p []byte) (int, error) {
-	if b.left <= 0 {
-		// One byte more than the cap means the body is too large.
-		var one [1]byte
-		if n, _ := b.rc.Read(one[:]); n > 0 {
-			return 0, errTooLarge
-		}
-		return 0, io.EOF
-	}
-	if int64(len(p)) > b.left {
-		p = p[:b.left]
-	}
-	n, err := b.rc.Read(p)
-	b.left -= int64(n)
-	return n, err
-}
-
-func (b *cappedBody) Close() error { return b.rc.Close() }
 
 func cmdBatchList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("batch list", flag.ContinueOnError)
@@ -272,11 +153,7 @@ func cmdBatchList(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	var states []stet.BatchState
 	if *state != "" {
 		s := stet.BatchState(*state)
-		valid := false
-		for _, v := range stet.BatchStates {
-			valid = valid || v == s
-		}
-		if !valid {
+		if !s.Valid() {
 			fmt.Fprintf(stderr, "stet batch list: unknown state %q\n", *state)
 			return exitUsage
 		}
@@ -303,22 +180,10 @@ func cmdBatchList(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		if bs == nil {
 			bs = []*ledger.Batch{}
 		}
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(map[string]any{"batches": bs})
+		writeJSON(stdout, map[string]any{"batches": bs})
 		return exitOK
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "BATCH\tPROCESSOR\tSTATE\tPROVIDER STATE\tITEMS\tAPPLIED\tPOLLS\tNEXT POLL\tCREATED")
-	for _, b := range bs {
-		next := "-"
-		if !b.NextPollAt.IsZero() {
-			next = b.NextPollAt.UTC().Format(time.RFC3339)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", b.ID, b.ProcessorID, b.State, dash(b.ProviderState),
-			b.ItemCount, b.AppliedCount, b.PollCount, next, b.CreatedAt.UTC().Format(time.RFC3339))
-	}
-	tw.Flush()
+	ledger.WriteBatches(stdout, bs)
 	return exitOK
 }
 
@@ -339,17 +204,9 @@ func cmdBatchReconcile(ctx context.Context, args []string, stdout, stderr io.Wri
 		fmt.Fprintln(stderr, "Usage: stet batch reconcile [flags] BATCH_ID (--adopt PROVIDER_BATCH_ID | --resubmit)")
 		return exitUsage
 	}
-	cfg, ok := loadOperatorConfig(*cfgPath, stderr)
-	if !ok {
-		return exitUsage
-	}
-	if !ledgerExists(cfg.Database, stderr) {
-		return exitUnhealthy
-	}
-	a, err := openApp(ctx, cfg, appOptions{})
-	if err != nil {
-		fmt.Fprintln(stderr, "stet batch reconcile:", err)
-		return exitUnhealthy
+	a, _, code := openOperatorApp(ctx, *cfgPath, "stet batch reconcile", stderr)
+	if a == nil {
+		return code
 	}
 	defer a.close()
 	who := *actor

@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"text/tabwriter"
 	"time"
 
 	"github.com/stetlabs/stet/ledger"
@@ -34,35 +32,15 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitUnhealthy
 	}
 	if *asJSON {
-		out := struct {
-			OK         bool               `json:"ok"`
-			Violations []ledger.Violation `json:"violations"`
-		}{OK: len(vs) == 0, Violations: vs}
-		if out.Violations == nil {
-			out.Violations = []ledger.Violation{}
+		if vs == nil {
+			vs = []ledger.Violation{}
 		}
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(out)
-	} else if len(vs) == 0 {
-		fmt.Fprintln(stdout, "ok: invariants 1-7 hold")
+		writeJSON(stdout, map[string]any{"ok": len(vs) == 0, "violations": vs})
 	} else {
-		tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "invariant\ttenant\tsource\treport\trevision\tjob/batch\tstage\tcount")
-		for _, v := range vs {
-			fmt.Fprintf(tw, "%d %s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\n", v.Invariant, v.Name, v.TenantID, dash(v.SourceID), dash(v.ReportID+v.Scope), v.Revision, dash(v.JobID+v.BatchID+v.DeletionID+copySuffix(v.Copy)), dash(v.Stage), v.Count)
-		}
-		tw.Flush()
+		ledger.WriteViolations(stdout, vs)
 	}
 	if len(vs) > 0 {
 		return exitFailure
 	}
 	return exitOK
-}
-
-func copySuffix(c string) string {
-	if c == "" {
-		return ""
-	}
-	return " " + c
 }

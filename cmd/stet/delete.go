@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/stetlabs/stet"
@@ -33,17 +31,9 @@ func cmdDelete(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fs.Usage()
 		return exitUsage
 	}
-	cfg, ok := loadOperatorConfig(*cfgPath, stderr)
-	if !ok {
-		return exitUsage
-	}
-	if !ledgerExists(cfg.Database, stderr) {
-		return exitUnhealthy
-	}
-	a, err := openApp(ctx, cfg, appOptions{})
-	if err != nil {
-		fmt.Fprintln(stderr, "stet delete:", err)
-		return exitUnhealthy
+	a, cfg, code := openOperatorApp(ctx, *cfgPath, "stet delete", stderr)
+	if a == nil {
+		return code
 	}
 	defer a.close()
 	req := ledger.DeletionRequest{Actor: "cli", Now: time.Now().UTC()}
@@ -76,7 +66,7 @@ func cmdDelete(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 		return exitUnhealthy
 	}
-	d, err := a.db.GetDeletion(ctx, "", out.DeletionID)
+	d, err := a.db.GetDeletion(ctx, ledger.AnyTenant, out.DeletionID)
 	if err != nil {
 		fmt.Fprintln(stderr, "stet delete:", stet.ErrorMessageOf(err))
 		return exitUnhealthy
@@ -111,7 +101,7 @@ func cmdDeletions(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	defer db.Close()
 	if fs.NArg() == 1 {
-		d, err := db.GetDeletion(ctx, "", fs.Arg(0))
+		d, err := db.GetDeletion(ctx, ledger.AnyTenant, fs.Arg(0))
 		if err != nil {
 			fmt.Fprintln(stderr, "stet deletions:", stet.ErrorMessageOf(err))
 			if stet.ErrorCodeOf(err) == stet.ENotFound {
@@ -127,58 +117,27 @@ func cmdDeletions(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		printDeletion(stdout, d, *asJSON)
 		return exitOK
 	}
-	ds, err := db.ListDeletions(ctx, "", 100)
+	ds, err := db.ListDeletions(ctx, ledger.AnyTenant, 100)
 	if err != nil {
 		fmt.Fprintln(stderr, "stet deletions:", err)
 		return exitUnhealthy
 	}
 	if *asJSON {
-		out := struct {
-			Deletions []api.DeletionView `json:"deletions"`
-		}{Deletions: []api.DeletionView{}}
+		views := []api.DeletionView{}
 		for _, d := range ds {
-			out.Deletions = append(out.Deletions, api.NewDeletionView(d))
+			views = append(views, api.NewDeletionView(d))
 		}
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(out)
+		writeJSON(stdout, map[string]any{"deletions": views})
 		return exitOK
 	}
-	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "deletion\treport\ttenant\tsource\tstate\trequested\tdone\ttasks done/all")
-	for _, d := range ds {
-		done := 0
-		for _, t := range d.Tasks {
-			if t.State == stet.DeletionDone {
-				done++
-			}
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\n", d.ID, d.ReportID, d.TenantID, d.SourceID, d.State,
-			d.RequestedAt.Format(time.RFC3339), dash(tsOrEmpty(d.DoneAt)), done, len(d.Tasks))
-	}
-	tw.Flush()
+	ledger.WriteDeletions(stdout, ds)
 	return exitOK
-}
-
-func tsOrEmpty(t time.Time) string {
-	if t.IsZero() {
-		return ""
-	}
-	return t.Format(time.RFC3339)
 }
 
 func printDeletion(w io.Writer, d *stet.Deletion, asJSON bool) {
 	if asJSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(api.NewDeletionView(d))
+		writeJSON(w, api.NewDeletionView(d))
 		return
 	}
-	fmt.Fprintf(w, "deletion %s  report %s  source %s  state %s  requested %s\n", d.ID, d.ReportID, d.SourceID, d.State, d.RequestedAt.Format(time.RFC3339))
-	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  copy\tstate\tdue\tdone\texpires\treason")
-	for _, t := range d.Tasks {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", t.Copy, t.State, tsOrEmpty(t.DueAt), dash(tsOrEmpty(t.DoneAt)), dash(tsOrEmpty(t.ExpiresAt)), dash(t.Reason))
-	}
-	tw.Flush()
+	ledger.WriteDeletion(w, d)
 }

@@ -10,12 +10,25 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/stetlabs/stet/internal/drill"
+	"github.com/stetlabs/stet/internal/drill/recovery"
 )
 
-const drillUsage = `Usage: stet drill chaos [flags]
+const drillUsage = `Usage: stet drill [NAME…] [--json]
+       stet drill chaos [flags]
+
+  NAME…   the recovery drills of DESIGN §10 that need no external service
+          (1 2 3 4 5 8 9 10 11 12; all of them when none is named), each on a
+          scratch SQLite ledger of its own with River, the API and the fake
+          OpenAI provider, in this process. Prints the outcome table (drill,
+          expectation, observed reports, jobs, records and provider calls,
+          duration, ok); --json prints the outcomes as JSON. Exit 1 if any
+          drill fails. The tests run the same drills (internal/drill/recovery).
+          Drills 6 and 7 (SIGKILLs of the real binary) run as tests of
+          cmd/stet; drill 13 needs destinations.
 
   chaos   a Jepsen-style drill against a scratch PostgreSQL cluster of its own:
           one api and several worker processes of this binary take a seeded
@@ -24,25 +37,63 @@ const drillUsage = `Usage: stet drill chaos [flags]
           checker reads the ledger and the fake provider's call log and counts
           lost, duplicated and extra work. Exit 0 only if every count is zero.
 
-The recovery drills of DESIGN §10 also run as tests: go test ./...
-Run 'stet drill chaos -h' for its flags; docs/drills.md explains the table.
+Run 'stet drill chaos -h' for its flags; docs/drills.md explains the tables.
 `
 
 func cmdDrill(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, drillUsage)
-		return exitUsage
-	}
-	switch args[0] {
-	case "chaos":
+	if len(args) > 0 && args[0] == "chaos" {
 		return cmdDrillChaos(ctx, args[1:], stdout, stderr)
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, drillUsage)
-		return exitOK
-	default:
-		fmt.Fprintf(stderr, "stet drill: unknown drill %q\n\n%s", args[0], drillUsage)
+	}
+	asJSON := false
+	var names []string
+	for _, a := range args {
+		switch a {
+		case "--json", "-json":
+			asJSON = true
+		case "help", "-h", "--help":
+			fmt.Fprint(stdout, drillUsage)
+			return exitOK
+		default:
+			if strings.HasPrefix(a, "-") {
+				fmt.Fprintf(stderr, "stet drill: unknown flag %q\n\n%s", a, drillUsage)
+				return exitUsage
+			}
+			names = append(names, a)
+		}
+	}
+	drills, err := recovery.Lookup(names)
+	if err != nil {
+		fmt.Fprintf(stderr, "stet drill: %v\n", err)
 		return exitUsage
 	}
+	var outs []recovery.Outcome
+	pass := true
+	for _, d := range drills {
+		if ctx.Err() != nil {
+			fmt.Fprintln(stderr, "stet drill: interrupted")
+			return exitFailure
+		}
+		fmt.Fprintf(stderr, "stet drill: %s %s…\n", d.Name, d.Title)
+		o := recovery.RunOutside(d)
+		pass = pass && o.OK
+		outs = append(outs, o)
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(map[string]any{"ok": pass, "drills": outs})
+	} else {
+		recovery.WriteTable(stdout, outs)
+		if pass {
+			fmt.Fprintln(stdout, "\nPASS")
+		} else {
+			fmt.Fprintln(stdout, "\nFAIL")
+		}
+	}
+	if !pass {
+		return exitFailure
+	}
+	return exitOK
 }
 
 func cmdDrillChaos(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -56,6 +107,8 @@ func cmdDrillChaos(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.Float64Var(&o.FaultRate, "fault-rate", 0.1, "share of provider calls answered 429, 500 or 503")
 	fs.StringVar(&o.PGBin, "pgbin", "/usr/lib/postgresql/15/bin", "folder of PostgreSQL's initdb and pg_ctl")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the scratch folder (cluster data, process logs)")
+	fs.BoolVar(&o.Destination, "destination", false, "point the source at a receiver and count lost record events (DESIGN §13)")
+	fs.Float64Var(&o.DestFaultRate, "dest-fault-rate", 0.2, "with --destination: share of POSTs the receiver answers 500")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	fs.StringVar(&o.Binary, "stet-binary", "", "")
 	fs.Usage = func() {

@@ -3,8 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/stetlabs/stet/internal/drill/recovery"
 )
 
 func TestChaosFlags(t *testing.T) {
@@ -13,8 +17,9 @@ func TestChaosFlags(t *testing.T) {
 		args []string
 		want int
 	}{
-		{[]string{"drill"}, exitUsage},
+		{[]string{"drill", "--bogus"}, exitUsage},
 		{[]string{"drill", "nope"}, exitUsage},
+		{[]string{"drill", "1", "6"}, exitUsage}, // 6 kills the binary: a test of its own, not a named drill
 		{[]string{"drill", "chaos", "--reports", "0"}, exitUsage},
 		{[]string{"drill", "chaos", "--workers", "0"}, exitUsage},
 		{[]string{"drill", "chaos", "--kills", "-1"}, exitUsage},
@@ -29,5 +34,36 @@ func TestChaosFlags(t *testing.T) {
 		if got := run(context.Background(), tt.args, &stdout, &stderr); got != tt.want {
 			t.Errorf("run(%q) = %d, want %d; stderr %q", tt.args, got, tt.want, stderr.String())
 		}
+	}
+}
+
+// stet drill NAME runs the named recovery drills in-process and prints
+// their outcomes: the table, or with --json the same outcomes as JSON.
+func TestDrillNamed(t *testing.T) {
+	t.Parallel()
+	var stdout, stderr bytes.Buffer
+	if got := run(context.Background(), []string{"drill", "1", "10"}, &stdout, &stderr); got != exitOK {
+		t.Fatalf("stet drill 1 10 = %d, want 0\nstdout:\n%s\nstderr:\n%s", got, stdout.String(), stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{"drill", "expectation", "provider calls", "1 duplicate deliveries", "10 policy drops the processor", "PASS"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stet drill 1 10 output lacks %q:\n%s", want, out)
+		}
+	}
+	stdout.Reset()
+	if got := run(context.Background(), []string{"drill", "5", "--json"}, &stdout, &stderr); got != exitOK {
+		t.Fatalf("stet drill 5 --json = %d, want 0\n%s", got, stderr.String())
+	}
+	var res struct {
+		OK     bool               `json:"ok"`
+		Drills []recovery.Outcome `json:"drills"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
+		t.Fatalf("stet drill 5 --json: %v\n%s", err, stdout.String())
+	}
+	want := recovery.Counts{Reports: 1, Jobs: 1, Records: 1, Calls: 2}
+	if !res.OK || len(res.Drills) != 1 || res.Drills[0].Observed != want || !res.Drills[0].OK {
+		t.Errorf("stet drill 5 --json = %+v, want one ok outcome observing %v", res, want)
 	}
 }

@@ -69,7 +69,7 @@ func discoveryEncrypted(t *testing.T, cfgPath string) bool {
 	}
 	defer a.close()
 	req := httptest.NewRequest(http.MethodGet, "/v1/discovery", nil)
-	req.Header.Set("Authorization", "Bearer "+quickstartEnv["STET_DEMO_TOKEN"])
+	req.Header.Set("Authorization", "Bearer "+os.Getenv("STET_DEMO_TOKEN"))
 	rec := httptest.NewRecorder()
 	a.api.ServeHTTP(rec, req)
 	var d struct {

@@ -2,22 +2,16 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/stetlabs/stet"
-	"github.com/stetlabs/stet/boundary"
 	"github.com/stetlabs/stet/config"
 	"github.com/stetlabs/stet/eval"
 	"github.com/stetlabs/stet/internal/evalfake"
-	"github.com/stetlabs/stet/ledger"
 )
 
 func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -72,7 +66,7 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	fakes := map[string]string{} // processor ID → fake base URL
 	if *demoFakes != "" {
-		stop, err := startFakes(*demoFakes, cfg, *profile, pol, items, fakes)
+		stop, err := evalfake.StartDemo(*demoFakes, cfg, *profile, pol, items, fakes)
 		if err != nil {
 			fmt.Fprintln(stderr, "stet eval:", err)
 			return exitUsage
@@ -82,7 +76,7 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	newProc := func(pc *config.Processor) (stet.Processor, error) {
 		if u, ok := fakes[pc.ID]; ok {
 			pc.BaseURL, pc.APIKey, pc.APIVersion = u, "demo-fake", ""
-		} else if lookupNeedsKey(pc) && pc.APIKey == "" {
+		} else if pc.APIKeyEnv != "" && pc.Kind != config.KindRules && pc.APIKey == "" {
 			return nil, fmt.Errorf("environment variable %s is not set", pc.APIKeyEnv)
 		}
 		return newProcessor(pc, cfg)
@@ -95,7 +89,7 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	rep, err := eval.Run(ctx, eval.Params{
 		Config: cfg, Profile: *profile, Source: *source, Labels: *labels, Items: items, BadLines: bad,
 		Processors: asked, New: newProc, Out: *out, Concurrency: *concurrency,
-		Progress: stderr, Terminal: isTerminalWriter(stderr), Logger: newLogger(io.Discard, "error"), Keyring: keys,
+		Progress: stderr, Terminal: eval.IsTerminal(stderr), Logger: newLogger(io.Discard, "error"), Keyring: keys,
 	})
 	if errors.Is(err, eval.ErrInterrupted) {
 		fmt.Fprintln(stderr, "stet eval:", err)
@@ -109,98 +103,20 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "stet eval: write the report:", err)
 		return exitUnhealthy
 	}
-	switch *format {
-	case "table":
-		_ = eval.Table(stdout, rep)
-		fmt.Fprintf(stdout, "\nreport: %s, %s\n", filepath.Join(*out, "report.html"), filepath.Join(*out, "report.json"))
-	case "json":
-		_ = json.NewEncoder(stdout).Encode(rep)
-	}
-	code := exitOK
+	rep.Print(stdout, *format, *out)
 	if *pauseOnFail && !rep.Passed() {
-		if c := pauseFailing(ctx, *cfgPath, rep, stdout, stderr); c != exitOK {
-			return c
+		db, code := openLedger(ctx, *cfgPath, stderr)
+		if db == nil {
+			return code
+		}
+		defer db.Close()
+		if err := eval.PauseFailing(ctx, db, rep, stdout); err != nil {
+			fmt.Fprintln(stderr, "stet eval:", err)
+			return exitUnhealthy
 		}
 	}
 	if (*gate && !rep.Passed()) || len(bad) > 0 {
-		code = exitFailure
-	}
-	return code
-}
-
-func lookupNeedsKey(pc *config.Processor) bool {
-	return pc.APIKeyEnv != "" && pc.Kind != config.KindRules
-}
-
-func isTerminalWriter(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
-
-// pauseFailing pauses, in the production ledger, every processor that was
-// run and failed its acceptance rule: the pause and its audit entry are the
-// only production writes an eval makes.
-func pauseFailing(ctx context.Context, cfgPath string, rep *eval.Report, stdout, stderr io.Writer) int {
-	db, code := openLedger(ctx, cfgPath, stderr)
-	if db == nil {
-		return code
-	}
-	defer db.Close()
-	for _, p := range rep.Processors {
-		if p.Refused != "" || p.Acceptance.Pass {
-			continue
-		}
-		_, why := eval.Verdict(p)
-		reason := fmt.Sprintf("stet eval of %s failed the acceptance rule: %s", rep.Profile, why)
-		scope := "processor:" + p.ID
-		if err := db.SetPause(ctx, ledger.Pause{Scope: scope, Reason: reason, PausedBy: "stet eval", PausedAt: time.Now().UTC()}, "*"); err != nil {
-			fmt.Fprintln(stderr, "stet eval: pause", scope+":", stet.ErrorMessageOf(err))
-			return exitUnhealthy
-		}
-		fmt.Fprintf(stdout, "paused dispatch for %s: %s\n", scope, reason)
+		return exitFailure
 	}
 	return exitOK
-}
-
-// startFakes starts the scripted fakes of a --demo-fakes file, each shown
-// the labelled documents minimized as the policy minimizes them.
-func startFakes(path string, cfg *config.Config, profileID string, pol *stet.Policy, items []eval.Item, urls map[string]string) (func(), error) {
-	f, err := evalfake.Load(path)
-	if err != nil {
-		return nil, err
-	}
-	mz, err := boundary.NewMinimizer(pol.Minimize, pol.Names)
-	if err != nil {
-		return nil, err
-	}
-	docs := make([]evalfake.Doc, len(items))
-	for i, it := range items {
-		t, _ := mz.Minimize(stet.NewText(it.Text))
-		docs[i] = evalfake.Doc{Text: t.Reveal(), Expected: it.Expected}
-	}
-	var started []*evalfake.Fake
-	stop := func() {
-		for _, s := range started {
-			s.Close()
-		}
-	}
-	for _, b := range f.Fakes {
-		pc := cfg.Processor(b.Processor)
-		if pc == nil || pc.Kind != config.KindOpenAI {
-			stop()
-			return nil, fmt.Errorf("demo fakes %s: %q is not an openai processor of the config", path, b.Processor)
-		}
-		fk, err := evalfake.Start(b, cfg.Profile(profileID).SchemaJSON, docs)
-		if err != nil {
-			stop()
-			return nil, err
-		}
-		started = append(started, fk)
-		urls[b.Processor] = fk.URL()
-	}
-	return stop, nil
 }

@@ -85,7 +85,7 @@ func tableCounts(t *testing.T, db *sql.DB) map[string]int {
 func seedProduction(t *testing.T, cfg string) {
 	t.Helper()
 	t.Setenv("STET_SOURCE_SECRET", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
-	t.Setenv("STET_DEMO_TOKEN", "tok-eval-test-0123456789")
+	t.Setenv("STET_DEMO_TOKEN", "tok-eval-test-0123456789abcdefghijkl")
 	if code, _, stderr := runInProcess(t, "migrate", "--config", cfg); code != exitOK {
 		t.Fatalf("migrate = %d: %s", code, stderr)
 	}

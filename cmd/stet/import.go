@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"time"
 
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/api"
@@ -105,17 +103,7 @@ func cmdImport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintln(stderr, "stet import:", err)
 		return exitUsage
 	}
-	sum := map[string]any{
-		"lines": sm.Lines, "accepted": sm.Accepted, "duplicate": sm.Duplicate,
-		"conflict": sm.Conflict, "rejected": sm.Rejected, "mode": string(src.Mode),
-		"elapsed_s": sm.Elapsed.Seconds(),
-	}
-	if *asJSON {
-		_ = json.NewEncoder(stdout).Encode(sum)
-	} else {
-		fmt.Fprintf(stdout, "imported %s into source %s (%s mode): %d accepted, %d already there, %d conflicts, %d rejected, in %s\n",
-			path, src.ID, src.Mode, sm.Accepted, sm.Duplicate, sm.Conflict, sm.Rejected, sm.Elapsed.Round(time.Millisecond))
-	}
+	sm.WriteText(stdout, path, src.ID, src.Mode, *asJSON)
 	switch {
 	case sm.Stored != nil:
 		fmt.Fprintln(stderr, "stet import: some lines could not be stored; run the same file again to resume:", stet.ErrorMessageOf(sm.Stored))

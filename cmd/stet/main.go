@@ -45,6 +45,7 @@ Commands:
   batch        provider batches: status ID (one lookup, never submits), list, reconcile ID
   delete       delete a report (SOURCE/EXTERNAL_ID or REPORT_ID): tombstone, cancel, one task per copy; prints the tasks
   deletions    list deletions, or show one's tasks (DELETION_ID); --json
+  destinations outbound webhooks: list, enable SOURCE DESTINATION (after a 410), retry SOURCE DESTINATION
   rekey        rewrap every data key under the first encryption key and seal plaintext rows; resumable
   import       bulk backfill from an NDJSON file (--source ID, --mode sync|batch); resumable
   bench        run a benchmark: intake | pipeline | provider-limited | batch
@@ -84,6 +85,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdBatch(ctx, rest, stdout, stderr)
 	case "audit":
 		return cmdAudit(ctx, rest, stdout, stderr)
+	case "destinations":
+		return cmdDestinations(ctx, rest, stdout, stderr)
 	case "import":
 		return cmdImport(ctx, rest, stdout, stderr)
 	case "delete":

@@ -25,17 +25,9 @@ func cmdManual(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintln(stderr, "Usage: stet manual --scope all|processor:ID|tenant:ID [--reason R] [--json]")
 		return exitUsage
 	}
-	cfg, ok := loadOperatorConfig(*cfgPath, stderr)
-	if !ok {
-		return exitUsage
-	}
-	if !ledgerExists(cfg.Database, stderr) {
-		return exitUnhealthy
-	}
-	a, err := openApp(ctx, cfg, appOptions{})
-	if err != nil {
-		fmt.Fprintln(stderr, "stet manual:", err)
-		return exitUnhealthy
+	a, _, code := openOperatorApp(ctx, *cfgPath, "stet manual", stderr)
+	if a == nil {
+		return code
 	}
 	defer a.close()
 	n, err := a.pipeline.Manual(ctx, ledger.ManualParams{Scope: *scope, Reason: *reason, Actor: "cli", AuditTenant: "*", Route: "stet manual"})

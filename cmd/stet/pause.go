@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/stetlabs/stet"
@@ -48,16 +47,7 @@ func cmdPause(ctx context.Context, args []string, stdout, stderr io.Writer, resu
 			_ = json.NewEncoder(stdout).Encode(map[string]any{"pauses": pauses})
 			return exitOK
 		}
-		if len(pauses) == 0 {
-			fmt.Fprintln(stdout, "dispatch is not paused")
-			return exitOK
-		}
-		tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "scope\tsince\tby\treason")
-		for _, p := range pauses {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.Scope, p.PausedAt.Format(time.RFC3339), p.PausedBy, p.Reason)
-		}
-		tw.Flush()
+		ledger.WritePauses(stdout, pauses)
 		return exitOK
 	case !ledger.ValidScope(*scope):
 		fmt.Fprintf(stderr, "stet %s: --scope must be all, processor:ID or tenant:ID\n", name)

@@ -20,17 +20,9 @@ func cmdResume(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintln(stderr, "Usage: stet resume [flags] JOB_ID")
 		return exitUsage
 	}
-	cfg, ok := loadOperatorConfig(*cfgPath, stderr)
-	if !ok {
-		return exitUsage
-	}
-	if !ledgerExists(cfg.Database, stderr) {
-		return exitUnhealthy
-	}
-	a, err := openApp(ctx, cfg, appOptions{})
-	if err != nil {
-		fmt.Fprintln(stderr, "stet resume:", err)
-		return exitUnhealthy
+	a, _, code := openOperatorApp(ctx, *cfgPath, "stet resume", stderr)
+	if a == nil {
+		return code
 	}
 	defer a.close()
 	stage, err := a.pipeline.Resume(ctx, fs.Arg(0))

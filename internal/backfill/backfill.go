@@ -10,6 +10,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -155,4 +156,19 @@ func conflictText(o ledger.Outcome) string {
 		return "this report was deleted; not accepted again until the replay horizon passes (skipped)"
 	}
 	return string(o)
+}
+
+// WriteText prints the summary of importing path into source in mode;
+// asJSON, as one JSON object.
+func (s *Summary) WriteText(w io.Writer, path, source string, mode stet.DispatchMode, asJSON bool) {
+	if asJSON {
+		_ = json.NewEncoder(w).Encode(map[string]any{
+			"lines": s.Lines, "accepted": s.Accepted, "duplicate": s.Duplicate,
+			"conflict": s.Conflict, "rejected": s.Rejected, "mode": string(mode),
+			"elapsed_s": s.Elapsed.Seconds(),
+		})
+		return
+	}
+	fmt.Fprintf(w, "imported %s into source %s (%s mode): %d accepted, %d already there, %d conflicts, %d rejected, in %s\n",
+		path, source, mode, s.Accepted, s.Duplicate, s.Conflict, s.Rejected, s.Elapsed.Round(time.Millisecond))
 }

@@ -329,6 +329,11 @@ func (r *Result) judge() {
 	check(r.GivenUp, "deliveries never acknowledged after the heal")
 	check(r.NotTerminal, "jobs not terminal after the drain")
 	check(r.PendingStageJobs, "stage jobs River still holds after the drain")
+	if d := r.Destination; d != nil {
+		check(d.Lost, "record events lost on the way to the destination")
+		check(d.NotDelivered, "outbox rows not delivered")
+		check(d.BadSignatures, "destination POSTs failing signature verification")
+	}
 	if r.Acknowledged == 0 {
 		r.Failures = append(r.Failures, "no delivery was acknowledged")
 	}

@@ -67,6 +67,9 @@ type Result struct {
 	// (synthetic), revisions and job IDs, never text.
 	Examples []string `json:"examples,omitempty"`
 
+	// Destination is the destination variant's outcome; nil without it.
+	Destination *DestinationResult `json:"destination,omitempty"`
+
 	LoadSeconds  float64  `json:"load_s"`
 	DrainSeconds float64  `json:"drain_s"`
 	WallSeconds  float64  `json:"wall_s"`
@@ -137,6 +140,15 @@ func (r *Result) WriteText(w io.Writer, o Options) {
 	row("misplaced authoritative", r.MisplacedAuthoritative, ok(r.MisplacedAuthoritative))
 	row("phantom jobs", r.Phantom, ok(r.Phantom))
 	row("unmapped calls", r.UnmappedCalls, ok(r.UnmappedCalls))
+	if d := r.Destination; d != nil {
+		fmt.Fprintln(tw, "destination\t\t")
+		row("record events", d.Events, fmt.Sprintf("received %d distinct webhook-ids, %d POSTs answered 200", d.Received, d.POSTs200))
+		row("redelivered", d.Redelivered, "same webhook-id, acknowledged again (at least once)")
+		row("answered 500 on purpose", d.Status500, "")
+		row("bad signatures", d.BadSignatures, ok(d.BadSignatures))
+		row("lost events", d.Lost, ok(d.Lost))
+		row("outbox rows not delivered", d.NotDelivered, ok(d.NotDelivered))
+	}
 	fmt.Fprintln(tw, "time\t\t")
 	row("load", fmt.Sprintf("%.1fs", r.LoadSeconds), "")
 	row("drain", fmt.Sprintf("%.1fs", r.DrainSeconds), "")

@@ -25,6 +25,69 @@ func KeyHeader(name, prefix, key string) http.Header {
 	return http.Header{name: {prefix + key}}
 }
 
+// KeyPoster posts to a fake from a test with the credential a provider
+// reads from one header: Header set to Prefix and the key.
+type KeyPoster struct{ Header, Prefix string }
+
+// Post sends body to url with key (no credential when key is empty) and
+// decodes the answer as SendJSON does.
+func (p KeyPoster) Post(t testing.TB, url, key, body string) (int, http.Header, map[string]any) {
+	t.Helper()
+	return SendJSON(t, http.MethodPost, url, KeyHeader(p.Header, p.Prefix, key), body)
+}
+
+// ErrorField reads error.<field> of a decoded error body, or nil.
+func ErrorField(body map[string]any, field string) any {
+	e, _ := body["error"].(map[string]any)
+	return e[field]
+}
+
+// RequestCase is one row of a fake's request-validation table: a POST of
+// Body to Path (below the fake's root URL) with Key, the status the fake
+// must answer and, for an error, the provider's error Type and Code (""
+// where the provider has none or the row does not check it).
+type RequestCase struct {
+	Name   string
+	Path   string
+	Key    string
+	Body   string
+	Status int
+	Type   string
+	Code   string
+}
+
+// RequestTable checks a fake's request validation from a test. B is the
+// answer as Post returns it (a decoded object or the raw body).
+type RequestTable[B any] struct {
+	Root  string     // the fake's root URL; a case's Path is appended
+	Calls func() int // the fake's call counter
+	Post  func(t testing.TB, url, key, body string) (int, http.Header, B)
+	// Check checks the rest of an answer whose status was the case's, and
+	// reports with t.Errorf naming the case.
+	Check func(c RequestCase, header http.Header, body B)
+}
+
+// Run posts every case, checks its status and has Check look at the rest;
+// afterwards the fake must have counted every request.
+func (r RequestTable[B]) Run(t testing.TB, cases []RequestCase) {
+	t.Helper()
+	for _, c := range cases {
+		status, header, body := r.Post(t, r.Root+c.Path, c.Key, c.Body)
+		if status != c.Status {
+			shown := any(body)
+			if raw, ok := shown.([]byte); ok {
+				shown = string(raw)
+			}
+			t.Errorf("%s: POST = %d %v, want %d", c.Name, status, shown, c.Status)
+			continue
+		}
+		r.Check(c, header, body)
+	}
+	if got := r.Calls(); got != len(cases) {
+		t.Errorf("Calls() = %d, want %d (every request counts)", got, len(cases))
+	}
+}
+
 // Send sends one request to a fake from a test and returns the status,
 // the header and the raw body. The request is JSON (Content-Type
 // application/json) with header on top; a header whose only value is ""
@@ -80,13 +143,22 @@ func SendJSON(t testing.TB, method, url string, header http.Header, body string)
 	return status, h, out
 }
 
-// CheckSeeded checks a fake's random faults from a test: run(seed) starts
-// the fake with that seed, makes its calls and returns their statuses. The
-// same seed must give the same statuses, seed 7 others than seed 42, and
-// the distinct statuses must be want (ascending): the fake's seed reaches
-// the draws and its random faults are the ones it documents.
-func CheckSeeded(t testing.TB, run func(seed int64) []int, want []int) {
+// CheckSeeded checks a fake's random faults from a test: start(seed)
+// starts the fake with that seed and returns one call to it, which
+// CheckSeeded makes n times, keeping the statuses. The same seed must give
+// the same statuses, seed 7 others than seed 42, and the distinct statuses
+// must be want (ascending): the fake's seed reaches the draws and its
+// random faults are the ones it documents.
+func CheckSeeded(t testing.TB, n int, start func(seed int64) (call func() int), want []int) {
 	t.Helper()
+	run := func(seed int64) []int {
+		call := start(seed)
+		statuses := make([]int, n)
+		for i := range statuses {
+			statuses[i] = call()
+		}
+		return statuses
+	}
 	a := run(42)
 	if b := run(42); !slices.Equal(a, b) {
 		t.Errorf("statuses with seed 42 differ between runs:\n%v\n%v", a, b)

@@ -18,8 +18,9 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
-	"testing"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/admission"
@@ -79,6 +80,9 @@ type Options struct {
 	NoWorkers bool
 	// Limits are the OpenAI fake processor's configured provider limits.
 	Limits admission.Limits
+	// Destinations are outbound webhooks (DESIGN §13) and the alert
+	// webhook; the sweep runs every 50ms and backs off from 20ms to 200ms.
+	Destinations []pipeline.Destination
 	// Batch tunes the OpenAI fake processor's batches; zero values take
 	// test defaults (max_wait 100ms, poll_first 50ms, poll_max 200ms).
 	Batch pipeline.BatchSettings
@@ -100,11 +104,13 @@ type Options struct {
 	// Keyring, if set, turns on encryption at rest (the ledger seals text
 	// under per-report data keys).
 	Keyring *boundary.Keyring
+	// TracerProvider, if set, traces the pipeline and the API.
+	TracerProvider trace.TracerProvider
 }
 
 // Env is a running in-process stet.
 type Env struct {
-	t        testing.TB
+	t        T
 	Dir      string
 	URL      string // the ledger's database URL
 	DB       *ledger.DB
@@ -147,7 +153,7 @@ func RepoRoot() string {
 }
 
 // QuickstartProfile returns the quickstart's moderation profile.
-func QuickstartProfile(t testing.TB) stet.Profile {
+func QuickstartProfile(t T) stet.Profile {
 	dir := filepath.Join(RepoRoot(), "examples", "quickstart", "profiles")
 	sch, err := os.ReadFile(filepath.Join(dir, "moderation.schema.json"))
 	if err != nil {
@@ -160,8 +166,17 @@ func QuickstartProfile(t testing.TB) stet.Profile {
 	return stet.Profile{ID: "moderation", Version: 1, Schema: sch, Prompt: string(prompt)}
 }
 
+// T is what an Env needs of its test: *testing.T and *testing.B have it,
+// and so does the runner of stet drill (internal/drill/recovery), which
+// runs the same drills outside go test.
+type T interface {
+	testdb.T
+	Errorf(format string, args ...any)
+	Logf(format string, args ...any)
+}
+
 // New starts an Env and stops it when the test ends.
-func New(t testing.TB, opts Options) *Env {
+func New(t T, opts Options) *Env {
 	t.Helper()
 	if opts.ProcessorTimeout == 0 {
 		opts.ProcessorTimeout = 5 * time.Second
@@ -252,8 +267,10 @@ func (e *Env) start(policy *stet.Policy) {
 		MaxAttempts: e.opts.MaxAttempts, RetryBase: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond,
 		PollInterval: 50 * time.Millisecond, PausedRecheck: 100 * time.Millisecond, Work: !e.opts.NoWorkers,
 		Batch: map[string]pipeline.BatchSettings{"openai-fake": e.batchSettings()}, AssembleEvery: 50 * time.Millisecond,
-		InvariantsEvery: 100 * time.Millisecond, SweepInterval: e.opts.SweepInterval,
-		Encryption: e.DB.Encrypted(),
+		InvariantsEvery: 100 * time.Millisecond, SweepInterval: e.opts.SweepInterval, TracerProvider: e.opts.TracerProvider,
+		Encryption:   e.DB.Encrypted(),
+		Destinations: e.opts.Destinations, DeliverEvery: 50 * time.Millisecond, DeliverTimeout: 2 * time.Second,
+		DeliverRetryBase: 20 * time.Millisecond, DeliverRetryMax: 200 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -289,14 +306,16 @@ func (e *Env) start(policy *stet.Policy) {
 			{Name: "operator", Tenant: "demo", Role: stet.RoleOperator, Value: OperatorToken},
 			{Name: "other-operator", Tenant: "other", Role: stet.RoleOperator, Value: OtherToken},
 		},
-		Admins:       []api.Admin{{Name: "root-ops", Value: AdminToken}},
-		IntakeLimits: e.opts.IntakeLimits,
+		Admins:         []api.Admin{{Name: "root-ops", Value: AdminToken}},
+		IntakeLimits:   e.opts.IntakeLimits,
+		TracerProvider: e.opts.TracerProvider,
 	})
 	if e.opts.MountUI != nil {
 		e.opts.MountUI(e, e.API)
 	}
 	if e.Server == nil {
-		e.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { e.API.ServeHTTP(w, r) }))
+		// Every response is checked against the API's OpenAPI document.
+		e.Server = httptest.NewServer(http.HandlerFunc(e.validating))
 	}
 }
 

@@ -12,7 +12,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"testing"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // the pgx database/sql driver
 
@@ -40,8 +39,19 @@ func Default() ledger.Dialect {
 	return ledger.SQLite
 }
 
+// T is what URL needs of its test: *testing.T has it, and so does the
+// runner of stet drill (internal/drill/recovery).
+type T interface {
+	Helper()
+	TempDir() string
+	Cleanup(func())
+	Skip(args ...any)
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+}
+
 // URL returns a fresh database URL of dialect for t.
-func URL(t testing.TB, dialect ledger.Dialect) string {
+func URL(t T, dialect ledger.Dialect) string {
 	t.Helper()
 	if dialect == ledger.SQLite {
 		return "sqlite://" + filepath.Join(t.TempDir(), "stet.db")

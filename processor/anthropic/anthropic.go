@@ -107,10 +107,7 @@ func New(cfg Config) (*Client, error) {
 	if maxTokens == 0 {
 		maxTokens = DefaultMaxTokens
 	}
-	hc := cfg.HTTPClient
-	if hc == nil {
-		hc = &http.Client{}
-	}
+	hc := cfg.Client(processor.MaxResponseBytes)
 
 	// The message service is built from these options alone rather than
 	// through sdk.NewClient, which would read ANTHROPIC_* variables and

@@ -183,104 +183,84 @@ func TestClassification(t *testing.T) {
 		noWait[http.CanonicalHeaderKey("anthropic-ratelimit-"+limit+"-reset")] = nil
 	}
 
-	tests := []struct {
-		name           string
-		fault          anthropicfake.Fault
-		toolUse        bool
-		timeout        time.Duration
-		wantClass      stet.FailureClass
-		wantStatus     int
-		wantCode       string
-		wantRetryAfter time.Duration
-		wantProblem    string // invalid_output: the first problem
-	}{
+	harness := func(toolUse bool) processortest.ClassificationHarness[anthropicfake.Fault] {
+		return processortest.ClassificationHarness[anthropicfake.Fault]{
+			Open: func(t *testing.T, timeout time.Duration) (processortest.Server[anthropicfake.Fault], stet.Processor) {
+				f := newFake(t, anthropicfake.Options{})
+				c := newTestClient(t, f, timeout, toolUse)
+				c.now = func() time.Time { return now }
+				return f, c
+			},
+			Params: testParams("Classify: the nurse was kind."),
+			Check: func(t *testing.T, tt processortest.Classification[anthropicfake.Fault], _ *stet.Extraction, pe *stet.ProcessorError) {
+				if pe == nil {
+					return
+				}
+				if tt.Status != 0 && !strings.HasPrefix(pe.RequestID, "req_") {
+					t.Errorf("Extract() with %s: RequestID = %q, want the request-id header", tt.Fault.Kind, pe.RequestID)
+				}
+				if tt.Class == stet.FailureInvalidOutput && len(pe.Output) == 0 {
+					t.Errorf("Extract() with %s: Output empty, want the invalid answer", tt.Fault.Kind)
+				}
+			},
+		}
+	}
+	harness(false).Run(t, []processortest.Classification[anthropicfake.Fault]{
 		// processor.MaxRetryAfter caps every wait; values over 7 days used
 		// to be ignored, and the reset headers taken instead.
-		{name: "429 retry-after seconds over 7 days is capped", fault: anthropicfake.Fault{Kind: anthropicfake.RateLimit, RetryAfter: "864000"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: processor.MaxRetryAfter},
-		{name: "429 retry-after-ms over 7 days is capped", fault: anthropicfake.Fault{Kind: anthropicfake.RateLimit, RetryAfterMS: 864000000}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: processor.MaxRetryAfter},
-		{name: "429 retry-after date in the past", fault: anthropicfake.Fault{Kind: anthropicfake.RateLimit, RetryAfter: now.Add(-time.Minute).Format(http.TimeFormat)}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: 0},
+		{Name: "429 retry-after seconds over 7 days is capped", Fault: anthropicfake.Fault{Kind: anthropicfake.RateLimit, RetryAfter: "864000"}, Class: stet.FailureRateLimited, Status: 429, Code: "rate_limit_error", RetryAfter: processor.MaxRetryAfter},
+		{Name: "429 retry-after-ms over 7 days is capped", Fault: anthropicfake.Fault{Kind: anthropicfake.RateLimit, RetryAfterMS: 864000000}, Class: stet.FailureRateLimited, Status: 429, Code: "rate_limit_error", RetryAfter: processor.MaxRetryAfter},
+		{Name: "429 retry-after date in the past", Fault: anthropicfake.Fault{Kind: anthropicfake.RateLimit, RetryAfter: now.Add(-time.Minute).Format(http.TimeFormat)}, Class: stet.FailureRateLimited, Status: 429, Code: "rate_limit_error", RetryAfter: 0},
 		{
-			name:      "429 requests exhausted waits for the requests reset",
-			fault:     anthropicfake.Fault{Kind: anthropicfake.RateLimit, Header: resets([4]string{"0", "900", "900", "900"}, [4]time.Duration{20 * time.Second, 50 * time.Second, 5 * time.Second, 5 * time.Second})},
-			wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: 20 * time.Second,
+			Name:  "429 requests exhausted waits for the requests reset",
+			Fault: anthropicfake.Fault{Kind: anthropicfake.RateLimit, Header: resets([4]string{"0", "900", "900", "900"}, [4]time.Duration{20 * time.Second, 50 * time.Second, 5 * time.Second, 5 * time.Second})},
+			Class: stet.FailureRateLimited, Status: 429, Code: "rate_limit_error", RetryAfter: 20 * time.Second,
 		},
 		{
-			name:      "429 two limits exhausted waits for the later",
-			fault:     anthropicfake.Fault{Kind: anthropicfake.RateLimit, Header: resets([4]string{"0", "900", "0", "900"}, [4]time.Duration{20 * time.Second, 50 * time.Second, 40 * time.Second, 5 * time.Second})},
-			wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: 40 * time.Second,
+			Name:  "429 two limits exhausted waits for the later",
+			Fault: anthropicfake.Fault{Kind: anthropicfake.RateLimit, Header: resets([4]string{"0", "900", "0", "900"}, [4]time.Duration{20 * time.Second, 50 * time.Second, 40 * time.Second, 5 * time.Second})},
+			Class: stet.FailureRateLimited, Status: 429, Code: "rate_limit_error", RetryAfter: 40 * time.Second,
 		},
 		{
-			name:      "429 none exhausted waits for the latest reset",
-			fault:     anthropicfake.Fault{Kind: anthropicfake.RateLimit, Header: resets([4]string{"3", "900", "900", "900"}, [4]time.Duration{5 * time.Second, 10 * time.Second, 15 * time.Second, 25 * time.Second})},
-			wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: 25 * time.Second,
+			Name:  "429 none exhausted waits for the latest reset",
+			Fault: anthropicfake.Fault{Kind: anthropicfake.RateLimit, Header: resets([4]string{"3", "900", "900", "900"}, [4]time.Duration{5 * time.Second, 10 * time.Second, 15 * time.Second, 25 * time.Second})},
+			Class: stet.FailureRateLimited, Status: 429, Code: "rate_limit_error", RetryAfter: 25 * time.Second,
 		},
 		{
-			name:      "429 reset a year ahead is capped",
-			fault:     anthropicfake.Fault{Kind: anthropicfake.RateLimit, Header: resets([4]string{"0", "900", "900", "900"}, [4]time.Duration{365 * 24 * time.Hour, 5 * time.Second, 5 * time.Second, 5 * time.Second})},
-			wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: processor.MaxRetryAfter,
+			Name:  "429 reset a year ahead is capped",
+			Fault: anthropicfake.Fault{Kind: anthropicfake.RateLimit, Header: resets([4]string{"0", "900", "900", "900"}, [4]time.Duration{365 * 24 * time.Hour, 5 * time.Second, 5 * time.Second, 5 * time.Second})},
+			Class: stet.FailureRateLimited, Status: 429, Code: "rate_limit_error", RetryAfter: processor.MaxRetryAfter,
 		},
-		{name: "429 without any wait header", fault: anthropicfake.Fault{Kind: anthropicfake.RateLimit, Header: noWait}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error"},
-		{name: "429 ramp limit is a rate limit", fault: anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 429, Code: "ramp_limit_exceeded", Header: http.Header{"Retry-After": {"3"}}}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "ramp_limit_exceeded", wantRetryAfter: 3 * time.Second},
-		{name: "429 contract spend limit", fault: anthropicfake.Fault{Kind: anthropicfake.SpendLimit, Code: "contract_spend_limit_reached"}, wantClass: stet.FailureQuota, wantStatus: 429, wantCode: "contract_spend_limit_reached"},
-		{name: "429 spend limit said only in the message", fault: anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 429, Message: "You have reached your organization's spend limit."}, wantClass: stet.FailureQuota, wantStatus: 429, wantCode: "rate_limit_error"},
-		{name: "402 billing_error", fault: anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 402}, wantClass: stet.FailureQuota, wantStatus: 402, wantCode: "billing_error"},
-		{name: "402 linked organization spend limit", fault: anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 402, Code: "linked_organization_spend_limit_reached"}, wantClass: stet.FailureQuota, wantStatus: 402, wantCode: "linked_organization_spend_limit_reached"},
-		{name: "400 credit balance too low", fault: anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 400, Message: "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits."}, wantClass: stet.FailureQuota, wantStatus: 400, wantCode: "invalid_request_error"},
-		{name: "400 quoting credit words later is not quota", fault: anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 400, Message: "messages.0.content.0.text: invalid: your credit balance is too low"}, wantClass: stet.FailureUnsupported, wantStatus: 400, wantCode: "invalid_request_error"},
-		{name: "400 invalid_request_error", fault: anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 400}, wantClass: stet.FailureUnsupported, wantStatus: 400, wantCode: "invalid_request_error"},
-		{name: "400 with an error_code", fault: anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 400, Code: "image_dimensions_too_large"}, wantClass: stet.FailureUnsupported, wantStatus: 400, wantCode: "image_dimensions_too_large"},
-		{name: "403 permission_error", fault: anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 403}, wantClass: stet.FailureAuth, wantStatus: 403, wantCode: "permission_error"},
-		{name: "404 not_found_error", fault: anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 404}, wantClass: stet.FailureUnsupported, wantStatus: 404, wantCode: "not_found_error"},
-		{name: "413 request_too_large", fault: anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 413}, wantClass: stet.FailureUnsupported, wantStatus: 413, wantCode: "request_too_large"},
-		{name: "409 conflict", fault: anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 409}, wantClass: stet.FailureTransient, wantStatus: 409, wantCode: "conflict_error"},
-		{name: "504 timeout_error", fault: anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 504}, wantClass: stet.FailureTransient, wantStatus: 504, wantCode: "timeout_error"},
-		{name: "529 overloaded_error", fault: anthropicfake.Fault{Kind: anthropicfake.Overloaded}, wantClass: stet.FailureTransient, wantStatus: 529, wantCode: "overloaded_error"},
-		{name: "529 with retry-after", fault: anthropicfake.Fault{Kind: anthropicfake.Overloaded, Header: http.Header{"Retry-After": {"2"}}}, wantClass: stet.FailureTransient, wantStatus: 529, wantCode: "overloaded_error", wantRetryAfter: 2 * time.Second},
-		{name: "stop_reason max_tokens", fault: anthropicfake.Fault{Kind: anthropicfake.MaxTokens}, wantClass: stet.FailureInvalidOutput, wantStatus: 200, wantCode: "max_tokens", wantProblem: "output truncated at the token limit"},
-		{name: "delay then answer", fault: anthropicfake.Fault{Kind: anthropicfake.Delay, Delay: 10 * time.Millisecond}, wantClass: stet.FailureNone, wantStatus: 200},
-		{name: "tool use: answer without a tool call", toolUse: true, fault: anthropicfake.Fault{Kind: anthropicfake.TruncatedJSON}, wantClass: stet.FailureInvalidOutput, wantStatus: 200, wantProblem: "answer did not call the moderation_v1 tool"},
-		{name: "tool use: stop_reason max_tokens", toolUse: true, fault: anthropicfake.Fault{Kind: anthropicfake.MaxTokens}, wantClass: stet.FailureInvalidOutput, wantStatus: 200, wantCode: "max_tokens", wantProblem: "output truncated at the token limit"},
-		{name: "tool use: stop_reason refusal", toolUse: true, fault: anthropicfake.Fault{Kind: anthropicfake.Refusal}, wantClass: stet.FailureRefusal, wantStatus: 200, wantCode: "refusal"},
-		{name: "tool use: schema-invalid input", toolUse: true, fault: anthropicfake.Fault{Kind: anthropicfake.SchemaInvalid}, wantClass: stet.FailureNone, wantStatus: 200},
-		{name: "tool use: 529 overloaded_error", toolUse: true, fault: anthropicfake.Fault{Kind: anthropicfake.Overloaded}, wantClass: stet.FailureTransient, wantStatus: 529, wantCode: "overloaded_error"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			f := newFake(t, anthropicfake.Options{})
-			f.Enqueue(tt.fault)
-			timeout := cmpOr(tt.timeout, 10*time.Second)
-			c := newTestClient(t, f, timeout, tt.toolUse)
-			c.now = func() time.Time { return now }
-
-			got, err := c.Extract(t.Context(), testParams("Classify: the nurse was kind."))
-			if n := f.Calls(); n != 1 {
-				t.Errorf("fake calls = %d, want 1", n)
-			}
-			pe := processortest.Outcome{Class: tt.wantClass, Status: tt.wantStatus, Code: tt.wantCode, RetryAfter: tt.wantRetryAfter}.Check(t, "Extract() with "+tt.name, got, err)
-			if pe == nil {
-				return
-			}
-			if tt.wantStatus != 0 && !strings.HasPrefix(pe.RequestID, "req_") {
-				t.Errorf("Extract() with %s: RequestID = %q, want the request-id header", tt.fault.Kind, pe.RequestID)
-			}
-			if tt.wantClass == stet.FailureInvalidOutput {
-				if len(pe.Output) == 0 {
-					t.Errorf("Extract() with %s: Output empty, want the invalid answer", tt.fault.Kind)
-				}
-				if !slices.Equal(pe.Problems, []string{tt.wantProblem}) {
-					t.Errorf("Extract() with %s: Problems = %q, want [%q]", tt.fault.Kind, pe.Problems, tt.wantProblem)
-				}
-			}
+		{Name: "429 without any wait header", Fault: anthropicfake.Fault{Kind: anthropicfake.RateLimit, Header: noWait}, Class: stet.FailureRateLimited, Status: 429, Code: "rate_limit_error"},
+		{Name: "429 ramp limit is a rate limit", Fault: anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 429, Code: "ramp_limit_exceeded", Header: http.Header{"Retry-After": {"3"}}}, Class: stet.FailureRateLimited, Status: 429, Code: "ramp_limit_exceeded", RetryAfter: 3 * time.Second},
+		{Name: "429 contract spend limit", Fault: anthropicfake.Fault{Kind: anthropicfake.SpendLimit, Code: "contract_spend_limit_reached"}, Class: stet.FailureQuota, Status: 429, Code: "contract_spend_limit_reached"},
+		{Name: "429 spend limit said only in the message", Fault: anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 429, Message: "You have reached your organization's spend limit."}, Class: stet.FailureQuota, Status: 429, Code: "rate_limit_error"},
+		{Name: "402 billing_error", Fault: anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 402}, Class: stet.FailureQuota, Status: 402, Code: "billing_error"},
+		{Name: "402 linked organization spend limit", Fault: anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 402, Code: "linked_organization_spend_limit_reached"}, Class: stet.FailureQuota, Status: 402, Code: "linked_organization_spend_limit_reached"},
+		{Name: "400 credit balance too low", Fault: anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 400, Message: "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits."}, Class: stet.FailureQuota, Status: 400, Code: "invalid_request_error"},
+		{Name: "400 quoting credit words later is not quota", Fault: anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 400, Message: "messages.0.content.0.text: invalid: your credit balance is too low"}, Class: stet.FailureUnsupported, Status: 400, Code: "invalid_request_error"},
+		{Name: "400 invalid_request_error", Fault: anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 400}, Class: stet.FailureUnsupported, Status: 400, Code: "invalid_request_error"},
+		{Name: "400 with an error_code", Fault: anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 400, Code: "image_dimensions_too_large"}, Class: stet.FailureUnsupported, Status: 400, Code: "image_dimensions_too_large"},
+		{Name: "403 permission_error", Fault: anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 403}, Class: stet.FailureAuth, Status: 403, Code: "permission_error"},
+		{Name: "404 not_found_error", Fault: anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 404}, Class: stet.FailureUnsupported, Status: 404, Code: "not_found_error"},
+		{Name: "413 request_too_large", Fault: anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 413}, Class: stet.FailureUnsupported, Status: 413, Code: "request_too_large"},
+		{Name: "409 conflict", Fault: anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 409}, Class: stet.FailureTransient, Status: 409, Code: "conflict_error"},
+		{Name: "504 timeout_error", Fault: anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 504}, Class: stet.FailureTransient, Status: 504, Code: "timeout_error"},
+		{Name: "529 overloaded_error", Fault: anthropicfake.Fault{Kind: anthropicfake.Overloaded}, Class: stet.FailureTransient, Status: 529, Code: "overloaded_error"},
+		{Name: "529 with retry-after", Fault: anthropicfake.Fault{Kind: anthropicfake.Overloaded, Header: http.Header{"Retry-After": {"2"}}}, Class: stet.FailureTransient, Status: 529, Code: "overloaded_error", RetryAfter: 2 * time.Second},
+		{Name: "stop_reason max_tokens", Fault: anthropicfake.Fault{Kind: anthropicfake.MaxTokens}, Class: stet.FailureInvalidOutput, Status: 200, Code: "max_tokens", Problem: "output truncated at the token limit"},
+		{Name: "delay then answer", Fault: anthropicfake.Fault{Kind: anthropicfake.Delay, Delay: 10 * time.Millisecond}, Class: stet.FailureNone, Status: 200},
+	})
+	t.Run("tool use", func(t *testing.T) {
+		t.Parallel()
+		harness(true).Run(t, []processortest.Classification[anthropicfake.Fault]{
+			{Name: "answer without a tool call", Fault: anthropicfake.Fault{Kind: anthropicfake.TruncatedJSON}, Class: stet.FailureInvalidOutput, Status: 200, Problem: "answer did not call the moderation_v1 tool"},
+			{Name: "stop_reason max_tokens", Fault: anthropicfake.Fault{Kind: anthropicfake.MaxTokens}, Class: stet.FailureInvalidOutput, Status: 200, Code: "max_tokens", Problem: "output truncated at the token limit"},
+			{Name: "stop_reason refusal", Fault: anthropicfake.Fault{Kind: anthropicfake.Refusal}, Class: stet.FailureRefusal, Status: 200, Code: "refusal"},
+			{Name: "schema-invalid input", Fault: anthropicfake.Fault{Kind: anthropicfake.SchemaInvalid}, Class: stet.FailureNone, Status: 200},
+			{Name: "529 overloaded_error", Fault: anthropicfake.Fault{Kind: anthropicfake.Overloaded}, Class: stet.FailureTransient, Status: 529, Code: "overloaded_error"},
 		})
-	}
-}
-
-func cmpOr(d, def time.Duration) time.Duration {
-	if d == 0 {
-		return def
-	}
-	return d
+	})
 }
 
 // TestClassificationOffWire covers answers no fake gives; the suite covers

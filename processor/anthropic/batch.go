@@ -397,7 +397,7 @@ func (c *Client) BatchResults(ctx context.Context, st *stet.BatchStatus) ([]stet
 	defer cancel()
 	capt := batchCapture{stream: true}
 	var res *http.Response
-	stream := c.messages.Batches.ResultsStreaming(callCtx, st.ProviderID, sdk.MessageBatchResultsParams{},
+	stream := c.messages.Batches.ResultsStreaming(processor.WithBodyLimit(callCtx, processor.MaxBatchResultsBytes), st.ProviderID, sdk.MessageBatchResultsParams{},
 		append(capt.options(timeout), option.WithResponseInto(&res))...)
 	defer stream.Close()
 	if err := stream.Err(); err != nil {

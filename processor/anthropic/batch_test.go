@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -56,7 +55,7 @@ func cappedClient(refuse func(*http.Request, []*http.Request) error) *http.Clien
 	return &http.Client{
 		Timeout:       20 * time.Second,
 		CheckRedirect: refuse,
-		Transport:     capTransport{limit: 1 << 20},
+		Transport:     processortest.CappedTransport{Limit: 1 << 20},
 	}
 }
 
@@ -70,43 +69,6 @@ func useLastResponse(*http.Request, []*http.Request) error { return http.ErrUseL
 var errNoRedirects = errors.New("redirects are not followed")
 
 func refuseRedirect(*http.Request, []*http.Request) error { return errNoRedirects }
-
-type capTransport struct{ limit int64 }
-
-func (t capTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	res, err := http.DefaultTransport.RoundTrip(req)
-	if err != nil {
-		return nil, err
-	}
-	res.Body = &cappedBody{rc: res.Body, left: t.limit}
-	return res, nil
-}
-
-var errBodyCapped = errors.New("response body over 1 MiB")
-
-type cappedBody struct {
-	rc   io.ReadCloser
-	left int64
-}
-
-func (b *cappedBody) Read(p []byte) (int, error) {
-	if b.left <= 0 {
-		var one [1]byte
-		if n, err := b.rc.Read(one[:]); n > 0 {
-			return 0, errBodyCapped
-		} else {
-			return 0, err
-		}
-	}
-	if int64(len(p)) > b.left {
-		p = p[:b.left]
-	}
-	n, err := b.rc.Read(p)
-	b.left -= int64(n)
-	return n, err
-}
-
-func (b *cappedBody) Close() error { return b.rc.Close() }
 
 // batchClient returns a Client for f; hc may be nil.
 func batchClient(t *testing.T, f *anthropicfake.Server, toolUse bool, hc *http.Client) *Client {

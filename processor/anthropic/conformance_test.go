@@ -24,39 +24,32 @@ func noResetHeaders() http.Header {
 	return h
 }
 
-// fakeFault maps the suite's fault kinds onto the Anthropic fake's.
+// faults is the Anthropic fake's fault for each of the suite's kinds.
+var faults = processortest.Faults[anthropicfake.Fault]{
+	processortest.RateLimit: {Kind: anthropicfake.RateLimit},
+	// 429 rate_limit_error with details.error_code
+	// enforced_spend_limit_reached: a 429 that is not rate_limited.
+	processortest.Quota:            {Kind: anthropicfake.SpendLimit},
+	processortest.Auth:             {Kind: anthropicfake.HTTPError, Status: http.StatusUnauthorized},
+	processortest.ServerError:      {Kind: anthropicfake.ServerError},
+	processortest.Disconnect:       {Kind: anthropicfake.Disconnect},
+	processortest.Hang:             {Kind: anthropicfake.Delay, Delay: time.Hour},
+	processortest.HangAfterHeaders: {Kind: anthropicfake.TimeoutAfterAnswer},
+	processortest.Truncated:        {Kind: anthropicfake.TruncatedJSON},
+	processortest.SchemaInvalid:    {Kind: anthropicfake.SchemaInvalid},
+	processortest.Refusal:          {Kind: anthropicfake.Refusal},
+}
+
+// fakeFault is faults' fault for s, a rate limit without the fake's
+// default wait headers: they would be a second source of wait.
 func fakeFault(s processortest.Script) anthropicfake.Fault {
-	ft := anthropicfake.Fault{Message: s.Message}
-	switch s.Fault {
-	case processortest.RateLimit:
-		h := noResetHeaders()
+	ft := faults.Script(s)
+	if s.Fault == processortest.RateLimit {
+		ft.Header = noResetHeaders()
 		if s.RetryAfter == "" {
 			// The fake's default retry-after is "1".
-			h["Retry-After"] = nil
+			ft.Header["Retry-After"] = nil
 		}
-		ft = anthropicfake.Fault{Kind: anthropicfake.RateLimit, RetryAfter: s.RetryAfter, RetryAfterMS: s.RetryAfterMS, Header: h}
-	case processortest.Quota:
-		// 429 rate_limit_error with details.error_code
-		// enforced_spend_limit_reached: a 429 that is not rate_limited.
-		ft.Kind = anthropicfake.SpendLimit
-	case processortest.Auth:
-		ft.Kind, ft.Status = anthropicfake.HTTPError, http.StatusUnauthorized
-	case processortest.ServerError:
-		ft.Kind = anthropicfake.ServerError
-	case processortest.Disconnect:
-		ft.Kind = anthropicfake.Disconnect
-	case processortest.Hang:
-		ft = anthropicfake.Fault{Kind: anthropicfake.Delay, Delay: time.Hour}
-	case processortest.HangAfterHeaders:
-		ft.Kind = anthropicfake.TimeoutAfterAnswer
-	case processortest.Truncated:
-		ft.Kind = anthropicfake.TruncatedJSON
-	case processortest.SchemaInvalid:
-		ft.Kind = anthropicfake.SchemaInvalid
-	case processortest.Refusal:
-		ft.Kind = anthropicfake.Refusal
-	default:
-		panic("anthropic conformance: unmapped fault " + string(s.Fault))
 	}
 	return ft
 }
@@ -72,16 +65,6 @@ func itemScript(s processortest.Script) anthropicfake.BatchItemScript {
 		return anthropicfake.BatchItemScript{Outcome: anthropicfake.ItemErrored, ErrorType: "api_error", Message: s.Message}
 	default:
 		panic("anthropic conformance: unmapped batch item fault " + string(s.Fault))
-	}
-}
-
-// answer reads what a Messages answer says of itself.
-func answer(h http.Header, body []byte) processortest.Answer {
-	return processortest.Answer{
-		RequestID: h.Get("request-id"), Model: processortest.JSONString(body, "model"),
-		InputTokens:  processortest.JSONInt(body, "usage.input_tokens"),
-		OutputTokens: processortest.JSONInt(body, "usage.output_tokens"),
-		Output:       fakekit.MinimalInstance(json.RawMessage(processortest.Schema)),
 	}
 }
 
@@ -111,8 +94,13 @@ func TestConformance(t *testing.T) {
 				Common:       common,
 				Kind:         "anthropic",
 				Capabilities: caps,
-				Answer:       answer,
-				AuthStatus:   http.StatusUnauthorized,
+				// What a Messages answer says of itself.
+				Answer: processortest.Reads{
+					RequestIDHeader: "request-id", Model: "model",
+					InputTokens: "usage.input_tokens", OutputTokens: []string{"usage.output_tokens"},
+					Output: fakekit.MinimalInstance(json.RawMessage(processortest.Schema)),
+				}.Answer,
+				AuthStatus: http.StatusUnauthorized,
 			})
 		})
 	}

@@ -151,12 +151,7 @@ func New(cfg Config) (*Client, error) {
 		}
 	}
 	timeout := cfg.TimeoutOr(DefaultTimeout)
-	hc := &http.Client{}
-	if cfg.HTTPClient != nil {
-		c := *cfg.HTTPClient
-		hc = &c
-	}
-	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	hc := cfg.Client(processor.MaxResponseBytes)
 
 	path := strings.TrimSuffix(strings.TrimRight(u.Path, "/"), "/contentsafety")
 	u.Path = path + "/contentsafety/text:analyze"
@@ -296,7 +291,7 @@ func (c *Client) do(ctx context.Context, body []byte) (*response, error) {
 	if c.key != "" {
 		req.Header.Set("Ocp-Apim-Subscription-Key", c.key)
 	}
-	hr, err := c.hc.Do(req)
+	hr, err := processor.Do(c.hc, req)
 	if err != nil {
 		return nil, err
 	}

@@ -56,7 +56,7 @@ func testParams(t *testing.T, input string) stet.ExtractParams {
 		Prompt:     stet.NewText("PROMPT-NOT-SENT " + input),
 		Input:      stet.NewText(input),
 		SchemaName: "moderation_v1",
-		Schema:     readFile(t, quickstartSchema),
+		Schema:     processortest.ReadFile(t, processortest.QuickstartSchema),
 	}
 }
 
@@ -72,7 +72,7 @@ type goldenRequest struct {
 
 func TestRequestGolden(t *testing.T) {
 	t.Parallel()
-	eight, err := ParseMapping([]byte(strings.Replace(string(readFile(t, quickstartMapping)), "output_type: FourSeverityLevels", "output_type: EightSeverityLevels", 1)))
+	eight, err := ParseMapping([]byte(strings.Replace(string(processortest.ReadFile(t, quickstartMapping)), "output_type: FourSeverityLevels", "output_type: EightSeverityLevels", 1)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,60 +175,45 @@ func TestClassification(t *testing.T) {
 	t.Parallel()
 	// The HTTP-date case is computed against the client's clock.
 	now := time.Date(2026, 3, 4, 7, 28, 0, 0, time.UTC)
-	tests := []struct {
-		name           string
-		fault          azurecsfake.Fault
-		wantClass      stet.FailureClass
-		wantStatus     int
-		wantCode       string
-		wantRetryAfter time.Duration
-	}{
-		{name: "429 TooManyRequests code", fault: azurecsfake.Fault{Kind: azurecsfake.RateLimit, RetryAfter: "2", Code: "TooManyRequests"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "TooManyRequests", wantRetryAfter: 2 * time.Second},
-		{name: "429 retry-after-ms wins", fault: azurecsfake.Fault{Kind: azurecsfake.RateLimit, RetryAfter: "7", RetryAfterMS: 1500}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "429", wantRetryAfter: 1500 * time.Millisecond},
-		{name: "429 x-ms-retry-after-ms", fault: azurecsfake.Fault{Kind: azurecsfake.RateLimit, Header: http.Header{"X-Ms-Retry-After-Ms": {"250"}}}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "429", wantRetryAfter: 250 * time.Millisecond},
-		{name: "429 without header: the message's wait", fault: azurecsfake.Fault{Kind: azurecsfake.RateLimit, Message: "Rate limit is exceeded. Try again in 3 seconds."}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "429", wantRetryAfter: 3 * time.Second},
+	processortest.ClassificationHarness[azurecsfake.Fault]{
+		Open: func(t *testing.T, timeout time.Duration) (processortest.Server[azurecsfake.Fault], stet.Processor) {
+			f := newFake(t, azurecsfake.Options{})
+			c := newTestClient(t, f, timeout)
+			c.now = func() time.Time { return now }
+			return f, c
+		},
+		Params: testParams(t, "The nurse was kind."),
+		Check: func(t *testing.T, tt processortest.Classification[azurecsfake.Fault], _ *stet.Extraction, pe *stet.ProcessorError) {
+			if pe != nil && tt.Status != 0 && len(pe.RequestID) != 36 {
+				t.Errorf("Extract() with %s: RequestID = %q, want the apim-request-id header", tt.Fault.Kind, pe.RequestID)
+			}
+		},
+	}.Run(t, []processortest.Classification[azurecsfake.Fault]{
+		{Name: "429 TooManyRequests code", Fault: azurecsfake.Fault{Kind: azurecsfake.RateLimit, RetryAfter: "2", Code: "TooManyRequests"}, Class: stet.FailureRateLimited, Status: 429, Code: "TooManyRequests", RetryAfter: 2 * time.Second},
+		{Name: "429 retry-after-ms wins", Fault: azurecsfake.Fault{Kind: azurecsfake.RateLimit, RetryAfter: "7", RetryAfterMS: 1500}, Class: stet.FailureRateLimited, Status: 429, Code: "429", RetryAfter: 1500 * time.Millisecond},
+		{Name: "429 x-ms-retry-after-ms", Fault: azurecsfake.Fault{Kind: azurecsfake.RateLimit, Header: http.Header{"X-Ms-Retry-After-Ms": {"250"}}}, Class: stet.FailureRateLimited, Status: 429, Code: "429", RetryAfter: 250 * time.Millisecond},
+		{Name: "429 without header: the message's wait", Fault: azurecsfake.Fault{Kind: azurecsfake.RateLimit, Message: "Rate limit is exceeded. Try again in 3 seconds."}, Class: stet.FailureRateLimited, Status: 429, Code: "429", RetryAfter: 3 * time.Second},
 		// Every wait is capped at processor.MaxRetryAfter, the service's own
 		// hints included; a value over the old 7-day bound is capped, not
 		// ignored.
-		{name: "429 x-ms-retry-after-ms over the cap", fault: azurecsfake.Fault{Kind: azurecsfake.RateLimit, Header: http.Header{"X-Ms-Retry-After-Ms": {"1e12"}}}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "429", wantRetryAfter: processor.MaxRetryAfter},
-		{name: "429 Retry-After a week of seconds", fault: azurecsfake.Fault{Kind: azurecsfake.RateLimit, RetryAfter: "604800"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "429", wantRetryAfter: processor.MaxRetryAfter},
-		{name: "429 Retry-After a year ahead", fault: azurecsfake.Fault{Kind: azurecsfake.RateLimit, RetryAfter: now.AddDate(1, 0, 0).Format(http.TimeFormat)}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "429", wantRetryAfter: processor.MaxRetryAfter},
-		{name: "429 the message's wait over the cap", fault: azurecsfake.Fault{Kind: azurecsfake.RateLimit, Message: "Rate limit is exceeded. Try again in 999999 seconds."}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "429", wantRetryAfter: processor.MaxRetryAfter},
-		{name: "403 network rules", fault: azurecsfake.Fault{Kind: azurecsfake.Forbidden}, wantClass: stet.FailureAuth, wantStatus: 403, wantCode: "403"},
-		{name: "400 InvalidRequestBody", fault: azurecsfake.Fault{Kind: azurecsfake.BadRequest}, wantClass: stet.FailureUnsupported, wantStatus: 400, wantCode: "InvalidRequestBody"},
-		{name: "400 with innererror", fault: azurecsfake.Fault{Kind: azurecsfake.BadRequest, InnerCode: "TextTooLong"}, wantClass: stet.FailureUnsupported, wantStatus: 400, wantCode: "InvalidRequestBody"},
-		{name: "400 code only in innererror", fault: azurecsfake.Fault{Kind: azurecsfake.BadRequest, Code: "not an identifier!", InnerCode: "TextTooLong", Header: http.Header{"X-Ms-Error-Code": nil}}, wantClass: stet.FailureUnsupported, wantStatus: 400, wantCode: "TextTooLong"},
-		{name: "404 resource not found", fault: azurecsfake.Fault{Kind: azurecsfake.HTTPError, Status: 404, Code: "ResourceNotFound"}, wantClass: stet.FailureUnsupported, wantStatus: 404, wantCode: "ResourceNotFound"},
-		{name: "413 too large", fault: azurecsfake.Fault{Kind: azurecsfake.HTTPError, Status: 413}, wantClass: stet.FailureUnsupported, wantStatus: 413, wantCode: "413"},
-		{name: "408 request timeout", fault: azurecsfake.Fault{Kind: azurecsfake.HTTPError, Status: 408}, wantClass: stet.FailureTransient, wantStatus: 408, wantCode: "408"},
-		{name: "409 conflict", fault: azurecsfake.Fault{Kind: azurecsfake.HTTPError, Status: 409}, wantClass: stet.FailureTransient, wantStatus: 409, wantCode: "409"},
-		{name: "503 ServerBusy", fault: azurecsfake.Fault{Kind: azurecsfake.ServerError, Status: 503}, wantClass: stet.FailureTransient, wantStatus: 503, wantCode: "ServerBusy"},
-		{name: "503 with Retry-After", fault: azurecsfake.Fault{Kind: azurecsfake.ServerError, Status: 503, Header: http.Header{"Retry-After": {"2"}}}, wantClass: stet.FailureTransient, wantStatus: 503, wantCode: "ServerBusy", wantRetryAfter: 2 * time.Second},
-		{name: "502 from a proxy", fault: azurecsfake.Fault{Kind: azurecsfake.HTTPError, Status: 502}, wantClass: stet.FailureTransient, wantStatus: 502, wantCode: "502"},
-		{name: "200 not JSON", fault: azurecsfake.Fault{Kind: azurecsfake.Malformed}, wantClass: stet.FailureTransient, wantStatus: 200, wantCode: CodeMalformedResponse},
-		{name: "200 category missing", fault: azurecsfake.Fault{Kind: azurecsfake.MissingCategory}, wantClass: stet.FailureTransient, wantStatus: 200, wantCode: CodeMalformedResponse},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			f := newFake(t, azurecsfake.Options{})
-			f.Enqueue(tt.fault)
-			c := newTestClient(t, f, 10*time.Second)
-			c.now = func() time.Time { return now }
-
-			got, err := c.Extract(t.Context(), testParams(t, "The nurse was kind."))
-			if n := f.Calls(); n != 1 {
-				t.Errorf("fake calls = %d, want 1", n)
-			}
-			pe := processortest.Outcome{Class: tt.wantClass, Status: tt.wantStatus, Code: tt.wantCode, RetryAfter: tt.wantRetryAfter}.Check(t, "Extract() with "+tt.name, got, err)
-			if pe == nil {
-				return
-			}
-			if tt.wantStatus != 0 && len(pe.RequestID) != 36 {
-				t.Errorf("Extract() with %s: RequestID = %q, want the apim-request-id header", tt.fault.Kind, pe.RequestID)
-			}
-		})
-	}
+		{Name: "429 x-ms-retry-after-ms over the cap", Fault: azurecsfake.Fault{Kind: azurecsfake.RateLimit, Header: http.Header{"X-Ms-Retry-After-Ms": {"1e12"}}}, Class: stet.FailureRateLimited, Status: 429, Code: "429", RetryAfter: processor.MaxRetryAfter},
+		{Name: "429 Retry-After a week of seconds", Fault: azurecsfake.Fault{Kind: azurecsfake.RateLimit, RetryAfter: "604800"}, Class: stet.FailureRateLimited, Status: 429, Code: "429", RetryAfter: processor.MaxRetryAfter},
+		{Name: "429 Retry-After a year ahead", Fault: azurecsfake.Fault{Kind: azurecsfake.RateLimit, RetryAfter: now.AddDate(1, 0, 0).Format(http.TimeFormat)}, Class: stet.FailureRateLimited, Status: 429, Code: "429", RetryAfter: processor.MaxRetryAfter},
+		{Name: "429 the message's wait over the cap", Fault: azurecsfake.Fault{Kind: azurecsfake.RateLimit, Message: "Rate limit is exceeded. Try again in 999999 seconds."}, Class: stet.FailureRateLimited, Status: 429, Code: "429", RetryAfter: processor.MaxRetryAfter},
+		{Name: "403 network rules", Fault: azurecsfake.Fault{Kind: azurecsfake.Forbidden}, Class: stet.FailureAuth, Status: 403, Code: "403"},
+		{Name: "400 InvalidRequestBody", Fault: azurecsfake.Fault{Kind: azurecsfake.BadRequest}, Class: stet.FailureUnsupported, Status: 400, Code: "InvalidRequestBody"},
+		{Name: "400 with innererror", Fault: azurecsfake.Fault{Kind: azurecsfake.BadRequest, InnerCode: "TextTooLong"}, Class: stet.FailureUnsupported, Status: 400, Code: "InvalidRequestBody"},
+		{Name: "400 code only in innererror", Fault: azurecsfake.Fault{Kind: azurecsfake.BadRequest, Code: "not an identifier!", InnerCode: "TextTooLong", Header: http.Header{"X-Ms-Error-Code": nil}}, Class: stet.FailureUnsupported, Status: 400, Code: "TextTooLong"},
+		{Name: "404 resource not found", Fault: azurecsfake.Fault{Kind: azurecsfake.HTTPError, Status: 404, Code: "ResourceNotFound"}, Class: stet.FailureUnsupported, Status: 404, Code: "ResourceNotFound"},
+		{Name: "413 too large", Fault: azurecsfake.Fault{Kind: azurecsfake.HTTPError, Status: 413}, Class: stet.FailureUnsupported, Status: 413, Code: "413"},
+		{Name: "408 request timeout", Fault: azurecsfake.Fault{Kind: azurecsfake.HTTPError, Status: 408}, Class: stet.FailureTransient, Status: 408, Code: "408"},
+		{Name: "409 conflict", Fault: azurecsfake.Fault{Kind: azurecsfake.HTTPError, Status: 409}, Class: stet.FailureTransient, Status: 409, Code: "409"},
+		{Name: "503 ServerBusy", Fault: azurecsfake.Fault{Kind: azurecsfake.ServerError, Status: 503}, Class: stet.FailureTransient, Status: 503, Code: "ServerBusy"},
+		{Name: "503 with Retry-After", Fault: azurecsfake.Fault{Kind: azurecsfake.ServerError, Status: 503, Header: http.Header{"Retry-After": {"2"}}}, Class: stet.FailureTransient, Status: 503, Code: "ServerBusy", RetryAfter: 2 * time.Second},
+		{Name: "502 from a proxy", Fault: azurecsfake.Fault{Kind: azurecsfake.HTTPError, Status: 502}, Class: stet.FailureTransient, Status: 502, Code: "502"},
+		{Name: "200 not JSON", Fault: azurecsfake.Fault{Kind: azurecsfake.Malformed}, Class: stet.FailureTransient, Status: 200, Code: CodeMalformedResponse},
+		{Name: "200 category missing", Fault: azurecsfake.Fault{Kind: azurecsfake.MissingCategory}, Class: stet.FailureTransient, Status: 200, Code: CodeMalformedResponse},
+	})
 }
 
 // TestClassificationOffWire covers answers no fake gives; the suite covers
@@ -276,7 +261,7 @@ func TestClassificationOffWire(t *testing.T) {
 // TestNoCallCases covers the inputs Extract refuses before any text leaves.
 func TestNoCallCases(t *testing.T) {
 	t.Parallel()
-	schema := readFile(t, quickstartSchema)
+	schema := processortest.ReadFile(t, processortest.QuickstartSchema)
 	tests := []struct {
 		name     string
 		modify   func(p *stet.ExtractParams)
@@ -395,7 +380,7 @@ func TestNewValidates(t *testing.T) {
 			t.Errorf("New(%s) = nil error, want an error", tt.name)
 		}
 	}
-	c, err := New(Config{Common: processor.Common{ID: "x", BaseURL: "https://x.cognitiveservices.azure.com/"}, Mapping: m, Schema: readFile(t, quickstartSchema)})
+	c, err := New(Config{Common: processor.Common{ID: "x", BaseURL: "https://x.cognitiveservices.azure.com/"}, Mapping: m, Schema: processortest.ReadFile(t, processortest.QuickstartSchema)})
 	if err != nil {
 		t.Fatalf("New(defaults) = %v, want nil", err)
 	}

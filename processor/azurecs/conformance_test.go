@@ -11,42 +11,27 @@ import (
 	"github.com/stetlabs/stet/processor/processortest"
 )
 
-// quotaMessage is the gateway's 403 for a free tier's exhausted call
-// volume. The adapter tells quota from auth by the word "quota" in it, so
-// the suite's canary is appended rather than put in its place.
-const quotaMessage = "Out of call volume quota for ContentSafety F0 pricing tier."
-
-// fakeFault maps the suite's fault kinds onto the Content Safety fake's.
-func fakeFault(s processortest.Script) azurecsfake.Fault {
-	ft := azurecsfake.Fault{Message: s.Message}
-	switch s.Fault {
-	case processortest.RateLimit:
-		ft = azurecsfake.Fault{Kind: azurecsfake.RateLimit, RetryAfter: s.RetryAfter, RetryAfterMS: s.RetryAfterMS}
-	case processortest.Quota:
-		ft = azurecsfake.Fault{Kind: azurecsfake.Quota, Message: quotaMessage + " " + s.Message}
-	case processortest.Auth:
-		ft.Kind = azurecsfake.Unauthorized
-	case processortest.ServerError:
-		ft.Kind = azurecsfake.ServerError
-	case processortest.Disconnect:
-		ft.Kind = azurecsfake.Disconnect
-	case processortest.Hang:
-		ft = azurecsfake.Fault{Kind: azurecsfake.Delay, Delay: time.Hour}
-	case processortest.HangAfterHeaders:
-		ft.Kind = azurecsfake.TimeoutAfterAnswer
-	default:
-		panic("azurecs conformance: unmapped fault " + string(s.Fault))
-	}
-	return ft
+// faults is the Content Safety fake's fault for each of the suite's
+// kinds. Quota's message is the gateway's 403 for a free tier's exhausted
+// call volume: the adapter tells quota from auth by the word "quota" in
+// it, so the suite's canary is appended rather than put in its place.
+var faults = processortest.Faults[azurecsfake.Fault]{
+	processortest.RateLimit:        {Kind: azurecsfake.RateLimit},
+	processortest.Quota:            {Kind: azurecsfake.Quota, Message: "Out of call volume quota for ContentSafety F0 pricing tier."},
+	processortest.Auth:             {Kind: azurecsfake.Unauthorized},
+	processortest.ServerError:      {Kind: azurecsfake.ServerError},
+	processortest.Disconnect:       {Kind: azurecsfake.Disconnect},
+	processortest.Hang:             {Kind: azurecsfake.Delay, Delay: time.Hour},
+	processortest.HangAfterHeaders: {Kind: azurecsfake.TimeoutAfterAnswer},
 }
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	schema := readFile(t, quickstartSchema)
+	schema := processortest.ReadFile(t, processortest.QuickstartSchema)
 	model := "text-analyze-2024-09-01+mapping-" + quickstart(t).Hash()[:12]
 	processortest.Exercise(t, processortest.Harness{
 		Start: func(t *testing.T) processortest.Fake {
-			return processortest.NewFake(newFake(t, azurecsfake.Options{}), fakeFault)
+			return processortest.NewFake(newFake(t, azurecsfake.Options{}), faults.Script)
 		},
 		Open: func(c processor.Common) (stet.Processor, error) {
 			return New(Config{Common: c, MappingPath: quickstartMapping})

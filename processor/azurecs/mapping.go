@@ -3,7 +3,6 @@ package azurecs
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"regexp"
@@ -14,6 +13,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/processor/yamlcheck"
 )
 
 // MappingVersion is the mapping file format version this package reads.
@@ -139,38 +139,29 @@ func LoadMapping(path string) (*Mapping, error) {
 // a rule setting a property without a default is an error naming the line
 // and the key.
 func ParseMapping(data []byte) (*Mapping, error) {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, err
-	}
-	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 {
-		return nil, errors.New("empty file")
-	}
-	top, err := readMap(doc.Content[0], "top level", topKeys)
+	root, top, err := yamlcheck.Top(data, topKeys)
 	if err != nil {
 		return nil, err
 	}
-	for _, k := range []string{"version", "defaults", "rules"} {
-		if top.get(k) == nil {
-			return nil, fmt.Errorf("line %d: missing key %q", doc.Content[0].Line, k)
-		}
+	if k := top.Missing("version", "defaults", "rules"); k != "" {
+		return nil, fmt.Errorf("line %d: missing key %q", root.Line, k)
 	}
 	m := &Mapping{outputType: FourSeverityLevels, hash: stet.SHA256Hex(data)}
 
-	vn := top.get("version")
-	var v int
-	if vn.Kind != yaml.ScalarNode || vn.ShortTag() != "!!int" || vn.Decode(&v) != nil {
-		return nil, fmt.Errorf("line %d: version: must be an integer", vn.Line)
+	vn := top.Get("version")
+	v, err := yamlcheck.Int(vn, "version")
+	if err != nil {
+		return nil, err
 	}
 	if v != MappingVersion {
 		return nil, fmt.Errorf("line %d: version: %d is not supported (want %d)", vn.Line, v, MappingVersion)
 	}
 	for _, k := range []string{"profile", "description", "output_type", "labels_field", "rationale_field"} {
-		n := top.get(k)
+		n := top.Get(k)
 		if n == nil {
 			continue
 		}
-		s, err := scalarString(n, k)
+		s, err := yamlcheck.String(n, k)
 		if err != nil {
 			return nil, err
 		}
@@ -189,52 +180,52 @@ func ParseMapping(data []byte) (*Mapping, error) {
 		}
 	}
 	if m.labelsField != "" && m.labelsField == m.rationaleField {
-		return nil, fmt.Errorf("line %d: labels_field and rationale_field name the same property %q", top.line("rationale_field"), m.labelsField)
+		return nil, fmt.Errorf("line %d: labels_field and rationale_field name the same property %q", top.Line("rationale_field"), m.labelsField)
 	}
-	if err := m.parseDefaults(top.get("defaults")); err != nil {
+	if err := m.parseDefaults(top.Get("defaults")); err != nil {
 		return nil, err
 	}
-	if n := top.get("category_labels"); n != nil {
+	if n := top.Get("category_labels"); n != nil {
 		if err := m.parseLabels(n); err != nil {
 			return nil, err
 		}
 	}
-	if err := m.parseRules(top.get("rules")); err != nil {
+	if err := m.parseRules(top.Get("rules")); err != nil {
 		return nil, err
 	}
 	return m, nil
 }
 
 func (m *Mapping) parseDefaults(n *yaml.Node) error {
-	dm, err := readMap(n, "defaults", nil)
+	dm, err := yamlcheck.ReadMap(n, "defaults", nil)
 	if err != nil {
 		return err
 	}
-	if len(dm.pairs) == 0 {
+	if len(dm.Pairs) == 0 {
 		return fmt.Errorf("line %d: defaults: empty", n.Line)
 	}
-	for _, kv := range dm.pairs {
-		path := "defaults." + kv.key
-		raw, err := jsonValue(kv.value, path)
+	for _, kv := range dm.Pairs {
+		path := "defaults." + kv.Key
+		raw, err := yamlcheck.JSON(kv.Value, path)
 		if err != nil {
 			return err
 		}
-		switch kv.key {
+		switch kv.Key {
 		case "":
-			return fmt.Errorf("line %d: defaults: empty key", kv.line)
+			return fmt.Errorf("line %d: defaults: empty key", kv.Line)
 		case m.labelsField:
-			if m.baseLabels, err = stringList(kv.value, path); err != nil {
+			if m.baseLabels, err = yamlcheck.Strings(kv.Value, path); err != nil {
 				return err
 			}
 		case m.rationaleField:
-			if m.noFinding, err = scalarString(kv.value, path); err != nil {
+			if m.noFinding, err = yamlcheck.String(kv.Value, path); err != nil {
 				return err
 			}
 		}
-		m.fields = append(m.fields, field{name: kv.key, value: raw})
+		m.fields = append(m.fields, field{name: kv.Key, value: raw})
 	}
 	for _, f := range []struct{ key, name string }{{"labels_field", m.labelsField}, {"rationale_field", m.rationaleField}} {
-		if f.name != "" && dm.get(f.name) == nil {
+		if f.name != "" && dm.Get(f.name) == nil {
 			return fmt.Errorf("line %d: %s %q: not in defaults (give it a default value)", n.Line, f.key, f.name)
 		}
 	}
@@ -242,28 +233,28 @@ func (m *Mapping) parseDefaults(n *yaml.Node) error {
 }
 
 func (m *Mapping) parseLabels(n *yaml.Node) error {
-	lm, err := readMap(n, "category_labels", nil)
+	lm, err := yamlcheck.ReadMap(n, "category_labels", nil)
 	if err != nil {
 		return err
 	}
 	if m.labelsField == "" {
 		return fmt.Errorf("line %d: category_labels: needs labels_field", n.Line)
 	}
-	for _, kv := range lm.pairs {
-		path := "category_labels." + kv.key
-		if !slices.Contains(Categories, kv.key) {
-			return fmt.Errorf("line %d: %s: unknown category (want one of %s)", kv.line, path, strings.Join(Categories, ", "))
+	for _, kv := range lm.Pairs {
+		path := "category_labels." + kv.Key
+		if !slices.Contains(Categories, kv.Key) {
+			return fmt.Errorf("line %d: %s: unknown category (want one of %s)", kv.Line, path, strings.Join(Categories, ", "))
 		}
-		em, err := readMap(kv.value, path, labelKeys)
+		em, err := yamlcheck.ReadMap(kv.Value, path, labelKeys)
 		if err != nil {
 			return err
 		}
-		cl := categoryLabel{category: kv.key}
-		ln, mn := em.get("label"), em.get("min")
+		cl := categoryLabel{category: kv.Key}
+		ln, mn := em.Get("label"), em.Get("min")
 		if ln == nil || mn == nil {
-			return fmt.Errorf("line %d: %s: needs both label and min", kv.line, path)
+			return fmt.Errorf("line %d: %s: needs both label and min", kv.Line, path)
 		}
-		if cl.label, err = scalarString(ln, path+".label"); err != nil {
+		if cl.label, err = yamlcheck.String(ln, path+".label"); err != nil {
 			return err
 		}
 		if !labelPattern.MatchString(cl.label) {
@@ -281,14 +272,12 @@ func (m *Mapping) parseLabels(n *yaml.Node) error {
 }
 
 func (m *Mapping) parseRules(n *yaml.Node) error {
-	if n.Kind != yaml.SequenceNode {
-		return fmt.Errorf("line %d: rules: must be a list", n.Line)
-	}
-	if len(n.Content) == 0 {
-		return fmt.Errorf("line %d: rules: empty list", n.Line)
+	items, err := yamlcheck.Items(n, "rules")
+	if err != nil {
+		return err
 	}
 	ids := map[string]int{}
-	for i, rn := range n.Content {
+	for i, rn := range items {
 		r, err := m.parseRule(rn, i)
 		if err != nil {
 			return err
@@ -307,12 +296,12 @@ func (m *Mapping) parseRules(n *yaml.Node) error {
 func (m *Mapping) parseRule(n *yaml.Node, index int) (mapRule, error) {
 	r := mapRule{index: index}
 	name := fmt.Sprintf("rules[%d]", index)
-	rm, err := readMap(n, name, ruleKeys)
+	rm, err := yamlcheck.ReadMap(n, name, ruleKeys)
 	if err != nil {
 		return r, err
 	}
-	if x := rm.get("id"); x != nil {
-		if r.id, err = scalarString(x, name+".id"); err != nil {
+	if x := rm.Get("id"); x != nil {
+		if r.id, err = yamlcheck.String(x, name+".id"); err != nil {
 			return r, err
 		}
 		if !ruleIDPattern.MatchString(r.id) {
@@ -320,12 +309,12 @@ func (m *Mapping) parseRule(n *yaml.Node, index int) (mapRule, error) {
 		}
 		name = fmt.Sprintf("rules[%d] (%s)", index, r.id)
 	}
-	if x := rm.get("description"); x != nil {
-		if _, err := scalarString(x, name+".description"); err != nil {
+	if x := rm.Get("description"); x != nil {
+		if _, err := yamlcheck.String(x, name+".description"); err != nil {
 			return r, err
 		}
 	}
-	wn, sn := rm.get("when"), rm.get("set")
+	wn, sn := rm.Get("when"), rm.Get("set")
 	if wn == nil {
 		return r, fmt.Errorf("line %d: %s: missing key \"when\"", n.Line, name)
 	}
@@ -333,45 +322,45 @@ func (m *Mapping) parseRule(n *yaml.Node, index int) (mapRule, error) {
 		return r, fmt.Errorf("line %d: %s: missing key \"set\"", n.Line, name)
 	}
 
-	wm, err := readMap(wn, name+".when", nil)
+	wm, err := yamlcheck.ReadMap(wn, name+".when", nil)
 	if err != nil {
 		return r, err
 	}
-	if len(wm.pairs) == 0 {
+	if len(wm.Pairs) == 0 {
 		return r, fmt.Errorf("line %d: %s.when: empty (the defaults are the output when no rule matches)", wn.Line, name)
 	}
-	for _, kv := range wm.pairs {
-		path := name + ".when." + kv.key
-		if kv.key != anyCategory && !slices.Contains(Categories, kv.key) {
-			return r, fmt.Errorf("line %d: %s: unknown category (want one of %s or %s)", kv.line, path, strings.Join(Categories, ", "), anyCategory)
+	for _, kv := range wm.Pairs {
+		path := name + ".when." + kv.Key
+		if kv.Key != anyCategory && !slices.Contains(Categories, kv.Key) {
+			return r, fmt.Errorf("line %d: %s: unknown category (want one of %s or %s)", kv.Line, path, strings.Join(Categories, ", "), anyCategory)
 		}
-		cmp, err := m.parseComparison(kv.value, path)
+		cmp, err := m.parseComparison(kv.Value, path)
 		if err != nil {
 			return r, err
 		}
-		r.when = append(r.when, condition{category: kv.key, cmp: cmp})
+		r.when = append(r.when, condition{category: kv.Key, cmp: cmp})
 	}
 
-	sm, err := readMap(sn, name+".set", nil)
+	sm, err := yamlcheck.ReadMap(sn, name+".set", nil)
 	if err != nil {
 		return r, err
 	}
-	if len(sm.pairs) == 0 {
+	if len(sm.Pairs) == 0 {
 		return r, fmt.Errorf("line %d: %s.set: empty", sn.Line, name)
 	}
-	for _, kv := range sm.pairs {
-		path := name + ".set." + kv.key
+	for _, kv := range sm.Pairs {
+		path := name + ".set." + kv.Key
 		switch {
-		case kv.key == m.labelsField || kv.key == m.rationaleField:
-			return r, fmt.Errorf("line %d: %s: filled from the severities, cannot be set", kv.line, path)
-		case !slices.ContainsFunc(m.fields, func(f field) bool { return f.name == kv.key }):
-			return r, fmt.Errorf("line %d: %s: not in defaults (every property a rule sets needs a default)", kv.line, path)
+		case kv.Key == m.labelsField || kv.Key == m.rationaleField:
+			return r, fmt.Errorf("line %d: %s: filled from the severities, cannot be set", kv.Line, path)
+		case !slices.ContainsFunc(m.fields, func(f field) bool { return f.name == kv.Key }):
+			return r, fmt.Errorf("line %d: %s: not in defaults (every property a rule sets needs a default)", kv.Line, path)
 		}
-		raw, err := jsonValue(kv.value, path)
+		raw, err := yamlcheck.JSON(kv.Value, path)
 		if err != nil {
 			return r, err
 		}
-		r.set = append(r.set, field{name: kv.key, value: raw})
+		r.set = append(r.set, field{name: kv.Key, value: raw})
 	}
 	return r, nil
 }
@@ -557,90 +546,4 @@ func mustJSON(v any) []byte {
 		panic("azurecs: marshal: " + err.Error())
 	}
 	return b
-}
-
-// yamlMap is a YAML mapping with its keys in file order.
-type yamlMap struct{ pairs []yamlPair }
-
-type yamlPair struct {
-	key   string
-	line  int
-	value *yaml.Node
-}
-
-func (m *yamlMap) get(key string) *yaml.Node {
-	for _, p := range m.pairs {
-		if p.key == key {
-			return p.value
-		}
-	}
-	return nil
-}
-
-func (m *yamlMap) line(key string) int {
-	for _, p := range m.pairs {
-		if p.key == key {
-			return p.line
-		}
-	}
-	return 0
-}
-
-// readMap reads n as a mapping with string keys, none given twice. If known
-// is not nil, any other key is an error naming it.
-func readMap(n *yaml.Node, path string, known []string) (*yamlMap, error) {
-	if n.Kind != yaml.MappingNode {
-		return nil, fmt.Errorf("line %d: %s: must be a mapping", n.Line, path)
-	}
-	m := &yamlMap{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k := n.Content[i]
-		if k.Kind != yaml.ScalarNode || k.ShortTag() != "!!str" {
-			return nil, fmt.Errorf("line %d: %s: keys must be strings", k.Line, path)
-		}
-		if known != nil && !slices.Contains(known, k.Value) {
-			return nil, fmt.Errorf("line %d: %s: unknown key %q (known: %s)", k.Line, path, k.Value, strings.Join(known, ", "))
-		}
-		if m.get(k.Value) != nil {
-			return nil, fmt.Errorf("line %d: %s: key %q given twice", k.Line, path, k.Value)
-		}
-		m.pairs = append(m.pairs, yamlPair{key: k.Value, line: k.Line, value: n.Content[i+1]})
-	}
-	return m, nil
-}
-
-func scalarString(n *yaml.Node, path string) (string, error) {
-	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!str" {
-		return "", fmt.Errorf("line %d: %s: must be a string", n.Line, path)
-	}
-	return n.Value, nil
-}
-
-func stringList(n *yaml.Node, path string) ([]string, error) {
-	if n.Kind != yaml.SequenceNode {
-		return nil, fmt.Errorf("line %d: %s: must be a list of strings", n.Line, path)
-	}
-	out := make([]string, 0, len(n.Content))
-	for i, c := range n.Content {
-		s, err := scalarString(c, fmt.Sprintf("%s[%d]", path, i))
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, s)
-	}
-	return out, nil
-}
-
-// jsonValue converts a YAML value to JSON. Aliases and mappings with
-// non-string keys are refused.
-func jsonValue(n *yaml.Node, path string) (json.RawMessage, error) {
-	var v any
-	if err := n.Decode(&v); err != nil {
-		return nil, fmt.Errorf("line %d: %s: %w", n.Line, path, err)
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, fmt.Errorf("line %d: %s: not representable as JSON", n.Line, path)
-	}
-	return b, nil
 }

@@ -1,8 +1,6 @@
 package azurecs
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
 	"regexp"
@@ -10,51 +8,17 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/stetlabs/stet/processor/processortest"
+	"github.com/stetlabs/stet/schema"
 )
 
 const (
 	quickstartMapping = "../../examples/quickstart/profiles/moderation.azurecs.yaml"
-	quickstartSchema  = "../../examples/quickstart/profiles/moderation.schema.json"
 )
 
-// moderation is the output shape of the quickstart profile.
-type moderation struct {
-	Category  string   `json:"category"`
-	Severity  string   `json:"severity"`
-	Action    string   `json:"action"`
-	Labels    []string `json:"labels"`
-	Rationale string   `json:"rationale"`
-}
-
-func readFile(t *testing.T, path string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-// compileSchema compiles the quickstart schema with the JSON Schema library
-// directly, so these tests do not trust the mapping's own schema check.
-func compileSchema(t *testing.T) *jsonschema.Schema {
-	t.Helper()
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(readFile(t, quickstartSchema)))
-	if err != nil {
-		t.Fatalf("schema: %v", err)
-	}
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	const loc = "stet:///moderation.schema.json"
-	if err := c.AddResource(loc, doc); err != nil {
-		t.Fatalf("schema: %v", err)
-	}
-	s, err := c.Compile(loc)
-	if err != nil {
-		t.Fatalf("schema: %v", err)
-	}
-	return s
+// moderation is the record the quickstart mapping writes, in field order.
+func moderation(category, severity, action string, labels []string, rationale string) processortest.Moderation {
+	return processortest.Moderation{Category: category, Severity: severity, Action: action, Labels: labels, Rationale: rationale}
 }
 
 func quickstart(t *testing.T) *Mapping {
@@ -66,21 +30,10 @@ func quickstart(t *testing.T) *Mapping {
 	return m
 }
 
-func decodeModeration(t *testing.T, out json.RawMessage) moderation {
-	t.Helper()
-	dec := json.NewDecoder(bytes.NewReader(out))
-	dec.DisallowUnknownFields()
-	var got moderation
-	if err := dec.Decode(&got); err != nil {
-		t.Fatalf("output %s: %v", out, err)
-	}
-	return got
-}
-
 func TestQuickstartMappingFitsSchema(t *testing.T) {
 	t.Parallel()
 	m := quickstart(t)
-	if err := m.CheckSchema(readFile(t, quickstartSchema)); err != nil {
+	if err := m.CheckSchema(processortest.ReadFile(t, processortest.QuickstartSchema)); err != nil {
 		t.Errorf("CheckSchema(quickstart schema) = %v, want nil", err)
 	}
 	if m.Profile() != "moderation" || m.OutputType() != FourSeverityLevels {
@@ -94,7 +47,10 @@ func TestQuickstartMappingFitsSchema(t *testing.T) {
 func TestQuickstartEveryAnswerIsValid(t *testing.T) {
 	t.Parallel()
 	m := quickstart(t)
-	sch := compileSchema(t)
+	sch, err := schema.Compile("moderation", processortest.ReadFile(t, processortest.QuickstartSchema))
+	if err != nil {
+		t.Fatal(err)
+	}
 	levels := []int{0, 2, 4, 6}
 	n := 0
 	for _, h := range levels {
@@ -103,14 +59,10 @@ func TestQuickstartEveryAnswerIsValid(t *testing.T) {
 				for _, v := range levels {
 					s := Severities{Hate: h, SelfHarm: sh, Sexual: sx, Violence: v}
 					out := m.Apply(s)
-					inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(out))
-					if err != nil {
-						t.Fatalf("Apply(%v) = %s: not JSON: %v", s, out, err)
+					if problems := sch.Validate(out); problems != nil {
+						t.Errorf("Apply(%v) = %s: invalid against the schema: %v", s, out, problems)
 					}
-					if err := sch.Validate(inst); err != nil {
-						t.Errorf("Apply(%v) = %s: invalid against the schema: %v", s, out, err)
-					}
-					got := decodeModeration(t, out)
+					got := processortest.DecodeModeration(t, out)
 					// The schema's description: severity none only when
 					// category is none, and the other way round.
 					if (got.Category == "none") != (got.Severity == "none") {
@@ -140,78 +92,78 @@ func TestQuickstartRules(t *testing.T) {
 	tests := []struct {
 		name string
 		in   Severities
-		want moderation
+		want processortest.Moderation
 	}{
 		{
 			name: "all zero: the defaults",
 			in:   Severities{},
-			want: moderation{"none", "none", "allow", []string{}, "azure content safety: every category 0"},
+			want: moderation("none", "none", "allow", []string{}, "azure content safety: every category 0"),
 		},
 		{
 			name: "acute self-harm escalates",
 			in:   Severities{SelfHarm: 4},
-			want: moderation{"self_harm", "high", "escalate", []string{"self_harm"}, "azure content safety: SelfHarm=4; rule self-harm-acute"},
+			want: moderation("self_harm", "high", "escalate", []string{"self_harm"}, "azure content safety: SelfHarm=4; rule self-harm-acute"),
 		},
 		{
 			name: "self-harm ranks above higher hate (first match)",
 			in:   Severities{SelfHarm: 4, Hate: 6},
-			want: moderation{"self_harm", "high", "escalate", []string{"self_harm", "harassment"}, "azure content safety: Hate=6, SelfHarm=4; rule self-harm-acute"},
+			want: moderation("self_harm", "high", "escalate", []string{"self_harm", "harassment"}, "azure content safety: Hate=6, SelfHarm=4; rule self-harm-acute"),
 		},
 		{
 			name: "low self-harm in a severe post escalates (all conditions of a when)",
 			in:   Severities{SelfHarm: 2, Violence: 6},
-			want: moderation{"self_harm", "high", "escalate", []string{"self_harm", "harassment"}, "azure content safety: Violence=6, SelfHarm=2; rule self-harm-with-severe"},
+			want: moderation("self_harm", "high", "escalate", []string{"self_harm", "harassment"}, "azure content safety: Violence=6, SelfHarm=2; rule self-harm-with-severe"),
 		},
 		{
 			name: "low self-harm is reviewed ahead of medium hate",
 			in:   Severities{SelfHarm: 2, Hate: 4},
-			want: moderation{"self_harm", "medium", "review", []string{"self_harm", "harassment"}, "azure content safety: Hate=4, SelfHarm=2; rule self-harm"},
+			want: moderation("self_harm", "medium", "review", []string{"self_harm", "harassment"}, "azure content safety: Hate=4, SelfHarm=2; rule self-harm"),
 		},
 		{
 			name: "severe hate is removed",
 			in:   Severities{Hate: 6},
-			want: moderation{"harassment", "high", "remove", []string{"harassment"}, "azure content safety: Hate=6; rule hate-high"},
+			want: moderation("harassment", "high", "remove", []string{"harassment"}, "azure content safety: Hate=6; rule hate-high"),
 		},
 		{
 			name: "severe violence is removed",
 			in:   Severities{Violence: 6, Hate: 2},
-			want: moderation{"harassment", "high", "remove", []string{"harassment"}, "azure content safety: Violence=6, Hate=2; rule violence-high"},
+			want: moderation("harassment", "high", "remove", []string{"harassment"}, "azure content safety: Violence=6, Hate=2; rule violence-high"),
 		},
 		{
 			name: "explicit sexual content is removed",
 			in:   Severities{Sexual: 6},
-			want: moderation{"harassment", "high", "remove", []string{"harassment"}, "azure content safety: Sexual=6; rule sexual-high"},
+			want: moderation("harassment", "high", "remove", []string{"harassment"}, "azure content safety: Sexual=6; rule sexual-high"),
 		},
 		{
 			name: "medium hate",
 			in:   Severities{Hate: 4},
-			want: moderation{"harassment", "medium", "review", []string{"harassment"}, "azure content safety: Hate=4; rule hate-medium"},
+			want: moderation("harassment", "medium", "review", []string{"harassment"}, "azure content safety: Hate=4; rule hate-medium"),
 		},
 		{
 			name: "medium violence",
 			in:   Severities{Violence: 4, Sexual: 2},
-			want: moderation{"harassment", "medium", "review", []string{"harassment"}, "azure content safety: Violence=4, Sexual=2; rule violence-medium"},
+			want: moderation("harassment", "medium", "review", []string{"harassment"}, "azure content safety: Violence=4, Sexual=2; rule violence-medium"),
 		},
 		{
 			name: "medium sexual",
 			in:   Severities{Sexual: 4},
-			want: moderation{"harassment", "medium", "review", []string{"harassment"}, "azure content safety: Sexual=4; rule sexual-medium"},
+			want: moderation("harassment", "medium", "review", []string{"harassment"}, "azure content safety: Sexual=4; rule sexual-medium"),
 		},
 		{
 			name: "low hate",
 			in:   Severities{Hate: 2},
-			want: moderation{"harassment", "low", "review", []string{"harassment"}, "azure content safety: Hate=2; rule hate-low"},
+			want: moderation("harassment", "low", "review", []string{"harassment"}, "azure content safety: Hate=2; rule hate-low"),
 		},
 		{
 			name: "low violence and sexual alone are allowed, scores recorded",
 			in:   Severities{Violence: 2, Sexual: 2},
-			want: moderation{"none", "none", "allow", []string{}, "azure content safety: Sexual=2, Violence=2; no rule matched"},
+			want: moderation("none", "none", "allow", []string{}, "azure content safety: Sexual=2, Violence=2; no rule matched"),
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got := decodeModeration(t, m.Apply(tt.in))
+			got := processortest.DecodeModeration(t, m.Apply(tt.in))
 			if got.Category != tt.want.Category || got.Severity != tt.want.Severity || got.Action != tt.want.Action ||
 				!slices.Equal(got.Labels, tt.want.Labels) || got.Rationale != tt.want.Rationale {
 				t.Errorf("Apply(%v) = %+v, want %+v", tt.in, got, tt.want)
@@ -242,7 +194,7 @@ func TestRationaleNamesCategoriesAndNumbersOnly(t *testing.T) {
 			for _, sx := range levels {
 				for _, v := range levels {
 					s := Severities{Hate: h, SelfHarm: sh, Sexual: sx, Violence: v}
-					got := decodeModeration(t, m.Apply(s))
+					got := processortest.DecodeModeration(t, m.Apply(s))
 					if !rationalePattern.MatchString(got.Rationale) {
 						t.Errorf("Apply(%v).rationale = %q: says more than categories, numbers and a rule", s, got.Rationale)
 					}
@@ -375,7 +327,7 @@ func TestLoadMappingNamesTheFile(t *testing.T) {
 
 func TestCheckSchema(t *testing.T) {
 	t.Parallel()
-	schema := readFile(t, quickstartSchema)
+	schema := processortest.ReadFile(t, processortest.QuickstartSchema)
 	const rules = "\nrules:\n  - {id: r, when: {Hate: '>=2'}, set: {category: harassment, severity: low, action: review}}\n"
 	const fields = "labels_field: labels\nrationale_field: rationale\n"
 	tests := []struct {

@@ -22,39 +22,6 @@ import (
 	"github.com/stetlabs/stet/processor/processortest"
 )
 
-// capTransport fails a body read past limit bytes, as the lead's status
-// client does.
-type capTransport struct {
-	next  http.RoundTripper
-	limit int64
-}
-
-type cappedBody struct {
-	io.ReadCloser
-	left int64
-}
-
-func (b *cappedBody) Read(p []byte) (int, error) {
-	if b.left <= 0 {
-		return 0, errors.New("response body over the client's limit")
-	}
-	if int64(len(p)) > b.left {
-		p = p[:b.left]
-	}
-	n, err := b.ReadCloser.Read(p)
-	b.left -= int64(n)
-	return n, err
-}
-
-func (t capTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	res, err := t.next.RoundTrip(req)
-	if err != nil {
-		return nil, err
-	}
-	res.Body = &cappedBody{ReadCloser: res.Body, left: t.limit + 1}
-	return res, nil
-}
-
 // statusClient is the client `stet batch status` uses: no redirects, a
 // timeout, bodies capped at 1 MiB.
 func statusClient(refuse func(*http.Request, []*http.Request) error) func(http.RoundTripper) *http.Client {
@@ -62,7 +29,7 @@ func statusClient(refuse func(*http.Request, []*http.Request) error) func(http.R
 		return &http.Client{
 			Timeout:       20 * time.Second,
 			CheckRedirect: refuse,
-			Transport:     capTransport{next: wire, limit: 1 << 20},
+			Transport:     processortest.CappedTransport{Next: wire, Limit: 1 << 20},
 		}
 	}
 }
@@ -93,7 +60,7 @@ func TestBatchStatus(t *testing.T) {
 		{name: "500", fault: &geminifake.Fault{Kind: geminifake.ServerError}, wantClass: stet.FailureTransient, wantStatus: 500, wantCode: "INTERNAL"},
 		{name: "503", fault: &geminifake.Fault{Kind: geminifake.ServerError, Status: 503}, client: statusClient(refuse), wantClass: stet.FailureTransient, wantStatus: 503, wantCode: "UNAVAILABLE"},
 		{name: "connection reset", fault: &geminifake.Fault{Kind: geminifake.Disconnect}, wantClass: stet.FailureTransient},
-		{name: "redirect followed to a page", fault: &geminifake.Fault{Kind: geminifake.Redirect}, wantClass: stet.FailureTransient, wantStatus: 200, wantCode: codeInvalidResponse},
+		{name: "redirect refused by the adapter's own client", fault: &geminifake.Fault{Kind: geminifake.Redirect}, wantClass: stet.FailureTransient, wantStatus: 302, wantCode: codeRedirect},
 		{name: "redirect, last response kept", fault: &geminifake.Fault{Kind: geminifake.Redirect}, client: statusClient(useLast), wantClass: stet.FailureTransient, wantStatus: 302, wantCode: codeRedirect},
 		{name: "redirect refused", fault: &geminifake.Fault{Kind: geminifake.Redirect}, client: statusClient(refuse), wantClass: stet.FailureTransient, wantStatus: 302, wantCode: codeRedirect},
 		{name: "huge body, no cap", fault: &geminifake.Fault{Kind: geminifake.HugeBody}, wantStatus: 200},

@@ -295,7 +295,7 @@ type batchCallKey struct{}
 // context for batchTransport.
 func (c *BatchClient) startCall(ctx context.Context, timeout time.Duration, limit int64) (*batchCall, context.Context, context.CancelFunc) {
 	call := &batchCall{limit: limit}
-	callCtx, cancel := context.WithTimeoutCause(ctx, timeout, errCallTimeout)
+	callCtx, cancel := context.WithTimeoutCause(processor.WithBodyLimit(ctx, max(limit, processor.MaxResponseBytes)), timeout, errCallTimeout)
 	return call, context.WithValue(callCtx, batchCallKey{}, call), cancel
 }
 

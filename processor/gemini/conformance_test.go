@@ -13,53 +13,32 @@ import (
 	"github.com/stetlabs/stet/processor/processortest"
 )
 
-// fakeFault maps the suite's fault kinds onto the Gemini fake's.
-func fakeFault(s processortest.Script) geminifake.Fault {
-	ft := geminifake.Fault{Message: s.Message}
-	switch s.Fault {
-	case processortest.RateLimit:
-		// No RetryDelay: the body's RetryInfo would be a second source of
-		// wait. The headers are what a gateway in front of the API sends.
-		ft = geminifake.Fault{Kind: geminifake.RateLimit, RetryAfter: s.RetryAfter, Message: s.Message}
-		if s.RetryAfterMS != 0 {
-			ft.Header = http.Header{"Retry-After-Ms": {strconv.Itoa(s.RetryAfterMS)}}
-		}
-	case processortest.Quota:
-		ft.Kind = geminifake.Quota
-	case processortest.Auth:
-		// A wrong API key gets 400 INVALID_ARGUMENT, reason API_KEY_INVALID.
-		ft.Kind = geminifake.Unauthorized
-	case processortest.ServerError:
-		ft.Kind = geminifake.ServerError
-	case processortest.Disconnect:
-		ft.Kind = geminifake.Disconnect
-	case processortest.Hang:
-		ft = geminifake.Fault{Kind: geminifake.Delay, Delay: time.Hour}
-	case processortest.HangAfterHeaders:
-		ft.Kind = geminifake.TimeoutAfterAnswer
-	case processortest.Truncated:
-		ft.Kind = geminifake.TruncatedJSON
-	case processortest.SchemaInvalid:
-		ft.Kind = geminifake.SchemaInvalid
-	case processortest.Refusal:
-		// Gemini's safety stop carries no text: Message has nowhere to go.
-		ft = geminifake.Fault{Kind: geminifake.Finish, FinishReason: "SAFETY"}
-	default:
-		panic("gemini conformance: unmapped fault " + string(s.Fault))
-	}
-	return ft
+// faults is the Gemini fake's fault for each of the suite's kinds.
+var faults = processortest.Faults[geminifake.Fault]{
+	// No RetryDelay: the body's RetryInfo would be a second source of
+	// wait.
+	processortest.RateLimit: {Kind: geminifake.RateLimit},
+	processortest.Quota:     {Kind: geminifake.Quota},
+	// A wrong API key gets 400 INVALID_ARGUMENT, reason API_KEY_INVALID.
+	processortest.Auth:             {Kind: geminifake.Unauthorized},
+	processortest.ServerError:      {Kind: geminifake.ServerError},
+	processortest.Disconnect:       {Kind: geminifake.Disconnect},
+	processortest.Hang:             {Kind: geminifake.Delay, Delay: time.Hour},
+	processortest.HangAfterHeaders: {Kind: geminifake.TimeoutAfterAnswer},
+	processortest.Truncated:        {Kind: geminifake.TruncatedJSON},
+	processortest.SchemaInvalid:    {Kind: geminifake.SchemaInvalid},
+	// Gemini's safety stop carries no text: Message has nowhere to go.
+	processortest.Refusal: {Kind: geminifake.Finish, FinishReason: "SAFETY"},
 }
 
-// answer reads what a generateContent answer says of itself: the ID is
-// the body's responseId, the model its modelVersion, and thinking tokens
-// count as output.
-func answer(_ http.Header, body []byte) processortest.Answer {
-	return processortest.Answer{
-		RequestID: processortest.JSONString(body, "responseId"), Model: processortest.JSONString(body, "modelVersion"),
-		InputTokens:  processortest.JSONInt(body, "usageMetadata.promptTokenCount"),
-		OutputTokens: processortest.JSONInt(body, "usageMetadata.candidatesTokenCount") + processortest.JSONInt(body, "usageMetadata.thoughtsTokenCount"),
-		Output:       geminifake.MinimalInstance(json.RawMessage(processortest.Schema)),
+// fakeFault is faults' fault for s. The fake has no retry-after-ms field:
+// the header is what a gateway in front of the API sends.
+func fakeFault(s processortest.Script) geminifake.Fault {
+	ft := faults.Script(s)
+	if s.RetryAfterMS != 0 {
+		ft.Header = http.Header{"Retry-After-Ms": {strconv.Itoa(s.RetryAfterMS)}}
 	}
+	return ft
 }
 
 func startFake(t *testing.T) (*geminifake.Server, processortest.Fake) {
@@ -79,8 +58,15 @@ func TestConformance(t *testing.T) {
 		Common:       common,
 		Kind:         "gemini",
 		Capabilities: []string{"sync", "json_schema"},
-		Answer:       answer,
-		AuthStatus:   http.StatusBadRequest,
+		// What a generateContent answer says of itself: the ID is the
+		// body's responseId, the model its modelVersion, and thinking
+		// tokens count as output.
+		Answer: processortest.Reads{
+			RequestID: "responseId", Model: "modelVersion", InputTokens: "usageMetadata.promptTokenCount",
+			OutputTokens: []string{"usageMetadata.candidatesTokenCount", "usageMetadata.thoughtsTokenCount"},
+			Output:       geminifake.MinimalInstance(json.RawMessage(processortest.Schema)),
+		}.Answer,
+		AuthStatus: http.StatusBadRequest,
 	})
 }
 

@@ -129,16 +129,8 @@ func New(cfg Config) (*Client, error) {
 // change where text goes. Attempts 1 is no retry (nil retry options mean the
 // same in v1.77.0, but say it).
 func newSDK(cfg Config, base string, wrap func(http.RoundTripper) http.RoundTripper) (*genai.Client, error) {
-	hc := &http.Client{}
-	if cfg.HTTPClient != nil {
-		copied := *cfg.HTTPClient
-		hc = &copied
-	}
-	next := hc.Transport
-	if next == nil {
-		next = http.DefaultTransport
-	}
-	hc.Transport = wrap(next)
+	hc := cfg.Client(processor.MaxResponseBytes)
+	hc.Transport = wrap(hc.Transport)
 	sdk, err := genai.NewClient(context.Background(), &genai.ClientConfig{
 		APIKey:     cfg.APIKey,
 		Backend:    genai.BackendGeminiAPI,

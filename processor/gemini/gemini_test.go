@@ -135,83 +135,68 @@ func TestClassification(t *testing.T) {
 	// The HTTP-date cases are computed against this clock.
 	now := time.Date(2026, 3, 4, 7, 28, 0, 0, time.UTC)
 	const exhausted = "RESOURCE_EXHAUSTED"
-	tests := []struct {
-		name           string
-		fault          geminifake.Fault
-		wantClass      stet.FailureClass
-		wantStatus     int
-		wantCode       string
-		wantRetryAfter time.Duration
-	}{
-		{name: "429 RetryInfo", fault: geminifake.Fault{Kind: geminifake.RateLimit, RetryDelay: "7s"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: exhausted, wantRetryAfter: 7 * time.Second},
-		{name: "429 fractional RetryInfo", fault: geminifake.Fault{Kind: geminifake.RateLimit, RetryDelay: "25.465784708s"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: exhausted, wantRetryAfter: 25465784708 * time.Nanosecond},
-		{name: "429 Retry-After date in the past", fault: geminifake.Fault{Kind: geminifake.RateLimit, RetryAfter: now.Add(-time.Minute).Format(http.TimeFormat)}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: exhausted},
-		// Every wait is capped at processor.MaxRetryAfter: over seven days
-		// these were once ignored, and a date a year ahead snoozed a week.
-		{name: "429 RetryInfo over the cap", fault: geminifake.Fault{Kind: geminifake.RateLimit, RetryDelay: "2592000s"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: exhausted, wantRetryAfter: processor.MaxRetryAfter},
-		{name: "429 Retry-After ten days", fault: geminifake.Fault{Kind: geminifake.RateLimit, RetryAfter: "864000"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: exhausted, wantRetryAfter: processor.MaxRetryAfter},
-		{name: "429 Retry-After a year ahead", fault: geminifake.Fault{Kind: geminifake.RateLimit, RetryAfter: now.AddDate(1, 0, 0).Format(http.TimeFormat)}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: exhausted, wantRetryAfter: processor.MaxRetryAfter},
-		{name: "429 retry-after-ms over seven days", fault: geminifake.Fault{Kind: geminifake.RateLimit, Header: http.Header{"Retry-After-Ms": {"700000000"}}}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: exhausted, wantRetryAfter: processor.MaxRetryAfter},
-		{name: "429 longest wait wins", fault: geminifake.Fault{Kind: geminifake.RateLimit, RetryDelay: "7s", RetryAfter: "3"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: exhausted, wantRetryAfter: 7 * time.Second},
-		{name: "429 without details", fault: geminifake.Fault{Kind: geminifake.HTTPError, Status: 429, Message: "Resource has been exhausted (e.g. check quota)."}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: exhausted},
-		{name: "429 per-minute tokens", fault: geminifake.Fault{Kind: geminifake.RateLimit, QuotaID: "GenerateContentInputTokensPerModelPerMinute-FreeTier", QuotaValue: "250000", RetryDelay: "26s"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: exhausted, wantRetryAfter: 26 * time.Second},
-		{name: "429 per-day quota", fault: geminifake.Fault{Kind: geminifake.Quota, RetryDelay: "43s"}, wantClass: stet.FailureQuota, wantStatus: 429, wantCode: exhausted, wantRetryAfter: 43 * time.Second},
-		{name: "429 limit 0", fault: geminifake.Fault{Kind: geminifake.RateLimit, QuotaID: "GenerateRequestsPerMinutePerProjectPerModel-FreeTier", QuotaValue: "0"}, wantClass: stet.FailureQuota, wantStatus: 429, wantCode: exhausted},
-		{name: "403 billing disabled", fault: geminifake.Fault{Kind: geminifake.HTTPError, Status: 403, Reason: "BILLING_DISABLED"}, wantClass: stet.FailureQuota, wantStatus: 403, wantCode: "BILLING_DISABLED"},
-		{name: "400 API_KEY_INVALID", fault: geminifake.Fault{Kind: geminifake.Unauthorized}, wantClass: stet.FailureAuth, wantStatus: 400, wantCode: "API_KEY_INVALID"},
-		{name: "403 PERMISSION_DENIED", fault: geminifake.Fault{Kind: geminifake.PermissionDenied}, wantClass: stet.FailureAuth, wantStatus: 403, wantCode: "PERMISSION_DENIED"},
-		{name: "403 SERVICE_DISABLED", fault: geminifake.Fault{Kind: geminifake.HTTPError, Status: 403, Reason: "SERVICE_DISABLED"}, wantClass: stet.FailureAuth, wantStatus: 403, wantCode: "SERVICE_DISABLED"},
-		{name: "400 FAILED_PRECONDITION region", fault: geminifake.Fault{Kind: geminifake.RegionUnsupported}, wantClass: stet.FailureUnsupported, wantStatus: 400, wantCode: "FAILED_PRECONDITION"},
-		{name: "400 INVALID_ARGUMENT", fault: geminifake.Fault{Kind: geminifake.HTTPError, Status: 400}, wantClass: stet.FailureUnsupported, wantStatus: 400, wantCode: "INVALID_ARGUMENT"},
-		{name: "404 NOT_FOUND model", fault: geminifake.Fault{Kind: geminifake.HTTPError, Status: 404}, wantClass: stet.FailureUnsupported, wantStatus: 404, wantCode: "NOT_FOUND"},
-		{name: "413 too large", fault: geminifake.Fault{Kind: geminifake.HTTPError, Status: 413}, wantClass: stet.FailureUnsupported, wantStatus: 413, wantCode: "INVALID_ARGUMENT"},
-		{name: "408 request timeout", fault: geminifake.Fault{Kind: geminifake.HTTPError, Status: 408}, wantClass: stet.FailureTransient, wantStatus: 408},
-		{name: "409 ABORTED", fault: geminifake.Fault{Kind: geminifake.HTTPError, Status: 409}, wantClass: stet.FailureTransient, wantStatus: 409, wantCode: "ABORTED"},
-		{name: "503 UNAVAILABLE", fault: geminifake.Fault{Kind: geminifake.ServerError, Status: 503}, wantClass: stet.FailureTransient, wantStatus: 503, wantCode: "UNAVAILABLE"},
-		{name: "504 DEADLINE_EXCEEDED", fault: geminifake.Fault{Kind: geminifake.ServerError, Status: 504}, wantClass: stet.FailureTransient, wantStatus: 504, wantCode: "DEADLINE_EXCEEDED"},
-		{name: "503 with Retry-After", fault: geminifake.Fault{Kind: geminifake.ServerError, Status: 503, RetryAfter: "2"}, wantClass: stet.FailureTransient, wantStatus: 503, wantCode: "UNAVAILABLE", wantRetryAfter: 2 * time.Second},
-		{name: "MAX_TOKENS", fault: geminifake.Fault{Kind: geminifake.MaxTokens}, wantClass: stet.FailureInvalidOutput, wantStatus: 200, wantCode: "MAX_TOKENS"},
-		{name: "CONTINUATION", fault: geminifake.Fault{Kind: geminifake.Finish, FinishReason: "CONTINUATION"}, wantClass: stet.FailureInvalidOutput, wantStatus: 200, wantCode: "CONTINUATION"},
-		{name: "PROHIBITED_CONTENT", fault: geminifake.Fault{Kind: geminifake.Finish, FinishReason: "PROHIBITED_CONTENT"}, wantClass: stet.FailureRefusal, wantStatus: 200, wantCode: "PROHIBITED_CONTENT"},
-		{name: "BLOCKLIST", fault: geminifake.Fault{Kind: geminifake.Finish, FinishReason: "BLOCKLIST"}, wantClass: stet.FailureRefusal, wantStatus: 200, wantCode: "BLOCKLIST"},
-		{name: "SPII", fault: geminifake.Fault{Kind: geminifake.Finish, FinishReason: "SPII"}, wantClass: stet.FailureRefusal, wantStatus: 200, wantCode: "SPII"},
-		{name: "RECITATION", fault: geminifake.Fault{Kind: geminifake.Finish, FinishReason: "RECITATION"}, wantClass: stet.FailureInvalidOutput, wantStatus: 200, wantCode: "RECITATION"},
-		{name: "OTHER", fault: geminifake.Fault{Kind: geminifake.Finish, FinishReason: "OTHER"}, wantClass: stet.FailureInvalidOutput, wantStatus: 200, wantCode: "OTHER"},
-		{name: "LANGUAGE", fault: geminifake.Fault{Kind: geminifake.Finish, FinishReason: "LANGUAGE"}, wantClass: stet.FailureUnsupported, wantStatus: 200, wantCode: "LANGUAGE"},
-		{name: "unknown finish reason", fault: geminifake.Fault{Kind: geminifake.Finish, FinishReason: "SOMETHING_NEW"}, wantClass: stet.FailureInvalidOutput, wantStatus: 200, wantCode: "SOMETHING_NEW"},
-		{name: "prompt blocked SAFETY", fault: geminifake.Fault{Kind: geminifake.PromptBlocked}, wantClass: stet.FailureRefusal, wantStatus: 200, wantCode: "prompt.SAFETY"},
-		{name: "prompt blocked PROHIBITED_CONTENT", fault: geminifake.Fault{Kind: geminifake.PromptBlocked, BlockReason: "PROHIBITED_CONTENT"}, wantClass: stet.FailureRefusal, wantStatus: 200, wantCode: "prompt.PROHIBITED_CONTENT"},
-		{name: "delay then answer", fault: geminifake.Fault{Kind: geminifake.Delay, Delay: 10 * time.Millisecond}, wantClass: stet.FailureNone, wantStatus: 200},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
+	processortest.ClassificationHarness[geminifake.Fault]{
+		Open: func(t *testing.T, timeout time.Duration) (processortest.Server[geminifake.Fault], stet.Processor) {
 			f := newFake(t, geminifake.Options{})
-			f.Enqueue(tt.fault)
-			c := newTestClient(t, f, 10*time.Second)
+			c := newTestClient(t, f, timeout)
 			c.now = func() time.Time { return now }
-
-			ext, err := c.Extract(t.Context(), testParams("Classify: the nurse was kind."))
-			if n := f.Calls(); n != 1 {
-				t.Errorf("fake calls = %d, want 1", n)
-			}
-			pe := processortest.Outcome{Class: tt.wantClass, Status: tt.wantStatus, Code: tt.wantCode, RetryAfter: tt.wantRetryAfter}.Check(t, "Extract() with "+tt.name, ext, err)
+			return f, c
+		},
+		Params: testParams("Classify: the nurse was kind."),
+		Check: func(t *testing.T, tt processortest.Classification[geminifake.Fault], _ *stet.Extraction, pe *stet.ProcessorError) {
 			if pe == nil {
 				return
 			}
 			// 200 answers carry the body's responseId; error answers carry
 			// none, as the API sends no request ID header.
-			if (tt.wantStatus == 200) != (pe.RequestID != "") {
-				t.Errorf("Extract() with %s: RequestID = %q, want it set only from a 200 body", tt.name, pe.RequestID)
+			if (tt.Status == 200) != (pe.RequestID != "") {
+				t.Errorf("Extract() with %s: RequestID = %q, want it set only from a 200 body", tt.Name, pe.RequestID)
 			}
-			if tt.wantClass == stet.FailureInvalidOutput && len(pe.Problems) == 0 {
-				t.Errorf("Extract() with %s: Problems empty, want a reason", tt.name)
+			if tt.Fault.Kind == geminifake.MaxTokens && (len(pe.Output) == 0 || json.Valid(pe.Output)) {
+				t.Errorf("Extract() with %s: Output = %q, want the cut text", tt.Name, pe.Output)
 			}
-			if tt.fault.Kind == geminifake.MaxTokens && (len(pe.Output) == 0 || json.Valid(pe.Output)) {
-				t.Errorf("Extract() with %s: Output = %q, want the cut text", tt.name, pe.Output)
-			}
-		})
-	}
+		},
+	}.Run(t, []processortest.Classification[geminifake.Fault]{
+		{Name: "429 RetryInfo", Fault: geminifake.Fault{Kind: geminifake.RateLimit, RetryDelay: "7s"}, Class: stet.FailureRateLimited, Status: 429, Code: exhausted, RetryAfter: 7 * time.Second},
+		{Name: "429 fractional RetryInfo", Fault: geminifake.Fault{Kind: geminifake.RateLimit, RetryDelay: "25.465784708s"}, Class: stet.FailureRateLimited, Status: 429, Code: exhausted, RetryAfter: 25465784708 * time.Nanosecond},
+		{Name: "429 Retry-After date in the past", Fault: geminifake.Fault{Kind: geminifake.RateLimit, RetryAfter: now.Add(-time.Minute).Format(http.TimeFormat)}, Class: stet.FailureRateLimited, Status: 429, Code: exhausted},
+		// Every wait is capped at processor.MaxRetryAfter: over seven days
+		// these were once ignored, and a date a year ahead snoozed a week.
+		{Name: "429 RetryInfo over the cap", Fault: geminifake.Fault{Kind: geminifake.RateLimit, RetryDelay: "2592000s"}, Class: stet.FailureRateLimited, Status: 429, Code: exhausted, RetryAfter: processor.MaxRetryAfter},
+		{Name: "429 Retry-After ten days", Fault: geminifake.Fault{Kind: geminifake.RateLimit, RetryAfter: "864000"}, Class: stet.FailureRateLimited, Status: 429, Code: exhausted, RetryAfter: processor.MaxRetryAfter},
+		{Name: "429 Retry-After a year ahead", Fault: geminifake.Fault{Kind: geminifake.RateLimit, RetryAfter: now.AddDate(1, 0, 0).Format(http.TimeFormat)}, Class: stet.FailureRateLimited, Status: 429, Code: exhausted, RetryAfter: processor.MaxRetryAfter},
+		{Name: "429 retry-after-ms over seven days", Fault: geminifake.Fault{Kind: geminifake.RateLimit, Header: http.Header{"Retry-After-Ms": {"700000000"}}}, Class: stet.FailureRateLimited, Status: 429, Code: exhausted, RetryAfter: processor.MaxRetryAfter},
+		{Name: "429 longest wait wins", Fault: geminifake.Fault{Kind: geminifake.RateLimit, RetryDelay: "7s", RetryAfter: "3"}, Class: stet.FailureRateLimited, Status: 429, Code: exhausted, RetryAfter: 7 * time.Second},
+		{Name: "429 without details", Fault: geminifake.Fault{Kind: geminifake.HTTPError, Status: 429, Message: "Resource has been exhausted (e.g. check quota)."}, Class: stet.FailureRateLimited, Status: 429, Code: exhausted},
+		{Name: "429 per-minute tokens", Fault: geminifake.Fault{Kind: geminifake.RateLimit, QuotaID: "GenerateContentInputTokensPerModelPerMinute-FreeTier", QuotaValue: "250000", RetryDelay: "26s"}, Class: stet.FailureRateLimited, Status: 429, Code: exhausted, RetryAfter: 26 * time.Second},
+		{Name: "429 per-day quota", Fault: geminifake.Fault{Kind: geminifake.Quota, RetryDelay: "43s"}, Class: stet.FailureQuota, Status: 429, Code: exhausted, RetryAfter: 43 * time.Second},
+		{Name: "429 limit 0", Fault: geminifake.Fault{Kind: geminifake.RateLimit, QuotaID: "GenerateRequestsPerMinutePerProjectPerModel-FreeTier", QuotaValue: "0"}, Class: stet.FailureQuota, Status: 429, Code: exhausted},
+		{Name: "403 billing disabled", Fault: geminifake.Fault{Kind: geminifake.HTTPError, Status: 403, Reason: "BILLING_DISABLED"}, Class: stet.FailureQuota, Status: 403, Code: "BILLING_DISABLED"},
+		{Name: "400 API_KEY_INVALID", Fault: geminifake.Fault{Kind: geminifake.Unauthorized}, Class: stet.FailureAuth, Status: 400, Code: "API_KEY_INVALID"},
+		{Name: "403 PERMISSION_DENIED", Fault: geminifake.Fault{Kind: geminifake.PermissionDenied}, Class: stet.FailureAuth, Status: 403, Code: "PERMISSION_DENIED"},
+		{Name: "403 SERVICE_DISABLED", Fault: geminifake.Fault{Kind: geminifake.HTTPError, Status: 403, Reason: "SERVICE_DISABLED"}, Class: stet.FailureAuth, Status: 403, Code: "SERVICE_DISABLED"},
+		{Name: "400 FAILED_PRECONDITION region", Fault: geminifake.Fault{Kind: geminifake.RegionUnsupported}, Class: stet.FailureUnsupported, Status: 400, Code: "FAILED_PRECONDITION"},
+		{Name: "400 INVALID_ARGUMENT", Fault: geminifake.Fault{Kind: geminifake.HTTPError, Status: 400}, Class: stet.FailureUnsupported, Status: 400, Code: "INVALID_ARGUMENT"},
+		{Name: "404 NOT_FOUND model", Fault: geminifake.Fault{Kind: geminifake.HTTPError, Status: 404}, Class: stet.FailureUnsupported, Status: 404, Code: "NOT_FOUND"},
+		{Name: "413 too large", Fault: geminifake.Fault{Kind: geminifake.HTTPError, Status: 413}, Class: stet.FailureUnsupported, Status: 413, Code: "INVALID_ARGUMENT"},
+		{Name: "408 request timeout", Fault: geminifake.Fault{Kind: geminifake.HTTPError, Status: 408}, Class: stet.FailureTransient, Status: 408},
+		{Name: "409 ABORTED", Fault: geminifake.Fault{Kind: geminifake.HTTPError, Status: 409}, Class: stet.FailureTransient, Status: 409, Code: "ABORTED"},
+		{Name: "503 UNAVAILABLE", Fault: geminifake.Fault{Kind: geminifake.ServerError, Status: 503}, Class: stet.FailureTransient, Status: 503, Code: "UNAVAILABLE"},
+		{Name: "504 DEADLINE_EXCEEDED", Fault: geminifake.Fault{Kind: geminifake.ServerError, Status: 504}, Class: stet.FailureTransient, Status: 504, Code: "DEADLINE_EXCEEDED"},
+		{Name: "503 with Retry-After", Fault: geminifake.Fault{Kind: geminifake.ServerError, Status: 503, RetryAfter: "2"}, Class: stet.FailureTransient, Status: 503, Code: "UNAVAILABLE", RetryAfter: 2 * time.Second},
+		{Name: "MAX_TOKENS", Fault: geminifake.Fault{Kind: geminifake.MaxTokens}, Class: stet.FailureInvalidOutput, Status: 200, Code: "MAX_TOKENS"},
+		{Name: "CONTINUATION", Fault: geminifake.Fault{Kind: geminifake.Finish, FinishReason: "CONTINUATION"}, Class: stet.FailureInvalidOutput, Status: 200, Code: "CONTINUATION"},
+		{Name: "PROHIBITED_CONTENT", Fault: geminifake.Fault{Kind: geminifake.Finish, FinishReason: "PROHIBITED_CONTENT"}, Class: stet.FailureRefusal, Status: 200, Code: "PROHIBITED_CONTENT"},
+		{Name: "BLOCKLIST", Fault: geminifake.Fault{Kind: geminifake.Finish, FinishReason: "BLOCKLIST"}, Class: stet.FailureRefusal, Status: 200, Code: "BLOCKLIST"},
+		{Name: "SPII", Fault: geminifake.Fault{Kind: geminifake.Finish, FinishReason: "SPII"}, Class: stet.FailureRefusal, Status: 200, Code: "SPII"},
+		{Name: "RECITATION", Fault: geminifake.Fault{Kind: geminifake.Finish, FinishReason: "RECITATION"}, Class: stet.FailureInvalidOutput, Status: 200, Code: "RECITATION"},
+		{Name: "OTHER", Fault: geminifake.Fault{Kind: geminifake.Finish, FinishReason: "OTHER"}, Class: stet.FailureInvalidOutput, Status: 200, Code: "OTHER"},
+		{Name: "LANGUAGE", Fault: geminifake.Fault{Kind: geminifake.Finish, FinishReason: "LANGUAGE"}, Class: stet.FailureUnsupported, Status: 200, Code: "LANGUAGE"},
+		{Name: "unknown finish reason", Fault: geminifake.Fault{Kind: geminifake.Finish, FinishReason: "SOMETHING_NEW"}, Class: stet.FailureInvalidOutput, Status: 200, Code: "SOMETHING_NEW"},
+		{Name: "prompt blocked SAFETY", Fault: geminifake.Fault{Kind: geminifake.PromptBlocked}, Class: stet.FailureRefusal, Status: 200, Code: "prompt.SAFETY"},
+		{Name: "prompt blocked PROHIBITED_CONTENT", Fault: geminifake.Fault{Kind: geminifake.PromptBlocked, BlockReason: "PROHIBITED_CONTENT"}, Class: stet.FailureRefusal, Status: 200, Code: "prompt.PROHIBITED_CONTENT"},
+		{Name: "delay then answer", Fault: geminifake.Fault{Kind: geminifake.Delay, Delay: 10 * time.Millisecond}, Class: stet.FailureNone, Status: 200},
+	})
 }
 
 // TestClassificationOffWire covers answers no fake gives; the suite covers

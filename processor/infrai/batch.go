@@ -439,7 +439,7 @@ func (c *Client) batchCall(ctx context.Context, method, u, idemKey string, body 
 			return nil, nil, err
 		}
 	}
-	res, err := c.hc.Do(req)
+	res, err := processor.Do(c.hc, req)
 	if err != nil {
 		// Network failure, timeout, or a redirect the caller's client
 		// refused: nothing says a later try fails.

@@ -321,43 +321,13 @@ func TestBatchStatusFailures(t *testing.T) {
 	}
 }
 
-// cappedBody fails reads past limit, as the lead's stet batch status client
-// does.
-type cappedBody struct {
-	io.ReadCloser
-	left int64
-}
-
-func (b *cappedBody) Read(p []byte) (int, error) {
-	if b.left <= 0 {
-		return 0, errors.New("response body over 1 MiB")
-	}
-	if int64(len(p)) > b.left {
-		p = p[:b.left]
-	}
-	n, err := b.ReadCloser.Read(p)
-	b.left -= int64(n)
-	return n, err
-}
-
-type capTransport struct{}
-
-func (capTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	res, err := http.DefaultTransport.RoundTrip(req)
-	if err != nil {
-		return nil, err
-	}
-	res.Body = &cappedBody{ReadCloser: res.Body, left: 1 << 20}
-	return res, nil
-}
-
 // TestBatchStatusStrictClient uses a client like the one stet batch status
 // uses: redirects refused with an error, a timeout, bodies capped at 1 MiB.
 func TestBatchStatusStrictClient(t *testing.T) {
 	t.Parallel()
 	strict := &http.Client{
 		Timeout:   20 * time.Second,
-		Transport: capTransport{},
+		Transport: processortest.CappedTransport{Limit: 1 << 20},
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return errors.New("redirects are refused")
 		},

@@ -15,55 +15,39 @@ import (
 	"github.com/stetlabs/stet/processor/processortest"
 )
 
-// fakeFault maps the suite's fault kinds onto the Infrai fake's.
-func fakeFault(s processortest.Script) infraifake.Fault {
-	ft := infraifake.Fault{Message: s.Message}
-	switch s.Fault {
-	case processortest.RateLimit:
-		ft = infraifake.Fault{Kind: infraifake.ErrorCode, Code: CodeRateLimitExceeded, RetryAfter: s.RetryAfter, RetryAfterMS: s.RetryAfterMS, Message: s.Message}
-	case processortest.Quota:
-		ft.Kind, ft.Code = infraifake.ErrorCode, CodeInsufficientCredit
-	case processortest.Auth:
-		ft.Kind, ft.Code = infraifake.ErrorCode, CodeInvalidAPIKey
-	case processortest.ServerError:
-		ft.Kind, ft.Code = infraifake.ErrorCode, CodeInternalError
-	case processortest.Disconnect:
-		ft.Kind = infraifake.Disconnect
-	case processortest.Hang:
-		ft = infraifake.Fault{Kind: infraifake.Delay, Delay: time.Hour}
-	case processortest.HangAfterHeaders:
-		ft.Kind = infraifake.TimeoutAfterAnswer
-	case processortest.Truncated:
-		ft.Kind = infraifake.TruncatedJSON
-	case processortest.SchemaInvalid:
-		ft.Kind = infraifake.SchemaInvalid
-	case processortest.Refusal:
-		ft.Kind = infraifake.Refusal
-	default:
-		panic("infrai conformance: unmapped fault " + string(s.Fault))
-	}
-	return ft
+// faults is the Infrai fake's fault for each of the suite's kinds.
+var faults = processortest.Faults[infraifake.Fault]{
+	processortest.RateLimit:        {Kind: infraifake.ErrorCode, Code: CodeRateLimitExceeded},
+	processortest.Quota:            {Kind: infraifake.ErrorCode, Code: CodeInsufficientCredit},
+	processortest.Auth:             {Kind: infraifake.ErrorCode, Code: CodeInvalidAPIKey},
+	processortest.ServerError:      {Kind: infraifake.ErrorCode, Code: CodeInternalError},
+	processortest.Disconnect:       {Kind: infraifake.Disconnect},
+	processortest.Hang:             {Kind: infraifake.Delay, Delay: time.Hour},
+	processortest.HangAfterHeaders: {Kind: infraifake.TimeoutAfterAnswer},
+	processortest.Truncated:        {Kind: infraifake.TruncatedJSON},
+	processortest.SchemaInvalid:    {Kind: infraifake.SchemaInvalid},
+	processortest.Refusal:          {Kind: infraifake.Refusal},
 }
 
-// answer reads what an Infrai answer says of itself: in the envelope, the
-// request ID is metadata.request_id and the completion is data; bare, the
-// ID is the X-Request-Id header.
-func answer(h http.Header, body []byte) processortest.Answer {
-	id, completion := h.Get("X-Request-Id"), "" // bare: the header, the body as is
-	if processortest.JSONField(body, "data") != nil {
-		id, completion = processortest.JSONString(body, "metadata.request_id"), "data."
+// reads says where an Infrai answer says what of itself: in the envelope,
+// the request ID is metadata.request_id and the completion is data; bare,
+// the ID is the X-Request-Id header and the completion the body.
+func reads(bare bool) processortest.Reads {
+	r := processortest.Reads{
+		RequestIDHeader: "X-Request-Id", Model: "model",
+		InputTokens: "usage.prompt_tokens", OutputTokens: []string{"usage.completion_tokens"},
+		Output: infraifake.MinimalInstance(json.RawMessage(processortest.Schema)),
 	}
-	return processortest.Answer{
-		RequestID: id, Model: processortest.JSONString(body, completion+"model"),
-		InputTokens:  processortest.JSONInt(body, completion+"usage.prompt_tokens"),
-		OutputTokens: processortest.JSONInt(body, completion+"usage.completion_tokens"),
-		Output:       infraifake.MinimalInstance(json.RawMessage(processortest.Schema)),
+	if !bare {
+		r.RequestIDHeader, r.RequestID, r.Model = "", "metadata.request_id", "data.model"
+		r.InputTokens, r.OutputTokens = "data.usage.prompt_tokens", []string{"data.usage.completion_tokens"}
 	}
+	return r
 }
 
 func startConformanceFake(t *testing.T, bare bool) (*infraifake.Server, processortest.Fake) {
 	f := newFake(t, infraifake.Options{Bare: bare})
-	return f, processortest.NewFake(f, fakeFault)
+	return f, processortest.NewFake(f, faults.Script)
 }
 
 var common = processor.Common{ID: testID, APIKey: testKey, Model: testModel}
@@ -96,7 +80,7 @@ func TestConformance(t *testing.T) {
 				Common:       common,
 				Kind:         "infrai",
 				Capabilities: []string{"sync", "batch", "json_schema", "idempotency_key"},
-				Answer:       answer,
+				Answer:       reads(bare).Answer,
 				AuthStatus:   http.StatusUnauthorized,
 				Params:       conformanceParams,
 			})
@@ -112,9 +96,9 @@ func TestBatchConformance(t *testing.T) {
 			return processortest.BatchFake{
 				Fake:            fake,
 				Batches:         func() int { return f.BatchCounts().Created },
-				ScriptItem:      func(jobID string, s processortest.Script) { f.ScriptBatchItem(jobID, fakeFault(s)) },
+				ScriptItem:      func(jobID string, s processortest.Script) { f.ScriptBatchItem(jobID, faults.Script(s)) },
 				ItemsContaining: f.CallsContaining, // only batch items are sent
-				StatusFault:     func(s processortest.Script) { f.EnqueueBatch(infraifake.BatchStatusRoute, fakeFault(s)) },
+				StatusFault:     func(s processortest.Script) { f.EnqueueBatch(infraifake.BatchStatusRoute, faults.Script(s)) },
 			}
 		},
 		Open:   func(c processor.Common) (stet.BatchProcessor, error) { return open(c) },

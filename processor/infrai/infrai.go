@@ -81,9 +81,9 @@ const (
 var errCallTimeout = errors.New("infrai call timed out")
 
 // Config configures a Client. ID is part of every idempotency key; BaseURL
-// defaults to DefaultBaseURL; APIKey is sent as a bearer token. Without an
-// HTTPClient the Client follows no redirects: text goes to the configured
-// URL or nowhere.
+// defaults to DefaultBaseURL; APIKey is sent as a bearer token. Whatever
+// the HTTPClient, the Client follows no redirects (processor.Common.Client):
+// text goes to the configured URL or nowhere.
 type Config struct {
 	processor.Common
 	// ChatPath is the chat route appended to BaseURL; default
@@ -126,10 +126,7 @@ func New(cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("infrai: config %s: chat_path must start with / and carry no query", cfg.ID)
 	}
 	timeout := cfg.TimeoutOr(DefaultTimeout)
-	hc := cfg.HTTPClient
-	if hc == nil {
-		hc = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	}
+	hc := cfg.Client(processor.MaxResponseBytes)
 	info := cfg.Info(Kind)
 	info.Capabilities = []string{"sync", "batch", "json_schema", "idempotency_key"}
 	return &Client{
@@ -191,7 +188,7 @@ func (c *Client) Extract(ctx context.Context, p stet.ExtractParams) (*stet.Extra
 	}
 
 	start := time.Now()
-	res, err := c.hc.Do(req)
+	res, err := processor.Do(c.hc, req)
 	if err != nil {
 		return nil, interrupted(ctx, callCtx, err, &stet.ProcessorError{Class: stet.FailureTransient})
 	}

@@ -166,82 +166,70 @@ func TestClassification(t *testing.T) {
 	code := func(code string, status int) infraifake.Fault {
 		return infraifake.Fault{Kind: infraifake.ErrorCode, Code: code, Status: status}
 	}
-	tests := []struct {
-		name           string
-		fault          infraifake.Fault
-		timeout        time.Duration
-		wantClass      stet.FailureClass
-		wantStatus     int
-		wantCode       string
-		wantRetryAfter time.Duration
-	}{
+	cases := []processortest.Classification[infraifake.Fault]{
 		// DESIGN §15: every wait is capped at processor.MaxRetryAfter, the
 		// reset headers too; values over 7 days used to be ignored and an
 		// HTTP-date a year ahead used to be taken as is.
-		{name: "429 Retry-After 8 days of seconds is capped", fault: rate(infraifake.Fault{RetryAfter: "691200"}), wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: CodeRateLimitExceeded, wantRetryAfter: processor.MaxRetryAfter},
-		{name: "429 retry-after-ms 8 days is capped", fault: rate(infraifake.Fault{RetryAfterMS: 691200000}), wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: CodeRateLimitExceeded, wantRetryAfter: processor.MaxRetryAfter},
-		{name: "429 Retry-After HTTP-date a year ahead is capped", fault: rate(infraifake.Fault{RetryAfter: now.AddDate(1, 0, 0).Format(http.TimeFormat)}), wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: CodeRateLimitExceeded, wantRetryAfter: processor.MaxRetryAfter},
-		{name: "429 X-RateLimit-Reset 8 days of seconds is capped", fault: rate(infraifake.Fault{RateLimitReset: "691200"}), wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: CodeRateLimitExceeded, wantRetryAfter: processor.MaxRetryAfter},
-		{name: "429 X-RateLimit-Reset Unix time a year ahead is capped", fault: rate(infraifake.Fault{RateLimitReset: fmt.Sprint(now.AddDate(1, 0, 0).Unix())}), wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: CodeRateLimitExceeded, wantRetryAfter: processor.MaxRetryAfter},
-		{name: "429 X-RateLimit-Reset Unix time in the past", fault: rate(infraifake.Fault{RateLimitReset: fmt.Sprint(now.Add(-time.Minute).Unix())}), wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: CodeRateLimitExceeded},
-		{name: "MAINTENANCE Retry-After a year ahead is capped", fault: infraifake.Fault{Kind: infraifake.ErrorCode, Code: CodeMaintenance, RetryAfter: now.AddDate(1, 0, 0).Format(http.TimeFormat)}, wantClass: stet.FailureTransient, wantStatus: 503, wantCode: CodeMaintenance, wantRetryAfter: processor.MaxRetryAfter},
-		{name: "429 X-RateLimit-Reset seconds", fault: rate(infraifake.Fault{RateLimitReset: "12"}), wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: CodeRateLimitExceeded, wantRetryAfter: 12 * time.Second},
-		{name: "429 X-RateLimit-Reset Unix time", fault: rate(infraifake.Fault{RateLimitReset: fmt.Sprint(now.Add(45 * time.Second).Unix())}), wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: CodeRateLimitExceeded, wantRetryAfter: 45 * time.Second},
-		{name: "429 Retry-After wins over reset", fault: rate(infraifake.Fault{RetryAfter: "2", RateLimitReset: "12"}), wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: CodeRateLimitExceeded, wantRetryAfter: 2 * time.Second},
-		{name: "429 without any wait header", fault: rate(infraifake.Fault{}), wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: CodeRateLimitExceeded},
-		{name: "RATE_LIMIT_TOKENS family", fault: rate(infraifake.Fault{Code: "RATE_LIMIT_TOKENS", RetryAfter: "3"}), wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "RATE_LIMIT_TOKENS", wantRetryAfter: 3 * time.Second},
-		{name: "VENDOR_QUOTA_EXCEEDED", fault: infraifake.Fault{Kind: infraifake.ErrorCode, Code: CodeVendorQuotaExceeded, RetryAfter: "20"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: CodeVendorQuotaExceeded, wantRetryAfter: 20 * time.Second},
-		{name: "VENDOR_DOWN", fault: code(CodeVendorDown, 0), wantClass: stet.FailureTransient, wantStatus: 502, wantCode: CodeVendorDown},
-		{name: "VENDOR_DOWN as 503", fault: code(CodeVendorDown, 503), wantClass: stet.FailureTransient, wantStatus: 503, wantCode: CodeVendorDown},
-		{name: "VENDOR_TIMEOUT", fault: code(CodeVendorTimeout, 0), wantClass: stet.FailureTransient, wantStatus: 504, wantCode: CodeVendorTimeout},
-		{name: "MAINTENANCE with Retry-After", fault: infraifake.Fault{Kind: infraifake.ErrorCode, Code: CodeMaintenance, RetryAfter: "600"}, wantClass: stet.FailureTransient, wantStatus: 503, wantCode: CodeMaintenance, wantRetryAfter: 10 * time.Minute},
-		{name: "5xx with an unknown code", fault: code("SOMETHING_ODD", 503), wantClass: stet.FailureTransient, wantStatus: 503, wantCode: "SOMETHING_ODD"},
-		{name: "402 INSUFFICIENT_CREDITS", fault: code(CodeInsufficientCredits, 0), wantClass: stet.FailureQuota, wantStatus: 402, wantCode: CodeInsufficientCredits},
-		{name: "402 PAYMENT_REQUIRED", fault: code(CodePaymentRequired, 0), wantClass: stet.FailureQuota, wantStatus: 402, wantCode: CodePaymentRequired},
-		{name: "402 with an unknown code", fault: code("BUDGET_CAP_REACHED", 402), wantClass: stet.FailureQuota, wantStatus: 402, wantCode: "BUDGET_CAP_REACHED"},
-		{name: "403 forbidden", fault: code("FORBIDDEN", 403), wantClass: stet.FailureAuth, wantStatus: 403, wantCode: "FORBIDDEN"},
-		{name: "MODULE_NOT_AVAILABLE_IN_REGION", fault: code(CodeModuleNotAvailableInRegion, 0), wantClass: stet.FailureUnsupported, wantStatus: 403, wantCode: CodeModuleNotAvailableInRegion},
-		{name: "capability not supported", fault: code("JSON_SCHEMA_NOT_SUPPORTED", 400), wantClass: stet.FailureUnsupported, wantStatus: 400, wantCode: "JSON_SCHEMA_NOT_SUPPORTED"},
-		{name: "404 MODEL_NOT_FOUND", fault: code("MODEL_NOT_FOUND", 404), wantClass: stet.FailureUnsupported, wantStatus: 404, wantCode: "MODEL_NOT_FOUND"},
-		{name: "400 INVALID_REQUEST", fault: code(CodeInvalidRequest, 0), wantClass: stet.FailureUnsupported, wantStatus: 400, wantCode: CodeInvalidRequest},
-		{name: "409 IDEMPOTENCY_CONFLICT is a store conflict", fault: infraifake.Fault{Kind: infraifake.ErrorCode, Code: CodeIdempotencyConflict, RetryAfter: "5"}, wantClass: stet.FailureStore, wantStatus: 409, wantCode: CodeIdempotencyConflict},
-		{name: "422 IDEMPOTENCY_CONFLICT", fault: code(CodeIdempotencyConflict, 422), wantClass: stet.FailureStore, wantStatus: 422, wantCode: CodeIdempotencyConflict},
-		{name: "409 without a code", fault: code("", 409), wantClass: stet.FailureTransient, wantStatus: 409, wantCode: CodeInternalError},
-		{name: "finish_reason length", fault: infraifake.Fault{Kind: infraifake.Length}, wantClass: stet.FailureInvalidOutput, wantStatus: 200, wantCode: "length"},
-		{name: "content filter", fault: infraifake.Fault{Kind: infraifake.ContentFilter}, wantClass: stet.FailureRefusal, wantStatus: 200, wantCode: "content_filter"},
-		{name: "delay then answer", fault: infraifake.Fault{Kind: infraifake.Delay, Delay: 10 * time.Millisecond}, wantClass: stet.FailureNone, wantStatus: 200},
+		{Name: "429 Retry-After 8 days of seconds is capped", Fault: rate(infraifake.Fault{RetryAfter: "691200"}), Class: stet.FailureRateLimited, Status: 429, Code: CodeRateLimitExceeded, RetryAfter: processor.MaxRetryAfter},
+		{Name: "429 retry-after-ms 8 days is capped", Fault: rate(infraifake.Fault{RetryAfterMS: 691200000}), Class: stet.FailureRateLimited, Status: 429, Code: CodeRateLimitExceeded, RetryAfter: processor.MaxRetryAfter},
+		{Name: "429 Retry-After HTTP-date a year ahead is capped", Fault: rate(infraifake.Fault{RetryAfter: now.AddDate(1, 0, 0).Format(http.TimeFormat)}), Class: stet.FailureRateLimited, Status: 429, Code: CodeRateLimitExceeded, RetryAfter: processor.MaxRetryAfter},
+		{Name: "429 X-RateLimit-Reset 8 days of seconds is capped", Fault: rate(infraifake.Fault{RateLimitReset: "691200"}), Class: stet.FailureRateLimited, Status: 429, Code: CodeRateLimitExceeded, RetryAfter: processor.MaxRetryAfter},
+		{Name: "429 X-RateLimit-Reset Unix time a year ahead is capped", Fault: rate(infraifake.Fault{RateLimitReset: fmt.Sprint(now.AddDate(1, 0, 0).Unix())}), Class: stet.FailureRateLimited, Status: 429, Code: CodeRateLimitExceeded, RetryAfter: processor.MaxRetryAfter},
+		{Name: "429 X-RateLimit-Reset Unix time in the past", Fault: rate(infraifake.Fault{RateLimitReset: fmt.Sprint(now.Add(-time.Minute).Unix())}), Class: stet.FailureRateLimited, Status: 429, Code: CodeRateLimitExceeded},
+		{Name: "MAINTENANCE Retry-After a year ahead is capped", Fault: infraifake.Fault{Kind: infraifake.ErrorCode, Code: CodeMaintenance, RetryAfter: now.AddDate(1, 0, 0).Format(http.TimeFormat)}, Class: stet.FailureTransient, Status: 503, Code: CodeMaintenance, RetryAfter: processor.MaxRetryAfter},
+		{Name: "429 X-RateLimit-Reset seconds", Fault: rate(infraifake.Fault{RateLimitReset: "12"}), Class: stet.FailureRateLimited, Status: 429, Code: CodeRateLimitExceeded, RetryAfter: 12 * time.Second},
+		{Name: "429 X-RateLimit-Reset Unix time", Fault: rate(infraifake.Fault{RateLimitReset: fmt.Sprint(now.Add(45 * time.Second).Unix())}), Class: stet.FailureRateLimited, Status: 429, Code: CodeRateLimitExceeded, RetryAfter: 45 * time.Second},
+		{Name: "429 Retry-After wins over reset", Fault: rate(infraifake.Fault{RetryAfter: "2", RateLimitReset: "12"}), Class: stet.FailureRateLimited, Status: 429, Code: CodeRateLimitExceeded, RetryAfter: 2 * time.Second},
+		{Name: "429 without any wait header", Fault: rate(infraifake.Fault{}), Class: stet.FailureRateLimited, Status: 429, Code: CodeRateLimitExceeded},
+		{Name: "RATE_LIMIT_TOKENS family", Fault: rate(infraifake.Fault{Code: "RATE_LIMIT_TOKENS", RetryAfter: "3"}), Class: stet.FailureRateLimited, Status: 429, Code: "RATE_LIMIT_TOKENS", RetryAfter: 3 * time.Second},
+		{Name: "VENDOR_QUOTA_EXCEEDED", Fault: infraifake.Fault{Kind: infraifake.ErrorCode, Code: CodeVendorQuotaExceeded, RetryAfter: "20"}, Class: stet.FailureRateLimited, Status: 429, Code: CodeVendorQuotaExceeded, RetryAfter: 20 * time.Second},
+		{Name: "VENDOR_DOWN", Fault: code(CodeVendorDown, 0), Class: stet.FailureTransient, Status: 502, Code: CodeVendorDown},
+		{Name: "VENDOR_DOWN as 503", Fault: code(CodeVendorDown, 503), Class: stet.FailureTransient, Status: 503, Code: CodeVendorDown},
+		{Name: "VENDOR_TIMEOUT", Fault: code(CodeVendorTimeout, 0), Class: stet.FailureTransient, Status: 504, Code: CodeVendorTimeout},
+		{Name: "MAINTENANCE with Retry-After", Fault: infraifake.Fault{Kind: infraifake.ErrorCode, Code: CodeMaintenance, RetryAfter: "600"}, Class: stet.FailureTransient, Status: 503, Code: CodeMaintenance, RetryAfter: 10 * time.Minute},
+		{Name: "5xx with an unknown code", Fault: code("SOMETHING_ODD", 503), Class: stet.FailureTransient, Status: 503, Code: "SOMETHING_ODD"},
+		{Name: "402 INSUFFICIENT_CREDITS", Fault: code(CodeInsufficientCredits, 0), Class: stet.FailureQuota, Status: 402, Code: CodeInsufficientCredits},
+		{Name: "402 PAYMENT_REQUIRED", Fault: code(CodePaymentRequired, 0), Class: stet.FailureQuota, Status: 402, Code: CodePaymentRequired},
+		{Name: "402 with an unknown code", Fault: code("BUDGET_CAP_REACHED", 402), Class: stet.FailureQuota, Status: 402, Code: "BUDGET_CAP_REACHED"},
+		{Name: "403 forbidden", Fault: code("FORBIDDEN", 403), Class: stet.FailureAuth, Status: 403, Code: "FORBIDDEN"},
+		{Name: "MODULE_NOT_AVAILABLE_IN_REGION", Fault: code(CodeModuleNotAvailableInRegion, 0), Class: stet.FailureUnsupported, Status: 403, Code: CodeModuleNotAvailableInRegion},
+		{Name: "capability not supported", Fault: code("JSON_SCHEMA_NOT_SUPPORTED", 400), Class: stet.FailureUnsupported, Status: 400, Code: "JSON_SCHEMA_NOT_SUPPORTED"},
+		{Name: "404 MODEL_NOT_FOUND", Fault: code("MODEL_NOT_FOUND", 404), Class: stet.FailureUnsupported, Status: 404, Code: "MODEL_NOT_FOUND"},
+		{Name: "400 INVALID_REQUEST", Fault: code(CodeInvalidRequest, 0), Class: stet.FailureUnsupported, Status: 400, Code: CodeInvalidRequest},
+		{Name: "409 IDEMPOTENCY_CONFLICT is a store conflict", Fault: infraifake.Fault{Kind: infraifake.ErrorCode, Code: CodeIdempotencyConflict, RetryAfter: "5"}, Class: stet.FailureStore, Status: 409, Code: CodeIdempotencyConflict},
+		{Name: "422 IDEMPOTENCY_CONFLICT", Fault: code(CodeIdempotencyConflict, 422), Class: stet.FailureStore, Status: 422, Code: CodeIdempotencyConflict},
+		{Name: "409 without a code", Fault: code("", 409), Class: stet.FailureTransient, Status: 409, Code: CodeInternalError},
+		{Name: "finish_reason length", Fault: infraifake.Fault{Kind: infraifake.Length}, Class: stet.FailureInvalidOutput, Status: 200, Code: "length"},
+		{Name: "content filter", Fault: infraifake.Fault{Kind: infraifake.ContentFilter}, Class: stet.FailureRefusal, Status: 200, Code: "content_filter"},
+		{Name: "delay then answer", Fault: infraifake.Fault{Kind: infraifake.Delay, Delay: 10 * time.Millisecond}, Class: stet.FailureNone, Status: 200},
 	}
 	for _, bare := range []bool{false, true} {
-		for _, tt := range tests {
-			if tt.fault.Code == "" && tt.fault.Kind == infraifake.ErrorCode {
-				tt.wantCode = CodeInternalError
-			}
-			t.Run(fmt.Sprintf("bare=%v/%s", bare, tt.name), func(t *testing.T) {
-				t.Parallel()
-				f := newFake(t, infraifake.Options{Bare: bare})
-				f.Enqueue(tt.fault)
-				c := newTestClient(t, f, cmp.Or(tt.timeout, 10*time.Second))
-				c.now = func() time.Time { return now }
-
-				got, err := c.Extract(t.Context(), testParams("Classify: the nurse was kind."))
-				if n := f.Calls(); n != 1 {
-					t.Errorf("fake calls = %d, want 1", n)
-				}
-				pe := processortest.Outcome{Class: tt.wantClass, Status: tt.wantStatus, Code: tt.wantCode, RetryAfter: tt.wantRetryAfter}.Check(t, "Extract() with "+tt.name, got, err)
-				if pe == nil {
-					if !uuidV7.MatchString(got.RequestID) {
-						t.Errorf("Extraction request ID = %q, want a UUID v7", got.RequestID)
+		t.Run(fmt.Sprintf("bare=%v", bare), func(t *testing.T) {
+			t.Parallel()
+			processortest.ClassificationHarness[infraifake.Fault]{
+				Open: func(t *testing.T, timeout time.Duration) (processortest.Server[infraifake.Fault], stet.Processor) {
+					f := newFake(t, infraifake.Options{Bare: bare})
+					c := newTestClient(t, f, timeout)
+					c.now = func() time.Time { return now }
+					return f, c
+				},
+				Params: testParams("Classify: the nurse was kind."),
+				Check: func(t *testing.T, tt processortest.Classification[infraifake.Fault], ext *stet.Extraction, pe *stet.ProcessorError) {
+					if pe == nil {
+						if !uuidV7.MatchString(ext.RequestID) {
+							t.Errorf("Extraction request ID = %q, want a UUID v7", ext.RequestID)
+						}
+						return
 					}
-					return
-				}
-				if tt.wantStatus != 0 && !uuidV7.MatchString(pe.RequestID) {
-					t.Errorf("Extract() with %s: RequestID = %q, want the answer's UUID v7", tt.name, pe.RequestID)
-				}
-				if tt.wantClass == stet.FailureInvalidOutput && (len(pe.Output) == 0 || json.Valid(pe.Output) || len(pe.Problems) == 0) {
-					t.Errorf("Extract() with %s: Output %q, Problems %q; want the cut content and a reason", tt.name, pe.Output, pe.Problems)
-				}
-			})
-		}
+					if tt.Status != 0 && !uuidV7.MatchString(pe.RequestID) {
+						t.Errorf("Extract() with %s: RequestID = %q, want the answer's UUID v7", tt.Name, pe.RequestID)
+					}
+					if tt.Class == stet.FailureInvalidOutput && (len(pe.Output) == 0 || json.Valid(pe.Output)) {
+						t.Errorf("Extract() with %s: Output %q; want the cut content", tt.Name, pe.Output)
+					}
+				},
+			}.Run(t, cases)
+		})
 	}
 }
 

@@ -432,7 +432,7 @@ func (c *Client) readResults(ctx context.Context, fileID string, line func([]byt
 	defer cancel()
 	call := batchCall{}
 	svc := c.fileService()
-	res, err := svc.Content(callCtx, fileID, option.WithMiddleware(call.middleware))
+	res, err := svc.Content(processor.WithBodyLimit(callCtx, processor.MaxBatchResultsBytes), fileID, option.WithMiddleware(call.middleware))
 	if err != nil {
 		pe := c.classifyBatch(ctx, callCtx, err, &call)
 		if pe.StatusCode == http.StatusNotFound {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/internal/fakekit"
 	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/openai/openaifake"
 	"github.com/stetlabs/stet/processor/processortest"
@@ -537,19 +538,8 @@ func strictClient() *http.Client {
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return errors.New("redirects are refused")
 		},
-		Transport: capTransport{limit: 1 << 20},
+		Transport: processortest.CappedTransport{Limit: 1 << 20},
 	}
-}
-
-type capTransport struct{ limit int64 }
-
-func (t capTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	res, err := http.DefaultTransport.RoundTrip(req)
-	if err != nil {
-		return nil, err
-	}
-	res.Body = http.MaxBytesReader(nil, res.Body, t.limit)
-	return res, nil
 }
 
 func TestBatchStatus(t *testing.T) {
@@ -578,8 +568,10 @@ func TestBatchStatus(t *testing.T) {
 		{name: "503", fault: openaifake.Fault{Kind: openaifake.ServerError, Status: 503}, wantClass: stet.FailureTransient, wantStatus: 503, wantCode: "server_error"},
 		{name: "connection reset", fault: openaifake.Fault{Kind: openaifake.Disconnect}, maxCalls: 2, wantClass: stet.FailureTransient},
 		{name: "redirect refused by the client", fault: openaifake.Fault{Kind: openaifake.Redirect}, strict: true, wantClass: stet.FailureUnsupported, wantStatus: 302, wantCode: "redirect"},
-		// The SDK itself refuses to follow a redirect to another origin.
-		{name: "redirect elsewhere, default client", fault: openaifake.Fault{Kind: openaifake.Redirect}, wantClass: stet.FailureTransient},
+		// The adapter's own client (processor.Common.Client) refuses every
+		// redirect, to another origin or the same one.
+		{name: "redirect elsewhere, default client", fault: openaifake.Fault{Kind: openaifake.Redirect}, wantClass: stet.FailureUnsupported, wantStatus: 302, wantCode: "redirect"},
+		{name: "redirect to the same origin, default client", fault: openaifake.Fault{Kind: openaifake.Redirect, Status: 307, Header: http.Header{"Location": {"/v1/batches"}}}, wantClass: stet.FailureUnsupported, wantStatus: 307, wantCode: "redirect"},
 		{name: "redirect to the same origin not followed", fault: openaifake.Fault{Kind: openaifake.Redirect, Status: 307, Header: http.Header{"Location": {"/v1/batches"}}}, strict: true, wantClass: stet.FailureUnsupported, wantStatus: 307, wantCode: "redirect"},
 		{name: "huge body", fault: openaifake.Fault{Kind: openaifake.HugeBody}, wantClass: stet.FailureTransient, wantStatus: 200, wantCode: "response_too_large"},
 		{name: "huge body through the strict client", fault: openaifake.Fault{Kind: openaifake.HugeBody}, strict: true, wantClass: stet.FailureTransient, wantStatus: 200},
@@ -966,12 +958,6 @@ func TestBatchInfo(t *testing.T) {
 // validBody is a minimal valid Chat Completions request.
 const validBody = `{"model":"gpt-4.1-mini","messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"name":"s","strict":true,"schema":{"type":"object","properties":{"a":{"type":"string"}},"required":["a"]}}}}`
 
-// errorField reads error.<field> of an error body.
-func errorField(body map[string]any, field string) any {
-	e, _ := body["error"].(map[string]any)
-	return e[field]
-}
-
 // batchCallRaw sends one request to the fake's batch routes.
 func batchCallRaw(t *testing.T, f *openaifake.Server, method, path, contentType string, body io.Reader) (int, map[string]any) {
 	t.Helper()
@@ -1026,10 +1012,10 @@ func TestFakeBatchWire(t *testing.T) {
 			continue
 		}
 		if status >= 400 {
-			if got := errorField(out, "code"); got != tt.wantCode {
+			if got := fakekit.ErrorField(out, "code"); got != tt.wantCode {
 				t.Errorf("%s: error.code = %v, want %v", tt.name, got, tt.wantCode)
 			}
-			if _, ok := errorField(out, "message").(string); !ok {
+			if _, ok := fakekit.ErrorField(out, "message").(string); !ok {
 				t.Errorf("%s: error.message missing in %v", tt.name, out)
 			}
 		}

@@ -6,58 +6,32 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stetlabs/stet/processor"
-
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/openai/openaifake"
 	"github.com/stetlabs/stet/processor/processortest"
 )
 
-// fakeFault maps the suite's fault kinds onto the OpenAI fake's.
-func fakeFault(s processortest.Script) openaifake.Fault {
-	ft := openaifake.Fault{Message: s.Message}
-	switch s.Fault {
-	case processortest.RateLimit:
-		// The fake's default reset headers would be a second source of wait.
-		ft = openaifake.Fault{Kind: openaifake.RateLimit, RetryAfter: s.RetryAfter, RetryAfterMS: s.RetryAfterMS,
-			Header: map[string][]string{"X-Ratelimit-Reset-Requests": nil, "X-Ratelimit-Reset-Tokens": nil}}
-	case processortest.Quota:
-		ft.Kind = openaifake.Quota
-	case processortest.Auth:
-		ft.Kind = openaifake.Unauthorized
-	case processortest.ServerError:
-		ft.Kind = openaifake.ServerError
-	case processortest.Disconnect:
-		ft.Kind = openaifake.Disconnect
-	case processortest.Hang:
-		ft = openaifake.Fault{Kind: openaifake.Delay, Delay: time.Hour}
-	case processortest.HangAfterHeaders:
-		ft.Kind = openaifake.TimeoutAfterAnswer
-	case processortest.Truncated:
-		ft.Kind = openaifake.TruncatedJSON
-	case processortest.SchemaInvalid:
-		ft.Kind = openaifake.SchemaInvalid
-	case processortest.Refusal:
-		ft.Kind = openaifake.Refusal
-	default:
-		panic("openai conformance: unmapped fault " + string(s.Fault))
-	}
-	return ft
-}
-
-// answer reads what a Chat Completions answer says of itself.
-func answer(h http.Header, body []byte) processortest.Answer {
-	return processortest.Answer{
-		RequestID: h.Get("x-request-id"), Model: processortest.JSONString(body, "model"),
-		InputTokens:  processortest.JSONInt(body, "usage.prompt_tokens"),
-		OutputTokens: processortest.JSONInt(body, "usage.completion_tokens"),
-		Output:       openaifake.MinimalInstance(json.RawMessage(processortest.Schema)),
-	}
+// faults is the OpenAI fake's fault for each of the suite's kinds. The
+// rate limit drops the fake's default reset headers: they would be a
+// second source of wait.
+var faults = processortest.Faults[openaifake.Fault]{
+	processortest.RateLimit: {Kind: openaifake.RateLimit,
+		Header: http.Header{"X-Ratelimit-Reset-Requests": nil, "X-Ratelimit-Reset-Tokens": nil}},
+	processortest.Quota:            {Kind: openaifake.Quota},
+	processortest.Auth:             {Kind: openaifake.Unauthorized},
+	processortest.ServerError:      {Kind: openaifake.ServerError},
+	processortest.Disconnect:       {Kind: openaifake.Disconnect},
+	processortest.Hang:             {Kind: openaifake.Delay, Delay: time.Hour},
+	processortest.HangAfterHeaders: {Kind: openaifake.TimeoutAfterAnswer},
+	processortest.Truncated:        {Kind: openaifake.TruncatedJSON},
+	processortest.SchemaInvalid:    {Kind: openaifake.SchemaInvalid},
+	processortest.Refusal:          {Kind: openaifake.Refusal},
 }
 
 func startFake(t *testing.T) (*openaifake.Server, processortest.Fake) {
 	f := newFake(t, openaifake.Options{})
-	return f, processortest.NewFake(f, fakeFault)
+	return f, processortest.NewFake(f, faults.Script)
 }
 
 var common = processor.Common{ID: "openai-test", APIKey: testKey, Model: testModel}
@@ -70,8 +44,13 @@ func TestConformance(t *testing.T) {
 		Common:       common,
 		Kind:         "openai",
 		Capabilities: []string{"sync", "batch", "json_schema"},
-		Answer:       answer,
-		AuthStatus:   http.StatusUnauthorized,
+		// What a Chat Completions answer says of itself.
+		Answer: processortest.Reads{
+			RequestIDHeader: "x-request-id", Model: "model",
+			InputTokens: "usage.prompt_tokens", OutputTokens: []string{"usage.completion_tokens"},
+			Output: openaifake.MinimalInstance(json.RawMessage(processortest.Schema)),
+		}.Answer,
+		AuthStatus: http.StatusUnauthorized,
 	})
 }
 
@@ -83,9 +62,9 @@ func TestBatchConformance(t *testing.T) {
 			return processortest.BatchFake{
 				Fake:            fake,
 				Batches:         func() int { return f.BatchStats().Created },
-				ScriptItem:      func(jobID string, s processortest.Script) { f.ScriptBatchItem(jobID, fakeFault(s)) },
+				ScriptItem:      func(jobID string, s processortest.Script) { f.ScriptBatchItem(jobID, faults.Script(s)) },
 				ItemsContaining: f.BatchItemsContaining,
-				StatusFault:     func(s processortest.Script) { f.EnqueueBatch(openaifake.BatchRouteStatus, fakeFault(s)) },
+				StatusFault:     func(s processortest.Script) { f.EnqueueBatch(openaifake.BatchRouteStatus, faults.Script(s)) },
 			}
 		},
 		Open:   func(c processor.Common) (stet.BatchProcessor, error) { return New(Config{Common: c}) },

@@ -82,10 +82,7 @@ func New(cfg Config) (*Client, error) {
 		return nil, err
 	}
 	timeout := cfg.TimeoutOr(DefaultTimeout)
-	hc := cfg.HTTPClient
-	if hc == nil {
-		hc = &http.Client{}
-	}
+	hc := cfg.Client(processor.MaxResponseBytes)
 
 	// The chat service is built from these options alone rather than through
 	// sdk.NewClient, which would also read OPENAI_* variables from the

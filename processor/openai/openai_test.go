@@ -120,79 +120,57 @@ func TestClassification(t *testing.T) {
 	t.Parallel()
 	// The HTTP-date case is computed against this clock.
 	now := time.Date(2026, 3, 4, 7, 28, 0, 0, time.UTC)
-	tests := []struct {
-		name           string
-		fault          openaifake.Fault
-		timeout        time.Duration
-		wantClass      stet.FailureClass
-		wantStatus     int
-		wantCode       string
-		wantRetryAfter time.Duration
-	}{
-		{name: "429 retry-after-ms wins over Retry-After", fault: openaifake.Fault{Kind: openaifake.RateLimit, RetryAfter: "7", RetryAfterMS: 1500}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_exceeded", wantRetryAfter: 1500 * time.Millisecond},
-		{name: "429 Retry-After date in the past", fault: openaifake.Fault{Kind: openaifake.RateLimit, RetryAfter: now.Add(-time.Minute).Format(http.TimeFormat)}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_exceeded", wantRetryAfter: 0},
-		{name: "429 x-ratelimit-reset-requests", fault: openaifake.Fault{Kind: openaifake.RateLimit}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_exceeded", wantRetryAfter: 120 * time.Millisecond},
+	processortest.ClassificationHarness[openaifake.Fault]{
+		Open: func(t *testing.T, timeout time.Duration) (processortest.Server[openaifake.Fault], stet.Processor) {
+			f := newFake(t, openaifake.Options{})
+			c := newTestClient(t, f, timeout)
+			c.now = func() time.Time { return now }
+			return f, c
+		},
+		Params: testParams("Classify: the nurse was kind."),
+		Check: func(t *testing.T, tt processortest.Classification[openaifake.Fault], _ *stet.Extraction, pe *stet.ProcessorError) {
+			if pe == nil {
+				return
+			}
+			if tt.Status != 0 && !strings.HasPrefix(pe.RequestID, "req_") {
+				t.Errorf("Extract() with %s: RequestID = %q, want the x-request-id header", tt.Fault.Kind, pe.RequestID)
+			}
+			if tt.Class == stet.FailureInvalidOutput && (len(pe.Output) == 0 || json.Valid(pe.Output)) {
+				t.Errorf("Extract() with %s: Output = %q, want the truncated content", tt.Fault.Kind, pe.Output)
+			}
+		},
+	}.Run(t, []processortest.Classification[openaifake.Fault]{
+		{Name: "429 retry-after-ms wins over Retry-After", Fault: openaifake.Fault{Kind: openaifake.RateLimit, RetryAfter: "7", RetryAfterMS: 1500}, Class: stet.FailureRateLimited, Status: 429, Code: "rate_limit_exceeded", RetryAfter: 1500 * time.Millisecond},
+		{Name: "429 Retry-After date in the past", Fault: openaifake.Fault{Kind: openaifake.RateLimit, RetryAfter: now.Add(-time.Minute).Format(http.TimeFormat)}, Class: stet.FailureRateLimited, Status: 429, Code: "rate_limit_exceeded", RetryAfter: 0},
+		{Name: "429 x-ratelimit-reset-requests", Fault: openaifake.Fault{Kind: openaifake.RateLimit}, Class: stet.FailureRateLimited, Status: 429, Code: "rate_limit_exceeded", RetryAfter: 120 * time.Millisecond},
 		{
-			name: "429 tokens exhausted uses x-ratelimit-reset-tokens",
-			fault: openaifake.Fault{Kind: openaifake.RateLimit, Header: http.Header{
+			Name: "429 tokens exhausted uses x-ratelimit-reset-tokens",
+			Fault: openaifake.Fault{Kind: openaifake.RateLimit, Header: http.Header{
 				"X-Ratelimit-Remaining-Requests": {"12"},
 				"X-Ratelimit-Remaining-Tokens":   {"0"},
 				"X-Ratelimit-Reset-Tokens":       {"6m0s"},
 			}},
-			wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_exceeded", wantRetryAfter: 6 * time.Minute,
+			Class: stet.FailureRateLimited, Status: 429, Code: "rate_limit_exceeded", RetryAfter: 6 * time.Minute,
 		},
 		{
-			name:      "429 without any wait header",
-			fault:     openaifake.Fault{Kind: openaifake.RateLimit, Header: http.Header{"X-Ratelimit-Reset-Requests": nil, "X-Ratelimit-Reset-Tokens": nil}},
-			wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_exceeded", wantRetryAfter: 0,
+			Name:  "429 without any wait header",
+			Fault: openaifake.Fault{Kind: openaifake.RateLimit, Header: http.Header{"X-Ratelimit-Reset-Requests": nil, "X-Ratelimit-Reset-Tokens": nil}},
+			Class: stet.FailureRateLimited, Status: 429, Code: "rate_limit_exceeded", RetryAfter: 0,
 		},
-		{name: "402 payment required", fault: openaifake.Fault{Kind: openaifake.HTTPError, Status: 402, Code: "insufficient_credits"}, wantClass: stet.FailureQuota, wantStatus: 402, wantCode: "insufficient_credits"},
-		{name: "403 forbidden", fault: openaifake.Fault{Kind: openaifake.HTTPError, Status: 403}, wantClass: stet.FailureAuth, wantStatus: 403, wantCode: "invalid_request_error"},
-		{name: "403 region not served", fault: openaifake.Fault{Kind: openaifake.HTTPError, Status: 403, Code: "unsupported_country_region_territory"}, wantClass: stet.FailureUnsupported, wantStatus: 403, wantCode: "unsupported_country_region_territory"},
-		{name: "400 invalid request", fault: openaifake.Fault{Kind: openaifake.HTTPError, Status: 400, Code: "context_length_exceeded"}, wantClass: stet.FailureUnsupported, wantStatus: 400, wantCode: "context_length_exceeded"},
-		{name: "404 model not found", fault: openaifake.Fault{Kind: openaifake.HTTPError, Status: 404, Code: "model_not_found"}, wantClass: stet.FailureUnsupported, wantStatus: 404, wantCode: "model_not_found"},
-		{name: "422 unprocessable", fault: openaifake.Fault{Kind: openaifake.HTTPError, Status: 422}, wantClass: stet.FailureUnsupported, wantStatus: 422, wantCode: "invalid_request_error"},
-		{name: "408 request timeout", fault: openaifake.Fault{Kind: openaifake.HTTPError, Status: 408}, wantClass: stet.FailureTransient, wantStatus: 408, wantCode: "invalid_request_error"},
-		{name: "409 conflict", fault: openaifake.Fault{Kind: openaifake.HTTPError, Status: 409}, wantClass: stet.FailureTransient, wantStatus: 409, wantCode: "invalid_request_error"},
-		{name: "503 overloaded", fault: openaifake.Fault{Kind: openaifake.ServerError, Status: 503}, wantClass: stet.FailureTransient, wantStatus: 503, wantCode: "server_error"},
-		{name: "503 with Retry-After", fault: openaifake.Fault{Kind: openaifake.ServerError, Status: 503, Header: http.Header{"Retry-After": {"2"}}}, wantClass: stet.FailureTransient, wantStatus: 503, wantCode: "server_error", wantRetryAfter: 2 * time.Second},
-		{name: "finish_reason length", fault: openaifake.Fault{Kind: openaifake.Length}, wantClass: stet.FailureInvalidOutput, wantStatus: 200, wantCode: "length"},
-		{name: "content filter", fault: openaifake.Fault{Kind: openaifake.ContentFilter}, wantClass: stet.FailureRefusal, wantStatus: 200, wantCode: "content_filter"},
-		{name: "delay then answer", fault: openaifake.Fault{Kind: openaifake.Delay, Delay: 10 * time.Millisecond}, wantClass: stet.FailureNone, wantStatus: 200},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			f := newFake(t, openaifake.Options{})
-			f.Enqueue(tt.fault)
-			timeout := tt.timeout
-			if timeout == 0 {
-				timeout = 10 * time.Second
-			}
-			c := newTestClient(t, f, timeout)
-			c.now = func() time.Time { return now }
-
-			got, err := c.Extract(t.Context(), testParams("Classify: the nurse was kind."))
-			if n := f.Calls(); n != 1 {
-				t.Errorf("fake calls = %d, want 1", n)
-			}
-			pe := processortest.Outcome{Class: tt.wantClass, Status: tt.wantStatus, Code: tt.wantCode, RetryAfter: tt.wantRetryAfter}.Check(t, "Extract() with "+tt.name, got, err)
-			if pe == nil {
-				return
-			}
-			if tt.wantStatus != 0 && !strings.HasPrefix(pe.RequestID, "req_") {
-				t.Errorf("Extract() with %s: RequestID = %q, want the x-request-id header", tt.fault.Kind, pe.RequestID)
-			}
-			if tt.wantClass == stet.FailureInvalidOutput {
-				if len(pe.Output) == 0 || json.Valid(pe.Output) {
-					t.Errorf("Extract() with %s: Output = %q, want the truncated content", tt.fault.Kind, pe.Output)
-				}
-				if len(pe.Problems) == 0 {
-					t.Errorf("Extract() with %s: Problems empty, want a reason", tt.fault.Kind)
-				}
-			}
-		})
-	}
+		{Name: "402 payment required", Fault: openaifake.Fault{Kind: openaifake.HTTPError, Status: 402, Code: "insufficient_credits"}, Class: stet.FailureQuota, Status: 402, Code: "insufficient_credits"},
+		{Name: "403 forbidden", Fault: openaifake.Fault{Kind: openaifake.HTTPError, Status: 403}, Class: stet.FailureAuth, Status: 403, Code: "invalid_request_error"},
+		{Name: "403 region not served", Fault: openaifake.Fault{Kind: openaifake.HTTPError, Status: 403, Code: "unsupported_country_region_territory"}, Class: stet.FailureUnsupported, Status: 403, Code: "unsupported_country_region_territory"},
+		{Name: "400 invalid request", Fault: openaifake.Fault{Kind: openaifake.HTTPError, Status: 400, Code: "context_length_exceeded"}, Class: stet.FailureUnsupported, Status: 400, Code: "context_length_exceeded"},
+		{Name: "404 model not found", Fault: openaifake.Fault{Kind: openaifake.HTTPError, Status: 404, Code: "model_not_found"}, Class: stet.FailureUnsupported, Status: 404, Code: "model_not_found"},
+		{Name: "422 unprocessable", Fault: openaifake.Fault{Kind: openaifake.HTTPError, Status: 422}, Class: stet.FailureUnsupported, Status: 422, Code: "invalid_request_error"},
+		{Name: "408 request timeout", Fault: openaifake.Fault{Kind: openaifake.HTTPError, Status: 408}, Class: stet.FailureTransient, Status: 408, Code: "invalid_request_error"},
+		{Name: "409 conflict", Fault: openaifake.Fault{Kind: openaifake.HTTPError, Status: 409}, Class: stet.FailureTransient, Status: 409, Code: "invalid_request_error"},
+		{Name: "503 overloaded", Fault: openaifake.Fault{Kind: openaifake.ServerError, Status: 503}, Class: stet.FailureTransient, Status: 503, Code: "server_error"},
+		{Name: "503 with Retry-After", Fault: openaifake.Fault{Kind: openaifake.ServerError, Status: 503, Header: http.Header{"Retry-After": {"2"}}}, Class: stet.FailureTransient, Status: 503, Code: "server_error", RetryAfter: 2 * time.Second},
+		{Name: "finish_reason length", Fault: openaifake.Fault{Kind: openaifake.Length}, Class: stet.FailureInvalidOutput, Status: 200, Code: "length"},
+		{Name: "content filter", Fault: openaifake.Fault{Kind: openaifake.ContentFilter}, Class: stet.FailureRefusal, Status: 200, Code: "content_filter"},
+		{Name: "delay then answer", Fault: openaifake.Fault{Kind: openaifake.Delay, Delay: 10 * time.Millisecond}, Class: stet.FailureNone, Status: 200},
+	})
 }
 
 // TestClassificationOffWire covers answers no fake gives; the suite covers

@@ -79,6 +79,8 @@ func ExerciseBatch(t *testing.T, h BatchHarness) {
 		polls = 10
 	}
 
+	exerciseBatchRedirects(t, h)
+
 	t.Run("submit calls BeforeCreate once, right before creating", func(t *testing.T) {
 		t.Parallel()
 		f := h.Start(t)

@@ -35,19 +35,21 @@
 //			Start: func(t *testing.T) processortest.Fake {
 //				f := openaifake.New(openaifake.Options{APIKey: testKey})
 //				t.Cleanup(f.Close)
-//				return processortest.NewFake(f, fakeFault)
+//				return processortest.NewFake(f, faults.Script)
 //			},
 //			Open:         func(c processor.Common) (stet.Processor, error) { return New(Config{Common: c}) },
 //			Common:       processor.Common{ID: "openai-test", APIKey: testKey, Model: testModel},
 //			Kind:         "openai",
 //			Capabilities: []string{"sync", "batch", "json_schema"},
-//			Answer:       answer,
+//			Answer:       processortest.Reads{RequestIDHeader: "x-request-id", Model: "model", …}.Answer,
 //			AuthStatus:   http.StatusUnauthorized,
 //		})
 //	}
 //
-// where fakeFault maps each Fault kind to the fake's Fault (see the table
-// on Fault for what each must answer). ExerciseBatch takes a BatchHarness
+// where faults is a Faults table: the fake's own fault for each Fault kind
+// (see the table on Fault for what each must answer); its Script method
+// copies a Script's message and retry values into it, and Reads says where
+// the answer carries its request ID, model and token counts. ExerciseBatch takes a BatchHarness
 // the same way, with a BatchFake that also counts created batches and
 // scripts per-item and status-lookup faults; the fake must end a batch,
 // completed, within BatchHarness.Polls status lookups.

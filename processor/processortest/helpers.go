@@ -2,6 +2,7 @@ package processortest
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -11,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -316,4 +318,85 @@ func JSONString(body []byte, path string) string {
 func JSONInt(body []byte, path string) int {
 	n, _ := JSONField(body, path).(float64)
 	return int(n)
+}
+
+// Classification is one row of an adapter's table of the answers only its
+// provider gives: the fake's scripted fault, the per-call timeout (0: ten
+// seconds) and the outcome the Extract must have. Problem, when set, is
+// the one problem an invalid_output must carry.
+type Classification[F any] struct {
+	Name       string
+	Fault      F
+	Timeout    time.Duration
+	Class      stet.FailureClass
+	Status     int
+	Code       string
+	RetryAfter time.Duration
+	Problem    string
+}
+
+// ClassificationHarness runs a table of Classification rows.
+type ClassificationHarness[F any] struct {
+	// Open starts a fresh fake and the processor under test, with the
+	// per-call timeout and the clock the rows' dates are computed against.
+	Open func(t *testing.T, timeout time.Duration) (Server[F], stet.Processor)
+	// Params are what each row extracts.
+	Params stet.ExtractParams
+	// Check, when set, checks what the provider adds to an outcome (its
+	// request ID, the invalid output); pe is nil after a success.
+	Check func(t *testing.T, c Classification[F], ext *stet.Extraction, pe *stet.ProcessorError)
+}
+
+// Run runs each row in a parallel subtest: the fault is scripted, one
+// Extract made, and the fake must have been called once, the outcome be
+// the row's and an invalid_output carry a reason (the row's Problem when
+// it names one).
+func (h ClassificationHarness[F]) Run(t *testing.T, cases []Classification[F]) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			t.Parallel()
+			f, p := h.Open(t, cmp.Or(c.Timeout, 10*time.Second))
+			f.Enqueue(c.Fault)
+			ext, err := p.Extract(t.Context(), h.Params)
+			if n := f.Calls(); n != 1 {
+				t.Errorf("fake calls = %d, want 1", n)
+			}
+			what := "Extract() with " + c.Name
+			pe := Outcome{Class: c.Class, Status: c.Status, Code: c.Code, RetryAfter: c.RetryAfter}.Check(t, what, ext, err)
+			if pe != nil && c.Class == stet.FailureInvalidOutput {
+				if c.Problem != "" && !slices.Equal(pe.Problems, []string{c.Problem}) {
+					t.Errorf("%s: Problems = %q, want [%q]", what, pe.Problems, c.Problem)
+				}
+				if len(pe.Problems) == 0 {
+					t.Errorf("%s: Problems empty, want a reason", what)
+				}
+			}
+			if h.Check != nil {
+				h.Check(t, c, ext, pe)
+			}
+		})
+	}
+}
+
+// CappedTransport is Next (http.DefaultTransport when nil) with every
+// response body capped at Limit bytes, as the `stet batch status` client
+// caps them: a read past Limit fails.
+type CappedTransport struct {
+	Next  http.RoundTripper
+	Limit int64
+}
+
+// RoundTrip sends req through Next and caps the answer's body.
+func (t CappedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	next := t.Next
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	res, err := next.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	res.Body = http.MaxBytesReader(nil, res.Body, t.Limit)
+	return res, nil
 }

@@ -250,6 +250,7 @@ func Exercise(t *testing.T, h Harness) {
 			check(t, tc.script, w, ext, err)
 		})
 	}
+	exerciseRedirects(t, h)
 	t.Run("connection refused", func(t *testing.T) {
 		t.Parallel()
 		p := h.open(t, deadURL(t), timeout, nil)

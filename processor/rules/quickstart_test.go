@@ -4,32 +4,21 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
-
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/processor/processortest"
+	"github.com/stetlabs/stet/schema"
 )
 
 const (
-	quickstartRules  = "../../examples/quickstart/profiles/moderation.rules.yaml"
-	quickstartSchema = "../../examples/quickstart/profiles/moderation.schema.json"
-	quickstartDir    = "../../examples/quickstart/samples"
+	quickstartRules = "../../examples/quickstart/profiles/moderation.rules.yaml"
+	quickstartDir   = "../../examples/quickstart/samples"
 )
-
-// moderation is the output shape of the quickstart profile.
-type moderation struct {
-	Category  string   `json:"category"`
-	Severity  string   `json:"severity"`
-	Action    string   `json:"action"`
-	Labels    []string `json:"labels"`
-	Rationale string   `json:"rationale"`
-}
 
 // sample is a quickstart webhook body.
 type sample struct {
@@ -39,67 +28,34 @@ type sample struct {
 	Metadata   map[string]string `json:"metadata"`
 }
 
-func readFile(t *testing.T, path string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-// compileSchema compiles the quickstart schema with the JSON Schema library
-// directly, so these tests do not trust the processor's own schema check.
-func compileSchema(t *testing.T) *jsonschema.Schema {
-	t.Helper()
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(readFile(t, quickstartSchema)))
-	if err != nil {
-		t.Fatalf("schema: %v", err)
-	}
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	const loc = "stet:///moderation.schema.json"
-	if err := c.AddResource(loc, doc); err != nil {
-		t.Fatalf("schema: %v", err)
-	}
-	s, err := c.Compile(loc)
-	if err != nil {
-		t.Fatalf("schema: %v", err)
-	}
-	return s
-}
-
 func quickstart(t *testing.T) *Processor {
 	t.Helper()
-	p, err := New(Params{ID: "local-rules", RulesPath: quickstartRules, Schema: readFile(t, quickstartSchema)})
+	p, err := New(Params{ID: "local-rules", RulesPath: quickstartRules, Schema: processortest.ReadFile(t, processortest.QuickstartSchema)})
 	if err != nil {
 		t.Fatalf("New(quickstart) = %v", err)
 	}
 	return p
 }
 
-func extract(t *testing.T, p *Processor, text string, schema []byte) moderation {
+func extract(t *testing.T, p *Processor, text string, schema []byte) processortest.Moderation {
 	t.Helper()
 	x, err := p.Extract(context.Background(), stet.ExtractParams{JobID: "job_1", Input: stet.NewText(text), Schema: schema})
 	if err != nil {
 		t.Fatalf("Extract(%q) error = %v", text, err)
 	}
-	var m moderation
-	dec := json.NewDecoder(bytes.NewReader(x.Output))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&m); err != nil {
-		t.Fatalf("Extract(%q) output %s: %v", text, x.Output, err)
-	}
-	return m
+	return processortest.DecodeModeration(t, x.Output)
 }
 
 func TestQuickstartSamples(t *testing.T) {
 	t.Parallel()
-	schemaDoc := readFile(t, quickstartSchema)
-	schema := compileSchema(t)
+	schemaDoc := processortest.ReadFile(t, processortest.QuickstartSchema)
+	sch, err := schema.Compile("moderation", schemaDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
 	p := quickstart(t)
 
-	want := map[string]moderation{
+	want := map[string]processortest.Moderation{
 		"report-001.json":    {Category: "unsafe_medical_advice", Severity: "high", Action: "remove", Labels: []string{"unsafe_medical_advice"}},
 		"report-002.json":    {Category: "harassment", Severity: "medium", Action: "remove", Labels: []string{"harassment"}},
 		"report-003.json":    {Category: "self_harm", Severity: "high", Action: "escalate", Labels: []string{"self_harm"}},
@@ -126,7 +82,7 @@ func TestQuickstartSamples(t *testing.T) {
 
 	for _, name := range names {
 		var s sample
-		dec := json.NewDecoder(bytes.NewReader(readFile(t, filepath.Join(quickstartDir, name))))
+		dec := json.NewDecoder(bytes.NewReader(processortest.ReadFile(t, filepath.Join(quickstartDir, name))))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&s); err != nil {
 			t.Fatalf("sample %s: %v", name, err)
@@ -138,17 +94,13 @@ func TestQuickstartSamples(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Extract(%s) error = %v", name, err)
 		}
-		inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(x.Output))
-		if err != nil {
-			t.Fatalf("Extract(%s) output is not JSON: %v", name, err)
-		}
-		if err := schema.Validate(inst); err != nil {
-			t.Errorf("Extract(%s) output %s does not validate: %v", name, x.Output, err)
+		if problems := sch.Validate(x.Output); problems != nil {
+			t.Errorf("Extract(%s) output %s does not validate: %v", name, x.Output, problems)
 		}
 		if !bytes.Equal(x.Raw, x.Output) {
 			t.Errorf("Extract(%s) Raw = %s, want the output %s", name, x.Raw, x.Output)
 		}
-		var got moderation
+		var got processortest.Moderation
 		if err := json.Unmarshal(x.Output, &got); err != nil {
 			t.Fatal(err)
 		}
@@ -193,7 +145,7 @@ func TestQuickstartSamplesShowMinimization(t *testing.T) {
 	revs := map[string][]int64{}
 	for _, f := range files {
 		var s sample
-		if err := json.Unmarshal(readFile(t, f), &s); err != nil {
+		if err := json.Unmarshal(processortest.ReadFile(t, f), &s); err != nil {
 			t.Fatal(err)
 		}
 		if email.MatchString(s.Text) && phone.MatchString(s.Text) {
@@ -274,7 +226,7 @@ var variantCases = []struct {
 func TestQuickstartVariants(t *testing.T) {
 	t.Parallel()
 	p := quickstart(t)
-	schema := readFile(t, quickstartSchema)
+	schema := processortest.ReadFile(t, processortest.QuickstartSchema)
 	for _, tt := range variantCases {
 		got := extract(t, p, tt.text, schema)
 		if got.Category != tt.want {
@@ -290,17 +242,17 @@ func TestQuickstartSeveralCategories(t *testing.T) {
 	p := quickstart(t)
 	tests := []struct {
 		text string
-		want moderation
+		want processortest.Moderation
 	}{
-		{"Her email is [EMAIL]. You are a pathetic liar.", moderation{
+		{"Her email is [EMAIL]. You are a pathetic liar.", processortest.Moderation{
 			Category: "privacy_exposure", Severity: "high", Action: "remove",
 			Labels: []string{"privacy_exposure", "harassment"}, Rationale: "matched: privacy-doxxing, harassment-insult",
 		}},
-		{"Use promo code CURE for 20% off. Honestly I just want to die.", moderation{
+		{"Use promo code CURE for 20% off. Honestly I just want to die.", processortest.Moderation{
 			Category: "self_harm", Severity: "high", Action: "escalate",
 			Labels: []string{"self_harm", "spam"}, Rationale: "matched: self-harm-intent, spam-promo",
 		}},
-		{"Vaccines cause autism, so stop taking your antibiotics too.", moderation{
+		{"Vaccines cause autism, so stop taking your antibiotics too.", processortest.Moderation{
 			Category: "unsafe_medical_advice", Severity: "high", Action: "remove",
 			Labels: []string{"unsafe_medical_advice", "misinformation"}, Rationale: "matched: unsafe-med-stop-treatment, misinformation-claims",
 		}},
@@ -324,7 +276,7 @@ func TestRationaleNeverQuotesInput(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join(quickstartDir, "*.json"))
 	for _, f := range files {
 		var s sample
-		if err := json.Unmarshal(readFile(t, f), &s); err != nil {
+		if err := json.Unmarshal(processortest.ReadFile(t, f), &s); err != nil {
 			t.Fatal(err)
 		}
 		text := canary + " " + strings.ReplaceAll(s.Text, ". ", ". "+canary+" ") + " " + canary

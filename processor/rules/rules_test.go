@@ -15,6 +15,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/processor/processortest"
 )
 
 // testSchema is a small profile schema for the synthetic rules below.
@@ -514,7 +515,7 @@ func TestPrefilterNeverHidesAMatch(t *testing.T) {
 	var file struct {
 		Rules []struct{ Any, Unless []string }
 	}
-	if err := yaml.Unmarshal(readFile(t, quickstartRules), &file); err != nil {
+	if err := yaml.Unmarshal(processortest.ReadFile(t, quickstartRules), &file); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range file.Rules {

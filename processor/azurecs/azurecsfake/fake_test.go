@@ -19,11 +19,8 @@ func newFake(t *testing.T, opts Options) *Server {
 	return fakekit.Started(t, New(opts))
 }
 
-// post sends body to the fake and decodes the answer.
-func post(t *testing.T, url, key, body string) (int, http.Header, map[string]any) {
-	t.Helper()
-	return fakekit.SendJSON(t, http.MethodPost, url, fakekit.KeyHeader("Ocp-Apim-Subscription-Key", "", key), body)
-}
+// post sends body to the fake with key and decodes the answer.
+var post = fakekit.KeyPoster{Header: "Ocp-Apim-Subscription-Key"}.Post
 
 var uuidPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
 
@@ -31,51 +28,37 @@ func TestFakeValidatesRequests(t *testing.T) {
 	t.Parallel()
 	f := newFake(t, Options{})
 	const analyze = "/contentsafety/text:analyze?api-version=2024-09-01"
-	tests := []struct {
-		name       string
-		path       string
-		key        string
-		body       string
-		wantStatus int
-		wantCode   string
-	}{
-		{"valid", analyze, testKey, `{"text":"hi"}`, 200, ""},
-		{"valid on 2023-10-01", "/contentsafety/text:analyze?api-version=2023-10-01", testKey, `{"text":"hi"}`, 200, ""},
-		{"empty text", analyze, testKey, `{"text":""}`, 200, ""},
-		{"no key", analyze, "", `{"text":"hi"}`, 401, "401"},
-		{"wrong key", analyze, "other", `{"text":"hi"}`, 401, "401"},
-		{"no api-version", "/contentsafety/text:analyze", testKey, `{"text":"hi"}`, 404, "404"},
-		{"unknown api-version", "/contentsafety/text:analyze?api-version=2020-01-01", testKey, `{"text":"hi"}`, 404, "404"},
-		{"wrong path", "/contentsafety/image:analyze?api-version=2024-09-01", testKey, `{"text":"hi"}`, 404, "404"},
-		{"not JSON", analyze, testKey, `{"text":`, 400, "InvalidRequestBody"},
-		{"no text", analyze, testKey, `{"categories":["Hate"]}`, 400, "InvalidRequestBody"},
-		{"text too long", analyze, testKey, `{"text":"` + strings.Repeat("ü", maxTextLength+1) + `"}`, 400, "InvalidRequestBody"},
-		{"unknown category", analyze, testKey, `{"text":"hi","categories":["Spam"]}`, 400, "InvalidRequestBody"},
-		{"unknown output type", analyze, testKey, `{"text":"hi","outputType":"TwoLevels"}`, 400, "InvalidRequestBody"},
-	}
-	for _, tt := range tests {
-		status, header, body := post(t, f.URL()+tt.path, tt.key, tt.body)
-		if status != tt.wantStatus {
-			t.Errorf("%s: POST = %d %v, want %d", tt.name, status, body, tt.wantStatus)
-			continue
-		}
-		if !uuidPattern.MatchString(header.Get("apim-request-id")) {
-			t.Errorf("%s: apim-request-id = %q, want a UUID", tt.name, header.Get("apim-request-id"))
-		}
-		if status == 200 {
-			continue
-		}
-		e, _ := body["error"].(map[string]any)
-		if e["code"] != tt.wantCode {
-			t.Errorf("%s: error.code = %v, want %v", tt.name, e["code"], tt.wantCode)
-		}
-		if msg, _ := e["message"].(string); msg == "" {
-			t.Errorf("%s: error.message missing in %v", tt.name, body)
-		}
-	}
-	if got := f.Calls(); got != len(tests) {
-		t.Errorf("Calls() = %d, want %d (every request counts)", got, len(tests))
-	}
+	fakekit.RequestTable[map[string]any]{
+		Root: f.URL(), Calls: f.Calls, Post: post,
+		Check: func(c fakekit.RequestCase, header http.Header, body map[string]any) {
+			if !uuidPattern.MatchString(header.Get("apim-request-id")) {
+				t.Errorf("%s: apim-request-id = %q, want a UUID", c.Name, header.Get("apim-request-id"))
+			}
+			if c.Status == 200 {
+				return
+			}
+			if got := fakekit.ErrorField(body, "code"); got != c.Code {
+				t.Errorf("%s: error.code = %v, want %v", c.Name, got, c.Code)
+			}
+			if msg, _ := fakekit.ErrorField(body, "message").(string); msg == "" {
+				t.Errorf("%s: error.message missing in %v", c.Name, body)
+			}
+		},
+	}.Run(t, []fakekit.RequestCase{
+		{Name: "valid", Path: analyze, Key: testKey, Body: `{"text":"hi"}`, Status: 200},
+		{Name: "valid on 2023-10-01", Path: "/contentsafety/text:analyze?api-version=2023-10-01", Key: testKey, Body: `{"text":"hi"}`, Status: 200},
+		{Name: "empty text", Path: analyze, Key: testKey, Body: `{"text":""}`, Status: 200},
+		{Name: "no key", Path: analyze, Key: "", Body: `{"text":"hi"}`, Status: 401, Code: "401"},
+		{Name: "wrong key", Path: analyze, Key: "other", Body: `{"text":"hi"}`, Status: 401, Code: "401"},
+		{Name: "no api-version", Path: "/contentsafety/text:analyze", Key: testKey, Body: `{"text":"hi"}`, Status: 404, Code: "404"},
+		{Name: "unknown api-version", Path: "/contentsafety/text:analyze?api-version=2020-01-01", Key: testKey, Body: `{"text":"hi"}`, Status: 404, Code: "404"},
+		{Name: "wrong path", Path: "/contentsafety/image:analyze?api-version=2024-09-01", Key: testKey, Body: `{"text":"hi"}`, Status: 404, Code: "404"},
+		{Name: "not JSON", Path: analyze, Key: testKey, Body: `{"text":`, Status: 400, Code: "InvalidRequestBody"},
+		{Name: "no text", Path: analyze, Key: testKey, Body: `{"categories":["Hate"]}`, Status: 400, Code: "InvalidRequestBody"},
+		{Name: "text too long", Path: analyze, Key: testKey, Body: `{"text":"` + strings.Repeat("ü", maxTextLength+1) + `"}`, Status: 400, Code: "InvalidRequestBody"},
+		{Name: "unknown category", Path: analyze, Key: testKey, Body: `{"text":"hi","categories":["Spam"]}`, Status: 400, Code: "InvalidRequestBody"},
+		{Name: "unknown output type", Path: analyze, Key: testKey, Body: `{"text":"hi","outputType":"TwoLevels"}`, Status: 400, Code: "InvalidRequestBody"},
+	})
 }
 
 func TestFakeResponseShape(t *testing.T) {

@@ -94,7 +94,8 @@ type BatchCounts struct {
 	Uploads        int // files uploaded (finalized)
 	Downloads      int // file downloads
 	Cancels        int
-	Deletes        int
+	Deletes        int // DELETE batches/{id} received
+	FileDeletes    int // DELETE files/{id} received
 }
 
 // Batch describes a batch the Server holds.

@@ -131,12 +131,15 @@ func (f *Server) serveFileDelete(w http.ResponseWriter, r *http.Request, name st
 	st := &f.batch
 	st.mu.Lock()
 	st.init()
-	_, ok := st.files[name]
-	delete(st.files, name)
+	st.counts.FileDeletes++
 	st.mu.Unlock()
 	if !f.authorized(w, r) {
 		return
 	}
+	st.mu.Lock()
+	_, ok := st.files[name]
+	delete(st.files, name)
+	st.mu.Unlock()
 	if !ok {
 		notFound(w)
 		return

@@ -23,17 +23,8 @@ func newFake(t *testing.T, opts Options) *Server {
 	return fakekit.Started(t, New(opts))
 }
 
-// post sends body to the fake and decodes the answer; an HTML answer comes
-// back as a nil map.
-func post(t *testing.T, url, key, body string) (int, http.Header, map[string]any) {
-	t.Helper()
-	return fakekit.SendJSON(t, http.MethodPost, url, fakekit.KeyHeader("x-goog-api-key", "", key), body)
-}
-
-func errorField(body map[string]any, field string) any {
-	e, _ := body["error"].(map[string]any)
-	return e[field]
-}
+// post sends body to the fake with key and decodes the answer.
+var post = fakekit.KeyPoster{Header: "x-goog-api-key"}.Post
 
 const (
 	genPath   = "/v1beta/models/gemini-2.5-flash:generateContent"
@@ -43,65 +34,53 @@ const (
 func TestFakeValidatesRequests(t *testing.T) {
 	t.Parallel()
 	f := newFake(t, Options{})
-	tests := []struct {
-		name       string
-		path       string
-		key        string
-		body       string
-		wantStatus int
-		wantRPC    any // error.status; nil for 200 and HTML pages
-	}{
-		{"valid", genPath, testKey, validBody, 200, nil},
-		{"valid on v1", "/v1/models/gemini-2.5-flash:generateContent", testKey, validBody, 200, nil},
-		{"key as query parameter", genPath + "?key=" + testKey, "", validBody, 200, nil},
-		{"responseSchema instead", genPath, testKey, `{"contents":[{"role":"user","parts":[{"text":"hi"}]}],"generationConfig":{"responseMimeType":"application/json","responseSchema":{"type":"OBJECT"}}}`, 200, nil},
-		{"plain text answer", genPath, testKey, `{"contents":[{"parts":[{"text":"hi"}]}]}`, 200, nil},
-		{"wrong key", genPath, "AIza-wrong", validBody, 400, "INVALID_ARGUMENT"},
-		{"no key", genPath, "", validBody, 403, "PERMISSION_DENIED"},
-		{"unknown path", "/v1beta/models/gemini-2.5-flash:predict", testKey, validBody, 404, nil},
-		{"chat completions path", "/v1/chat/completions", testKey, validBody, 404, nil},
-		{"not JSON", genPath, testKey, `{"contents":`, 400, "INVALID_ARGUMENT"},
-		{"unknown top-level field", genPath, testKey, `{"contents":[{"parts":[{"text":"hi"}]}],"automaticContinuation":false}`, 400, "INVALID_ARGUMENT"},
-		{"unknown generationConfig field", genPath, testKey, `{"contents":[{"parts":[{"text":"hi"}]}],"generationConfig":{"httpOptions":{}}}`, 400, "INVALID_ARGUMENT"},
-		{"no contents", genPath, testKey, `{}`, 400, "INVALID_ARGUMENT"},
-		{"empty contents", genPath, testKey, `{"contents":[]}`, 400, "INVALID_ARGUMENT"},
-		{"bad role", genPath, testKey, `{"contents":[{"role":"assistant","parts":[{"text":"hi"}]}]}`, 400, "INVALID_ARGUMENT"},
-		{"no parts", genPath, testKey, `{"contents":[{"role":"user","parts":[]}]}`, 400, "INVALID_ARGUMENT"},
-		{"empty text part", genPath, testKey, `{"contents":[{"role":"user","parts":[{"text":"hi"}]},{"role":"model","parts":[{"text":""}]}]}`, 400, "INVALID_ARGUMENT"},
-		{"both schemas", genPath, testKey, `{"contents":[{"parts":[{"text":"hi"}]}],"generationConfig":{"responseMimeType":"application/json","responseSchema":{"type":"OBJECT"},"responseJsonSchema":{"type":"object"}}}`, 400, "INVALID_ARGUMENT"},
-		{"schema without JSON mime type", genPath, testKey, `{"contents":[{"parts":[{"text":"hi"}]}],"generationConfig":{"responseJsonSchema":{"type":"object"}}}`, 400, "INVALID_ARGUMENT"},
-	}
-	for _, tt := range tests {
-		status, header, body := post(t, f.URL()+tt.path, tt.key, tt.body)
-		if status != tt.wantStatus {
-			t.Errorf("%s: POST = %d %v, want %d", tt.name, status, body, tt.wantStatus)
-			continue
-		}
-		if status == 404 {
-			if body != nil {
-				t.Errorf("%s: 404 answered %v, want Google's HTML page", tt.name, body)
+	fakekit.RequestTable[map[string]any]{
+		Root: f.URL(), Calls: f.Calls, Post: post,
+		Check: func(c fakekit.RequestCase, header http.Header, body map[string]any) {
+			if c.Status == 404 {
+				if body != nil {
+					t.Errorf("%s: 404 answered %v, want Google's HTML page", c.Name, body)
+				}
+				return
 			}
-			continue
-		}
-		if got := header.Get("Content-Type"); got != "application/json; charset=UTF-8" {
-			t.Errorf("%s: Content-Type = %q, want application/json; charset=UTF-8", tt.name, got)
-		}
-		if status == 200 {
-			continue
-		}
-		if got := errorField(body, "status"); got != tt.wantRPC {
-			t.Errorf("%s: error.status = %v, want %v", tt.name, got, tt.wantRPC)
-		}
-		if got := errorField(body, "code"); got != float64(status) {
-			t.Errorf("%s: error.code = %v, want %d", tt.name, got, status)
-		}
-		if msg, ok := errorField(body, "message").(string); !ok || msg == "" {
-			t.Errorf("%s: error.message missing in %v", tt.name, body)
-		}
-	}
-	if got := f.Calls(); got != len(tests) {
-		t.Errorf("Calls() = %d, want %d (every request counts)", got, len(tests))
-	}
+			if got := header.Get("Content-Type"); got != "application/json; charset=UTF-8" {
+				t.Errorf("%s: Content-Type = %q, want application/json; charset=UTF-8", c.Name, got)
+			}
+			if c.Status == 200 {
+				return
+			}
+			// Code is the error's RPC status; error.code is the HTTP status.
+			if got := fakekit.ErrorField(body, "status"); got != c.Code {
+				t.Errorf("%s: error.status = %v, want %v", c.Name, got, c.Code)
+			}
+			if got := fakekit.ErrorField(body, "code"); got != float64(c.Status) {
+				t.Errorf("%s: error.code = %v, want %d", c.Name, got, c.Status)
+			}
+			if msg, ok := fakekit.ErrorField(body, "message").(string); !ok || msg == "" {
+				t.Errorf("%s: error.message missing in %v", c.Name, body)
+			}
+		},
+	}.Run(t, []fakekit.RequestCase{
+		{Name: "valid", Path: genPath, Key: testKey, Body: validBody, Status: 200},
+		{Name: "valid on v1", Path: "/v1/models/gemini-2.5-flash:generateContent", Key: testKey, Body: validBody, Status: 200},
+		{Name: "key as query parameter", Path: genPath + "?key=" + testKey, Key: "", Body: validBody, Status: 200},
+		{Name: "responseSchema instead", Path: genPath, Key: testKey, Body: `{"contents":[{"role":"user","parts":[{"text":"hi"}]}],"generationConfig":{"responseMimeType":"application/json","responseSchema":{"type":"OBJECT"}}}`, Status: 200},
+		{Name: "plain text answer", Path: genPath, Key: testKey, Body: `{"contents":[{"parts":[{"text":"hi"}]}]}`, Status: 200},
+		{Name: "wrong key", Path: genPath, Key: "AIza-wrong", Body: validBody, Status: 400, Code: "INVALID_ARGUMENT"},
+		{Name: "no key", Path: genPath, Key: "", Body: validBody, Status: 403, Code: "PERMISSION_DENIED"},
+		{Name: "unknown path", Path: "/v1beta/models/gemini-2.5-flash:predict", Key: testKey, Body: validBody, Status: 404},
+		{Name: "chat completions path", Path: "/v1/chat/completions", Key: testKey, Body: validBody, Status: 404},
+		{Name: "not JSON", Path: genPath, Key: testKey, Body: `{"contents":`, Status: 400, Code: "INVALID_ARGUMENT"},
+		{Name: "unknown top-level field", Path: genPath, Key: testKey, Body: `{"contents":[{"parts":[{"text":"hi"}]}],"automaticContinuation":false}`, Status: 400, Code: "INVALID_ARGUMENT"},
+		{Name: "unknown generationConfig field", Path: genPath, Key: testKey, Body: `{"contents":[{"parts":[{"text":"hi"}]}],"generationConfig":{"httpOptions":{}}}`, Status: 400, Code: "INVALID_ARGUMENT"},
+		{Name: "no contents", Path: genPath, Key: testKey, Body: `{}`, Status: 400, Code: "INVALID_ARGUMENT"},
+		{Name: "empty contents", Path: genPath, Key: testKey, Body: `{"contents":[]}`, Status: 400, Code: "INVALID_ARGUMENT"},
+		{Name: "bad role", Path: genPath, Key: testKey, Body: `{"contents":[{"role":"assistant","parts":[{"text":"hi"}]}]}`, Status: 400, Code: "INVALID_ARGUMENT"},
+		{Name: "no parts", Path: genPath, Key: testKey, Body: `{"contents":[{"role":"user","parts":[]}]}`, Status: 400, Code: "INVALID_ARGUMENT"},
+		{Name: "empty text part", Path: genPath, Key: testKey, Body: `{"contents":[{"role":"user","parts":[{"text":"hi"}]},{"role":"model","parts":[{"text":""}]}]}`, Status: 400, Code: "INVALID_ARGUMENT"},
+		{Name: "both schemas", Path: genPath, Key: testKey, Body: `{"contents":[{"parts":[{"text":"hi"}]}],"generationConfig":{"responseMimeType":"application/json","responseSchema":{"type":"OBJECT"},"responseJsonSchema":{"type":"object"}}}`, Status: 400, Code: "INVALID_ARGUMENT"},
+		{Name: "schema without JSON mime type", Path: genPath, Key: testKey, Body: `{"contents":[{"parts":[{"text":"hi"}]}],"generationConfig":{"responseJsonSchema":{"type":"object"}}}`, Status: 400, Code: "INVALID_ARGUMENT"},
+	})
 }
 
 func TestFakeResponseShape(t *testing.T) {
@@ -146,7 +125,7 @@ func TestFakeResponseShape(t *testing.T) {
 func TestFakeErrorShapes(t *testing.T) {
 	t.Parallel()
 	detailTypes := func(body map[string]any) []string {
-		details, _ := errorField(body, "details").([]any)
+		details, _ := fakekit.ErrorField(body, "details").([]any)
 		var types []string
 		for _, d := range details {
 			types = append(types, d.(map[string]any)["@type"].(string))
@@ -170,8 +149,8 @@ func TestFakeErrorShapes(t *testing.T) {
 		f := newFake(t, Options{})
 		f.Enqueue(tt.fault)
 		status, _, body := post(t, f.URL()+genPath, testKey, validBody)
-		if status != tt.wantStatus || errorField(body, "status") != tt.wantRPC {
-			t.Errorf("%s: POST = %d %v, want %d %s", tt.fault.Kind, status, errorField(body, "status"), tt.wantStatus, tt.wantRPC)
+		if status != tt.wantStatus || fakekit.ErrorField(body, "status") != tt.wantRPC {
+			t.Errorf("%s: POST = %d %v, want %d %s", tt.fault.Kind, status, fakekit.ErrorField(body, "status"), tt.wantStatus, tt.wantRPC)
 		}
 		if got := detailTypes(body); !slices.Equal(got, tt.wantTypes) {
 			t.Errorf("%s: detail types = %v, want %v", tt.fault.Kind, got, tt.wantTypes)
@@ -181,7 +160,7 @@ func TestFakeErrorShapes(t *testing.T) {
 	f := newFake(t, Options{})
 	f.Enqueue(Fault{Kind: Quota, RetryDelay: "43s"})
 	_, _, body := post(t, f.URL()+genPath, testKey, validBody)
-	details := errorField(body, "details").([]any)
+	details := fakekit.ErrorField(body, "details").([]any)
 	v := details[0].(map[string]any)["violations"].([]any)[0].(map[string]any)
 	if !strings.Contains(v["quotaId"].(string), "PerDay") || v["quotaValue"] != "250" {
 		t.Errorf("Quota violation = %v, want a per-day quotaId and quotaValue \"250\" (an int64 as a string)", v)
@@ -219,14 +198,9 @@ func TestFakeBlockedAnswers(t *testing.T) {
 
 func TestFakeRandomFaultsAreReproducible(t *testing.T) {
 	t.Parallel()
-	fakekit.CheckSeeded(t, func(seed int64) []int {
+	fakekit.CheckSeeded(t, 40, func(seed int64) func() int {
 		f := newFake(t, Options{FaultRate: 0.5, Seed: seed})
-		var statuses []int
-		for range 40 {
-			status, _, _ := post(t, f.URL()+genPath, testKey, validBody)
-			statuses = append(statuses, status)
-		}
-		return statuses
+		return func() int { status, _, _ := post(t, f.URL()+genPath, testKey, validBody); return status }
 	}, []int{200, 429, 500, 503})
 }
 
@@ -263,8 +237,8 @@ func TestFakeBatchValidates(t *testing.T) {
 	}
 	for _, tt := range tests {
 		status, _, body := post(t, f.URL()+create, tt.key, tt.body)
-		if status != tt.wantStatus || (tt.wantRPC != nil && errorField(body, "status") != tt.wantRPC) {
-			t.Errorf("%s: POST = %d %v, want %d %v", tt.name, status, errorField(body, "status"), tt.wantStatus, tt.wantRPC)
+		if status != tt.wantStatus || (tt.wantRPC != nil && fakekit.ErrorField(body, "status") != tt.wantRPC) {
+			t.Errorf("%s: POST = %d %v, want %d %v", tt.name, status, fakekit.ErrorField(body, "status"), tt.wantStatus, tt.wantRPC)
 		}
 	}
 	if n := f.BatchCounts(); n.CreateCalls != len(tests) || n.Created != 1 {

@@ -29,7 +29,7 @@ func newFake(t *testing.T, opts Options) *Server {
 }
 
 // post sends body to the fake and returns the status, headers and raw body.
-func post(t *testing.T, url, key, idemKey, body string) (int, http.Header, []byte) {
+func post(t testing.TB, url, key, idemKey, body string) (int, http.Header, []byte) {
 	t.Helper()
 	h := http.Header{"Idempotency-Key": {idemKey}} // "" sends none
 	if key != "" {
@@ -49,7 +49,7 @@ type fakeEnvelope struct {
 	Metadata map[string]any `json:"metadata"`
 }
 
-func decodeEnvelope(t *testing.T, raw []byte) fakeEnvelope {
+func decodeEnvelope(t testing.TB, raw []byte) fakeEnvelope {
 	t.Helper()
 	var env fakeEnvelope
 	if err := json.Unmarshal(raw, &env); err != nil {
@@ -63,56 +63,46 @@ const validBody = `{"messages":[{"content":"hi","role":"user"}],"model":"gpt-4.1
 func TestFakeValidatesRequests(t *testing.T) {
 	t.Parallel()
 	f := newFake(t, Options{})
-	tests := []struct {
-		name       string
-		path       string
-		key        string
-		body       string
-		wantStatus int
-		wantCode   string
-	}{
-		{"valid", "/v1/chat/completions", testKey, validBody, 200, ""},
-		{"valid, not canonical", "/v1/chat/completions", testKey, `{"model":"m", "messages":[{"role":"user","content":"hi"}]}`, 200, ""},
-		{"wrong key", "/v1/chat/completions", "ifr_wrong", validBody, 401, codeInvalidAPIKey},
-		{"no key", "/v1/chat/completions", "", validBody, 401, codeInvalidAPIKey},
-		{"unknown path", "/v1/ai/chat", testKey, validBody, 404, "NOT_FOUND"},
-		{"not JSON", "/v1/chat/completions", testKey, `{"model":`, 400, codeInvalidRequest},
-		{"missing model", "/v1/chat/completions", testKey, `{"messages":[{"role":"user","content":"hi"}]}`, 400, codeInvalidRequest},
-		{"empty messages", "/v1/chat/completions", testKey, `{"model":"m","messages":[]}`, 400, codeInvalidRequest},
-		{"json_schema without schema", "/v1/chat/completions", testKey, `{"model":"m","messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"name":"s","strict":true}}}`, 400, codeInvalidRequest},
-		{"json_schema not strict", "/v1/chat/completions", testKey, `{"model":"m","messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"name":"s","schema":{"type":"object"}}}}`, 400, codeInvalidRequest},
-	}
-	for _, tt := range tests {
-		status, header, raw := post(t, f.HTTP.URL()+tt.path, tt.key, "", tt.body)
-		env := decodeEnvelope(t, raw)
-		if status != tt.wantStatus {
-			t.Errorf("%s: POST = %d %s, want %d", tt.name, status, raw, tt.wantStatus)
-			continue
-		}
-		id, _ := env.Metadata["request_id"].(string)
-		if !uuidV7.MatchString(id) || header.Get("X-Request-Id") != id {
-			t.Errorf("%s: metadata.request_id = %q, X-Request-Id = %q; want the same UUID v7", tt.name, id, header.Get("X-Request-Id"))
-		}
-		wantOK := status == 200
-		if env.OK == nil || *env.OK != wantOK {
-			t.Errorf("%s: ok = %v, want %v", tt.name, env.OK, wantOK)
-		}
-		if wantOK {
-			if env.Error != nil {
-				t.Errorf("%s: error = %+v, want null", tt.name, env.Error)
+	fakekit.RequestTable[[]byte]{
+		Root: f.HTTP.URL(), Calls: f.Calls,
+		Post: func(t testing.TB, url, key, body string) (int, http.Header, []byte) {
+			return post(t, url, key, "", body)
+		},
+		Check: func(c fakekit.RequestCase, header http.Header, raw []byte) {
+			env := decodeEnvelope(t, raw)
+			id, _ := env.Metadata["request_id"].(string)
+			if !uuidV7.MatchString(id) || header.Get("X-Request-Id") != id {
+				t.Errorf("%s: metadata.request_id = %q, X-Request-Id = %q; want the same UUID v7", c.Name, id, header.Get("X-Request-Id"))
 			}
-			continue
-		}
-		if env.Error == nil || env.Error.Code != tt.wantCode || env.Error.Message == "" {
-			t.Errorf("%s: error = %+v, want code %s and a message", tt.name, env.Error, tt.wantCode)
-		}
-		if string(env.Data) != "null" {
-			t.Errorf("%s: data = %s, want null", tt.name, env.Data)
-		}
-	}
-	if got := f.Calls(); got != len(tests) {
-		t.Errorf("Calls() = %d, want %d (every request counts)", got, len(tests))
-	}
+			wantOK := c.Status == 200
+			if env.OK == nil || *env.OK != wantOK {
+				t.Errorf("%s: ok = %v, want %v", c.Name, env.OK, wantOK)
+			}
+			if wantOK {
+				if env.Error != nil {
+					t.Errorf("%s: error = %+v, want null", c.Name, env.Error)
+				}
+				return
+			}
+			if env.Error == nil || env.Error.Code != c.Code || env.Error.Message == "" {
+				t.Errorf("%s: error = %+v, want code %s and a message", c.Name, env.Error, c.Code)
+			}
+			if string(env.Data) != "null" {
+				t.Errorf("%s: data = %s, want null", c.Name, env.Data)
+			}
+		},
+	}.Run(t, []fakekit.RequestCase{
+		{Name: "valid", Path: "/v1/chat/completions", Key: testKey, Body: validBody, Status: 200},
+		{Name: "valid, not canonical", Path: "/v1/chat/completions", Key: testKey, Body: `{"model":"m", "messages":[{"role":"user","content":"hi"}]}`, Status: 200},
+		{Name: "wrong key", Path: "/v1/chat/completions", Key: "ifr_wrong", Body: validBody, Status: 401, Code: codeInvalidAPIKey},
+		{Name: "no key", Path: "/v1/chat/completions", Key: "", Body: validBody, Status: 401, Code: codeInvalidAPIKey},
+		{Name: "unknown path", Path: "/v1/ai/chat", Key: testKey, Body: validBody, Status: 404, Code: "NOT_FOUND"},
+		{Name: "not JSON", Path: "/v1/chat/completions", Key: testKey, Body: `{"model":`, Status: 400, Code: codeInvalidRequest},
+		{Name: "missing model", Path: "/v1/chat/completions", Key: testKey, Body: `{"messages":[{"role":"user","content":"hi"}]}`, Status: 400, Code: codeInvalidRequest},
+		{Name: "empty messages", Path: "/v1/chat/completions", Key: testKey, Body: `{"model":"m","messages":[]}`, Status: 400, Code: codeInvalidRequest},
+		{Name: "json_schema without schema", Path: "/v1/chat/completions", Key: testKey, Body: `{"model":"m","messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"name":"s","strict":true}}}`, Status: 400, Code: codeInvalidRequest},
+		{Name: "json_schema not strict", Path: "/v1/chat/completions", Key: testKey, Body: `{"model":"m","messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"name":"s","schema":{"type":"object"}}}}`, Status: 400, Code: codeInvalidRequest},
+	})
 	if got := f.Executions(); got != 2 {
 		t.Errorf("Executions() = %d, want 2 (only valid requests execute)", got)
 	}
@@ -276,14 +266,12 @@ func TestFakeConcurrentSameKey(t *testing.T) {
 
 func TestFakeRandomFaultsAreReproducible(t *testing.T) {
 	t.Parallel()
-	fakekit.CheckSeeded(t, func(seed int64) []int {
+	fakekit.CheckSeeded(t, 40, func(seed int64) func() int {
 		f := newFake(t, Options{FaultRate: 0.5, Seed: seed})
-		var statuses []int
-		for range 40 {
+		return func() int {
 			status, _, _ := post(t, f.URL()+"/chat/completions", testKey, "", validBody)
-			statuses = append(statuses, status)
+			return status
 		}
-		return statuses
 	}, []int{200, 429, 500, 503})
 }
 

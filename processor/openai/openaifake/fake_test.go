@@ -26,16 +26,8 @@ func newFake(t *testing.T, opts Options) *Server {
 	return fakekit.Started(t, New(opts))
 }
 
-// post sends body to the fake and decodes the answer.
-func post(t *testing.T, url, key, body string) (int, http.Header, map[string]any) {
-	t.Helper()
-	return fakekit.SendJSON(t, http.MethodPost, url, fakekit.KeyHeader("Authorization", "Bearer ", key), body)
-}
-
-func errorField(body map[string]any, field string) any {
-	e, _ := body["error"].(map[string]any)
-	return e[field]
-}
+// post sends body to the fake with key and decodes the answer.
+var post = fakekit.KeyPoster{Header: "Authorization", Prefix: "Bearer "}.Post
 
 const validBody = `{"model":"gpt-4.1-mini","messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"name":"s","strict":true,"schema":{"type":"object","properties":{"a":{"type":"string"}},"required":["a"]}}}}`
 
@@ -48,60 +40,49 @@ func bodyWith(prompt string) string {
 func TestFakeValidatesRequests(t *testing.T) {
 	t.Parallel()
 	f := newFake(t, Options{})
-	tests := []struct {
-		name       string
-		path       string
-		key        string
-		body       string
-		wantStatus int
-		wantType   string
-		wantCode   any
-	}{
-		{"valid", "/v1/chat/completions", testKey, validBody, 200, "", nil},
-		{"valid without /v1 prefix", "/chat/completions", testKey, validBody, 200, "", nil},
-		{"wrong key", "/chat/completions", "sk-wrong", validBody, 401, "invalid_request_error", "invalid_api_key"},
-		{"no key", "/chat/completions", "", validBody, 401, "invalid_request_error", nil},
-		{"unknown path", "/v1/completions", testKey, validBody, 404, "invalid_request_error", nil},
-		{"not JSON", "/chat/completions", testKey, `{"model":`, 400, "invalid_request_error", nil},
-		{"missing model", "/chat/completions", testKey, `{"messages":[{"role":"user","content":"hi"}]}`, 400, "invalid_request_error", nil},
-		{"missing messages", "/chat/completions", testKey, `{"model":"m"}`, 400, "invalid_request_error", "missing_required_parameter"},
-		{"empty messages", "/chat/completions", testKey, `{"model":"m","messages":[]}`, 400, "invalid_request_error", "empty_array"},
-		{"json_schema missing", "/chat/completions", testKey, `{"model":"m","messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema"}}`, 400, "invalid_request_error", "missing_required_parameter"},
-		{"json_schema not strict", "/chat/completions", testKey, `{"model":"m","messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"name":"s","schema":{"type":"object"}}}}`, 400, "invalid_request_error", "invalid_value"},
-		{"json_schema without schema", "/chat/completions", testKey, `{"model":"m","messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"name":"s","strict":true}}}`, 400, "invalid_request_error", "missing_required_parameter"},
-		{"plain text format", "/chat/completions", testKey, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, 200, "", nil},
-	}
-	for _, tt := range tests {
-		url := f.HTTP.URL() + tt.path
-		status, header, body := post(t, url, tt.key, tt.body)
-		if status != tt.wantStatus {
-			t.Errorf("%s: POST = %d %v, want %d", tt.name, status, body, tt.wantStatus)
-			continue
-		}
-		if !strings.HasPrefix(header.Get("x-request-id"), "req_") {
-			t.Errorf("%s: x-request-id = %q, want req_…", tt.name, header.Get("x-request-id"))
-		}
-		if status == 200 {
-			continue
-		}
-		if got := errorField(body, "type"); got != tt.wantType {
-			t.Errorf("%s: error.type = %v, want %v", tt.name, got, tt.wantType)
-		}
-		if got := errorField(body, "code"); got != tt.wantCode {
-			t.Errorf("%s: error.code = %v, want %v", tt.name, got, tt.wantCode)
-		}
-		if _, ok := errorField(body, "message").(string); !ok {
-			t.Errorf("%s: error.message missing in %v", tt.name, body)
-		}
-		if e, _ := body["error"].(map[string]any); e != nil {
-			if _, ok := e["param"]; !ok {
-				t.Errorf("%s: error.param absent, want present (null or a name)", tt.name)
+	fakekit.RequestTable[map[string]any]{
+		Root: f.HTTP.URL(), Calls: f.Calls, Post: post,
+		Check: func(c fakekit.RequestCase, header http.Header, body map[string]any) {
+			if !strings.HasPrefix(header.Get("x-request-id"), "req_") {
+				t.Errorf("%s: x-request-id = %q, want req_…", c.Name, header.Get("x-request-id"))
 			}
-		}
-	}
-	if got := f.Calls(); got != len(tests) {
-		t.Errorf("Calls() = %d, want %d (every request counts)", got, len(tests))
-	}
+			if c.Status == 200 {
+				return
+			}
+			if got := fakekit.ErrorField(body, "type"); got != c.Type {
+				t.Errorf("%s: error.type = %v, want %v", c.Name, got, c.Type)
+			}
+			var want any // a Code of "" is error.code null
+			if c.Code != "" {
+				want = c.Code
+			}
+			if got := fakekit.ErrorField(body, "code"); got != want {
+				t.Errorf("%s: error.code = %v, want %v", c.Name, got, want)
+			}
+			if _, ok := fakekit.ErrorField(body, "message").(string); !ok {
+				t.Errorf("%s: error.message missing in %v", c.Name, body)
+			}
+			if e, _ := body["error"].(map[string]any); e != nil {
+				if _, ok := e["param"]; !ok {
+					t.Errorf("%s: error.param absent, want present (null or a name)", c.Name)
+				}
+			}
+		},
+	}.Run(t, []fakekit.RequestCase{
+		{Name: "valid", Path: "/v1/chat/completions", Key: testKey, Body: validBody, Status: 200},
+		{Name: "valid without /v1 prefix", Path: "/chat/completions", Key: testKey, Body: validBody, Status: 200},
+		{Name: "wrong key", Path: "/chat/completions", Key: "sk-wrong", Body: validBody, Status: 401, Type: "invalid_request_error", Code: "invalid_api_key"},
+		{Name: "no key", Path: "/chat/completions", Key: "", Body: validBody, Status: 401, Type: "invalid_request_error"},
+		{Name: "unknown path", Path: "/v1/completions", Key: testKey, Body: validBody, Status: 404, Type: "invalid_request_error"},
+		{Name: "not JSON", Path: "/chat/completions", Key: testKey, Body: `{"model":`, Status: 400, Type: "invalid_request_error"},
+		{Name: "missing model", Path: "/chat/completions", Key: testKey, Body: `{"messages":[{"role":"user","content":"hi"}]}`, Status: 400, Type: "invalid_request_error"},
+		{Name: "missing messages", Path: "/chat/completions", Key: testKey, Body: `{"model":"m"}`, Status: 400, Type: "invalid_request_error", Code: "missing_required_parameter"},
+		{Name: "empty messages", Path: "/chat/completions", Key: testKey, Body: `{"model":"m","messages":[]}`, Status: 400, Type: "invalid_request_error", Code: "empty_array"},
+		{Name: "json_schema missing", Path: "/chat/completions", Key: testKey, Body: `{"model":"m","messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema"}}`, Status: 400, Type: "invalid_request_error", Code: "missing_required_parameter"},
+		{Name: "json_schema not strict", Path: "/chat/completions", Key: testKey, Body: `{"model":"m","messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"name":"s","schema":{"type":"object"}}}}`, Status: 400, Type: "invalid_request_error", Code: "invalid_value"},
+		{Name: "json_schema without schema", Path: "/chat/completions", Key: testKey, Body: `{"model":"m","messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"name":"s","strict":true}}}`, Status: 400, Type: "invalid_request_error", Code: "missing_required_parameter"},
+		{Name: "plain text format", Path: "/chat/completions", Key: testKey, Body: `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, Status: 200},
+	})
 }
 
 func TestFakeResponseShape(t *testing.T) {
@@ -186,14 +167,9 @@ func TestFakeFaultQueueAndCounts(t *testing.T) {
 
 func TestFakeRandomFaultsAreReproducible(t *testing.T) {
 	t.Parallel()
-	fakekit.CheckSeeded(t, func(seed int64) []int {
+	fakekit.CheckSeeded(t, 40, func(seed int64) func() int {
 		f := newFake(t, Options{FaultRate: 0.5, Seed: seed})
-		var statuses []int
-		for range 40 {
-			status, _, _ := post(t, f.URL()+"/chat/completions", testKey, validBody)
-			statuses = append(statuses, status)
-		}
-		return statuses
+		return func() int { status, _, _ := post(t, f.URL()+"/chat/completions", testKey, validBody); return status }
 	}, []int{200, 429, 500, 503})
 }
 
@@ -302,10 +278,10 @@ func TestFakeLimits(t *testing.T) {
 				continue
 			}
 			if status == http.StatusTooManyRequests {
-				if got := errorField(body, "type"); got != s.wantType {
+				if got := fakekit.ErrorField(body, "type"); got != s.wantType {
 					t.Errorf("%s: step %d: error.type = %v, want %v", tt.name, i, got, s.wantType)
 				}
-				if got := errorField(body, "code"); got != "rate_limit_exceeded" {
+				if got := fakekit.ErrorField(body, "code"); got != "rate_limit_exceeded" {
 					t.Errorf("%s: step %d: error.code = %v, want rate_limit_exceeded", tt.name, i, got)
 				}
 			}
@@ -343,7 +319,7 @@ func TestFakeLimitMessages(t *testing.T) {
 	for _, tt := range tests {
 		clock.Advance(tt.advance)
 		status, _, body := post(t, f.URL()+"/chat/completions", testKey, tt.body)
-		msg, _ := errorField(body, "message").(string)
+		msg, _ := fakekit.ErrorField(body, "message").(string)
 		switch {
 		case tt.want == "" && status != 200:
 			t.Errorf("%s: POST = %d %v, want 200", tt.name, status, body)

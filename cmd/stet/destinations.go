@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/stetlabs/stet/config"
+	"github.com/stetlabs/stet/ledger"
+	"github.com/stetlabs/stet/pipeline"
+)
+
+// destinations are the config's outbound webhooks, the alert webhook
+// included, as the pipeline takes them.
+func destinations(cfg *config.Config) []pipeline.Destination {
+	var out []pipeline.Destination
+	for _, s := range cfg.Sources {
+		for _, d := range s.Destinations {
+			out = append(out, pipeline.Destination{SourceID: s.ID, ID: d.ID, URL: d.URL, Secret: d.Secret,
+				Events: d.Events, MaxAge: d.MaxAge.Std()})
+		}
+	}
+	if w := cfg.Alerts.Webhook; w.URL != "" {
+		out = append(out, pipeline.Destination{SourceID: ledger.AlertSource, ID: ledger.AlertDestination, URL: w.URL,
+			Secret: w.Secret, MaxAge: config.DefaultMaxAge.Std()})
+	}
+	return out
+}
+
+const destinationsUsage = `usage: stet destinations list [--json]
+       stet destinations enable SOURCE DESTINATION   (clear a 410's disable; re-send what it held)
+       stet destinations retry SOURCE DESTINATION    (re-send deliveries failed past max_age)
+`
+
+func cmdDestinations(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("destinations", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := configFlag(fs)
+	asJSON := fs.Bool("json", false, "print JSON (list)")
+	if len(args) == 0 {
+		fmt.Fprint(stderr, destinationsUsage)
+		return exitUsage
+	}
+	sub := args[0]
+	if err := fs.Parse(args[1:]); err != nil {
+		return exitUsage
+	}
+	db, code := openLedger(ctx, *cfgPath, stderr)
+	if db == nil {
+		return code
+	}
+	defer db.Close()
+	switch sub {
+	case "list":
+		ds, err := db.Destinations(ctx)
+		if err != nil {
+			fmt.Fprintln(stderr, "stet destinations:", err)
+			return exitUnhealthy
+		}
+		if *asJSON {
+			if ds == nil {
+				ds = []ledger.DestinationState{}
+			}
+			writeJSON(stdout, ds)
+			return exitOK
+		}
+		ledger.WriteDestinations(stdout, ds)
+		return exitOK
+	case "enable", "retry":
+		if fs.NArg() != 2 {
+			fmt.Fprint(stderr, destinationsUsage)
+			return exitUsage
+		}
+		do := db.EnableDestination
+		if sub == "retry" {
+			do = db.RetryFailedDeliveries
+		}
+		n, err := do(ctx, fs.Arg(0), fs.Arg(1), "cli", time.Now().UTC())
+		if err != nil {
+			fmt.Fprintln(stderr, "stet destinations:", err)
+			return exitFailure
+		}
+		fmt.Fprintf(stdout, "%s/%s: %d deliveries queued again\n", fs.Arg(0), fs.Arg(1), n)
+		return exitOK
+	default:
+		fmt.Fprint(stderr, destinationsUsage)
+		return exitUsage
+	}
+}

@@ -1,0 +1,93 @@
+// Package batchlookup is stet batch status: ONE bounded status lookup of
+// an existing provider batch, and its printout. It never submits a batch,
+// never cancels one and never sends document text: it sends one GET with
+// the processor's key, retrying only a 429, and at most Attempts in all.
+package batchlookup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"text/tabwriter"
+	"time"
+
+	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/processor"
+)
+
+// Bounds of a lookup.
+const (
+	Attempts = 3
+	Timeout  = 20 * time.Second
+	MaxBody  = 1 << 20
+)
+
+// HTTPClient is the client a lookup sends through: the processor clients'
+// own (redirects refused, bodies bounded) with a Timeout and bodies read up
+// to MaxBody. The adapter keeps its policy on top of it.
+func HTTPClient() *http.Client {
+	return processor.NewHTTPClient(Timeout, MaxBody)
+}
+
+// Lookup performs one status lookup, retrying a 429 at most Attempts
+// attempts in all and waiting the longer of Retry-After and an exponential
+// delay (1 s, 2 s); each retry is announced on progress.
+func Lookup(ctx context.Context, bp stet.BatchProcessor, providerID string, progress io.Writer) (*stet.BatchStatus, error) {
+	var err error
+	for attempt := 0; attempt < Attempts; attempt++ {
+		var st *stet.BatchStatus
+		st, err = bp.BatchStatus(ctx, providerID)
+		if err == nil {
+			return st, nil
+		}
+		if stet.ClassOf(err) != stet.FailureRateLimited || attempt == Attempts-1 {
+			break
+		}
+		delay := time.Second << attempt
+		if ra := stet.RetryAfterOf(err); ra > delay {
+			delay = ra
+		}
+		fmt.Fprintf(progress, "rate limited; attempt %d of %d in %s\n", attempt+2, Attempts, delay.Round(time.Millisecond))
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	var pe *stet.ProcessorError
+	if errors.As(err, &pe) && pe.StatusCode != 0 {
+		return nil, fmt.Errorf("status lookup failed: HTTP %d (%s)", pe.StatusCode, pe.Class)
+	}
+	return nil, fmt.Errorf("status lookup failed: %w", err)
+}
+
+// WriteText prints the status the processor processorID answered; with
+// raw, the provider's answer as it came.
+func WriteText(w io.Writer, processorID string, st *stet.BatchStatus, raw bool) {
+	if raw {
+		w.Write(st.Raw)
+		if len(st.Raw) > 0 && st.Raw[len(st.Raw)-1] != '\n' {
+			fmt.Fprintln(w)
+		}
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "processor\t%s\n", processorID)
+	provider := st.ProviderState
+	if provider == "" {
+		provider = "-"
+	}
+	fmt.Fprintf(tw, "state\t%s (provider: %s)\n", st.State, provider)
+	if st.Total > 0 {
+		fmt.Fprintf(tw, "items\t%d: %d succeeded, %d failed\n", st.Total, st.Succeeded, st.Failed)
+	}
+	if !st.ResultsExpireAt.IsZero() {
+		fmt.Fprintf(tw, "results expire\t%s\n", st.ResultsExpireAt.UTC().Format(time.RFC3339))
+	}
+	if st.RequestID != "" {
+		fmt.Fprintf(tw, "request id\t%s\n", st.RequestID)
+	}
+	tw.Flush()
+}
