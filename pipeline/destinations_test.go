@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -275,4 +276,45 @@ func TestDrill13DestinationDownThen500Then200(t *testing.T) {
 		t.Fatalf("EnableDestination = %d, %v, want 4 re-queued", n, err)
 	}
 	e.WaitFor("the re-enabled destination delivered", func() bool { return outboxStates(e, "retired")["delivered"] == 4 })
+}
+
+// With encryption at rest on, a destination still receives the record's
+// classification in clear (the ledger opens it at delivery time), and the
+// outbox never holds it: its rows carry IDs only.
+func TestDestinationEncryptedRecord(t *testing.T) {
+	t.Parallel()
+	addr, err := stetclient.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := newReceiver(t, func(int) int { return http.StatusOK })
+	serveAt(t, addr, rc)
+	e := stettest.New(t, stettest.Options{Keyring: testKeyring(t, "k1"), Destinations: []pipeline.Destination{
+		{SourceID: stettest.SourceReports, ID: "mod-tool", URL: "http://" + addr + "/hooks", Secret: destSecret,
+			Events: []string{ledger.EventCommitted}, MaxAge: time.Hour},
+	}})
+	d := e.Deliver(stettest.SourceReports, "msg_enc_dest", stettest.Report{ExternalID: "report-enc-dest", Revision: 1, Text: "Stop taking your insulin."})
+	if d.Status != http.StatusAccepted {
+		t.Fatalf("deliver = %d %s", d.Status, d.Body)
+	}
+	e.WaitJob(d.JobID, stet.JobCommitted)
+	e.WaitFor("the committed event", func() bool { p, _ := rc.snapshot(); return len(p) == 1 })
+	posts, bad := rc.snapshot()
+	if bad != 0 {
+		t.Fatalf("POSTs failing verification = %d", bad)
+	}
+	var class map[string]any
+	if err := json.Unmarshal(posts[0].body.Record.Classification, &class); err != nil || class["category"] == nil {
+		t.Fatalf("delivered classification = %s (%v), want the opened JSON", posts[0].body.Record.Classification, err)
+	}
+	if strings.Contains(posts[0].raw, "stet:v1:") {
+		t.Fatalf("delivered body carries a sealed value: %s", posts[0].raw)
+	}
+	var sealed string
+	if err := e.DB.Writer().QueryRow(`SELECT classification FROM review_records WHERE job_id = $1`, d.JobID).Scan(&sealed); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(sealed, "stet:v1:") {
+		t.Fatalf("stored classification is not sealed")
+	}
 }
