@@ -137,6 +137,9 @@ type Pipeline struct {
 	processID string                        // this process's worker heartbeat
 	stopBeat  chan struct{}
 	beatDone  chan struct{}
+	// The dispatch pause's sync with River's extract queue (pausequeue.go).
+	stopPause chan struct{}
+	pauseDone chan struct{}
 }
 
 // RiverDriver returns River's driver for the ledger's dialect, on the
@@ -230,6 +233,8 @@ func New(cfg Config) (*Pipeline, error) {
 		FetchPollInterval:    cfg.PollInterval,
 		FetchCooldown:        min(cfg.PollInterval, 25*time.Millisecond),
 		MaxAttempts:          maxRiverAttempts,
+		// rivercosts.go says why.
+		CompletedJobRetentionPeriod: completedJobRetention,
 	}
 	if cfg.Work {
 		rc.PeriodicJobs = []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(cfg.AssembleEvery),
@@ -297,6 +302,8 @@ func (p *Pipeline) Start(ctx context.Context) error {
 	if err := p.river.Start(ctx); err != nil {
 		return fmt.Errorf("start river: %w", err)
 	}
+	p.stopPause, p.pauseDone = make(chan struct{}), make(chan struct{})
+	go p.pauseLoop(p.stopPause, p.pauseDone)
 	return nil
 }
 
@@ -306,6 +313,10 @@ func (p *Pipeline) Start(ctx context.Context) error {
 func (p *Pipeline) Stop(ctx context.Context) error {
 	var err error
 	if p.cfg.Work {
+		if p.stopPause != nil {
+			close(p.stopPause)
+			<-p.pauseDone
+		}
 		err = p.river.Stop(ctx)
 		if err != nil && ctx.Err() != nil {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
