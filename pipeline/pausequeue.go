@@ -11,7 +11,8 @@ import (
 )
 
 // An idle pause. A dispatch pause that covers every processor this process
-// can send to ("all", or a processor pause for each of them) pauses River's
+// can send to ("all", or a processor pause for each processor a policy in
+// force permits) pauses River's
 // extract queue, so that no worker claims a job only to snooze it again:
 // with 100k jobs queued, claiming each every PausedRecheck kept a quarter of
 // a core busy. The jobs still show as waiting (markQueued, once per job).
@@ -32,8 +33,9 @@ const pauseSyncEvery = time.Second
 // markQueuedBatch is how many queued jobs one look marks waiting.
 const markQueuedBatch = 1000
 
-// pauseCoversAll reports whether scopes stop every processor configured in
-// this process.
+// pauseCoversAll reports whether scopes stop every processor a job can be
+// sent to from this process: the configured processors that a policy in
+// force permits (the gate blocks any other).
 func (p *Pipeline) pauseCoversAll(scopes []string) bool {
 	set := map[string]bool{}
 	for _, s := range scopes {
@@ -42,15 +44,19 @@ func (p *Pipeline) pauseCoversAll(scopes []string) bool {
 	if set["all"] {
 		return true
 	}
-	if len(p.cfg.Processors) == 0 {
-		return false
-	}
-	for id := range p.cfg.Processors {
-		if !set["processor:"+id] {
-			return false
+	candidates := 0
+	for _, pol := range p.policies {
+		for _, id := range pol.Processors {
+			if p.cfg.Processors[id] == nil {
+				continue
+			}
+			candidates++
+			if !set["processor:"+id] {
+				return false
+			}
 		}
 	}
-	return true
+	return candidates > 0
 }
 
 // pauseSync is the state of the extract queue as this process last set it.

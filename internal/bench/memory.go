@@ -68,7 +68,10 @@ type TableBytes struct {
 type MemoryResult struct {
 	Settings string        `json:"settings"`
 	Fill     time.Duration `json:"fill_ns"` // stet import of the N documents
-	Phases   []MemoryPhase `json:"phases"`
+	// PauseSettled is how long after stet started every queued job showed
+	// as waiting on the pause.
+	PauseSettled time.Duration `json:"pause_settled_ns"`
+	Phases       []MemoryPhase `json:"phases"`
 	// Storage: Documents taken through the whole pipeline; ledger bytes per
 	// document besides its text, by table; the baseline is a one-table
 	// store of the same texts (id primary key, text).
@@ -387,6 +390,20 @@ func stetMemory(ctx context.Context, database string, o MemoryOptions, res *Memo
 		c, err := db.JobCounts(ctx)
 		return n, c[stet.JobCommitted], err
 	}
+	// The pause takes effect (the queue pauses, the queued jobs are marked
+	// waiting); the window measures the pause that holds after that.
+	settle := time.Now()
+	for {
+		c, err := db.JobCounts(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if c[stet.JobAccepted] == 0 || time.Since(settle) > 10*time.Minute {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	res.PauseSettled = time.Since(settle)
 	time.Sleep(o.Settle)
 	if o.PausedProfile != "" {
 		f, err := os.Create(o.PausedProfile)
@@ -541,7 +558,8 @@ func tableBytes(ctx context.Context, db *ledger.DB) ([]TableBytes, error) {
 
 // WriteText prints the figures for a reader.
 func (r *MemoryResult) WriteText(w io.Writer) {
-	fmt.Fprintf(w, "memory  (%s; import of the queued documents took %s)\n", r.Settings, r.Fill.Round(time.Millisecond))
+	fmt.Fprintf(w, "memory  (%s; import of the queued documents took %s; every queued job waiting on the pause %s after start)\n",
+		r.Settings, r.Fill.Round(time.Millisecond), r.PauseSettled.Round(time.Millisecond))
 	fmt.Fprintf(w, "  %-6s %-9s %9s %9s %9s %10s %9s %10s\n", "", "phase", "queued", "RSS MiB", "heap MiB", "CPU/core", "claims", "processed")
 	for _, p := range r.Phases {
 		fmt.Fprintf(w, "  %-6s %-9s %9d %9.1f %9.1f %9.2f%% %9d %10d\n", p.Subject, p.Phase, p.Queued, p.RSSMiB, p.HeapMiB, 100*p.CPUShare, p.Claims, p.Processed)
