@@ -34,7 +34,7 @@ func TestPauseAllIsIdle(t *testing.T) {
 		e.WaitJob(j, stet.JobWaiting)
 	}
 	time.Sleep(1500 * time.Millisecond) // a claim would show as an attempt or a snooze
-	if n := e.Count("river_job", "kind = 'stet_extract' AND (attempt > 0 OR metadata LIKE '%snoozes%')"); n != 0 {
+	if n := e.Count("river_job", "kind = 'stet_extract' AND (attempt > 0 OR CAST(metadata AS TEXT) LIKE '%snoozes%')"); n != 0 {
 		t.Fatalf("extract jobs claimed while paused = %d, want 0", n)
 	}
 	if n := e.Fake.Calls(); n != 0 {
