@@ -46,7 +46,7 @@ Commands:
   delete       delete a report (SOURCE/EXTERNAL_ID or REPORT_ID): tombstone, cancel, one task per copy; prints the tasks
   deletions    list deletions, or show one's tasks (DELETION_ID); --json
   import       bulk backfill from an NDJSON file (--source ID, --mode sync|batch); resumable
-  bench        run a benchmark: intake | pipeline | provider-limited | batch
+  bench        run a benchmark: intake | pipeline | provider-limited | batch | memory | import
   drill        run a recovery drill: chaos (many processes, kills, a database restart)
   eval         compare processors on labelled data in a scratch ledger; report.html and report.json
   version      print the version
