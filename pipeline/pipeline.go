@@ -164,6 +164,9 @@ type Pipeline struct {
 	processID string                        // this process's worker heartbeat
 	stopBeat  chan struct{}
 	beatDone  chan struct{}
+	// The dispatch pause's sync with River's extract queue (pausequeue.go).
+	stopPause chan struct{}
+	pauseDone chan struct{}
 }
 
 // RiverDriver returns River's driver for the ledger's dialect, on the
@@ -279,6 +282,8 @@ func New(cfg Config) (*Pipeline, error) {
 			TracerProvider: cfg.TracerProvider, MeterProvider: metricnoop.NewMeterProvider(),
 			EnableWorkSpanJobKindSuffix: true,
 		})},
+		// rivercosts.go says why.
+		CompletedJobRetentionPeriod: completedJobRetention,
 	}
 	if cfg.Work {
 		rc.PeriodicJobs = []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(cfg.AssembleEvery),
@@ -356,6 +361,8 @@ func (p *Pipeline) Start(ctx context.Context) error {
 	if err := p.river.Start(ctx); err != nil {
 		return fmt.Errorf("start river: %w", err)
 	}
+	p.stopPause, p.pauseDone = make(chan struct{}), make(chan struct{})
+	go p.pauseLoop(p.stopPause, p.pauseDone)
 	return nil
 }
 
@@ -365,6 +372,10 @@ func (p *Pipeline) Start(ctx context.Context) error {
 func (p *Pipeline) Stop(ctx context.Context) error {
 	var err error
 	if p.cfg.Work {
+		if p.stopPause != nil {
+			close(p.stopPause)
+			<-p.pauseDone
+		}
 		err = p.river.Stop(ctx)
 		if err != nil && ctx.Err() != nil {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)

@@ -18,7 +18,7 @@ import (
 	"github.com/stetlabs/stet/ledger"
 )
 
-const benchUsage = `Usage: stet bench intake|pipeline|provider-limited|batch [flags]
+const benchUsage = `Usage: stet bench intake|pipeline|provider-limited|batch|memory|import [flags]
 
   intake    accepted deliveries/s at durable commit (20 % duplicates), through
             the real HTTP API, vs a raw one-row-per-transaction insert into the
@@ -32,6 +32,11 @@ const benchUsage = `Usage: stet bench intake|pipeline|provider-limited|batch [fl
   batch     a 10,000-document backfill (-n) through stet import --mode batch into
             the OpenAI Batch API fake: wall time, ledger overhead per item, and
             the provider calls made, vs a request per document
+  memory    RSS and CPU with -n queued documents (default 100000), under a
+            dispatch pause and draining, vs River alone with as many no-op jobs;
+            and ledger bytes per document besides text, by table
+  import    stet import of -n lines (default 1000000) in slices of 100,000:
+            lines/s per slice, vs intake's deliveries/s in the same run
   river-drivers, scaling
             PostgreSQL only (--database): River's two drivers; 1, 2, 4 worker processes
 
@@ -56,6 +61,8 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	provConc := fs.Int("provider-concurrency", 32, "provider-limited: calls in flight (stet's limits.concurrency and workers; the naive loop's goroutines)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	batchSize := fs.Int("batch-size", 2500, "batch: the processor's batch max_items")
+	window := fs.Duration("window", 10*time.Second, "memory: each measuring window")
+	pausedProfile := fs.String("paused-cpuprofile", "", "memory: write a CPU profile of stet's paused window alone to this file")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	encrypt := fs.Bool("encrypt", false, "intake, pipeline: measure encryption at rest (stet with encryption: against stet without, same run)")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -120,6 +127,18 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		res, err = bench.ProviderLimited(ctx, bench.ProviderOptions{Stet: wiring, Dir: scratch, Database: *database, N: docs,
 			Binary: *binary, Processes: *workerProcs, RPM: *rpm, LatencyMin: time.Second, LatencyMax: 2 * time.Second, Concurrency: *provConc})
+	case "memory":
+		docs := 100000
+		if given["n"] {
+			docs = *n
+		}
+		res, err = bench.Memory(ctx, bench.MemoryOptions{Stet: wiring, Dir: scratch, Database: *database, N: docs, Window: *window, PausedProfile: *pausedProfile})
+	case "import":
+		lines := 1000000
+		if given["n"] {
+			lines = *n
+		}
+		res, err = bench.Import(ctx, bench.ImportOptions{Stet: wiring, Dir: scratch, Database: *database, N: lines, Concurrency: *conc})
 	case "batch":
 		docs := 10000
 		if given["n"] {

@@ -48,7 +48,7 @@ Commands:
   destinations outbound webhooks: list, enable SOURCE DESTINATION (after a 410), retry SOURCE DESTINATION
   rekey        rewrap every data key under the first encryption key and seal plaintext rows; resumable
   import       bulk backfill from an NDJSON file (--source ID, --mode sync|batch); resumable
-  bench        run a benchmark: intake | pipeline | provider-limited | batch
+  bench        run a benchmark: intake | pipeline | provider-limited | batch | memory | import
   drill        run a recovery drill: chaos (many processes, kills, a database restart)
   eval         compare processors on labelled data in a scratch ledger; report.html and report.json
   version      print the version
