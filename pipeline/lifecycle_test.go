@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -344,4 +345,29 @@ func TestDrill8DeleteDuringExtraction(t *testing.T) {
 func TestDrill11TextRetention(t *testing.T) {
 	t.Parallel()
 	checkDrill(t, recovery.Drill11, recovery.Counts{Reports: 2, Jobs: 2, Records: 2, Calls: 2})
+}
+
+// Drill 12 as `stet drill 12` runs it (the OpenAI fake, one batch): the
+// files deleted at the provider, the batch record unresolved, the canary
+// gone. TestDrill12DeleteBatchReport runs it on every batch adapter.
+func TestDrill12AsStetDrillRunsIt(t *testing.T) {
+	t.Parallel()
+	checkDrill(t, recovery.Drill12, recovery.Counts{Reports: 1, Jobs: 1, Records: 0, Calls: 0})
+}
+
+// Every drill `stet drill` can run has a test here, so none can rot unseen.
+func TestEveryRecoveryDrillIsTested(t *testing.T) {
+	src := ""
+	for _, f := range []string{"drill_test.go", "lifecycle_test.go"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src += string(b)
+	}
+	for _, d := range recovery.All() {
+		if !strings.Contains(src, "checkDrill(t, recovery.Drill"+d.Name+",") {
+			t.Errorf("recovery.Drill%s has no checkDrill test in pipeline", d.Name)
+		}
+	}
 }

@@ -174,8 +174,9 @@ var Drill11 = Drill{
 }
 
 // Drill12: a report that went through a provider batch, then deleted: its
-// batch input and output files and the batch are tasks (unresolved while
-// the OpenAI adapter has no CopyDeleter), the local copies are done, and
+// batch input and output files are deleted at the OpenAI fake (tasks done,
+// the fake holds no copy), the batch record, which OpenAI's API cannot
+// delete, is unresolved with that reason, the local copies are done, and
 // the canary is in no table and not in the bytes of the SQLite file or WAL.
 var Drill12 = Drill{
 	Name: "12", Title: "delete a batched report",
@@ -198,17 +199,28 @@ var Drill12 = Drill{
 			switch {
 			case strings.HasPrefix(tk.Copy, "provider_file:openai-fake/"):
 				files++
+				if tk.State != "done" {
+					t.Errorf("task %s = %s, want done (the file is deleted at the provider)", tk.Copy, tk.State)
+				}
 			case strings.HasPrefix(tk.Copy, "provider_batch:openai-fake/"):
 				batches++
-			default:
-				continue
-			}
-			if tk.State != "unresolved" || tk.Reason == nil {
-				t.Errorf("task %s = %s, want unresolved with a reason (no CopyDeleter yet)", tk.Copy, tk.State)
+				if tk.State != "unresolved" || tk.Reason == nil || !strings.Contains(*tk.Reason, stet.CodeNoDeleteAPI) {
+					t.Errorf("task %s = %s, want unresolved (%s: OpenAI cannot delete a batch record)", tk.Copy, tk.State, stet.CodeNoDeleteAPI)
+				}
+			case tk.State != "done":
+				t.Errorf("task %s = %s, want done", tk.Copy, tk.State)
 			}
 		}
-		if files < 2 || batches != 1 {
+		if files != 2 || batches != 1 {
 			t.Errorf("provider tasks: %d files, %d batches; want input and output files and 1 batch", files, batches)
+		}
+		if n := e.Fake.BatchStats().FileDeletes; n != 2 {
+			t.Errorf("file deletes at the fake = %d, want 2", n)
+		}
+		for _, f := range e.Fake.Files() {
+			if !f.Deleted && strings.Contains(string(f.Content), canary) {
+				t.Errorf("the fake still holds a file with the text")
+			}
 		}
 		if _, ok := TaskStates(del)["provider_retention:openai-fake"]; ok {
 			t.Errorf("a batch-only report has a synchronous retention task")

@@ -130,8 +130,8 @@ func (dr Drill) Run(t stettest.T) Outcome {
 
 // All are the drills, in §10's order. Drill 6 (kill -9 of the real binary)
 // and drill 7 (batch crashes) run processes of the stet binary and stay
-// tests of cmd/stet; drill 13 needs destinations, which stet does not have
-// yet.
+// tests of cmd/stet; drill 13 (a destination down, then 500, then 200) is
+// pipeline's TestDrill13DestinationDownThen500Then200, with its receivers.
 func All() []Drill {
 	return []Drill{Drill1, Drill2, Drill3, Drill4, Drill5, Drill8, Drill9, Drill10, Drill11, Drill12}
 }
