@@ -109,6 +109,8 @@ func cmdDrillChaos(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.BoolVar(&o.Keep, "keep", false, "keep the scratch folder (cluster data, process logs)")
 	fs.BoolVar(&o.Destination, "destination", false, "point the source at a receiver and count lost record events (DESIGN §13)")
 	fs.Float64Var(&o.DestFaultRate, "dest-fault-rate", 0.2, "with --destination: share of POSTs the receiver answers 500")
+	fs.DurationVar(&o.ResumeBound, "resume-bound", drill.DefaultResumeBound, "fail when a dead worker's extract or commit job waits longer than this for a live one (issue 16 goal: 15s)")
+	fs.DurationVar(&o.BatchResumeBound, "batch-resume-bound", drill.DefaultBatchResumeBound, "the same bound for a dead worker's batch jobs")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	fs.StringVar(&o.Binary, "stet-binary", "", "")
 	fs.Usage = func() {

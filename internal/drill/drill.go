@@ -70,8 +70,33 @@ type Options struct {
 	// while they deliver, and the check counts lost events (must be 0).
 	Destination   bool
 	DestFaultRate float64
+	// ResumeBound bounds the time to resume of the extract and commit jobs
+	// a dead worker held (Result.Resume.Sync.Max); BatchResumeBound that of
+	// its batch jobs. Zero: the defaults. The issue 16 goals are 15 s and
+	// 30 s; DefaultResumeBound stays loose until liveness leases land.
+	ResumeBound      time.Duration
+	BatchResumeBound time.Duration
 	// Progress receives a line per phase and fault; nil discards them.
 	Progress io.Writer
+}
+
+// Default time-to-resume bounds. Today a killed worker's job waits for
+// River's rescue (rescue_after 15 s, checked every few seconds) and its
+// ledger lease (job_timeout + 5 s); the goal of issue 16 is 15 s.
+const (
+	DefaultResumeBound      = 60 * time.Second
+	DefaultBatchResumeBound = 30 * time.Second
+)
+
+func (o Options) resumeBounds() (time.Duration, time.Duration) {
+	return cmpDur(o.ResumeBound, DefaultResumeBound), cmpDur(o.BatchResumeBound, DefaultBatchResumeBound)
+}
+
+func cmpDur(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
 }
 
 // Replay is the command line that runs the same drill again.
@@ -80,6 +105,12 @@ func (o Options) Replay() string {
 		o.Seed, o.Reports, o.Kills, o.Workers, o.FaultRate)
 	if o.Destination {
 		s += fmt.Sprintf(" --destination --dest-fault-rate %g", o.DestFaultRate)
+	}
+	if o.ResumeBound > 0 {
+		s += fmt.Sprintf(" --resume-bound %s", o.ResumeBound)
+	}
+	if o.BatchResumeBound > 0 {
+		s += fmt.Sprintf(" --batch-resume-bound %s", o.BatchResumeBound)
 	}
 	return s
 }
@@ -219,7 +250,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, setupErr(err)
 	}
 	defer db.Close()
-	db.SetMaxOpenConns(2)
+	db.SetMaxOpenConns(4)
 
 	fake, err := newProvider(o.Seed, o.FaultRate)
 	if err != nil {
@@ -292,7 +323,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	sent := make(chan struct{})
 	go func() { sender.run(runCtx, plan, t0, window); close(sent) }()
 
-	faultErr := injectFaults(runCtx, faults, t0, procs, pg, sender, res, say)
+	tracker := &resumeTracker{db: db}
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	watchDone := make(chan struct{})
+	go func() { defer close(watchDone); tracker.watch(watchCtx) }()
+	defer func() { stopWatch(); <-watchDone }()
+
+	faultErr := injectFaults(runCtx, faults, t0, procs, pg, sender, tracker, res, say)
 	if faultErr == nil {
 		say("faults done (%d kills, %d db restart); healing: unacknowledged deliveries retry for up to %s", res.Kills, res.DBRestarts, giveUpAfter)
 		sender.giveUp.Store(time.Now().Add(giveUpAfter).UnixNano())
@@ -317,6 +354,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		waitOutbox(ctx, db, say)
 	}
 	res.DrainSeconds = time.Since(drainStart).Seconds()
+	stopWatch()
+	<-watchDone
+	syncBound, batchBound := o.resumeBounds()
+	res.Resume = tracker.finish(ctx, syncBound, batchBound)
 	stopSup()
 	<-supDone
 	procs.Stop(stopLimit)

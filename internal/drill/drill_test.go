@@ -266,6 +266,12 @@ func TestEvaluateChaos(t *testing.T) {
 		{"a call without a marker", func(_ []*delivery, _ *snapshot, c *[]fakeCall) {
 			*c = append(*c, fakeCall{At: before, Doc: -1})
 		}, func(r *Result) int { return r.UnmappedCalls }, 1},
+		{"a body cut mid-send is no unmapped call", func(_ []*delivery, _ *snapshot, c *[]fakeCall) {
+			*c = append(*c, fakeCall{At: before, Doc: -1, Incomplete: true, Bytes: 100, Status: 400})
+		}, func(r *Result) int { return r.UnmappedCalls + len(r.Failures) }, 0},
+		{"a body cut mid-send is counted as cut", func(_ []*delivery, _ *snapshot, c *[]fakeCall) {
+			*c = append(*c, fakeCall{At: before, Doc: -1, Incomplete: true, Bytes: 100, Status: 400}, fakeCall{At: before, Doc: -1, Incomplete: true})
+		}, func(r *Result) int { return r.UnmappedCut - 2 }, 0},
 		{"an answer names another job", func(p []*delivery, _ *snapshot, _ *[]fakeCall) {
 			p[3].jobID = "job_other"
 		}, func(r *Result) int { return r.Unaccounted }, 1},
@@ -300,5 +306,54 @@ func TestEvaluateChaos(t *testing.T) {
 				t.Errorf("evaluate(%s) pass = %v, want %v (failures %q)", tt.name, res.Pass, wantPass, res.Failures)
 			}
 		})
+	}
+}
+
+// TestJudgeResume: the drill fails when a dead worker's job waited past the
+// bound, or was never taken up, and passes at the bound.
+func TestJudgeResume(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		r    ResumeResult
+		pass bool
+	}{
+		{"within", ResumeResult{Jobs: 3, Sync: Quantiles{N: 3, P50: 2, P95: 9, Max: 15}, BoundSeconds: 15, BatchBoundSeconds: 30}, true},
+		{"sync past the bound", ResumeResult{Jobs: 3, Sync: Quantiles{N: 3, P50: 2, P95: 9, Max: 15.1}, BoundSeconds: 15, BatchBoundSeconds: 30}, false},
+		{"batch past the bound", ResumeResult{Jobs: 1, Batch: Quantiles{N: 1, P50: 31, P95: 31, Max: 31}, BoundSeconds: 15, BatchBoundSeconds: 30}, false},
+		{"never resumed", ResumeResult{Jobs: 1, NotResumed: 1, BoundSeconds: 15, BatchBoundSeconds: 30}, false},
+	}
+	for _, tt := range tests {
+		r := &Result{Acknowledged: 1, Resume: tt.r}
+		r.judge()
+		if r.Pass != tt.pass {
+			t.Errorf("judge(%s) pass = %v, want %v (failures %q)", tt.name, r.Pass, tt.pass, r.Failures)
+		}
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	t.Parallel()
+	var s []float64
+	for i := 1; i <= 20; i++ {
+		s = append(s, float64(i))
+	}
+	if got, want := summarize(s), (Quantiles{N: 20, P50: 10, P95: 19, Max: 20}); got != want {
+		t.Errorf("summarize(1..20) = %+v, want %+v", got, want)
+	}
+	if got := summarize(nil); got != (Quantiles{}) {
+		t.Errorf("summarize(nil) = %+v, want zero", got)
+	}
+}
+
+func TestClientStart(t *testing.T) {
+	t.Parallel()
+	got, ok := clientStart("my_host_name_2024_03_07T04_39_12_123456")
+	want := time.Date(2024, 3, 7, 4, 39, 12, 123456000, time.UTC)
+	if !ok || !got.Equal(want) {
+		t.Errorf("clientStart = %v, %v; want %v, true", got, ok, want)
+	}
+	if _, ok := clientStart("short"); ok {
+		t.Errorf("clientStart(short) ok = true, want false")
 	}
 }

@@ -17,7 +17,9 @@ import (
 
 // injectFaults injects the planned faults at their times.
 func injectFaults(ctx context.Context, faults []fault, t0 time.Time, procs *cluster.Group, pg *cluster.Postgres,
-	sender *senders, res *Result, say func(string, ...any)) error {
+	sender *senders, tracker *resumeTracker, res *Result, say func(string, ...any)) error {
+	var deaths sync.WaitGroup
+	defer deaths.Wait()
 	event := func(format string, args ...any) {
 		what := fmt.Sprintf(format, args...)
 		res.Events = append(res.Events, Event{At: time.Since(t0).Seconds(), What: what})
@@ -29,11 +31,14 @@ func injectFaults(ctx context.Context, faults []fault, t0 time.Time, procs *clus
 		}
 		switch f.Kind {
 		case "kill":
+			killAt := time.Now()
 			p, err := procs.Kill(f.Worker)
 			if err != nil {
 				return err
 			}
 			res.Kills++
+			deaths.Add(1)
+			go func() { defer deaths.Done(); tracker.died(ctx, p, killAt, "SIGKILL") }()
 			if !sleep(ctx, f.Pause) {
 				return ctx.Err()
 			}
@@ -73,6 +78,11 @@ type fakeCall struct {
 	Doc    int // -1: no marker in the request
 	Rev    int
 	Status int // 0: the caller left before an answer (a kill mid-call)
+	// Incomplete: reading the request body failed (the caller died
+	// mid-send, so the body is cut); Bytes is how much of it arrived.
+	Incomplete bool
+	Bytes      int
+	Path       string
 }
 
 // provider serves an openai.Fake on a loopback listener the stet processes
@@ -102,8 +112,9 @@ func newProvider(seed int64, faultRate float64) (*provider, error) {
 func (f *provider) url() string { return "http://" + f.ln.Addr().String() + "/v1" }
 
 func (f *provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	call := fakeCall{At: time.Now(), Doc: -1}
-	body, _ := io.ReadAll(io.LimitReader(r.Body, 32<<20))
+	call := fakeCall{At: time.Now(), Doc: -1, Path: r.URL.Path}
+	body, err := io.ReadAll(io.LimitReader(r.Body, 32<<20))
+	call.Incomplete, call.Bytes = err != nil, len(body)
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	if m := markerRe.FindSubmatch(body); m != nil {
 		call.Doc, _ = strconv.Atoi(string(m[1]))

@@ -43,7 +43,10 @@ type Result struct {
 	ProviderCalls         int            `json:"provider_calls"`
 	ProviderCallsByStatus map[string]int `json:"provider_calls_by_status"` // "200", "429", …, "cut" (the caller left)
 	AttemptRows           int            `json:"attempt_rows"`
-	UnmappedCalls         int            `json:"unmapped_calls"`
+	UnmappedCalls         int            `json:"unmapped_calls"` // whole requests without a marker
+	// UnmappedCut are requests whose body the fake could not read whole
+	// (the caller was SIGKILLed mid-send): no model saw them; not a failure.
+	UnmappedCut int `json:"unmapped_cut_bodies"`
 
 	// Ledger.
 	AcknowledgedRevisions int            `json:"acknowledged_revisions"`
@@ -66,6 +69,9 @@ type Result struct {
 	// Examples names a few offenders per failing check: drill report IDs
 	// (synthetic), revisions and job IDs, never text.
 	Examples []string `json:"examples,omitempty"`
+
+	// Resume is the time to resume after each worker death.
+	Resume ResumeResult `json:"time_to_resume"`
 
 	// Destination is the destination variant's outcome; nil without it.
 	Destination *DestinationResult `json:"destination,omitempty"`
@@ -123,6 +129,10 @@ func (r *Result) WriteText(w io.Writer, o Options) {
 	row("worker SIGKILLs", r.Kills, fmt.Sprintf("requested %d, %d workers", r.KillsWanted, r.Workers))
 	row("db restarts (-m immediate)", r.DBRestarts, fmt.Sprintf("intake unavailable %.1fs", r.DBDownSeconds))
 	row("unexpected process exits", r.UnexpectedExits, "restarted")
+	rs := r.Resume
+	row("time to resume, sync stages", rs.Sync, fmt.Sprintf("%s (bound %gs; %d deaths, %d jobs held)", okIf(rs.Sync.Max <= rs.BoundSeconds), rs.BoundSeconds, rs.Deaths, rs.Jobs))
+	row("time to resume, batches", rs.Batch, fmt.Sprintf("%s (bound %gs)", okIf(rs.Batch.Max <= rs.BatchBoundSeconds), rs.BatchBoundSeconds))
+	row("held jobs never resumed", rs.NotResumed, ok(rs.NotResumed))
 	row("provider calls", r.ProviderCalls, statusSummary(r.ProviderCallsByStatus))
 	row("attempt rows", r.AttemptRows, "")
 	fmt.Fprintln(tw, "ledger\t\t")
@@ -139,7 +149,8 @@ func (r *Result) WriteText(w io.Writer, o Options) {
 	row("unaccounted", r.Unaccounted, ok(r.Unaccounted))
 	row("misplaced authoritative", r.MisplacedAuthoritative, ok(r.MisplacedAuthoritative))
 	row("phantom jobs", r.Phantom, ok(r.Phantom))
-	row("unmapped calls", r.UnmappedCalls, ok(r.UnmappedCalls))
+	row("unmapped calls", r.UnmappedCalls, ok(r.UnmappedCalls)+" (whole requests without a document marker)")
+	row("bodies cut mid-send", r.UnmappedCut, "requests the fake could not read whole (a kill mid-send); not counted as calls")
 	if d := r.Destination; d != nil {
 		fmt.Fprintln(tw, "destination\t\t")
 		row("record events", d.Events, fmt.Sprintf("received %d distinct webhook-ids, %d POSTs answered 200", d.Received, d.POSTs200))
@@ -163,6 +174,13 @@ func (r *Result) WriteText(w io.Writer, o Options) {
 		fmt.Fprintf(w, "  e.g. %s\n", e)
 	}
 	fmt.Fprintf(w, "replay with: %s --keep\n", o.Replay())
+}
+
+func okIf(b bool) string {
+	if b {
+		return "ok"
+	}
+	return "FAIL"
 }
 
 // statusSummary prints a count map in key order: "(200: 90, 429: 3)".
