@@ -49,6 +49,10 @@ func (p *Process) Exited() bool {
 	}
 }
 
+// Asked reports whether the group signalled the process (a kill, a stop):
+// an exit it did not ask for is the process's own (a crash).
+func (p *Process) Asked() bool { return p.expected.Load() }
+
 // Done is closed when the process has ended.
 func (p *Process) Done() <-chan struct{} { return p.done }
 

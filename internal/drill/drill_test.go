@@ -38,8 +38,12 @@ func TestChaosDrillSmall(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Run(seed 42) = %v\nprogress:\n%s", err, progress.String())
 	}
+	t.Logf("time to resume: %d deaths, %d jobs held; sync %s; batch %s; never resumed %d", res.Resume.Deaths, res.Resume.Jobs, res.Resume.Sync, res.Resume.Batch, res.Resume.NotResumed)
 	if !res.Pass {
 		t.Errorf("Run(seed 42) pass = false; failures %q, examples %q\nprogress:\n%s", res.Failures, res.Examples, progress.String())
+	}
+	if res.Resume.Deaths != res.Kills {
+		t.Errorf("drill chaos measured %d deaths for %d kills, want one per kill", res.Resume.Deaths, res.Kills)
 	}
 	checks := []struct {
 		name      string

@@ -276,6 +276,10 @@ func evaluate(res *Result, plan []*delivery, snap *snapshot, calls []fakeCall) {
 			status = strconv.Itoa(c.Status)
 		}
 		res.ProviderCallsByStatus[status]++
+		if c.Batch {
+			res.ProviderBatchCalls++
+			continue
+		}
 		if c.Doc < 0 {
 			// A body cut by a death mid-send reached no model: the fake could
 			// not read it whole. A whole request without a marker is a call
@@ -350,6 +354,10 @@ func (r *Result) judge() {
 		r.Failures = append(r.Failures, fmt.Sprintf("time to resume of a dead worker's batch job: max %.1fs > bound %gs", rs.Batch.Max, rs.BatchBoundSeconds))
 	}
 	check(rs.NotResumed, "stage jobs of dead workers never taken up")
+	if b := r.Batch; b != nil {
+		check(b.CreatedTwice, "stet batches the provider created more than once")
+		check(b.Unknown, "provider batches no ledger batch names")
+	}
 	if r.Acknowledged == 0 {
 		r.Failures = append(r.Failures, "no delivery was acknowledged")
 	}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,61 +16,127 @@ import (
 	"github.com/stetlabs/stet/processor/openai/openaifake"
 )
 
-// injectFaults injects the planned faults at their times.
-func injectFaults(ctx context.Context, faults []fault, t0 time.Time, procs *cluster.Group, pg *cluster.Postgres,
-	sender *senders, tracker *resumeTracker, res *Result, say func(string, ...any)) error {
-	var deaths sync.WaitGroup
-	defer deaths.Wait()
-	event := func(format string, args ...any) {
-		what := fmt.Sprintf(format, args...)
-		res.Events = append(res.Events, Event{At: time.Since(t0).Seconds(), What: what})
-		say("%s", what)
+// injector injects the planned faults at their times. Crash watchers (of
+// processes armed with a crash point) outlive run: Run waits for them after
+// it stops the processes.
+type injector struct {
+	procs   *cluster.Group
+	pg      *cluster.Postgres
+	sender  *senders
+	tracker *resumeTracker
+	res     *Result
+	say     func(string, ...any)
+	t0      time.Time
+
+	mu       sync.Mutex // res.Events, res.Batch from the watchers
+	deaths   sync.WaitGroup
+	watchers sync.WaitGroup
+}
+
+func (in *injector) event(format string, args ...any) {
+	what := fmt.Sprintf(format, args...)
+	in.mu.Lock()
+	in.res.Events = append(in.res.Events, Event{At: time.Since(in.t0).Seconds(), What: what})
+	in.mu.Unlock()
+	in.say("%s", what)
+}
+
+// kill SIGKILLs worker slot i, records the death for the time to resume,
+// and returns the dead process.
+func (in *injector) kill(ctx context.Context, i int) (*cluster.Process, error) {
+	killAt := time.Now()
+	p, err := in.procs.Kill(i)
+	if err != nil {
+		return nil, err
 	}
+	in.res.Kills++
+	in.deaths.Add(1)
+	go func() { defer in.deaths.Done(); in.tracker.died(ctx, p, killAt, "SIGKILL") }()
+	return p, nil
+}
+
+func (in *injector) run(ctx context.Context, faults []fault) error {
+	defer in.deaths.Wait()
 	for _, f := range faults {
-		if !sleep(ctx, time.Until(t0.Add(f.At))) {
+		if !sleep(ctx, time.Until(in.t0.Add(f.At))) {
 			return ctx.Err()
 		}
 		switch f.Kind {
 		case "kill":
-			killAt := time.Now()
-			p, err := procs.Kill(f.Worker)
+			p, err := in.kill(ctx, f.Worker)
 			if err != nil {
 				return err
 			}
-			res.Kills++
-			deaths.Add(1)
-			go func() { defer deaths.Done(); tracker.died(ctx, p, killAt, "SIGKILL") }()
 			if !sleep(ctx, f.Pause) {
 				return ctx.Err()
 			}
-			np, err := procs.Replace(f.Worker)
+			np, err := in.procs.Replace(f.Worker)
 			if err != nil {
 				return err
 			}
 			if err := np.WaitReady(ctx, readyLimit); err != nil {
 				return fmt.Errorf("restart after a kill: %w", err)
 			}
-			event("SIGKILL %s (pid %d); replacement pid %d ready", p.Name, p.Pid, np.Pid)
+			in.event("SIGKILL %s (pid %d); replacement pid %d ready", p.Name, p.Pid, np.Pid)
+		case "arm":
+			_, workers := in.procs.Current()
+			for i := range workers {
+				p, err := in.kill(ctx, i)
+				if err != nil {
+					return err
+				}
+				np, err := in.procs.ReplaceWith(i, []string{"STET_CRASH_AT=" + f.Point})
+				if err != nil {
+					return err
+				}
+				if err := np.WaitReady(ctx, readyLimit); err != nil && !(np.Exited() && !np.Asked()) {
+					// (An armed process may reach its point before it is ready.)
+					return fmt.Errorf("restart armed with %s: %w", f.Point, err)
+				}
+				in.mu.Lock()
+				in.res.Batch.Armed[f.Point]++
+				in.mu.Unlock()
+				in.watch(ctx, np, f.Point)
+				in.event("SIGKILL %s (pid %d); replacement pid %d armed with STET_CRASH_AT=%s", p.Name, p.Pid, np.Pid, f.Point)
+			}
 		case "db_restart":
 			down := time.Now()
-			sender.dbDown.Store(true)
-			err := pg.Restart(ctx)
+			in.sender.dbDown.Store(true)
+			err := in.pg.Restart(ctx)
 			if err == nil {
-				apiProc, _ := procs.Current()
+				apiProc, _ := in.procs.Current()
 				err = apiProc.WaitReady(ctx, readyLimit)
 			}
-			sender.dbDown.Store(false)
+			in.sender.dbDown.Store(false)
 			if err != nil {
 				return fmt.Errorf("database restart: %w", err)
 			}
-			res.DBRestarts++
-			res.DBDownSeconds = time.Since(down).Seconds()
-			event("PostgreSQL restart -m immediate; the api was ready again after %.1fs", res.DBDownSeconds)
+			in.res.DBRestarts++
+			in.res.DBDownSeconds = time.Since(down).Seconds()
+			in.event("PostgreSQL restart -m immediate; the api was ready again after %.1fs", in.res.DBDownSeconds)
 		default:
 			return fmt.Errorf("unknown fault %q", f.Kind)
 		}
 	}
 	return nil
+}
+
+// watch waits for an armed process to end; an end the group did not ask
+// for is the crash point: a death to measure.
+func (in *injector) watch(ctx context.Context, p *cluster.Process, point string) {
+	in.watchers.Add(1)
+	go func() {
+		defer in.watchers.Done()
+		<-p.Done()
+		if p.Asked() {
+			return
+		}
+		in.mu.Lock()
+		in.res.Batch.Crashes[point]++
+		in.mu.Unlock()
+		in.event("%s (pid %d) crashed at %s; the supervisor restarts it unarmed", p.Name, p.Pid, point)
+		in.tracker.died(ctx, p, p.ExitedAt(), "crash at "+point)
+	}()
 }
 
 // fakeCall is one request the fake provider received.
@@ -83,6 +150,7 @@ type fakeCall struct {
 	Incomplete bool
 	Bytes      int
 	Path       string
+	Batch      bool // a Batch API route (files, batches)
 }
 
 // provider serves an openai.Fake on a loopback listener the stet processes
@@ -116,7 +184,9 @@ func (f *provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, 32<<20))
 	call.Incomplete, call.Bytes = err != nil, len(body)
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	if m := markerRe.FindSubmatch(body); m != nil {
+	// The Batch API's routes carry many documents or none: not mapped.
+	call.Batch = strings.Contains(r.URL.Path, "/files") || strings.Contains(r.URL.Path, "/batches")
+	if m := markerRe.FindSubmatch(body); m != nil && !call.Batch {
 		call.Doc, _ = strconv.Atoi(string(m[1]))
 		call.Rev, _ = strconv.Atoi(string(m[2]))
 	}

@@ -44,6 +44,8 @@ type Result struct {
 	ProviderCallsByStatus map[string]int `json:"provider_calls_by_status"` // "200", "429", …, "cut" (the caller left)
 	AttemptRows           int            `json:"attempt_rows"`
 	UnmappedCalls         int            `json:"unmapped_calls"` // whole requests without a marker
+	// ProviderBatchCalls are requests to the Batch API's routes.
+	ProviderBatchCalls int `json:"provider_batch_calls"`
 	// UnmappedCut are requests whose body the fake could not read whole
 	// (the caller was SIGKILLed mid-send): no model saw them; not a failure.
 	UnmappedCut int `json:"unmapped_cut_bodies"`
@@ -72,6 +74,9 @@ type Result struct {
 
 	// Resume is the time to resume after each worker death.
 	Resume ResumeResult `json:"time_to_resume"`
+
+	// Batch is the batch-fault variant's outcome; nil without it.
+	Batch *BatchResult `json:"batch,omitempty"`
 
 	// Destination is the destination variant's outcome; nil without it.
 	Destination *DestinationResult `json:"destination,omitempty"`
@@ -151,6 +156,16 @@ func (r *Result) WriteText(w io.Writer, o Options) {
 	row("phantom jobs", r.Phantom, ok(r.Phantom))
 	row("unmapped calls", r.UnmappedCalls, ok(r.UnmappedCalls)+" (whole requests without a document marker)")
 	row("bodies cut mid-send", r.UnmappedCut, "requests the fake could not read whole (a kill mid-send); not counted as calls")
+	if b := r.Batch; b != nil {
+		fmt.Fprintln(tw, "batches\t\t")
+		row("crash points armed", statusSummary(b.Armed), "worker processes restarted with STET_CRASH_AT")
+		row("crash points reached", statusSummary(b.Crashes), "")
+		row("batch jobs", b.Jobs, fmt.Sprintf("committed %d, manual %d", b.JobsCommitted, b.JobsManual))
+		row("ledger batches", b.Ledger, statusSummary(b.LedgerByState))
+		row("provider batch creates", b.Creates, fmt.Sprintf("%d create calls, %d distinct stet batches, Batch API requests %d", b.CreateCalls, b.Distinct, r.ProviderBatchCalls))
+		row("batches created twice", b.CreatedTwice, ok(b.CreatedTwice))
+		row("provider batches unknown to the ledger", b.Unknown, ok(b.Unknown))
+	}
 	if d := r.Destination; d != nil {
 		fmt.Fprintln(tw, "destination\t\t")
 		row("record events", d.Events, fmt.Sprintf("received %d distinct webhook-ids, %d POSTs answered 200", d.Received, d.POSTs200))
