@@ -361,3 +361,58 @@ func TestClientStart(t *testing.T) {
 		t.Errorf("clientStart(short) ok = true, want false")
 	}
 }
+
+// TestChaosDrillBatchFaults runs the batch-fault variant in its short form:
+// a third of the reports go to a batch-mode source; every worker is
+// restarted armed with after_batch_submit (it dies after the provider
+// accepted its first batch create, before the batch ID is saved), later
+// with mid_apply; one random SIGKILL besides. Nothing may be lost or
+// duplicated, and no stet batch may be created twice at the provider.
+func TestChaosDrillBatchFaults(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("the chaos drill runs for minutes; skipped with -short")
+	}
+	if _, err := os.Stat(filepath.Join(chaosPGBin, "initdb")); err != nil {
+		t.Skipf("the chaos drill needs PostgreSQL 15 binaries in %s (apt-get install postgresql-15): %v", chaosPGBin, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	var progress bytes.Buffer
+	res, err := Run(ctx, Options{Reports: 90, Kills: 1, Workers: 2, Seed: 16, FaultRate: 0.05, BatchFaults: true,
+		DrainLimit: 2 * time.Minute, PGBin: chaosPGBin, Binary: stetBinary(t), Progress: &progress})
+	if err != nil {
+		t.Fatalf("Run(seed 16, batch faults) = %v\nprogress:\n%s", err, progress.String())
+	}
+	b := res.Batch
+	t.Logf("time to resume: %d deaths, %d jobs held; sync %s; batch %s; never resumed %d", res.Resume.Deaths, res.Resume.Jobs, res.Resume.Sync, res.Resume.Batch, res.Resume.NotResumed)
+	t.Logf("batches: armed %v, crashed %v, ledger %d %v, provider creates %d (calls %d), distinct %d, created twice %d",
+		b.Armed, b.Crashes, b.Ledger, b.LedgerByState, b.Creates, b.CreateCalls, b.Distinct, b.CreatedTwice)
+	if !res.Pass {
+		t.Errorf("Run(seed 16, batch faults) pass = false; failures %q, examples %q %q\nprogress:\n%s", res.Failures, res.Examples, res.Resume.Examples, progress.String())
+	}
+	checks := []struct {
+		name      string
+		got, want int
+	}{
+		{"lost", res.Lost, 0},
+		{"duplicated", res.Duplicated, 0},
+		{"unaccounted", res.Unaccounted, 0},
+		{"batch created_twice", b.CreatedTwice, 0},
+		{"batch unknown_to_ledger", b.Unknown, 0},
+		{"batch jobs not terminal", b.Jobs - b.JobsCommitted - b.JobsManual, 0},
+		{"armed after_batch_submit", b.Armed["after_batch_submit"], 2},
+		{"armed mid_apply", b.Armed["mid_apply"], 2},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("drill chaos --batch-faults %s = %d, want %d", c.name, c.got, c.want)
+		}
+	}
+	if b.Jobs == 0 || b.Crashes["after_batch_submit"] == 0 || b.Crashes["mid_apply"] == 0 {
+		t.Errorf("drill chaos --batch-faults: %d batch jobs, crashes %v; want batch jobs and both crash points reached", b.Jobs, b.Crashes)
+	}
+	if b.Creates != b.Distinct {
+		t.Errorf("drill chaos --batch-faults: the provider created %d batches for %d stet batches, want one each", b.Creates, b.Distinct)
+	}
+}

@@ -230,8 +230,12 @@ func (t *resumeTracker) poll(ctx context.Context) {
 		}
 		sameAttempt := r.at.Valid && r.at.Time.Equal(j.attemptedAt)
 		switch {
-		case sameAttempt && r.client == j.client && r.state != "running":
-			// The attempt the drill thought dead finished: its client lives.
+		case sameAttempt && r.client == j.client && r.state == "completed",
+			r.at.Valid && r.at.Time.After(d.at) && r.client == j.client:
+			// The attempt the drill thought dead completed, or its client
+			// attempted the job again after the death: the client lives.
+			// (River's rescue leaves the attempt as it was, and sets the
+			// state available, retryable or discarded.)
 			dropClient(d, j.client)
 			continue
 		case r.at.Valid && r.at.Time.After(d.at) && r.client != j.client:
@@ -297,6 +301,10 @@ func (t *resumeTracker) finish(ctx context.Context, syncBound, batchBound time.D
 				}
 				continue
 			}
+			if res.How == nil {
+				res.How = map[string]int{}
+			}
+			res.How[j.how]++
 			s := math.Max(0, j.resumedAt.Sub(d.at).Seconds())
 			if j.kind == "stet_batch" {
 				batchD = append(batchD, s)
@@ -349,8 +357,11 @@ type ResumeResult struct {
 	BatchBoundSeconds float64 `json:"batch_bound_s"`
 	// Ambiguous counts deaths whose River client the drill could not tell
 	// from a live one (their jobs are all counted).
-	Ambiguous int      `json:"ambiguous"`
-	Examples  []string `json:"examples,omitempty"`
+	Ambiguous int `json:"ambiguous"`
+	// How counts how each resumption was seen: ledger claim, river claim,
+	// batch lease taken, river discarded …
+	How      map[string]int `json:"how,omitempty"`
+	Examples []string       `json:"examples,omitempty"`
 }
 
 // Quantiles are n, p50, p95 and max of a set of waits, in seconds.
