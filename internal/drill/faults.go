@@ -16,6 +16,9 @@ import (
 	"github.com/stetlabs/stet/processor/openai/openaifake"
 )
 
+// armWait bounds the wait for an armed crash point to be reached.
+const armWait = 20 * time.Second
+
 // injector injects the planned faults at their times. Crash watchers (of
 // processes armed with a crash point) outlive run: Run waits for them after
 // it stops the processes.
@@ -80,6 +83,7 @@ func (in *injector) run(ctx context.Context, faults []fault) error {
 			in.event("SIGKILL %s (pid %d); replacement pid %d ready", p.Name, p.Pid, np.Pid)
 		case "arm":
 			_, workers := in.procs.Current()
+			crashed := make(chan struct{}, len(workers))
 			for i := range workers {
 				p, err := in.kill(ctx, i)
 				if err != nil {
@@ -96,8 +100,17 @@ func (in *injector) run(ctx context.Context, faults []fault) error {
 				in.mu.Lock()
 				in.res.Batch.Armed[f.Point]++
 				in.mu.Unlock()
-				in.watch(ctx, np, f.Point)
+				in.watch(ctx, np, f.Point, crashed)
 				in.event("SIGKILL %s (pid %d); replacement pid %d armed with STET_CRASH_AT=%s", p.Name, p.Pid, np.Pid, f.Point)
+			}
+			// The later faults wait for the point to be reached (a kill of an
+			// armed process would disarm it), up to armWait.
+			select {
+			case <-crashed:
+			case <-time.After(armWait):
+				in.event("no armed process reached %s within %s", f.Point, armWait)
+			case <-ctx.Done():
+				return ctx.Err()
 			}
 		case "db_restart":
 			down := time.Now()
@@ -123,7 +136,7 @@ func (in *injector) run(ctx context.Context, faults []fault) error {
 
 // watch waits for an armed process to end; an end the group did not ask
 // for is the crash point: a death to measure.
-func (in *injector) watch(ctx context.Context, p *cluster.Process, point string) {
+func (in *injector) watch(ctx context.Context, p *cluster.Process, point string, crashed chan<- struct{}) {
 	in.watchers.Add(1)
 	go func() {
 		defer in.watchers.Done()
@@ -134,6 +147,7 @@ func (in *injector) watch(ctx context.Context, p *cluster.Process, point string)
 		in.mu.Lock()
 		in.res.Batch.Crashes[point]++
 		in.mu.Unlock()
+		crashed <- struct{}{} // buffered: one slot per armed process
 		in.event("%s (pid %d) crashed at %s; the supervisor restarts it unarmed", p.Name, p.Pid, point)
 		in.tracker.died(ctx, p, p.ExitedAt(), "crash at "+point)
 	}()

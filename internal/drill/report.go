@@ -137,7 +137,7 @@ func (r *Result) WriteText(w io.Writer, o Options) {
 	rs := r.Resume
 	row("time to resume, sync stages", rs.Sync, fmt.Sprintf("%s (bound %gs; %d deaths, %d jobs held)", okIf(rs.Sync.Max <= rs.BoundSeconds), rs.BoundSeconds, rs.Deaths, rs.Jobs))
 	row("time to resume, batches", rs.Batch, fmt.Sprintf("%s (bound %gs)", okIf(rs.Batch.Max <= rs.BatchBoundSeconds), rs.BatchBoundSeconds))
-	row("held jobs never resumed", rs.NotResumed, ok(rs.NotResumed)+" "+statusSummary(rs.How))
+	row("held jobs never resumed", rs.NotResumed, fmt.Sprintf("%s (batch jobs %d) %s", ok(rs.NotResumed), rs.NotResumedBatch, statusSummary(rs.How)))
 	row("provider calls", r.ProviderCalls, statusSummary(r.ProviderCallsByStatus))
 	row("attempt rows", r.AttemptRows, "")
 	fmt.Fprintln(tw, "ledger\t\t")

@@ -296,6 +296,9 @@ func (t *resumeTracker) finish(ctx context.Context, syncBound, batchBound time.D
 			res.Jobs++
 			if j.resumedAt.IsZero() {
 				res.NotResumed++
+				if j.kind == "stet_batch" {
+					res.NotResumedBatch++
+				}
 				if len(res.Examples) < 5 {
 					res.Examples = append(res.Examples, fmt.Sprintf("%s (%s): %s %s never resumed", d.proc, d.cause, j.kind, cmpStr(j.job, j.batch)))
 				}
@@ -348,6 +351,8 @@ type ResumeResult struct {
 	// were never taken up by the end of the drain.
 	Jobs       int `json:"jobs"`
 	NotResumed int `json:"not_resumed"`
+	// NotResumedBatch are the batch jobs among them.
+	NotResumedBatch int `json:"not_resumed_batch"`
 	// Sync are the extract and commit jobs' waits, Batch the batch jobs',
 	// in seconds from the death to the claim by a live process.
 	Sync  Quantiles `json:"sync"`
