@@ -201,6 +201,9 @@ func (t *resumeTracker) poll(ctx context.Context) {
 		got[id] = r
 	}
 	rows.Close()
+	if rows.Err() != nil {
+		return // a partial answer would read as jobs gone
+	}
 	// Clients seen working after a death are alive: a job running under
 	// them since after it.
 	alive := map[string]time.Time{}
