@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -420,5 +421,66 @@ func TestChaosDrillBatchFaults(t *testing.T) {
 	}
 	if b.Creates != b.Distinct {
 		t.Errorf("drill chaos --batch-faults: the provider created %d batches for %d stet batches, want one each", b.Creates, b.Distinct)
+	}
+}
+
+// TestProviderCutBody: a request whose sender dies mid-body (here: a raw
+// connection closed after part of the declared body) is logged as an
+// incomplete body, not as a whole request without a marker; a whole
+// request without a marker is logged as complete.
+func TestProviderCutBody(t *testing.T) {
+	t.Parallel()
+	p, err := newProvider(1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+	addr := p.ln.Addr().String()
+	send := func(raw string) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = c.Write([]byte(raw))
+		_ = c.Close()
+	}
+	body := `{"model":"gpt-drill","messages":[{"role":"user","content":"Post `
+	send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + apiKey +
+		"\r\nContent-Type: application/json\r\nContent-Length: 2000\r\n\r\n" + body)
+	whole := `{"model":"gpt-drill","messages":[{"role":"user","content":"no marker here"}]}`
+	req, _ := http.NewRequest(http.MethodPost, p.url()+"/chat/completions", strings.NewReader(whole))
+	req.Header.Set("Authorization", "Bearer "+apiKey)
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(p.calls()) < 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	calls := p.calls()
+	if len(calls) != 2 {
+		t.Fatalf("provider logged %d calls, want 2", len(calls))
+	}
+	var cut, complete int
+	for _, c := range calls {
+		if c.Doc != -1 {
+			t.Errorf("call %+v maps to document %d, want none", c, c.Doc)
+		}
+		if c.Incomplete {
+			cut++
+			if c.Bytes != len(body) {
+				t.Errorf("cut call read %d bytes, want %d", c.Bytes, len(body))
+			}
+		} else {
+			complete++
+		}
+	}
+	if cut != 1 || complete != 1 {
+		t.Errorf("provider logged %d cut and %d complete calls, want 1 and 1", cut, complete)
+	}
+	res := &Result{}
+	evaluate(res, nil, &snapshot{Attempts: map[string]int{}, Stage: map[string]int{}}, calls)
+	if res.UnmappedCut != 1 || res.UnmappedCalls != 1 {
+		t.Errorf("evaluate: unmapped cut %d, unmapped calls %d; want 1 and 1", res.UnmappedCut, res.UnmappedCalls)
 	}
 }
