@@ -136,6 +136,7 @@ func (r *Result) WriteText(w io.Writer, o Options) {
 	row("unexpected process exits", r.UnexpectedExits, "restarted")
 	rs := r.Resume
 	row("time to resume, sync stages", rs.Sync, fmt.Sprintf("%s (bound %gs; %d deaths, %d jobs held)", okIf(rs.Sync.Max <= rs.BoundSeconds), rs.BoundSeconds, rs.Deaths, rs.Jobs))
+	row("  of which until claimable", rs.SyncFreed, "rescued by River and the ledger lease ended; the rest is queueing behind other work")
 	row("time to resume, batches", rs.Batch, fmt.Sprintf("%s (bound %gs)", okIf(rs.Batch.Max <= rs.BatchBoundSeconds), rs.BatchBoundSeconds))
 	row("held jobs never resumed", rs.NotResumed, fmt.Sprintf("%s (batch jobs %d) %s", ok(rs.NotResumed), rs.NotResumedBatch, statusSummary(rs.How)))
 	row("provider calls", r.ProviderCalls, statusSummary(r.ProviderCallsByStatus))

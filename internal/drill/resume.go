@@ -50,6 +50,8 @@ type inflight struct {
 
 	resumedAt time.Time // zero: not yet
 	riverAt   time.Time // River's first attempt by another client
+	freedAt   time.Time // first seen out of running (rescued) or claimed
+	leaseEnd  time.Time // extract: the ledger lease's end, when leased
 	how       string
 	dropped   bool // its client turned out to be alive
 }
@@ -127,6 +129,9 @@ func (t *resumeTracker) running(ctx context.Context, at, lo, hi time.Time) ([]*i
 				return nil, err
 			}
 			j.ledgerLease = state == "extracting" && lease.Valid && lease.Int64 > at.UnixMicro()
+			if j.ledgerLease {
+				j.leaseEnd = time.UnixMicro(lease.Int64)
+			}
 		case j.kind == "stet_batch":
 			err := t.db.QueryRowContext(ctx, `SELECT lease_until FROM batches WHERE id = $1`, j.batch).Scan(&j.batchLease)
 			if err != nil && err != sql.ErrNoRows {
@@ -232,6 +237,12 @@ func (t *resumeTracker) poll(ctx context.Context) {
 			continue
 		}
 		sameAttempt := r.at.Valid && r.at.Time.Equal(j.attemptedAt)
+		if j.freedAt.IsZero() && (r.state != "running" || !sameAttempt) {
+			j.freedAt = now
+			if !sameAttempt && r.at.Valid && r.at.Time.Before(now) {
+				j.freedAt = r.at.Time
+			}
+		}
 		switch {
 		case sameAttempt && r.client == j.client && r.state == "completed",
 			r.at.Valid && r.at.Time.After(d.at) && r.client == j.client:
@@ -274,7 +285,7 @@ func (t *resumeTracker) finish(ctx context.Context, syncBound, batchBound time.D
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	res := ResumeResult{BoundSeconds: syncBound.Seconds(), BatchBoundSeconds: batchBound.Seconds()}
-	var syncD, batchD []float64
+	var syncD, batchD, freeD []float64
 	for _, d := range t.ds {
 		res.Deaths++
 		clients := map[string]bool{}
@@ -316,6 +327,15 @@ func (t *resumeTracker) finish(ctx context.Context, syncBound, batchBound time.D
 				batchD = append(batchD, s)
 			} else {
 				syncD = append(syncD, s)
+				// Claimable again: River rescued it and its ledger lease ended.
+				free := j.freedAt
+				if free.IsZero() || free.After(j.resumedAt) {
+					free = j.resumedAt
+				}
+				if j.leaseEnd.After(free) && j.leaseEnd.Before(j.resumedAt) {
+					free = j.leaseEnd
+				}
+				freeD = append(freeD, math.Max(0, free.Sub(d.at).Seconds()))
 			}
 		}
 		if len(clients) > 1 {
@@ -324,6 +344,7 @@ func (t *resumeTracker) finish(ctx context.Context, syncBound, batchBound time.D
 	}
 	res.Sync = summarize(syncD)
 	res.Batch = summarize(batchD)
+	res.SyncFreed = summarize(freeD)
 	return res
 }
 
@@ -360,6 +381,10 @@ type ResumeResult struct {
 	// in seconds from the death to the claim by a live process.
 	Sync  Quantiles `json:"sync"`
 	Batch Quantiles `json:"batch"`
+	// SyncFreed are the same jobs' waits until they could be claimed again
+	// (River rescued them and their ledger lease ended): Sync minus the
+	// time they then queued behind other work.
+	SyncFreed Quantiles `json:"sync_claimable"`
 	// BoundSeconds bounds Sync.Max, BatchBoundSeconds Batch.Max.
 	BoundSeconds      float64 `json:"bound_s"`
 	BatchBoundSeconds float64 `json:"batch_bound_s"`
