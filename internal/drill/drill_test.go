@@ -39,7 +39,7 @@ func TestChaosDrillSmall(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Run(seed 42) = %v\nprogress:\n%s", err, progress.String())
 	}
-	t.Logf("time to resume: %d deaths, %d jobs held; sync %s; batch %s; never resumed %d", res.Resume.Deaths, res.Resume.Jobs, res.Resume.Sync, res.Resume.Batch, res.Resume.NotResumed)
+	t.Logf("time to resume: %d deaths, %d jobs held; sync %s (claimable %s); batch %s; never resumed %d", res.Resume.Deaths, res.Resume.Jobs, res.Resume.Sync, res.Resume.SyncFreed, res.Resume.Batch, res.Resume.NotResumed)
 	if !res.Pass {
 		t.Errorf("Run(seed 42) pass = false; failures %q, examples %q\nprogress:\n%s", res.Failures, res.Examples, progress.String())
 	}
@@ -392,7 +392,7 @@ func TestChaosDrillBatchFaults(t *testing.T) {
 		t.Fatalf("Run(seed 16, batch faults) = %v\nprogress:\n%s", err, progress.String())
 	}
 	b := res.Batch
-	t.Logf("time to resume: %d deaths, %d jobs held; sync %s; batch %s; never resumed %d", res.Resume.Deaths, res.Resume.Jobs, res.Resume.Sync, res.Resume.Batch, res.Resume.NotResumed)
+	t.Logf("time to resume: %d deaths, %d jobs held; sync %s (claimable %s); batch %s; never resumed %d", res.Resume.Deaths, res.Resume.Jobs, res.Resume.Sync, res.Resume.SyncFreed, res.Resume.Batch, res.Resume.NotResumed)
 	t.Logf("batches: armed %v, crashed %v, ledger %d %v, provider creates %d (calls %d), distinct %d, created twice %d",
 		b.Armed, b.Crashes, b.Ledger, b.LedgerByState, b.Creates, b.CreateCalls, b.Distinct, b.CreatedTwice)
 	if !res.Pass {
