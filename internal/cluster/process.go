@@ -23,6 +23,11 @@ type Process struct {
 	Pid int
 	// Base is its base URL, http://127.0.0.1:PORT.
 	Base string
+	// Started is when it was started; ready is set when WaitReady last
+	// succeeded, exitedAt when it ended (both unix nanoseconds).
+	Started  time.Time
+	ready    atomic.Int64
+	exitedAt atomic.Int64
 
 	cmd  *exec.Cmd
 	done chan struct{}
@@ -42,6 +47,29 @@ func (p *Process) Exited() bool {
 	default:
 		return false
 	}
+}
+
+// Asked reports whether the group signalled the process (a kill, a stop):
+// an exit it did not ask for is the process's own (a crash).
+func (p *Process) Asked() bool { return p.expected.Load() }
+
+// Done is closed when the process has ended.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// ExitedAt is when the process was seen to end; zero while it runs.
+func (p *Process) ExitedAt() time.Time {
+	if n := p.exitedAt.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
+}
+
+// ReadyAt is when WaitReady last saw it ready; zero before.
+func (p *Process) ReadyAt() time.Time {
+	if n := p.ready.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
 }
 
 // Signal sends sig if the process still runs.
@@ -65,12 +93,16 @@ func (p *Process) Wait(limit time.Duration) bool {
 // process exits first.
 func (p *Process) WaitReady(ctx context.Context, limit time.Duration) error {
 	c := &stetclient.Client{Base: p.Base, HTTP: readyHTTP}
-	return c.WaitReady(ctx, limit, func() error {
+	err := c.WaitReady(ctx, limit, func() error {
 		if p.Exited() {
 			return fmt.Errorf("%s exited before it was ready (%v)", p.Name, p.cmd.ProcessState)
 		}
 		return nil
 	})
+	if err == nil {
+		p.ready.Store(time.Now().UnixNano())
+	}
+	return err
 }
 
 // GroupOptions describes the `stet serve` processes of a Group.
@@ -113,11 +145,11 @@ func StartGroup(o GroupOptions, workers int) (*Group, error) {
 		return g, err
 	}
 	g.apiAddr = addr
-	if g.api, err = g.spawnLocked("api", "api", g.apiAddr); err != nil {
+	if g.api, err = g.spawnLocked("api", "api", g.apiAddr, nil); err != nil {
 		return g, err
 	}
 	for i := 0; i < workers; i++ {
-		p, err := g.spawnLocked(fmt.Sprintf("worker-%d", i+1), "worker", "")
+		p, err := g.spawnLocked(fmt.Sprintf("worker-%d", i+1), "worker", "", nil)
 		if err != nil {
 			return g, err
 		}
@@ -126,7 +158,7 @@ func StartGroup(o GroupOptions, workers int) (*Group, error) {
 	return g, nil
 }
 
-func (g *Group) spawnLocked(name, role, addr string) (*Process, error) {
+func (g *Group) spawnLocked(name, role, addr string, extraEnv []string) (*Process, error) {
 	if addr == "" {
 		a, err := stetclient.FreeAddr()
 		if err != nil {
@@ -143,7 +175,7 @@ func (g *Group) spawnLocked(name, role, addr string) (*Process, error) {
 	defer logFile.Close() // the child holds its own descriptor
 	args := append([]string{"serve", "--config", g.o.Config, "--role", role, "--listen", addr}, g.o.Args...)
 	cmd := exec.Command(g.o.Binary, args...)
-	cmd.Env = g.o.Env
+	cmd.Env = append(append([]string(nil), g.o.Env...), extraEnv...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// Own process group: Ctrl-C reaches the caller, which stops its
 	// children. Pdeathsig: if the caller itself dies (SIGKILL, a closed
@@ -153,8 +185,8 @@ func (g *Group) spawnLocked(name, role, addr string) (*Process, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &Process{Name: name, Pid: cmd.Process.Pid, Base: "http://" + addr, cmd: cmd, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(p.done) }()
+	p := &Process{Name: name, Pid: cmd.Process.Pid, Base: "http://" + addr, Started: time.Now(), cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); p.exitedAt.Store(time.Now().UnixNano()); close(p.done) }()
 	g.all = append(g.all, p)
 	return p, nil
 }
@@ -181,10 +213,15 @@ func (g *Group) Kill(i int) (*Process, error) {
 }
 
 // Replace starts a new process in worker slot i.
-func (g *Group) Replace(i int) (*Process, error) {
+func (g *Group) Replace(i int) (*Process, error) { return g.ReplaceWith(i, nil) }
+
+// ReplaceWith starts a new process in worker slot i with extraEnv added to
+// its environment (such as STET_CRASH_AT=…). The extra variables are this
+// start's only: Revive restarts the slot with the group's environment.
+func (g *Group) ReplaceWith(i int, extraEnv []string) (*Process, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	p, err := g.spawnLocked(g.workers[i].Name, "worker", "")
+	p, err := g.spawnLocked(g.workers[i].Name, "worker", "", extraEnv)
 	if err != nil {
 		return nil, err
 	}
@@ -198,14 +235,14 @@ func (g *Group) Revive() {
 	defer g.mu.Unlock()
 	if g.api.Exited() && !g.api.expected.Load() {
 		g.unexpected++
-		if p, err := g.spawnLocked("api", "api", g.apiAddr); err == nil {
+		if p, err := g.spawnLocked("api", "api", g.apiAddr, nil); err == nil {
 			g.api = p
 		}
 	}
 	for i, w := range g.workers {
 		if w.Exited() && !w.expected.Load() {
 			g.unexpected++
-			if p, err := g.spawnLocked(w.Name, "worker", ""); err == nil {
+			if p, err := g.spawnLocked(w.Name, "worker", "", nil); err == nil {
 				g.workers[i] = p
 			}
 		}

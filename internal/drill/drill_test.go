@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -38,8 +39,12 @@ func TestChaosDrillSmall(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Run(seed 42) = %v\nprogress:\n%s", err, progress.String())
 	}
+	t.Logf("time to resume: %d deaths, %d jobs held; sync %s (claimable %s); batch %s; never resumed %d", res.Resume.Deaths, res.Resume.Jobs, res.Resume.Sync, res.Resume.SyncFreed, res.Resume.Batch, res.Resume.NotResumed)
 	if !res.Pass {
 		t.Errorf("Run(seed 42) pass = false; failures %q, examples %q\nprogress:\n%s", res.Failures, res.Examples, progress.String())
+	}
+	if res.Resume.Deaths != res.Kills {
+		t.Errorf("drill chaos measured %d deaths for %d kills, want one per kill", res.Resume.Deaths, res.Kills)
 	}
 	checks := []struct {
 		name      string
@@ -266,6 +271,12 @@ func TestEvaluateChaos(t *testing.T) {
 		{"a call without a marker", func(_ []*delivery, _ *snapshot, c *[]fakeCall) {
 			*c = append(*c, fakeCall{At: before, Doc: -1})
 		}, func(r *Result) int { return r.UnmappedCalls }, 1},
+		{"a body cut mid-send is no unmapped call", func(_ []*delivery, _ *snapshot, c *[]fakeCall) {
+			*c = append(*c, fakeCall{At: before, Doc: -1, Incomplete: true, Bytes: 100, Status: 400})
+		}, func(r *Result) int { return r.UnmappedCalls + len(r.Failures) }, 0},
+		{"a body cut mid-send is counted as cut", func(_ []*delivery, _ *snapshot, c *[]fakeCall) {
+			*c = append(*c, fakeCall{At: before, Doc: -1, Incomplete: true, Bytes: 100, Status: 400}, fakeCall{At: before, Doc: -1, Incomplete: true})
+		}, func(r *Result) int { return r.UnmappedCut - 2 }, 0},
 		{"an answer names another job", func(p []*delivery, _ *snapshot, _ *[]fakeCall) {
 			p[3].jobID = "job_other"
 		}, func(r *Result) int { return r.Unaccounted }, 1},
@@ -300,5 +311,176 @@ func TestEvaluateChaos(t *testing.T) {
 				t.Errorf("evaluate(%s) pass = %v, want %v (failures %q)", tt.name, res.Pass, wantPass, res.Failures)
 			}
 		})
+	}
+}
+
+// TestJudgeResume: the drill fails when a dead worker's job waited past the
+// bound, or was never taken up, and passes at the bound.
+func TestJudgeResume(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		r    ResumeResult
+		pass bool
+	}{
+		{"within", ResumeResult{Jobs: 3, Sync: Quantiles{N: 3, P50: 2, P95: 9, Max: 15}, BoundSeconds: 15, BatchBoundSeconds: 30}, true},
+		{"sync past the bound", ResumeResult{Jobs: 3, Sync: Quantiles{N: 3, P50: 2, P95: 9, Max: 15.1}, BoundSeconds: 15, BatchBoundSeconds: 30}, false},
+		{"batch past the bound", ResumeResult{Jobs: 1, Batch: Quantiles{N: 1, P50: 31, P95: 31, Max: 31}, BoundSeconds: 15, BatchBoundSeconds: 30}, false},
+		{"never resumed", ResumeResult{Jobs: 1, NotResumed: 1, BoundSeconds: 15, BatchBoundSeconds: 30}, false},
+	}
+	for _, tt := range tests {
+		r := &Result{Acknowledged: 1, Resume: tt.r}
+		r.judge()
+		if r.Pass != tt.pass {
+			t.Errorf("judge(%s) pass = %v, want %v (failures %q)", tt.name, r.Pass, tt.pass, r.Failures)
+		}
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	t.Parallel()
+	var s []float64
+	for i := 1; i <= 20; i++ {
+		s = append(s, float64(i))
+	}
+	if got, want := summarize(s), (Quantiles{N: 20, P50: 10, P95: 19, Max: 20}); got != want {
+		t.Errorf("summarize(1..20) = %+v, want %+v", got, want)
+	}
+	if got := summarize(nil); got != (Quantiles{}) {
+		t.Errorf("summarize(nil) = %+v, want zero", got)
+	}
+}
+
+func TestClientStart(t *testing.T) {
+	t.Parallel()
+	got, ok := clientStart("my_host_name_2024_03_07T04_39_12_123456")
+	want := time.Date(2024, 3, 7, 4, 39, 12, 123456000, time.UTC)
+	if !ok || !got.Equal(want) {
+		t.Errorf("clientStart = %v, %v; want %v, true", got, ok, want)
+	}
+	if _, ok := clientStart("short"); ok {
+		t.Errorf("clientStart(short) ok = true, want false")
+	}
+}
+
+// TestChaosDrillBatchFaults runs the batch-fault variant in its short form:
+// a third of the reports go to a batch-mode source; every worker is
+// restarted armed with after_batch_submit (it dies after the provider
+// accepted its first batch create, before the batch ID is saved), later
+// with mid_apply; one random SIGKILL besides. Nothing may be lost or
+// duplicated, and no stet batch may be created twice at the provider.
+func TestChaosDrillBatchFaults(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("the chaos drill runs for minutes; skipped with -short")
+	}
+	// Until a batch's lease is tied to its holder's liveness (issue 16,
+	// items 1-2), a batch whose worker died holds its lease 35 minutes and
+	// this drill cannot pass; the integrator removes this gate with them.
+	if os.Getenv("STET_CHAOS_BATCH") == "" {
+		t.Skip("set STET_CHAOS_BATCH=1: the batch-fault drill passes only once batch leases follow worker liveness (issue 16)")
+	}
+	if _, err := os.Stat(filepath.Join(chaosPGBin, "initdb")); err != nil {
+		t.Skipf("the chaos drill needs PostgreSQL 15 binaries in %s (apt-get install postgresql-15): %v", chaosPGBin, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	var progress bytes.Buffer
+	res, err := Run(ctx, Options{Reports: 90, Kills: 2, Workers: 2, Seed: 16, FaultRate: 0.05, BatchFaults: true,
+		DrainLimit: 2 * time.Minute, PGBin: chaosPGBin, Binary: stetBinary(t), Progress: &progress})
+	if err != nil {
+		t.Fatalf("Run(seed 16, batch faults) = %v\nprogress:\n%s", err, progress.String())
+	}
+	b := res.Batch
+	t.Logf("time to resume: %d deaths, %d jobs held; sync %s (claimable %s); batch %s; never resumed %d", res.Resume.Deaths, res.Resume.Jobs, res.Resume.Sync, res.Resume.SyncFreed, res.Resume.Batch, res.Resume.NotResumed)
+	t.Logf("batches: armed %v, crashed %v, ledger %d %v, provider creates %d (calls %d), distinct %d, created twice %d",
+		b.Armed, b.Crashes, b.Ledger, b.LedgerByState, b.Creates, b.CreateCalls, b.Distinct, b.CreatedTwice)
+	if !res.Pass {
+		t.Errorf("Run(seed 16, batch faults) pass = false; failures %q, examples %q %q\nprogress:\n%s", res.Failures, res.Examples, res.Resume.Examples, progress.String())
+	}
+	checks := []struct {
+		name      string
+		got, want int
+	}{
+		{"lost", res.Lost, 0},
+		{"duplicated", res.Duplicated, 0},
+		{"unaccounted", res.Unaccounted, 0},
+		{"batch created_twice", b.CreatedTwice, 0},
+		{"batch unknown_to_ledger", b.Unknown, 0},
+		{"batch jobs not terminal", b.Jobs - b.JobsCommitted - b.JobsManual, 0},
+		{"armed after_batch_submit", b.Armed["after_batch_submit"], 2},
+		{"armed mid_apply", b.Armed["mid_apply"], 2},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("drill chaos --batch-faults %s = %d, want %d", c.name, c.got, c.want)
+		}
+	}
+	if b.Jobs == 0 || b.Crashes["after_batch_submit"] == 0 || b.Crashes["mid_apply"] == 0 {
+		t.Errorf("drill chaos --batch-faults: %d batch jobs, crashes %v; want batch jobs and both crash points reached", b.Jobs, b.Crashes)
+	}
+	if b.Creates != b.Distinct {
+		t.Errorf("drill chaos --batch-faults: the provider created %d batches for %d stet batches, want one each", b.Creates, b.Distinct)
+	}
+}
+
+// TestProviderCutBody: a request whose sender dies mid-body (here: a raw
+// connection closed after part of the declared body) is logged as an
+// incomplete body, not as a whole request without a marker; a whole
+// request without a marker is logged as complete.
+func TestProviderCutBody(t *testing.T) {
+	t.Parallel()
+	p, err := newProvider(1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+	addr := p.ln.Addr().String()
+	send := func(raw string) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = c.Write([]byte(raw))
+		_ = c.Close()
+	}
+	body := `{"model":"gpt-drill","messages":[{"role":"user","content":"Post `
+	send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + apiKey +
+		"\r\nContent-Type: application/json\r\nContent-Length: 2000\r\n\r\n" + body)
+	whole := `{"model":"gpt-drill","messages":[{"role":"user","content":"no marker here"}]}`
+	req, _ := http.NewRequest(http.MethodPost, p.url()+"/chat/completions", strings.NewReader(whole))
+	req.Header.Set("Authorization", "Bearer "+apiKey)
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(p.calls()) < 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	calls := p.calls()
+	if len(calls) != 2 {
+		t.Fatalf("provider logged %d calls, want 2", len(calls))
+	}
+	var cut, complete int
+	for _, c := range calls {
+		if c.Doc != -1 {
+			t.Errorf("call %+v maps to document %d, want none", c, c.Doc)
+		}
+		if c.Incomplete {
+			cut++
+			if c.Bytes != len(body) {
+				t.Errorf("cut call read %d bytes, want %d", c.Bytes, len(body))
+			}
+		} else {
+			complete++
+		}
+	}
+	if cut != 1 || complete != 1 {
+		t.Errorf("provider logged %d cut and %d complete calls, want 1 and 1", cut, complete)
+	}
+	res := &Result{}
+	evaluate(res, nil, &snapshot{Attempts: map[string]int{}, Stage: map[string]int{}}, calls)
+	if res.UnmappedCut != 1 || res.UnmappedCalls != 1 {
+		t.Errorf("evaluate: unmapped cut %d, unmapped calls %d; want 1 and 1", res.UnmappedCut, res.UnmappedCalls)
 	}
 }

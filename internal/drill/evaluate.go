@@ -268,7 +268,7 @@ func evaluate(res *Result, plan []*delivery, snap *snapshot, calls []fakeCall) {
 	// Extra calls: a provider call for a document whose job already had its
 	// artifact when the call reached the provider. Both times come from this
 	// machine's clock, in microseconds.
-	res.ProviderCalls, res.UnmappedCalls, res.ExtraCalls = len(calls), 0, 0
+	res.ProviderCalls, res.UnmappedCalls, res.UnmappedCut, res.ExtraCalls = len(calls), 0, 0, 0
 	res.ProviderCallsByStatus = map[string]int{}
 	for _, c := range calls {
 		status := "cut"
@@ -276,8 +276,20 @@ func evaluate(res *Result, plan []*delivery, snap *snapshot, calls []fakeCall) {
 			status = strconv.Itoa(c.Status)
 		}
 		res.ProviderCallsByStatus[status]++
+		if c.Batch {
+			res.ProviderBatchCalls++
+			continue
+		}
 		if c.Doc < 0 {
+			// A body cut by a death mid-send reached no model: the fake could
+			// not read it whole. A whole request without a marker is a call
+			// the checker cannot map, and fails.
+			if c.Incomplete {
+				res.UnmappedCut++
+				continue
+			}
 			res.UnmappedCalls++
+			example("unmapped calls", "a whole request (%d bytes, %s, answered %s) without a document marker", c.Bytes, c.Path, status)
 			continue
 		}
 		for _, j := range jobsByKey[keyOf(c.Doc, int64(c.Rev))] {
@@ -325,7 +337,7 @@ func (r *Result) judge() {
 	check(r.Unaccounted, "unaccounted acknowledged revisions")
 	check(r.MisplacedAuthoritative, "reports whose authoritative record is not on the highest revision")
 	check(r.Phantom, "ledger jobs the drill never delivered")
-	check(r.UnmappedCalls, "provider calls without a document marker (extra calls cannot be counted)")
+	check(r.UnmappedCalls, "whole provider requests without a document marker (extra calls cannot be counted)")
 	check(r.GivenUp, "deliveries never acknowledged after the heal")
 	check(r.NotTerminal, "jobs not terminal after the drain")
 	check(r.PendingStageJobs, "stage jobs River still holds after the drain")
@@ -333,6 +345,18 @@ func (r *Result) judge() {
 		check(d.Lost, "record events lost on the way to the destination")
 		check(d.NotDelivered, "outbox rows not delivered")
 		check(d.BadSignatures, "destination POSTs failing signature verification")
+	}
+	rs := r.Resume
+	if rs.Sync.Max > rs.BoundSeconds {
+		r.Failures = append(r.Failures, fmt.Sprintf("time to resume of a dead worker's sync stage job: max %.1fs > bound %gs", rs.Sync.Max, rs.BoundSeconds))
+	}
+	if rs.Batch.Max > rs.BatchBoundSeconds {
+		r.Failures = append(r.Failures, fmt.Sprintf("time to resume of a dead worker's batch job: max %.1fs > bound %gs", rs.Batch.Max, rs.BatchBoundSeconds))
+	}
+	check(rs.NotResumed, "stage jobs of dead workers never taken up")
+	if b := r.Batch; b != nil {
+		check(b.CreatedTwice, "stet batches the provider created more than once")
+		check(b.Unknown, "provider batches no ledger batch names")
 	}
 	if r.Acknowledged == 0 {
 		r.Failures = append(r.Failures, "no delivery was acknowledged")

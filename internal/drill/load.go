@@ -53,7 +53,7 @@ func (s *senders) run(ctx context.Context, ds []*delivery, t0 time.Time, window 
 func (s *senders) deliver(ctx context.Context, d *delivery) {
 	for try := 0; ; try++ {
 		down := s.dbDown.Load()
-		a, err := s.client.Deliver(ctx, source, d.WebhookID, d.Rev.Body)
+		a, err := s.client.Deliver(ctx, d.Rev.Source, d.WebhookID, d.Rev.Body)
 		status, retryAfter, out, problem := a.Status, a.RetryAfter, a.Intake, a.Problem
 		down = down || s.dbDown.Load()
 		s.requests.Add(1)

@@ -14,6 +14,7 @@ type docRevision struct {
 	Doc        int
 	Rev        int
 	ExternalID string
+	Source     string // the source it is delivered to
 	Marker     string // in the text, so a provider call maps back to it
 	Body       []byte
 }
@@ -69,7 +70,7 @@ func planLoad(seed int64, reports int) ([]*docRevision, []*delivery) {
 				text = "Edited: " + text
 			}
 			body, _ := json.Marshal(map[string]any{"external_id": externalID(doc), "revision": rev, "text": text})
-			mine[i] = &docRevision{Doc: doc, Rev: rev, ExternalID: externalID(doc), Marker: marker(doc, rev), Body: body}
+			mine[i] = &docRevision{Doc: doc, Rev: rev, ExternalID: externalID(doc), Source: source, Marker: marker(doc, rev), Body: body}
 		}
 		revs = append(revs, mine...)
 		ds := []*delivery{{Rev: mine[0], WebhookID: webhookID(doc, 0), Kind: "first"}}
@@ -99,9 +100,35 @@ func planLoad(seed int64, reports int) ([]*docRevision, []*delivery) {
 // fault is one planned fault.
 type fault struct {
 	At     time.Duration
-	Kind   string // kill | db_restart
+	Kind   string // kill | db_restart | arm
 	Worker int
 	Pause  time.Duration // kill: before the replacement starts
+	Point  string        // arm: the crash point every worker is restarted with
+}
+
+// batchEvery: with Options.BatchFaults, every batchEvery-th report goes to
+// the batch-mode source.
+const batchEvery = 3
+
+// useBatchSource sends every batchEvery-th report to the batch source.
+func useBatchSource(revs []*docRevision) {
+	for _, r := range revs {
+		if r.Doc%batchEvery == 0 {
+			r.Source = batchSource
+		}
+	}
+}
+
+// armFaults adds the batch faults: at a fifth of the window every worker is
+// SIGKILLed and restarted with STET_CRASH_AT=after_batch_submit (each dies
+// after its first batch create returns, before the batch ID is saved; the
+// supervisor restarts it unarmed), and at half the window the same with
+// mid_apply (each dies after applying a batch's first chunk).
+func armFaults(fs []fault, window time.Duration) []fault {
+	fs = append(fs, fault{At: window / 5, Kind: "arm", Point: "after_batch_submit"},
+		fault{At: window / 2, Kind: "arm", Point: "mid_apply"})
+	sort.SliceStable(fs, func(i, j int) bool { return fs[i].At < fs[j].At })
+	return fs
 }
 
 // schedule plans the faults: kills 1–3 s apart, and one database

@@ -43,7 +43,12 @@ type Result struct {
 	ProviderCalls         int            `json:"provider_calls"`
 	ProviderCallsByStatus map[string]int `json:"provider_calls_by_status"` // "200", "429", …, "cut" (the caller left)
 	AttemptRows           int            `json:"attempt_rows"`
-	UnmappedCalls         int            `json:"unmapped_calls"`
+	UnmappedCalls         int            `json:"unmapped_calls"` // whole requests without a marker
+	// ProviderBatchCalls are requests to the Batch API's routes.
+	ProviderBatchCalls int `json:"provider_batch_calls"`
+	// UnmappedCut are requests whose body the fake could not read whole
+	// (the caller was SIGKILLed mid-send): no model saw them; not a failure.
+	UnmappedCut int `json:"unmapped_cut_bodies"`
 
 	// Ledger.
 	AcknowledgedRevisions int            `json:"acknowledged_revisions"`
@@ -66,6 +71,12 @@ type Result struct {
 	// Examples names a few offenders per failing check: drill report IDs
 	// (synthetic), revisions and job IDs, never text.
 	Examples []string `json:"examples,omitempty"`
+
+	// Resume is the time to resume after each worker death.
+	Resume ResumeResult `json:"time_to_resume"`
+
+	// Batch is the batch-fault variant's outcome; nil without it.
+	Batch *BatchResult `json:"batch,omitempty"`
 
 	// Destination is the destination variant's outcome; nil without it.
 	Destination *DestinationResult `json:"destination,omitempty"`
@@ -123,6 +134,11 @@ func (r *Result) WriteText(w io.Writer, o Options) {
 	row("worker SIGKILLs", r.Kills, fmt.Sprintf("requested %d, %d workers", r.KillsWanted, r.Workers))
 	row("db restarts (-m immediate)", r.DBRestarts, fmt.Sprintf("intake unavailable %.1fs", r.DBDownSeconds))
 	row("unexpected process exits", r.UnexpectedExits, "restarted")
+	rs := r.Resume
+	row("time to resume, sync stages", rs.Sync, fmt.Sprintf("%s (bound %gs; %d deaths, %d jobs held)", okIf(rs.Sync.Max <= rs.BoundSeconds), rs.BoundSeconds, rs.Deaths, rs.Jobs))
+	row("  of which until claimable", rs.SyncFreed, "rescued by River and the ledger lease ended; the rest is queueing behind other work")
+	row("time to resume, batches", rs.Batch, fmt.Sprintf("%s (bound %gs)", okIf(rs.Batch.Max <= rs.BatchBoundSeconds), rs.BatchBoundSeconds))
+	row("held jobs never resumed", rs.NotResumed, fmt.Sprintf("%s (batch jobs %d) %s", ok(rs.NotResumed), rs.NotResumedBatch, statusSummary(rs.How)))
 	row("provider calls", r.ProviderCalls, statusSummary(r.ProviderCallsByStatus))
 	row("attempt rows", r.AttemptRows, "")
 	fmt.Fprintln(tw, "ledger\t\t")
@@ -139,7 +155,18 @@ func (r *Result) WriteText(w io.Writer, o Options) {
 	row("unaccounted", r.Unaccounted, ok(r.Unaccounted))
 	row("misplaced authoritative", r.MisplacedAuthoritative, ok(r.MisplacedAuthoritative))
 	row("phantom jobs", r.Phantom, ok(r.Phantom))
-	row("unmapped calls", r.UnmappedCalls, ok(r.UnmappedCalls))
+	row("unmapped calls", r.UnmappedCalls, ok(r.UnmappedCalls)+" (whole requests without a document marker)")
+	row("bodies cut mid-send", r.UnmappedCut, "requests the fake could not read whole (a kill mid-send); not counted as calls")
+	if b := r.Batch; b != nil {
+		fmt.Fprintln(tw, "batches\t\t")
+		row("crash points armed", statusSummary(b.Armed), "worker processes restarted with STET_CRASH_AT")
+		row("crash points reached", statusSummary(b.Crashes), "")
+		row("batch jobs", b.Jobs, fmt.Sprintf("committed %d, manual %d", b.JobsCommitted, b.JobsManual))
+		row("ledger batches", b.Ledger, statusSummary(b.LedgerByState))
+		row("provider batch creates", b.Creates, fmt.Sprintf("%d create calls, %d distinct stet batches, Batch API requests %d", b.CreateCalls, b.Distinct, r.ProviderBatchCalls))
+		row("batches created twice", b.CreatedTwice, ok(b.CreatedTwice))
+		row("provider batches unknown to the ledger", b.Unknown, ok(b.Unknown))
+	}
 	if d := r.Destination; d != nil {
 		fmt.Fprintln(tw, "destination\t\t")
 		row("record events", d.Events, fmt.Sprintf("received %d distinct webhook-ids, %d POSTs answered 200", d.Received, d.POSTs200))
@@ -163,6 +190,13 @@ func (r *Result) WriteText(w io.Writer, o Options) {
 		fmt.Fprintf(w, "  e.g. %s\n", e)
 	}
 	fmt.Fprintf(w, "replay with: %s --keep\n", o.Replay())
+}
+
+func okIf(b bool) string {
+	if b {
+		return "ok"
+	}
+	return "FAIL"
 }
 
 // statusSummary prints a count map in key order: "(200: 90, 429: 3)".

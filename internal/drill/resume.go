@@ -1,0 +1,413 @@
+package drill
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/stetlabs/stet/internal/cluster"
+)
+
+// Time to resume (issue 16): for every worker death (a SIGKILL, or a crash
+// point the drill armed), the dead process's in-flight stage jobs are read
+// from River right after the death, and watched until a live process takes
+// each up. "Taken up" is read from the database:
+//
+//   - an extract job whose ledger job was leased (state extracting) at the
+//     death: the started_at of the ledger job's next attempt;
+//   - a batch job whose batch was leased at the death: the first poll that
+//     sees the batch's lease_until change (a claim or a release), to the
+//     poll interval;
+//   - otherwise (a commit, a stage that had not claimed yet): River's
+//     attempted_at of the first attempt by another client.
+//
+// River names its client after its host and start time (UTC, to the
+// microsecond); the dead process's client is the one whose start time lies
+// between the process's start and its readiness, and, where two processes
+// started together, the one that is never seen working after the death.
+
+// resumePoll is how often the tracker looks at the jobs it waits for.
+const resumePoll = 200 * time.Millisecond
+
+// stageKinds are the River kinds whose resumption is measured.
+var stageKinds = []string{"stet_extract", "stet_commit", "stet_batch"}
+
+// inflight is one stage job a dead process held.
+type inflight struct {
+	river       int64
+	kind        string
+	client      string
+	attemptedAt time.Time
+	job, batch  string // ledger job (extract, commit) or batch (stet_batch)
+	ledgerLease bool   // extract: the ledger job was leased at the death
+	ledgerN     int    // its attempt rows at the death
+	batchLease  sql.NullInt64
+	batchLeased bool
+
+	resumedAt time.Time // zero: not yet
+	riverAt   time.Time // River's first attempt by another client
+	freedAt   time.Time // first seen out of running (rescued) or claimed
+	leaseEnd  time.Time // extract: the ledger lease's end, when leased
+	how       string
+	dropped   bool // its client turned out to be alive
+}
+
+// death is one worker death.
+type death struct {
+	proc  string
+	at    time.Time
+	cause string
+	jobs  []*inflight
+}
+
+// resumeTracker records deaths and watches their jobs.
+type resumeTracker struct {
+	db *sql.DB
+	mu sync.Mutex
+	ds []*death
+}
+
+// died records the death of p at at: it reads the dead process's running
+// stage jobs (retrying while the database does not answer).
+func (t *resumeTracker) died(ctx context.Context, p *cluster.Process, at time.Time, cause string) {
+	d := &death{proc: p.Name, at: at, cause: cause}
+	lo, hi := p.Started.Add(-time.Second), at
+	if r := p.ReadyAt(); !r.IsZero() {
+		hi = r.Add(time.Second)
+	}
+	for try := 0; try < 50; try++ {
+		jobs, err := t.running(ctx, at, lo, hi)
+		if err == nil {
+			d.jobs = jobs
+			break
+		}
+		if !sleep(ctx, resumePoll) {
+			break
+		}
+	}
+	t.mu.Lock()
+	t.ds = append(t.ds, d)
+	t.mu.Unlock()
+}
+
+// running reads the stage jobs running since before at by a River client
+// that started within [lo, hi], and the ledger leases they held.
+func (t *resumeTracker) running(ctx context.Context, at, lo, hi time.Time) ([]*inflight, error) {
+	rows, err := t.db.QueryContext(ctx, `SELECT id, kind, attempted_at, COALESCE(attempted_by[array_upper(attempted_by, 1)], ''),
+			COALESCE(args->>'job_id', ''), COALESCE(args->>'batch_id', '')
+		FROM river_job WHERE state = 'running' AND kind = ANY($1) AND attempted_at < $2`, stageKinds, at)
+	if err != nil {
+		return nil, err
+	}
+	var out []*inflight
+	for rows.Next() {
+		j := &inflight{}
+		if err := rows.Scan(&j.river, &j.kind, &j.attemptedAt, &j.client, &j.job, &j.batch); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		if st, ok := clientStart(j.client); ok && !st.Before(lo) && !st.After(hi) {
+			out = append(out, j)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	for _, j := range out {
+		switch {
+		case j.kind == "stet_extract":
+			var state string
+			var lease sql.NullInt64
+			err := t.db.QueryRowContext(ctx, `SELECT state, lease_until, (SELECT COUNT(*) FROM attempts WHERE job_id = $1) FROM jobs WHERE id = $1`, j.job).
+				Scan(&state, &lease, &j.ledgerN)
+			if err != nil && err != sql.ErrNoRows {
+				return nil, err
+			}
+			j.ledgerLease = state == "extracting" && lease.Valid && lease.Int64 > at.UnixMicro()
+			if j.ledgerLease {
+				j.leaseEnd = time.UnixMicro(lease.Int64)
+			}
+		case j.kind == "stet_batch":
+			err := t.db.QueryRowContext(ctx, `SELECT lease_until FROM batches WHERE id = $1`, j.batch).Scan(&j.batchLease)
+			if err != nil && err != sql.ErrNoRows {
+				return nil, err
+			}
+			j.batchLeased = j.batchLease.Valid && j.batchLease.Int64 > at.UnixMicro()
+		}
+	}
+	return out, nil
+}
+
+// clientStart reads the start time out of River's default client ID
+// (host_2006_01_02T15_04_05_000000, UTC).
+func clientStart(id string) (time.Time, bool) {
+	const layout = "2006_01_02T15_04_05_000000"
+	if len(id) < len(layout) {
+		return time.Time{}, false
+	}
+	s := id[len(id)-len(layout):]
+	s = s[:len(s)-7] + "." + s[len(s)-6:]
+	t, err := time.Parse("2006_01_02T15_04_05.000000", s)
+	return t, err == nil
+}
+
+// watch polls until ctx ends.
+func (t *resumeTracker) watch(ctx context.Context) {
+	for sleep(ctx, resumePoll) {
+		t.poll(ctx)
+	}
+}
+
+// poll looks once at every job still waiting.
+func (t *resumeTracker) poll(ctx context.Context) {
+	t.mu.Lock()
+	var wait []*inflight
+	var deaths []*death
+	for _, d := range t.ds {
+		for _, j := range d.jobs {
+			if j.resumedAt.IsZero() && !j.dropped {
+				wait = append(wait, j)
+				deaths = append(deaths, d)
+			}
+		}
+	}
+	t.mu.Unlock()
+	if len(wait) == 0 {
+		return
+	}
+	now := time.Now()
+	ids := make([]int64, len(wait))
+	for i, j := range wait {
+		ids[i] = j.river
+	}
+	type row struct {
+		state, client string
+		at            sql.NullTime
+		final         sql.NullTime
+	}
+	got := map[int64]row{}
+	rows, err := t.db.QueryContext(ctx, `SELECT id, state, attempted_at, COALESCE(attempted_by[array_upper(attempted_by, 1)], ''), finalized_at
+		FROM river_job WHERE id = ANY($1)`, ids)
+	if err != nil {
+		return
+	}
+	for rows.Next() {
+		var id int64
+		var r row
+		if err := rows.Scan(&id, &r.state, &r.at, &r.client, &r.final); err != nil {
+			rows.Close()
+			return
+		}
+		got[id] = r
+	}
+	rows.Close()
+	if rows.Err() != nil {
+		return // a partial answer would read as jobs gone
+	}
+	// Clients seen working after a death are alive: a job running under
+	// them since after it.
+	alive := map[string]time.Time{}
+	if rows, err := t.db.QueryContext(ctx, `SELECT COALESCE(attempted_by[array_upper(attempted_by, 1)], ''), MAX(attempted_at)
+		FROM river_job WHERE state = 'running' GROUP BY 1`); err == nil {
+		for rows.Next() {
+			var c string
+			var at time.Time
+			if rows.Scan(&c, &at) == nil {
+				alive[c] = at
+			}
+		}
+		rows.Close()
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i, j := range wait {
+		d := deaths[i]
+		if last, ok := alive[j.client]; ok && last.After(d.at) {
+			dropClient(d, j.client)
+			continue
+		}
+		r, ok := got[j.river]
+		if !ok {
+			j.resumedAt, j.how = now, "river job gone"
+			continue
+		}
+		sameAttempt := r.at.Valid && r.at.Time.Equal(j.attemptedAt)
+		if j.freedAt.IsZero() && (r.state != "running" || !sameAttempt) {
+			j.freedAt = now
+			if !sameAttempt && r.at.Valid && r.at.Time.Before(now) {
+				j.freedAt = r.at.Time
+			}
+		}
+		switch {
+		case sameAttempt && r.client == j.client && r.state == "completed",
+			r.at.Valid && r.at.Time.After(d.at) && r.client == j.client:
+			// The attempt the drill thought dead completed, or its client
+			// attempted the job again after the death: the client lives.
+			// (River's rescue leaves the attempt as it was, and sets the
+			// state available, retryable or discarded.)
+			dropClient(d, j.client)
+			continue
+		case r.at.Valid && r.at.Time.After(d.at) && r.client != j.client:
+			if j.riverAt.IsZero() {
+				j.riverAt = r.at.Time
+			}
+			if !j.ledgerLease && !j.batchLeased {
+				j.resumedAt, j.how = r.at.Time, "river claim"
+			}
+		case r.state == "discarded" || r.state == "cancelled":
+			j.resumedAt, j.how = r.final.Time, "river "+r.state
+		}
+		if j.batchLeased && j.resumedAt.IsZero() {
+			var lease sql.NullInt64
+			if t.db.QueryRowContext(ctx, `SELECT lease_until FROM batches WHERE id = $1`, j.batch).Scan(&lease) == nil && lease != j.batchLease {
+				j.resumedAt, j.how = now, "batch lease taken"
+			}
+		}
+	}
+}
+
+func dropClient(d *death, client string) {
+	for _, j := range d.jobs {
+		if j.client == client {
+			j.dropped = true
+		}
+	}
+}
+
+// finish reads the ledger claims of the leased extract jobs and returns the
+// figures.
+func (t *resumeTracker) finish(ctx context.Context, syncBound, batchBound time.Duration) ResumeResult {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	res := ResumeResult{BoundSeconds: syncBound.Seconds(), BatchBoundSeconds: batchBound.Seconds()}
+	var syncD, batchD, freeD []float64
+	for _, d := range t.ds {
+		res.Deaths++
+		clients := map[string]bool{}
+		for _, j := range d.jobs {
+			if j.dropped {
+				continue
+			}
+			clients[j.client] = true
+			if j.ledgerLease {
+				var first sql.NullInt64
+				err := t.db.QueryRowContext(ctx, `SELECT MIN(started_at) FROM attempts WHERE job_id = $1 AND n > $2`, j.job, j.ledgerN).Scan(&first)
+				switch {
+				case err == nil && first.Valid:
+					j.resumedAt, j.how = time.UnixMicro(first.Int64), "ledger claim"
+				case !j.riverAt.IsZero():
+					// No new attempt (the job ended another way): River's claim.
+					j.resumedAt, j.how = j.riverAt, "river claim"
+				default:
+					j.resumedAt = time.Time{}
+				}
+			}
+			res.Jobs++
+			if j.resumedAt.IsZero() {
+				res.NotResumed++
+				if j.kind == "stet_batch" {
+					res.NotResumedBatch++
+				}
+				if len(res.Examples) < 5 {
+					res.Examples = append(res.Examples, fmt.Sprintf("%s (%s): %s %s never resumed", d.proc, d.cause, j.kind, cmpStr(j.job, j.batch)))
+				}
+				continue
+			}
+			if res.How == nil {
+				res.How = map[string]int{}
+			}
+			res.How[j.how]++
+			s := math.Max(0, j.resumedAt.Sub(d.at).Seconds())
+			if j.kind == "stet_batch" {
+				batchD = append(batchD, s)
+			} else {
+				syncD = append(syncD, s)
+				// Claimable again: River rescued it and its ledger lease ended.
+				free := j.freedAt
+				if free.IsZero() || free.After(j.resumedAt) {
+					free = j.resumedAt
+				}
+				if j.leaseEnd.After(free) && j.leaseEnd.Before(j.resumedAt) {
+					free = j.leaseEnd
+				}
+				freeD = append(freeD, math.Max(0, free.Sub(d.at).Seconds()))
+			}
+		}
+		if len(clients) > 1 {
+			res.Ambiguous++
+		}
+	}
+	res.Sync = summarize(syncD)
+	res.Batch = summarize(batchD)
+	res.SyncFreed = summarize(freeD)
+	return res
+}
+
+func cmpStr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// summarize returns the count, p50, p95 and max of seconds.
+func summarize(s []float64) Quantiles {
+	if len(s) == 0 {
+		return Quantiles{}
+	}
+	sort.Float64s(s)
+	at := func(q float64) float64 { return s[max(0, int(math.Ceil(q*float64(len(s))))-1)] }
+	return Quantiles{N: len(s), P50: round1(at(0.5)), P95: round1(at(0.95)), Max: round1(s[len(s)-1])}
+}
+
+func round1(f float64) float64 { return math.Round(f*10) / 10 }
+
+// ResumeResult is the time-to-resume figure (Result.Resume).
+type ResumeResult struct {
+	// Deaths are the worker deaths measured: SIGKILLs and armed crash points.
+	Deaths int `json:"deaths"`
+	// Jobs are the stage jobs the dead processes held; NotResumed of them
+	// were never taken up by the end of the drain.
+	Jobs       int `json:"jobs"`
+	NotResumed int `json:"not_resumed"`
+	// NotResumedBatch are the batch jobs among them.
+	NotResumedBatch int `json:"not_resumed_batch"`
+	// Sync are the extract and commit jobs' waits, Batch the batch jobs',
+	// in seconds from the death to the claim by a live process.
+	Sync  Quantiles `json:"sync"`
+	Batch Quantiles `json:"batch"`
+	// SyncFreed are the same jobs' waits until they could be claimed again
+	// (River rescued them and their ledger lease ended): Sync minus the
+	// time they then queued behind other work.
+	SyncFreed Quantiles `json:"sync_claimable"`
+	// BoundSeconds bounds Sync.Max, BatchBoundSeconds Batch.Max.
+	BoundSeconds      float64 `json:"bound_s"`
+	BatchBoundSeconds float64 `json:"batch_bound_s"`
+	// Ambiguous counts deaths whose River client the drill could not tell
+	// from a live one (their jobs are all counted).
+	Ambiguous int `json:"ambiguous"`
+	// How counts how each resumption was seen: ledger claim, river claim,
+	// batch lease taken, river discarded …
+	How      map[string]int `json:"how,omitempty"`
+	Examples []string       `json:"examples,omitempty"`
+}
+
+// Quantiles are n, p50, p95 and max of a set of waits, in seconds.
+type Quantiles struct {
+	N   int     `json:"n"`
+	P50 float64 `json:"p50_s"`
+	P95 float64 `json:"p95_s"`
+	Max float64 `json:"max_s"`
+}
+
+func (q Quantiles) String() string {
+	if q.N == 0 {
+		return "none"
+	}
+	return fmt.Sprintf("p50 %.1fs, p95 %.1fs, max %.1fs (%d jobs)", q.P50, q.P95, q.Max, q.N)
+}
