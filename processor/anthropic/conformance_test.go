@@ -123,5 +123,6 @@ func TestBatchConformance(t *testing.T) {
 		},
 		Open:   func(c processor.Common) (stet.BatchProcessor, error) { return New(Config{Common: c}) },
 		Common: common,
+		Info:   stet.BatchInfo{IdempotentSubmit: false, ResultsRetention: 29 * 24 * time.Hour, MaxItems: 100000},
 	})
 }

@@ -85,5 +85,6 @@ func TestBatchConformance(t *testing.T) {
 		},
 		Open:   func(c processor.Common) (stet.BatchProcessor, error) { return NewBatch(Config{Common: c}) },
 		Common: common,
+		Info:   stet.BatchInfo{ResultsRetention: 48 * time.Hour},
 	})
 }

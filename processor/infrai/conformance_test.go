@@ -104,5 +104,6 @@ func TestBatchConformance(t *testing.T) {
 		Open:   func(c processor.Common) (stet.BatchProcessor, error) { return open(c) },
 		Common: common,
 		Params: conformanceParams,
+		Info:   stet.BatchInfo{IdempotentSubmit: true, ResultsRetention: 24 * time.Hour},
 	})
 }

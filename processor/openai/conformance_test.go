@@ -69,5 +69,6 @@ func TestBatchConformance(t *testing.T) {
 		},
 		Open:   func(c processor.Common) (stet.BatchProcessor, error) { return New(Config{Common: c}) },
 		Common: common,
+		Info:   stet.BatchInfo{IdempotentSubmit: false, ResultsRetention: 30 * 24 * time.Hour, MaxItems: 50000},
 	})
 }
