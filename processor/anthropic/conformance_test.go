@@ -75,33 +75,37 @@ func startFake(t *testing.T) (*anthropicfake.Server, processortest.Fake) {
 
 var common = processor.Common{ID: "anthropic-test", APIKey: testKey, Model: testModel}
 
+// harness is the suite's view of the adapter in one request form,
+// structured output or tool use (TestConformance, FuzzExtract).
+func harness(toolUse bool) processortest.Harness {
+	caps := []string{"sync", "batch", "json_schema"}
+	if toolUse {
+		caps = append(caps, "tool_use")
+	}
+	return processortest.Harness{
+		Start:        func(t *testing.T) processortest.Fake { _, f := startFake(t); return f },
+		Open:         func(c processor.Common) (stet.Processor, error) { return New(Config{Common: c, ToolUse: toolUse}) },
+		Common:       common,
+		Kind:         "anthropic",
+		Capabilities: caps,
+		// What a Messages answer says of itself.
+		Answer: processortest.Reads{
+			RequestIDHeader: "request-id", Model: "model",
+			InputTokens: "usage.input_tokens", OutputTokens: []string{"usage.output_tokens"},
+			Output: fakekit.MinimalInstance(json.RawMessage(processortest.Schema)),
+		}.Answer,
+		AuthStatus: http.StatusUnauthorized,
+	}
+}
+
 // TestConformance runs the suite in both request forms: structured
 // output and tool use.
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	for _, toolUse := range []bool{false, true} {
-		caps := []string{"sync", "batch", "json_schema"}
-		if toolUse {
-			caps = append(caps, "tool_use")
-		}
 		t.Run(fmt.Sprint("tool use ", toolUse), func(t *testing.T) {
 			t.Parallel()
-			processortest.Exercise(t, processortest.Harness{
-				Start: func(t *testing.T) processortest.Fake { _, f := startFake(t); return f },
-				Open: func(c processor.Common) (stet.Processor, error) {
-					return New(Config{Common: c, ToolUse: toolUse})
-				},
-				Common:       common,
-				Kind:         "anthropic",
-				Capabilities: caps,
-				// What a Messages answer says of itself.
-				Answer: processortest.Reads{
-					RequestIDHeader: "request-id", Model: "model",
-					InputTokens: "usage.input_tokens", OutputTokens: []string{"usage.output_tokens"},
-					Output: fakekit.MinimalInstance(json.RawMessage(processortest.Schema)),
-				}.Answer,
-				AuthStatus: http.StatusUnauthorized,
-			})
+			processortest.Exercise(t, harness(toolUse))
 		})
 	}
 }
@@ -123,5 +127,6 @@ func TestBatchConformance(t *testing.T) {
 		},
 		Open:   func(c processor.Common) (stet.BatchProcessor, error) { return New(Config{Common: c}) },
 		Common: common,
+		Info:   stet.BatchInfo{IdempotentSubmit: false, ResultsRetention: 29 * 24 * time.Hour, MaxItems: 100000},
 	})
 }

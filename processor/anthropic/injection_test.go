@@ -24,19 +24,11 @@ func TestInjection(t *testing.T) {
 		t.Run(fmt.Sprint("tool use ", toolUse), func(t *testing.T) {
 			t.Parallel()
 			h := processortest.InjectionHarness{
-				Start: func(t *testing.T, answer string) (string, func() [][]byte) {
-					var got processortest.Bodies
-					f := newFake(t, anthropicfake.Options{Respond: func(req anthropicfake.Request) string {
-						got.Add(req.Body)
-						return answer
-					}})
-					return f.URL(), got.All
+				Start: func(t *testing.T, respond func([]byte) string) string {
+					return newFake(t, anthropicfake.Options{Respond: func(req anthropicfake.Request) string { return respond(req.Body) }}).URL()
 				},
-				Open: func(url string) (stet.Processor, error) {
-					c := common
-					c.BaseURL = url
-					return New(Config{Common: c, ToolUse: toolUse})
-				},
+				Open:     func(c processor.Common) (stet.Processor, error) { return New(Config{Common: c, ToolUse: toolUse}) },
+				Common:   common,
 				Wire:     messagesWire,
 				Validate: s.Validate,
 			}

@@ -50,9 +50,10 @@ func startFake(t *testing.T) (*geminifake.Server, processortest.Fake) {
 
 var common = processor.Common{ID: "gemini-test", APIKey: testKey, Model: testModel}
 
-func TestConformance(t *testing.T) {
-	t.Parallel()
-	processortest.Exercise(t, processortest.Harness{
+// harness is the suite's view of the adapter (TestConformance, and
+// FuzzExtract's Start, Open and Common).
+func harness() processortest.Harness {
+	return processortest.Harness{
 		Start:        func(t *testing.T) processortest.Fake { _, f := startFake(t); return f },
 		Open:         func(c processor.Common) (stet.Processor, error) { return New(Config{Common: c}) },
 		Common:       common,
@@ -67,7 +68,12 @@ func TestConformance(t *testing.T) {
 			Output:       geminifake.MinimalInstance(json.RawMessage(processortest.Schema)),
 		}.Answer,
 		AuthStatus: http.StatusBadRequest,
-	})
+	}
+}
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	processortest.Exercise(t, harness())
 }
 
 func TestBatchConformance(t *testing.T) {
@@ -85,5 +91,6 @@ func TestBatchConformance(t *testing.T) {
 		},
 		Open:   func(c processor.Common) (stet.BatchProcessor, error) { return NewBatch(Config{Common: c}) },
 		Common: common,
+		Info:   stet.BatchInfo{ResultsRetention: 48 * time.Hour},
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/gemini/geminifake"
 	"github.com/stetlabs/stet/processor/processortest"
 	"github.com/stetlabs/stet/schema"
@@ -17,19 +18,11 @@ func TestInjection(t *testing.T) {
 		t.Fatal(err)
 	}
 	processortest.ExerciseInjection(t, processortest.InjectionHarness{
-		Start: func(t *testing.T, answer string) (string, func() [][]byte) {
-			var got processortest.Bodies
-			f := newFake(t, geminifake.Options{Respond: func(req geminifake.Request) string {
-				got.Add(req.Body)
-				return answer
-			}})
-			return f.URL(), got.All
+		Start: func(t *testing.T, respond func([]byte) string) string {
+			return newFake(t, geminifake.Options{Respond: func(req geminifake.Request) string { return respond(req.Body) }}).URL()
 		},
-		Open: func(url string) (stet.Processor, error) {
-			c := common
-			c.BaseURL = url
-			return New(Config{Common: c})
-		},
+		Open:     func(c processor.Common) (stet.Processor, error) { return New(Config{Common: c}) },
+		Common:   common,
 		Wire:     generateWire,
 		Validate: s.Validate,
 	})

@@ -67,6 +67,21 @@ func conformanceParams(prompt string) stet.ExtractParams {
 	}
 }
 
+// harness is the suite's view of the adapter in one answer form, the
+// envelope or the bare completion (TestConformance, FuzzExtract).
+func harness(bare bool) processortest.Harness {
+	return processortest.Harness{
+		Start:        func(t *testing.T) processortest.Fake { _, f := startConformanceFake(t, bare); return f },
+		Open:         func(c processor.Common) (stet.Processor, error) { return open(c) },
+		Common:       common,
+		Kind:         "infrai",
+		Capabilities: []string{"sync", "batch", "json_schema", "idempotency_key"},
+		Answer:       reads(bare).Answer,
+		AuthStatus:   http.StatusUnauthorized,
+		Params:       conformanceParams,
+	}
+}
+
 // TestConformance runs the suite against both answer forms: the envelope
 // and the bare completion.
 func TestConformance(t *testing.T) {
@@ -74,16 +89,7 @@ func TestConformance(t *testing.T) {
 	for _, bare := range []bool{false, true} {
 		t.Run(fmt.Sprintf("bare=%v", bare), func(t *testing.T) {
 			t.Parallel()
-			processortest.Exercise(t, processortest.Harness{
-				Start:        func(t *testing.T) processortest.Fake { _, f := startConformanceFake(t, bare); return f },
-				Open:         func(c processor.Common) (stet.Processor, error) { return open(c) },
-				Common:       common,
-				Kind:         "infrai",
-				Capabilities: []string{"sync", "batch", "json_schema", "idempotency_key"},
-				Answer:       reads(bare).Answer,
-				AuthStatus:   http.StatusUnauthorized,
-				Params:       conformanceParams,
-			})
+			processortest.Exercise(t, harness(bare))
 		})
 	}
 }
@@ -104,5 +110,6 @@ func TestBatchConformance(t *testing.T) {
 		Open:   func(c processor.Common) (stet.BatchProcessor, error) { return open(c) },
 		Common: common,
 		Params: conformanceParams,
+		Info:   stet.BatchInfo{IdempotentSubmit: true, ResultsRetention: 24 * time.Hour},
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/infrai/infraifake"
 	"github.com/stetlabs/stet/processor/processortest"
 	"github.com/stetlabs/stet/schema"
@@ -16,19 +17,11 @@ func TestInjection(t *testing.T) {
 		t.Fatal(err)
 	}
 	processortest.ExerciseInjection(t, processortest.InjectionHarness{
-		Start: func(t *testing.T, answer string) (string, func() [][]byte) {
-			var got processortest.Bodies
-			f := newFake(t, infraifake.Options{Respond: func(req infraifake.Request) string {
-				got.Add(req.Body)
-				return answer
-			}})
-			return f.URL(), got.All
+		Start: func(t *testing.T, respond func([]byte) string) string {
+			return newFake(t, infraifake.Options{Respond: func(req infraifake.Request) string { return respond(req.Body) }}).URL()
 		},
-		Open: func(url string) (stet.Processor, error) {
-			c := common
-			c.BaseURL = url
-			return open(c)
-		},
+		Open:     func(c processor.Common) (stet.Processor, error) { return open(c) },
+		Common:   common,
 		Wire:     processortest.ChatWire,
 		Validate: s.Validate,
 	})

@@ -36,9 +36,10 @@ func startFake(t *testing.T) (*openaifake.Server, processortest.Fake) {
 
 var common = processor.Common{ID: "openai-test", APIKey: testKey, Model: testModel}
 
-func TestConformance(t *testing.T) {
-	t.Parallel()
-	processortest.Exercise(t, processortest.Harness{
+// harness is the suite's view of the adapter (TestConformance, and
+// FuzzExtract's Start, Open and Common).
+func harness() processortest.Harness {
+	return processortest.Harness{
 		Start:        func(t *testing.T) processortest.Fake { _, f := startFake(t); return f },
 		Open:         func(c processor.Common) (stet.Processor, error) { return New(Config{Common: c}) },
 		Common:       common,
@@ -51,7 +52,12 @@ func TestConformance(t *testing.T) {
 			Output: openaifake.MinimalInstance(json.RawMessage(processortest.Schema)),
 		}.Answer,
 		AuthStatus: http.StatusUnauthorized,
-	})
+	}
+}
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	processortest.Exercise(t, harness())
 }
 
 func TestBatchConformance(t *testing.T) {
@@ -69,5 +75,6 @@ func TestBatchConformance(t *testing.T) {
 		},
 		Open:   func(c processor.Common) (stet.BatchProcessor, error) { return New(Config{Common: c}) },
 		Common: common,
+		Info:   stet.BatchInfo{IdempotentSubmit: false, ResultsRetention: 30 * 24 * time.Hour, MaxItems: 50000},
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/openai/openaifake"
 	"github.com/stetlabs/stet/processor/processortest"
 	"github.com/stetlabs/stet/schema"
@@ -21,19 +22,11 @@ func injectionValidator(t *testing.T) func([]byte) []string {
 func TestInjection(t *testing.T) {
 	t.Parallel()
 	processortest.ExerciseInjection(t, processortest.InjectionHarness{
-		Start: func(t *testing.T, answer string) (string, func() [][]byte) {
-			var got processortest.Bodies
-			f := newFake(t, openaifake.Options{Respond: func(req openaifake.Request) string {
-				got.Add(req.Body)
-				return answer
-			}})
-			return f.URL(), got.All
+		Start: func(t *testing.T, respond func([]byte) string) string {
+			return newFake(t, openaifake.Options{Respond: func(req openaifake.Request) string { return respond(req.Body) }}).URL()
 		},
-		Open: func(url string) (stet.Processor, error) {
-			c := common
-			c.BaseURL = url
-			return New(Config{Common: c})
-		},
+		Open:     func(c processor.Common) (stet.Processor, error) { return New(Config{Common: c}) },
+		Common:   common,
 		Wire:     processortest.ChatWire,
 		Validate: injectionValidator(t),
 	})

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/processor"
 )
 
 // Injection is a document written to instruct the model instead of being
@@ -84,13 +85,15 @@ type Wire struct {
 
 // InjectionHarness adapts one adapter to ExerciseInjection.
 type InjectionHarness struct {
-	// Start starts a fresh fake that answers every call with answer (as
-	// text, or as the forced tool's input), registers its Close with
-	// t.Cleanup, and returns its base URL and the request bodies it has
-	// received.
-	Start func(t *testing.T, answer string) (baseURL string, bodies func() [][]byte)
-	// Open builds the processor under test against baseURL.
-	Open func(baseURL string) (stet.Processor, error)
+	// Start starts a fresh fake that answers every call with what respond
+	// returns for the request body (as text, or as the forced tool's
+	// input), registers its Close with t.Cleanup, and returns its base URL.
+	Start func(t *testing.T, respond func(body []byte) string) (baseURL string)
+	// Open builds the processor under test from c (Common with the fake's
+	// base URL), as Harness.Open does.
+	Open func(c processor.Common) (stet.Processor, error)
+	// Common is a valid configuration the cases start from.
+	Common processor.Common
 	// Wire reads a request body.
 	Wire func(t *testing.T, body []byte) Wire
 	// Tool is the one tool the adapter may offer, forced in tool_choice; ""
@@ -113,8 +116,13 @@ func ExerciseInjection(t *testing.T, h InjectionHarness) {
 		for _, ob := range ObeyedAnswers {
 			t.Run(doc.Name+"/"+ob.Name, func(t *testing.T) {
 				t.Parallel()
-				url, bodies := h.Start(t, ob.Answer)
-				p, err := h.Open(url)
+				var bodies Bodies
+				c := h.Common
+				c.BaseURL = h.Start(t, func(body []byte) string {
+					bodies.Add(body)
+					return ob.Answer
+				})
+				p, err := h.Open(c)
 				if err != nil {
 					t.Fatalf("Open = %v", err)
 				}
@@ -139,7 +147,7 @@ func ExerciseInjection(t *testing.T, h InjectionHarness) {
 						t.Errorf("Validate(%s) = %q, want schema-valid %v", ext.Output, problems, ob.SchemaValid)
 					}
 				}
-				got := bodies()
+				got := bodies.All()
 				if len(got) == 0 {
 					t.Fatal("the fake received no request")
 				}
