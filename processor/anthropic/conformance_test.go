@@ -12,6 +12,7 @@ import (
 	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/anthropic/anthropicfake"
 	"github.com/stetlabs/stet/processor/processortest"
+	"github.com/stetlabs/stet/schema"
 )
 
 // noResetHeaders removes the anthropic-ratelimit-*-reset headers the fake
@@ -76,13 +77,15 @@ func startFake(t *testing.T) (*anthropicfake.Server, processortest.Fake) {
 var common = processor.Common{ID: "anthropic-test", APIKey: testKey, Model: testModel}
 
 // harness is the suite's view of the adapter in one request form,
-// structured output or tool use (TestConformance, FuzzExtract).
+// structured output or tool use (TestConformance, FuzzExtract). The
+// injection cases run in both forms (with tool use the one tool offered is
+// the forced output-schema tool), the batch cases once.
 func harness(toolUse bool) processortest.Harness {
 	caps := []string{"sync", "batch", "json_schema"}
 	if toolUse {
 		caps = append(caps, "tool_use")
 	}
-	return processortest.Harness{
+	h := processortest.Harness{
 		Start:        func(t *testing.T) processortest.Fake { _, f := startFake(t); return f },
 		Open:         func(c processor.Common) (stet.Processor, error) { return New(Config{Common: c, ToolUse: toolUse}) },
 		Common:       common,
@@ -95,24 +98,19 @@ func harness(toolUse bool) processortest.Harness {
 			Output: fakekit.MinimalInstance(json.RawMessage(processortest.Schema)),
 		}.Answer,
 		AuthStatus: http.StatusUnauthorized,
+		Injection: processortest.InjectionHarness{
+			Start: func(t *testing.T, respond func([]byte) string) string {
+				return newFake(t, anthropicfake.Options{Respond: func(req anthropicfake.Request) string { return respond(req.Body) }}).URL()
+			},
+			Wire:     messagesWire,
+			Validate: processortest.InjectionValidator(schema.Compile),
+		},
 	}
-}
-
-// TestConformance runs the suite in both request forms: structured
-// output and tool use.
-func TestConformance(t *testing.T) {
-	t.Parallel()
-	for _, toolUse := range []bool{false, true} {
-		t.Run(fmt.Sprint("tool use ", toolUse), func(t *testing.T) {
-			t.Parallel()
-			processortest.Exercise(t, harness(toolUse))
-		})
+	if toolUse {
+		h.Injection.Tool = processor.SchemaName("injection_v1")
+		return h
 	}
-}
-
-func TestBatchConformance(t *testing.T) {
-	t.Parallel()
-	processortest.ExerciseBatch(t, processortest.BatchHarness{
+	h.Batch = processortest.BatchHarness{
 		Start: func(t *testing.T) processortest.BatchFake {
 			f, fake := startFake(t)
 			return processortest.BatchFake{
@@ -125,8 +123,20 @@ func TestBatchConformance(t *testing.T) {
 				},
 			}
 		},
-		Open:   func(c processor.Common) (stet.BatchProcessor, error) { return New(Config{Common: c}) },
-		Common: common,
-		Info:   stet.BatchInfo{IdempotentSubmit: false, ResultsRetention: 29 * 24 * time.Hour, MaxItems: 100000},
-	})
+		Open: func(c processor.Common) (stet.BatchProcessor, error) { return New(Config{Common: c}) },
+		Info: stet.BatchInfo{IdempotentSubmit: false, ResultsRetention: 29 * 24 * time.Hour, MaxItems: 100000},
+	}
+	return h
+}
+
+// TestConformance runs the suite in both request forms: structured
+// output and tool use.
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	for _, toolUse := range []bool{false, true} {
+		t.Run(fmt.Sprint("tool use ", toolUse), func(t *testing.T) {
+			t.Parallel()
+			processortest.Exercise(t, harness(toolUse))
+		})
+	}
 }

@@ -4,29 +4,8 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/stetlabs/stet"
-	"github.com/stetlabs/stet/processor"
-	"github.com/stetlabs/stet/processor/gemini/geminifake"
 	"github.com/stetlabs/stet/processor/processortest"
-	"github.com/stetlabs/stet/schema"
 )
-
-func TestInjection(t *testing.T) {
-	t.Parallel()
-	s, err := schema.Compile("injection_v1", []byte(processortest.InjectionSchema))
-	if err != nil {
-		t.Fatal(err)
-	}
-	processortest.ExerciseInjection(t, processortest.InjectionHarness{
-		Start: func(t *testing.T, respond func([]byte) string) string {
-			return newFake(t, geminifake.Options{Respond: func(req geminifake.Request) string { return respond(req.Body) }}).URL()
-		},
-		Open:     func(c processor.Common) (stet.Processor, error) { return New(Config{Common: c}) },
-		Common:   common,
-		Wire:     generateWire,
-		Validate: s.Validate,
-	})
-}
 
 // generateWire reads a generateContent request body: systemInstruction,
 // user turns' text parts, tools and toolConfig (both spellings).

@@ -13,6 +13,7 @@ import (
 	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/infrai/infraifake"
 	"github.com/stetlabs/stet/processor/processortest"
+	"github.com/stetlabs/stet/schema"
 )
 
 // faults is the Infrai fake's fault for each of the suite's kinds.
@@ -68,9 +69,10 @@ func conformanceParams(prompt string) stet.ExtractParams {
 }
 
 // harness is the suite's view of the adapter in one answer form, the
-// envelope or the bare completion (TestConformance, FuzzExtract).
+// envelope or the bare completion (TestConformance, FuzzExtract). The
+// batch and injection cases run in the envelope form only.
 func harness(bare bool) processortest.Harness {
-	return processortest.Harness{
+	h := processortest.Harness{
 		Start:        func(t *testing.T) processortest.Fake { _, f := startConformanceFake(t, bare); return f },
 		Open:         func(c processor.Common) (stet.Processor, error) { return open(c) },
 		Common:       common,
@@ -80,6 +82,31 @@ func harness(bare bool) processortest.Harness {
 		AuthStatus:   http.StatusUnauthorized,
 		Params:       conformanceParams,
 	}
+	if bare {
+		return h
+	}
+	h.Batch = processortest.BatchHarness{
+		Start: func(t *testing.T) processortest.BatchFake {
+			f, fake := startConformanceFake(t, false)
+			return processortest.BatchFake{
+				Fake:            fake,
+				Batches:         func() int { return f.BatchCounts().Created },
+				ScriptItem:      func(jobID string, s processortest.Script) { f.ScriptBatchItem(jobID, faults.Script(s)) },
+				ItemsContaining: f.CallsContaining, // only batch items are sent
+				StatusFault:     func(s processortest.Script) { f.EnqueueBatch(infraifake.BatchStatusRoute, faults.Script(s)) },
+			}
+		},
+		Open: func(c processor.Common) (stet.BatchProcessor, error) { return open(c) },
+		Info: stet.BatchInfo{IdempotentSubmit: true, ResultsRetention: 24 * time.Hour},
+	}
+	h.Injection = processortest.InjectionHarness{
+		Start: func(t *testing.T, respond func([]byte) string) string {
+			return newFake(t, infraifake.Options{Respond: func(req infraifake.Request) string { return respond(req.Body) }}).URL()
+		},
+		Wire:     processortest.ChatWire,
+		Validate: processortest.InjectionValidator(schema.Compile),
+	}
+	return h
 }
 
 // TestConformance runs the suite against both answer forms: the envelope
@@ -92,24 +119,4 @@ func TestConformance(t *testing.T) {
 			processortest.Exercise(t, harness(bare))
 		})
 	}
-}
-
-func TestBatchConformance(t *testing.T) {
-	t.Parallel()
-	processortest.ExerciseBatch(t, processortest.BatchHarness{
-		Start: func(t *testing.T) processortest.BatchFake {
-			f, fake := startConformanceFake(t, false)
-			return processortest.BatchFake{
-				Fake:            fake,
-				Batches:         func() int { return f.BatchCounts().Created },
-				ScriptItem:      func(jobID string, s processortest.Script) { f.ScriptBatchItem(jobID, faults.Script(s)) },
-				ItemsContaining: f.CallsContaining, // only batch items are sent
-				StatusFault:     func(s processortest.Script) { f.EnqueueBatch(infraifake.BatchStatusRoute, faults.Script(s)) },
-			}
-		},
-		Open:   func(c processor.Common) (stet.BatchProcessor, error) { return open(c) },
-		Common: common,
-		Params: conformanceParams,
-		Info:   stet.BatchInfo{IdempotentSubmit: true, ResultsRetention: 24 * time.Hour},
-	})
 }

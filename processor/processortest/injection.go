@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet"
-	"github.com/stetlabs/stet/processor"
 )
 
 // Injection is a document written to instruct the model instead of being
@@ -83,46 +82,54 @@ type Wire struct {
 	ToolChoice string   // the tool the request forces, "" for none
 }
 
-// InjectionHarness adapts one adapter to ExerciseInjection.
+// InjectionHarness is what the injection cases need of an adapter beyond
+// its Harness (Open and Common come from there).
 type InjectionHarness struct {
 	// Start starts a fresh fake that answers every call with what respond
 	// returns for the request body (as text, or as the forced tool's
 	// input), registers its Close with t.Cleanup, and returns its base URL.
 	Start func(t *testing.T, respond func(body []byte) string) (baseURL string)
-	// Open builds the processor under test from c (Common with the fake's
-	// base URL), as Harness.Open does.
-	Open func(c processor.Common) (stet.Processor, error)
-	// Common is a valid configuration the cases start from.
-	Common processor.Common
 	// Wire reads a request body.
 	Wire func(t *testing.T, body []byte) Wire
 	// Tool is the one tool the adapter may offer, forced in tool_choice; ""
 	// when it may offer none.
 	Tool string
 	// Validate is the profile validator of InjectionSchema (the pipeline's
-	// check of every output): problems, or none.
+	// check of every output): problems, or none (InjectionValidator).
 	Validate func(output []byte) []string
 }
 
-// ExerciseInjection sends every injection document, each time with the fake
-// scripted to obey it with one of ObeyedAnswers, and checks the outcome
-// and the request: the answer comes back untouched (then the validator
-// passes it only when it matches the schema) or fails invalid_output; the
-// request carries no system instruction, the prompt only in the first user
-// turn, and no tool but Tool, forced.
-func ExerciseInjection(t *testing.T, h InjectionHarness) {
+// InjectionValidator returns the Validate of what compile (the pipeline's
+// schema.Compile, which the suite may not import) makes of
+// InjectionSchema, named injection_v1.
+func InjectionValidator[S interface{ Validate([]byte) []string }](compile func(name string, doc []byte) (S, error)) func([]byte) []string {
+	s, err := compile("injection_v1", []byte(InjectionSchema))
+	if err != nil {
+		panic("compile InjectionSchema: " + err.Error())
+	}
+	return s.Validate
+}
+
+// exerciseInjection sends every injection document, each time with the
+// fake scripted to obey it with one of ObeyedAnswers, and checks the
+// outcome and the request: the answer comes back untouched (then the
+// validator passes it only when it matches the schema) or fails
+// invalid_output; the request carries no system instruction, the prompt
+// only in the first user turn, and no tool but Tool, forced.
+func exerciseInjection(t *testing.T, hh Harness) {
 	t.Helper()
+	h := hh.Injection
 	for _, doc := range Injections() {
 		for _, ob := range ObeyedAnswers {
 			t.Run(doc.Name+"/"+ob.Name, func(t *testing.T) {
 				t.Parallel()
 				var bodies Bodies
-				c := h.Common
+				c := hh.Common
 				c.BaseURL = h.Start(t, func(body []byte) string {
 					bodies.Add(body)
 					return ob.Answer
 				})
-				p, err := h.Open(c)
+				p, err := hh.Open(c)
 				if err != nil {
 					t.Fatalf("Open = %v", err)
 				}

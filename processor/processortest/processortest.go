@@ -147,6 +147,12 @@ type Harness struct {
 	// Lacks names the Fault kinds the provider has no concept of, with the
 	// reason; their cases are skipped with it.
 	Lacks map[Fault]string
+	// Batch, when its Open is set, adds ExerciseBatch's cases as the
+	// subtest "batch"; its Common and Params default to h's.
+	Batch BatchHarness
+	// Injection, when its Wire is set, adds the injection cases as the
+	// subtest "injection" (InjectionHarness).
+	Injection InjectionHarness
 }
 
 // Answer is what a successful Extraction must carry, as the provider's
@@ -317,6 +323,25 @@ func Exercise(t *testing.T, h Harness) {
 			t.Errorf("Extract() cancelled mid-call = %v, want it to wrap the cause %v", err, errShutdown)
 		}
 	})
+	if h.Batch.Open != nil {
+		b := h.Batch
+		if b.Common.ID == "" {
+			b.Common = h.Common
+		}
+		if b.Params == nil {
+			b.Params = h.Params
+		}
+		t.Run("batch", func(t *testing.T) {
+			t.Parallel()
+			ExerciseBatch(t, b)
+		})
+	}
+	if h.Injection.Wire != nil {
+		t.Run("injection", func(t *testing.T) {
+			t.Parallel()
+			exerciseInjection(t, h)
+		})
+	}
 	t.Run("invalid schema makes no call", func(t *testing.T) {
 		t.Parallel()
 		schemas := []string{"{not json"}
