@@ -66,58 +66,35 @@ func recordRequests() (anthropicfake.Options, func() anthropicfake.Request) {
 
 func TestRequestGolden(t *testing.T) {
 	t.Parallel()
-	repairs := []stet.RepairTurn{
-		{Output: []byte(`{"category":"maybe"}`), Problems: []string{`/category: value must be one of "ok", "harmful", "medical_advice"`, `/: missing properties "flags", "confidence"`}},
-		{Output: []byte(`{"category":"ok","flags":[]`), Problems: []string{"not valid JSON"}},
-	}
-	tests := []struct {
-		name    string
-		golden  string
-		toolUse bool
-		repair  []stet.RepairTurn
-	}{
-		{name: "output_config first call", golden: "request.golden.json"},
-		{name: "output_config repair turns", golden: "request_repair.golden.json", repair: repairs},
-		{name: "tool use first call", golden: "request_tool.golden.json", toolUse: true},
-		{name: "tool use repair turns", golden: "request_tool_repair.golden.json", toolUse: true, repair: repairs},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			opts, last := recordRequests()
-			f := newFake(t, opts)
-			c := newTestClient(t, f, 0, tt.toolUse)
-			p := testParams(processortest.GoldenPrompt)
-			p.Repair = tt.repair
-			if _, err := c.Extract(t.Context(), p); err != nil {
-				t.Fatalf("Extract() = %v, want success", err)
-			}
-			got := last()
-
-			if auth := got.Header.Get("Authorization"); auth != "Bearer "+testKey {
-				t.Errorf("Authorization header = %q, want the configured key as a bearer token", auth)
-			}
+	// A case's With is its request form: tool use or structured output.
+	processortest.ExerciseGolden(t, processortest.GoldenHarness[bool, anthropicfake.Request]{
+		Open: func(t *testing.T, toolUse bool, last *processortest.Last[anthropicfake.Request]) (processortest.Calls, stet.Processor) {
+			f := newFake(t, anthropicfake.Options{Respond: func(req anthropicfake.Request) string {
+				last.Set(req)
+				return fakekit.MinimalInstance(req.Schema)
+			}})
+			return f, newTestClient(t, f, 0, toolUse)
+		},
+		Params:  testParams(processortest.GoldenPrompt),
+		Request: func(r anthropicfake.Request) (http.Header, []byte) { return r.Header, r.Body },
+		Header:  map[string]string{"Authorization": "Bearer " + testKey, "Content-Type": "application/json", "X-Stainless-Retry-Count": "0"},
+		Check: func(t *testing.T, tc processortest.GoldenCase[bool], _ stet.ExtractParams, got anthropicfake.Request) {
 			if v := got.Header.Get("anthropic-version"); v == "" {
 				t.Errorf("anthropic-version header missing")
 			}
-			if ct := got.Header.Get("Content-Type"); ct != "application/json" {
-				t.Errorf("Content-Type = %q, want application/json", ct)
-			}
-			if n := got.Header.Get("X-Stainless-Retry-Count"); n != "0" {
-				t.Errorf("X-Stainless-Retry-Count = %q, want 0", n)
-			}
-			processortest.GoldenJSON(t, tt.golden, got.Body)
-			if n := f.Calls(); n != 1 {
-				t.Errorf("fake calls = %d, want 1", n)
-			}
-			if tt.toolUse && len(tt.repair) > 0 {
+			if tc.With && len(tc.Repair) > 0 {
 				// A JSON object answer goes back as the tool call it was.
 				if len(got.Messages) < 3 || !slices.Equal(got.Messages[1].Blocks, []string{"tool_use"}) || !slices.Equal(got.Messages[2].Blocks, []string{"tool_result"}) {
 					t.Errorf("repair turn blocks = %+v, want a tool_use answered by a tool_result", got.Messages)
 				}
 			}
-		})
-	}
+		},
+	}, []processortest.GoldenCase[bool]{
+		{Name: "output_config first call", File: "request.golden.json"},
+		{Name: "output_config repair turns", File: "request_repair.golden.json", Repair: processortest.GoldenRepair},
+		{Name: "tool use first call", File: "request_tool.golden.json", With: true},
+		{Name: "tool use repair turns", File: "request_tool_repair.golden.json", Repair: processortest.GoldenRepair, With: true},
+	})
 }
 
 // TestSchemaSentVerbatim checks that the profile schema reaches the wire

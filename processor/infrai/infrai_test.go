@@ -58,61 +58,34 @@ func testParams(prompt string) stet.ExtractParams { return processortest.Params(
 
 func TestRequestGolden(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name    string
-		golden  string
-		repair  []stet.RepairTurn
-		wantKey string
-	}{
-		{name: "first call", golden: "request.golden.json", wantKey: "ade0590c355eab8d155d86864bbddc7c7e6821a852f005d5a90fabdeb8460070"},
-		{
-			name:   "repair turns",
-			golden: "request_repair.golden.json",
-			repair: []stet.RepairTurn{
-				{Output: []byte(`{"category":"maybe"}`), Problems: []string{`/category: value must be one of "ok", "harmful", "medical_advice"`, `/: missing properties "flags", "confidence"`}},
-				{Output: []byte(`{"category":"ok","flags":[]`), Problems: []string{"not valid JSON"}},
-			},
-			wantKey: "50a6fce351a01a77f585c440429bb1ac3eaf4642b98a69b67b74e7d107ed5e1e",
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			var last processortest.Last[infraifake.Request]
+	processortest.ExerciseGolden(t, processortest.GoldenHarness[string, infraifake.Request]{
+		Open: func(t *testing.T, _ string, last *processortest.Last[infraifake.Request]) (processortest.Calls, stet.Processor) {
 			f := newFake(t, infraifake.Options{Respond: func(req infraifake.Request) string {
 				last.Set(req)
 				return infraifake.MinimalInstance(req.Schema)
 			}})
-			c := newTestClient(t, f, 0)
-			p := testParams(processortest.GoldenPrompt)
-			p.Repair = tt.repair
-			if _, err := c.Extract(t.Context(), p); err != nil {
-				t.Fatalf("Extract() = %v, want success", err)
+			return f, newTestClient(t, f, 0)
+		},
+		Params:  testParams(processortest.GoldenPrompt),
+		Request: func(r infraifake.Request) (http.Header, []byte) { return r.Header, r.Body },
+		Header:  map[string]string{"Authorization": "Bearer " + testKey, "Content-Type": "application/json", "Accept": "application/json"},
+		Bytes:   true,
+		// The case's With is the Idempotency-Key's fixed derivation.
+		Check: func(t *testing.T, tc processortest.GoldenCase[string], p stet.ExtractParams, got infraifake.Request) {
+			if k, want := got.Header.Get("Idempotency-Key"), IdempotencyKey(testID, p.JobID, p.Attempt, len(p.Repair)); k != want {
+				t.Errorf("header Idempotency-Key = %q, want %q", k, want)
 			}
-			got := last.Get()
-
-			for h, want := range map[string]string{
-				"Authorization":   "Bearer " + testKey,
-				"Content-Type":    "application/json",
-				"Accept":          "application/json",
-				"Idempotency-Key": IdempotencyKey(testID, p.JobID, p.Attempt, len(p.Repair)),
-			} {
-				if v := got.Header.Get(h); v != want {
-					t.Errorf("header %s = %q, want %q", h, v, want)
-				}
-			}
-			if got.IdempotencyKey != tt.wantKey {
-				t.Errorf("Idempotency-Key = %q, want the fixed derivation %q", got.IdempotencyKey, tt.wantKey)
+			if got.IdempotencyKey != tc.With {
+				t.Errorf("Idempotency-Key = %q, want the fixed derivation %q", got.IdempotencyKey, tc.With)
 			}
 			if !got.Canonical {
 				t.Errorf("request body is not canonical JSON (sorted keys, no spaces, trailing newline):\n%s", got.Body)
 			}
-			processortest.Golden(t, tt.golden, got.Body)
-			if n := f.Calls(); n != 1 {
-				t.Errorf("fake calls = %d, want 1", n)
-			}
-		})
-	}
+		},
+	}, []processortest.GoldenCase[string]{
+		{Name: "first call", File: "request.golden.json", With: "ade0590c355eab8d155d86864bbddc7c7e6821a852f005d5a90fabdeb8460070"},
+		{Name: "repair turns", File: "request_repair.golden.json", Repair: processortest.GoldenRepair, With: "50a6fce351a01a77f585c440429bb1ac3eaf4642b98a69b67b74e7d107ed5e1e"},
+	})
 }
 
 func TestIdempotencyKey(t *testing.T) {

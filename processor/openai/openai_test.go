@@ -54,49 +54,21 @@ func newFake(t *testing.T, opts openaifake.Options) *openaifake.Server {
 
 func TestRequestGolden(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name   string
-		golden string
-		repair []stet.RepairTurn
-	}{
-		{name: "first call", golden: "request.golden.json"},
-		{
-			name:   "repair turns",
-			golden: "request_repair.golden.json",
-			repair: []stet.RepairTurn{
-				{Output: []byte(`{"category":"maybe"}`), Problems: []string{`/category: value must be one of "ok", "harmful", "medical_advice"`, `/: missing properties "flags", "confidence"`}},
-				{Output: []byte(`{"category":"ok","flags":[]`), Problems: []string{"not valid JSON"}},
-			},
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			var last processortest.Last[openaifake.Request]
+	processortest.ExerciseGolden(t, processortest.GoldenHarness[struct{}, openaifake.Request]{
+		Open: func(t *testing.T, _ struct{}, last *processortest.Last[openaifake.Request]) (processortest.Calls, stet.Processor) {
 			f := newFake(t, openaifake.Options{Respond: func(req openaifake.Request) string {
 				last.Set(req)
 				return openaifake.MinimalInstance(req.Schema)
 			}})
-			c := newTestClient(t, f, 0)
-			p := testParams(processortest.GoldenPrompt)
-			p.Repair = tt.repair
-			if _, err := c.Extract(t.Context(), p); err != nil {
-				t.Fatalf("Extract() = %v, want success", err)
-			}
-			got := last.Get()
-
-			if auth := got.Header.Get("Authorization"); auth != "Bearer "+testKey {
-				t.Errorf("Authorization header = %q, want the configured bearer key", auth)
-			}
-			if ct := got.Header.Get("Content-Type"); ct != "application/json" {
-				t.Errorf("Content-Type = %q, want application/json", ct)
-			}
-			processortest.GoldenJSON(t, tt.golden, got.Body)
-			if n := f.Calls(); n != 1 {
-				t.Errorf("fake calls = %d, want 1", n)
-			}
-		})
-	}
+			return f, newTestClient(t, f, 0)
+		},
+		Params:  testParams(processortest.GoldenPrompt),
+		Request: func(r openaifake.Request) (http.Header, []byte) { return r.Header, r.Body },
+		Header:  map[string]string{"Authorization": "Bearer " + testKey, "Content-Type": "application/json"},
+	}, []processortest.GoldenCase[struct{}]{
+		{Name: "first call", File: "request.golden.json"},
+		{Name: "repair turns", File: "request_repair.golden.json", Repair: processortest.GoldenRepair},
+	})
 }
 
 // TestNoRetries checks that the SDK's own retries are off for the statuses
