@@ -26,25 +26,15 @@ const (
 	testSchema = processortest.ModerationSchema
 )
 
-// newTestClient returns a Client talking to f with the test key.
+// testCommon is the configuration of the adapter's own tests.
+var testCommon = processor.Common{ID: "anthropic-test", APIKey: testKey, Model: testModel, Region: "eu", Retention: "30d"}
+
+// newTestClient returns a Client talking to f with the test key, in the
+// tool use form or not.
 func newTestClient(t *testing.T, f *anthropicfake.Server, timeout time.Duration, toolUse bool) *Client {
 	t.Helper()
-	c, err := New(Config{
-		Common: processor.Common{
-			ID:        "anthropic-test",
-			BaseURL:   f.URL(),
-			APIKey:    testKey,
-			Model:     testModel,
-			Region:    "eu",
-			Retention: "30d",
-			Timeout:   timeout,
-		},
-		ToolUse: toolUse,
-	})
-	if err != nil {
-		t.Fatalf("New() = %v", err)
-	}
-	return c
+	open := func(c processor.Common) (*Client, error) { return New(Config{Common: c, ToolUse: toolUse}) }
+	return processortest.MustOpen(t, open, testCommon, f.URL(), timeout)
 }
 
 func testParams(prompt string) stet.ExtractParams { return processortest.Params(prompt, testSchema) }

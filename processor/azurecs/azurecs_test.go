@@ -29,24 +29,16 @@ func newFake(t *testing.T, opts azurecsfake.Options) *azurecsfake.Server {
 	return fakekit.Started(t, azurecsfake.New(opts))
 }
 
+// testCommon is the configuration of the adapter's own tests.
+var testCommon = processor.Common{ID: "azure-cs-test", APIKey: testKey, Region: "eastus", Retention: "none"}
+
 // newTestClient returns a Client with the quickstart mapping talking to f.
 func newTestClient(t *testing.T, f *azurecsfake.Server, timeout time.Duration) *Client {
 	t.Helper()
-	c, err := New(Config{
-		Common: processor.Common{
-			ID:        "azure-cs-test",
-			BaseURL:   f.URL(),
-			APIKey:    testKey,
-			Region:    "eastus",
-			Retention: "none",
-			Timeout:   timeout,
-		},
-		MappingPath: quickstartMapping,
-	})
-	if err != nil {
-		t.Fatalf("New() = %v", err)
+	open := func(c processor.Common) (*Client, error) {
+		return New(Config{Common: c, MappingPath: quickstartMapping})
 	}
-	return c
+	return processortest.MustOpen(t, open, testCommon, f.URL(), timeout)
 }
 
 func testParams(t *testing.T, input string) stet.ExtractParams {

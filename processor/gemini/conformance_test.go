@@ -56,7 +56,7 @@ var common = processor.Common{ID: "gemini-test", APIKey: testKey, Model: testMod
 func harness() processortest.Harness {
 	return processortest.Harness{
 		Start:        func(t *testing.T) processortest.Fake { _, f := startFake(t); return f },
-		Open:         func(c processor.Common) (stet.Processor, error) { return New(Config{Common: c}) },
+		Open:         func(c processor.Common) (stet.Processor, error) { return open(c) },
 		Common:       common,
 		Kind:         "gemini",
 		Capabilities: []string{"sync", "json_schema"},

@@ -23,15 +23,16 @@ const (
 	testSchema = `{"type":"object","properties":{"category":{"type":"string","enum":["ok","harmful","medical_advice"]},"flags":{"type":["array","null"],"items":{"type":"string"}},"confidence":{"type":"number","minimum":0,"maximum":1}},"required":["category","flags","confidence"],"additionalProperties":false}`
 )
 
+// testCommon is the configuration of the adapter's own tests.
+var testCommon = processor.Common{ID: "gemini-test", APIKey: testKey, Model: testModel, Region: "us", Retention: "55d"}
+
 // newTestClient returns a Client talking to f with the test key.
 func newTestClient(t *testing.T, f *geminifake.Server, timeout time.Duration) *Client {
 	t.Helper()
-	c, err := New(Config{Common: processor.Common{ID: "gemini-test", BaseURL: f.URL(), APIKey: testKey, Model: testModel, Region: "us", Retention: "55d", Timeout: timeout}})
-	if err != nil {
-		t.Fatalf("New() = %v", err)
-	}
-	return c
+	return processortest.MustOpen(t, open, testCommon, f.URL(), timeout)
 }
+
+func open(c processor.Common) (*Client, error) { return New(Config{Common: c}) }
 
 func testParams(prompt string) stet.ExtractParams { return processortest.Params(prompt, testSchema) }
 

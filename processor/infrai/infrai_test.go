@@ -34,24 +34,13 @@ func newFake(t *testing.T, opts infraifake.Options) *infraifake.Server {
 	return fakekit.Started(t, infraifake.New(opts))
 }
 
+// testCommon is the configuration of the adapter's own tests.
+var testCommon = processor.Common{ID: testID, APIKey: testKey, Model: testModel, Region: "western", Retention: "30d"}
+
 // newTestClient returns a Client talking to f with the test key.
 func newTestClient(t *testing.T, f *infraifake.Server, timeout time.Duration) *Client {
 	t.Helper()
-	c, err := New(Config{
-		Common: processor.Common{
-			ID:        testID,
-			BaseURL:   f.URL(),
-			APIKey:    testKey,
-			Model:     testModel,
-			Region:    "western",
-			Retention: "30d",
-			Timeout:   timeout,
-		},
-	})
-	if err != nil {
-		t.Fatalf("New() = %v", err)
-	}
-	return c
+	return processortest.MustOpen(t, open, testCommon, f.URL(), timeout)
 }
 
 func testParams(prompt string) stet.ExtractParams { return processortest.Params(prompt, testSchema) }

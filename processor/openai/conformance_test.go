@@ -42,7 +42,7 @@ var common = processor.Common{ID: "openai-test", APIKey: testKey, Model: testMod
 func harness() processortest.Harness {
 	return processortest.Harness{
 		Start:        func(t *testing.T) processortest.Fake { _, f := startFake(t); return f },
-		Open:         func(c processor.Common) (stet.Processor, error) { return New(Config{Common: c}) },
+		Open:         func(c processor.Common) (stet.Processor, error) { return open(c) },
 		Common:       common,
 		Kind:         "openai",
 		Capabilities: []string{"sync", "batch", "json_schema"},
@@ -64,7 +64,7 @@ func harness() processortest.Harness {
 					StatusFault:     func(s processortest.Script) { f.EnqueueBatch(openaifake.BatchRouteStatus, faults.Script(s)) },
 				}
 			},
-			Open: func(c processor.Common) (stet.BatchProcessor, error) { return New(Config{Common: c}) },
+			Open: func(c processor.Common) (stet.BatchProcessor, error) { return open(c) },
 			Info: stet.BatchInfo{IdempotentSubmit: false, ResultsRetention: 30 * 24 * time.Hour, MaxItems: 50000},
 		},
 		Injection: processortest.InjectionHarness{

@@ -25,25 +25,16 @@ const (
 	testSchema = processortest.ModerationSchema
 )
 
+// testCommon is the configuration of the adapter's own tests.
+var testCommon = processor.Common{ID: "openai-test", APIKey: testKey, Model: testModel, Region: "us", Retention: "30d"}
+
 // newTestClient returns a Client talking to f with the test key.
 func newTestClient(t *testing.T, f *openaifake.Server, timeout time.Duration) *Client {
 	t.Helper()
-	c, err := New(Config{
-		Common: processor.Common{
-			ID:        "openai-test",
-			BaseURL:   f.URL(),
-			APIKey:    testKey,
-			Model:     testModel,
-			Region:    "us",
-			Retention: "30d",
-			Timeout:   timeout,
-		},
-	})
-	if err != nil {
-		t.Fatalf("New() = %v", err)
-	}
-	return c
+	return processortest.MustOpen(t, open, testCommon, f.URL(), timeout)
 }
+
+func open(c processor.Common) (*Client, error) { return New(Config{Common: c}) }
 
 func testParams(prompt string) stet.ExtractParams { return processortest.Params(prompt, testSchema) }
 

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/processor"
 )
 
 // update is the -update flag every adapter's golden tests share: with it,
@@ -399,4 +400,17 @@ func (t CappedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	res.Body = http.MaxBytesReader(nil, res.Body, t.Limit)
 	return res, nil
+}
+
+// MustOpen returns what open makes of c with baseURL and timeout (0: the
+// adapter's default), failing t when open fails: an adapter's own tests'
+// client for their fake.
+func MustOpen[P any](t testing.TB, open func(processor.Common) (P, error), c processor.Common, baseURL string, timeout time.Duration) P {
+	t.Helper()
+	c.BaseURL, c.Timeout = baseURL, timeout
+	p, err := open(c)
+	if err != nil {
+		t.Fatalf("New() = %v", err)
+	}
+	return p
 }
