@@ -393,9 +393,7 @@ func TestSchemaCheckIsCached(t *testing.T) {
 			t.Fatalf("Extract() = %v", err)
 		}
 	}
-	n := 0
-	c.fitted.Range(func(any, any) bool { n++; return true })
-	if n != 1 {
+	if n := c.fitted.Len(); n != 1 {
 		t.Errorf("schema checks cached = %d, want 1 for one distinct schema", n)
 	}
 }
