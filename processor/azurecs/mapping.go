@@ -530,4 +530,3 @@ func (m *Mapping) rationale(found []finding, matched *mapRule) string {
 	}
 	return s
 }
-

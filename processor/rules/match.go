@@ -420,7 +420,6 @@ func (s *ruleSet) render(fired []*rule) json.RawMessage {
 	})
 }
 
-
 // normalizer folds typographic variants to the ASCII forms rules are written
 // in and drops invisible characters that would split a word.
 var normalizer = strings.NewReplacer(
