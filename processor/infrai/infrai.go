@@ -108,11 +108,8 @@ var _ stet.Processor = (*Client)(nil)
 
 // New returns a Client for cfg. It makes no network call.
 func New(cfg Config) (*Client, error) {
-	if err := cfg.Check("infrai"); err != nil {
+	if err := cfg.CheckModel("infrai"); err != nil {
 		return nil, err
-	}
-	if cfg.Model == "" {
-		return nil, fmt.Errorf("infrai: config %s: model is required", cfg.ID)
 	}
 	base, u, err := cfg.ParseBaseURL("infrai", DefaultBaseURL)
 	if err != nil || u.RawQuery != "" || u.Fragment != "" {

@@ -18,7 +18,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -71,11 +70,8 @@ var _ stet.Processor = (*Client)(nil)
 
 // New returns a Client for cfg. It makes no network call.
 func New(cfg Config) (*Client, error) {
-	if err := cfg.Check("openai"); err != nil {
+	if err := cfg.CheckModel("openai"); err != nil {
 		return nil, err
-	}
-	if cfg.Model == "" {
-		return nil, fmt.Errorf("openai: config %s: model is required", cfg.ID)
 	}
 	base, _, err := cfg.ParseBaseURL("openai", DefaultBaseURL)
 	if err != nil {
