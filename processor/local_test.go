@@ -3,6 +3,8 @@ package processor
 import (
 	"errors"
 	"testing"
+
+	"github.com/stetlabs/stet"
 )
 
 func TestSchemaFitsChecksEachSchemaOnce(t *testing.T) {
@@ -43,5 +45,19 @@ func TestObjectJSON(t *testing.T) {
 	}
 	if got := ObjectJSON(0, nil); string(got) != `{}` {
 		t.Errorf("ObjectJSON(0) = %s, want {}", got)
+	}
+}
+
+func TestCheckParamsSchema(t *testing.T) {
+	t.Parallel()
+	if err := CheckParamsSchema([]byte(`{"type":"object"}`)); err != nil {
+		t.Errorf("CheckParamsSchema(object) = %v, want nil", err)
+	}
+	for _, schema := range []string{"", "{not json"} {
+		err := CheckParamsSchema([]byte(schema))
+		var pe *stet.ProcessorError
+		if !errors.As(err, &pe) || pe.Class != stet.FailureUnsupported || pe.Code != "invalid_schema" {
+			t.Errorf("CheckParamsSchema(%q) = %v, want unsupported invalid_schema", schema, err)
+		}
 	}
 }
