@@ -2,7 +2,6 @@ package anthropic
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -133,10 +132,5 @@ func harness(toolUse bool) processortest.Harness {
 // output and tool use.
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	for _, toolUse := range []bool{false, true} {
-		t.Run(fmt.Sprint("tool use ", toolUse), func(t *testing.T) {
-			t.Parallel()
-			processortest.Exercise(t, harness(toolUse))
-		})
-	}
+	processortest.ExerciseForms(t, map[string]processortest.Harness{"structured output": harness(false), "tool use": harness(true)})
 }

@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -113,10 +112,5 @@ func harness(bare bool) processortest.Harness {
 // and the bare completion.
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	for _, bare := range []bool{false, true} {
-		t.Run(fmt.Sprintf("bare=%v", bare), func(t *testing.T) {
-			t.Parallel()
-			processortest.Exercise(t, harness(bare))
-		})
-	}
+	processortest.ExerciseForms(t, map[string]processortest.Harness{"envelope": harness(false), "bare": harness(true)})
 }

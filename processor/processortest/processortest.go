@@ -197,6 +197,19 @@ type want struct {
 	tolerance  time.Duration
 }
 
+// ExerciseForms runs Exercise for each of an adapter's request or answer
+// forms (structured output and tool use, an envelope and a bare answer),
+// each a parallel subtest named by its form.
+func ExerciseForms(t *testing.T, forms map[string]Harness) {
+	t.Helper()
+	for name, h := range forms {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			Exercise(t, h)
+		})
+	}
+}
+
 // Exercise runs the conformance cases of stet.Processor against h, each a
 // parallel subtest with its own fake.
 func Exercise(t *testing.T, h Harness) {
