@@ -47,22 +47,18 @@ func newFake(t *testing.T, opts anthropicfake.Options) *anthropicfake.Server {
 // recordRequests returns anthropicfake.Options whose Respond keeps the last request.
 func recordRequests() (anthropicfake.Options, func() anthropicfake.Request) {
 	var last processortest.Last[anthropicfake.Request]
-	opts := anthropicfake.Options{Respond: func(req anthropicfake.Request) string {
-		last.Set(req)
-		return fakekit.MinimalInstance(req.Schema)
-	}}
-	return opts, last.Get
+	return anthropicfake.Options{Respond: last.Record(minimalAnswer)}, last.Get
 }
+
+// minimalAnswer answers a request with the minimal instance of its schema.
+func minimalAnswer(req anthropicfake.Request) string { return fakekit.MinimalInstance(req.Schema) }
 
 func TestRequestGolden(t *testing.T) {
 	t.Parallel()
 	// A case's With is its request form: tool use or structured output.
 	processortest.ExerciseGolden(t, processortest.GoldenHarness[bool, anthropicfake.Request]{
 		Open: func(t *testing.T, toolUse bool, last *processortest.Last[anthropicfake.Request]) (processortest.Calls, stet.Processor) {
-			f := newFake(t, anthropicfake.Options{Respond: func(req anthropicfake.Request) string {
-				last.Set(req)
-				return fakekit.MinimalInstance(req.Schema)
-			}})
+			f := newFake(t, anthropicfake.Options{Respond: last.Record(minimalAnswer)})
 			return f, newTestClient(t, f, 0, toolUse)
 		},
 		Params:  testParams(processortest.GoldenPrompt),

@@ -53,10 +53,7 @@ func TestRequestGolden(t *testing.T) {
 	}
 	processortest.ExerciseGolden(t, processortest.GoldenHarness[*with, geminifake.Request]{
 		Open: func(t *testing.T, w *with, last *processortest.Last[geminifake.Request]) (processortest.Calls, stet.Processor) {
-			f := newFake(t, geminifake.Options{Respond: func(req geminifake.Request) string {
-				last.Set(req)
-				return geminifake.MinimalInstance(req.Schema)
-			}})
+			f := newFake(t, geminifake.Options{Respond: last.Record(func(req geminifake.Request) string { return geminifake.MinimalInstance(req.Schema) })})
 			w.base = f.URL()
 			cfg := Config{Common: processor.Common{ID: "gemini-test", BaseURL: f.URL(), APIKey: testKey, Model: testModel, HTTPClient: w.rt.Client()}}
 			if w.cfg != nil {

@@ -49,10 +49,7 @@ func TestRequestGolden(t *testing.T) {
 	t.Parallel()
 	processortest.ExerciseGolden(t, processortest.GoldenHarness[string, infraifake.Request]{
 		Open: func(t *testing.T, _ string, last *processortest.Last[infraifake.Request]) (processortest.Calls, stet.Processor) {
-			f := newFake(t, infraifake.Options{Respond: func(req infraifake.Request) string {
-				last.Set(req)
-				return infraifake.MinimalInstance(req.Schema)
-			}})
+			f := newFake(t, infraifake.Options{Respond: last.Record(func(req infraifake.Request) string { return infraifake.MinimalInstance(req.Schema) })})
 			return f, newTestClient(t, f, 0)
 		},
 		Params:  testParams(processortest.GoldenPrompt),

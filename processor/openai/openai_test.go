@@ -48,10 +48,7 @@ func TestRequestGolden(t *testing.T) {
 	t.Parallel()
 	processortest.ExerciseGolden(t, processortest.GoldenHarness[struct{}, openaifake.Request]{
 		Open: func(t *testing.T, _ struct{}, last *processortest.Last[openaifake.Request]) (processortest.Calls, stet.Processor) {
-			f := newFake(t, openaifake.Options{Respond: func(req openaifake.Request) string {
-				last.Set(req)
-				return openaifake.MinimalInstance(req.Schema)
-			}})
+			f := newFake(t, openaifake.Options{Respond: last.Record(func(req openaifake.Request) string { return openaifake.MinimalInstance(req.Schema) })})
 			return f, newTestClient(t, f, 0)
 		},
 		Params:  testParams(processortest.GoldenPrompt),

@@ -285,6 +285,15 @@ func (l *Last[R]) Set(v R) {
 	l.v = v
 }
 
+// Record returns a fake's Respond hook that Sets each request on l and
+// answers what answer returns for it.
+func (l *Last[R]) Record(answer func(R) string) func(R) string {
+	return func(req R) string {
+		l.Set(req)
+		return answer(req)
+	}
+}
+
 // Get returns the last value Set was given.
 func (l *Last[R]) Get() R {
 	l.mu.Lock()
