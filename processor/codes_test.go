@@ -1,6 +1,7 @@
 package processor
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -42,5 +43,25 @@ func TestRepairMessage(t *testing.T) {
 	want := "Your previous answer was not valid against the JSON schema: /label: missing; /score: not a number. Answer again with only the corrected JSON."
 	if got != want {
 		t.Errorf("RepairMessage() = %q, want %q", got, want)
+	}
+}
+
+func TestErrorObjectCode(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ in, want string }{
+		{`{"code":"insufficient_quota","type":"billing"}`, "insufficient_quota"},
+		{`{"code":null,"type":"invalid_request_error"}`, "invalid_request_error"},
+		{`{"code":"has space","type":"server_error"}`, "server_error"},
+		{`{"code":429}`, "429"},
+		{`{"code":1.5,"type":"x"}`, "x"},
+		{`{"code":1e12}`, ""},
+		{`{"message":"the document says CANARY"}`, ""},
+		{`"rate_limited"`, ""},
+		{`not json`, ""},
+		{``, ""},
+	} {
+		if got := ErrorObjectCode(json.RawMessage(tt.in)); got != tt.want {
+			t.Errorf("ErrorObjectCode(%s) = %q, want %q", tt.in, got, tt.want)
+		}
 	}
 }

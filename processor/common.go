@@ -49,6 +49,18 @@ func (c Common) Check(pkg string) error {
 	return nil
 }
 
+// CheckModel is Check for an adapter that needs a model: it also rejects
+// an empty Model.
+func (c Common) CheckModel(pkg string) error {
+	if err := c.Check(pkg); err != nil {
+		return err
+	}
+	if c.Model == "" {
+		return fmt.Errorf("%s: config %s: model is required", pkg, c.ID)
+	}
+	return nil
+}
+
 // ParseBaseURL returns c.BaseURL, or def when it is empty, and its parsed
 // form. It must be an absolute http(s) URL; pkg prefixes the error
 // ("openai").

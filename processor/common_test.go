@@ -26,6 +26,24 @@ func TestCommonCheck(t *testing.T) {
 	}
 }
 
+func TestCommonCheckModel(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		c    Common
+		want string
+	}{
+		{Common{ID: "x", Model: "m"}, ""},
+		{Common{ID: "x"}, "infrai: config x: model is required"},
+		{Common{Model: "m"}, "infrai: config: id is required"},
+		{Common{ID: "x", Model: "m", Timeout: -time.Second}, "infrai: config x: timeout must not be negative"},
+	}
+	for _, tt := range tests {
+		if got := errText(tt.c.CheckModel("infrai")); got != tt.want {
+			t.Errorf("CheckModel(%+v) = %q, want %q", tt.c, got, tt.want)
+		}
+	}
+}
+
 func errText(err error) string {
 	if err == nil {
 		return ""

@@ -7,7 +7,24 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/stetlabs/stet"
 )
+
+// CheckParamsSchema returns the error an LLM adapter's Extract gives,
+// before any call, for params whose schema is missing or not JSON: a
+// *stet.ProcessorError, unsupported, code invalid_schema. It is nil for a
+// schema that is JSON.
+func CheckParamsSchema(schema json.RawMessage) error {
+	if len(schema) == 0 || !json.Valid(schema) {
+		return &stet.ProcessorError{
+			Class: stet.FailureUnsupported,
+			Code:  "invalid_schema",
+			Err:   errors.New("extract params carry no valid JSON schema"),
+		}
+	}
+	return nil
+}
 
 // SchemaCheck is a static check of what a deterministic adapter (a mapping,
 // a rules file) can write against a profile's JSON Schema: it reads the

@@ -84,11 +84,8 @@ var _ stet.Processor = (*Client)(nil)
 
 // New returns a Client for cfg. It makes no network call.
 func New(cfg Config) (*Client, error) {
-	if err := cfg.Check("anthropic"); err != nil {
+	if err := cfg.CheckModel("anthropic"); err != nil {
 		return nil, err
-	}
-	if cfg.Model == "" {
-		return nil, fmt.Errorf("anthropic: config %s: model is required", cfg.ID)
 	}
 	if cfg.MaxTokens < 0 {
 		return nil, fmt.Errorf("anthropic: config %s: max_tokens must not be negative", cfg.ID)

@@ -8,8 +8,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -26,25 +26,15 @@ const (
 	testSchema = processortest.ModerationSchema
 )
 
-// newTestClient returns a Client talking to f with the test key.
+// testCommon is the configuration of the adapter's own tests.
+var testCommon = processor.Common{ID: "anthropic-test", APIKey: testKey, Model: testModel, Region: "eu", Retention: "30d"}
+
+// newTestClient returns a Client talking to f with the test key, in the
+// tool use form or not.
 func newTestClient(t *testing.T, f *anthropicfake.Server, timeout time.Duration, toolUse bool) *Client {
 	t.Helper()
-	c, err := New(Config{
-		Common: processor.Common{
-			ID:        "anthropic-test",
-			BaseURL:   f.URL(),
-			APIKey:    testKey,
-			Model:     testModel,
-			Region:    "eu",
-			Retention: "30d",
-			Timeout:   timeout,
-		},
-		ToolUse: toolUse,
-	})
-	if err != nil {
-		t.Fatalf("New() = %v", err)
-	}
-	return c
+	open := func(c processor.Common) (*Client, error) { return New(Config{Common: c, ToolUse: toolUse}) }
+	return processortest.MustOpen(t, open, testCommon, f.URL(), timeout)
 }
 
 func testParams(prompt string) stet.ExtractParams { return processortest.Params(prompt, testSchema) }
@@ -57,67 +47,40 @@ func newFake(t *testing.T, opts anthropicfake.Options) *anthropicfake.Server {
 // recordRequests returns anthropicfake.Options whose Respond keeps the last request.
 func recordRequests() (anthropicfake.Options, func() anthropicfake.Request) {
 	var last processortest.Last[anthropicfake.Request]
-	opts := anthropicfake.Options{Respond: func(req anthropicfake.Request) string {
-		last.Set(req)
-		return fakekit.MinimalInstance(req.Schema)
-	}}
-	return opts, last.Get
+	return anthropicfake.Options{Respond: last.Record(minimalAnswer)}, last.Get
 }
+
+// minimalAnswer answers a request with the minimal instance of its schema.
+func minimalAnswer(req anthropicfake.Request) string { return fakekit.MinimalInstance(req.Schema) }
 
 func TestRequestGolden(t *testing.T) {
 	t.Parallel()
-	repairs := []stet.RepairTurn{
-		{Output: []byte(`{"category":"maybe"}`), Problems: []string{`/category: value must be one of "ok", "harmful", "medical_advice"`, `/: missing properties "flags", "confidence"`}},
-		{Output: []byte(`{"category":"ok","flags":[]`), Problems: []string{"not valid JSON"}},
-	}
-	tests := []struct {
-		name    string
-		golden  string
-		toolUse bool
-		repair  []stet.RepairTurn
-	}{
-		{name: "output_config first call", golden: "request.golden.json"},
-		{name: "output_config repair turns", golden: "request_repair.golden.json", repair: repairs},
-		{name: "tool use first call", golden: "request_tool.golden.json", toolUse: true},
-		{name: "tool use repair turns", golden: "request_tool_repair.golden.json", toolUse: true, repair: repairs},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			opts, last := recordRequests()
-			f := newFake(t, opts)
-			c := newTestClient(t, f, 0, tt.toolUse)
-			p := testParams(processortest.GoldenPrompt)
-			p.Repair = tt.repair
-			if _, err := c.Extract(t.Context(), p); err != nil {
-				t.Fatalf("Extract() = %v, want success", err)
-			}
-			got := last()
-
-			if auth := got.Header.Get("Authorization"); auth != "Bearer "+testKey {
-				t.Errorf("Authorization header = %q, want the configured key as a bearer token", auth)
-			}
+	// A case's With is its request form: tool use or structured output.
+	processortest.ExerciseGolden(t, processortest.GoldenHarness[bool, anthropicfake.Request]{
+		Open: func(t *testing.T, toolUse bool, last *processortest.Last[anthropicfake.Request]) (processortest.Calls, stet.Processor) {
+			f := newFake(t, anthropicfake.Options{Respond: last.Record(minimalAnswer)})
+			return f, newTestClient(t, f, 0, toolUse)
+		},
+		Params:  testParams(processortest.GoldenPrompt),
+		Request: func(r anthropicfake.Request) (http.Header, []byte) { return r.Header, r.Body },
+		Header:  map[string]string{"Authorization": "Bearer " + testKey, "Content-Type": "application/json", "X-Stainless-Retry-Count": "0"},
+		Check: func(t *testing.T, tc processortest.GoldenCase[bool], _ stet.ExtractParams, got anthropicfake.Request) {
 			if v := got.Header.Get("anthropic-version"); v == "" {
 				t.Errorf("anthropic-version header missing")
 			}
-			if ct := got.Header.Get("Content-Type"); ct != "application/json" {
-				t.Errorf("Content-Type = %q, want application/json", ct)
-			}
-			if n := got.Header.Get("X-Stainless-Retry-Count"); n != "0" {
-				t.Errorf("X-Stainless-Retry-Count = %q, want 0", n)
-			}
-			processortest.GoldenJSON(t, tt.golden, got.Body)
-			if n := f.Calls(); n != 1 {
-				t.Errorf("fake calls = %d, want 1", n)
-			}
-			if tt.toolUse && len(tt.repair) > 0 {
+			if tc.With && len(tc.Repair) > 0 {
 				// A JSON object answer goes back as the tool call it was.
 				if len(got.Messages) < 3 || !slices.Equal(got.Messages[1].Blocks, []string{"tool_use"}) || !slices.Equal(got.Messages[2].Blocks, []string{"tool_result"}) {
 					t.Errorf("repair turn blocks = %+v, want a tool_use answered by a tool_result", got.Messages)
 				}
 			}
-		})
-	}
+		},
+	}, []processortest.GoldenCase[bool]{
+		{Name: "output_config first call", File: "request.golden.json"},
+		{Name: "output_config repair turns", File: "request_repair.golden.json", Repair: processortest.GoldenRepair},
+		{Name: "tool use first call", File: "request_tool.golden.json", With: true},
+		{Name: "tool use repair turns", File: "request_tool_repair.golden.json", Repair: processortest.GoldenRepair, With: true},
+	})
 }
 
 // TestSchemaSentVerbatim checks that the profile schema reaches the wire
@@ -191,18 +154,9 @@ func TestClassification(t *testing.T) {
 				c.now = func() time.Time { return now }
 				return f, c
 			},
-			Params: testParams("Classify: the nurse was kind."),
-			Check: func(t *testing.T, tt processortest.Classification[anthropicfake.Fault], _ *stet.Extraction, pe *stet.ProcessorError) {
-				if pe == nil {
-					return
-				}
-				if tt.Status != 0 && !strings.HasPrefix(pe.RequestID, "req_") {
-					t.Errorf("Extract() with %s: RequestID = %q, want the request-id header", tt.Fault.Kind, pe.RequestID)
-				}
-				if tt.Class == stet.FailureInvalidOutput && len(pe.Output) == 0 {
-					t.Errorf("Extract() with %s: Output empty, want the invalid answer", tt.Fault.Kind)
-				}
-			},
+			Params:        testParams("Classify: the nurse was kind."),
+			RequestID:     regexp.MustCompile(`^req_`), // the request-id header
+			InvalidOutput: processortest.KeptOutput,
 		}
 	}
 	harness(false).Run(t, []processortest.Classification[anthropicfake.Fault]{

@@ -9,13 +9,9 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	sdk "github.com/anthropics/anthropic-sdk-go/v2"
-	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/internal/fakekit"
@@ -539,9 +535,6 @@ func TestBatchStatusRawAndFields(t *testing.T) {
 	if wantExp := wire.CreatedAt.Add(29 * 24 * time.Hour); !st.ResultsExpireAt.Equal(wantExp) {
 		t.Errorf("ResultsExpireAt = %v, want created_at + 29 days = %v", st.ResultsExpireAt, wantExp)
 	}
-	if info := c.BatchInfo(); info.IdempotentSubmit || info.ResultsRetention != 29*24*time.Hour || info.MaxItems != 100000 {
-		t.Errorf("BatchInfo() = %+v, want not idempotent, 29 days, 100000 items", info)
-	}
 }
 
 // resultSummary is what a user checks of one result.
@@ -854,11 +847,7 @@ func TestBatchCanaryNeverInErrors(t *testing.T) {
 		jobID(1): {Outcome: anthropicfake.ItemErrored, ErrorType: marker, Message: marker},
 	}}})
 	c := batchClient(t, f, false, nil)
-	items := batchItems(2)
-	for i := range items {
-		items[i].Params.Prompt = stet.NewText("Classify this report: " + marker)
-	}
-	h := submit(t, c, items)
+	h := submit(t, c, processortest.WithPrompt(batchItems(2), "Classify this report: "+marker))
 	if n := f.BatchRequestsContaining(marker); n != 2 {
 		t.Fatalf("fake saw the marker in %d batch items, want 2 (the canary must reach the provider)", n)
 	}
@@ -876,95 +865,5 @@ func TestBatchCanaryNeverInErrors(t *testing.T) {
 	for _, r := range results {
 		errs = append(errs, r.Err)
 	}
-	for _, e := range errs {
-		if e == nil {
-			t.Errorf("want every item and the faulted status to fail, got a nil error among %v", errs)
-			continue
-		}
-		for _, s := range []string{e.Error(), fmt.Sprintf("%+v", e)} {
-			if strings.Contains(s, "CANARY") || strings.Contains(s, "Jane Roe") || strings.Contains(s, h.ProviderID) {
-				t.Errorf("error %q contains the canary or the batch ID", s)
-			}
-		}
-	}
-}
-
-// TestFakeBatchListWithSDK pages the fake's list through the SDK's own
-// auto-pager, both ways, to check the page shape and cursors.
-func TestFakeBatchListWithSDK(t *testing.T) {
-	t.Parallel()
-	f := newFake(t, anthropicfake.Options{})
-	c := batchClient(t, f, false, nil)
-	var ids []string
-	for range 7 {
-		ids = append(ids, submit(t, c, batchItems(1)).ProviderID)
-	}
-	svc := sdk.NewMessageBatchService(option.WithBaseURL(f.URL()), option.WithAPIKey(testKey), option.WithMaxRetries(0))
-	var got []string
-	pager := svc.ListAutoPaging(t.Context(), sdk.MessageBatchListParams{Limit: sdk.Int(3)})
-	for pager.Next() {
-		got = append(got, pager.Current().ID)
-	}
-	if err := pager.Err(); err != nil {
-		t.Fatal(err)
-	}
-	newestFirst := slices.Clone(ids)
-	slices.Reverse(newestFirst)
-	if !slices.Equal(got, newestFirst) {
-		t.Errorf("auto-paged list = %v, want newest first %v", got, newestFirst)
-	}
-	page, err := svc.List(t.Context(), sdk.MessageBatchListParams{Limit: sdk.Int(2), BeforeID: sdk.String(ids[2])})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var before []string
-	for _, b := range page.Data {
-		before = append(before, b.ID)
-	}
-	if want := []string{ids[4], ids[3]}; !slices.Equal(before, want) || !page.HasMore || page.FirstID != ids[4] || page.LastID != ids[3] {
-		t.Errorf("list before %s = %v has_more %v first %s last %s, want %v, more, %s, %s", ids[2], before, page.HasMore, page.FirstID, page.LastID, want, ids[4], ids[3])
-	}
-}
-
-func TestFakeBatchConcurrentUse(t *testing.T) {
-	t.Parallel()
-	f := newFake(t, anthropicfake.Options{Batch: anthropicfake.BatchOptions{PollsToEnd: 2}})
-	c := batchClient(t, f, false, nil)
-	const n = 12
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	for range n {
-		wg.Go(func() {
-			h, err := c.SubmitBatch(t.Context(), stet.BatchSubmit{Items: batchItems(2)})
-			if err != nil {
-				errs <- err
-				return
-			}
-			for {
-				st, err := c.BatchStatus(t.Context(), h.ProviderID)
-				if err != nil {
-					errs <- err
-					return
-				}
-				if st.State.Terminal() {
-					results, err := c.BatchResults(t.Context(), st)
-					if err == nil && len(results) != 2 {
-						err = fmt.Errorf("%d results, want 2", len(results))
-					}
-					if err != nil {
-						errs <- err
-					}
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Errorf("concurrent batch: %v", err)
-	}
-	if got := f.BatchCounts(); got.Created != n || got.StatusCalls != 2*n || got.ResultsFetches != n {
-		t.Errorf("counts = %+v, want %d batches, %d polls, %d fetches", got, n, 2*n, n)
-	}
+	processortest.NoCanaryErrors(t, errs, h.ProviderID)
 }

@@ -2,7 +2,6 @@ package anthropic
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/anthropic/anthropicfake"
 	"github.com/stetlabs/stet/processor/processortest"
+	"github.com/stetlabs/stet/schema"
 )
 
 // noResetHeaders removes the anthropic-ratelimit-*-reset headers the fake
@@ -75,40 +75,41 @@ func startFake(t *testing.T) (*anthropicfake.Server, processortest.Fake) {
 
 var common = processor.Common{ID: "anthropic-test", APIKey: testKey, Model: testModel}
 
-// TestConformance runs the suite in both request forms: structured
-// output and tool use.
-func TestConformance(t *testing.T) {
-	t.Parallel()
-	for _, toolUse := range []bool{false, true} {
-		caps := []string{"sync", "batch", "json_schema"}
-		if toolUse {
-			caps = append(caps, "tool_use")
-		}
-		t.Run(fmt.Sprint("tool use ", toolUse), func(t *testing.T) {
-			t.Parallel()
-			processortest.Exercise(t, processortest.Harness{
-				Start: func(t *testing.T) processortest.Fake { _, f := startFake(t); return f },
-				Open: func(c processor.Common) (stet.Processor, error) {
-					return New(Config{Common: c, ToolUse: toolUse})
-				},
-				Common:       common,
-				Kind:         "anthropic",
-				Capabilities: caps,
-				// What a Messages answer says of itself.
-				Answer: processortest.Reads{
-					RequestIDHeader: "request-id", Model: "model",
-					InputTokens: "usage.input_tokens", OutputTokens: []string{"usage.output_tokens"},
-					Output: fakekit.MinimalInstance(json.RawMessage(processortest.Schema)),
-				}.Answer,
-				AuthStatus: http.StatusUnauthorized,
-			})
-		})
+// harness is the suite's view of the adapter in one request form,
+// structured output or tool use (TestConformance, FuzzExtract). The
+// injection cases run in both forms (with tool use the one tool offered is
+// the forced output-schema tool), the batch cases once.
+func harness(toolUse bool) processortest.Harness {
+	caps := []string{"sync", "batch", "json_schema"}
+	if toolUse {
+		caps = append(caps, "tool_use")
 	}
-}
-
-func TestBatchConformance(t *testing.T) {
-	t.Parallel()
-	processortest.ExerciseBatch(t, processortest.BatchHarness{
+	h := processortest.Harness{
+		Start:        func(t *testing.T) processortest.Fake { _, f := startFake(t); return f },
+		Open:         func(c processor.Common) (stet.Processor, error) { return New(Config{Common: c, ToolUse: toolUse}) },
+		Common:       common,
+		Kind:         "anthropic",
+		Capabilities: caps,
+		// What a Messages answer says of itself.
+		Answer: processortest.Reads{
+			RequestIDHeader: "request-id", Model: "model",
+			InputTokens: "usage.input_tokens", OutputTokens: []string{"usage.output_tokens"},
+			Output: fakekit.MinimalInstance(json.RawMessage(processortest.Schema)),
+		}.Answer,
+		AuthStatus: http.StatusUnauthorized,
+		Injection: processortest.InjectionHarness{
+			Start: func(t *testing.T, respond func([]byte) string) string {
+				return newFake(t, anthropicfake.Options{Respond: func(req anthropicfake.Request) string { return respond(req.Body) }}).URL()
+			},
+			Wire:     messagesWire,
+			Validate: processortest.InjectionValidator(schema.Compile),
+		},
+	}
+	if toolUse {
+		h.Injection.Tool = processor.SchemaName("injection_v1")
+		return h
+	}
+	h.Batch = processortest.BatchHarness{
 		Start: func(t *testing.T) processortest.BatchFake {
 			f, fake := startFake(t)
 			return processortest.BatchFake{
@@ -121,7 +122,15 @@ func TestBatchConformance(t *testing.T) {
 				},
 			}
 		},
-		Open:   func(c processor.Common) (stet.BatchProcessor, error) { return New(Config{Common: c}) },
-		Common: common,
-	})
+		Open: func(c processor.Common) (stet.BatchProcessor, error) { return New(Config{Common: c}) },
+		Info: stet.BatchInfo{IdempotentSubmit: false, ResultsRetention: 29 * 24 * time.Hour, MaxItems: 100000},
+	}
+	return h
+}
+
+// TestConformance runs the suite in both request forms: structured
+// output and tool use.
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	processortest.ExerciseForms(t, map[string]processortest.Harness{"structured output": harness(false), "tool use": harness(true)})
 }

@@ -2,11 +2,11 @@ package anthropic
 
 import (
 	"errors"
-	"strings"
 	"testing"
 
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/processor/anthropic/anthropicfake"
+	"github.com/stetlabs/stet/processor/processortest"
 )
 
 // An ended batch is deleted through DELETE /v1/messages/batches/{id}: it is
@@ -55,44 +55,25 @@ func TestDeleteBatch(t *testing.T) {
 // call and answers stet.CodeNoDeleteAPI.
 func TestDeleteBatchFailures(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name  string
-		fault anthropicfake.Fault
-		want  stet.FailureClass
-	}{
-		{"server error", anthropicfake.Fault{Kind: anthropicfake.ServerError, Message: "CANARY-DEL"}, stet.FailureTransient},
-		{"overloaded", anthropicfake.Fault{Kind: anthropicfake.Overloaded, Message: "CANARY-DEL"}, stet.FailureTransient},
-		{"rate limited", anthropicfake.Fault{Kind: anthropicfake.RateLimit, Message: "CANARY-DEL"}, stet.FailureRateLimited},
-		{"disconnect", anthropicfake.Fault{Kind: anthropicfake.Disconnect}, stet.FailureTransient},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			f := anthropicfake.New(anthropicfake.Options{APIKey: testKey})
-			t.Cleanup(f.Close)
-			c := batchClient(t, f, false, nil)
-			h := submit(t, c, batchItems(1))
-			f.EndBatch(h.ProviderID)
-			f.EnqueueBatchFaults(anthropicfake.RouteBatchDelete, tt.fault)
-			err := c.DeleteBatch(t.Context(), h.ProviderID)
-			if got := stet.ClassOf(err); err == nil || got != tt.want {
-				t.Fatalf("DeleteBatch = %v (%s), want %s", err, got, tt.want)
-			}
-			if strings.Contains(err.Error(), "CANARY") || strings.Contains(err.Error(), h.ProviderID) {
-				t.Errorf("error %q carries provider text or the batch id", err)
-			}
-			if err := c.DeleteBatch(t.Context(), h.ProviderID); err != nil {
-				t.Errorf("DeleteBatch again = %v, want nil", err)
-			}
-		})
-	}
+	canary := processortest.DeleteCanary
+	processortest.ExerciseDeleteFailures(t, []processortest.DeleteFailure[anthropicfake.Fault]{
+		{Name: "server error", Fault: anthropicfake.Fault{Kind: anthropicfake.ServerError, Message: canary}, Class: stet.FailureTransient},
+		{Name: "overloaded", Fault: anthropicfake.Fault{Kind: anthropicfake.Overloaded, Message: canary}, Class: stet.FailureTransient},
+		{Name: "rate limited", Fault: anthropicfake.Fault{Kind: anthropicfake.RateLimit, Message: canary}, Class: stet.FailureRateLimited},
+		{Name: "disconnect", Fault: anthropicfake.Fault{Kind: anthropicfake.Disconnect}, Class: stet.FailureTransient},
+	}, func(t *testing.T, fault anthropicfake.Fault) (string, func() error) {
+		f := anthropicfake.New(anthropicfake.Options{APIKey: testKey})
+		t.Cleanup(f.Close)
+		c := batchClient(t, f, false, nil)
+		h := submit(t, c, batchItems(1))
+		f.EndBatch(h.ProviderID)
+		f.EnqueueBatchFaults(anthropicfake.RouteBatchDelete, fault)
+		return h.ProviderID, func() error { return c.DeleteBatch(t.Context(), h.ProviderID) }
+	})
 	f := anthropicfake.New(anthropicfake.Options{APIKey: testKey})
 	t.Cleanup(f.Close)
 	c := batchClient(t, f, false, nil)
-	var pe *stet.ProcessorError
-	if err := c.DeleteFile(t.Context(), "file_anything"); !errors.As(err, &pe) || pe.Code != stet.CodeNoDeleteAPI {
-		t.Errorf("DeleteFile = %v, want %s", err, stet.CodeNoDeleteAPI)
-	}
+	processortest.CheckNoDeleteAPI(t, "DeleteFile", c.DeleteFile(t.Context(), "file_anything"))
 	if n := f.BatchCounts(); n != (anthropicfake.BatchCounts{}) {
 		t.Errorf("DeleteFile made calls: %+v", n)
 	}

@@ -2,51 +2,10 @@ package anthropic
 
 import (
 	"encoding/json"
-	"fmt"
 	"testing"
 
-	"github.com/stetlabs/stet"
-	"github.com/stetlabs/stet/processor"
-	"github.com/stetlabs/stet/processor/anthropic/anthropicfake"
 	"github.com/stetlabs/stet/processor/processortest"
-	"github.com/stetlabs/stet/schema"
 )
-
-// TestInjection runs the injection cases in both request forms: with
-// tool_use the one tool offered is the forced output-schema tool.
-func TestInjection(t *testing.T) {
-	t.Parallel()
-	s, err := schema.Compile("injection_v1", []byte(processortest.InjectionSchema))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, toolUse := range []bool{false, true} {
-		t.Run(fmt.Sprint("tool use ", toolUse), func(t *testing.T) {
-			t.Parallel()
-			h := processortest.InjectionHarness{
-				Start: func(t *testing.T, answer string) (string, func() [][]byte) {
-					var got processortest.Bodies
-					f := newFake(t, anthropicfake.Options{Respond: func(req anthropicfake.Request) string {
-						got.Add(req.Body)
-						return answer
-					}})
-					return f.URL(), got.All
-				},
-				Open: func(url string) (stet.Processor, error) {
-					c := common
-					c.BaseURL = url
-					return New(Config{Common: c, ToolUse: toolUse})
-				},
-				Wire:     messagesWire,
-				Validate: s.Validate,
-			}
-			if toolUse {
-				h.Tool = processor.SchemaName("injection_v1")
-			}
-			processortest.ExerciseInjection(t, h)
-		})
-	}
-}
 
 // messagesWire reads a Messages request body: the system parameter, user
 // turns' text blocks, tools and tool_choice (MCP servers count as tools).

@@ -27,7 +27,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -116,11 +115,9 @@ type Client struct {
 	hc       *http.Client
 	mapping  *Mapping
 	now      func() time.Time // for Retry-After HTTP-dates
-	// fitted caches the schema check per schema SHA-256.
-	fitted sync.Map // string -> fitResult
+	// fitted caches the schema check per schema.
+	fitted processor.SchemaFits
 }
-
-type fitResult struct{ err error }
 
 var _ stet.Processor = (*Client)(nil)
 
@@ -254,13 +251,7 @@ func (c *Client) Extract(ctx context.Context, p stet.ExtractParams) (*stet.Extra
 
 // fits checks the mapping against schema once per distinct schema.
 func (c *Client) fits(schema json.RawMessage) error {
-	key := stet.SHA256Hex(schema)
-	if v, ok := c.fitted.Load(key); ok {
-		return v.(fitResult).err
-	}
-	err := c.mapping.CheckSchema(schema)
-	c.fitted.Store(key, fitResult{err: err})
-	return err
+	return c.fitted.Check(schema, c.mapping.CheckSchema)
 }
 
 // analyzeRequest is the text:analyze body. blocklistNames and

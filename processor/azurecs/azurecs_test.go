@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -29,24 +30,16 @@ func newFake(t *testing.T, opts azurecsfake.Options) *azurecsfake.Server {
 	return fakekit.Started(t, azurecsfake.New(opts))
 }
 
+// testCommon is the configuration of the adapter's own tests.
+var testCommon = processor.Common{ID: "azure-cs-test", APIKey: testKey, Region: "eastus", Retention: "none"}
+
 // newTestClient returns a Client with the quickstart mapping talking to f.
 func newTestClient(t *testing.T, f *azurecsfake.Server, timeout time.Duration) *Client {
 	t.Helper()
-	c, err := New(Config{
-		Common: processor.Common{
-			ID:        "azure-cs-test",
-			BaseURL:   f.URL(),
-			APIKey:    testKey,
-			Region:    "eastus",
-			Retention: "none",
-			Timeout:   timeout,
-		},
-		MappingPath: quickstartMapping,
-	})
-	if err != nil {
-		t.Fatalf("New() = %v", err)
+	open := func(c processor.Common) (*Client, error) {
+		return New(Config{Common: c, MappingPath: quickstartMapping})
 	}
-	return c
+	return processortest.MustOpen(t, open, testCommon, f.URL(), timeout)
 }
 
 func testParams(t *testing.T, input string) stet.ExtractParams {
@@ -182,12 +175,8 @@ func TestClassification(t *testing.T) {
 			c.now = func() time.Time { return now }
 			return f, c
 		},
-		Params: testParams(t, "The nurse was kind."),
-		Check: func(t *testing.T, tt processortest.Classification[azurecsfake.Fault], _ *stet.Extraction, pe *stet.ProcessorError) {
-			if pe != nil && tt.Status != 0 && len(pe.RequestID) != 36 {
-				t.Errorf("Extract() with %s: RequestID = %q, want the apim-request-id header", tt.Fault.Kind, pe.RequestID)
-			}
-		},
+		Params:    testParams(t, "The nurse was kind."),
+		RequestID: regexp.MustCompile(`^.{36}$`), // the apim-request-id header
 	}.Run(t, []processortest.Classification[azurecsfake.Fault]{
 		{Name: "429 TooManyRequests code", Fault: azurecsfake.Fault{Kind: azurecsfake.RateLimit, RetryAfter: "2", Code: "TooManyRequests"}, Class: stet.FailureRateLimited, Status: 429, Code: "TooManyRequests", RetryAfter: 2 * time.Second},
 		{Name: "429 retry-after-ms wins", Fault: azurecsfake.Fault{Kind: azurecsfake.RateLimit, RetryAfter: "7", RetryAfterMS: 1500}, Class: stet.FailureRateLimited, Status: 429, Code: "429", RetryAfter: 1500 * time.Millisecond},
@@ -401,9 +390,7 @@ func TestSchemaCheckIsCached(t *testing.T) {
 			t.Fatalf("Extract() = %v", err)
 		}
 	}
-	n := 0
-	c.fitted.Range(func(any, any) bool { n++; return true })
-	if n != 1 {
+	if n := c.fitted.Len(); n != 1 {
 		t.Errorf("schema checks cached = %d, want 1 for one distinct schema", n)
 	}
 }

@@ -1,7 +1,6 @@
 package azurecs
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -13,6 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/yamlcheck"
 )
 
@@ -448,25 +448,16 @@ func (m *Mapping) Apply(s Severities) json.RawMessage {
 	}
 	found := findings(s)
 
-	var buf bytes.Buffer
-	buf.WriteByte('{')
-	for i, f := range m.fields {
-		if i > 0 {
-			buf.WriteByte(',')
-		}
-		buf.Write(mustJSON(f.name))
-		buf.WriteByte(':')
-		switch f.name {
+	return processor.ObjectJSON(len(m.fields), func(i int) (string, []byte) {
+		switch name := m.fields[i].name; name {
 		case m.labelsField:
-			buf.Write(mustJSON(m.labelsFor(s)))
+			return name, processor.MustJSON(m.labelsFor(s))
 		case m.rationaleField:
-			buf.Write(mustJSON(m.rationale(found, matched)))
+			return name, processor.MustJSON(m.rationale(found, matched))
 		default:
-			buf.Write(values[i])
+			return name, values[i]
 		}
-	}
-	buf.WriteByte('}')
-	return buf.Bytes()
+	})
 }
 
 func (r *mapRule) matches(s Severities) bool {
@@ -538,12 +529,4 @@ func (m *Mapping) rationale(found []finding, matched *mapRule) string {
 		s += fmt.Sprintf("; rules[%d]", matched.index)
 	}
 	return s
-}
-
-func mustJSON(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic("azurecs: marshal: " + err.Error())
-	}
-	return b
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/gemini/geminifake"
 	"github.com/stetlabs/stet/processor/processortest"
+	"github.com/stetlabs/stet/schema"
 )
 
 // faults is the Gemini fake's fault for each of the suite's kinds.
@@ -50,11 +51,12 @@ func startFake(t *testing.T) (*geminifake.Server, processortest.Fake) {
 
 var common = processor.Common{ID: "gemini-test", APIKey: testKey, Model: testModel}
 
-func TestConformance(t *testing.T) {
-	t.Parallel()
-	processortest.Exercise(t, processortest.Harness{
+// harness is the suite's view of the adapter (TestConformance, with its
+// batch and injection cases, and FuzzExtract's Start, Open and Common).
+func harness() processortest.Harness {
+	return processortest.Harness{
 		Start:        func(t *testing.T) processortest.Fake { _, f := startFake(t); return f },
-		Open:         func(c processor.Common) (stet.Processor, error) { return New(Config{Common: c}) },
+		Open:         func(c processor.Common) (stet.Processor, error) { return open(c) },
 		Common:       common,
 		Kind:         "gemini",
 		Capabilities: []string{"sync", "json_schema"},
@@ -67,23 +69,32 @@ func TestConformance(t *testing.T) {
 			Output:       geminifake.MinimalInstance(json.RawMessage(processortest.Schema)),
 		}.Answer,
 		AuthStatus: http.StatusBadRequest,
-	})
+		Batch: processortest.BatchHarness{
+			Start: func(t *testing.T) processortest.BatchFake {
+				f, fake := startFake(t)
+				return processortest.BatchFake{
+					Fake:            fake,
+					Batches:         func() int { return f.BatchCounts().Created },
+					ScriptItem:      func(jobID string, s processortest.Script) { f.ScriptBatchItem(jobID, fakeFault(s)) },
+					ItemsContaining: f.BatchItemsContaining,
+					StatusFault:     func(s processortest.Script) { f.EnqueueBatchStatus(fakeFault(s)) },
+				}
+			},
+			Open: func(c processor.Common) (stet.BatchProcessor, error) { return NewBatch(Config{Common: c}) },
+			Info: stet.BatchInfo{ResultsRetention: 48 * time.Hour},
+		},
+		Injection: processortest.InjectionHarness{
+			Start: func(t *testing.T, respond func([]byte) string) string {
+				return newFake(t, geminifake.Options{Respond: func(req geminifake.Request) string { return respond(req.Body) }}).URL()
+			},
+			Wire:     generateWire,
+			Validate: processortest.InjectionValidator(schema.Compile),
+		},
+	}
 }
 
-func TestBatchConformance(t *testing.T) {
+// TestConformance runs the suite: sync, batch and injection cases.
+func TestConformance(t *testing.T) {
 	t.Parallel()
-	processortest.ExerciseBatch(t, processortest.BatchHarness{
-		Start: func(t *testing.T) processortest.BatchFake {
-			f, fake := startFake(t)
-			return processortest.BatchFake{
-				Fake:            fake,
-				Batches:         func() int { return f.BatchCounts().Created },
-				ScriptItem:      func(jobID string, s processortest.Script) { f.ScriptBatchItem(jobID, fakeFault(s)) },
-				ItemsContaining: f.BatchItemsContaining,
-				StatusFault:     func(s processortest.Script) { f.EnqueueBatchStatus(fakeFault(s)) },
-			}
-		},
-		Open:   func(c processor.Common) (stet.BatchProcessor, error) { return NewBatch(Config{Common: c}) },
-		Common: common,
-	})
+	processortest.Exercise(t, harness())
 }

@@ -169,12 +169,8 @@ func (c *Client) Info() stet.ProcessorInfo { return processor.CopyInfo(c.info) }
 // Every error is a *stet.ProcessorError. The output is checked to be JSON;
 // validating it against the profile schema is the pipeline's job.
 func (c *Client) Extract(ctx context.Context, p stet.ExtractParams) (*stet.Extraction, error) {
-	if len(p.Schema) == 0 || !json.Valid(p.Schema) {
-		return nil, &stet.ProcessorError{
-			Class: stet.FailureUnsupported,
-			Code:  "invalid_schema",
-			Err:   errors.New("extract params carry no valid JSON schema"),
-		}
+	if err := processor.CheckParamsSchema(p.Schema); err != nil {
+		return nil, err
 	}
 	contents, config := c.request(p)
 

@@ -23,15 +23,16 @@ const (
 	testSchema = `{"type":"object","properties":{"category":{"type":"string","enum":["ok","harmful","medical_advice"]},"flags":{"type":["array","null"],"items":{"type":"string"}},"confidence":{"type":"number","minimum":0,"maximum":1}},"required":["category","flags","confidence"],"additionalProperties":false}`
 )
 
+// testCommon is the configuration of the adapter's own tests.
+var testCommon = processor.Common{ID: "gemini-test", APIKey: testKey, Model: testModel, Region: "us", Retention: "55d"}
+
 // newTestClient returns a Client talking to f with the test key.
 func newTestClient(t *testing.T, f *geminifake.Server, timeout time.Duration) *Client {
 	t.Helper()
-	c, err := New(Config{Common: processor.Common{ID: "gemini-test", BaseURL: f.URL(), APIKey: testKey, Model: testModel, Region: "us", Retention: "55d", Timeout: timeout}})
-	if err != nil {
-		t.Fatalf("New() = %v", err)
-	}
-	return c
+	return processortest.MustOpen(t, open, testCommon, f.URL(), timeout)
 }
+
+func open(c processor.Common) (*Client, error) { return New(Config{Common: c}) }
 
 func testParams(prompt string) stet.ExtractParams { return processortest.Params(prompt, testSchema) }
 
@@ -43,71 +44,53 @@ func newFake(t *testing.T, opts geminifake.Options) *geminifake.Server {
 func TestRequestGolden(t *testing.T) {
 	t.Parallel()
 	temp := float32(0)
-	tests := []struct {
-		name   string
-		golden string
-		cfg    func(*Config)
-		repair []stet.RepairTurn
-	}{
-		{name: "first call", golden: "request.golden.json"},
-		{
-			name:   "repair turns",
-			golden: "request_repair.golden.json",
-			repair: []stet.RepairTurn{
-				{Output: []byte(`{"category":"maybe"}`), Problems: []string{`/category: value must be one of "ok", "harmful", "medical_advice"`, `/: missing properties "flags", "confidence"`}},
-				{Output: nil, Problems: []string{"output stopped for reciting source material; answer in your own words"}},
-			},
-		},
-		{
-			name:   "temperature and token cap",
-			golden: "request_options.golden.json",
-			cfg:    func(c *Config) { c.Temperature = &temp; c.MaxOutputTokens = 2048 },
-		},
+	// A case's With is its Config change, and where its request URL is
+	// recorded (with the fake's base URL, for Check).
+	type with struct {
+		cfg  func(*Config)
+		rt   processortest.RecordingTransport
+		base string
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			var last processortest.Last[geminifake.Request]
-			f := newFake(t, geminifake.Options{Respond: func(req geminifake.Request) string {
-				last.Set(req)
-				return geminifake.MinimalInstance(req.Schema)
-			}})
-			rt := &processortest.RecordingTransport{}
-			cfg := Config{Common: processor.Common{ID: "gemini-test", BaseURL: f.URL(), APIKey: testKey, Model: testModel, HTTPClient: rt.Client()}}
-			if tt.cfg != nil {
-				tt.cfg(&cfg)
+	processortest.ExerciseGolden(t, processortest.GoldenHarness[*with, geminifake.Request]{
+		Open: func(t *testing.T, w *with, last *processortest.Last[geminifake.Request]) (processortest.Calls, stet.Processor) {
+			f := newFake(t, geminifake.Options{Respond: last.Record(func(req geminifake.Request) string { return geminifake.MinimalInstance(req.Schema) })})
+			w.base = f.URL()
+			cfg := Config{Common: processor.Common{ID: "gemini-test", BaseURL: f.URL(), APIKey: testKey, Model: testModel, HTTPClient: w.rt.Client()}}
+			if w.cfg != nil {
+				w.cfg(&cfg)
 			}
 			c, err := New(cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
-			p := testParams(processortest.GoldenPrompt)
-			p.Repair = tt.repair
-			if _, err := c.Extract(t.Context(), p); err != nil {
-				t.Fatalf("Extract() = %v, want success", err)
-			}
-			got := last.Get()
-			if url, _, _ := rt.Last(); url != f.URL()+"/v1beta/models/"+testModel+":generateContent" {
-				t.Errorf("request URL = %q, want %q (no key in the query)", url, f.URL()+"/v1beta/models/"+testModel+":generateContent")
-			}
-			if key := got.Header.Get("x-goog-api-key"); key != testKey {
-				t.Errorf("x-goog-api-key = %q, want the configured key", key)
-			}
-			if auth := got.Header.Get("Authorization"); auth != "" {
-				t.Errorf("Authorization = %q, want none", auth)
-			}
-			if ct := got.Header.Get("Content-Type"); ct != "application/json" {
-				t.Errorf("Content-Type = %q, want application/json", ct)
+			return f, c
+		},
+		Params:  testParams(processortest.GoldenPrompt),
+		Request: func(r geminifake.Request) (http.Header, []byte) { return r.Header, r.Body },
+		Header:  map[string]string{"x-goog-api-key": testKey, "Authorization": "", "Content-Type": "application/json"},
+		Check: func(t *testing.T, tc processortest.GoldenCase[*with], _ stet.ExtractParams, got geminifake.Request) {
+			want := tc.With.base + "/v1beta/models/" + testModel + ":generateContent"
+			if url, _, _ := tc.With.rt.Last(); url != want {
+				t.Errorf("request URL = %q, want %q (no key in the query)", url, want)
 			}
 			if got.SchemaField != "responseJsonSchema" || got.ResponseMIMEType != "application/json" {
 				t.Errorf("schema sent as %q with mime %q, want responseJsonSchema with application/json", got.SchemaField, got.ResponseMIMEType)
 			}
-			processortest.GoldenJSON(t, tt.golden, got.Body)
-			if n := f.Calls(); n != 1 {
-				t.Errorf("fake calls = %d, want 1", n)
-			}
-		})
-	}
+		},
+	}, []processortest.GoldenCase[*with]{
+		{Name: "first call", File: "request.golden.json", With: &with{}},
+		{
+			Name: "repair turns", File: "request_repair.golden.json", With: &with{},
+			Repair: []stet.RepairTurn{
+				processortest.GoldenRepair[0],
+				{Output: nil, Problems: []string{"output stopped for reciting source material; answer in your own words"}},
+			},
+		},
+		{
+			Name: "temperature and token cap", File: "request_options.golden.json",
+			With: &with{cfg: func(c *Config) { c.Temperature = &temp; c.MaxOutputTokens = 2048 }},
+		},
+	})
 }
 
 // TestNoRetries checks that the SDK neither retries nor continues on its

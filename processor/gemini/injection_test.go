@@ -4,36 +4,8 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/stetlabs/stet"
-	"github.com/stetlabs/stet/processor/gemini/geminifake"
 	"github.com/stetlabs/stet/processor/processortest"
-	"github.com/stetlabs/stet/schema"
 )
-
-func TestInjection(t *testing.T) {
-	t.Parallel()
-	s, err := schema.Compile("injection_v1", []byte(processortest.InjectionSchema))
-	if err != nil {
-		t.Fatal(err)
-	}
-	processortest.ExerciseInjection(t, processortest.InjectionHarness{
-		Start: func(t *testing.T, answer string) (string, func() [][]byte) {
-			var got processortest.Bodies
-			f := newFake(t, geminifake.Options{Respond: func(req geminifake.Request) string {
-				got.Add(req.Body)
-				return answer
-			}})
-			return f.URL(), got.All
-		},
-		Open: func(url string) (stet.Processor, error) {
-			c := common
-			c.BaseURL = url
-			return New(Config{Common: c})
-		},
-		Wire:     generateWire,
-		Validate: s.Validate,
-	})
-}
 
 // generateWire reads a generateContent request body: systemInstruction,
 // user turns' text parts, tools and toolConfig (both spellings).

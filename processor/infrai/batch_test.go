@@ -155,42 +155,26 @@ func TestBatchSubmitGolden(t *testing.T) {
 	}
 }
 
-func TestBatchInfo(t *testing.T) {
-	t.Parallel()
-	c := newTestClient(t, newFake(t, infraifake.Options{}), 0)
-	if got, want := c.BatchInfo(), (stet.BatchInfo{IdempotentSubmit: true, ResultsRetention: 24 * time.Hour}); got != want {
-		t.Errorf("BatchInfo() = %+v, want %+v", got, want)
-	}
-}
-
 func TestBatchStateMapping(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		word string
-		want stet.BatchState
-	}{
-		{"queued", stet.BatchSubmitted},
-		{"pending", stet.BatchSubmitted},
-		{"validating", stet.BatchSubmitted},
-		{"running", stet.BatchInProgress},
-		{"processing", stet.BatchInProgress},
-		{"finalizing", stet.BatchInProgress},
-		{"cancelling", stet.BatchInProgress},
-		{"completed", stet.BatchCompleted},
-		{" Completed ", stet.BatchCompleted},
-		{"succeeded", stet.BatchCompleted},
-		{"failed", stet.BatchFailed},
-		{"cancelled", stet.BatchCancelled},
-		{"canceled", stet.BatchCancelled},
-		{"expired", stet.BatchExpired},
-		{"EXPIRED", stet.BatchExpired},
-		{"warming_up", stet.BatchInProgress},
-	}
-	for _, tt := range tests {
-		if got := batchState(tt.word); got != tt.want {
-			t.Errorf("batchState(%q) = %q, want %q", tt.word, got, tt.want)
-		}
-	}
+	processortest.CheckBatchStates(t, "batchState", batchState, map[string]stet.BatchState{
+		"queued":      stet.BatchSubmitted,
+		"pending":     stet.BatchSubmitted,
+		"validating":  stet.BatchSubmitted,
+		"running":     stet.BatchInProgress,
+		"processing":  stet.BatchInProgress,
+		"finalizing":  stet.BatchInProgress,
+		"cancelling":  stet.BatchInProgress,
+		"completed":   stet.BatchCompleted,
+		" Completed ": stet.BatchCompleted,
+		"succeeded":   stet.BatchCompleted,
+		"failed":      stet.BatchFailed,
+		"cancelled":   stet.BatchCancelled,
+		"canceled":    stet.BatchCancelled,
+		"expired":     stet.BatchExpired,
+		"EXPIRED":     stet.BatchExpired,
+		"warming_up":  stet.BatchInProgress,
+	})
 	// Every stet state a provider can report is reachable.
 	reached := map[stet.BatchState]bool{}
 	for _, s := range batchStates {
@@ -764,10 +748,7 @@ func TestBatchCanaryNeverInErrors(t *testing.T) {
 		"job_04": {Kind: infraifake.ItemExpired},
 	}})
 	c := newTestClient(t, f, 0)
-	items := batchItems(4)
-	for i := range items {
-		items[i].Params.Prompt = stet.NewText("Classify: " + marker)
-	}
+	items := processortest.WithPrompt(batchItems(4), "Classify: "+marker)
 	h, err := c.SubmitBatch(t.Context(), submitOf(items))
 	if err != nil {
 		t.Fatal(err)
@@ -794,14 +775,7 @@ func TestBatchCanaryNeverInErrors(t *testing.T) {
 	errs = append(errs, err)
 	_, err = c.BatchStatus(t.Context(), h.ProviderID+"x")
 	errs = append(errs, err)
-	for i, err := range errs {
-		pe := processortest.AsProcessorError(t, fmt.Sprintf("error %d", i), err)
-		for _, s := range []string{err.Error(), fmt.Sprint(err), fmt.Sprintf("%+v", err), pe.Code, pe.RequestID} {
-			if strings.Contains(s, "CANARY") || strings.Contains(s, "Jane Roe") || strings.Contains(s, h.ProviderID) {
-				t.Errorf("error %d: %q carries the canary or the provider ID", i, s)
-			}
-		}
-	}
+	processortest.NoCanaryErrors(t, errs, h.ProviderID)
 }
 
 func TestBatchResultsBeforeEnd(t *testing.T) {

@@ -108,31 +108,9 @@ func (c *Client) resetAfter(v string) (time.Duration, bool) {
 // {"code","message"}, an OpenAI-shaped {"message","type","code"} (code, else
 // type), or a bare code string. Free text is dropped.
 func errorCode(raw json.RawMessage) string {
-	if len(raw) == 0 {
-		return ""
-	}
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
 		return processor.SafeCode(s)
 	}
-	var obj struct {
-		Code any `json:"code"`
-		Type any `json:"type"`
-	}
-	if json.Unmarshal(raw, &obj) != nil {
-		return ""
-	}
-	for _, v := range []any{obj.Code, obj.Type} {
-		switch v := v.(type) {
-		case string:
-			if s := processor.SafeCode(v); s != "" {
-				return s
-			}
-		case float64:
-			if v == math.Trunc(v) && math.Abs(v) < 1e9 {
-				return strconv.FormatFloat(v, 'f', -1, 64)
-			}
-		}
-	}
-	return ""
+	return processor.ErrorObjectCode(raw)
 }

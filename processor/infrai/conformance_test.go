@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/infrai/infraifake"
 	"github.com/stetlabs/stet/processor/processortest"
+	"github.com/stetlabs/stet/schema"
 )
 
 // faults is the Infrai fake's fault for each of the suite's kinds.
@@ -67,30 +67,24 @@ func conformanceParams(prompt string) stet.ExtractParams {
 	}
 }
 
-// TestConformance runs the suite against both answer forms: the envelope
-// and the bare completion.
-func TestConformance(t *testing.T) {
-	t.Parallel()
-	for _, bare := range []bool{false, true} {
-		t.Run(fmt.Sprintf("bare=%v", bare), func(t *testing.T) {
-			t.Parallel()
-			processortest.Exercise(t, processortest.Harness{
-				Start:        func(t *testing.T) processortest.Fake { _, f := startConformanceFake(t, bare); return f },
-				Open:         func(c processor.Common) (stet.Processor, error) { return open(c) },
-				Common:       common,
-				Kind:         "infrai",
-				Capabilities: []string{"sync", "batch", "json_schema", "idempotency_key"},
-				Answer:       reads(bare).Answer,
-				AuthStatus:   http.StatusUnauthorized,
-				Params:       conformanceParams,
-			})
-		})
+// harness is the suite's view of the adapter in one answer form, the
+// envelope or the bare completion (TestConformance, FuzzExtract). The
+// batch and injection cases run in the envelope form only.
+func harness(bare bool) processortest.Harness {
+	h := processortest.Harness{
+		Start:        func(t *testing.T) processortest.Fake { _, f := startConformanceFake(t, bare); return f },
+		Open:         func(c processor.Common) (stet.Processor, error) { return open(c) },
+		Common:       common,
+		Kind:         "infrai",
+		Capabilities: []string{"sync", "batch", "json_schema", "idempotency_key"},
+		Answer:       reads(bare).Answer,
+		AuthStatus:   http.StatusUnauthorized,
+		Params:       conformanceParams,
 	}
-}
-
-func TestBatchConformance(t *testing.T) {
-	t.Parallel()
-	processortest.ExerciseBatch(t, processortest.BatchHarness{
+	if bare {
+		return h
+	}
+	h.Batch = processortest.BatchHarness{
 		Start: func(t *testing.T) processortest.BatchFake {
 			f, fake := startConformanceFake(t, false)
 			return processortest.BatchFake{
@@ -101,8 +95,22 @@ func TestBatchConformance(t *testing.T) {
 				StatusFault:     func(s processortest.Script) { f.EnqueueBatch(infraifake.BatchStatusRoute, faults.Script(s)) },
 			}
 		},
-		Open:   func(c processor.Common) (stet.BatchProcessor, error) { return open(c) },
-		Common: common,
-		Params: conformanceParams,
-	})
+		Open: func(c processor.Common) (stet.BatchProcessor, error) { return open(c) },
+		Info: stet.BatchInfo{IdempotentSubmit: true, ResultsRetention: 24 * time.Hour},
+	}
+	h.Injection = processortest.InjectionHarness{
+		Start: func(t *testing.T, respond func([]byte) string) string {
+			return newFake(t, infraifake.Options{Respond: func(req infraifake.Request) string { return respond(req.Body) }}).URL()
+		},
+		Wire:     processortest.ChatWire,
+		Validate: processortest.InjectionValidator(schema.Compile),
+	}
+	return h
+}
+
+// TestConformance runs the suite against both answer forms: the envelope
+// and the bare completion.
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	processortest.ExerciseForms(t, map[string]processortest.Harness{"envelope": harness(false), "bare": harness(true)})
 }

@@ -1,11 +1,10 @@
 package infrai
 
 import (
-	"errors"
 	"testing"
 
-	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/processor/infrai/infraifake"
+	"github.com/stetlabs/stet/processor/processortest"
 )
 
 // Infrai documents no delete route: both deletes answer unsupported with
@@ -24,10 +23,7 @@ func TestDeleteHasNoAPI(t *testing.T) {
 		"DeleteBatch": c.DeleteBatch(t.Context(), h.ProviderID),
 		"DeleteFile":  c.DeleteFile(t.Context(), "file_1"),
 	} {
-		var pe *stet.ProcessorError
-		if !errors.As(err, &pe) || pe.Class != stet.FailureUnsupported || pe.Code != stet.CodeNoDeleteAPI {
-			t.Errorf("%s = %v, want unsupported %s", name, err, stet.CodeNoDeleteAPI)
-		}
+		processortest.CheckNoDeleteAPI(t, name, err)
 	}
 	if n := f.Calls(); n != calls {
 		t.Errorf("calls at the fake = %d, want %d (the deletes make none)", n, calls)

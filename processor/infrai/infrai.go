@@ -108,11 +108,8 @@ var _ stet.Processor = (*Client)(nil)
 
 // New returns a Client for cfg. It makes no network call.
 func New(cfg Config) (*Client, error) {
-	if err := cfg.Check("infrai"); err != nil {
+	if err := cfg.CheckModel("infrai"); err != nil {
 		return nil, err
-	}
-	if cfg.Model == "" {
-		return nil, fmt.Errorf("infrai: config %s: model is required", cfg.ID)
 	}
 	base, u, err := cfg.ParseBaseURL("infrai", DefaultBaseURL)
 	if err != nil || u.RawQuery != "" || u.Fragment != "" {
@@ -159,12 +156,8 @@ func IdempotencyKey(processorID, jobID string, attempt int64, repairTurn int) st
 // is a *stet.ProcessorError. The output is checked to be JSON; validating it
 // against the profile schema is the pipeline's job.
 func (c *Client) Extract(ctx context.Context, p stet.ExtractParams) (*stet.Extraction, error) {
-	if len(p.Schema) == 0 || !json.Valid(p.Schema) {
-		return nil, &stet.ProcessorError{
-			Class: stet.FailureUnsupported,
-			Code:  "invalid_schema",
-			Err:   errors.New("extract params carry no valid JSON schema"),
-		}
+	if err := processor.CheckParamsSchema(p.Schema); err != nil {
+		return nil, err
 	}
 	body, err := canonicalJSON(c.request(p))
 	if err != nil {

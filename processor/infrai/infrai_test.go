@@ -34,85 +34,44 @@ func newFake(t *testing.T, opts infraifake.Options) *infraifake.Server {
 	return fakekit.Started(t, infraifake.New(opts))
 }
 
+// testCommon is the configuration of the adapter's own tests.
+var testCommon = processor.Common{ID: testID, APIKey: testKey, Model: testModel, Region: "western", Retention: "30d"}
+
 // newTestClient returns a Client talking to f with the test key.
 func newTestClient(t *testing.T, f *infraifake.Server, timeout time.Duration) *Client {
 	t.Helper()
-	c, err := New(Config{
-		Common: processor.Common{
-			ID:        testID,
-			BaseURL:   f.URL(),
-			APIKey:    testKey,
-			Model:     testModel,
-			Region:    "western",
-			Retention: "30d",
-			Timeout:   timeout,
-		},
-	})
-	if err != nil {
-		t.Fatalf("New() = %v", err)
-	}
-	return c
+	return processortest.MustOpen(t, open, testCommon, f.URL(), timeout)
 }
 
 func testParams(prompt string) stet.ExtractParams { return processortest.Params(prompt, testSchema) }
 
 func TestRequestGolden(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name    string
-		golden  string
-		repair  []stet.RepairTurn
-		wantKey string
-	}{
-		{name: "first call", golden: "request.golden.json", wantKey: "ade0590c355eab8d155d86864bbddc7c7e6821a852f005d5a90fabdeb8460070"},
-		{
-			name:   "repair turns",
-			golden: "request_repair.golden.json",
-			repair: []stet.RepairTurn{
-				{Output: []byte(`{"category":"maybe"}`), Problems: []string{`/category: value must be one of "ok", "harmful", "medical_advice"`, `/: missing properties "flags", "confidence"`}},
-				{Output: []byte(`{"category":"ok","flags":[]`), Problems: []string{"not valid JSON"}},
-			},
-			wantKey: "50a6fce351a01a77f585c440429bb1ac3eaf4642b98a69b67b74e7d107ed5e1e",
+	processortest.ExerciseGolden(t, processortest.GoldenHarness[string, infraifake.Request]{
+		Open: func(t *testing.T, _ string, last *processortest.Last[infraifake.Request]) (processortest.Calls, stet.Processor) {
+			f := newFake(t, infraifake.Options{Respond: last.Record(func(req infraifake.Request) string { return infraifake.MinimalInstance(req.Schema) })})
+			return f, newTestClient(t, f, 0)
 		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			var last processortest.Last[infraifake.Request]
-			f := newFake(t, infraifake.Options{Respond: func(req infraifake.Request) string {
-				last.Set(req)
-				return infraifake.MinimalInstance(req.Schema)
-			}})
-			c := newTestClient(t, f, 0)
-			p := testParams(processortest.GoldenPrompt)
-			p.Repair = tt.repair
-			if _, err := c.Extract(t.Context(), p); err != nil {
-				t.Fatalf("Extract() = %v, want success", err)
+		Params:  testParams(processortest.GoldenPrompt),
+		Request: func(r infraifake.Request) (http.Header, []byte) { return r.Header, r.Body },
+		Header:  map[string]string{"Authorization": "Bearer " + testKey, "Content-Type": "application/json", "Accept": "application/json"},
+		Bytes:   true,
+		// The case's With is the Idempotency-Key's fixed derivation.
+		Check: func(t *testing.T, tc processortest.GoldenCase[string], p stet.ExtractParams, got infraifake.Request) {
+			if k, want := got.Header.Get("Idempotency-Key"), IdempotencyKey(testID, p.JobID, p.Attempt, len(p.Repair)); k != want {
+				t.Errorf("header Idempotency-Key = %q, want %q", k, want)
 			}
-			got := last.Get()
-
-			for h, want := range map[string]string{
-				"Authorization":   "Bearer " + testKey,
-				"Content-Type":    "application/json",
-				"Accept":          "application/json",
-				"Idempotency-Key": IdempotencyKey(testID, p.JobID, p.Attempt, len(p.Repair)),
-			} {
-				if v := got.Header.Get(h); v != want {
-					t.Errorf("header %s = %q, want %q", h, v, want)
-				}
-			}
-			if got.IdempotencyKey != tt.wantKey {
-				t.Errorf("Idempotency-Key = %q, want the fixed derivation %q", got.IdempotencyKey, tt.wantKey)
+			if got.IdempotencyKey != tc.With {
+				t.Errorf("Idempotency-Key = %q, want the fixed derivation %q", got.IdempotencyKey, tc.With)
 			}
 			if !got.Canonical {
 				t.Errorf("request body is not canonical JSON (sorted keys, no spaces, trailing newline):\n%s", got.Body)
 			}
-			processortest.Golden(t, tt.golden, got.Body)
-			if n := f.Calls(); n != 1 {
-				t.Errorf("fake calls = %d, want 1", n)
-			}
-		})
-	}
+		},
+	}, []processortest.GoldenCase[string]{
+		{Name: "first call", File: "request.golden.json", With: "ade0590c355eab8d155d86864bbddc7c7e6821a852f005d5a90fabdeb8460070"},
+		{Name: "repair turns", File: "request_repair.golden.json", Repair: processortest.GoldenRepair, With: "50a6fce351a01a77f585c440429bb1ac3eaf4642b98a69b67b74e7d107ed5e1e"},
+	})
 }
 
 func TestIdempotencyKey(t *testing.T) {
@@ -213,19 +172,12 @@ func TestClassification(t *testing.T) {
 					c.now = func() time.Time { return now }
 					return f, c
 				},
-				Params: testParams("Classify: the nurse was kind."),
-				Check: func(t *testing.T, tt processortest.Classification[infraifake.Fault], ext *stet.Extraction, pe *stet.ProcessorError) {
-					if pe == nil {
-						if !uuidV7.MatchString(ext.RequestID) {
-							t.Errorf("Extraction request ID = %q, want a UUID v7", ext.RequestID)
-						}
-						return
-					}
-					if tt.Status != 0 && !uuidV7.MatchString(pe.RequestID) {
-						t.Errorf("Extract() with %s: RequestID = %q, want the answer's UUID v7", tt.Name, pe.RequestID)
-					}
-					if tt.Class == stet.FailureInvalidOutput && (len(pe.Output) == 0 || json.Valid(pe.Output)) {
-						t.Errorf("Extract() with %s: Output %q; want the cut content", tt.Name, pe.Output)
+				Params:        testParams("Classify: the nurse was kind."),
+				RequestID:     uuidV7, // the answer's
+				InvalidOutput: processortest.CutOutput,
+				Check: func(t *testing.T, _ processortest.Classification[infraifake.Fault], ext *stet.Extraction, pe *stet.ProcessorError) {
+					if pe == nil && !uuidV7.MatchString(ext.RequestID) {
+						t.Errorf("Extraction request ID = %q, want a UUID v7", ext.RequestID)
 					}
 				},
 			}.Run(t, cases)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -113,22 +112,5 @@ func errorCode(raw []byte) string {
 	if json.Unmarshal(raw, &body) != nil {
 		return ""
 	}
-	var obj struct {
-		Code any `json:"code"`
-		Type any `json:"type"`
-	}
-	if json.Unmarshal(body.Error, &obj) != nil {
-		return ""
-	}
-	for _, v := range []any{obj.Code, obj.Type} {
-		switch v := v.(type) {
-		case string:
-			if s := processor.SafeCode(v); s != "" {
-				return s
-			}
-		case float64:
-			return strconv.FormatFloat(v, 'f', -1, 64)
-		}
-	}
-	return ""
+	return processor.ErrorObjectCode(body.Error)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/openai/openaifake"
 	"github.com/stetlabs/stet/processor/processortest"
+	"github.com/stetlabs/stet/schema"
 )
 
 // faults is the OpenAI fake's fault for each of the suite's kinds. The
@@ -36,11 +37,12 @@ func startFake(t *testing.T) (*openaifake.Server, processortest.Fake) {
 
 var common = processor.Common{ID: "openai-test", APIKey: testKey, Model: testModel}
 
-func TestConformance(t *testing.T) {
-	t.Parallel()
-	processortest.Exercise(t, processortest.Harness{
+// harness is the suite's view of the adapter (TestConformance, with its
+// batch and injection cases, and FuzzExtract's Start, Open and Common).
+func harness() processortest.Harness {
+	return processortest.Harness{
 		Start:        func(t *testing.T) processortest.Fake { _, f := startFake(t); return f },
-		Open:         func(c processor.Common) (stet.Processor, error) { return New(Config{Common: c}) },
+		Open:         func(c processor.Common) (stet.Processor, error) { return open(c) },
 		Common:       common,
 		Kind:         "openai",
 		Capabilities: []string{"sync", "batch", "json_schema"},
@@ -51,23 +53,32 @@ func TestConformance(t *testing.T) {
 			Output: openaifake.MinimalInstance(json.RawMessage(processortest.Schema)),
 		}.Answer,
 		AuthStatus: http.StatusUnauthorized,
-	})
+		Batch: processortest.BatchHarness{
+			Start: func(t *testing.T) processortest.BatchFake {
+				f, fake := startFake(t)
+				return processortest.BatchFake{
+					Fake:            fake,
+					Batches:         func() int { return f.BatchStats().Created },
+					ScriptItem:      func(jobID string, s processortest.Script) { f.ScriptBatchItem(jobID, faults.Script(s)) },
+					ItemsContaining: f.BatchItemsContaining,
+					StatusFault:     func(s processortest.Script) { f.EnqueueBatch(openaifake.BatchRouteStatus, faults.Script(s)) },
+				}
+			},
+			Open: func(c processor.Common) (stet.BatchProcessor, error) { return open(c) },
+			Info: stet.BatchInfo{IdempotentSubmit: false, ResultsRetention: 30 * 24 * time.Hour, MaxItems: 50000},
+		},
+		Injection: processortest.InjectionHarness{
+			Start: func(t *testing.T, respond func([]byte) string) string {
+				return newFake(t, openaifake.Options{Respond: func(req openaifake.Request) string { return respond(req.Body) }}).URL()
+			},
+			Wire:     processortest.ChatWire,
+			Validate: processortest.InjectionValidator(schema.Compile),
+		},
+	}
 }
 
-func TestBatchConformance(t *testing.T) {
+// TestConformance runs the suite: sync, batch and injection cases.
+func TestConformance(t *testing.T) {
 	t.Parallel()
-	processortest.ExerciseBatch(t, processortest.BatchHarness{
-		Start: func(t *testing.T) processortest.BatchFake {
-			f, fake := startFake(t)
-			return processortest.BatchFake{
-				Fake:            fake,
-				Batches:         func() int { return f.BatchStats().Created },
-				ScriptItem:      func(jobID string, s processortest.Script) { f.ScriptBatchItem(jobID, faults.Script(s)) },
-				ItemsContaining: f.BatchItemsContaining,
-				StatusFault:     func(s processortest.Script) { f.EnqueueBatch(openaifake.BatchRouteStatus, faults.Script(s)) },
-			}
-		},
-		Open:   func(c processor.Common) (stet.BatchProcessor, error) { return New(Config{Common: c}) },
-		Common: common,
-	})
+	processortest.Exercise(t, harness())
 }

@@ -3,23 +3,13 @@ package openai
 import (
 	"testing"
 
-	"github.com/stetlabs/stet"
-	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/processortest"
 )
 
-func fuzzHarness() processortest.Harness {
-	return processortest.Harness{
-		Start:  func(t *testing.T) processortest.Fake { _, f := startFake(t); return f },
-		Open:   func(c processor.Common) (stet.Processor, error) { return New(Config{Common: c}) },
-		Common: common,
-	}
-}
-
 // FuzzExtract feeds Chat Completions' response decoding and error
 // classification arbitrary answers (processortest.FuzzExtract).
-func FuzzExtract(f *testing.F) { processortest.FuzzExtract(f, fuzzHarness()) }
+func FuzzExtract(f *testing.F) { processortest.FuzzExtract(f, harness()) }
 
 // TestFuzzSeeds checks the seed corpus exists; -update rewrites it from
 // the fake's answers.
-func TestFuzzSeeds(t *testing.T) { processortest.WriteFuzzSeeds(t, fuzzHarness(), "FuzzExtract") }
+func TestFuzzSeeds(t *testing.T) { processortest.WriteFuzzSeeds(t, harness(), "FuzzExtract") }

@@ -1,7 +1,6 @@
 package openai
 
 import (
-	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -9,6 +8,7 @@ import (
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/openai/openaifake"
+	"github.com/stetlabs/stet/processor/processortest"
 )
 
 // deleteFixture is a client over a fake holding one ended batch, and the
@@ -82,34 +82,18 @@ func TestDeleteFile(t *testing.T) {
 // reaches the error.
 func TestDeleteFileFailures(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name  string
-		fault openaifake.Fault
-		want  stet.FailureClass
-	}{
-		{"server error", openaifake.Fault{Kind: openaifake.ServerError, Message: "CANARY-DEL"}, stet.FailureTransient},
-		{"rate limited", openaifake.Fault{Kind: openaifake.RateLimit, RetryAfter: "3", Message: "CANARY-DEL"}, stet.FailureRateLimited},
-		{"unauthorized", openaifake.Fault{Kind: openaifake.Unauthorized, Message: "CANARY-DEL"}, stet.FailureAuth},
-		{"disconnect", openaifake.Fault{Kind: openaifake.Disconnect}, stet.FailureTransient},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			c, f, st := deleteFixture(t)
-			f.EnqueueBatch(openaifake.BatchRouteDeleteFile, tt.fault)
-			err := c.DeleteFile(t.Context(), st.InputFileID)
-			if got := stet.ClassOf(err); err == nil || got != tt.want {
-				t.Fatalf("DeleteFile = %v (%s), want %s", err, got, tt.want)
-			}
-			if strings.Contains(err.Error(), "CANARY") || strings.Contains(err.Error(), st.InputFileID) {
-				t.Errorf("error %q carries provider text or the file id", err)
-			}
-			// The file is still there; the retry deletes it.
-			if err := c.DeleteFile(t.Context(), st.InputFileID); err != nil {
-				t.Errorf("DeleteFile again = %v, want nil", err)
-			}
-		})
-	}
+	canary := processortest.DeleteCanary
+	processortest.ExerciseDeleteFailures(t, []processortest.DeleteFailure[openaifake.Fault]{
+		{Name: "server error", Fault: openaifake.Fault{Kind: openaifake.ServerError, Message: canary}, Class: stet.FailureTransient},
+		{Name: "rate limited", Fault: openaifake.Fault{Kind: openaifake.RateLimit, RetryAfter: "3", Message: canary}, Class: stet.FailureRateLimited},
+		{Name: "unauthorized", Fault: openaifake.Fault{Kind: openaifake.Unauthorized, Message: canary}, Class: stet.FailureAuth},
+		{Name: "disconnect", Fault: openaifake.Fault{Kind: openaifake.Disconnect}, Class: stet.FailureTransient},
+	}, func(t *testing.T, fault openaifake.Fault) (string, func() error) {
+		c, f, st := deleteFixture(t)
+		f.EnqueueBatch(openaifake.BatchRouteDeleteFile, fault)
+		// The file is still there after the failure; the retry deletes it.
+		return st.InputFileID, func() error { return c.DeleteFile(t.Context(), st.InputFileID) }
+	})
 }
 
 // OpenAI's API cannot delete a batch: DeleteBatch makes no call and says
@@ -118,11 +102,7 @@ func TestDeleteBatchHasNoAPI(t *testing.T) {
 	t.Parallel()
 	c, f, st := deleteFixture(t)
 	before := f.BatchStats()
-	err := c.DeleteBatch(t.Context(), st.ProviderID)
-	var pe *stet.ProcessorError
-	if !errors.As(err, &pe) || pe.Class != stet.FailureUnsupported || pe.Code != stet.CodeNoDeleteAPI {
-		t.Fatalf("DeleteBatch = %v, want unsupported %s", err, stet.CodeNoDeleteAPI)
-	}
+	processortest.CheckNoDeleteAPI(t, "DeleteBatch", c.DeleteBatch(t.Context(), st.ProviderID))
 	if after := f.BatchStats(); after != before {
 		t.Errorf("DeleteBatch made calls: %+v -> %+v", before, after)
 	}

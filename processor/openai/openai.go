@@ -18,7 +18,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -71,11 +70,8 @@ var _ stet.Processor = (*Client)(nil)
 
 // New returns a Client for cfg. It makes no network call.
 func New(cfg Config) (*Client, error) {
-	if err := cfg.Check("openai"); err != nil {
+	if err := cfg.CheckModel("openai"); err != nil {
 		return nil, err
-	}
-	if cfg.Model == "" {
-		return nil, fmt.Errorf("openai: config %s: model is required", cfg.ID)
 	}
 	base, _, err := cfg.ParseBaseURL("openai", DefaultBaseURL)
 	if err != nil {
@@ -129,12 +125,8 @@ func (c *Client) Info() stet.ProcessorInfo { return processor.CopyInfo(c.info) }
 // Every error is a *stet.ProcessorError. The output is checked to be JSON;
 // validating it against the profile schema is the pipeline's job.
 func (c *Client) Extract(ctx context.Context, p stet.ExtractParams) (*stet.Extraction, error) {
-	if len(p.Schema) == 0 || !json.Valid(p.Schema) {
-		return nil, &stet.ProcessorError{
-			Class: stet.FailureUnsupported,
-			Code:  "invalid_schema",
-			Err:   errors.New("extract params carry no valid JSON schema"),
-		}
+	if err := processor.CheckParamsSchema(p.Schema); err != nil {
+		return nil, err
 	}
 	params := c.params(p)
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -25,25 +26,16 @@ const (
 	testSchema = processortest.ModerationSchema
 )
 
+// testCommon is the configuration of the adapter's own tests.
+var testCommon = processor.Common{ID: "openai-test", APIKey: testKey, Model: testModel, Region: "us", Retention: "30d"}
+
 // newTestClient returns a Client talking to f with the test key.
 func newTestClient(t *testing.T, f *openaifake.Server, timeout time.Duration) *Client {
 	t.Helper()
-	c, err := New(Config{
-		Common: processor.Common{
-			ID:        "openai-test",
-			BaseURL:   f.URL(),
-			APIKey:    testKey,
-			Model:     testModel,
-			Region:    "us",
-			Retention: "30d",
-			Timeout:   timeout,
-		},
-	})
-	if err != nil {
-		t.Fatalf("New() = %v", err)
-	}
-	return c
+	return processortest.MustOpen(t, open, testCommon, f.URL(), timeout)
 }
+
+func open(c processor.Common) (*Client, error) { return New(Config{Common: c}) }
 
 func testParams(prompt string) stet.ExtractParams { return processortest.Params(prompt, testSchema) }
 
@@ -54,49 +46,18 @@ func newFake(t *testing.T, opts openaifake.Options) *openaifake.Server {
 
 func TestRequestGolden(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name   string
-		golden string
-		repair []stet.RepairTurn
-	}{
-		{name: "first call", golden: "request.golden.json"},
-		{
-			name:   "repair turns",
-			golden: "request_repair.golden.json",
-			repair: []stet.RepairTurn{
-				{Output: []byte(`{"category":"maybe"}`), Problems: []string{`/category: value must be one of "ok", "harmful", "medical_advice"`, `/: missing properties "flags", "confidence"`}},
-				{Output: []byte(`{"category":"ok","flags":[]`), Problems: []string{"not valid JSON"}},
-			},
+	processortest.ExerciseGolden(t, processortest.GoldenHarness[struct{}, openaifake.Request]{
+		Open: func(t *testing.T, _ struct{}, last *processortest.Last[openaifake.Request]) (processortest.Calls, stet.Processor) {
+			f := newFake(t, openaifake.Options{Respond: last.Record(func(req openaifake.Request) string { return openaifake.MinimalInstance(req.Schema) })})
+			return f, newTestClient(t, f, 0)
 		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			var last processortest.Last[openaifake.Request]
-			f := newFake(t, openaifake.Options{Respond: func(req openaifake.Request) string {
-				last.Set(req)
-				return openaifake.MinimalInstance(req.Schema)
-			}})
-			c := newTestClient(t, f, 0)
-			p := testParams(processortest.GoldenPrompt)
-			p.Repair = tt.repair
-			if _, err := c.Extract(t.Context(), p); err != nil {
-				t.Fatalf("Extract() = %v, want success", err)
-			}
-			got := last.Get()
-
-			if auth := got.Header.Get("Authorization"); auth != "Bearer "+testKey {
-				t.Errorf("Authorization header = %q, want the configured bearer key", auth)
-			}
-			if ct := got.Header.Get("Content-Type"); ct != "application/json" {
-				t.Errorf("Content-Type = %q, want application/json", ct)
-			}
-			processortest.GoldenJSON(t, tt.golden, got.Body)
-			if n := f.Calls(); n != 1 {
-				t.Errorf("fake calls = %d, want 1", n)
-			}
-		})
-	}
+		Params:  testParams(processortest.GoldenPrompt),
+		Request: func(r openaifake.Request) (http.Header, []byte) { return r.Header, r.Body },
+		Header:  map[string]string{"Authorization": "Bearer " + testKey, "Content-Type": "application/json"},
+	}, []processortest.GoldenCase[struct{}]{
+		{Name: "first call", File: "request.golden.json"},
+		{Name: "repair turns", File: "request_repair.golden.json", Repair: processortest.GoldenRepair},
+	})
 }
 
 // TestNoRetries checks that the SDK's own retries are off for the statuses
@@ -127,18 +88,9 @@ func TestClassification(t *testing.T) {
 			c.now = func() time.Time { return now }
 			return f, c
 		},
-		Params: testParams("Classify: the nurse was kind."),
-		Check: func(t *testing.T, tt processortest.Classification[openaifake.Fault], _ *stet.Extraction, pe *stet.ProcessorError) {
-			if pe == nil {
-				return
-			}
-			if tt.Status != 0 && !strings.HasPrefix(pe.RequestID, "req_") {
-				t.Errorf("Extract() with %s: RequestID = %q, want the x-request-id header", tt.Fault.Kind, pe.RequestID)
-			}
-			if tt.Class == stet.FailureInvalidOutput && (len(pe.Output) == 0 || json.Valid(pe.Output)) {
-				t.Errorf("Extract() with %s: Output = %q, want the truncated content", tt.Fault.Kind, pe.Output)
-			}
-		},
+		Params:        testParams("Classify: the nurse was kind."),
+		RequestID:     regexp.MustCompile(`^req_`), // the x-request-id header
+		InvalidOutput: processortest.CutOutput,
 	}.Run(t, []processortest.Classification[openaifake.Fault]{
 		{Name: "429 retry-after-ms wins over Retry-After", Fault: openaifake.Fault{Kind: openaifake.RateLimit, RetryAfter: "7", RetryAfterMS: 1500}, Class: stet.FailureRateLimited, Status: 429, Code: "rate_limit_exceeded", RetryAfter: 1500 * time.Millisecond},
 		{Name: "429 Retry-After date in the past", Fault: openaifake.Fault{Kind: openaifake.RateLimit, RetryAfter: now.Add(-time.Minute).Format(http.TimeFormat)}, Class: stet.FailureRateLimited, Status: 429, Code: "rate_limit_exceeded", RetryAfter: 0},

@@ -47,6 +47,8 @@ type BatchHarness struct {
 	// Lacks names Fault kinds the provider's batch items cannot carry, with
 	// the reason.
 	Lacks map[Fault]string
+	// Info is what the processor's BatchInfo must report.
+	Info stet.BatchInfo
 }
 
 func (h BatchHarness) open(t *testing.T, baseURL string) stet.BatchProcessor {
@@ -80,6 +82,13 @@ func ExerciseBatch(t *testing.T, h BatchHarness) {
 	}
 
 	exerciseBatchRedirects(t, h)
+
+	t.Run("batch info", func(t *testing.T) {
+		t.Parallel()
+		if got := h.open(t, h.Start(t).URL).BatchInfo(); got != h.Info {
+			t.Errorf("BatchInfo() = %+v, want %+v", got, h.Info)
+		}
+	})
 
 	t.Run("submit calls BeforeCreate once, right before creating", func(t *testing.T) {
 		t.Parallel()

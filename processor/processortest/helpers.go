@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/processor"
 )
 
 // update is the -update flag every adapter's golden tests share: with it,
@@ -283,6 +285,15 @@ func (l *Last[R]) Set(v R) {
 	l.v = v
 }
 
+// Record returns a fake's Respond hook that Sets each request on l and
+// answers what answer returns for it.
+func (l *Last[R]) Record(answer func(R) string) func(R) string {
+	return func(req R) string {
+		l.Set(req)
+		return answer(req)
+	}
+}
+
 // Get returns the last value Set was given.
 func (l *Last[R]) Get() R {
 	l.mu.Lock()
@@ -342,10 +353,23 @@ type ClassificationHarness[F any] struct {
 	Open func(t *testing.T, timeout time.Duration) (Server[F], stet.Processor)
 	// Params are what each row extracts.
 	Params stet.ExtractParams
-	// Check, when set, checks what the provider adds to an outcome (its
-	// request ID, the invalid output); pe is nil after a success.
+	// RequestID, when set, is what an error's RequestID must match when the
+	// row's answer has a Status: the provider's request ID.
+	RequestID *regexp.Regexp
+	// InvalidOutput, when set, says whether an invalid_output error's
+	// Output is the invalid answer it must keep (KeptOutput, CutOutput).
+	InvalidOutput func(output []byte) bool
+	// Check, when set, checks what else the provider adds to an outcome;
+	// pe is nil after a success.
 	Check func(t *testing.T, c Classification[F], ext *stet.Extraction, pe *stet.ProcessorError)
 }
+
+// KeptOutput is a ClassificationHarness.InvalidOutput: the answer is kept.
+func KeptOutput(output []byte) bool { return len(output) > 0 }
+
+// CutOutput is a ClassificationHarness.InvalidOutput: the answer, cut
+// short, is kept: there is output and it is not JSON.
+func CutOutput(output []byte) bool { return len(output) > 0 && !json.Valid(output) }
 
 // Run runs each row in a parallel subtest: the fault is scripted, one
 // Extract made, and the fake must have been called once, the outcome be
@@ -371,6 +395,12 @@ func (h ClassificationHarness[F]) Run(t *testing.T, cases []Classification[F]) {
 				if len(pe.Problems) == 0 {
 					t.Errorf("%s: Problems empty, want a reason", what)
 				}
+			}
+			if pe != nil && h.RequestID != nil && c.Status != 0 && !h.RequestID.MatchString(pe.RequestID) {
+				t.Errorf("%s: RequestID = %q, want the provider's (%s)", what, pe.RequestID, h.RequestID)
+			}
+			if pe != nil && h.InvalidOutput != nil && c.Class == stet.FailureInvalidOutput && !h.InvalidOutput(pe.Output) {
+				t.Errorf("%s: Output = %q, want the invalid answer", what, pe.Output)
 			}
 			if h.Check != nil {
 				h.Check(t, c, ext, pe)
@@ -399,4 +429,17 @@ func (t CappedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	res.Body = http.MaxBytesReader(nil, res.Body, t.Limit)
 	return res, nil
+}
+
+// MustOpen returns what open makes of c with baseURL and timeout (0: the
+// adapter's default), failing t when open fails: an adapter's own tests'
+// client for their fake.
+func MustOpen[P any](t testing.TB, open func(processor.Common) (P, error), c processor.Common, baseURL string, timeout time.Duration) P {
+	t.Helper()
+	c.BaseURL, c.Timeout = baseURL, timeout
+	p, err := open(c)
+	if err != nil {
+		t.Fatalf("New() = %v", err)
+	}
+	return p
 }

@@ -82,39 +82,54 @@ type Wire struct {
 	ToolChoice string   // the tool the request forces, "" for none
 }
 
-// InjectionHarness adapts one adapter to ExerciseInjection.
+// InjectionHarness is what the injection cases need of an adapter beyond
+// its Harness (Open and Common come from there).
 type InjectionHarness struct {
-	// Start starts a fresh fake that answers every call with answer (as
-	// text, or as the forced tool's input), registers its Close with
-	// t.Cleanup, and returns its base URL and the request bodies it has
-	// received.
-	Start func(t *testing.T, answer string) (baseURL string, bodies func() [][]byte)
-	// Open builds the processor under test against baseURL.
-	Open func(baseURL string) (stet.Processor, error)
+	// Start starts a fresh fake that answers every call with what respond
+	// returns for the request body (as text, or as the forced tool's
+	// input), registers its Close with t.Cleanup, and returns its base URL.
+	Start func(t *testing.T, respond func(body []byte) string) (baseURL string)
 	// Wire reads a request body.
 	Wire func(t *testing.T, body []byte) Wire
 	// Tool is the one tool the adapter may offer, forced in tool_choice; ""
 	// when it may offer none.
 	Tool string
 	// Validate is the profile validator of InjectionSchema (the pipeline's
-	// check of every output): problems, or none.
+	// check of every output): problems, or none (InjectionValidator).
 	Validate func(output []byte) []string
 }
 
-// ExerciseInjection sends every injection document, each time with the fake
-// scripted to obey it with one of ObeyedAnswers, and checks the outcome
-// and the request: the answer comes back untouched (then the validator
-// passes it only when it matches the schema) or fails invalid_output; the
-// request carries no system instruction, the prompt only in the first user
-// turn, and no tool but Tool, forced.
-func ExerciseInjection(t *testing.T, h InjectionHarness) {
+// InjectionValidator returns the Validate of what compile (the pipeline's
+// schema.Compile, which the suite may not import) makes of
+// InjectionSchema, named injection_v1.
+func InjectionValidator[S interface{ Validate([]byte) []string }](compile func(name string, doc []byte) (S, error)) func([]byte) []string {
+	s, err := compile("injection_v1", []byte(InjectionSchema))
+	if err != nil {
+		panic("compile InjectionSchema: " + err.Error())
+	}
+	return s.Validate
+}
+
+// exerciseInjection sends every injection document, each time with the
+// fake scripted to obey it with one of ObeyedAnswers, and checks the
+// outcome and the request: the answer comes back untouched (then the
+// validator passes it only when it matches the schema) or fails
+// invalid_output; the request carries no system instruction, the prompt
+// only in the first user turn, and no tool but Tool, forced.
+func exerciseInjection(t *testing.T, hh Harness) {
 	t.Helper()
+	h := hh.Injection
 	for _, doc := range Injections() {
 		for _, ob := range ObeyedAnswers {
 			t.Run(doc.Name+"/"+ob.Name, func(t *testing.T) {
 				t.Parallel()
-				url, bodies := h.Start(t, ob.Answer)
-				p, err := h.Open(url)
+				var bodies Bodies
+				c := hh.Common
+				c.BaseURL = h.Start(t, func(body []byte) string {
+					bodies.Add(body)
+					return ob.Answer
+				})
+				p, err := hh.Open(c)
 				if err != nil {
 					t.Fatalf("Open = %v", err)
 				}
@@ -139,7 +154,7 @@ func ExerciseInjection(t *testing.T, h InjectionHarness) {
 						t.Errorf("Validate(%s) = %q, want schema-valid %v", ext.Output, problems, ob.SchemaValid)
 					}
 				}
-				got := bodies()
+				got := bodies.All()
 				if len(got) == 0 {
 					t.Fatal("the fake received no request")
 				}

@@ -147,6 +147,12 @@ type Harness struct {
 	// Lacks names the Fault kinds the provider has no concept of, with the
 	// reason; their cases are skipped with it.
 	Lacks map[Fault]string
+	// Batch, when its Open is set, adds ExerciseBatch's cases as the
+	// subtest "batch"; its Common and Params default to h's.
+	Batch BatchHarness
+	// Injection, when its Wire is set, adds the injection cases as the
+	// subtest "injection" (InjectionHarness).
+	Injection InjectionHarness
 }
 
 // Answer is what a successful Extraction must carry, as the provider's
@@ -189,6 +195,19 @@ type want struct {
 	status     int           // 0: not checked
 	retryAfter time.Duration // with tolerance below
 	tolerance  time.Duration
+}
+
+// ExerciseForms runs Exercise for each of an adapter's request or answer
+// forms (structured output and tool use, an envelope and a bare answer),
+// each a parallel subtest named by its form.
+func ExerciseForms(t *testing.T, forms map[string]Harness) {
+	t.Helper()
+	for name, h := range forms {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			Exercise(t, h)
+		})
+	}
 }
 
 // Exercise runs the conformance cases of stet.Processor against h, each a
@@ -317,6 +336,25 @@ func Exercise(t *testing.T, h Harness) {
 			t.Errorf("Extract() cancelled mid-call = %v, want it to wrap the cause %v", err, errShutdown)
 		}
 	})
+	if h.Batch.Open != nil {
+		b := h.Batch
+		if b.Common.ID == "" {
+			b.Common = h.Common
+		}
+		if b.Params == nil {
+			b.Params = h.Params
+		}
+		t.Run("batch", func(t *testing.T) {
+			t.Parallel()
+			ExerciseBatch(t, b)
+		})
+	}
+	if h.Injection.Wire != nil {
+		t.Run("injection", func(t *testing.T) {
+			t.Parallel()
+			exerciseInjection(t, h)
+		})
+	}
 	t.Run("invalid schema makes no call", func(t *testing.T) {
 		t.Parallel()
 		schemas := []string{"{not json"}

@@ -1,7 +1,6 @@
 package rules
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +10,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/stetlabs/stet/processor"
 )
 
 // ruleSet is a compiled rules file.
@@ -401,7 +402,7 @@ func (s *ruleSet) render(fired []*rule) json.RawMessage {
 				labels = append(labels, r.label)
 			}
 		}
-		values[s.labelsField] = mustJSON(labels)
+		values[s.labelsField] = processor.MustJSON(labels)
 	}
 	if s.rationaleField != "" {
 		rationale := s.noMatchRationale
@@ -412,29 +413,11 @@ func (s *ruleSet) render(fired []*rule) json.RawMessage {
 			}
 			rationale = "matched: " + strings.Join(ids, ", ")
 		}
-		values[s.rationaleField] = mustJSON(rationale)
+		values[s.rationaleField] = processor.MustJSON(rationale)
 	}
-	var b bytes.Buffer
-	b.WriteByte('{')
-	for i, f := range s.fields {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.Write(mustJSON(f.name))
-		b.WriteByte(':')
-		b.Write(values[f.name])
-	}
-	b.WriteByte('}')
-	return b.Bytes()
-}
-
-// mustJSON encodes strings and string slices, which cannot fail.
-func mustJSON(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic("rules: encode: " + err.Error())
-	}
-	return b
+	return processor.ObjectJSON(len(s.fields), func(i int) (string, []byte) {
+		return s.fields[i].name, values[s.fields[i].name]
+	})
 }
 
 // normalizer folds typographic variants to the ASCII forms rules are written

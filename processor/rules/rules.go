@@ -17,10 +17,10 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/processor"
 )
 
 // Kind is the processor kind this package implements.
@@ -62,11 +62,9 @@ type Processor struct {
 	id    string
 	model string
 	set   *ruleSet
-	// fitted caches the schema check per schema SHA-256.
-	fitted sync.Map // string -> fitResult
+	// fitted caches the schema check per schema.
+	fitted processor.SchemaFits
 }
-
-type fitResult struct{ err error }
 
 var _ stet.Processor = (*Processor)(nil)
 
@@ -162,13 +160,7 @@ func (p *Processor) Extract(ctx context.Context, params stet.ExtractParams) (*st
 
 // fits checks the rules against schema once per distinct schema.
 func (p *Processor) fits(schema json.RawMessage) error {
-	key := stet.SHA256Hex(schema)
-	if v, ok := p.fitted.Load(key); ok {
-		return v.(fitResult).err
-	}
-	err := p.set.checkSchema(schema)
-	p.fitted.Store(key, fitResult{err: err})
-	return err
+	return p.fitted.Check(schema, p.set.checkSchema)
 }
 
 func cancelled(ctx context.Context) error {
