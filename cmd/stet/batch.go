@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -10,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/internal/app"
 	"github.com/stetlabs/stet/internal/batchlookup"
 	"github.com/stetlabs/stet/ledger"
 )
@@ -118,7 +120,7 @@ func cmdBatchStatus(ctx context.Context, args []string, stdout, stderr io.Writer
 	if withKey.APIKeyEnv != "" {
 		withKey.APIKey = os.Getenv(withKey.APIKeyEnv)
 	}
-	proc, err := newProcessorClient(&withKey, cfg, batchlookup.HTTPClient())
+	proc, err := app.NewProcessor(&withKey, cfg, batchlookup.HTTPClient())
 	if err != nil {
 		fmt.Fprintln(stderr, "stet batch status:", err)
 		return exitUsage
@@ -208,12 +210,12 @@ func cmdBatchReconcile(ctx context.Context, args []string, stdout, stderr io.Wri
 	if a == nil {
 		return code
 	}
-	defer a.close()
+	defer a.Close()
 	who := *actor
 	if who == "" {
-		who = "cli:" + cmp(os.Getenv("USER"), "operator")
+		who = "cli:" + cmp.Or(os.Getenv("USER"), "operator")
 	}
-	if err := a.pipeline.ReconcileBatch(ctx, fs.Arg(0), *adopt, *resubmit, who); err != nil {
+	if err := a.Pipeline.ReconcileBatch(ctx, fs.Arg(0), *adopt, *resubmit, who); err != nil {
 		fmt.Fprintln(stderr, "stet batch reconcile:", stet.ErrorMessageOf(err))
 		return exitFailure
 	}

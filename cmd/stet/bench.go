@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet/config"
+	"github.com/stetlabs/stet/internal/app"
 	"github.com/stetlabs/stet/internal/bench"
 	"github.com/stetlabs/stet/ledger"
 )
@@ -180,18 +181,20 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 
 // benchApp is an app as the benchmarks drive it.
 type benchApp struct {
-	*app
+	a    *app.App
 	role string
 }
 
 func openBenchApp(ctx context.Context, cfg *config.Config, o bench.OpenOptions) (bench.App, error) {
-	a, err := openApp(ctx, cfg, appOptions{role: o.Role, migrate: true, pollInterval: o.PollInterval})
+	a, err := app.Open(ctx, cfg, app.Options{Role: o.Role, Migrate: true, PollInterval: o.PollInterval})
 	if err != nil {
 		return nil, err
 	}
 	return benchApp{a, o.Role}, nil
 }
 
-func (b benchApp) DB() *ledger.DB                                   { return b.db }
-func (b benchApp) Serve(ctx context.Context, ln net.Listener) error { return b.serve(ctx, ln, b.role) }
-func (b benchApp) Close()                                           { b.close() }
+func (b benchApp) DB() *ledger.DB { return b.a.DB }
+func (b benchApp) Serve(ctx context.Context, ln net.Listener) error {
+	return b.a.Serve(ctx, ln, b.role)
+}
+func (b benchApp) Close() { b.a.Close() }

@@ -35,11 +35,11 @@ func cmdDelete(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if a == nil {
 		return code
 	}
-	defer a.close()
+	defer a.Close()
 	req := ledger.DeletionRequest{Actor: "cli", Now: time.Now().UTC()}
 	target := fs.Arg(0)
 	if strings.HasPrefix(target, "rep_") {
-		tenant, err := a.db.ReportTenant(ctx, target)
+		tenant, err := a.DB.ReportTenant(ctx, target)
 		if err != nil {
 			fmt.Fprintln(stderr, "stet delete:", stet.ErrorMessageOf(err))
 			return exitFailure
@@ -58,7 +58,7 @@ func cmdDelete(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 		req.Tenant, req.SourceID, req.ExternalID = s.Tenant, src, ext
 	}
-	out, err := a.pipeline.RequestDeletion(ctx, req)
+	out, err := a.Pipeline.RequestDeletion(ctx, req)
 	if err != nil {
 		fmt.Fprintln(stderr, "stet delete:", stet.ErrorMessageOf(err))
 		if stet.ErrorCodeOf(err) == stet.ENotFound {
@@ -66,7 +66,7 @@ func cmdDelete(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 		return exitUnhealthy
 	}
-	d, err := a.db.GetDeletion(ctx, ledger.AnyTenant, out.DeletionID)
+	d, err := a.DB.GetDeletion(ctx, ledger.AnyTenant, out.DeletionID)
 	if err != nil {
 		fmt.Fprintln(stderr, "stet delete:", stet.ErrorMessageOf(err))
 		return exitUnhealthy

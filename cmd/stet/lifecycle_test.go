@@ -15,6 +15,7 @@ import (
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/api"
 	"github.com/stetlabs/stet/config"
+	"github.com/stetlabs/stet/internal/app"
 	"github.com/stetlabs/stet/ledger"
 )
 
@@ -97,8 +98,8 @@ func TestDiscoveryMatchesConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := buildDiscovery(cfg, false)
-	srcs, err := apiSources(cfg, stet.SystemClock{})
+	d := app.Discovery(cfg, false)
+	srcs, err := app.Sources(cfg, stet.SystemClock{})
 	if err != nil {
 		t.Fatal(err)
 	}

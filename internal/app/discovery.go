@@ -1,16 +1,16 @@
-package main
+package app
 
 import (
 	"github.com/stetlabs/stet/api"
 	"github.com/stetlabs/stet/config"
 )
 
-// buildDiscovery builds GET /v1/discovery from the config: each source's
+// Discovery builds GET /v1/discovery from the config: each source's
 // profile and schema, its policy (with the hash revisions record), and the
 // processors its text may reach, with their region, retention and
 // subprocessors. It holds no document data. encryption says whether the
 // ledger seals text at rest.
-func buildDiscovery(cfg *config.Config, encryption bool) *api.Discovery {
+func Discovery(cfg *config.Config, encryption bool) *api.Discovery {
 	d := &api.Discovery{EncryptionAtRest: encryption, Sources: []api.DiscoverySource{}}
 	kept := func(v config.Duration) string {
 		if v == 0 {
