@@ -162,15 +162,31 @@ func WriteViolations(w io.Writer, vs []Violation) {
 		return
 	}
 	tw := newTable(w)
-	fmt.Fprintln(tw, "invariant\ttenant\tsource\treport\trevision\tjob/batch\tstage\tcount")
+	fmt.Fprintln(tw, "invariant\ttenant\tsource\treport\trevision\tjob/batch\tscope\tstage\tcount")
 	for _, v := range vs {
 		copySuffix := ""
 		if v.Copy != "" {
 			copySuffix = " " + v.Copy
 		}
-		fmt.Fprintf(tw, "%d %s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\n", v.Invariant, v.Name, v.TenantID, dash(v.SourceID), dash(v.ReportID+v.Scope), v.Revision, dash(v.JobID+v.BatchID+v.DeletionID+copySuffix), dash(v.Stage), v.Count)
+		rev := "-"
+		if v.Revision != 0 {
+			rev = fmt.Sprint(v.Revision)
+		}
+		fmt.Fprintf(tw, "%d %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.Invariant, v.Name, v.TenantID, dash(v.SourceID), dash(v.ReportID), rev,
+			dash(v.JobID+v.BatchID+v.DeletionID+copySuffix), dash(v.Scope), dash(v.Stage), violationCount(v))
 	}
 	tw.Flush()
+}
+
+// violationCount is the count column: authoritative records (2), items
+// not applied (4), items (5), delivery attempts (8); "-" for the
+// invariants that count nothing.
+func violationCount(v Violation) string {
+	switch v.Invariant {
+	case 2, 4, 5, 8:
+		return fmt.Sprint(v.Count)
+	}
+	return "-"
 }
 
 // WritePauses prints the dispatch pauses in force.
