@@ -70,7 +70,7 @@ func cmdBatchStatus(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, batchStatusHelp); fs.PrintDefaults() }
 	cfgPath := configFlag(fs)
-	asJSON := fs.Bool("json", false, "print the provider's raw answer")
+	asJSON := fs.Bool("json", false, "print the provider's answer as JSON, indented")
 	procID := fs.String("processor", "", "the processor of a provider batch ID the ledger does not know")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -5,7 +5,9 @@
 package batchlookup
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -40,6 +42,9 @@ func Lookup(ctx context.Context, bp stet.BatchProcessor, providerID string, prog
 		var st *stet.BatchStatus
 		st, err = bp.BatchStatus(ctx, providerID)
 		if err == nil {
+			if st.ProviderID == "" {
+				st.ProviderID = providerID
+			}
 			return st, nil
 		}
 		if stet.ClassOf(err) != stet.FailureRateLimited || attempt == Attempts-1 {
@@ -63,17 +68,25 @@ func Lookup(ctx context.Context, bp stet.BatchProcessor, providerID string, prog
 	return nil, fmt.Errorf("status lookup failed: %w", err)
 }
 
-// WriteText prints the status the processor processorID answered; with
-// raw, the provider's answer as it came.
+// WriteText prints the status the processor processorID answered: the
+// provider's batch ID first (the ID stet batch reconcile --adopt takes);
+// with raw, the provider's answer as it came, indented as stet's other
+// --json output is.
 func WriteText(w io.Writer, processorID string, st *stet.BatchStatus, raw bool) {
 	if raw {
-		w.Write(st.Raw)
-		if len(st.Raw) > 0 && st.Raw[len(st.Raw)-1] != '\n' {
-			fmt.Fprintln(w)
+		var b bytes.Buffer
+		if err := json.Indent(&b, bytes.TrimSpace(st.Raw), "", "  "); err != nil {
+			b.Reset()
+			b.Write(st.Raw) // not JSON: as it came
 		}
+		if b.Len() > 0 && b.Bytes()[b.Len()-1] != '\n' {
+			b.WriteByte('\n')
+		}
+		w.Write(b.Bytes())
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "provider batch\t%s\n", st.ProviderID)
 	fmt.Fprintf(tw, "processor\t%s\n", processorID)
 	provider := st.ProviderState
 	if provider == "" {
