@@ -20,7 +20,7 @@ import (
 const drillUsage = `Usage: stet drill [NAME…] [--json]
        stet drill chaos [flags]
 
-  NAME…   the recovery drills of DESIGN §10 that need no external service
+  NAME…   the recovery drills of docs/design.md §13 that need no external service
           (1 2 3 4 5 8 9 10 11 12; all of them when none is named), each on a
           scratch SQLite ledger of its own with River, the API and the fake
           OpenAI provider, in this process. Prints the outcome table (drill,
@@ -107,7 +107,7 @@ func cmdDrillChaos(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.Float64Var(&o.FaultRate, "fault-rate", 0.1, "share of provider calls answered 429, 500 or 503")
 	fs.StringVar(&o.PGBin, "pgbin", "/usr/lib/postgresql/15/bin", "folder of PostgreSQL's initdb and pg_ctl")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the scratch folder (cluster data, process logs)")
-	fs.BoolVar(&o.Destination, "destination", false, "point the source at a receiver and count lost record events (DESIGN §13)")
+	fs.BoolVar(&o.Destination, "destination", false, "point the source at a receiver and count lost record events (docs/design.md §15)")
 	fs.Float64Var(&o.DestFaultRate, "dest-fault-rate", 0.2, "with --destination: share of POSTs the receiver answers 500")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	fs.StringVar(&o.Binary, "stet-binary", "", "")
