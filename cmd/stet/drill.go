@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -66,31 +64,17 @@ func cmdDrill(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "stet drill: %v\n", err)
 		return exitUsage
 	}
-	var outs []recovery.Outcome
-	pass := true
-	for _, d := range drills {
-		if ctx.Err() != nil {
-			fmt.Fprintln(stderr, "stet drill: interrupted")
-			return exitFailure
-		}
-		fmt.Fprintf(stderr, "stet drill: %s %s…\n", d.Name, d.Title)
-		o := recovery.RunOutside(d)
-		pass = pass && o.OK
-		outs = append(outs, o)
+	rep, err := recovery.RunAll(ctx, drills, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "stet drill: interrupted")
+		return exitFailure
 	}
 	if asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(map[string]any{"ok": pass, "drills": outs})
+		writeJSON(stdout, rep)
 	} else {
-		recovery.WriteTable(stdout, outs)
-		if pass {
-			fmt.Fprintln(stdout, "\nPASS")
-		} else {
-			fmt.Fprintln(stdout, "\nFAIL")
-		}
+		rep.WriteText(stdout)
 	}
-	if !pass {
+	if !rep.OK {
 		return exitFailure
 	}
 	return exitOK
@@ -130,18 +114,8 @@ func cmdDrillChaos(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprintf(stderr, "stet drill chaos: unexpected argument %q\n", fs.Arg(0))
 		return exitUsage
 	}
-	switch {
-	case o.Reports < 1:
-		fmt.Fprintln(stderr, "stet drill chaos: --reports must be 1 or more")
-		return exitUsage
-	case o.Kills < 0:
-		fmt.Fprintln(stderr, "stet drill chaos: --kills must be 0 or more")
-		return exitUsage
-	case o.Workers < 1:
-		fmt.Fprintln(stderr, "stet drill chaos: --workers must be 1 or more")
-		return exitUsage
-	case o.FaultRate < 0 || o.FaultRate > 0.5:
-		fmt.Fprintln(stderr, "stet drill chaos: --fault-rate must be between 0 and 0.5")
+	if err := o.Check(); err != nil {
+		fmt.Fprintln(stderr, "stet drill chaos:", err)
 		return exitUsage
 	}
 	if *seed == "" {
@@ -162,8 +136,8 @@ func cmdDrillChaos(ctx context.Context, args []string, stdout, stderr io.Writer)
 		}
 		o.Binary = exe
 	}
-	if _, err := os.Stat(filepath.Join(o.PGBin, "initdb")); err != nil {
-		fmt.Fprintf(stderr, "stet drill chaos: no PostgreSQL binaries in %s (install PostgreSQL 15 or pass --pgbin)\n", o.PGBin)
+	if err := drill.CheckPGBin(o.PGBin); err != nil {
+		fmt.Fprintln(stderr, "stet drill chaos:", err)
 		return exitUnhealthy
 	}
 	o.Progress = stderr
@@ -177,9 +151,7 @@ func cmdDrillChaos(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return exitFailure
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(res)
+		writeJSON(stdout, res)
 	} else {
 		res.WriteText(stdout, o)
 	}
