@@ -16,6 +16,9 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/config"
+	"github.com/stetlabs/stet/internal/app"
+	"github.com/stetlabs/stet/ledger"
 	"github.com/stetlabs/stet/processor"
 )
 
@@ -31,6 +34,48 @@ const (
 // to MaxBody. The adapter keeps its policy on top of it.
 func HTTPClient() *http.Client {
 	return processor.NewHTTPClient(Timeout, MaxBody)
+}
+
+// Client builds the batch client of the configured processor processorID,
+// with its key read through getenv (an operator config loads no secrets)
+// and sending through HTTPClient. Every error is the operator's: a
+// processor the config does not have, or one without a batch API.
+func Client(cfg *config.Config, processorID string, getenv func(string) string) (stet.BatchProcessor, error) {
+	pc := cfg.Processor(processorID)
+	if pc == nil {
+		return nil, fmt.Errorf("no processor %q in the config", processorID)
+	}
+	withKey := *pc
+	if withKey.APIKeyEnv != "" {
+		withKey.APIKey = getenv(withKey.APIKeyEnv)
+	}
+	proc, err := app.NewProcessor(&withKey, cfg, HTTPClient())
+	if err != nil {
+		return nil, err
+	}
+	bp, ok := proc.(stet.BatchProcessor)
+	if !ok {
+		return nil, fmt.Errorf("processor %s (kind %s) has no batch API", pc.ID, pc.Kind)
+	}
+	return bp, nil
+}
+
+// ErrNoProviderBatch is FromLedger's answer for a batch that never reached
+// its provider (intent): there is nothing to look up.
+var ErrNoProviderBatch = errors.New("no provider batch to look up")
+
+// FromLedger finds stet's batch id (or a provider batch ID the ledger
+// holds) and returns its provider batch ID and processor. A batch the
+// ledger does not know is stet.ENotFound.
+func FromLedger(ctx context.Context, db *ledger.DB, id string) (providerID, processorID string, err error) {
+	b, err := ledger.GetBatch(ctx, db.Reader(), id)
+	if err != nil {
+		return "", "", err
+	}
+	if b.ProviderBatchID == "" {
+		return "", "", fmt.Errorf("batch %s is %s and has %w", b.ID, b.State, ErrNoProviderBatch)
+	}
+	return b.ProviderBatchID, b.ProcessorID, nil
 }
 
 // Lookup performs one status lookup, retrying a 429 at most Attempts

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/config"
 )
 
 // The text printout leads with the provider's batch ID (the ID
@@ -31,5 +32,31 @@ func TestWriteText(t *testing.T) {
 	WriteText(&b, "openai-fake", st, true)
 	if b.String() != "not json\n" {
 		t.Errorf("--json of a non-JSON body = %q", b.String())
+	}
+}
+
+// Client builds the batch client of a configured processor with the key
+// its variable holds, and refuses a processor the config lacks or one
+// without a batch API.
+func TestClient(t *testing.T) {
+	t.Parallel()
+	cfg := &config.Config{Processors: []config.Processor{
+		{ID: "openai-fake", Kind: config.KindOpenAI, BaseURL: "http://127.0.0.1:1", APIKeyEnv: "K", Model: "gpt-test", Region: "us", Retention: "30d"},
+		{ID: "local-rules", Kind: config.KindRules, Rules: "../../examples/quickstart/profiles/moderation.rules.yaml", Region: "local", Retention: "none"},
+	}}
+	getenv := func(k string) string {
+		if k == "K" {
+			return "sk-test"
+		}
+		return ""
+	}
+	if bp, err := Client(cfg, "openai-fake", getenv); err != nil || bp == nil {
+		t.Errorf("Client(openai-fake) = %v, %v; want a batch client", bp, err)
+	}
+	if _, err := Client(cfg, "nope", getenv); err == nil || !strings.Contains(err.Error(), `no processor "nope"`) {
+		t.Errorf("Client(nope) = %v, want no such processor", err)
+	}
+	if _, err := Client(cfg, "local-rules", getenv); err == nil || !strings.Contains(err.Error(), "has no batch API") {
+		t.Errorf("Client(local-rules) = %v, want no batch API", err)
 	}
 }
