@@ -2,14 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/api"
+	"github.com/stetlabs/stet/internal/app"
 	"github.com/stetlabs/stet/ledger"
 )
 
@@ -31,32 +32,19 @@ func cmdDelete(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fs.Usage()
 		return exitUsage
 	}
-	a, cfg, code := openOperatorApp(ctx, *cfgPath, "stet delete", stderr)
+	a, _, code := openOperatorApp(ctx, *cfgPath, "stet delete", stderr)
 	if a == nil {
 		return code
 	}
 	defer a.Close()
-	req := ledger.DeletionRequest{Actor: "cli", Now: time.Now().UTC()}
-	target := fs.Arg(0)
-	if strings.HasPrefix(target, "rep_") {
-		tenant, err := a.DB.ReportTenant(ctx, target)
-		if err != nil {
-			fmt.Fprintln(stderr, "stet delete:", stet.ErrorMessageOf(err))
-			return exitFailure
-		}
-		req.Tenant, req.ReportID = tenant, target
-	} else {
-		src, ext, ok := strings.Cut(target, "/")
-		if !ok || src == "" || ext == "" {
-			fs.Usage()
-			return exitUsage
-		}
-		s := cfg.Source(src)
-		if s == nil {
-			fmt.Fprintf(stderr, "stet delete: no source %q in the config\n", src)
-			return exitFailure
-		}
-		req.Tenant, req.SourceID, req.ExternalID = s.Tenant, src, ext
+	req, err := a.DeletionRequest(ctx, fs.Arg(0), "cli", time.Now().UTC())
+	if errors.Is(err, app.ErrDeleteTarget) {
+		fs.Usage()
+		return exitUsage
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "stet delete:", stet.ErrorMessageOf(err))
+		return exitFailure
 	}
 	out, err := a.Pipeline.RequestDeletion(ctx, req)
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"io"
 
 	"github.com/stetlabs/stet"
-	"github.com/stetlabs/stet/api"
 	"github.com/stetlabs/stet/internal/app"
 	"github.com/stetlabs/stet/internal/backfill"
 )
@@ -74,16 +73,10 @@ func cmdImport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	defer a.Close()
 	clock := stet.Clock(stet.SystemClock{})
-	sources, err := app.Sources(cfg, clock)
+	src, err := app.Source(cfg, *sourceID, clock)
 	if err != nil {
 		fmt.Fprintln(stderr, "stet import:", err)
 		return exitUsage
-	}
-	var src *api.Source
-	for _, s := range sources {
-		if s.ID == *sourceID {
-			src = s
-		}
 	}
 	if src == nil {
 		fmt.Fprintf(stderr, "stet import: no source %q in the config\n", *sourceID)

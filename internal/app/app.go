@@ -287,3 +287,18 @@ func Sources(cfg *config.Config, clock stet.Clock) ([]*api.Source, error) {
 	}
 	return sources, nil
 }
+
+// Source is the intake source id of the config, as Sources builds it; nil
+// when the config has none of that ID.
+func Source(cfg *config.Config, id string, clock stet.Clock) (*api.Source, error) {
+	sources, err := Sources(cfg, clock)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range sources {
+		if s.ID == id {
+			return s, nil
+		}
+	}
+	return nil, nil
+}
