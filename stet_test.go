@@ -165,12 +165,12 @@ func TestDependencyDirection(t *testing.T) {
 	for _, p := range []string{"ledger", "boundary", "schema", "config", "api", "pipeline", "metrics"} {
 		for _, d := range deps(mod + "/" + p) {
 			if strings.HasPrefix(d, mod+"/cmd") || strings.HasPrefix(d, mod+"/processor/") {
-				t.Errorf("%s imports %s; only cmd/stet wires processors", p, d)
+				t.Errorf("%s imports %s; only cmd/stet and internal/app wire processors", p, d)
 			}
 		}
 	}
 	// Tracing stays out of the ledger (pipeline names its transactions),
-	// and only cmd/stet builds an exporter or the SDK.
+	// and only internal/app builds an exporter or the SDK.
 	for _, p := range []string{"ledger", "boundary", "schema", "config", "metrics"} {
 		for _, d := range deps(mod + "/" + p) {
 			if strings.HasPrefix(d, "go.opentelemetry.io/") {
@@ -181,7 +181,7 @@ func TestDependencyDirection(t *testing.T) {
 	for _, p := range []string{"api", "pipeline"} {
 		for _, d := range deps(mod + "/" + p) {
 			if strings.HasPrefix(d, "go.opentelemetry.io/otel/sdk") || strings.HasPrefix(d, "go.opentelemetry.io/otel/exporters") {
-				t.Errorf("%s imports %s; only cmd/stet builds the tracer provider", p, d)
+				t.Errorf("%s imports %s; only internal/app builds the tracer provider", p, d)
 			}
 		}
 	}

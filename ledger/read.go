@@ -22,6 +22,9 @@ type JobDetail struct {
 	TextPurgedAt time.Time
 	// Deliveries are the outbox rows of the job's review record (DESIGN §13).
 	Deliveries []Delivery
+	// Record is the job's review record, without its content; nil before
+	// there is one.
+	Record *RecordMeta
 }
 
 // ArtifactMeta describes an artifact without its content.
@@ -126,6 +129,9 @@ func getJobOf(ctx context.Context, q Querier, tenant, jobID string) (*JobDetail,
 		return nil, fmt.Errorf("read artifact: %w", err)
 	}
 	if d.Deliveries, err = JobDeliveries(ctx, q, jobID); err != nil {
+		return nil, err
+	}
+	if d.Record, err = jobRecordMeta(ctx, q, jobID); err != nil {
 		return nil, err
 	}
 	return &d, nil

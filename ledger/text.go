@@ -93,6 +93,10 @@ func (d *JobDetail) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "  last failure %s", j.FailureClass)
 	}
 	fmt.Fprintln(w)
+	if j.State == stet.JobBlocked {
+		// The ledger keeps the class; the reason code is in the job_blocked alert.
+		fmt.Fprintf(w, "  blocked: class %s (%s); no processor call until an operator acts\n", dash(string(j.FailureClass)), blockedWhy(j.FailureClass))
+	}
 	fmt.Fprintf(w, "  policy %s (%s)\n", j.PolicyID, short(j.PolicyHash))
 	if !d.TextPurgedAt.IsZero() {
 		fmt.Fprintf(w, "  text_purged_at %s\n", d.TextPurgedAt.Format(time.RFC3339Nano))
@@ -102,7 +106,7 @@ func (d *JobDetail) WriteText(w io.Writer) {
 	for _, st := range []struct {
 		name string
 		at   time.Time
-	}{{"accepted", j.CreatedAt}, {"extracting", j.ExtractingAt}, {"extracted", j.ExtractedAt}, {"committed", j.CommittedAt}} {
+	}{{"accepted", j.CreatedAt}, {"extracting", j.ExtractingAt}, {"extracted", j.ExtractedAt}, {endStage(j.State), j.CommittedAt}} {
 		at := "-"
 		if !st.at.IsZero() {
 			at = st.at.Format(time.RFC3339Nano)
@@ -129,11 +133,37 @@ func (d *JobDetail) WriteText(w io.Writer) {
 			fmt.Fprintf(w, "  raw_purged_at %s\n", a.RawPurgedAt.Format(time.RFC3339Nano))
 		}
 	}
-	if j.ReviewRecordID != "" {
+	if r := d.Record; r != nil {
+		fmt.Fprintf(w, "  review record %s  kind %s  authoritative %t", r.ID, r.Kind, r.Authoritative)
+		if r.FailureClass != "" {
+			fmt.Fprintf(w, "  class %s", r.FailureClass)
+		}
+		fmt.Fprintln(w)
+	} else if j.ReviewRecordID != "" {
 		fmt.Fprintf(w, "  review record %s\n", j.ReviewRecordID)
 	}
 	writeDeliveries(w, d.Deliveries)
 	fmt.Fprintln(w)
+}
+
+// endStage labels the time a job's review record was written: "manual"
+// for a manual record, "committed" for an extracted one.
+func endStage(s stet.JobState) string {
+	if s == stet.JobManual {
+		return "manual"
+	}
+	return "committed"
+}
+
+// blockedWhy says what a blocked job's class stands for.
+func blockedWhy(c stet.FailureClass) string {
+	switch c {
+	case stet.FailureBoundary:
+		return "the recorded policy no longer permits the processor, or it is not configured"
+	case stet.FailureUnsupported:
+		return "the job's profile is not configured"
+	}
+	return "see the job_blocked alert in the log"
 }
 
 // writeDeliveries lists a job's outbound deliveries.
@@ -162,15 +192,31 @@ func WriteViolations(w io.Writer, vs []Violation) {
 		return
 	}
 	tw := newTable(w)
-	fmt.Fprintln(tw, "invariant\ttenant\tsource\treport\trevision\tjob/batch\tstage\tcount")
+	fmt.Fprintln(tw, "invariant\ttenant\tsource\treport\trevision\tjob/batch\tscope\tstage\tcount")
 	for _, v := range vs {
 		copySuffix := ""
 		if v.Copy != "" {
 			copySuffix = " " + v.Copy
 		}
-		fmt.Fprintf(tw, "%d %s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\n", v.Invariant, v.Name, v.TenantID, dash(v.SourceID), dash(v.ReportID+v.Scope), v.Revision, dash(v.JobID+v.BatchID+v.DeletionID+copySuffix), dash(v.Stage), v.Count)
+		rev := "-"
+		if v.Revision != 0 {
+			rev = fmt.Sprint(v.Revision)
+		}
+		fmt.Fprintf(tw, "%d %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.Invariant, v.Name, v.TenantID, dash(v.SourceID), dash(v.ReportID), rev,
+			dash(v.JobID+v.BatchID+v.DeletionID+copySuffix), dash(v.Scope), dash(v.Stage), violationCount(v))
 	}
 	tw.Flush()
+}
+
+// violationCount is the count column: authoritative records (2), items
+// not applied (4), items (5), delivery attempts (8); "-" for the
+// invariants that count nothing.
+func violationCount(v Violation) string {
+	switch v.Invariant {
+	case 2, 4, 5, 8:
+		return fmt.Sprint(v.Count)
+	}
+	return "-"
 }
 
 // WritePauses prints the dispatch pauses in force.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -68,7 +69,7 @@ func cmdBatchStatus(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, batchStatusHelp); fs.PrintDefaults() }
 	cfgPath := configFlag(fs)
-	asJSON := fs.Bool("json", false, "print the provider's raw answer")
+	asJSON := fs.Bool("json", false, "print the provider's answer as JSON, indented")
 	procID := fs.String("processor", "", "the processor of a provider batch ID the ledger does not know")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -94,38 +95,24 @@ func cmdBatchStatus(ctx context.Context, args []string, stdout, stderr io.Writer
 		if db == nil {
 			return code
 		}
-		b, err := ledger.GetBatch(ctx, db.Reader(), id)
+		var err error
+		providerID, processorID, err = batchlookup.FromLedger(ctx, db, id)
 		db.Close()
 		switch {
 		case stet.ErrorCodeOf(err) == stet.ENotFound:
 			fmt.Fprintln(stderr, "stet batch status: no batch with this ID in the ledger; for a provider batch ID, name its --processor")
 			return exitUsage
+		case errors.Is(err, batchlookup.ErrNoProviderBatch):
+			fmt.Fprintln(stderr, "stet batch status:", err)
+			return exitFailure
 		case err != nil:
 			fmt.Fprintln(stderr, "stet batch status:", err)
 			return exitUnhealthy
-		case b.ProviderBatchID == "":
-			fmt.Fprintf(stderr, "stet batch status: batch %s is %s and has no provider batch to look up\n", b.ID, b.State)
-			return exitFailure
 		}
-		providerID, processorID = b.ProviderBatchID, b.ProcessorID
 	}
-	pc := cfg.Processor(processorID)
-	if pc == nil {
-		fmt.Fprintf(stderr, "stet batch status: no processor %q in the config\n", processorID)
-		return exitUsage
-	}
-	withKey := *pc
-	if withKey.APIKeyEnv != "" {
-		withKey.APIKey = os.Getenv(withKey.APIKeyEnv)
-	}
-	proc, err := newProcessorClient(&withKey, cfg, batchlookup.HTTPClient())
+	bp, err := batchlookup.Client(cfg, processorID, os.Getenv)
 	if err != nil {
 		fmt.Fprintln(stderr, "stet batch status:", err)
-		return exitUsage
-	}
-	bp, ok := proc.(stet.BatchProcessor)
-	if !ok {
-		fmt.Fprintf(stderr, "stet batch status: processor %s (kind %s) has no batch API\n", pc.ID, pc.Kind)
 		return exitUsage
 	}
 	st, err := batchlookup.Lookup(ctx, bp, providerID, stderr)
@@ -133,7 +120,7 @@ func cmdBatchStatus(ctx context.Context, args []string, stdout, stderr io.Writer
 		fmt.Fprintln(stderr, "stet batch status:", err)
 		return exitFailure
 	}
-	batchlookup.WriteText(stdout, pc.ID, st, *asJSON)
+	batchlookup.WriteText(stdout, processorID, st, *asJSON)
 	return exitOK
 }
 
@@ -208,12 +195,12 @@ func cmdBatchReconcile(ctx context.Context, args []string, stdout, stderr io.Wri
 	if a == nil {
 		return code
 	}
-	defer a.close()
+	defer a.Close()
 	who := *actor
 	if who == "" {
-		who = "cli:" + cmp(os.Getenv("USER"), "operator")
+		who = "cli:" + cmp.Or(os.Getenv("USER"), "operator")
 	}
-	if err := a.pipeline.ReconcileBatch(ctx, fs.Arg(0), *adopt, *resubmit, who); err != nil {
+	if err := a.Pipeline.ReconcileBatch(ctx, fs.Arg(0), *adopt, *resubmit, who); err != nil {
 		fmt.Fprintln(stderr, "stet batch reconcile:", stet.ErrorMessageOf(err))
 		return exitFailure
 	}

@@ -2,18 +2,18 @@ package main
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"runtime/pprof"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/stetlabs/stet/config"
+	"github.com/stetlabs/stet/internal/app"
 	"github.com/stetlabs/stet/internal/bench"
 	"github.com/stetlabs/stet/ledger"
 )
@@ -50,21 +50,22 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	fs := flag.NewFlagSet("bench "+args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	n := fs.Int("n", 5000, "deliveries (intake), documents (pipeline); provider-limited: default one minute of --rpm; batch: default 10000")
-	conc := fs.Int("concurrency", 32, "concurrent HTTP clients")
+	var p bench.Params
+	fs.IntVar(&p.N, "n", 5000, "deliveries (intake), documents (pipeline); provider-limited: default one minute of --rpm; batch: default 10000")
+	fs.IntVar(&p.Concurrency, "concurrency", 32, "concurrent HTTP clients")
 	dir := fs.String("dir", "", "scratch folder (default: a new temporary folder, removed after)")
-	database := fs.String("database", "", "run on this PostgreSQL server (postgres://…; a scratch schema is created and dropped) instead of a scratch SQLite file")
-	processes := fs.String("processes", "1,2,4", "scaling: the worker process counts to measure")
-	binary := fs.String("stet-binary", "", "scaling: the stet binary to start (default: this one)")
-	workerProcs := fs.Int("worker-processes", 1, "provider-limited: stet worker processes sharing the limit (above 1 needs --database)")
-	rpm := fs.Int("rpm", 600, "provider-limited: the requests-per-minute limit the fake enforces and stet is configured with")
-	provConc := fs.Int("provider-concurrency", 32, "provider-limited: calls in flight (stet's limits.concurrency and workers; the naive loop's goroutines)")
+	fs.StringVar(&p.Database, "database", "", "run on this PostgreSQL server (postgres://…; a scratch schema is created and dropped) instead of a scratch SQLite file")
+	fs.StringVar(&p.Processes, "processes", "1,2,4", "scaling: the worker process counts to measure")
+	fs.StringVar(&p.Binary, "stet-binary", "", "scaling: the stet binary to start (default: this one)")
+	fs.IntVar(&p.WorkerProcesses, "worker-processes", 1, "provider-limited: stet worker processes sharing the limit (above 1 needs --database)")
+	fs.IntVar(&p.RPM, "rpm", 600, "provider-limited: the requests-per-minute limit the fake enforces and stet is configured with")
+	fs.IntVar(&p.ProviderConcurrency, "provider-concurrency", 32, "provider-limited: calls in flight (stet's limits.concurrency and workers; the naive loop's goroutines)")
 	asJSON := fs.Bool("json", false, "print JSON")
-	batchSize := fs.Int("batch-size", 2500, "batch: the processor's batch max_items")
-	window := fs.Duration("window", 10*time.Second, "memory: each measuring window")
-	pausedProfile := fs.String("paused-cpuprofile", "", "memory: write a CPU profile of stet's paused window alone to this file")
+	fs.IntVar(&p.BatchSize, "batch-size", 2500, "batch: the processor's batch max_items")
+	fs.DurationVar(&p.Window, "window", 10*time.Second, "memory: each measuring window")
+	fs.StringVar(&p.PausedProfile, "paused-cpuprofile", "", "memory: write a CPU profile of stet's paused window alone to this file")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
-	encrypt := fs.Bool("encrypt", false, "intake, pipeline: measure encryption at rest (stet with encryption: against stet without, same run)")
+	fs.BoolVar(&p.Encrypt, "encrypt", false, "intake, pipeline: measure encryption at rest (stet with encryption: against stet without, same run)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return exitUsage
 	}
@@ -81,97 +82,39 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		defer pprof.StopCPUProfile()
 	}
-	scratch := *dir
-	if scratch == "" {
+	p.Dir = *dir
+	if p.Dir == "" {
 		d, err := os.MkdirTemp("", "stet-bench-")
 		if err != nil {
 			fmt.Fprintln(stderr, "stet bench:", err)
 			return exitFailure
 		}
 		defer os.RemoveAll(d)
-		scratch = d
+		p.Dir = d
 	}
-	if *database != "" && !strings.HasPrefix(*database, "postgres://") && !strings.HasPrefix(*database, "postgresql://") {
-		fmt.Fprintln(stderr, "stet bench: --database must be a postgres:// URL")
-		return exitUsage
-	}
-	if *encrypt && args[0] != "intake" && args[0] != "pipeline" {
-		fmt.Fprintln(stderr, "stet bench: --encrypt is for intake and pipeline")
-		return exitUsage
-	}
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	wiring := bench.Stet{Open: openBenchApp, Import: func(ctx context.Context, args []string) error {
+	p.Given = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { p.Given[f.Name] = true })
+	p.Stet = bench.Stet{Open: openBenchApp, Import: func(ctx context.Context, args []string) error {
 		if code := cmdImport(ctx, args, io.Discard, io.Discard); code != exitOK {
 			return fmt.Errorf("import exited %d", code)
 		}
 		return nil
 	}}
-	var res interface{ WriteText(io.Writer) }
-	var err error
-	switch args[0] {
-	case "intake":
-		res, err = bench.Intake(ctx, bench.IntakeOptions{Stet: wiring, Dir: scratch, Database: *database, N: *n, Concurrency: *conc, Encrypt: *encrypt})
-	case "pipeline":
-		res, err = bench.Pipeline(ctx, bench.PipelineOptions{Stet: wiring, Dir: scratch, Database: *database, N: *n, Concurrency: *conc, Encrypt: *encrypt})
-	case "river-drivers":
-		res, err = bench.RiverDrivers(ctx, bench.RiverDriversOptions{Database: *database, N: *n})
-	case "provider-limited":
-		docs := *rpm // one minute of the limit, unless -n says otherwise
-		if given["n"] {
-			docs = *n
-		}
-		if *workerProcs > 1 && *database == "" {
-			fmt.Fprintln(stderr, "stet bench provider-limited: --worker-processes above 1 needs --database postgres://…")
-			return exitUsage
-		}
-		res, err = bench.ProviderLimited(ctx, bench.ProviderOptions{Stet: wiring, Dir: scratch, Database: *database, N: docs,
-			Binary: *binary, Processes: *workerProcs, RPM: *rpm, LatencyMin: time.Second, LatencyMax: 2 * time.Second, Concurrency: *provConc})
-	case "memory":
-		docs := 100000
-		if given["n"] {
-			docs = *n
-		}
-		res, err = bench.Memory(ctx, bench.MemoryOptions{Stet: wiring, Dir: scratch, Database: *database, N: docs, Window: *window, PausedProfile: *pausedProfile})
-	case "import":
-		lines := 1000000
-		if given["n"] {
-			lines = *n
-		}
-		res, err = bench.Import(ctx, bench.ImportOptions{Stet: wiring, Dir: scratch, Database: *database, N: lines, Concurrency: *conc})
-	case "batch":
-		docs := 10000
-		if given["n"] {
-			docs = *n
-		}
-		res, err = bench.Batch(ctx, bench.BatchOptions{Stet: wiring, Dir: scratch, N: docs, BatchSize: *batchSize})
-	case "scaling":
-		if *database == "" {
-			fmt.Fprintln(stderr, "stet bench scaling: needs --database postgres://…")
-			return exitUsage
-		}
-		var counts []int
-		for _, c := range strings.Split(*processes, ",") {
-			w, err := strconv.Atoi(strings.TrimSpace(c))
-			if err != nil || w < 1 {
-				fmt.Fprintln(stderr, "stet bench scaling: --processes must be a list of positive integers")
-				return exitUsage
-			}
-			counts = append(counts, w)
-		}
-		res, err = bench.Scaling(ctx, bench.ScalingOptions{Dir: scratch, Database: *database, Binary: *binary, Processes: counts, N: *n, Concurrency: *conc})
-	default:
+	res, err := bench.Run(ctx, args[0], p)
+	var ue *bench.UsageError
+	switch {
+	case errors.Is(err, bench.ErrUnknown):
 		fmt.Fprint(stderr, benchUsage)
 		return exitUsage
-	}
-	if err != nil {
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "%s: %s\n", strings.TrimSpace("stet bench "+ue.Bench), ue.Msg)
+		return exitUsage
+	case err != nil:
 		fmt.Fprintf(stderr, "stet bench %s: %v\n", args[0], err)
 		return exitFailure
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(res)
+		writeJSON(stdout, res)
 		return exitOK
 	}
 	res.WriteText(stdout)
@@ -180,18 +123,20 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 
 // benchApp is an app as the benchmarks drive it.
 type benchApp struct {
-	*app
+	a    *app.App
 	role string
 }
 
 func openBenchApp(ctx context.Context, cfg *config.Config, o bench.OpenOptions) (bench.App, error) {
-	a, err := openApp(ctx, cfg, appOptions{role: o.Role, migrate: true, pollInterval: o.PollInterval})
+	a, err := app.Open(ctx, cfg, app.Options{Role: o.Role, Migrate: true, PollInterval: o.PollInterval})
 	if err != nil {
 		return nil, err
 	}
 	return benchApp{a, o.Role}, nil
 }
 
-func (b benchApp) DB() *ledger.DB                                   { return b.db }
-func (b benchApp) Serve(ctx context.Context, ln net.Listener) error { return b.serve(ctx, ln, b.role) }
-func (b benchApp) Close()                                           { b.close() }
+func (b benchApp) DB() *ledger.DB { return b.a.DB }
+func (b benchApp) Serve(ctx context.Context, ln net.Listener) error {
+	return b.a.Serve(ctx, ln, b.role)
+}
+func (b benchApp) Close() { b.a.Close() }

@@ -2,14 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/api"
+	"github.com/stetlabs/stet/internal/app"
 	"github.com/stetlabs/stet/ledger"
 )
 
@@ -31,34 +32,21 @@ func cmdDelete(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fs.Usage()
 		return exitUsage
 	}
-	a, cfg, code := openOperatorApp(ctx, *cfgPath, "stet delete", stderr)
+	a, _, code := openOperatorApp(ctx, *cfgPath, "stet delete", stderr)
 	if a == nil {
 		return code
 	}
-	defer a.close()
-	req := ledger.DeletionRequest{Actor: "cli", Now: time.Now().UTC()}
-	target := fs.Arg(0)
-	if strings.HasPrefix(target, "rep_") {
-		tenant, err := a.db.ReportTenant(ctx, target)
-		if err != nil {
-			fmt.Fprintln(stderr, "stet delete:", stet.ErrorMessageOf(err))
-			return exitFailure
-		}
-		req.Tenant, req.ReportID = tenant, target
-	} else {
-		src, ext, ok := strings.Cut(target, "/")
-		if !ok || src == "" || ext == "" {
-			fs.Usage()
-			return exitUsage
-		}
-		s := cfg.Source(src)
-		if s == nil {
-			fmt.Fprintf(stderr, "stet delete: no source %q in the config\n", src)
-			return exitFailure
-		}
-		req.Tenant, req.SourceID, req.ExternalID = s.Tenant, src, ext
+	defer a.Close()
+	req, err := a.DeletionRequest(ctx, fs.Arg(0), "cli", time.Now().UTC())
+	if errors.Is(err, app.ErrDeleteTarget) {
+		fs.Usage()
+		return exitUsage
 	}
-	out, err := a.pipeline.RequestDeletion(ctx, req)
+	if err != nil {
+		fmt.Fprintln(stderr, "stet delete:", stet.ErrorMessageOf(err))
+		return exitFailure
+	}
+	out, err := a.Pipeline.RequestDeletion(ctx, req)
 	if err != nil {
 		fmt.Fprintln(stderr, "stet delete:", stet.ErrorMessageOf(err))
 		if stet.ErrorCodeOf(err) == stet.ENotFound {
@@ -66,7 +54,7 @@ func cmdDelete(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 		return exitUnhealthy
 	}
-	d, err := a.db.GetDeletion(ctx, ledger.AnyTenant, out.DeletionID)
+	d, err := a.DB.GetDeletion(ctx, ledger.AnyTenant, out.DeletionID)
 	if err != nil {
 		fmt.Fprintln(stderr, "stet delete:", stet.ErrorMessageOf(err))
 		return exitUnhealthy

@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -20,7 +18,7 @@ import (
 const drillUsage = `Usage: stet drill [NAME…] [--json]
        stet drill chaos [flags]
 
-  NAME…   the recovery drills of DESIGN §10 that need no external service
+  NAME…   the recovery drills of docs/design.md §13 that need no external service
           (1 2 3 4 5 8 9 10 11 12; all of them when none is named), each on a
           scratch SQLite ledger of its own with River, the API and the fake
           OpenAI provider, in this process. Prints the outcome table (drill,
@@ -66,31 +64,17 @@ func cmdDrill(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "stet drill: %v\n", err)
 		return exitUsage
 	}
-	var outs []recovery.Outcome
-	pass := true
-	for _, d := range drills {
-		if ctx.Err() != nil {
-			fmt.Fprintln(stderr, "stet drill: interrupted")
-			return exitFailure
-		}
-		fmt.Fprintf(stderr, "stet drill: %s %s…\n", d.Name, d.Title)
-		o := recovery.RunOutside(d)
-		pass = pass && o.OK
-		outs = append(outs, o)
+	rep, err := recovery.RunAll(ctx, drills, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "stet drill: interrupted")
+		return exitFailure
 	}
 	if asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(map[string]any{"ok": pass, "drills": outs})
+		writeJSON(stdout, rep)
 	} else {
-		recovery.WriteTable(stdout, outs)
-		if pass {
-			fmt.Fprintln(stdout, "\nPASS")
-		} else {
-			fmt.Fprintln(stdout, "\nFAIL")
-		}
+		rep.WriteText(stdout)
 	}
-	if !pass {
+	if !rep.OK {
 		return exitFailure
 	}
 	return exitOK
@@ -107,7 +91,7 @@ func cmdDrillChaos(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.Float64Var(&o.FaultRate, "fault-rate", 0.1, "share of provider calls answered 429, 500 or 503")
 	fs.StringVar(&o.PGBin, "pgbin", "/usr/lib/postgresql/15/bin", "folder of PostgreSQL's initdb and pg_ctl")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the scratch folder (cluster data, process logs)")
-	fs.BoolVar(&o.Destination, "destination", false, "point the source at a receiver and count lost record events (DESIGN §13)")
+	fs.BoolVar(&o.Destination, "destination", false, "point the source at a receiver and count lost record events (docs/design.md §15)")
 	fs.Float64Var(&o.DestFaultRate, "dest-fault-rate", 0.2, "with --destination: share of POSTs the receiver answers 500")
 	fs.BoolVar(&o.BatchFaults, "batch-faults", false, "send every third report to a batch-mode source and crash every worker at after_batch_submit, then mid_apply; count batches created twice")
 	fs.DurationVar(&o.ResumeBound, "resume-bound", drill.DefaultResumeBound, "fail when a dead worker's extract or commit job waits longer than this for a live one (issue 16 goal: 15s)")
@@ -133,18 +117,8 @@ func cmdDrillChaos(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprintf(stderr, "stet drill chaos: unexpected argument %q\n", fs.Arg(0))
 		return exitUsage
 	}
-	switch {
-	case o.Reports < 1:
-		fmt.Fprintln(stderr, "stet drill chaos: --reports must be 1 or more")
-		return exitUsage
-	case o.Kills < 0:
-		fmt.Fprintln(stderr, "stet drill chaos: --kills must be 0 or more")
-		return exitUsage
-	case o.Workers < 1:
-		fmt.Fprintln(stderr, "stet drill chaos: --workers must be 1 or more")
-		return exitUsage
-	case o.FaultRate < 0 || o.FaultRate > 0.5:
-		fmt.Fprintln(stderr, "stet drill chaos: --fault-rate must be between 0 and 0.5")
+	if err := o.Check(); err != nil {
+		fmt.Fprintln(stderr, "stet drill chaos:", err)
 		return exitUsage
 	}
 	if *seed == "" {
@@ -165,8 +139,8 @@ func cmdDrillChaos(ctx context.Context, args []string, stdout, stderr io.Writer)
 		}
 		o.Binary = exe
 	}
-	if _, err := os.Stat(filepath.Join(o.PGBin, "initdb")); err != nil {
-		fmt.Fprintf(stderr, "stet drill chaos: no PostgreSQL binaries in %s (install PostgreSQL 15 or pass --pgbin)\n", o.PGBin)
+	if err := drill.CheckPGBin(o.PGBin); err != nil {
+		fmt.Fprintln(stderr, "stet drill chaos:", err)
 		return exitUnhealthy
 	}
 	o.Progress = stderr
@@ -180,9 +154,7 @@ func cmdDrillChaos(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return exitFailure
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(res)
+		writeJSON(stdout, res)
 	} else {
 		res.WriteText(stdout, o)
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet/boundary"
+	"github.com/stetlabs/stet/internal/app"
 	"github.com/stetlabs/stet/ledger"
 )
 
@@ -63,15 +64,15 @@ func discoveryEncrypted(t *testing.T, cfgPath string) bool {
 	if !ok {
 		t.Fatal("load config")
 	}
-	a, err := openApp(context.Background(), cfg, appOptions{role: "api"})
+	a, err := app.Open(context.Background(), cfg, app.Options{Role: "api"})
 	if err != nil {
-		t.Fatalf("openApp = %v", err)
+		t.Fatalf("app.Open = %v", err)
 	}
-	defer a.close()
+	defer a.Close()
 	req := httptest.NewRequest(http.MethodGet, "/v1/discovery", nil)
 	req.Header.Set("Authorization", "Bearer "+os.Getenv("STET_DEMO_TOKEN"))
 	rec := httptest.NewRecorder()
-	a.api.ServeHTTP(rec, req)
+	a.API.ServeHTTP(rec, req)
 	var d struct {
 		EncryptionAtRest *bool `json:"encryption_at_rest"`
 	}

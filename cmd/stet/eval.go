@@ -11,6 +11,7 @@ import (
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/config"
 	"github.com/stetlabs/stet/eval"
+	"github.com/stetlabs/stet/internal/app"
 	"github.com/stetlabs/stet/internal/evalfake"
 )
 
@@ -79,9 +80,9 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		} else if pc.APIKeyEnv != "" && pc.Kind != config.KindRules && pc.APIKey == "" {
 			return nil, fmt.Errorf("environment variable %s is not set", pc.APIKeyEnv)
 		}
-		return newProcessor(pc, cfg)
+		return app.NewProcessor(pc, cfg, nil)
 	}
-	keys, err := keyring(cfg)
+	keys, err := app.Keyring(cfg)
 	if err != nil {
 		fmt.Fprintln(stderr, "stet eval:", err)
 		return exitUsage

@@ -8,7 +8,7 @@ import (
 	"io"
 
 	"github.com/stetlabs/stet"
-	"github.com/stetlabs/stet/api"
+	"github.com/stetlabs/stet/internal/app"
 	"github.com/stetlabs/stet/internal/backfill"
 )
 
@@ -66,23 +66,17 @@ func cmdImport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if !ok {
 		return exitUsage
 	}
-	a, err := openApp(ctx, cfg, appOptions{migrate: true, logger: newLogger(io.Discard, "error")})
+	a, err := app.Open(ctx, cfg, app.Options{Migrate: true, Logger: newLogger(io.Discard, "error")})
 	if err != nil {
 		fmt.Fprintln(stderr, "stet import:", err)
 		return exitUnhealthy
 	}
-	defer a.close()
+	defer a.Close()
 	clock := stet.Clock(stet.SystemClock{})
-	sources, err := apiSources(cfg, clock)
+	src, err := app.Source(cfg, *sourceID, clock)
 	if err != nil {
 		fmt.Fprintln(stderr, "stet import:", err)
 		return exitUsage
-	}
-	var src *api.Source
-	for _, s := range sources {
-		if s.ID == *sourceID {
-			src = s
-		}
 	}
 	if src == nil {
 		fmt.Fprintf(stderr, "stet import: no source %q in the config\n", *sourceID)
@@ -91,13 +85,13 @@ func cmdImport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if *mode != "" {
 		src.Mode = stet.DispatchMode(*mode)
 	}
-	if err := a.pipeline.Start(ctx); err != nil {
+	if err := a.Pipeline.Start(ctx); err != nil {
 		fmt.Fprintln(stderr, "stet import:", err)
 		return exitUnhealthy
 	}
-	defer a.pipeline.Stop(context.WithoutCancel(ctx))
+	defer a.Pipeline.Stop(context.WithoutCancel(ctx))
 
-	sm, err := backfill.Run(ctx, backfill.Options{Path: path, Source: src, Acceptor: a.pipeline, BodyLimit: int64(cfg.BodyLimit),
+	sm, err := backfill.Run(ctx, backfill.Options{Path: path, Source: src, Acceptor: a.Pipeline, BodyLimit: int64(cfg.BodyLimit),
 		Clock: clock, Total: total, Progress: stderr})
 	if err != nil {
 		fmt.Fprintln(stderr, "stet import:", err)

@@ -15,6 +15,7 @@ import (
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/api"
 	"github.com/stetlabs/stet/config"
+	"github.com/stetlabs/stet/internal/app"
 	"github.com/stetlabs/stet/ledger"
 )
 
@@ -97,8 +98,12 @@ func TestDiscoveryMatchesConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := buildDiscovery(cfg, false)
-	srcs, err := apiSources(cfg, stet.SystemClock{})
+	rulesProc, err := app.NewProcessor(cfg.Processor("local-rules"), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := app.Discovery(cfg, false, map[string]stet.Processor{"local-rules": rulesProc})
+	srcs, err := app.Sources(cfg, stet.SystemClock{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,6 +121,12 @@ func TestDiscoveryMatchesConfig(t *testing.T) {
 	if len(got.Processors) != len(pol.Processors) || got.Processors[0].ID != "local-rules" || got.Processors[0].Role != "primary" ||
 		got.Processors[0].Region != "local" || got.Processors[0].Retention != "none" || got.Processors[0].Kind != "rules" {
 		t.Errorf("processors = %+v", got.Processors)
+	}
+	// The rules processor's model is its rules file's hash, as stet inspect
+	// shows it on the artifact, not the empty configured model.
+	rulesFile := mustRead(t, filepath.Join(quickstartDir(), "profiles", "moderation.rules.yaml"))
+	if want := "rules-" + stet.SHA256Hex(rulesFile)[:12]; got.Processors[0].Model != want {
+		t.Errorf("rules processor model = %q, want %q", got.Processors[0].Model, want)
 	}
 	if !json.Valid(got.Profile.Schema) || got.Profile.ID != "moderation" || got.Profile.Version != 1 {
 		t.Errorf("profile = %+v", got.Profile)

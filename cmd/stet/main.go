@@ -49,7 +49,7 @@ Commands:
   rekey        rewrap every data key under the first encryption key and seal plaintext rows; resumable
   import       bulk backfill from an NDJSON file (--source ID, --mode sync|batch); resumable
   bench        run a benchmark: intake | pipeline | provider-limited | batch | memory | import
-  drill        run a recovery drill: chaos (many processes, kills, a database restart)
+  drill        run the recovery drills (NAME…, in this process) or chaos (many processes, kills, a database restart)
   eval         compare processors on labelled data in a scratch ledger; report.html and report.json
   version      print the version
 

@@ -29,8 +29,8 @@ func cmdManual(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if a == nil {
 		return code
 	}
-	defer a.close()
-	n, err := a.pipeline.Manual(ctx, ledger.ManualParams{Scope: *scope, Reason: *reason, Actor: "cli", AuditTenant: "*", Route: "stet manual"})
+	defer a.Close()
+	n, err := a.Pipeline.Manual(ctx, ledger.ManualParams{Scope: *scope, Reason: *reason, Actor: "cli", AuditTenant: "*", Route: "stet manual"})
 	if err != nil {
 		fmt.Fprintf(stderr, "stet manual: %s (%d converted before it stopped; run it again for the rest)\n", stet.ErrorMessageOf(err), n)
 		return exitFailure

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,6 +72,13 @@ func TestManualConvertsWaitingJobs(t *testing.T) {
 	waitFor(t, 30*time.Second, "every extract River job cancelled", p, func() bool {
 		return count(t, db, `SELECT COUNT(*) FROM river_job WHERE kind = 'stet_extract' AND state = 'cancelled'`) == n
 	})
+	// stet inspect labels a manual record's time "manual", not
+	// "committed", and shows the record's kind and authoritative flag.
+	code, stdout, stderr := runInProcess(t, "inspect", "--config", cfg.Path, testSource+"/manual-0")
+	if code != exitOK || !regexp.MustCompile(`(?m)^  manual +\d{4}-`).MatchString(stdout) || strings.Contains(stdout, "  committed ") ||
+		!regexp.MustCompile(`(?m)^  review record rec_\w+  kind manual  authoritative (true|false)`).MatchString(stdout) {
+		t.Errorf("stet inspect of a manual job = %d, stdout %q, stderr %q; want a manual stage time and the record's kind", code, stdout, stderr)
+	}
 	if got := count(t, db, `SELECT COUNT(*) FROM audit_log WHERE action = 'job.manual' AND actor = 'cli'`); got != n {
 		t.Errorf("job.manual audit entries = %d, want %d", got, n)
 	}

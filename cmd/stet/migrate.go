@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/stetlabs/stet/ledger"
+	"github.com/stetlabs/stet/pipeline"
 )
 
 func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -31,7 +32,7 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintln(stderr, "stet migrate:", err)
 		return exitUnhealthy
 	}
-	if err := migrateRiver(ctx, db); err != nil {
+	if err := pipeline.Migrate(ctx, db); err != nil {
 		fmt.Fprintln(stderr, "stet migrate:", err)
 		return exitUnhealthy
 	}

@@ -3,17 +3,52 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 
 	"github.com/stetlabs/stet/config"
+	"github.com/stetlabs/stet/internal/app"
 	"github.com/stetlabs/stet/ledger"
 )
 
 // The wiring every operator command shares: open the config's ledger, or
 // the whole app, saying on stderr why not.
+
+// loadConfig loads a config, printing every problem to stderr.
+func loadConfig(path string, stderr io.Writer) (*config.Config, bool) {
+	cfg, err := config.Load(path, os.Getenv)
+	if err != nil {
+		fmt.Fprintln(stderr, "stet:", err)
+		return nil, false
+	}
+	return cfg, true
+}
+
+// loadOperatorConfig loads a config for a command that never serves or
+// calls a processor: secret variables may be unset.
+func loadOperatorConfig(path string, stderr io.Writer) (*config.Config, bool) {
+	cfg, err := config.LoadWithoutSecrets(path, os.Getenv)
+	if err != nil {
+		fmt.Fprintln(stderr, "stet:", err)
+		return nil, false
+	}
+	return cfg, true
+}
+
+func newLogger(w io.Writer, level string) *slog.Logger {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(level))
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
+}
+
+// configFlag adds the --config flag.
+func configFlag(fs *flag.FlagSet) *string {
+	return fs.String("config", "stet.yaml", "path of the YAML config file")
+}
 
 // openLedger opens the config's ledger for a read or operate command.
 func openLedger(ctx context.Context, cfgPath string, stderr io.Writer) (*ledger.DB, int) {
@@ -35,7 +70,7 @@ func openLedger(ctx context.Context, cfgPath string, stderr io.Writer) (*ledger.
 		return nil, exitUnhealthy
 	}
 	if cfg.Encryption.KeysComplete() {
-		if err := useEncryption(ctx, db, cfg, nil, false); err != nil {
+		if err := app.UseEncryption(ctx, db, cfg, nil, false); err != nil {
 			db.Close()
 			fmt.Fprintln(stderr, "stet:", err)
 			return nil, exitUnhealthy
@@ -62,7 +97,7 @@ func ledgerExists(database string, stderr io.Writer) bool {
 
 // openOperatorApp opens the app of an operator command (no API, nothing
 // started) on an existing ledger; name prefixes its error.
-func openOperatorApp(ctx context.Context, cfgPath, name string, stderr io.Writer) (*app, *config.Config, int) {
+func openOperatorApp(ctx context.Context, cfgPath, name string, stderr io.Writer) (*app.App, *config.Config, int) {
 	cfg, ok := loadOperatorConfig(cfgPath, stderr)
 	if !ok {
 		return nil, nil, exitUsage
@@ -70,7 +105,7 @@ func openOperatorApp(ctx context.Context, cfgPath, name string, stderr io.Writer
 	if !ledgerExists(cfg.Database, stderr) {
 		return nil, nil, exitUnhealthy
 	}
-	a, err := openApp(ctx, cfg, appOptions{})
+	a, err := app.Open(ctx, cfg, app.Options{})
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return nil, nil, exitUnhealthy

@@ -21,8 +21,12 @@ func cmdPause(ctx context.Context, args []string, stdout, stderr io.Writer, resu
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfgPath := configFlag(fs)
-	scope := fs.String("scope", "", "all, processor:ID or tenant:ID (pause with no --scope lists the pauses in force)")
-	reason := fs.String("reason", "", "why (required to pause; recorded in the ledger and the audit log)")
+	scopeHelp, reasonHelp := "all, processor:ID or tenant:ID (no --scope: list the pauses in force)", "why (required; recorded in the ledger and the audit log)"
+	if resume {
+		scopeHelp, reasonHelp = "all, processor:ID or tenant:ID: the pause to clear", "not used: the audit log records who resumed the scope and when"
+	}
+	scope := fs.String("scope", "", scopeHelp)
+	reason := fs.String("reason", "", reasonHelp)
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage

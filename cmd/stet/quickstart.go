@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stetlabs/stet/internal/app"
 	"github.com/stetlabs/stet/internal/quickstart"
 	"github.com/stetlabs/stet/internal/stetclient"
 )
@@ -44,12 +45,12 @@ func cmdQuickstart(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return exitUnhealthy
 	}
 	defer logFile.Close()
-	a, err := openApp(ctx, cfg, appOptions{role: "all", logger: newLogger(logFile, "info"), migrate: true, pollInterval: 200 * time.Millisecond})
+	a, err := app.Open(ctx, cfg, app.Options{Role: "all", Logger: newLogger(logFile, "info"), Migrate: true, PollInterval: 200 * time.Millisecond})
 	if err != nil {
 		fmt.Fprintln(stderr, "stet quickstart:", err)
 		return exitUnhealthy
 	}
-	defer a.close()
+	defer a.Close()
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		fmt.Fprintln(stderr, "stet quickstart:", err)
@@ -59,7 +60,7 @@ func cmdQuickstart(ctx context.Context, args []string, stdout, stderr io.Writer)
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
 	served := make(chan error, 1)
-	go func() { served <- a.serve(sctx, ln, "all") }()
+	go func() { served <- a.Serve(sctx, ln, "all") }()
 
 	fmt.Fprintf(stdout, "stet quickstart: SQLite at %s, rules processor, listening on %s\n", strings.TrimPrefix(cfg.Database, "sqlite://"), base)
 	fmt.Fprintf(stdout, "logs (JSON, IDs only) go to %s\n\n", logPath)

@@ -24,8 +24,8 @@ func cmdResume(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if a == nil {
 		return code
 	}
-	defer a.close()
-	stage, err := a.pipeline.Resume(ctx, fs.Arg(0))
+	defer a.Close()
+	stage, err := a.Pipeline.Resume(ctx, fs.Arg(0))
 	if err != nil {
 		fmt.Fprintln(stderr, "stet resume:", stet.ErrorMessageOf(err))
 		return exitFailure

@@ -5,13 +5,14 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
-	"github.com/stetlabs/stet/processor"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/stetlabs/stet/processor"
 
 	"github.com/rogpeppe/go-internal/testscript"
 

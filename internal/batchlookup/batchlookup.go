@@ -5,7 +5,9 @@
 package batchlookup
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +16,9 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/config"
+	"github.com/stetlabs/stet/internal/app"
+	"github.com/stetlabs/stet/ledger"
 	"github.com/stetlabs/stet/processor"
 )
 
@@ -31,6 +36,48 @@ func HTTPClient() *http.Client {
 	return processor.NewHTTPClient(Timeout, MaxBody)
 }
 
+// Client builds the batch client of the configured processor processorID,
+// with its key read through getenv (an operator config loads no secrets)
+// and sending through HTTPClient. Every error is the operator's: a
+// processor the config does not have, or one without a batch API.
+func Client(cfg *config.Config, processorID string, getenv func(string) string) (stet.BatchProcessor, error) {
+	pc := cfg.Processor(processorID)
+	if pc == nil {
+		return nil, fmt.Errorf("no processor %q in the config", processorID)
+	}
+	withKey := *pc
+	if withKey.APIKeyEnv != "" {
+		withKey.APIKey = getenv(withKey.APIKeyEnv)
+	}
+	proc, err := app.NewProcessor(&withKey, cfg, HTTPClient())
+	if err != nil {
+		return nil, err
+	}
+	bp, ok := proc.(stet.BatchProcessor)
+	if !ok {
+		return nil, fmt.Errorf("processor %s (kind %s) has no batch API", pc.ID, pc.Kind)
+	}
+	return bp, nil
+}
+
+// ErrNoProviderBatch is FromLedger's answer for a batch that never reached
+// its provider (intent): there is nothing to look up.
+var ErrNoProviderBatch = errors.New("no provider batch to look up")
+
+// FromLedger finds stet's batch id (or a provider batch ID the ledger
+// holds) and returns its provider batch ID and processor. A batch the
+// ledger does not know is stet.ENotFound.
+func FromLedger(ctx context.Context, db *ledger.DB, id string) (providerID, processorID string, err error) {
+	b, err := ledger.GetBatch(ctx, db.Reader(), id)
+	if err != nil {
+		return "", "", err
+	}
+	if b.ProviderBatchID == "" {
+		return "", "", fmt.Errorf("batch %s is %s and has %w", b.ID, b.State, ErrNoProviderBatch)
+	}
+	return b.ProviderBatchID, b.ProcessorID, nil
+}
+
 // Lookup performs one status lookup, retrying a 429 at most Attempts
 // attempts in all and waiting the longer of Retry-After and an exponential
 // delay (1 s, 2 s); each retry is announced on progress.
@@ -40,6 +87,9 @@ func Lookup(ctx context.Context, bp stet.BatchProcessor, providerID string, prog
 		var st *stet.BatchStatus
 		st, err = bp.BatchStatus(ctx, providerID)
 		if err == nil {
+			if st.ProviderID == "" {
+				st.ProviderID = providerID
+			}
 			return st, nil
 		}
 		if stet.ClassOf(err) != stet.FailureRateLimited || attempt == Attempts-1 {
@@ -63,17 +113,25 @@ func Lookup(ctx context.Context, bp stet.BatchProcessor, providerID string, prog
 	return nil, fmt.Errorf("status lookup failed: %w", err)
 }
 
-// WriteText prints the status the processor processorID answered; with
-// raw, the provider's answer as it came.
+// WriteText prints the status the processor processorID answered: the
+// provider's batch ID first (the ID stet batch reconcile --adopt takes);
+// with raw, the provider's answer as it came, indented as stet's other
+// --json output is.
 func WriteText(w io.Writer, processorID string, st *stet.BatchStatus, raw bool) {
 	if raw {
-		w.Write(st.Raw)
-		if len(st.Raw) > 0 && st.Raw[len(st.Raw)-1] != '\n' {
-			fmt.Fprintln(w)
+		var b bytes.Buffer
+		if err := json.Indent(&b, bytes.TrimSpace(st.Raw), "", "  "); err != nil {
+			b.Reset()
+			b.Write(st.Raw) // not JSON: as it came
 		}
+		if b.Len() > 0 && b.Bytes()[b.Len()-1] != '\n' {
+			b.WriteByte('\n')
+		}
+		w.Write(b.Bytes())
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "provider batch\t%s\n", st.ProviderID)
 	fmt.Fprintf(tw, "processor\t%s\n", processorID)
 	provider := st.ProviderState
 	if provider == "" {

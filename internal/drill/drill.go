@@ -108,6 +108,31 @@ func cmpDur(d, def time.Duration) time.Duration {
 	return def
 }
 
+// Check says what is wrong with the options a command line gave, in the
+// flags' words; nil if nothing is.
+func (o Options) Check() error {
+	switch {
+	case o.Reports < 1:
+		return errors.New("--reports must be 1 or more")
+	case o.Kills < 0:
+		return errors.New("--kills must be 0 or more")
+	case o.Workers < 1:
+		return errors.New("--workers must be 1 or more")
+	case o.FaultRate < 0 || o.FaultRate > 0.5:
+		return errors.New("--fault-rate must be between 0 and 0.5")
+	}
+	return nil
+}
+
+// CheckPGBin says whether dir holds PostgreSQL's binaries; its error is
+// the sentence stet drill chaos prints.
+func CheckPGBin(dir string) error {
+	if _, err := os.Stat(filepath.Join(dir, "initdb")); err != nil {
+		return fmt.Errorf("no PostgreSQL binaries in %s (install PostgreSQL 15 or pass --pgbin)", dir)
+	}
+	return nil
+}
+
 // Replay is the command line that runs the same drill again.
 func (o Options) Replay() string {
 	s := fmt.Sprintf("stet drill chaos --seed %d --reports %d --kills %d --workers %d --fault-rate %g",

@@ -1,6 +1,7 @@
 package recovery
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -36,4 +37,38 @@ func cell(got, want int) string {
 		return fmt.Sprint(got)
 	}
 	return fmt.Sprintf("%d (want %d)", got, want)
+}
+
+// Report is what stet drill [NAME…] prints: every outcome, and whether
+// all of them passed.
+type Report struct {
+	OK     bool      `json:"ok"`
+	Drills []Outcome `json:"drills"`
+}
+
+// RunAll runs drills one after another outside go test, announcing each on
+// progress. It stops with ctx's error, before the next drill, once ctx
+// ends.
+func RunAll(ctx context.Context, drills []Drill, progress io.Writer) (*Report, error) {
+	rep := &Report{OK: true, Drills: []Outcome{}}
+	for _, d := range drills {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(progress, "stet drill: %s %s…\n", d.Name, d.Title)
+		o := RunOutside(d)
+		rep.OK = rep.OK && o.OK
+		rep.Drills = append(rep.Drills, o)
+	}
+	return rep, nil
+}
+
+// WriteText prints the outcome table and PASS or FAIL.
+func (r *Report) WriteText(w io.Writer) {
+	WriteTable(w, r.Drills)
+	if r.OK {
+		fmt.Fprintln(w, "\nPASS")
+	} else {
+		fmt.Fprintln(w, "\nFAIL")
+	}
 }

@@ -1,16 +1,19 @@
-package main
+package app
 
 import (
+	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/api"
 	"github.com/stetlabs/stet/config"
 )
 
-// buildDiscovery builds GET /v1/discovery from the config: each source's
+// Discovery builds GET /v1/discovery from the config: each source's
 // profile and schema, its policy (with the hash revisions record), and the
 // processors its text may reach, with their region, retention and
 // subprocessors. It holds no document data. encryption says whether the
-// ledger seals text at rest.
-func buildDiscovery(cfg *config.Config, encryption bool) *api.Discovery {
+// ledger seals text at rest. A processor's model is the one its built
+// client declares (procs; the rules processor's is its rules file's hash,
+// the model stet inspect shows), else the configured one.
+func Discovery(cfg *config.Config, encryption bool, procs map[string]stet.Processor) *api.Discovery {
 	d := &api.Discovery{EncryptionAtRest: encryption, Sources: []api.DiscoverySource{}}
 	kept := func(v config.Duration) string {
 		if v == 0 {
@@ -46,7 +49,11 @@ func buildDiscovery(cfg *config.Config, encryption bool) *api.Discovery {
 				role = "primary"
 			}
 			subs := append([]string{}, p.Subprocessors...)
-			ds.Processors = append(ds.Processors, api.DiscoveryProcessor{ID: p.ID, Kind: p.Kind, Role: role, Model: p.Model,
+			model := p.Model
+			if built, ok := procs[p.ID]; ok && built.Info().Model != "" {
+				model = built.Info().Model
+			}
+			ds.Processors = append(ds.Processors, api.DiscoveryProcessor{ID: p.ID, Kind: p.Kind, Role: role, Model: model,
 				Region: p.Region, Retention: p.Retention, ZeroDataRetention: p.ZeroRetention, Subprocessors: subs})
 		}
 		d.Sources = append(d.Sources, ds)

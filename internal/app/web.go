@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"github.com/stetlabs/stet"
@@ -6,9 +6,9 @@ import (
 )
 
 // mountUI serves the review UI under /ui/ of the API (DESIGN §12).
-func mountUI(a *app, clock stet.Clock) error {
-	w := a.cfg.Web
-	cfg := web.Config{DB: a.db, API: a.api, Clock: clock, Logger: a.log,
+func mountUI(a *App, clock stet.Clock) error {
+	w := a.Config.Web
+	cfg := web.Config{DB: a.DB, API: a.API, Clock: clock, Logger: a.Log,
 		IdleTimeout: w.IdleTimeout.Std(), SessionMax: w.SessionMax.Std()}
 	if o := w.OIDC; o.Enabled() {
 		cfg.OIDC = &web.OIDCConfig{Issuer: o.Issuer, ClientID: o.ClientID, ClientSecret: o.ClientSecret,
@@ -18,6 +18,6 @@ func mountUI(a *app, clock stet.Clock) error {
 	if err != nil {
 		return err
 	}
-	a.api.MountUI(ui)
+	a.API.MountUI(ui)
 	return nil
 }

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"context"
@@ -11,10 +11,10 @@ import (
 	"github.com/stetlabs/stet/ledger"
 )
 
-// keyring builds the configured master keys; nil without encryption:, or
+// Keyring builds the configured master keys; nil without encryption:, or
 // when a key variable is unset (an operator command loaded without
 // secrets).
-func keyring(cfg *config.Config) (*boundary.Keyring, error) {
+func Keyring(cfg *config.Config) (*boundary.Keyring, error) {
 	if !cfg.Encryption.KeysComplete() {
 		return nil, nil
 	}
@@ -25,13 +25,13 @@ func keyring(cfg *config.Config) (*boundary.Keyring, error) {
 	return boundary.NewKeyring(keys)
 }
 
-// useEncryption gives the ledger its keys and checks them against the
+// UseEncryption gives the ledger its keys and checks them against the
 // ledger's key check values, so a wrong or missing key stops the start
 // instead of failing later on values that do not open. A process that
 // serves without encryption: says so in its log. Commands that only read
 // IDs and states (openLedger) run without the keys.
-func useEncryption(ctx context.Context, db *ledger.DB, cfg *config.Config, log *slog.Logger, serving bool) error {
-	k, err := keyring(cfg)
+func UseEncryption(ctx context.Context, db *ledger.DB, cfg *config.Config, log *slog.Logger, serving bool) error {
+	k, err := Keyring(cfg)
 	if err != nil {
 		return err
 	}

@@ -1,11 +1,14 @@
-package main
+// Package app builds the running stet service from a config: it opens the
+// ledger (migrating if asked), gives it its keys, and wires the processors,
+// the pipeline, the API and the review UI. cmd/stet's commands open an App
+// and drive it; nothing here parses flags.
+package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -30,66 +33,40 @@ import (
 	"github.com/stetlabs/stet/processor/rules"
 )
 
-// app is everything one stet process runs, wired from a config.
-type app struct {
-	cfg      *config.Config
-	db       *ledger.DB
-	log      *slog.Logger
-	metrics  *metrics.Metrics
-	pipeline *pipeline.Pipeline
-	api      *api.Server
+// App is everything one stet process runs, wired from a config.
+type App struct {
+	Config   *config.Config
+	DB       *ledger.DB
+	Log      *slog.Logger
+	Metrics  *metrics.Metrics
+	Pipeline *pipeline.Pipeline
+	API      *api.Server // nil for an operator command (Options.Role "")
 	unlock   func()
 	// stopTracing flushes and stops the trace exporter (none: a no-op).
 	stopTracing func(context.Context) error
 }
 
-type appOptions struct {
-	role    string // api | worker | all
-	logger  *slog.Logger
-	migrate bool
-	clock   stet.Clock
-	// pollInterval overrides River's fetch poll interval (benchmarks, tests).
-	pollInterval time.Duration
+// Options say what Open builds.
+type Options struct {
+	Role    string // api | worker | all; "" an operator command: no API, no SQLite lock
+	Logger  *slog.Logger
+	Migrate bool
+	Clock   stet.Clock
+	// PollInterval overrides River's fetch poll interval (benchmarks, tests).
+	PollInterval time.Duration
 }
 
-// loadConfig loads a config, printing every problem to stderr.
-func loadConfig(path string, stderr io.Writer) (*config.Config, bool) {
-	cfg, err := config.Load(path, os.Getenv)
-	if err != nil {
-		fmt.Fprintln(stderr, "stet:", err)
-		return nil, false
-	}
-	return cfg, true
-}
-
-// loadOperatorConfig loads a config for a command that never serves or
-// calls a processor: secret variables may be unset.
-func loadOperatorConfig(path string, stderr io.Writer) (*config.Config, bool) {
-	cfg, err := config.LoadWithoutSecrets(path, os.Getenv)
-	if err != nil {
-		fmt.Fprintln(stderr, "stet:", err)
-		return nil, false
-	}
-	return cfg, true
-}
-
-func newLogger(w io.Writer, level string) *slog.Logger {
-	var l slog.Level
-	_ = l.UnmarshalText([]byte(level))
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
-}
-
-// openApp opens the ledger, migrates if asked, and builds the pipeline and
+// Open opens the ledger, migrates if asked, and builds the pipeline and
 // the API. It starts nothing.
-func openApp(ctx context.Context, cfg *config.Config, o appOptions) (*app, error) {
-	if o.logger == nil {
-		o.logger = slog.New(slog.DiscardHandler)
+func Open(ctx context.Context, cfg *config.Config, o Options) (*App, error) {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	if o.clock == nil {
-		o.clock = stet.SystemClock{}
+	if o.Clock == nil {
+		o.Clock = stet.SystemClock{}
 	}
-	a := &app{cfg: cfg, log: o.logger, unlock: func() {}, stopTracing: func(context.Context) error { return nil }}
-	if path, ok := strings.CutPrefix(cfg.Database, "sqlite://"); ok && o.role != "" {
+	a := &App{Config: cfg, Log: o.Logger, unlock: func() {}, stopTracing: func(context.Context) error { return nil }}
+	if path, ok := strings.CutPrefix(cfg.Database, "sqlite://"); ok && o.Role != "" {
 		// One SQLite file is for one process: a second serve on the same
 		// file would fight over the single writer.
 		unlock, err := lockFile(strings.SplitN(path, "?", 2)[0] + ".lock")
@@ -103,18 +80,18 @@ func openApp(ctx context.Context, cfg *config.Config, o appOptions) (*app, error
 		a.unlock()
 		return nil, err
 	}
-	a.db = db
-	if o.migrate {
-		if err := migrateAll(ctx, db); err != nil {
-			a.close()
+	a.DB = db
+	if o.Migrate {
+		if err := Migrate(ctx, db); err != nil {
+			a.Close()
 			return nil, err
 		}
 	}
-	if err := useEncryption(ctx, db, cfg, o.logger, o.role != ""); err != nil {
-		a.close()
+	if err := UseEncryption(ctx, db, cfg, o.Logger, o.Role != ""); err != nil {
+		a.Close()
 		return nil, err
 	}
-	a.metrics = metrics.New(db, o.logger)
+	a.Metrics = metrics.New(db, o.Logger)
 
 	procs := map[string]stet.Processor{}
 	limits := map[string]admission.Limits{}
@@ -124,13 +101,13 @@ func openApp(ctx context.Context, cfg *config.Config, o appOptions) (*app, error
 		batch[pc.ID] = pipeline.BatchSettings{MaxItems: pc.Batch.MaxItems, MaxWait: pc.Batch.MaxWait.Std(),
 			PollFirst: pc.Batch.PollFirst.Std(), PollMax: pc.Batch.PollMax.Std(), OnExpired: pc.Batch.OnExpired}
 		limits[pc.ID] = admission.Limits{RPM: pc.Limits.RPM, TPM: pc.Limits.TPM, Concurrency: pc.Limits.Concurrency}
-		p, err := newProcessor(pc, cfg)
+		p, err := NewProcessor(pc, cfg, nil)
 		if err != nil {
-			a.close()
+			a.Close()
 			return nil, err
 		}
 		if p == nil {
-			o.logger.Warn("processor kind not available in this build; jobs routed to it are blocked", "processor", pc.ID, "kind", pc.Kind)
+			o.Logger.Warn("processor kind not available in this build; jobs routed to it are blocked", "processor", pc.ID, "kind", pc.Kind)
 			continue
 		}
 		procs[pc.ID] = p
@@ -139,7 +116,7 @@ func openApp(ctx context.Context, cfg *config.Config, o appOptions) (*app, error
 	for i := range cfg.Profiles {
 		p, err := pipeline.NewProfile(*cfg.Profiles[i].Domain())
 		if err != nil {
-			a.close()
+			a.Close()
 			return nil, err
 		}
 		profiles = append(profiles, p)
@@ -150,36 +127,36 @@ func openApp(ctx context.Context, cfg *config.Config, o appOptions) (*app, error
 	}
 	tp, stopTracing, err := newTracerProvider(ctx, cfg, os.Getenv)
 	if err != nil {
-		a.close()
+		a.Close()
 		return nil, err
 	}
 	a.stopTracing = stopTracing
-	role := cmp(o.role, "all")
+	role := cmp.Or(o.Role, "all")
 	pl, err := pipeline.New(pipeline.Config{
 		DB: db, Processors: procs, Limits: limits, Batch: batch, AssembleEvery: cfg.Workers.AssembleEvery.Std(), Profiles: profiles, Policies: policies,
-		Logger: o.logger, Metrics: a.metrics, Clock: o.clock,
+		Logger: o.Logger, Metrics: a.Metrics, Clock: o.Clock,
 		Concurrency: cfg.Workers.Concurrency, JobTimeout: cfg.Workers.JobTimeout.Std(),
 		RescueAfter: cfg.Workers.RescueAfter.Std(), MaxAttempts: cfg.Workers.MaxAttempts,
-		PollInterval:   cmpDuration(o.pollInterval, cfg.Workers.PollInterval.Std()),
+		PollInterval:   cmp.Or(o.PollInterval, cfg.Workers.PollInterval.Std()),
 		SweepInterval:  cfg.Workers.SweepInterval.Std(),
 		Encryption:     db.Encrypted(),
-		Work:           o.role == "worker" || o.role == "all",
-		SingleProcess:  strings.HasPrefix(cfg.Database, "sqlite://") && o.role != "",
-		Destinations:   destinations(cfg),
+		Work:           o.Role == "worker" || o.Role == "all",
+		SingleProcess:  strings.HasPrefix(cfg.Database, "sqlite://") && o.Role != "",
+		Destinations:   Destinations(cfg),
 		TracerProvider: tp,
 	})
 	if err != nil {
-		a.close()
+		a.Close()
 		return nil, err
 	}
-	a.pipeline = pl
+	a.Pipeline = pl
 
-	if o.role == "" {
+	if o.Role == "" {
 		return a, nil // an operator command: no API
 	}
-	sources, err := apiSources(cfg, o.clock)
+	sources, err := Sources(cfg, o.Clock)
 	if err != nil {
-		a.close()
+		a.Close()
 		return nil, err
 	}
 	var tokens []api.Token
@@ -198,45 +175,26 @@ func openApp(ctx context.Context, cfg *config.Config, o appOptions) (*app, error
 			quotas[t.ID] = api.IntakeLimit{RPS: t.Intake.RPS, Burst: t.Intake.Burst}
 		}
 	}
-	a.api = api.New(api.Config{
-		DB: db, Acceptor: pl, Manual: pl, Deleter: pl, Discovery: buildDiscovery(cfg, cfg.Encryption != nil),
-		Sources: sources, Tokens: tokens, Admins: admins, IntakeLimits: quotas, Logger: o.logger, Metrics: a.metrics,
-		Clock: o.clock, BodyLimit: int64(cfg.BodyLimit), HealthOnly: role == "worker", NoMetrics: cfg.MetricsListen != "",
+	a.API = api.New(api.Config{
+		DB: db, Acceptor: pl, Manual: pl, Deleter: pl, Discovery: Discovery(cfg, cfg.Encryption != nil, procs),
+		Sources: sources, Tokens: tokens, Admins: admins, IntakeLimits: quotas, Logger: o.Logger, Metrics: a.Metrics,
+		Clock: o.Clock, BodyLimit: int64(cfg.BodyLimit), HealthOnly: role == "worker", NoMetrics: cfg.MetricsListen != "",
 		TracerProvider: tp,
 	})
 	if role != "worker" {
-		if err := mountUI(a, o.clock); err != nil {
-			a.close()
+		if err := mountUI(a, o.Clock); err != nil {
+			a.Close()
 			return nil, err
 		}
 	}
 	return a, nil
 }
 
-func cmpDuration(a, b time.Duration) time.Duration {
-	if a != 0 {
-		return a
-	}
-	return b
-}
-
-func cmp(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
-}
-
-// newProcessor builds a processor from its config; nil for kinds this build
-// does not have yet (their jobs are blocked, never re-routed).
-func newProcessor(pc *config.Processor, cfg *config.Config) (stet.Processor, error) {
-	return newProcessorClient(pc, cfg, nil)
-}
-
-// newProcessorClient builds a processor that sends through hc (nil: the
-// processor's own client). Wiring a kind is one case: the shared settings
+// NewProcessor builds a processor from its config, sending through hc (nil:
+// the processor's own client); nil for kinds this build does not have yet
+// (their jobs are blocked, never re-routed). Wiring a kind is one case: the shared settings
 // are built once, as processor.Common.
-func newProcessorClient(pc *config.Processor, cfg *config.Config, hc *http.Client) (stet.Processor, error) {
+func NewProcessor(pc *config.Processor, cfg *config.Config, hc *http.Client) (stet.Processor, error) {
 	c := processor.Common{
 		ID: pc.ID, BaseURL: pc.BaseURL, APIKey: pc.APIKey, Model: pc.Model, Region: pc.Region,
 		Retention: pc.Retention, ZeroRetention: pc.ZeroRetention, Subprocessors: pc.Subprocessors,
@@ -263,7 +221,8 @@ func newProcessorClient(pc *config.Processor, cfg *config.Config, hc *http.Clien
 	}
 }
 
-func migrateAll(ctx context.Context, db *ledger.DB) error {
+// Migrate applies the ledger's and River's migrations.
+func Migrate(ctx context.Context, db *ledger.DB) error {
 	if _, err := db.Migrate(ctx); err != nil {
 		return fmt.Errorf("migrate ledger: %w", err)
 	}
@@ -273,14 +232,16 @@ func migrateAll(ctx context.Context, db *ledger.DB) error {
 	return nil
 }
 
-func (a *app) close() {
+// Close flushes the trace exporter, closes the ledger and releases the
+// SQLite lock.
+func (a *App) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	if err := a.stopTracing(ctx); err != nil {
-		a.log.Warn("trace exporter did not flush", "err", err)
+		a.Log.Warn("trace exporter did not flush", "err", err)
 	}
 	cancel()
-	if a.db != nil {
-		a.db.Close()
+	if a.DB != nil {
+		a.DB.Close()
 	}
 	a.unlock()
 }
@@ -304,16 +265,9 @@ func lockFile(path string) (func(), error) {
 	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
 }
 
-// configFlag adds the --config flag.
-func configFlag(fs *flag.FlagSet) *string {
-	return fs.String("config", "stet.yaml", "path of the YAML config file")
-}
-
-func migrateRiver(ctx context.Context, db *ledger.DB) error { return pipeline.Migrate(ctx, db) }
-
-// apiSources builds the intake's sources from the config: intake and stet
+// Sources builds the intake's sources from the config: intake and stet
 // import accept through them.
-func apiSources(cfg *config.Config, clock stet.Clock) ([]*api.Source, error) {
+func Sources(cfg *config.Config, clock stet.Clock) ([]*api.Source, error) {
 	var sources []*api.Source
 	for i := range cfg.Sources {
 		s := &cfg.Sources[i]
@@ -332,4 +286,19 @@ func apiSources(cfg *config.Config, clock stet.Clock) ([]*api.Source, error) {
 		})
 	}
 	return sources, nil
+}
+
+// Source is the intake source id of the config, as Sources builds it; nil
+// when the config has none of that ID.
+func Source(cfg *config.Config, id string, clock stet.Clock) (*api.Source, error) {
+	sources, err := Sources(cfg, clock)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range sources {
+		if s.ID == id {
+			return s, nil
+		}
+	}
+	return nil, nil
 }
