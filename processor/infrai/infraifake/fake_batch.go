@@ -414,7 +414,7 @@ func (f *Server) batchSubmit(w http.ResponseWriter, r *http.Request, ft Fault, s
 	f.batch.mu.Unlock()
 
 	for _, req := range reqs {
-		f.Seen.Record(userText(req))
+		f.Seen.Record(req.UserText())
 	}
 
 	switch ft.Kind {

@@ -76,14 +76,7 @@ func (f *Server) batchUpload(r *http.Request) batchAnswer {
 				continue
 			}
 			req, _ := decodeFakeRequest(line.Body)
-			var sb strings.Builder
-			for _, m := range req.Messages {
-				if m.Role == "user" {
-					sb.WriteString(m.Content)
-					sb.WriteByte('\n')
-				}
-			}
-			fb.inputs.Record(sb.String())
+			fb.inputs.Record(req.UserText())
 		}
 	}
 	return okAnswer(fileObject(ff))
