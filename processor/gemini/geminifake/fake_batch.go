@@ -208,12 +208,7 @@ func (f *Server) EnqueueBatchStatus(faults ...Fault) {
 }
 
 // BatchCounts returns what the batch routes have received so far.
-func (f *Server) BatchCounts() BatchCounts {
-	st := &f.batch
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return st.counts
-}
+func (f *Server) BatchCounts() BatchCounts { return fakekit.Snapshot(&f.batch.mu, &f.batch.counts) }
 
 // Batches lists the batches the Server holds, oldest first.
 func (f *Server) Batches() []Batch {

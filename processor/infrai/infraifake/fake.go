@@ -233,19 +233,11 @@ func (f *Server) URL() string { return f.HTTP.URL() + "/v1" }
 // Executions returns the number of requests the Server executed, that is
 // charged for: a key executes once per dedup window, a request without a key
 // every time. Error answers and disconnects execute nothing.
-func (f *Server) Executions() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.executions
-}
+func (f *Server) Executions() int { return fakekit.Snapshot(&f.mu, &f.executions) }
 
 // Replays returns the number of requests answered from the idempotency
 // store (dedup hits).
-func (f *Server) Replays() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.replays
-}
+func (f *Server) Replays() int { return fakekit.Snapshot(&f.mu, &f.replays) }
 
 // maxFakeRequest bounds a request body.
 const maxFakeRequest = 32 << 20

@@ -178,11 +178,7 @@ func (f *Server) ScriptBatchEnd(label string, end BatchEnd) {
 }
 
 // BatchStats returns what the Batch API has counted so far.
-func (f *Server) BatchStats() BatchStats {
-	f.batch.mu.Lock()
-	defer f.batch.mu.Unlock()
-	return f.batch.stats
-}
+func (f *Server) BatchStats() BatchStats { return fakekit.Snapshot(&f.batch.mu, &f.batch.stats) }
 
 // Batches returns the batches the Server holds, oldest first.
 func (f *Server) Batches() []Batch {
