@@ -581,14 +581,7 @@ func decodeFakeRequest(body []byte) (Request, error) {
 
 // userText joins the user messages of req, one a line, for CallsContaining.
 func userText(req Request) string {
-	var sb strings.Builder
-	for _, m := range req.Messages {
-		if m.Role == "user" {
-			sb.WriteString(m.Content)
-			sb.WriteByte('\n')
-		}
-	}
-	return sb.String()
+	return fakekit.UserText(req.Messages, func(m Message) (string, bool) { return m.Content, m.Role == "user" })
 }
 
 // contentText reads message content given as a string or as blocks.

@@ -171,14 +171,7 @@ func (f *Server) BatchItemsContaining(s string) int { return f.items.Containing(
 
 // userText joins the user turns of req, as CallsContaining searches them.
 func userText(req Request) string {
-	var sb strings.Builder
-	for _, c := range req.Contents {
-		if c.Role == "user" || c.Role == "" {
-			sb.WriteString(c.Text)
-			sb.WriteByte('\n')
-		}
-	}
-	return sb.String()
+	return fakekit.UserText(req.Contents, func(c Content) (string, bool) { return c.Text, c.Role == "user" || c.Role == "" })
 }
 
 // maxFakeRequest bounds a request body.
