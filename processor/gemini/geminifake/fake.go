@@ -148,9 +148,8 @@ func New(opts Options) *Server {
 			Fault{Kind: RateLimit, RetryDelay: "0.120s"},
 			Fault{Kind: ServerError, Status: http.StatusInternalServerError},
 			Fault{Kind: ServerError, Status: http.StatusServiceUnavailable})},
+		batch: newFakeBatchState(),
 	}
-	f.batch.createFaults = fakekit.NewFaults[Fault](0, 0, 0)
-	f.batch.statusFaults = fakekit.NewFaults[Fault](0, 0, 0)
 	f.Start(f.serve)
 	return f
 }
