@@ -288,10 +288,9 @@ func (f *Server) fault(w http.ResponseWriter, r *http.Request, req Request, ft F
 			Type:    "requests",
 			Code:    "rate_limit_exceeded",
 		}))
-	case Quota:
-		writeAPIError(w, http.StatusTooManyRequests, []http.Header{ft.Header}, ft.override(quotaError()))
-	case Unauthorized:
-		writeAPIError(w, http.StatusUnauthorized, []http.Header{ft.Header}, ft.override(invalidKey()))
+	case Quota, Unauthorized, HTTPError:
+		status, e := errorAnswer(ft)
+		writeAPIError(w, status, []http.Header{ft.Header}, e)
 	case ServerError:
 		status := cmp.Or(ft.Status, http.StatusInternalServerError)
 		msg := "The server had an error while processing your request. Sorry about that!"
@@ -299,13 +298,6 @@ func (f *Server) fault(w http.ResponseWriter, r *http.Request, req Request, ft F
 			msg = "The engine is currently overloaded, please try again later."
 		}
 		writeAPIError(w, status, []http.Header{ft.Header}, ft.override(apiError{Message: msg, Type: "server_error"}))
-	case HTTPError:
-		status := cmp.Or(ft.Status, http.StatusBadRequest)
-		typ := "invalid_request_error"
-		if status >= 500 {
-			typ = "server_error"
-		}
-		writeAPIError(w, status, []http.Header{ft.Header}, ft.override(apiError{Message: http.StatusText(status), Type: typ}))
 	case Disconnect:
 		panic(http.ErrAbortHandler)
 	case Delay:

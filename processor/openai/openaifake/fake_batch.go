@@ -517,20 +517,20 @@ func batchRouteFault(w http.ResponseWriter, ft Fault) {
 			Type:    "requests",
 			Code:    "rate_limit_exceeded",
 		}))
-	case Quota:
-		writeAPIError(w, http.StatusTooManyRequests, []http.Header{ft.Header}, ft.override(quotaError()))
-	case Unauthorized:
-		writeAPIError(w, http.StatusUnauthorized, []http.Header{ft.Header}, ft.override(invalidKey()))
 	default:
 		status, e := errorAnswer(ft)
 		writeAPIError(w, status, []http.Header{ft.Header}, e)
 	}
 }
 
-// errorAnswer is the status and error object of ServerError, HTTPError and
-// unknown kinds.
+// errorAnswer is the status and error object of Quota, Unauthorized,
+// ServerError, HTTPError and unknown kinds.
 func errorAnswer(ft Fault) (int, apiError) {
 	switch ft.Kind {
+	case Quota:
+		return http.StatusTooManyRequests, ft.override(quotaError())
+	case Unauthorized:
+		return http.StatusUnauthorized, ft.override(invalidKey())
 	case HTTPError:
 		status := cmp.Or(ft.Status, http.StatusBadRequest)
 		typ := "invalid_request_error"
