@@ -235,8 +235,7 @@ func (f *Server) fault(w http.ResponseWriter, r *http.Request, req Request, ft F
 	case TimeoutAfterAnswer:
 		body := f.message(req, f.blocks(req, f.content(req)), "", nil)
 		setDefaultHeaders(w.Header(), newRequestID())
-		fakekit.MergeHeader(w.Header(), ft.Header)
-		f.HTTP.HalfAnswer(w, r, http.StatusOK, body)
+		f.HTTP.HalfAnswer(w, r, http.StatusOK, body, ft.Header)
 	case TruncatedJSON:
 		f.write(w, f.message(req, []wireBlock{textBlock(fakekit.Cut(f.content(req)))}, "end_turn", nil), ft.Header)
 	case SchemaInvalid:

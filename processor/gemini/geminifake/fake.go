@@ -305,8 +305,7 @@ func (f *Server) fault(w http.ResponseWriter, r *http.Request, req Request, ft F
 	case TimeoutAfterAnswer:
 		body := f.response(req, candidate(f.text(req), "STOP"), nil)
 		setDefaultHeaders(w.Header())
-		fakekit.MergeHeader(w.Header(), ft.Header)
-		f.HTTP.HalfAnswer(w, r, http.StatusOK, body)
+		f.HTTP.HalfAnswer(w, r, http.StatusOK, body, ft.Header)
 	default:
 		cand, feedback, ok := f.answer(req, ft)
 		if !ok {

@@ -307,8 +307,7 @@ func (f *Server) fault(w http.ResponseWriter, r *http.Request, req Request, ft F
 	case TimeoutAfterAnswer:
 		body := f.completion(req, f.content(req), nil, "stop")
 		setDefaultHeaders(w.Header())
-		fakekit.MergeHeader(w.Header(), ft.Header)
-		f.HTTP.HalfAnswer(w, r, http.StatusOK, body)
+		f.HTTP.HalfAnswer(w, r, http.StatusOK, body, ft.Header)
 	case TruncatedJSON:
 		f.write(w, f.completion(req, cut(f.content(req)), nil, "stop"), ft.Header)
 	case SchemaInvalid:
