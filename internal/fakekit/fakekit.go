@@ -5,8 +5,11 @@
 // (Calls), latency draws on their own seeded stream (Latency), traffic
 // counted by second and by status (Traffic, StatusWriter), continuously
 // refilling RPM/TPM buckets (Bucket), the default answer built from a
-// request's JSON schema (MinimalInstance), and the small wire helpers
-// (Marshal, Cut, MergeHeader, request IDs).
+// request's JSON schema (MinimalInstance), the OpenAI-style chat request the
+// chat fakes decode alike (ChatRequest, DecodeChat) and the user text they
+// record (UserText), counters read and bumped under the fake's lock
+// (Snapshot, Bump), and the small wire helpers (Marshal, Cut, MergeHeader,
+// request IDs).
 //
 // What a provider says — its routes, headers, error bodies, fault kinds — is
 // not here: it stays in the provider's fake. fakekit imports only the

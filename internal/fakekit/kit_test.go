@@ -2,6 +2,7 @@ package fakekit
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -231,5 +232,29 @@ func TestWireHelpers(t *testing.T) {
 	at := time.UnixMilli(0x0123456789ab)
 	if id := UUIDv7(at); !regexp.MustCompile(`^01234567-89ab-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`).MatchString(id) {
 		t.Errorf("UUIDv7() = %q, want the time in the first 48 bits", id)
+	}
+}
+
+func TestHalfAnswer(t *testing.T) {
+	t.Parallel()
+	var s *Server
+	s = NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Default", "1")
+		w.Header().Set("X-Gone", "1")
+		s.HalfAnswer(w, r, http.StatusOK, []byte(`{"abcdef":1}`), http.Header{"X-Extra": {"2"}, "X-Gone": nil})
+	}))
+	defer s.Close()
+	resp, err := http.Get(s.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	h := resp.Header
+	if h.Get("X-Default") != "1" || h.Get("X-Extra") != "2" || h.Values("X-Gone") != nil || resp.ContentLength != 12 {
+		t.Errorf("headers %v, Content-Length %d; want the defaults, X-Extra merged, X-Gone removed, 12", h, resp.ContentLength)
+	}
+	half := make([]byte, 6)
+	if _, err := io.ReadFull(resp.Body, half); err != nil || string(half) != `{"abcd` {
+		t.Errorf("first half = %q, %v; want {\"abcd", half, err)
 	}
 }

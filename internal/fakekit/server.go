@@ -76,11 +76,15 @@ func Reply(w http.ResponseWriter, status int, body []byte, headers ...http.Heade
 	_, _ = w.Write(body)
 }
 
-// HalfAnswer sends status with the headers set on w and a Content-Length
-// for all of body, writes only body's first half, flushes, and holds the
-// connection until the client leaves or the server closes: an answer cut
-// off in transit, for timeout-after-answer faults.
-func (s *Server) HalfAnswer(w http.ResponseWriter, r *http.Request, status int, body []byte) {
+// HalfAnswer sends status with the headers set on w (each of headers merged
+// over them, as Reply does) and a Content-Length for all of body, writes
+// only body's first half, flushes, and holds the connection until the
+// client leaves or the server closes: an answer cut off in transit, for
+// timeout-after-answer faults.
+func (s *Server) HalfAnswer(w http.ResponseWriter, r *http.Request, status int, body []byte, headers ...http.Header) {
+	for _, x := range headers {
+		MergeHeader(w.Header(), x)
+	}
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	_, _ = w.Write(body[:len(body)/2])

@@ -235,8 +235,7 @@ func (f *Server) fault(w http.ResponseWriter, r *http.Request, req Request, ft F
 	case TimeoutAfterAnswer:
 		body := f.message(req, f.blocks(req, f.content(req)), "", nil)
 		setDefaultHeaders(w.Header(), newRequestID())
-		fakekit.MergeHeader(w.Header(), ft.Header)
-		f.HTTP.HalfAnswer(w, r, http.StatusOK, body)
+		f.HTTP.HalfAnswer(w, r, http.StatusOK, body, ft.Header)
 	case TruncatedJSON:
 		f.write(w, f.message(req, []wireBlock{textBlock(fakekit.Cut(f.content(req)))}, "end_turn", nil), ft.Header)
 	case SchemaInvalid:
@@ -581,14 +580,7 @@ func decodeFakeRequest(body []byte) (Request, error) {
 
 // userText joins the user messages of req, one a line, for CallsContaining.
 func userText(req Request) string {
-	var sb strings.Builder
-	for _, m := range req.Messages {
-		if m.Role == "user" {
-			sb.WriteString(m.Content)
-			sb.WriteByte('\n')
-		}
-	}
-	return sb.String()
+	return fakekit.UserText(req.Messages, func(m Message) (string, bool) { return m.Content, m.Role == "user" })
 }
 
 // contentText reads message content given as a string or as blocks.

@@ -237,11 +237,7 @@ func (f *Server) EndBatch(id string) bool {
 }
 
 // BatchCounts returns the batch counters.
-func (f *Server) BatchCounts() BatchCounts {
-	f.batch.mu.Lock()
-	defer f.batch.mu.Unlock()
-	return f.batch.counts
-}
+func (f *Server) BatchCounts() BatchCounts { return fakekit.Snapshot(&f.batch.mu, &f.batch.counts) }
 
 // Batches returns the batches the fake holds (deleted ones left out), in
 // creation order.
@@ -288,9 +284,7 @@ const batchesPath = "/v1/messages/batches"
 func (f *Server) serveBatch(w http.ResponseWriter, r *http.Request) bool {
 	path := r.URL.Path
 	if strings.HasPrefix(path, "/elsewhere/") {
-		f.batch.mu.Lock()
-		f.batch.counts.RedirectsFollowed++
-		f.batch.mu.Unlock()
+		fakekit.Bump(&f.batch.mu, &f.batch.counts.RedirectsFollowed)
 		writeAPIError(w, http.StatusNotFound, nil, apiError{Type: "not_found_error", Message: "Not Found"})
 		return true
 	}
@@ -299,41 +293,27 @@ func (f *Server) serveBatch(w http.ResponseWriter, r *http.Request) bool {
 	}
 	rest := strings.TrimPrefix(strings.TrimPrefix(path, batchesPath), "/")
 	id, action, _ := strings.Cut(rest, "/")
+	c := &f.batch.counts
 	var route BatchRoute
+	var calls *int // route's counter in c
 	switch {
 	case rest == "" && r.Method == http.MethodPost:
-		route = RouteBatchCreate
+		route, calls = RouteBatchCreate, &c.CreateCalls
 	case rest == "" && r.Method == http.MethodGet:
-		route = RouteBatchList
+		route, calls = RouteBatchList, &c.ListCalls
 	case id != "" && action == "" && r.Method == http.MethodGet:
-		route = RouteBatchRetrieve
+		route, calls = RouteBatchRetrieve, &c.StatusCalls
 	case id != "" && action == "" && r.Method == http.MethodDelete:
-		route = RouteBatchDelete
+		route, calls = RouteBatchDelete, &c.Deletes
 	case id != "" && action == "results" && r.Method == http.MethodGet:
-		route = RouteBatchResults
+		route, calls = RouteBatchResults, &c.ResultsFetches
 	case id != "" && action == "cancel" && r.Method == http.MethodPost:
-		route = RouteBatchCancel
+		route, calls = RouteBatchCancel, &c.Cancels
 	default:
 		writeAPIError(w, http.StatusNotFound, nil, apiError{Type: "not_found_error", Message: "Not Found"})
 		return true
 	}
-
-	f.batch.mu.Lock()
-	switch route {
-	case RouteBatchCreate:
-		f.batch.counts.CreateCalls++
-	case RouteBatchList:
-		f.batch.counts.ListCalls++
-	case RouteBatchRetrieve:
-		f.batch.counts.StatusCalls++
-	case RouteBatchResults:
-		f.batch.counts.ResultsFetches++
-	case RouteBatchCancel:
-		f.batch.counts.Cancels++
-	case RouteBatchDelete:
-		f.batch.counts.Deletes++
-	}
-	f.batch.mu.Unlock()
+	fakekit.Bump(&f.batch.mu, calls)
 	var ft *Fault
 	if next, ok := f.routeFaults(route).Next(); ok {
 		ft = &next

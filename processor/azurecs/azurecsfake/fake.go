@@ -255,8 +255,7 @@ func (f *Server) fault(w http.ResponseWriter, r *http.Request, req Request, ft F
 	case TimeoutAfterAnswer:
 		body := f.analysis(req, false)
 		setDefaultHeaders(w.Header())
-		fakekit.MergeHeader(w.Header(), ft.Header)
-		f.HTTP.HalfAnswer(w, r, http.StatusOK, body)
+		f.HTTP.HalfAnswer(w, r, http.StatusOK, body, ft.Header)
 	case Malformed:
 		f.write(w, []byte(fakekit.Cut(string(f.analysis(req, false)))), ft.Header)
 	case MissingCategory:

@@ -148,9 +148,8 @@ func New(opts Options) *Server {
 			Fault{Kind: RateLimit, RetryDelay: "0.120s"},
 			Fault{Kind: ServerError, Status: http.StatusInternalServerError},
 			Fault{Kind: ServerError, Status: http.StatusServiceUnavailable})},
+		batch: newFakeBatchState(),
 	}
-	f.batch.createFaults = fakekit.NewFaults[Fault](0, 0, 0)
-	f.batch.statusFaults = fakekit.NewFaults[Fault](0, 0, 0)
 	f.Start(f.serve)
 	return f
 }
@@ -171,14 +170,7 @@ func (f *Server) BatchItemsContaining(s string) int { return f.items.Containing(
 
 // userText joins the user turns of req, as CallsContaining searches them.
 func userText(req Request) string {
-	var sb strings.Builder
-	for _, c := range req.Contents {
-		if c.Role == "user" || c.Role == "" {
-			sb.WriteString(c.Text)
-			sb.WriteByte('\n')
-		}
-	}
-	return sb.String()
+	return fakekit.UserText(req.Contents, func(c Content) (string, bool) { return c.Text, c.Role == "user" || c.Role == "" })
 }
 
 // maxFakeRequest bounds a request body.
@@ -313,8 +305,7 @@ func (f *Server) fault(w http.ResponseWriter, r *http.Request, req Request, ft F
 	case TimeoutAfterAnswer:
 		body := f.response(req, candidate(f.text(req), "STOP"), nil)
 		setDefaultHeaders(w.Header())
-		fakekit.MergeHeader(w.Header(), ft.Header)
-		f.HTTP.HalfAnswer(w, r, http.StatusOK, body)
+		f.HTTP.HalfAnswer(w, r, http.StatusOK, body, ft.Header)
 	default:
 		cand, feedback, ok := f.answer(req, ft)
 		if !ok {

@@ -155,13 +155,15 @@ type fakeUpload struct {
 	data              []byte
 }
 
-func (st *fakeBatchState) init() {
-	if st.batches == nil {
-		st.batches = map[string]*fakeBatch{}
-		st.files = map[string]*fakeFile{}
-		st.uploads = map[string]*fakeUpload{}
-		st.itemScripts = map[string]Fault{}
-		st.endScripts = map[string]string{}
+func newFakeBatchState() fakeBatchState {
+	return fakeBatchState{
+		batches:      map[string]*fakeBatch{},
+		files:        map[string]*fakeFile{},
+		uploads:      map[string]*fakeUpload{},
+		itemScripts:  map[string]Fault{},
+		endScripts:   map[string]string{},
+		createFaults: fakekit.NewFaults[Fault](0, 0, 0),
+		statusFaults: fakekit.NewFaults[Fault](0, 0, 0),
 	}
 }
 
@@ -174,7 +176,6 @@ func (f *Server) ScriptBatchItem(key string, ft Fault) {
 	st := &f.batch
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	st.init()
 	st.itemScripts[key] = ft
 }
 
@@ -186,7 +187,6 @@ func (f *Server) ScriptBatchEnd(displayName, state string) {
 	st := &f.batch
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	st.init()
 	st.endScripts[displayName] = state
 }
 
@@ -208,12 +208,7 @@ func (f *Server) EnqueueBatchStatus(faults ...Fault) {
 }
 
 // BatchCounts returns what the batch routes have received so far.
-func (f *Server) BatchCounts() BatchCounts {
-	st := &f.batch
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return st.counts
-}
+func (f *Server) BatchCounts() BatchCounts { return fakekit.Snapshot(&f.batch.mu, &f.batch.counts) }
 
 // Batches lists the batches the Server holds, oldest first.
 func (f *Server) Batches() []Batch {
@@ -336,10 +331,7 @@ type fakeFileLine struct {
 
 func (f *Server) serveBatchCreate(w http.ResponseWriter, r *http.Request, model string) {
 	st := &f.batch
-	st.mu.Lock()
-	st.init()
-	st.counts.CreateCalls++
-	st.mu.Unlock()
+	fakekit.Bump(&st.mu, &st.counts.CreateCalls)
 	body, err := fakekit.ReadBody(r, maxFakeRequest)
 	if !f.authorized(w, r) {
 		return
@@ -462,10 +454,7 @@ func (f *Server) decodeBatch(body []byte, model string) (*fakeBatch, string, int
 
 func (f *Server) serveBatchGet(w http.ResponseWriter, r *http.Request, name string) {
 	st := &f.batch
-	st.mu.Lock()
-	st.init()
-	st.counts.StatusCalls++
-	st.mu.Unlock()
+	fakekit.Bump(&st.mu, &st.counts.StatusCalls)
 	ft, faulted := st.statusFaults.Next()
 	if !f.authorized(w, r) {
 		return
@@ -520,10 +509,7 @@ func (f *Server) serveBatchGet(w http.ResponseWriter, r *http.Request, name stri
 
 func (f *Server) serveBatchList(w http.ResponseWriter, r *http.Request) {
 	st := &f.batch
-	st.mu.Lock()
-	st.init()
-	st.counts.ListCalls++
-	st.mu.Unlock()
+	fakekit.Bump(&st.mu, &st.counts.ListCalls)
 	if !f.authorized(w, r) {
 		return
 	}
@@ -579,7 +565,6 @@ func (f *Server) serveBatchDelete(w http.ResponseWriter, r *http.Request, name s
 func (f *Server) changeBatch(w http.ResponseWriter, r *http.Request, name string, count func(*BatchCounts), change func(*fakeBatch)) {
 	st := &f.batch
 	st.mu.Lock()
-	st.init()
 	count(&st.counts)
 	st.mu.Unlock()
 	if !f.authorized(w, r) {

@@ -23,9 +23,6 @@ import (
 func (f *Server) serveUpload(w http.ResponseWriter, r *http.Request) {
 	body, _ := fakekit.ReadBody(r, maxFakeRequest)
 	st := &f.batch
-	st.mu.Lock()
-	st.init()
-	st.mu.Unlock()
 	if !f.authorized(w, r) {
 		return
 	}
@@ -100,7 +97,6 @@ func (f *Server) serveUpload(w http.ResponseWriter, r *http.Request) {
 func (f *Server) serveFileGet(w http.ResponseWriter, r *http.Request, name string, download bool) {
 	st := &f.batch
 	st.mu.Lock()
-	st.init()
 	file, ok := st.files[name]
 	media := download || r.URL.Query().Get("alt") == "media"
 	if ok && media {
@@ -129,10 +125,7 @@ func (f *Server) serveFileGet(w http.ResponseWriter, r *http.Request, name strin
 
 func (f *Server) serveFileDelete(w http.ResponseWriter, r *http.Request, name string) {
 	st := &f.batch
-	st.mu.Lock()
-	st.init()
-	st.counts.FileDeletes++
-	st.mu.Unlock()
+	fakekit.Bump(&st.mu, &st.counts.FileDeletes)
 	if !f.authorized(w, r) {
 		return
 	}

@@ -150,27 +150,15 @@ type Options struct {
 
 // Request is a decoded chat request as the Server received it.
 type Request struct {
-	Model       string
-	Messages    []Message
-	Temperature *float64
-	// ResponseFormat is response_format.type; the rest is json_schema's.
-	ResponseFormat string
-	SchemaName     string
-	Strict         bool
-	Schema         json.RawMessage
+	fakekit.ChatRequest
 	IdempotencyKey string
 	// Canonical reports whether Body is canonical JSON as Infrai's wire
 	// contract asks (sorted keys, no spaces, a trailing newline).
 	Canonical bool
-	Body      []byte // the exact request body
-	Header    http.Header
 }
 
 // Message is one chat message.
-type Message struct {
-	Role    string
-	Content string
-}
+type Message = fakekit.ChatMessage
 
 // Server is an in-process server speaking Infrai's chat wire (POST
 // /v1/chat/completions by default) with scriptable faults and Infrai's
@@ -245,31 +233,11 @@ func (f *Server) URL() string { return f.HTTP.URL() + "/v1" }
 // Executions returns the number of requests the Server executed, that is
 // charged for: a key executes once per dedup window, a request without a key
 // every time. Error answers and disconnects execute nothing.
-func (f *Server) Executions() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.executions
-}
+func (f *Server) Executions() int { return fakekit.Snapshot(&f.mu, &f.executions) }
 
 // Replays returns the number of requests answered from the idempotency
 // store (dedup hits).
-func (f *Server) Replays() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.replays
-}
-
-// userText joins the user messages of req, as CallsContaining searches them.
-func userText(req Request) string {
-	var sb strings.Builder
-	for _, m := range req.Messages {
-		if m.Role == "user" {
-			sb.WriteString(m.Content)
-			sb.WriteByte('\n')
-		}
-	}
-	return sb.String()
-}
+func (f *Server) Replays() int { return fakekit.Snapshot(&f.mu, &f.replays) }
 
 // maxFakeRequest bounds a request body.
 const maxFakeRequest = 32 << 20
@@ -287,7 +255,7 @@ func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 	req.Header = r.Header.Clone()
 	req.IdempotencyKey = r.Header.Get("Idempotency-Key")
 
-	if !f.Arrive(r, decodeErr == nil, userText(req), f.opts.Latency) {
+	if !f.Arrive(r, decodeErr == nil, req.UserText(), f.opts.Latency) {
 		return
 	}
 	if r.URL.Path != f.chatPath || r.Method != http.MethodPost {
@@ -683,55 +651,19 @@ func tokens(s string) int { return (len(s) + 3) / 4 }
 // newRequestID returns a UUID v7, as Infrai's metadata.request_id is.
 func newRequestID() string { return fakekit.UUIDv7(time.Now()) }
 
-// The request as sent on the wire.
-type wireRequest struct {
-	Model    string `json:"model"`
-	Messages *[]struct {
-		Role    string          `json:"role"`
-		Content json.RawMessage `json:"content"`
-	} `json:"messages"`
-	Temperature    *float64 `json:"temperature"`
-	ResponseFormat *struct {
-		Type       string `json:"type"`
-		JSONSchema *struct {
-			Name   string          `json:"name"`
-			Strict *bool           `json:"strict"`
-			Schema json.RawMessage `json:"schema"`
-		} `json:"json_schema"`
-	} `json:"response_format"`
-}
-
 // decodeFakeRequest decodes body and returns its canonical form, which is
 // what the idempotency store compares.
 func decodeFakeRequest(body []byte) (Request, []byte, error) {
-	req := Request{Body: body}
-	var wr wireRequest
-	if err := json.Unmarshal(body, &wr); err != nil {
+	chat, err := fakekit.DecodeChat(body, fakekit.StringContent, nil)
+	req := Request{ChatRequest: chat}
+	if err != nil {
 		return req, nil, err
 	}
 	canonical, err := canonicalJSON(json.RawMessage(body))
 	if err != nil {
-		return req, nil, err
+		return Request{ChatRequest: fakekit.ChatRequest{Body: body}}, nil, err
 	}
 	req.Canonical = bytes.Equal(canonical, body)
-	req.Model = wr.Model
-	req.Temperature = wr.Temperature
-	if wr.Messages != nil {
-		req.Messages = make([]Message, 0, len(*wr.Messages))
-		for _, m := range *wr.Messages {
-			var text string
-			_ = json.Unmarshal(m.Content, &text)
-			req.Messages = append(req.Messages, Message{Role: m.Role, Content: text})
-		}
-	}
-	if rf := wr.ResponseFormat; rf != nil {
-		req.ResponseFormat = rf.Type
-		if js := rf.JSONSchema; js != nil {
-			req.SchemaName = js.Name
-			req.Strict = js.Strict != nil && *js.Strict
-			req.Schema = js.Schema
-		}
-	}
 	return req, canonical, nil
 }
 

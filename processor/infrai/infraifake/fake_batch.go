@@ -185,11 +185,7 @@ func (f *Server) EnqueueBatch(route BatchRoute, faults ...Fault) {
 }
 
 // BatchCounts returns what the batch routes have received so far.
-func (f *Server) BatchCounts() BatchCounts {
-	f.batch.mu.Lock()
-	defer f.batch.mu.Unlock()
-	return f.batch.counts
-}
+func (f *Server) BatchCounts() BatchCounts { return fakekit.Snapshot(&f.batch.mu, &f.batch.counts) }
 
 // Batches lists the batches the Server holds, oldest first.
 func (f *Server) Batches() []Batch {
@@ -207,25 +203,20 @@ func (f *Server) Batches() []Batch {
 func (f *Server) serveBatch(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	path := r.URL.Path
+	c := &f.batch.counts
 	var route BatchRoute
+	var calls *int // route's counter in c
 	switch {
 	case path == fakeBatchPrefix+"submit" && r.Method == http.MethodPost:
-		route = BatchSubmitRoute
+		route, calls = BatchSubmitRoute, &c.CreateCalls
 	case strings.HasPrefix(path, fakeBatchPrefix+"status/") && r.Method == http.MethodGet:
-		route = BatchStatusRoute
+		route, calls = BatchStatusRoute, &c.StatusCalls
 	case strings.HasPrefix(path, fakeBatchPrefix+"results/") && r.Method == http.MethodGet:
-		route = BatchResultsRoute
+		route, calls = BatchResultsRoute, &c.ResultsFetches
 	}
-	f.batch.mu.Lock()
-	switch route {
-	case BatchSubmitRoute:
-		f.batch.counts.CreateCalls++
-	case BatchStatusRoute:
-		f.batch.counts.StatusCalls++
-	case BatchResultsRoute:
-		f.batch.counts.ResultsFetches++
+	if calls != nil {
+		fakekit.Bump(&f.batch.mu, calls)
 	}
-	f.batch.mu.Unlock()
 
 	if !f.HTTP.Sleep(r, f.opts.Latency) {
 		return
@@ -414,7 +405,7 @@ func (f *Server) batchSubmit(w http.ResponseWriter, r *http.Request, ft Fault, s
 	f.batch.mu.Unlock()
 
 	for _, req := range reqs {
-		f.Seen.Record(userText(req))
+		f.Seen.Record(req.UserText())
 	}
 
 	switch ft.Kind {

@@ -115,26 +115,14 @@ type Options struct {
 
 // Request is a decoded Chat Completions request as the Server received it.
 type Request struct {
-	Model       string
-	Messages    []Message
-	Temperature *float64
-	// ResponseFormat is response_format.type; the rest is json_schema's.
-	ResponseFormat string
-	SchemaName     string
-	Strict         bool
-	Schema         json.RawMessage
+	fakekit.ChatRequest
 	// MaxCompletionTokens is max_completion_tokens, else max_tokens; 0 if
 	// the request sets neither.
 	MaxCompletionTokens int
-	Body                []byte // the exact request body
-	Header              http.Header
 }
 
 // Message is one chat message; array content is joined to its text.
-type Message struct {
-	Role    string
-	Content string
-}
+type Message = fakekit.ChatMessage
 
 // Server is an in-process server speaking the OpenAI Chat Completions wire
 // format (POST /v1/chat/completions, also /chat/completions), with
@@ -220,14 +208,7 @@ func (f *Server) serve(rw http.ResponseWriter, r *http.Request) {
 		f.mu.Unlock()
 	}
 	if decodeErr == nil {
-		var sb strings.Builder
-		for _, m := range req.Messages {
-			if m.Role == "user" {
-				sb.WriteString(m.Content)
-				sb.WriteByte('\n')
-			}
-		}
-		f.Seen.Record(sb.String())
+		f.Seen.Record(req.UserText())
 	}
 
 	if !f.HTTP.Sleep(r, f.opts.Latency) {
@@ -307,10 +288,9 @@ func (f *Server) fault(w http.ResponseWriter, r *http.Request, req Request, ft F
 			Type:    "requests",
 			Code:    "rate_limit_exceeded",
 		}))
-	case Quota:
-		writeAPIError(w, http.StatusTooManyRequests, []http.Header{ft.Header}, ft.override(quotaError()))
-	case Unauthorized:
-		writeAPIError(w, http.StatusUnauthorized, []http.Header{ft.Header}, ft.override(invalidKey()))
+	case Quota, Unauthorized, HTTPError:
+		status, e := errorAnswer(ft)
+		writeAPIError(w, status, []http.Header{ft.Header}, e)
 	case ServerError:
 		status := cmp.Or(ft.Status, http.StatusInternalServerError)
 		msg := "The server had an error while processing your request. Sorry about that!"
@@ -318,13 +298,6 @@ func (f *Server) fault(w http.ResponseWriter, r *http.Request, req Request, ft F
 			msg = "The engine is currently overloaded, please try again later."
 		}
 		writeAPIError(w, status, []http.Header{ft.Header}, ft.override(apiError{Message: msg, Type: "server_error"}))
-	case HTTPError:
-		status := cmp.Or(ft.Status, http.StatusBadRequest)
-		typ := "invalid_request_error"
-		if status >= 500 {
-			typ = "server_error"
-		}
-		writeAPIError(w, status, []http.Header{ft.Header}, ft.override(apiError{Message: http.StatusText(status), Type: typ}))
 	case Disconnect:
 		panic(http.ErrAbortHandler)
 	case Delay:
@@ -334,8 +307,7 @@ func (f *Server) fault(w http.ResponseWriter, r *http.Request, req Request, ft F
 	case TimeoutAfterAnswer:
 		body := f.completion(req, f.content(req), nil, "stop")
 		setDefaultHeaders(w.Header())
-		fakekit.MergeHeader(w.Header(), ft.Header)
-		f.HTTP.HalfAnswer(w, r, http.StatusOK, body)
+		f.HTTP.HalfAnswer(w, r, http.StatusOK, body, ft.Header)
 	case TruncatedJSON:
 		f.write(w, f.completion(req, cut(f.content(req)), nil, "stop"), ft.Header)
 	case SchemaInvalid:
@@ -569,75 +541,21 @@ func setDefaultHeaders(h http.Header) {
 	}
 }
 
-// The request as sent on the wire.
-type wireRequest struct {
-	Model    string `json:"model"`
-	Messages *[]struct {
-		Role    string          `json:"role"`
-		Content json.RawMessage `json:"content"`
-	} `json:"messages"`
-	Temperature         *float64 `json:"temperature"`
-	MaxCompletionTokens *int     `json:"max_completion_tokens"`
-	MaxTokens           *int     `json:"max_tokens"`
-	ResponseFormat      *struct {
-		Type       string `json:"type"`
-		JSONSchema *struct {
-			Name   string          `json:"name"`
-			Strict *bool           `json:"strict"`
-			Schema json.RawMessage `json:"schema"`
-		} `json:"json_schema"`
-	} `json:"response_format"`
-}
-
 func decodeFakeRequest(body []byte) (Request, error) {
-	req := Request{Body: body}
-	var wr wireRequest
-	if err := json.Unmarshal(body, &wr); err != nil {
-		return req, err
+	var limits struct {
+		MaxCompletionTokens *int `json:"max_completion_tokens"`
+		MaxTokens           *int `json:"max_tokens"`
 	}
-	req.Model = wr.Model
-	req.Temperature = wr.Temperature
+	chat, err := fakekit.DecodeChat(body, fakekit.PartsContent, &limits)
+	req := Request{ChatRequest: chat}
 	switch {
-	case wr.MaxCompletionTokens != nil:
-		req.MaxCompletionTokens = max(*wr.MaxCompletionTokens, 0)
-	case wr.MaxTokens != nil:
-		req.MaxCompletionTokens = max(*wr.MaxTokens, 0)
+	case err != nil:
+	case limits.MaxCompletionTokens != nil:
+		req.MaxCompletionTokens = max(*limits.MaxCompletionTokens, 0)
+	case limits.MaxTokens != nil:
+		req.MaxCompletionTokens = max(*limits.MaxTokens, 0)
 	}
-	if wr.Messages != nil {
-		req.Messages = make([]Message, 0, len(*wr.Messages))
-		for _, m := range *wr.Messages {
-			req.Messages = append(req.Messages, Message{Role: m.Role, Content: messageText(m.Content)})
-		}
-	}
-	if rf := wr.ResponseFormat; rf != nil {
-		req.ResponseFormat = rf.Type
-		if js := rf.JSONSchema; js != nil {
-			req.SchemaName = js.Name
-			req.Strict = js.Strict != nil && *js.Strict
-			req.Schema = js.Schema
-		}
-	}
-	return req, nil
-}
-
-// messageText reads content given as a string or as an array of parts.
-func messageText(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	if json.Unmarshal(raw, &parts) != nil {
-		return ""
-	}
-	var sb strings.Builder
-	for _, p := range parts {
-		sb.WriteString(p.Text)
-	}
-	return sb.String()
+	return req, err
 }
 
 // validateFakeRequest checks what the real API checks cheaply.

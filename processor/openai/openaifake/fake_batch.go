@@ -178,11 +178,7 @@ func (f *Server) ScriptBatchEnd(label string, end BatchEnd) {
 }
 
 // BatchStats returns what the Batch API has counted so far.
-func (f *Server) BatchStats() BatchStats {
-	f.batch.mu.Lock()
-	defer f.batch.mu.Unlock()
-	return f.batch.stats
-}
+func (f *Server) BatchStats() BatchStats { return fakekit.Snapshot(&f.batch.mu, &f.batch.stats) }
 
 // Batches returns the batches the Server holds, oldest first.
 func (f *Server) Batches() []Batch {
@@ -521,20 +517,20 @@ func batchRouteFault(w http.ResponseWriter, ft Fault) {
 			Type:    "requests",
 			Code:    "rate_limit_exceeded",
 		}))
-	case Quota:
-		writeAPIError(w, http.StatusTooManyRequests, []http.Header{ft.Header}, ft.override(quotaError()))
-	case Unauthorized:
-		writeAPIError(w, http.StatusUnauthorized, []http.Header{ft.Header}, ft.override(invalidKey()))
 	default:
 		status, e := errorAnswer(ft)
 		writeAPIError(w, status, []http.Header{ft.Header}, e)
 	}
 }
 
-// errorAnswer is the status and error object of ServerError, HTTPError and
-// unknown kinds.
+// errorAnswer is the status and error object of Quota, Unauthorized,
+// ServerError, HTTPError and unknown kinds.
 func errorAnswer(ft Fault) (int, apiError) {
 	switch ft.Kind {
+	case Quota:
+		return http.StatusTooManyRequests, ft.override(quotaError())
+	case Unauthorized:
+		return http.StatusUnauthorized, ft.override(invalidKey())
 	case HTTPError:
 		status := cmp.Or(ft.Status, http.StatusBadRequest)
 		typ := "invalid_request_error"
@@ -781,7 +777,9 @@ func (f *Server) batchList(r *http.Request) batchAnswer {
 	return okAnswer(page)
 }
 
-func (f *Server) batchStatus(id string) batchAnswer {
+// withBatch answers with do's answer for batch id, under fb.mu, or with
+// the API's 404 when there is none.
+func (f *Server) withBatch(id string, do func(fb *fakeBatches, b *fakeBatch, now time.Time) batchAnswer) batchAnswer {
 	now := f.clock.Now()
 	fb := f.batch
 	fb.mu.Lock()
@@ -790,6 +788,15 @@ func (f *Server) batchStatus(id string) batchAnswer {
 	if !found {
 		return noSuchBatch(id)
 	}
+	return do(fb, b, now)
+}
+
+func (f *Server) batchStatus(id string) batchAnswer {
+	return f.withBatch(id, f.pollBatch)
+}
+
+// pollBatch counts a status lookup of b and moves it on. fb.mu is held.
+func (f *Server) pollBatch(fb *fakeBatches, b *fakeBatch, now time.Time) batchAnswer {
 	b.polls++
 	polls := cmp.Or(fb.opts.PollsToEnd, 1)
 	switch {
@@ -813,22 +820,16 @@ func (f *Server) batchStatus(id string) batchAnswer {
 }
 
 func (f *Server) batchCancel(id string) batchAnswer {
-	now := f.clock.Now()
-	fb := f.batch
-	fb.mu.Lock()
-	defer fb.mu.Unlock()
-	b, found := fb.batches[id]
-	if !found {
-		return noSuchBatch(id)
-	}
-	switch {
-	case terminal(b.wire.Status):
-		return errAnswer(http.StatusConflict, apiError{Message: "Cannot cancel a batch with status '" + b.wire.Status + "'.", Type: "invalid_request_error"})
-	case b.wire.Status != "cancelling":
-		b.wire.Status = "cancelling"
-		b.wire.CancellingAt = ptr(now.Unix())
-	}
-	return okAnswer(b.wire)
+	return f.withBatch(id, func(_ *fakeBatches, b *fakeBatch, now time.Time) batchAnswer {
+		switch {
+		case terminal(b.wire.Status):
+			return errAnswer(http.StatusConflict, apiError{Message: "Cannot cancel a batch with status '" + b.wire.Status + "'.", Type: "invalid_request_error"})
+		case b.wire.Status != "cancelling":
+			b.wire.Status = "cancelling"
+			b.wire.CancellingAt = ptr(now.Unix())
+		}
+		return okAnswer(b.wire)
+	})
 }
 
 func terminal(status string) bool {

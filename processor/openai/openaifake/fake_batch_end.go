@@ -123,14 +123,6 @@ func (f *Server) batchItem(l fakeLine, ft Fault) (line []byte, success bool, inT
 			Type:    "requests",
 			Code:    "rate_limit_exceeded",
 		})))
-	case ft.Kind == Quota:
-		respond(http.StatusTooManyRequests, apiErrorBody(ft.override(apiError{
-			Message: "You exceeded your current quota, please check your plan and billing details.",
-			Type:    "insufficient_quota",
-			Code:    "insufficient_quota",
-		})))
-	case ft.Kind == Unauthorized:
-		respond(http.StatusUnauthorized, apiErrorBody(ft.override(invalidKey())))
 	default:
 		status, e := errorAnswer(ft)
 		respond(status, apiErrorBody(e))

@@ -76,14 +76,7 @@ func (f *Server) batchUpload(r *http.Request) batchAnswer {
 				continue
 			}
 			req, _ := decodeFakeRequest(line.Body)
-			var sb strings.Builder
-			for _, m := range req.Messages {
-				if m.Role == "user" {
-					sb.WriteString(m.Content)
-					sb.WriteByte('\n')
-				}
-			}
-			fb.inputs.Record(sb.String())
+			fb.inputs.Record(req.UserText())
 		}
 	}
 	return okAnswer(fileObject(ff))
@@ -132,7 +125,9 @@ func (fb *fakeBatches) file(id string) (*File, bool) {
 	return ff, true
 }
 
-func (f *Server) batchGetFile(id string) batchAnswer {
+// withFile answers with do's answer for the live file id, under fb.mu, or
+// with the API's 404 when there is none.
+func (f *Server) withFile(id string, do func(fb *fakeBatches, ff *File) batchAnswer) batchAnswer {
 	fb := f.batch
 	fb.mu.Lock()
 	defer fb.mu.Unlock()
@@ -140,35 +135,29 @@ func (f *Server) batchGetFile(id string) batchAnswer {
 	if !found {
 		return noSuchFile(id)
 	}
-	return okAnswer(fileObject(ff))
+	return do(fb, ff)
+}
+
+func (f *Server) batchGetFile(id string) batchAnswer {
+	return f.withFile(id, func(_ *fakeBatches, ff *File) batchAnswer { return okAnswer(fileObject(ff)) })
 }
 
 func (f *Server) batchContent(id string) batchAnswer {
-	fb := f.batch
-	fb.mu.Lock()
-	defer fb.mu.Unlock()
-	ff, found := fb.file(id)
-	if !found {
-		return noSuchFile(id)
-	}
-	if ff.Purpose == "batch_output" {
-		fb.stats.ResultFetches++
-	}
-	return batchAnswer{status: http.StatusOK, body: slices.Clone(ff.Content), contentType: "application/octet-stream"}
+	return f.withFile(id, func(fb *fakeBatches, ff *File) batchAnswer {
+		if ff.Purpose == "batch_output" {
+			fb.stats.ResultFetches++
+		}
+		return batchAnswer{status: http.StatusOK, body: slices.Clone(ff.Content), contentType: "application/octet-stream"}
+	})
 }
 
 func (f *Server) batchDeleteFile(id string) batchAnswer {
-	fb := f.batch
-	fb.mu.Lock()
-	defer fb.mu.Unlock()
-	ff, found := fb.file(id)
-	if !found {
-		return noSuchFile(id)
-	}
-	ff.Deleted = true
-	return okAnswer(struct {
-		ID      string `json:"id"`
-		Object  string `json:"object"`
-		Deleted bool   `json:"deleted"`
-	}{ff.ID, "file", true})
+	return f.withFile(id, func(_ *fakeBatches, ff *File) batchAnswer {
+		ff.Deleted = true
+		return okAnswer(struct {
+			ID      string `json:"id"`
+			Object  string `json:"object"`
+			Deleted bool   `json:"deleted"`
+		}{ff.ID, "file", true})
+	})
 }
