@@ -160,10 +160,10 @@ func (db *DB) LoadWork(ctx context.Context, q Querier, jobID string) (*WorkItem,
 
 // ClaimParams claims a job for one extraction attempt.
 type ClaimParams struct {
-	JobID       string
-	Expected    int64 // the attempt token LoadWork saw
-	Now         time.Time
-	LeaseFor    time.Duration
+	JobID    string
+	Expected int64 // the attempt token LoadWork saw
+	Now      time.Time
+	LeaseFor time.Duration
 	// Holder is the worker process taking the lease (its heartbeat's
 	// process ID): when that heartbeat stops, TakeOverDead ends the lease
 	// at once. "" for a process without heartbeats: the lease then only
