@@ -160,6 +160,7 @@ func openApp(ctx context.Context, cfg *config.Config, o appOptions) (*app, error
 		Logger: o.logger, Metrics: a.metrics, Clock: o.clock,
 		Concurrency: cfg.Workers.Concurrency, JobTimeout: cfg.Workers.JobTimeout.Std(),
 		RescueAfter: cfg.Workers.RescueAfter.Std(), MaxAttempts: cfg.Workers.MaxAttempts,
+		Heartbeat: cfg.Workers.Heartbeat.Std(), DeadAfter: cfg.Workers.DeadAfter.Std(),
 		PollInterval:   cmpDuration(o.pollInterval, cfg.Workers.PollInterval.Std()),
 		SweepInterval:  cfg.Workers.SweepInterval.Std(),
 		Encryption:     db.Encrypted(),
