@@ -186,3 +186,37 @@ func TestReleaseForShutdown(t *testing.T) {
 		}
 	})
 }
+
+// A process alone on its database (SQLite) releases every lease at start:
+// the synchronous attempts a crash cut become abandoned; a batch's
+// submitted attempts stay started, for its reconciliation to finish.
+func TestReleaseLeasesAbandonsCutAttempts(t *testing.T) {
+	t.Parallel()
+	eachDialect(t, func(t *testing.T, db *ledger.DB) {
+		ctx := context.Background()
+		j := accept(t, db, "a", 1, "text a", "d-a").JobID
+		claimAs(t, db, j, "proc_1", 0, t0)
+		acceptBatch(t, db, "b")
+		pending, err := ledger.PendingBatchJobs(ctx, db.Writer(), 10)
+		if err != nil || len(pending) != 1 {
+			t.Fatalf("pending = %d, %v", len(pending), err)
+		}
+		if err := db.InTx(ctx, func(tx *sql.Tx) error {
+			if _, err := ledger.CreateBatch(ctx, tx, "bat_1", "p1", pending, t0); err != nil {
+				return err
+			}
+			return ledger.MarkSubmitStarted(ctx, tx, "bat_1", "p1", "", []ledger.SubmitItem{{JobID: pending[0].ID, Token: pending[0].Attempt + 1}}, t0)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.InTx(ctx, func(tx *sql.Tx) error { return ledger.ReleaseLeases(ctx, tx, t0.Add(time.Second)) }); err != nil {
+			t.Fatal(err)
+		}
+		if n := count(t, db, `SELECT COUNT(*) FROM attempts WHERE job_id = $1 AND status = 'abandoned'`, j); n != 1 {
+			t.Errorf("abandoned sync attempts = %d, want 1", n)
+		}
+		if n := count(t, db, `SELECT COUNT(*) FROM attempts WHERE batch_id = 'bat_1' AND status = 'started'`); n != 1 {
+			t.Errorf("started batch attempts = %d, want 1 (left for reconciliation)", n)
+		}
+	})
+}
