@@ -75,6 +75,10 @@ const (
 	AttemptFailed     AttemptStatus = "failed"     // the call failed with a failure class
 	AttemptSuperseded AttemptStatus = "superseded" // a stale worker's result; never the artifact
 	AttemptRepair     AttemptStatus = "repair"     // invalid output that led to a repair request
+	// AttemptAbandoned: the call was cut by a crash (its lease taken over)
+	// or a graceful shutdown; its outcome is unknown and the provider may
+	// have billed it. It is not counted against max_attempts.
+	AttemptAbandoned AttemptStatus = "abandoned"
 )
 
 // Attempt records one processor call.

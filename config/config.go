@@ -247,6 +247,12 @@ type Workers struct {
 	// SweepInterval is how often the leader's retention sweeper runs (and
 	// looks for deletions whose worker was lost); default 1m.
 	SweepInterval Duration `yaml:"sweep_interval"`
+	// Heartbeat is how often a worker process writes its heartbeat and
+	// looks for dead workers; default 2s. DeadAfter is how old a worker's
+	// heartbeat may get before the process is dead and its leases are
+	// taken over; default 4 × heartbeat.
+	Heartbeat Duration `yaml:"heartbeat"`
+	DeadAfter Duration `yaml:"dead_after"`
 }
 
 // Duration is a time.Duration that also accepts a day suffix ("30d").

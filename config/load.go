@@ -27,6 +27,7 @@ const (
 	DefaultPollInterval      = Duration(200 * time.Millisecond)
 	DefaultAssembleEvery     = Duration(5 * time.Second)
 	DefaultSweepInterval     = Duration(time.Minute)
+	DefaultHeartbeat         = Duration(2 * time.Second)
 )
 
 // Error is every problem Load found in a config file. Its message lists one

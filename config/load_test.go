@@ -70,7 +70,7 @@ func TestLoadDesignExample(t *testing.T) {
 		{"policy text retention", c.Policies[0].Retention.Text, Duration(30 * day)},
 		{"policy artifact retention", c.Policies[0].Retention.Artifacts, Duration(365 * day)},
 		{"policy replay horizon", c.Policies[0].ReplayHorizon, Duration(90 * day)},
-		{"workers", c.Workers, Workers{Concurrency: 8, JobTimeout: Duration(2 * time.Minute), RescueAfter: Duration(5 * time.Minute), MaxAttempts: 5, PollInterval: Duration(200 * time.Millisecond), AssembleEvery: DefaultAssembleEvery, SweepInterval: DefaultSweepInterval}},
+		{"workers", c.Workers, Workers{Concurrency: 8, JobTimeout: Duration(2 * time.Minute), RescueAfter: Duration(5 * time.Minute), MaxAttempts: 5, PollInterval: Duration(200 * time.Millisecond), AssembleEvery: DefaultAssembleEvery, SweepInterval: DefaultSweepInterval, Heartbeat: DefaultHeartbeat, DeadAfter: 4 * DefaultHeartbeat}},
 	}
 	for _, ck := range checks {
 		if ck.got != ck.want {
@@ -127,7 +127,7 @@ workers: {concurrency: 2, job_timeout: 30s, rescue_after: 1m, max_attempts: 3}
 		{"null timeout takes the default", c.Processors[1].Timeout, DefaultTimeout},
 		{"explicit zero text retention", c.Policies[0].Retention.Text, Duration(0)},
 		{"default artifact retention", c.Policies[0].Retention.Artifacts, Duration(365 * day)},
-		{"workers", c.Workers, Workers{Concurrency: 2, JobTimeout: Duration(30 * time.Second), RescueAfter: Duration(time.Minute), MaxAttempts: 3, PollInterval: Duration(200 * time.Millisecond), AssembleEvery: DefaultAssembleEvery, SweepInterval: DefaultSweepInterval}},
+		{"workers", c.Workers, Workers{Concurrency: 2, JobTimeout: Duration(30 * time.Second), RescueAfter: Duration(time.Minute), MaxAttempts: 3, PollInterval: Duration(200 * time.Millisecond), AssembleEvery: DefaultAssembleEvery, SweepInterval: DefaultSweepInterval, Heartbeat: DefaultHeartbeat, DeadAfter: 4 * DefaultHeartbeat}},
 	}
 	for _, ck := range checks {
 		if ck.got != ck.want {
@@ -259,6 +259,7 @@ func TestLoadRejects(t *testing.T) {
 		{name: "zero timeout", edits: []edit{{"retention: none", "retention: none\n    timeout: 0s"}}, wantPath: "processors[0].timeout", wantReason: "greater than 0"},
 		{name: "rescue_after equal to job_timeout", append: "workers:\n  job_timeout: 5m\n  rescue_after: 5m\n", wantPath: "workers.rescue_after", wantReason: "must be greater than job_timeout (5m0s)"},
 		{name: "rescue_after below default job_timeout", append: "workers: {rescue_after: 1m}\n", wantPath: "workers.rescue_after", wantReason: "must be greater than job_timeout (2m0s)"},
+		{name: "dead_after below two heartbeats", append: "workers: {heartbeat: 2s, dead_after: 3s}\n", wantPath: "workers.dead_after", wantReason: "must be at least twice heartbeat (2s)"},
 		{name: "workers concurrency", append: "workers: {concurrency: 0}\n", wantPath: "workers.concurrency", wantReason: "must be 1 or more"},
 		{name: "not a mapping", edits: []edit{{"tenants:\n", "tenants: demo\nx:\n"}}, wantPath: "tenants", wantReason: "must be a list"},
 	}

@@ -482,6 +482,11 @@ func (l *loader) validateWorkers(w *Workers) {
 	duration("poll_interval", &w.PollInterval, DefaultPollInterval)
 	duration("assemble_every", &w.AssembleEvery, DefaultAssembleEvery)
 	duration("sweep_interval", &w.SweepInterval, DefaultSweepInterval)
+	duration("heartbeat", &w.Heartbeat, DefaultHeartbeat)
+	duration("dead_after", &w.DeadAfter, 4*w.Heartbeat)
+	if w.Heartbeat > 0 && w.DeadAfter > 0 && w.DeadAfter < 2*w.Heartbeat {
+		l.problem("workers.dead_after", "must be at least twice heartbeat (%s): a live worker would be taken for dead between two beats", w.Heartbeat)
+	}
 	if w.RescueAfter > 0 && w.RescueAfter <= w.JobTimeout {
 		l.problem("workers.rescue_after", "must be greater than job_timeout (%s): a live worker's job would be rescued while it still runs", w.JobTimeout)
 	}

@@ -223,10 +223,19 @@ func BatchItems(ctx context.Context, q Querier, batchID string) ([]BatchItem, er
 
 // ClaimBatch takes a batch's lease so that one worker at a time submits,
 // polls or applies it. It returns ErrNotClaimable while another holds it.
+// The lease names no holder: it only expires (ClaimBatchAs names one).
 func ClaimBatch(ctx context.Context, q Querier, id string, now time.Time, leaseFor time.Duration) (*Batch, error) {
-	b, err := scanBatch(q.QueryRowContext(ctx, `UPDATE batches SET lease_until = $1
+	return ClaimBatchAs(ctx, q, id, "", now, leaseFor)
+}
+
+// ClaimBatchAs is ClaimBatch for holder, the worker process taking the
+// lease (its heartbeat's process ID): when that heartbeat stops,
+// TakeOverDead ends the lease at once. The holder renews a short lease
+// while it works (RenewBatch).
+func ClaimBatchAs(ctx context.Context, q Querier, id, holder string, now time.Time, leaseFor time.Duration) (*Batch, error) {
+	b, err := scanBatch(q.QueryRowContext(ctx, `UPDATE batches SET lease_until = $1, lease_holder = $4
 		WHERE id = $2 AND (lease_until IS NULL OR lease_until <= $3) RETURNING `+batchColumns,
-		micros(now.Add(leaseFor)), id, micros(now)))
+		micros(now.Add(leaseFor)), id, micros(now), nullString(holder)))
 	if errors.Is(err, sql.ErrNoRows) {
 		if _, gerr := GetBatch(ctx, q, id); gerr != nil {
 			return nil, gerr
@@ -239,9 +248,33 @@ func ClaimBatch(ctx context.Context, q Querier, id string, now time.Time, leaseF
 	return b, nil
 }
 
+// RenewBatch extends holder's lease on a batch to now+leaseFor. It returns
+// stet.ErrLeaseLost if holder no longer holds it (taken over, or expired
+// and claimed by another run).
+func RenewBatch(ctx context.Context, q Querier, id, holder string, now time.Time, leaseFor time.Duration) error {
+	res, err := q.ExecContext(ctx, `UPDATE batches SET lease_until = $1
+		WHERE id = $2 AND lease_until IS NOT NULL AND COALESCE(lease_holder, '') = $3`, micros(now.Add(leaseFor)), id, holder)
+	if err != nil {
+		return fmt.Errorf("renew batch lease: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return stet.ErrLeaseLost
+	}
+	return nil
+}
+
 // ReleaseBatch ends a batch's lease.
 func ReleaseBatch(ctx context.Context, q Querier, id string) error {
-	if _, err := q.ExecContext(ctx, `UPDATE batches SET lease_until = NULL WHERE id = $1`, id); err != nil {
+	if _, err := q.ExecContext(ctx, `UPDATE batches SET lease_until = NULL, lease_holder = NULL WHERE id = $1`, id); err != nil {
+		return fmt.Errorf("release batch: %w", err)
+	}
+	return nil
+}
+
+// ReleaseBatchAs ends holder's lease on a batch, if holder still holds it.
+func ReleaseBatchAs(ctx context.Context, q Querier, id, holder string) error {
+	if _, err := q.ExecContext(ctx, `UPDATE batches SET lease_until = NULL, lease_holder = NULL
+		WHERE id = $1 AND COALESCE(lease_holder, '') = $2`, id, holder); err != nil {
 		return fmt.Errorf("release batch: %w", err)
 	}
 	return nil
@@ -250,7 +283,7 @@ func ReleaseBatch(ctx context.Context, q Querier, id string) error {
 // ReleaseBatchLeases ends every batch lease; like ReleaseLeases, only for a
 // process alone on its database after a crash.
 func ReleaseBatchLeases(ctx context.Context, q Querier) error {
-	if _, err := q.ExecContext(ctx, `UPDATE batches SET lease_until = NULL WHERE lease_until IS NOT NULL`); err != nil {
+	if _, err := q.ExecContext(ctx, `UPDATE batches SET lease_until = NULL, lease_holder = NULL WHERE lease_until IS NOT NULL`); err != nil {
 		return fmt.Errorf("release batch leases: %w", err)
 	}
 	return nil

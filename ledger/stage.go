@@ -22,7 +22,7 @@ var (
 			COALESCE((SELECT t.processor_id FROM attempts t WHERE t.job_id = j.id ORDER BY t.n DESC LIMIT 1), ''),
 			COALESCE((SELECT t.failure_class FROM attempts t WHERE t.job_id = j.id ORDER BY t.n DESC LIMIT 1), '')
 		FROM jobs j JOIN revisions v ON v.id = j.revision_id WHERE j.id = $1`
-	qClaim = `UPDATE jobs SET attempt = attempt + 1, state = 'extracting', lease_until = $1,
+	qClaim = `UPDATE jobs SET attempt = attempt + 1, state = 'extracting', lease_until = $1, lease_holder = $5,
 			extracting_at = COALESCE(extracting_at, $2), updated_at = $2
 		WHERE id = $3 AND attempt = $4
 		  AND (state IN ('accepted', 'waiting') OR (state = 'extracting' AND (lease_until IS NULL OR lease_until <= $2)))
@@ -34,20 +34,20 @@ var (
 			status_code = $5, input_tokens = $6, output_tokens = $7, latency_ms = $8, finished_at = $9
 		WHERE job_id = $10 AND n = $11`
 	qFenceExtracted = `UPDATE jobs SET state = 'extracted', extracted_at = $1, updated_at = $1,
-			lease_until = NULL, failure_class = NULL, processor_id = $2
+			lease_until = NULL, lease_holder = NULL, failure_class = NULL, processor_id = $2
 		WHERE id = $3 AND attempt = $4 AND state = 'extracting' RETURNING report_id`
 	qInsertArtifact = `INSERT INTO artifacts (id, job_id, attempt_n, raw, output, schema_version, processor_id, model, created_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`
-	qSetJobState = `UPDATE jobs SET state = $1, failure_class = $2, lease_until = NULL, updated_at = $3
+	qSetJobState = `UPDATE jobs SET state = $1, failure_class = $2, lease_until = NULL, lease_holder = NULL, updated_at = $3
 		WHERE id = $4 AND attempt = $5 AND state = 'extracting'`
-	qBlock = `UPDATE jobs SET state = 'blocked', failure_class = $1, lease_until = NULL, updated_at = $2
+	qBlock = `UPDATE jobs SET state = 'blocked', failure_class = $1, lease_until = NULL, lease_holder = NULL, updated_at = $2
 		WHERE id = $3 AND attempt = $4 AND state IN ('accepted', 'waiting', 'extracting')`
 	qLockJob        = `UPDATE jobs SET updated_at = $1 WHERE id = $2 AND state = 'extracted'`
 	qJobForCommit   = `SELECT state, report_id, tenant_id, source_id, revision FROM jobs WHERE id = $1`
 	qRecordOfJob    = `SELECT id FROM review_records WHERE job_id = $1`
 	qArtifactOutput = `SELECT id, output FROM artifacts WHERE job_id = $1`
 	qMarkCommitted  = `UPDATE jobs SET state = 'committed', committed_at = $1, updated_at = $1 WHERE id = $2`
-	qMarkManual     = `UPDATE jobs SET state = 'manual', failure_class = $1, lease_until = NULL,
+	qMarkManual     = `UPDATE jobs SET state = 'manual', failure_class = $1, lease_until = NULL, lease_holder = NULL,
 			committed_at = $2, updated_at = $2
 		WHERE id = $3 AND ($4 < 0 OR attempt = $4) AND state IN ('accepted', 'extracting', 'waiting', 'blocked', 'batched')
 		RETURNING report_id, tenant_id, source_id, revision`
@@ -160,10 +160,15 @@ func (db *DB) LoadWork(ctx context.Context, q Querier, jobID string) (*WorkItem,
 
 // ClaimParams claims a job for one extraction attempt.
 type ClaimParams struct {
-	JobID       string
-	Expected    int64 // the attempt token LoadWork saw
-	Now         time.Time
-	LeaseFor    time.Duration
+	JobID    string
+	Expected int64 // the attempt token LoadWork saw
+	Now      time.Time
+	LeaseFor time.Duration
+	// Holder is the worker process taking the lease (its heartbeat's
+	// process ID): when that heartbeat stops, TakeOverDead ends the lease
+	// at once. "" for a process without heartbeats: the lease then only
+	// expires.
+	Holder      string
 	ProcessorID string
 	InputSHA256 string
 }
@@ -178,7 +183,7 @@ var ErrNotClaimable = errors.New("job not claimable")
 // lease, can be claimed.
 func Claim(ctx context.Context, tx Querier, p ClaimParams) (token int64, n int, err error) {
 	now := micros(p.Now)
-	err = tx.QueryRowContext(ctx, qClaim, micros(p.Now.Add(p.LeaseFor)), now, p.JobID, p.Expected).Scan(&token)
+	err = tx.QueryRowContext(ctx, qClaim, micros(p.Now.Add(p.LeaseFor)), now, p.JobID, p.Expected, nullString(p.Holder)).Scan(&token)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, 0, ErrNotClaimable
 	}
@@ -507,13 +512,41 @@ func Unblock(ctx context.Context, tx Querier, jobID string, now time.Time) error
 	return nil
 }
 
-// ReleaseLeases ends every extraction lease at now. Only a process that is
-// alone on its database (embedded SQLite, after a crash) may call it: the
-// leases it releases belong to a process that died.
+// ReleaseLeases ends every extraction lease at now and marks every
+// synchronous attempt still started abandoned (a batch's attempts stay
+// started: its batch is reconciled and applied to them). Only a process
+// that is alone on its database (embedded SQLite, after a crash) may call
+// it: the leases and attempts belong to a process that died.
 func ReleaseLeases(ctx context.Context, tx Querier, now time.Time) error {
-	_, err := tx.ExecContext(ctx, `UPDATE jobs SET lease_until = $1 WHERE state = 'extracting' AND lease_until > $1`, micros(now))
+	_, err := tx.ExecContext(ctx, `UPDATE jobs SET lease_until = $1, lease_holder = NULL WHERE state = 'extracting' AND lease_until > $1`, micros(now))
 	if err != nil {
 		return fmt.Errorf("release leases: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE attempts SET status = 'abandoned', finished_at = $1
+		WHERE status = 'started' AND batch_id IS NULL`, micros(now)); err != nil {
+		return fmt.Errorf("abandon attempts: %w", err)
+	}
+	return nil
+}
+
+// ReleaseForShutdown gives back a job held with token whose stage a
+// graceful shutdown cancelled mid-call: attempt n becomes abandoned with no
+// failure class, so it is not counted against max_attempts (which counts
+// transient failures), and the job returns to accepted with no lease, for
+// the next process. It returns stet.ErrLeaseLost if a newer attempt holds
+// the job.
+func ReleaseForShutdown(ctx context.Context, tx Querier, jobID string, token int64, n int, now time.Time) error {
+	if _, err := tx.ExecContext(ctx, `UPDATE attempts SET status = 'abandoned', finished_at = $1
+		WHERE job_id = $2 AND n = $3 AND status = 'started'`, micros(now), jobID, n); err != nil {
+		return fmt.Errorf("abandon attempt: %w", err)
+	}
+	res, err := tx.ExecContext(ctx, `UPDATE jobs SET state = 'accepted', lease_until = NULL, lease_holder = NULL, updated_at = $1
+		WHERE id = $2 AND attempt = $3 AND state = 'extracting'`, micros(now), jobID, token)
+	if err != nil {
+		return fmt.Errorf("release job: %w", err)
+	}
+	if k, _ := res.RowsAffected(); k != 1 {
+		return stet.ErrLeaseLost
 	}
 	return nil
 }

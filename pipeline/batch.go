@@ -117,9 +117,6 @@ func (w *batchWorker) Work(ctx context.Context, job *river.Job[BatchArgs]) error
 	return err
 }
 
-// batchLease bounds one run of a batch job; another run waits for it.
-const batchLease = 35 * time.Minute
-
 // assembleLimit bounds the jobs one sweep reads.
 const assembleLimit = 50000
 
@@ -217,7 +214,10 @@ func (p *Pipeline) Assemble(ctx context.Context, flush bool) (int, error) {
 
 // overdueGrace is how long past its next poll an unfinished batch may go
 // unlooked-at before the assembler gives it a new River job.
-const overdueGrace = 15 * time.Minute
+// A batch whose worker died is taken over within seconds (its lease by the
+// liveness sweep, its River job enqueued again); this sweep is for River
+// jobs lost otherwise, and needs no more than a minute.
+const overdueGrace = time.Minute
 
 // requeueOverdue enqueues a River job for every unfinished batch whose job
 // was lost: a batch is never left waiting without one.
@@ -305,15 +305,20 @@ func (p *Pipeline) routeUnbatchable(ctx context.Context, toSync []ledger.Pending
 // metric label and what River should do (nil: done; a snooze: look again).
 func (p *Pipeline) runBatch(ctx context.Context, batchID string) (string, error) {
 	now := p.clock.Now()
-	b, err := ledger.ClaimBatch(ctx, p.db.Writer(), batchID, now, batchLease)
+	holder, lease := p.holder(), p.batchLeaseFor()
+	b, err := ledger.ClaimBatchAs(ctx, p.db.Writer(), batchID, holder, now, lease)
 	if errors.Is(err, ledger.ErrNotClaimable) {
-		return "held", river.JobSnooze(time.Minute)
+		// Another run holds it: a live one renews its short lease, a dead
+		// one's is taken over by the liveness sweep within seconds.
+		return "held", river.JobSnooze(lease)
 	}
 	if err != nil {
 		return "error", err
 	}
+	ctx, stopRenew := p.renewBatch(ctx, batchID, holder, lease)
 	defer func() {
-		_ = ledger.ReleaseBatch(context.WithoutCancel(ctx), p.db.Writer(), batchID)
+		stopRenew()
+		_ = ledger.ReleaseBatchAs(context.WithoutCancel(ctx), p.db.Writer(), batchID, holder)
 	}()
 	log := p.log.With("batch_id", b.ID, "processor", b.ProcessorID)
 	proc := p.batchProcessor(b.ProcessorID)
@@ -345,6 +350,45 @@ func (p *Pipeline) runBatch(ctx context.Context, batchID string) (string, error)
 		}
 	}
 	return outcome, err
+}
+
+// errBatchLeaseLost cancels a batch run whose lease another run took.
+var errBatchLeaseLost = errors.New("batch lease lost")
+
+// renewBatch renews holder's short lease on a batch every heartbeat while
+// the run lasts (a submit, a poll, an apply). If the lease is lost (this
+// process was taken for dead), the returned context is cancelled: the run
+// stops, and what it wrote stays fenced (submission markers, applied_at).
+// stop ends the renewal.
+func (p *Pipeline) renewBatch(ctx context.Context, batchID, holder string, lease time.Duration) (context.Context, func()) {
+	rctx, cancel := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(p.cfg.Heartbeat)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				wctx, c := context.WithTimeout(context.WithoutCancel(ctx), lease)
+				err := ledger.RenewBatch(wctx, p.db.Writer(), batchID, holder, p.clock.Now(), lease)
+				c()
+				if errors.Is(err, stet.ErrLeaseLost) {
+					p.log.Warn("batch lease lost to another run; this run stops", "batch_id", batchID)
+					cancel(errBatchLeaseLost)
+					return
+				}
+			}
+		}
+	}()
+	return rctx, func() {
+		close(done)
+		<-finished
+		cancel(nil)
+	}
 }
 
 // pollDelay is the backoff after n polls: PollFirst doubling to PollMax.

@@ -146,7 +146,7 @@ func (p *Pipeline) extract(ctx context.Context, job *river.Job[ExtractArgs]) (st
 	err = p.inTx(ctx, "extract.claim", func(ctx context.Context, tx *sql.Tx) error {
 		var err error
 		token, n, err = ledger.Claim(ctx, tx, ledger.ClaimParams{
-			JobID: jobID, Expected: j.Attempt, Now: now, LeaseFor: p.leaseFor(),
+			JobID: jobID, Expected: j.Attempt, Now: now, LeaseFor: p.leaseFor(), Holder: p.holder(),
 			ProcessorID: processorID, InputSHA256: sent.SHA256(),
 		})
 		return err
@@ -193,6 +193,9 @@ func (p *Pipeline) extract(ctx context.Context, job *river.Job[ExtractArgs]) (st
 		}
 		p.cfg.Metrics.ProviderCalls.WithLabelValues(processorID, label).Inc()
 		result := attemptResult(jobID, n, ext, callErr, p.clock.Now())
+		if callErr != nil && ctx.Err() != nil && p.stopping.Load() {
+			return p.releaseForShutdown(ctx, job, token, n, log)
+		}
 
 		a := attempt{job: job, token: token, processor: processorID, policyHash: j.PolicyHash,
 			transientFails: work.TransientFails, profile: profile, result: result, log: log}
@@ -234,6 +237,23 @@ func (p *Pipeline) extract(ctx context.Context, job *river.Job[ExtractArgs]) (st
 		}
 		return p.failed(ctx, a, pe)
 	}
+}
+
+// releaseForShutdown gives the job back when a graceful shutdown cancelled
+// its call: the attempt becomes abandoned without a failure class (so it
+// is not counted against max_attempts), the job is accepted again with no
+// lease, and River snoozes it for the next process to take at once.
+func (p *Pipeline) releaseForShutdown(ctx context.Context, job *river.Job[ExtractArgs], token int64, n int, log *slog.Logger) (string, error) {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	err := p.inTx(wctx, "extract.release", func(wctx context.Context, tx *sql.Tx) error {
+		return ledger.ReleaseForShutdown(wctx, tx, job.Args.JobID, token, n, p.clock.Now())
+	})
+	if err != nil && !errors.Is(err, stet.ErrLeaseLost) {
+		return "error", err
+	}
+	log.Info("stage released for shutdown; its attempt is abandoned, not spent")
+	return "released", river.JobSnooze(0)
 }
 
 // markWaiting records that a job waits (paused or throttled) without

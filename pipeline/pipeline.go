@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"text/template"
 	"time"
 
@@ -95,11 +96,17 @@ type Config struct {
 	// calls, ledger transactions); nil traces nothing.
 	TracerProvider trace.TracerProvider
 
-	Concurrency  int           // extract attempts at once; default 8
-	JobTimeout   time.Duration // one stage attempt; default 2m
-	RescueAfter  time.Duration // default 5m
-	MaxAttempts  int           // transient attempts before manual; default 5
-	RepairBudget int           // invalid-output repairs per attempt; default 2
+	Concurrency int           // extract attempts at once; default 8
+	JobTimeout  time.Duration // one stage attempt; default 2m
+	RescueAfter time.Duration // default 5m
+	// Heartbeat is how often a worker process writes its heartbeat and
+	// runs the liveness sweep; default 2s. DeadAfter is how old a
+	// heartbeat may get before its process is dead and its leases are
+	// taken over; default 4 × Heartbeat.
+	Heartbeat    time.Duration
+	DeadAfter    time.Duration
+	MaxAttempts  int // transient attempts before manual; default 5
+	RepairBudget int // invalid-output repairs per attempt; default 2
 	// RetryBase is the first transient retry delay; it doubles per attempt,
 	// with jitter, capped at RetryMax. Defaults 1s and 5m.
 	RetryBase time.Duration
@@ -161,6 +168,7 @@ type Pipeline struct {
 	checking sync.Mutex // one periodic invariant check at a time in this process
 
 	limiters  map[string]*admission.Limiter // by processor ID; every processor has one
+	stopping  atomic.Bool                   // Stop was called: a cancelled stage releases its job
 	processID string                        // this process's worker heartbeat
 	stopBeat  chan struct{}
 	beatDone  chan struct{}
@@ -217,6 +225,8 @@ func New(cfg Config) (*Pipeline, error) {
 	setDefault(&cfg.Concurrency, 8)
 	setDefault(&cfg.JobTimeout, 2*time.Minute)
 	setDefault(&cfg.RescueAfter, 5*time.Minute)
+	setDefault(&cfg.Heartbeat, DefaultHeartbeat)
+	setDefault(&cfg.DeadAfter, 4*cfg.Heartbeat)
 	setDefault(&cfg.MaxAttempts, 5)
 	setDefault(&cfg.RepairBudget, 2)
 	setDefault(&cfg.RetryBase, time.Second)
@@ -266,6 +276,10 @@ func New(cfg Config) (*Pipeline, error) {
 	river.AddWorker(workers, &sweepWorker{p: p})
 	river.AddWorker(workers, &deliverWorker{p: p})
 	rc := &river.Config{
+		// River's client ID is the heartbeat's process ID: a running River
+		// job's attempted_by then names the process working it, and the
+		// liveness sweep re-enqueues a dead process's stages.
+		ID:                   p.processID,
 		Logger:               cfg.Logger.With("component", "river"),
 		Workers:              workers,
 		JobTimeout:           cfg.JobTimeout,
@@ -358,6 +372,11 @@ func (p *Pipeline) Start(ctx context.Context) error {
 			p.log.Warn("resumed stages left running by a previous process", "count", n)
 		}
 	}
+	// Take over at once what workers that died before we started held;
+	// the beat loop does it again on every tick.
+	if _, err := p.takeOverDead(ctx); err != nil {
+		p.log.Warn("liveness sweep failed", "err", err)
+	}
 	if err := p.river.Start(ctx); err != nil {
 		return fmt.Errorf("start river: %w", err)
 	}
@@ -372,6 +391,7 @@ func (p *Pipeline) Start(ctx context.Context) error {
 func (p *Pipeline) Stop(ctx context.Context) error {
 	var err error
 	if p.cfg.Work {
+		p.stopping.Store(true)
 		if p.stopPause != nil {
 			close(p.stopPause)
 			<-p.pauseDone
@@ -395,17 +415,16 @@ func (p *Pipeline) Stop(ctx context.Context) error {
 // River returns the River client, for tests and operator commands.
 func (p *Pipeline) River() *river.Client[*sql.Tx] { return p.river }
 
-// heartbeatEvery and heartbeatWindow: a worker refreshes its heartbeat this
-// often, and one silent for the window no longer counts toward the shares.
-const (
-	heartbeatEvery  = 5 * time.Second
-	heartbeatWindow = 15 * time.Second
-)
+// DefaultHeartbeat is how often a worker writes its heartbeat
+// (workers.heartbeat); a worker silent for DeadAfter (workers.dead_after,
+// default 4 heartbeats) is dead: it no longer counts toward the shares, and
+// its leases are taken over.
+const DefaultHeartbeat = 2 * time.Second
 
 // heartbeat records this worker as alive and sets every limiter's share to
 // 1/N of the configured limits, N being the live workers on the database.
 func (p *Pipeline) heartbeat(ctx context.Context) error {
-	n, err := p.db.Heartbeat(ctx, p.processID, p.clock.Now(), heartbeatWindow)
+	n, err := p.db.Heartbeat(ctx, p.processID, p.clock.Now(), p.cfg.DeadAfter)
 	if err != nil {
 		return err
 	}
@@ -417,16 +436,18 @@ func (p *Pipeline) heartbeat(ctx context.Context) error {
 
 func (p *Pipeline) beatLoop() {
 	defer close(p.beatDone)
-	t := time.NewTicker(heartbeatEvery)
+	t := time.NewTicker(p.cfg.Heartbeat)
 	defer t.Stop()
 	for {
 		select {
 		case <-p.stopBeat:
 			return
 		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), heartbeatEvery)
+			ctx, cancel := context.WithTimeout(context.Background(), max(p.cfg.Heartbeat, p.cfg.DeadAfter/2))
 			if err := p.heartbeat(ctx); err != nil {
 				p.log.Warn("worker heartbeat failed; keeping the last share", "err", err)
+			} else if _, err := p.takeOverDead(ctx); err != nil {
+				p.log.Warn("liveness sweep failed", "err", err)
 			}
 			cancel()
 		}

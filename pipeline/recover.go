@@ -3,7 +3,6 @@ package pipeline
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 
 	"github.com/riverqueue/river"
@@ -17,7 +16,8 @@ import (
 // job River still shows as running, and every ledger lease, then belongs to
 // a process that died: rather than wait for River's rescuer
 // (rescue_after + up to 30 s), each orphaned stage is enqueued again and the
-// leases are released. The orphaned River rows are rescued later and find
+// leases are released (the synchronous attempts they covered become
+// abandoned, as TakeOverDead marks a dead worker's). The orphaned River rows are rescued later and find
 // their work done; duplicates are harmless because every stage fences on
 // the attempt token. It must never run where other processes share the
 // database.
@@ -28,22 +28,8 @@ func (p *Pipeline) recoverOrphans(ctx context.Context) (int, error) {
 	}
 	var inserts []river.InsertManyParams
 	for _, j := range running.Jobs {
-		switch j.Kind {
-		case ExtractArgs{}.Kind():
-			var a ExtractArgs
-			if err := json.Unmarshal(j.EncodedArgs, &a); err == nil {
-				inserts = append(inserts, river.InsertManyParams{Args: a})
-			}
-		case CommitArgs{}.Kind():
-			var a CommitArgs
-			if err := json.Unmarshal(j.EncodedArgs, &a); err == nil {
-				inserts = append(inserts, river.InsertManyParams{Args: a})
-			}
-		case BatchArgs{}.Kind():
-			var a BatchArgs
-			if err := json.Unmarshal(j.EncodedArgs, &a); err == nil {
-				inserts = append(inserts, river.InsertManyParams{Args: a})
-			}
+		if args := stageArgs(j); args != nil {
+			inserts = append(inserts, river.InsertManyParams{Args: args})
 		}
 	}
 	err = p.inTx(ctx, "recover_orphans", func(ctx context.Context, tx *sql.Tx) error {

@@ -137,6 +137,7 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (*App, error) {
 		Logger: o.Logger, Metrics: a.Metrics, Clock: o.Clock,
 		Concurrency: cfg.Workers.Concurrency, JobTimeout: cfg.Workers.JobTimeout.Std(),
 		RescueAfter: cfg.Workers.RescueAfter.Std(), MaxAttempts: cfg.Workers.MaxAttempts,
+		Heartbeat: cfg.Workers.Heartbeat.Std(), DeadAfter: cfg.Workers.DeadAfter.Std(),
 		PollInterval:   cmp.Or(o.PollInterval, cfg.Workers.PollInterval.Std()),
 		SweepInterval:  cfg.Workers.SweepInterval.Std(),
 		Encryption:     db.Encrypted(),
