@@ -73,7 +73,9 @@ type BatchArgs struct {
 func (BatchArgs) Kind() string { return "stet_batch" }
 
 // InsertOpts implements river.JobArgsWithInsertOpts.
-func (BatchArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{Queue: QueueBatch} }
+func (BatchArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueBatch, Priority: priorityStage}
+}
 
 // AssembleArgs is the periodic sweep that puts waiting batch-mode jobs into
 // batches.

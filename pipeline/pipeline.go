@@ -467,8 +467,17 @@ func (ExtractArgs) Kind() string { return "stet_extract" }
 // while a worker is stalled) is harmless, because every stage fences on the
 // ledger's attempt token.
 func (ExtractArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueExtract}
+	return river.InsertOpts{Queue: QueueExtract, Priority: priorityStage}
 }
+
+// River fetches by priority first (1 before 2), then by schedule. Stage jobs
+// run at priorityStage; a stage taken back from a dead worker is enqueued
+// again at priorityResumed, so that it runs next instead of behind the
+// whole backlog queued since it was first claimed.
+const (
+	priorityResumed = 1
+	priorityStage   = 2
+)
 
 // CommitArgs is the commit stage's job: IDs only.
 type CommitArgs struct {
@@ -480,7 +489,7 @@ func (CommitArgs) Kind() string { return "stet_commit" }
 
 // InsertOpts implements river.JobArgsWithInsertOpts.
 func (CommitArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueCommit}
+	return river.InsertOpts{Queue: QueueCommit, Priority: priorityStage}
 }
 
 // completeTx completes a River job inside tx. A job that is no longer

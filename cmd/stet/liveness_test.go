@@ -164,6 +164,10 @@ func TestLivenessSyncKillMidCall(t *testing.T) {
 		`SELECT COUNT(*) FROM attempts`:                                      2,
 		`SELECT COUNT(*) FROM attempts WHERE status = 'started'`:             0,
 		`SELECT COUNT(*) FROM jobs WHERE state = 'committed'`:                1,
+		// The dead worker's River job, and the one the sweep enqueued again
+		// ahead of any backlog (priority 1 before the stages' 2).
+		`SELECT COUNT(*) FROM river_job WHERE kind = 'stet_extract' AND priority = 2`: 1,
+		`SELECT COUNT(*) FROM river_job WHERE kind = 'stet_extract' AND priority = 1`: 1,
 	} {
 		if got := count(t, db, q); got != want {
 			t.Errorf("%s = %d, want %d", q, got, want)
