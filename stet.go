@@ -98,3 +98,22 @@ func NewID(prefix string, now time.Time) string {
 	sb.Write(out[:])
 	return sb.String()
 }
+
+// IDTime returns the time a NewID value was made at (to the millisecond):
+// the first ten base32 digits after the prefix are its 48-bit Unix
+// milliseconds. ok is false for a string that is not such an ID.
+func IDTime(id string) (t time.Time, ok bool) {
+	i := strings.LastIndexByte(id, '_')
+	if i < 0 || len(id)-i-1 != 26 {
+		return time.Time{}, false
+	}
+	var ms uint64
+	for _, c := range []byte(id[i+1 : i+11]) {
+		d := strings.IndexByte(crockford, c)
+		if d < 0 {
+			return time.Time{}, false
+		}
+		ms = ms<<5 | uint64(d)
+	}
+	return time.UnixMilli(int64(ms)), true
+}

@@ -20,7 +20,7 @@ import (
 	"github.com/stetlabs/stet/processor/openai/openaifake"
 )
 
-// Leases tied to worker liveness (issue 16), on the real binary: PostgreSQL,
+// Leases tied to worker liveness, on the real binary: PostgreSQL,
 // one api process and two worker processes, the default heartbeat (2s),
 // dead_after (8s), job_timeout (2m) and rescue_after (5m) — River's rescue
 // is far beyond every bound asserted here, so only the liveness sweep can

@@ -73,8 +73,7 @@ type Options struct {
 	DestFaultRate float64
 	// ResumeBound bounds the time to resume of the extract and commit jobs
 	// a dead worker held (Result.Resume.Sync.Max); BatchResumeBound that of
-	// its batch jobs. Zero: the defaults. The issue 16 goals are 15 s and
-	// 30 s; DefaultResumeBound stays loose until liveness leases land.
+	// its batch jobs. Zero: the defaults (15 s and 30 s).
 	ResumeBound      time.Duration
 	BatchResumeBound time.Duration
 	// BatchFaults adds a batch-mode source (every third report) and two
@@ -89,11 +88,12 @@ type Options struct {
 	Progress io.Writer
 }
 
-// Default time-to-resume bounds. Today a killed worker's job waits for
-// River's rescue (rescue_after 15 s, checked every few seconds) and its
-// ledger lease (job_timeout + 5 s); the goal of issue 16 is 15 s.
+// Default time-to-resume bounds. A live worker's liveness sweep takes a
+// dead worker's leases once its heartbeat is workers.dead_after old (8 s by
+// default) and enqueues its stages again ahead of the backlog; a batch's
+// lease is renewed every heartbeat and lapses as fast.
 const (
-	DefaultResumeBound      = 60 * time.Second
+	DefaultResumeBound      = 15 * time.Second
 	DefaultBatchResumeBound = 30 * time.Second
 )
 

@@ -6,13 +6,15 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/internal/cluster"
 )
 
-// Time to resume (issue 16): for every worker death (a SIGKILL, or a crash
+// Time to resume: for every worker death (a SIGKILL, or a crash
 // point the drill armed), the dead process's in-flight stage jobs are read
 // from River right after the death, and watched until a live process takes
 // each up. "Taken up" is read from the database:
@@ -143,9 +145,13 @@ func (t *resumeTracker) running(ctx context.Context, at, lo, hi time.Time) ([]*i
 	return out, nil
 }
 
-// clientStart reads the start time out of River's default client ID
-// (host_2006_01_02T15_04_05_000000, UTC).
+// clientStart reads the start time out of a River client ID: a worker's
+// process ID (stet.NewID("proc"), which stet gives River as its client ID),
+// or River's default (host_2006_01_02T15_04_05_000000, UTC).
 func clientStart(id string) (time.Time, bool) {
+	if t, ok := stet.IDTime(id); ok && strings.HasPrefix(id, "proc_") {
+		return t, true
+	}
 	const layout = "2006_01_02T15_04_05_000000"
 	if len(id) < len(layout) {
 		return time.Time{}, false
@@ -209,6 +215,10 @@ func (t *resumeTracker) poll(ctx context.Context) {
 	if rows.Err() != nil {
 		return // a partial answer would read as jobs gone
 	}
+	// A live worker's liveness sweep enqueues a dead worker's stage again as
+	// a new River job: its first attempt after the death resumes the work
+	// (the dead row itself waits for River's rescue).
+	again := t.reenqueued(ctx, wait, deaths)
 	// Clients seen working after a death are alive: a job running under
 	// them since after it.
 	alive := map[string]time.Time{}
@@ -234,6 +244,13 @@ func (t *resumeTracker) poll(ctx context.Context) {
 		r, ok := got[j.river]
 		if !ok {
 			j.resumedAt, j.how = now, "river job gone"
+			continue
+		}
+		if at, ok := again[j.key()]; ok && at.After(d.at) && !j.ledgerLease && !j.batchLeased {
+			j.resumedAt, j.how = at, "river claim of the job enqueued again"
+			if j.freedAt.IsZero() {
+				j.freedAt = at
+			}
 			continue
 		}
 		sameAttempt := r.at.Valid && r.at.Time.Equal(j.attemptedAt)
@@ -269,6 +286,46 @@ func (t *resumeTracker) poll(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// key names the stage work of j: its kind and ledger job or batch.
+func (j *inflight) key() string { return j.kind + "/" + j.job + "/" + j.batch }
+
+// reenqueued returns, for each waiting job's stage work, the first attempt
+// after the earliest death of a River job for the same work other than the
+// dead one.
+func (t *resumeTracker) reenqueued(ctx context.Context, wait []*inflight, deaths []*death) map[string]time.Time {
+	var since time.Time
+	var dead []int64
+	var jobs, batches []string
+	for i, j := range wait {
+		if since.IsZero() || deaths[i].at.Before(since) {
+			since = deaths[i].at
+		}
+		dead = append(dead, j.river)
+		if j.batch != "" {
+			batches = append(batches, j.batch)
+		} else {
+			jobs = append(jobs, j.job)
+		}
+	}
+	out := map[string]time.Time{}
+	rows, err := t.db.QueryContext(ctx, `SELECT kind, COALESCE(args->>'job_id', ''), COALESCE(args->>'batch_id', ''), MIN(attempted_at)
+		FROM river_job WHERE kind = ANY($1) AND attempted_at > $2 AND NOT (id = ANY($3))
+		  AND (args->>'job_id' = ANY($4) OR args->>'batch_id' = ANY($5)) GROUP BY 1, 2, 3`,
+		stageKinds, since, dead, jobs, batches)
+	if err != nil {
+		return out
+	}
+	defer rows.Close()
+	for rows.Next() {
+		j := &inflight{}
+		var at time.Time
+		if rows.Scan(&j.kind, &j.job, &j.batch, &at) == nil {
+			out[j.key()] = at
+		}
+	}
+	return out
 }
 
 func dropClient(d *death, client string) {
