@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -485,5 +486,26 @@ func TestProviderCutBody(t *testing.T) {
 	evaluate(res, nil, &snapshot{Attempts: map[string]int{}, Stage: map[string]int{}}, calls)
 	if res.UnmappedCut != 1 || res.UnmappedCalls != 1 {
 		t.Errorf("evaluate: unmapped cut %d, unmapped calls %d; want 1 and 1", res.UnmappedCut, res.UnmappedCalls)
+	}
+}
+
+// An attempt still started after the drain fails the drill; abandoned ones
+// are counted and do not.
+func TestJudgeAttemptsLeftStarted(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		status map[string]int
+		fail   bool
+	}{
+		{map[string]int{"succeeded": 3, "abandoned": 1}, false},
+		{map[string]int{"succeeded": 3, "started": 1}, true},
+	} {
+		res := &Result{}
+		evaluate(res, nil, &snapshot{Attempts: map[string]int{}, AttemptStatus: tc.status, Stage: map[string]int{}}, nil)
+		res.judge()
+		failed := slices.ContainsFunc(res.Failures, func(f string) bool { return strings.Contains(f, "attempts left started") })
+		if failed != tc.fail || res.AttemptsByStatus["abandoned"] != tc.status["abandoned"] {
+			t.Errorf("statuses %v: failures %q, by status %v; want failing %v", tc.status, res.Failures, res.AttemptsByStatus, tc.fail)
+		}
 	}
 }

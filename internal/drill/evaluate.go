@@ -38,11 +38,14 @@ type snapshot struct {
 	Artifacts []snapArtifact
 	Records   []snapRecord
 	Attempts  map[string]int // job ID → attempt rows
-	Stage     map[string]int // River state → stage jobs
+	// AttemptStatus counts attempt rows by status (started, succeeded,
+	// failed, abandoned, …).
+	AttemptStatus map[string]int
+	Stage         map[string]int // River state → stage jobs
 }
 
 func loadSnapshot(ctx context.Context, db *sql.DB) (*snapshot, error) {
-	s := &snapshot{Attempts: map[string]int{}, Stage: map[string]int{}}
+	s := &snapshot{Attempts: map[string]int{}, AttemptStatus: map[string]int{}, Stage: map[string]int{}}
 	scan := func(query string, row func(*sql.Rows) error) error {
 		rows, err := db.QueryContext(ctx, query)
 		if err != nil {
@@ -93,6 +96,16 @@ func loadSnapshot(ctx context.Context, db *sql.DB) (*snapshot, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("attempts: %w", err)
+	}
+	err = scan(`SELECT status, COUNT(*) FROM attempts GROUP BY status`, func(rows *sql.Rows) error {
+		var status string
+		var n int
+		err := rows.Scan(&status, &n)
+		s.AttemptStatus[status] = n
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("attempt statuses: %w", err)
 	}
 	err = scan(`SELECT state, COUNT(*) FROM river_job WHERE kind IN ('stet_extract', 'stet_commit') GROUP BY state`, func(rows *sql.Rows) error {
 		var state string
@@ -303,6 +316,8 @@ func evaluate(res *Result, plan []*delivery, snap *snapshot, calls []fakeCall) {
 	for _, n := range snap.Attempts {
 		res.AttemptRows += n
 	}
+	res.AttemptsByStatus = snap.AttemptStatus
+	res.AttemptsStarted = snap.AttemptStatus["started"]
 	res.PendingStageJobs, res.DiscardedStageJobs = 0, snap.Stage["discarded"]
 	for state, n := range snap.Stage {
 		switch state {
@@ -341,6 +356,7 @@ func (r *Result) judge() {
 	check(r.GivenUp, "deliveries never acknowledged after the heal")
 	check(r.NotTerminal, "jobs not terminal after the drain")
 	check(r.PendingStageJobs, "stage jobs River still holds after the drain")
+	check(r.AttemptsStarted, "attempts left started after the drain (each must be finished or abandoned)")
 	if d := r.Destination; d != nil {
 		check(d.Lost, "record events lost on the way to the destination")
 		check(d.NotDelivered, "outbox rows not delivered")

@@ -43,7 +43,12 @@ type Result struct {
 	ProviderCalls         int            `json:"provider_calls"`
 	ProviderCallsByStatus map[string]int `json:"provider_calls_by_status"` // "200", "429", …, "cut" (the caller left)
 	AttemptRows           int            `json:"attempt_rows"`
-	UnmappedCalls         int            `json:"unmapped_calls"` // whole requests without a marker
+	// AttemptsByStatus counts the attempt rows by status; abandoned ones
+	// were cut by a death (outcome unknown, counted once as a call).
+	AttemptsByStatus map[string]int `json:"attempts_by_status"`
+	// AttemptsStarted are attempts still started after the drain: must be 0.
+	AttemptsStarted int `json:"attempts_started"`
+	UnmappedCalls   int `json:"unmapped_calls"` // whole requests without a marker
 	// ProviderBatchCalls are requests to the Batch API's routes.
 	ProviderBatchCalls int `json:"provider_batch_calls"`
 	// UnmappedCut are requests whose body the fake could not read whole
@@ -140,7 +145,8 @@ func (r *Result) WriteText(w io.Writer, o Options) {
 	row("time to resume, batches", rs.Batch, fmt.Sprintf("%s (bound %gs)", okIf(rs.Batch.Max <= rs.BatchBoundSeconds), rs.BatchBoundSeconds))
 	row("held jobs never resumed", rs.NotResumed, fmt.Sprintf("%s (batch jobs %d) %s", ok(rs.NotResumed), rs.NotResumedBatch, statusSummary(rs.How)))
 	row("provider calls", r.ProviderCalls, statusSummary(r.ProviderCallsByStatus))
-	row("attempt rows", r.AttemptRows, "")
+	row("attempt rows", r.AttemptRows, statusSummary(r.AttemptsByStatus))
+	row("attempts left started", r.AttemptsStarted, ok(r.AttemptsStarted))
 	fmt.Fprintln(tw, "ledger\t\t")
 	row("acknowledged revisions", r.AcknowledgedRevisions, "")
 	row("jobs", r.Jobs, fmt.Sprintf("committed %d, manual %d %s", r.Committed, r.Manual, statusSummary(r.ManualByClass)))
