@@ -23,6 +23,8 @@ type Process struct {
 	Pid int
 	// Base is its base URL, http://127.0.0.1:PORT.
 	Base string
+	// LogPath is the file its stdout and stderr go to.
+	LogPath string
 	// Started is when it was started; ready is set when WaitReady last
 	// succeeded, exitedAt when it ended (both unix nanoseconds).
 	Started  time.Time
@@ -185,7 +187,7 @@ func (g *Group) spawnLocked(name, role, addr string, extraEnv []string) (*Proces
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &Process{Name: name, Pid: cmd.Process.Pid, Base: "http://" + addr, Started: time.Now(), cmd: cmd, done: make(chan struct{})}
+	p := &Process{Name: name, Pid: cmd.Process.Pid, Base: "http://" + addr, LogPath: logPath, Started: time.Now(), cmd: cmd, done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); p.exitedAt.Store(time.Now().UnixNano()); close(p.done) }()
 	g.all = append(g.all, p)
 	return p, nil

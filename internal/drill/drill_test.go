@@ -509,3 +509,22 @@ func TestJudgeAttemptsLeftStarted(t *testing.T) {
 		}
 	}
 }
+
+// A dead process's River client is read from its own log, so two processes
+// started close together are never taken for one another.
+func TestLoggedClientID(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "worker-1.1.log")
+	log := `{"time":"2026-12-01T23:00:00Z","level":"INFO","msg":"stet serving","addr":"127.0.0.1:1","role":"worker"}
+{"time":"2026-12-01T23:00:00Z","level":"INFO","msg":"River client started","component":"river","client_id":"proc_01M8T0158SYSERKQNC04RBEV14"}
+`
+	if err := os.WriteFile(path, []byte(log), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := loggedClientID(path); got != "proc_01M8T0158SYSERKQNC04RBEV14" {
+		t.Errorf("loggedClientID = %q, want the logged client_id", got)
+	}
+	if got := loggedClientID(filepath.Join(t.TempDir(), "none.log")); got != "" {
+		t.Errorf("loggedClientID(missing file) = %q, want empty", got)
+	}
+}

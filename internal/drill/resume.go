@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"math"
+	"os"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -81,8 +83,9 @@ func (t *resumeTracker) died(ctx context.Context, p *cluster.Process, at time.Ti
 	if r := p.ReadyAt(); !r.IsZero() {
 		hi = r.Add(time.Second)
 	}
+	client := loggedClientID(p.LogPath)
 	for try := 0; try < 50; try++ {
-		jobs, err := t.running(ctx, at, lo, hi)
+		jobs, err := t.running(ctx, at, client, lo, hi)
 		if err == nil {
 			d.jobs = jobs
 			break
@@ -96,9 +99,26 @@ func (t *resumeTracker) died(ctx context.Context, p *cluster.Process, at time.Ti
 	t.mu.Unlock()
 }
 
-// running reads the stage jobs running since before at by a River client
-// that started within [lo, hi], and the ledger leases they held.
-func (t *resumeTracker) running(ctx context.Context, at, lo, hi time.Time) ([]*inflight, error) {
+// loggedClientID returns the River client ID a stet process logged at
+// start ("River client started", client_id), or "" if none is there.
+func loggedClientID(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	m := clientIDLine.FindSubmatch(b)
+	if m == nil {
+		return ""
+	}
+	return string(m[1])
+}
+
+var clientIDLine = regexp.MustCompile(`"msg":"River client started"[^\n]*"client_id":"([^"]+)"`)
+
+// running reads the stage jobs running since before at by the River client
+// client, or, when the process's log did not name it, by a client that
+// started within [lo, hi]; and the ledger leases they held.
+func (t *resumeTracker) running(ctx context.Context, at time.Time, client string, lo, hi time.Time) ([]*inflight, error) {
 	rows, err := t.db.QueryContext(ctx, `SELECT id, kind, attempted_at, COALESCE(attempted_by[array_upper(attempted_by, 1)], ''),
 			COALESCE(args->>'job_id', ''), COALESCE(args->>'batch_id', '')
 		FROM river_job WHERE state = 'running' AND kind = ANY($1) AND attempted_at < $2`, stageKinds, at)
@@ -111,6 +131,12 @@ func (t *resumeTracker) running(ctx context.Context, at, lo, hi time.Time) ([]*i
 		if err := rows.Scan(&j.river, &j.kind, &j.attemptedAt, &j.client, &j.job, &j.batch); err != nil {
 			rows.Close()
 			return nil, err
+		}
+		if client != "" {
+			if j.client == client {
+				out = append(out, j)
+			}
+			continue
 		}
 		if st, ok := clientStart(j.client); ok && !st.Before(lo) && !st.After(hi) {
 			out = append(out, j)
