@@ -54,6 +54,7 @@ type inflight struct {
 
 	resumedAt time.Time // zero: not yet
 	riverAt   time.Time // River's first attempt by another client
+	againAt   time.Time // the first attempt of the job enqueued again for the same work
 	freedAt   time.Time // first seen out of running (rescued) or claimed
 	leaseEnd  time.Time // extract: the ledger lease's end, when leased
 	how       string
@@ -272,12 +273,17 @@ func (t *resumeTracker) poll(ctx context.Context) {
 			j.resumedAt, j.how = now, "river job gone"
 			continue
 		}
-		if at, ok := again[j.key()]; ok && at.After(d.at) && !j.ledgerLease && !j.batchLeased {
-			j.resumedAt, j.how = at, "river claim of the job enqueued again"
-			if j.freedAt.IsZero() {
-				j.freedAt = at
+		if at, ok := again[j.key()]; ok && at.After(d.at) {
+			if j.againAt.IsZero() {
+				j.againAt = at
 			}
-			continue
+			if !j.ledgerLease && !j.batchLeased {
+				j.resumedAt, j.how = at, "river claim of the job enqueued again"
+				if j.freedAt.IsZero() {
+					j.freedAt = at
+				}
+				continue
+			}
 		}
 		sameAttempt := r.at.Valid && r.at.Time.Equal(j.attemptedAt)
 		if j.freedAt.IsZero() && (r.state != "running" || !sameAttempt) {
@@ -383,6 +389,10 @@ func (t *resumeTracker) finish(ctx context.Context, syncBound, batchBound time.D
 				switch {
 				case err == nil && first.Valid:
 					j.resumedAt, j.how = time.UnixMicro(first.Int64), "ledger claim"
+				case !j.againAt.IsZero():
+					// No new attempt (the job ended another way, such as its
+					// commit stage): the work enqueued again took it up.
+					j.resumedAt, j.how = j.againAt, "river claim of the job enqueued again"
 				case !j.riverAt.IsZero():
 					// No new attempt (the job ended another way): River's claim.
 					j.resumedAt, j.how = j.riverAt, "river claim"
@@ -406,6 +416,13 @@ func (t *resumeTracker) finish(ctx context.Context, syncBound, batchBound time.D
 			}
 			res.How[j.how]++
 			s := math.Max(0, j.resumedAt.Sub(d.at).Seconds())
+			bound := syncBound
+			if j.kind == "stet_batch" {
+				bound = batchBound
+			}
+			if s > bound.Seconds() && len(res.Examples) < 5 {
+				res.Examples = append(res.Examples, fmt.Sprintf("%s (%s): %s %s resumed after %.1fs by %s", d.proc, d.cause, j.kind, cmpStr(j.job, j.batch), s, j.how))
+			}
 			if j.kind == "stet_batch" {
 				batchD = append(batchD, s)
 			} else {
