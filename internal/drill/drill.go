@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"sync"
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // the pgx database/sql driver, to read the scratch ledger
@@ -255,8 +256,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	fmt.Fprintf(progress, "stet drill chaos: seed %d (replay: %s)\n", o.Seed, o.Replay())
 	start := time.Now()
+	var sayMu sync.Mutex // the fault injector and its watchers report at once
 	say := func(format string, args ...any) {
-		fmt.Fprintf(progress, "chaos %6.1fs  %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
+		line := fmt.Sprintf("chaos %6.1fs  %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
+		sayMu.Lock()
+		defer sayMu.Unlock()
+		_, _ = io.WriteString(progress, line)
 	}
 	res := &Result{Seed: o.Seed, Reports: o.Reports, Workers: o.Workers, FaultRate: o.FaultRate, KillsWanted: o.Kills}
 
