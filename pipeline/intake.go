@@ -42,7 +42,7 @@ type acceptReq struct {
 
 // postgresCommitters is how many groups commit at once on PostgreSQL; it
 // stays below the pool size so stage workers keep connections.
-const postgresCommitters = 12
+const postgresCommitters = 3
 
 // maxGroup bounds one group commit.
 const maxGroup = 256
@@ -180,7 +180,27 @@ func (in *intake) commitGroup(ctx context.Context, batch []*acceptReq, savepoint
 	}
 	return p.inTx(ctx, "intake.group_commit", func(ctx context.Context, tx *sql.Tx) error {
 		var inserts []river.InsertManyParams
-		for i, r := range lockOrder(batch) {
+		ordered := lockOrder(batch)
+		if !savepoints && p.db.Dialect() == ledger.Postgres {
+			// One multi-row statement per table for the whole group.
+			ps := make([]ledger.AcceptParams, len(ordered))
+			for i, r := range ordered {
+				ps[i] = r.params
+			}
+			res, newJob, err := p.db.AcceptGroup(ctx, tx, ps)
+			if err != nil {
+				return errItemFailed
+			}
+			for i, r := range ordered {
+				r.err, r.res = nil, res[i]
+				if newJob[i] && r.params.Mode != stet.ModeBatch {
+					inserts = append(inserts, river.InsertManyParams{Args: ExtractArgs{JobID: res[i].JobID},
+						InsertOpts: &river.InsertOpts{Metadata: traceMetadata(r.traceparent)}})
+				}
+			}
+			ordered = nil
+		}
+		for i, r := range ordered {
 			r.err, r.res = nil, ledger.AcceptResult{}
 			sp := fmt.Sprintf("d%d", i)
 			for try := 0; ; try++ {
