@@ -1,0 +1,210 @@
+package ledger_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/internal/testdb"
+	"github.com/stetlabs/stet/ledger"
+)
+
+// groupCase is one delivery of TestAcceptGroupMatchesAccept.
+type groupCase struct {
+	content  bool   // content identity and content revisions
+	revs     bool   // content revisions with an external ID
+	ext      string // external ID
+	rev      int64
+	text     string
+	delivery string
+	body     string // "" is delivery+text
+}
+
+func (c groupCase) params() ledger.AcceptParams {
+	p := ledger.AcceptParams{
+		TenantID: "demo", SourceID: "reports", Identity: stet.IdentityExternalID, Revisions: stet.RevisionsExplicit,
+		ExternalID: c.ext, Revision: c.rev, Text: stet.NewText(c.text), DeliveryKey: c.delivery,
+		BodySHA256: stet.SHA256Hex([]byte(c.delivery + c.text + c.body)),
+		PolicyID:   "standard", PolicyHash: (&stet.Policy{ID: "standard", Processors: []string{"p1"}}).Hash(),
+		ProfileID: "moderation", ProfileVersion: 1, Now: t0,
+	}
+	if c.content {
+		p.SourceID, p.Identity, p.Revisions, p.ExternalID, p.Revision = "inbox", stet.IdentityContent, stet.RevisionsContent, "", 0
+	}
+	if c.revs {
+		p.Revisions, p.Revision = stet.RevisionsContent, 0
+	}
+	if c.ext == "meta" {
+		p.Metadata = []byte(`{"k":"v"}`)
+	}
+	return p
+}
+
+// The set-based group (PostgreSQL) gives every delivery exactly the outcome,
+// revision, state, job and report that Accept one by one gives, and stores
+// the same rows: duplicates by webhook-id and by content (also within the
+// group), revision conflicts, content revision numbering, tombstones (410),
+// delivery conflicts; with encryption, every text sealed and readable.
+func TestAcceptGroupMatchesAccept(t *testing.T) {
+	t.Parallel()
+	if !hasPostgres() {
+		t.Skip("PostgreSQL only: set STET_TEST_DATABASE_URL")
+	}
+	seed := []groupCase{
+		{ext: "r1", rev: 1, text: "one", delivery: "d1"},
+		{content: true, text: "alpha", delivery: "d10"},
+		{ext: "old", revs: true, text: "old text", delivery: "d20"},
+	}
+	group := []groupCase{
+		{ext: "r1", rev: 1, text: "one", delivery: "d1"},                   // same webhook-id: duplicate
+		{ext: "r1", rev: 1, text: "one", delivery: "d2"},                   // same content: duplicate
+		{ext: "r1", rev: 1, text: "other", delivery: "d3"},                 // revision conflict
+		{ext: "r1", rev: 1, text: "one", delivery: "d1", body: "x"},        // same webhook-id, other body: conflict
+		{ext: "r2", rev: 1, text: "two", delivery: "d4"},                   // new report
+		{ext: "r2", rev: 2, text: "two b", delivery: "d5"},                 // its second revision, in the group
+		{ext: "r2", rev: 2, text: "two b", delivery: "d6"},                 // a duplicate of that, in the group
+		{ext: "gone1", rev: 1, text: "deleted", delivery: "d7"},            // tombstoned: 410
+		{content: true, text: "alpha", delivery: "d11"},                    // seeded content: duplicate
+		{content: true, text: "beta", delivery: "d12"},                     // new content
+		{content: true, text: "beta", delivery: "d13"},                     // the same, in the group
+		{ext: "r3", revs: true, text: "x", delivery: "d14"},                // content revisions: 1
+		{ext: "r3", revs: true, text: "y", delivery: "d15"},                // 2
+		{ext: "r3", revs: true, text: "x", delivery: "d16"},                // 1 again: duplicate
+		{ext: "old", revs: true, text: "old text 2", delivery: "d21"},      // existing report: next revision
+		{ext: "old", revs: true, text: "old text", delivery: "d22"},        // its first revision: duplicate
+		{ext: "r1", rev: 2, text: "one v2", delivery: "d17"},               // existing report, new revision
+		{ext: "r9", rev: 1, text: "nine", delivery: "d4"},                  // a webhook-id of the group, other body
+		{ext: "meta", rev: 1, text: "with metadata", delivery: "d30"},      // metadata stored
+		{ext: "gone1", rev: 1, text: "deleted", delivery: "d8", body: "y"}, // tombstoned again
+	}
+	for _, encrypt := range []bool{false, true} {
+		t.Run(fmt.Sprintf("encrypt=%v", encrypt), func(t *testing.T) {
+			t.Parallel()
+			run := func(set bool) ([]string, map[string]int, *ledger.DB, []ledger.AcceptResult) {
+				db := open(t, ledger.Postgres)
+				ctx := context.Background()
+				if encrypt {
+					db.UseKeyring(keyring(t, mk("k1", 1)))
+					if err := db.CheckKeys(ctx, t0); err != nil {
+						t.Fatal(err)
+					}
+				}
+				label := map[string]string{}
+				name := func(kind, id string, who string) string {
+					if id == "" {
+						return ""
+					}
+					if l, ok := label[kind+id]; ok {
+						return l
+					}
+					label[kind+id] = kind + "@" + who
+					return label[kind+id]
+				}
+				var out []string
+				err := db.InTx(ctx, func(tx *sql.Tx) error {
+					for i, c := range seed {
+						r, _, err := db.Accept(ctx, tx, c.params())
+						if err != nil {
+							return err
+						}
+						name("job", r.JobID, fmt.Sprint("seed", i))
+						name("report", r.ReportID, fmt.Sprint("seed", i))
+					}
+					p := group[7].params()
+					_, err := tx.ExecContext(ctx, `INSERT INTO tombstones (identity_hash, tenant_id, source_id, deletion_id, created_at, expires_at)
+						VALUES ($1, $2, $3, 'del_1', 0, $4)`,
+						ledger.TombstoneHash(p.TenantID, p.SourceID, ledger.IdentityHash(p.Identity, p.ExternalID, p.Text)), "demo", "reports", t0.Add(24*3600e9).UnixMicro())
+					return err
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ps := make([]ledger.AcceptParams, len(group))
+				for i, c := range group {
+					ps[i] = c.params()
+				}
+				res := make([]ledger.AcceptResult, len(ps))
+				newJob := make([]bool, len(ps))
+				err = db.InTx(ctx, func(tx *sql.Tx) error {
+					if set {
+						var err error
+						res, newJob, err = db.AcceptGroup(ctx, tx, ps)
+						return err
+					}
+					for i := range ps {
+						var err error
+						if res[i], newJob[i], err = db.Accept(ctx, tx, ps[i]); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+				if err != nil {
+					t.Fatalf("set=%v: %v", set, err)
+				}
+				for i, r := range res {
+					out = append(out, fmt.Sprintf("%d %s rev=%d state=%s new=%v job=%s report=%s", i, r.Outcome, r.Revision, r.State, newJob[i],
+						name("job", r.JobID, fmt.Sprint(i)), name("report", r.ReportID, fmt.Sprint(i))))
+				}
+				rows := map[string]int{}
+				for _, table := range []string{"reports", "revisions", "jobs", "deliveries", "report_keys"} {
+					rows[table] = count(t, db, `SELECT COUNT(*) FROM `+table)
+				}
+				rows["revisions with metadata"] = count(t, db, `SELECT COUNT(*) FROM revisions WHERE metadata IS NOT NULL`)
+				return out, rows, db, res
+			}
+			want, wantRows, _, _ := run(false)
+			got, gotRows, db, res := run(true)
+			if strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Errorf("AcceptGroup outcomes:\n%s\nwant (Accept one by one):\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+			if fmt.Sprint(gotRows) != fmt.Sprint(wantRows) {
+				t.Errorf("rows after AcceptGroup = %v, want %v", gotRows, wantRows)
+			}
+			// The expected outcomes, spelled out for the reader.
+			outcomes := []ledger.Outcome{"duplicate", "duplicate", "revision_conflict", "delivery_conflict", "accepted", "accepted", "duplicate",
+				"gone", "duplicate", "accepted", "duplicate", "accepted", "accepted", "duplicate", "accepted", "duplicate", "accepted",
+				"delivery_conflict", "accepted", "gone"}
+			for i, r := range res {
+				if r.Outcome != outcomes[i] {
+					t.Errorf("item %d = %s, want %s", i, r.Outcome, outcomes[i])
+				}
+			}
+			if res[12].Revision != 2 || res[13].Revision != 1 || res[14].Revision != 2 {
+				t.Errorf("content revisions = %d, %d, %d, want 2, 1, 2", res[12].Revision, res[13].Revision, res[14].Revision)
+			}
+			if gotRows["revisions with metadata"] != 1 {
+				t.Errorf("revisions with metadata = %d, want 1", gotRows["revisions with metadata"])
+			}
+			if encrypt {
+				if n := count(t, db, `SELECT COUNT(*) FROM revisions WHERE text NOT LIKE 'stet:v1:%' OR metadata NOT LIKE 'stet:v1:%'`); n != 0 {
+					t.Errorf("%d revisions not sealed", n)
+				}
+				if gotRows["report_keys"] != gotRows["reports"] {
+					t.Errorf("report_keys = %d, want one per report (%d)", gotRows["report_keys"], gotRows["reports"])
+				}
+				for i, r := range res {
+					if r.Outcome != ledger.OutcomeAccepted {
+						continue
+					}
+					w, err := db.LoadWork(context.Background(), db.Writer(), r.JobID)
+					if err != nil || w.Text.Reveal() != group[i].text {
+						t.Errorf("item %d: LoadWork = %v; want its plaintext", i, err)
+					}
+				}
+			}
+		})
+	}
+}
+
+func hasPostgres() bool {
+	for _, d := range testdb.Dialects() {
+		if d == ledger.Postgres {
+			return true
+		}
+	}
+	return false
+}
