@@ -400,6 +400,22 @@ func (t *resumeTracker) finish(ctx context.Context, syncBound, batchBound time.D
 					j.resumedAt = time.Time{}
 				}
 			}
+			if j.kind == "stet_batch" && j.resumedAt.IsZero() && !j.batchLeased {
+				// A batch job that held no lease at the death was between
+				// runs (a look that found the batch held, or done): its batch
+				// went on under its own job. Nothing was waiting on the dead
+				// process if the batch was applied before the death; if after,
+				// the apply is when its work was taken up at the latest.
+				var applied sql.NullInt64
+				if t.db.QueryRowContext(ctx, `SELECT applied_at FROM batches WHERE id = $1`, j.batch).Scan(&applied) == nil && applied.Valid {
+					if at := time.UnixMicro(applied.Int64); at.After(d.at) {
+						j.resumedAt, j.how = at, "batch applied"
+					} else {
+						res.Moot++
+						continue
+					}
+				}
+			}
 			res.Jobs++
 			if j.resumedAt.IsZero() {
 				res.NotResumed++
@@ -493,8 +509,11 @@ type ResumeResult struct {
 	Ambiguous int `json:"ambiguous"`
 	// How counts how each resumption was seen: ledger claim, river claim,
 	// batch lease taken, river discarded …
-	How      map[string]int `json:"how,omitempty"`
-	Examples []string       `json:"examples,omitempty"`
+	How map[string]int `json:"how,omitempty"`
+	// Moot are batch jobs a dead process ran without the batch's lease
+	// whose batch was already applied: nothing waited on it.
+	Moot     int      `json:"moot_batch_jobs"`
+	Examples []string `json:"examples,omitempty"`
 }
 
 // Quantiles are n, p50, p95 and max of a set of waits, in seconds.
