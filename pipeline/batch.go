@@ -74,7 +74,10 @@ func (BatchArgs) Kind() string { return "stet_batch" }
 
 // InsertOpts implements river.JobArgsWithInsertOpts.
 func (BatchArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueBatch, Priority: priorityStage}
+	// River's default priority (1), as the maintenance jobs sharing the
+	// batch queue: a lower one would let the invariant checks and sweeps
+	// starve the batches.
+	return river.InsertOpts{Queue: QueueBatch}
 }
 
 // AssembleArgs is the periodic sweep that puts waiting batch-mode jobs into

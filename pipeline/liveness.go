@@ -62,7 +62,7 @@ func (p *Pipeline) takeOverDead(ctx context.Context) (int, error) {
 				continue
 			}
 			if args := stageArgs(j); args != nil {
-				inserts = append(inserts, river.InsertManyParams{Args: args, InsertOpts: &river.InsertOpts{Priority: priorityResumed}})
+				inserts = append(inserts, river.InsertManyParams{Args: args, InsertOpts: resumedOpts(args)})
 			}
 		}
 		if len(inserts) == 0 {

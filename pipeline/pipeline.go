@@ -470,14 +470,26 @@ func (ExtractArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{Queue: QueueExtract, Priority: priorityStage}
 }
 
-// River fetches by priority first (1 before 2), then by schedule. Stage jobs
-// run at priorityStage; a stage taken back from a dead worker is enqueued
-// again at priorityResumed, so that it runs next instead of behind the
-// whole backlog queued since it was first claimed.
+// River fetches by priority first (1 before 2), then by schedule. The
+// extract and commit queues hold stage jobs only, at priorityStage; a stage
+// taken back from a dead worker is enqueued again at priorityResumed, so
+// that it runs next instead of behind the whole backlog queued since it was
+// first claimed. (Batch jobs share their queue with the maintenance jobs
+// and keep River's default.)
 const (
 	priorityResumed = 1
 	priorityStage   = 2
 )
+
+// resumedOpts are the insert options of a stage enqueued again after a
+// death: ahead of the backlog in the extract and commit queues.
+func resumedOpts(args river.JobArgs) *river.InsertOpts {
+	switch args.(type) {
+	case ExtractArgs, CommitArgs:
+		return &river.InsertOpts{Priority: priorityResumed}
+	}
+	return nil
+}
 
 // CommitArgs is the commit stage's job: IDs only.
 type CommitArgs struct {

@@ -29,7 +29,7 @@ func (p *Pipeline) recoverOrphans(ctx context.Context) (int, error) {
 	var inserts []river.InsertManyParams
 	for _, j := range running.Jobs {
 		if args := stageArgs(j); args != nil {
-			inserts = append(inserts, river.InsertManyParams{Args: args, InsertOpts: &river.InsertOpts{Priority: priorityResumed}})
+			inserts = append(inserts, river.InsertManyParams{Args: args, InsertOpts: resumedOpts(args)})
 		}
 	}
 	err = p.inTx(ctx, "recover_orphans", func(ctx context.Context, tx *sql.Tx) error {
