@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -56,48 +54,15 @@ func onPostgres(t *testing.T, cfg *e2eConfig) *sql.DB {
 // startRole starts `stet serve --role role` on cfg, like startStet.
 func startRole(t *testing.T, cfg *e2eConfig, role string, env map[string]string) *stetProc {
 	t.Helper()
-	cfg.starts++
-	p := &stetProc{stderr: filepath.Join(cfg.Dir, fmt.Sprintf("serve-%d-%s.stderr", cfg.starts, role)), done: make(chan struct{})}
-	errFile, err := os.Create(p.stderr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer errFile.Close()
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	p.base = "http://" + addr
-	p.cmd = exec.Command(stetBin, "serve", "--config", cfg.Path, "--role", role, "--listen", addr)
-	p.cmd.Dir = cfg.Dir
-	p.cmd.Env = childEnv(env)
-	p.cmd.Stdout, p.cmd.Stderr = errFile, errFile
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start stet serve: %v", err)
-	}
-	go func() {
-		_ = p.cmd.Wait()
-		p.state = p.cmd.ProcessState
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		p.kill()
-		if t.Failed() {
-			t.Logf("stderr of %s (tail):\n%s", filepath.Base(p.stderr), p.tail())
-		}
-	})
-	p.waitReady(t, 60*time.Second)
-	return p
+	return startServe(t, cfg, role, env, 60*time.Second)
 }
 
-// waitUntil polls cond every 100 ms for at most limit and reports how long
-// it took; it fails the test when limit passes.
+// waitUntil is waitFor without a process to watch, and reports how long
+// cond took to hold.
 func waitUntil(t *testing.T, limit time.Duration, what string, cond func() bool) time.Duration {
 	t.Helper()
 	start := time.Now()
-	for !cond() {
-		if time.Since(start) > limit {
-			t.Fatalf("timed out after %s waiting for %s", limit, what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitFor(t, limit, what, nil, cond)
 	return time.Since(start)
 }
 

@@ -211,11 +211,21 @@ type stetProc struct {
 // goes to a file in cfg.Dir, whose tail is logged if the test fails.
 func startStet(t *testing.T, cfg *e2eConfig, env map[string]string) *stetProc {
 	t.Helper()
+	return startServe(t, cfg, "", env, 30*time.Second)
+}
+
+// startServe is startStet with `--role role` unless role is empty, waiting
+// up to ready for /readyz.
+func startServe(t *testing.T, cfg *e2eConfig, role string, env map[string]string, ready time.Duration) *stetProc {
+	t.Helper()
 	cfg.starts++
-	p := &stetProc{
-		stderr: filepath.Join(cfg.Dir, fmt.Sprintf("serve-%d.stderr", cfg.starts)),
-		done:   make(chan struct{}),
+	name := fmt.Sprintf("serve-%d.stderr", cfg.starts)
+	args := []string{"serve", "--config", cfg.Path}
+	if role != "" {
+		name = fmt.Sprintf("serve-%d-%s.stderr", cfg.starts, role)
+		args = append(args, "--role", role)
 	}
+	p := &stetProc{stderr: filepath.Join(cfg.Dir, name), done: make(chan struct{})}
 	errFile, err := os.Create(p.stderr)
 	if err != nil {
 		t.Fatal(err)
@@ -223,7 +233,7 @@ func startStet(t *testing.T, cfg *e2eConfig, env map[string]string) *stetProc {
 	defer errFile.Close() // the child holds its own descriptor
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	p.base = "http://" + addr
-	p.cmd = exec.Command(stetBin, "serve", "--config", cfg.Path, "--listen", addr)
+	p.cmd = exec.Command(stetBin, append(args, "--listen", addr)...)
 	p.cmd.Dir = cfg.Dir
 	p.cmd.Env = childEnv(env)
 	p.cmd.Stdout = errFile
@@ -242,7 +252,7 @@ func startStet(t *testing.T, cfg *e2eConfig, env map[string]string) *stetProc {
 			t.Logf("stderr of %s (tail):\n%s", filepath.Base(p.stderr), p.tail())
 		}
 	})
-	p.waitReady(t, 30*time.Second)
+	p.waitReady(t, ready)
 	return p
 }
 
