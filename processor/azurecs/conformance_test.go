@@ -25,11 +25,12 @@ var faults = processortest.Faults[azurecsfake.Fault]{
 	processortest.HangAfterHeaders: {Kind: azurecsfake.TimeoutAfterAnswer},
 }
 
-func TestConformance(t *testing.T) {
-	t.Parallel()
-	schema := processortest.ReadFile(t, processortest.QuickstartSchema)
-	model := "text-analyze-2024-09-01+mapping-" + quickstart(t).Hash()[:12]
-	processortest.Exercise(t, processortest.Harness{
+// harness is the suite's view of the adapter (TestConformance, and
+// FuzzExtract's Start, Open, Common and Params).
+func harness(tb testing.TB) processortest.Harness {
+	schema := processortest.ReadFile(tb, processortest.QuickstartSchema)
+	model := "text-analyze-2024-09-01+mapping-" + quickstart(tb).Hash()[:12]
+	return processortest.Harness{
 		Start: func(t *testing.T) processortest.Fake {
 			return processortest.NewFake(newFake(t, azurecsfake.Options{}), faults.Script)
 		},
@@ -67,5 +68,19 @@ func TestConformance(t *testing.T) {
 				"(schema_mismatch, TestNoCallCases)",
 			processortest.Refusal: "a moderation service scores every text and never refuses",
 		},
-	})
+	}
 }
+
+// TestConformance runs the suite.
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	processortest.Exercise(t, harness(t))
+}
+
+// FuzzExtract feeds text:analyze's response decoding, the mapping and
+// error classification arbitrary answers (processortest.FuzzExtract).
+func FuzzExtract(f *testing.F) { processortest.FuzzExtract(f, harness(f)) }
+
+// TestFuzzSeeds checks the seed corpus exists; -update rewrites it from
+// the fake's answers.
+func TestFuzzSeeds(t *testing.T) { processortest.WriteFuzzSeeds(t, harness(t), "FuzzExtract") }

@@ -21,7 +21,7 @@ func moderation(category, severity, action string, labels []string, rationale st
 	return processortest.Moderation{Category: category, Severity: severity, Action: action, Labels: labels, Rationale: rationale}
 }
 
-func quickstart(t *testing.T) *Mapping {
+func quickstart(t testing.TB) *Mapping {
 	t.Helper()
 	m, err := LoadMapping(quickstartMapping)
 	if err != nil {

@@ -114,3 +114,18 @@ func TestConformance(t *testing.T) {
 	t.Parallel()
 	processortest.ExerciseForms(t, map[string]processortest.Harness{"envelope": harness(false), "bare": harness(true)})
 }
+
+// FuzzExtract feeds Infrai's response decoding (the envelope and the bare
+// completion) and error classification arbitrary answers
+// (processortest.FuzzExtract).
+func FuzzExtract(f *testing.F) { processortest.FuzzExtract(f, harness(false)) }
+
+// FuzzExtractBare is FuzzExtract seeded with bare completions.
+func FuzzExtractBare(f *testing.F) { processortest.FuzzExtract(f, harness(true)) }
+
+// TestFuzzSeeds checks the seed corpus exists; -update rewrites it from
+// the fake's answers in both forms.
+func TestFuzzSeeds(t *testing.T) {
+	processortest.WriteFuzzSeeds(t, harness(false), "FuzzExtract")
+	processortest.WriteFuzzSeeds(t, harness(true), "FuzzExtractBare")
+}

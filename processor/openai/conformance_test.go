@@ -82,3 +82,11 @@ func TestConformance(t *testing.T) {
 	t.Parallel()
 	processortest.Exercise(t, harness())
 }
+
+// FuzzExtract feeds Chat Completions' response decoding and error
+// classification arbitrary answers (processortest.FuzzExtract).
+func FuzzExtract(f *testing.F) { processortest.FuzzExtract(f, harness()) }
+
+// TestFuzzSeeds checks the seed corpus exists; -update rewrites it from
+// the fake's answers.
+func TestFuzzSeeds(t *testing.T) { processortest.WriteFuzzSeeds(t, harness(), "FuzzExtract") }
