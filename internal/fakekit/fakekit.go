@@ -5,7 +5,8 @@
 // (Calls), latency draws on their own seeded stream (Latency), traffic
 // counted by second and by status (Traffic, StatusWriter), continuously
 // refilling RPM/TPM buckets (Bucket), the default answer built from a
-// request's JSON schema (MinimalInstance), the OpenAI-style chat request the
+// request's JSON schema unless the test scripts one (MinimalInstance,
+// Answer), the OpenAI-style chat request the
 // chat fakes decode alike (ChatRequest, DecodeChat) and the user text they
 // record (UserText), counters read and bumped under the fake's lock
 // (Snapshot, Bump), and the small wire helpers (Marshal, Cut, MergeHeader,
@@ -23,6 +24,16 @@ import (
 	"math"
 	"strings"
 )
+
+// Answer is the content of a fake's normal answer to req: what respond
+// (the fake's Options.Respond) says, or MinimalInstance(schema) when the
+// fake was given none.
+func Answer[R any](respond func(R) string, req R, schema json.RawMessage) string {
+	if respond != nil {
+		return respond(req)
+	}
+	return MinimalInstance(schema)
+}
 
 // MinimalInstance returns the smallest JSON document a fake considers
 // valid against schema: every required property of an object, the first

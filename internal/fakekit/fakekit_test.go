@@ -55,3 +55,15 @@ func TestMinimalInstanceShapes(t *testing.T) {
 		}
 	}
 }
+
+func TestAnswer(t *testing.T) {
+	t.Parallel()
+	schema := []byte(`{"enum":["x"]}`)
+	if got := Answer[string](nil, "req", schema); got != `"x"` {
+		t.Errorf("Answer(no respond) = %s, want the minimal instance \"x\"", got)
+	}
+	echo := func(req string) string { return "said " + req }
+	if got := Answer(echo, "req", schema); got != "said req" {
+		t.Errorf("Answer(respond) = %q, want %q", got, "said req")
+	}
+}

@@ -319,12 +319,7 @@ func statusMessage(status int, model string) string {
 }
 
 // content is the answer of a normal call.
-func (f *Server) content(req Request) string {
-	if f.opts.Respond != nil {
-		return f.opts.Respond(req)
-	}
-	return fakekit.MinimalInstance(req.Schema)
-}
+func (f *Server) content(req Request) string { return fakekit.Answer(f.opts.Respond, req, req.Schema) }
 
 // answer writes answer as the request's form asks: a call of the forced
 // tool when answer is a JSON object, text otherwise.

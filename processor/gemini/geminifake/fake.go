@@ -365,13 +365,10 @@ func (f *Server) write(w http.ResponseWriter, body []byte, extra http.Header) {
 
 // text is the answer text of a normal call.
 func (f *Server) text(req Request) string {
-	if f.opts.Respond != nil {
-		return f.opts.Respond(req)
-	}
-	if req.ResponseMIMEType != "application/json" {
+	if f.opts.Respond == nil && req.ResponseMIMEType != "application/json" {
 		return "ok"
 	}
-	return MinimalInstance(req.Schema)
+	return fakekit.Answer(f.opts.Respond, req, req.Schema)
 }
 
 // cut returns the first half of text, never valid JSON.

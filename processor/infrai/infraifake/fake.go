@@ -406,7 +406,7 @@ func (f *Server) respond(w http.ResponseWriter, r *http.Request, req Request, en
 	case TimeoutAfterAnswer:
 		resp := f.answer(req, f.content(req), nil, "stop", ft.Header, start)
 		f.executed(entry, resp)
-		f.writeHalf(w, r, resp)
+		f.HTTP.HalfAnswer(w, r, resp.status, resp.body, resp.header)
 	default:
 		f.writeError(w, start, http.StatusInternalServerError, codeInternalError, "unknown fake fault "+string(ft.Kind))
 	}
@@ -472,22 +472,9 @@ func errorMessage(code string) string {
 	}
 }
 
-// writeHalf sends resp's headers and half its body, then holds the
-// connection until the client leaves: an answer cut off in transit.
-func (f *Server) writeHalf(w http.ResponseWriter, r *http.Request, resp fakeResponse) {
-	fakekit.MergeHeader(w.Header(), resp.header)
-	w.WriteHeader(resp.status)
-	_, _ = w.Write(resp.body[:len(resp.body)/2])
-	_ = http.NewResponseController(w).Flush()
-	f.HTTP.Hold(r)
-}
-
 // content is the message content of a normal answer.
 func (f *Server) content(req Request) *string {
-	if f.opts.Respond != nil {
-		return ptr(f.opts.Respond(req))
-	}
-	return ptr(MinimalInstance(req.Schema))
+	return ptr(fakekit.Answer(f.opts.Respond, req, req.Schema))
 }
 
 // cut returns the first half of content, never valid JSON.

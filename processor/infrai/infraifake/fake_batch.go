@@ -412,7 +412,7 @@ func (f *Server) batchSubmit(w http.ResponseWriter, r *http.Request, ft Fault, s
 	case CreateThenDisconnect:
 		panic(http.ErrAbortHandler)
 	case TimeoutAfterAnswer:
-		f.writeHalf(w, r, resp)
+		f.HTTP.HalfAnswer(w, r, resp.status, resp.body, resp.header)
 		return
 	case Delay:
 		if !f.HTTP.Sleep(r, ft.Delay) {

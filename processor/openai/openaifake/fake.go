@@ -357,10 +357,7 @@ func (f *Server) write(w http.ResponseWriter, body []byte, extra http.Header) {
 
 // content is the message content of a normal answer.
 func (f *Server) content(req Request) *string {
-	if f.opts.Respond != nil {
-		return ptr(f.opts.Respond(req))
-	}
-	return ptr(MinimalInstance(req.Schema))
+	return ptr(fakekit.Answer(f.opts.Respond, req, req.Schema))
 }
 
 // cut returns the first half of content, never valid JSON.
