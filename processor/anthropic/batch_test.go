@@ -426,82 +426,57 @@ func TestFindBatchPagesAndFails(t *testing.T) {
 func TestBatchStatus(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 3, 4, 7, 28, 0, 0, time.UTC)
-	tests := []struct {
-		name           string
-		fault          *anthropicfake.Fault
-		client         func() *http.Client
-		id             string // default: the submitted batch
-		wantClass      stet.FailureClass
-		wantStatus     int
-		wantCode       string
-		wantRetryAfter time.Duration
-		wantFollowed   int
-	}{
-		{name: "ok", wantStatus: 200},
-		{name: "ok through a capped client", client: func() *http.Client { return cappedClient(useLastResponse) }, wantStatus: 200},
-		{name: "429 retry-after seconds", fault: &anthropicfake.Fault{Kind: anthropicfake.RateLimit, RetryAfter: "7"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: 7 * time.Second},
-		{name: "429 retry-after HTTP-date", fault: &anthropicfake.Fault{Kind: anthropicfake.RateLimit, RetryAfter: now.Add(30 * time.Second).Format(http.TimeFormat)}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: 30 * time.Second},
-		{name: "429 retry-after-ms", fault: &anthropicfake.Fault{Kind: anthropicfake.RateLimit, RetryAfterMS: 1500}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: 1500 * time.Millisecond},
-		{name: "429 retry-after a year ahead is capped", fault: &anthropicfake.Fault{Kind: anthropicfake.RateLimit, RetryAfter: now.Add(365 * 24 * time.Hour).Format(http.TimeFormat)}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: processor.MaxRetryAfter},
-		{name: "429 through a capped client", fault: &anthropicfake.Fault{Kind: anthropicfake.RateLimit, RetryAfter: "9"}, client: func() *http.Client { return cappedClient(useLastResponse) }, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_error", wantRetryAfter: 9 * time.Second},
-		{name: "404 unknown batch", id: "msgbatch_01Unknown", wantClass: stet.FailureUnsupported, wantStatus: 404, wantCode: "batch_not_found"},
-		{name: "not a batch ID", id: "../v1/messages", wantClass: stet.FailureUnsupported, wantCode: "batch_not_found"},
-		{name: "401", fault: &anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 401}, wantClass: stet.FailureAuth, wantStatus: 401, wantCode: "authentication_error"},
-		{name: "500", fault: &anthropicfake.Fault{Kind: anthropicfake.ServerError}, wantClass: stet.FailureTransient, wantStatus: 500, wantCode: "api_error"},
-		{name: "529", fault: &anthropicfake.Fault{Kind: anthropicfake.Overloaded}, wantClass: stet.FailureTransient, wantStatus: 529, wantCode: "overloaded_error"},
-		{name: "connection reset", fault: &anthropicfake.Fault{Kind: anthropicfake.Disconnect}, client: freshConnections, wantClass: stet.FailureTransient},
-		{name: "redirect, last response kept", fault: &anthropicfake.Fault{Kind: anthropicfake.Redirect}, client: func() *http.Client { return cappedClient(useLastResponse) }, wantClass: stet.FailureTransient, wantStatus: 302, wantCode: "redirect"},
-		{name: "redirect refused with an error", fault: &anthropicfake.Fault{Kind: anthropicfake.Redirect}, client: func() *http.Client { return cappedClient(refuseRedirect) }, wantClass: stet.FailureTransient, wantStatus: 302, wantCode: "redirect"},
-		{name: "huge body through a capped client", fault: &anthropicfake.Fault{Kind: anthropicfake.HugeBody}, client: func() *http.Client { return cappedClient(useLastResponse) }, wantClass: stet.FailureTransient, wantStatus: 200},
-		{name: "huge body without a cap", fault: &anthropicfake.Fault{Kind: anthropicfake.HugeBody}, wantStatus: 200},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
+	capped := func() *http.Client { return cappedClient(useLastResponse) }
+	// A row's With, when set, makes the lookup's HTTP client.
+	processortest.BatchStatusHarness[anthropicfake.Fault, func() *http.Client]{
+		Open: func(t *testing.T, client func() *http.Client) processortest.BatchLookup[anthropicfake.Fault] {
 			f := newFake(t, anthropicfake.Options{Batch: anthropicfake.BatchOptions{PollsToEnd: -1}})
 			h := submit(t, batchClient(t, f, false, nil), batchItems(2))
 			var hc *http.Client
-			if tt.client != nil {
-				hc = tt.client()
+			if client != nil {
+				hc = client()
 			}
 			c := batchClient(t, f, false, hc)
 			c.now = func() time.Time { return now }
-			if tt.fault != nil {
-				f.EnqueueBatchFaults(anthropicfake.RouteBatchRetrieve, *tt.fault)
+			return processortest.BatchLookup[anthropicfake.Fault]{
+				Processor:  c,
+				ProviderID: h.ProviderID,
+				Script:     func(ft anthropicfake.Fault) { f.EnqueueBatchFaults(anthropicfake.RouteBatchRetrieve, ft) },
+				Check: func(t *testing.T, st *stet.BatchStatus, pe *stet.ProcessorError) {
+					if n := f.BatchCounts().RedirectsFollowed; n != 0 {
+						t.Errorf("redirects followed = %d, want 0", n)
+					}
+					if pe != nil {
+						return
+					}
+					if st.ProviderID != h.ProviderID || st.ProviderState != "in_progress" || st.State != stet.BatchInProgress || st.Total != 2 {
+						t.Errorf("BatchStatus() = %+v, want %s in_progress, 2 requests", st, h.ProviderID)
+					}
+					if !json.Valid(st.Raw) || !bytes.Contains(st.Raw, []byte(`"processing_status":"in_progress"`)) {
+						t.Errorf("BatchStatus().Raw = %.200q, want the message_batch body", st.Raw)
+					}
+				},
 			}
-			id := h.ProviderID
-			if tt.id != "" {
-				id = tt.id
-			}
-			st, err := c.BatchStatus(t.Context(), id)
-			if n := f.BatchCounts().RedirectsFollowed; n != tt.wantFollowed {
-				t.Errorf("redirects followed = %d, want %d", n, tt.wantFollowed)
-			}
-			if tt.wantClass == stet.FailureNone {
-				if err != nil {
-					t.Fatalf("BatchStatus() = %v, want success", err)
-				}
-				if st.ProviderID != id || st.ProviderState != "in_progress" || st.State != stet.BatchInProgress || st.Total != 2 || st.StatusCode != tt.wantStatus {
-					t.Errorf("BatchStatus() = %+v, want %s in_progress, 2 requests, status %d", st, id, tt.wantStatus)
-				}
-				if !json.Valid(st.Raw) || !bytes.Contains(st.Raw, []byte(`"processing_status":"in_progress"`)) {
-					t.Errorf("BatchStatus().Raw = %.200q, want the message_batch body", st.Raw)
-				}
-				return
-			}
-			var pe *stet.ProcessorError
-			if !errors.As(err, &pe) {
-				t.Fatalf("BatchStatus() = %v, %v; want a *stet.ProcessorError", st, err)
-			}
-			if pe.Class != tt.wantClass || pe.StatusCode != tt.wantStatus || pe.Code != tt.wantCode || pe.RetryAfter != tt.wantRetryAfter {
-				t.Errorf("BatchStatus() = class %q status %d code %q retry-after %v, want %q %d %q %v (cause %v)",
-					pe.Class, pe.StatusCode, pe.Code, pe.RetryAfter, tt.wantClass, tt.wantStatus, tt.wantCode, tt.wantRetryAfter, pe.Err)
-			}
-			if strings.Contains(err.Error(), id) {
-				t.Errorf("BatchStatus() error %q names the batch ID", err)
-			}
-		})
-	}
+		},
+	}.Run(t, []processortest.BatchStatusCase[anthropicfake.Fault, func() *http.Client]{
+		{Name: "ok", Status: 200},
+		{Name: "ok through a capped client", With: capped, Status: 200},
+		{Name: "429 retry-after seconds", Fault: &anthropicfake.Fault{Kind: anthropicfake.RateLimit, RetryAfter: "7"}, Class: stet.FailureRateLimited, Status: 429, Code: "rate_limit_error", RetryAfter: 7 * time.Second},
+		{Name: "429 retry-after HTTP-date", Fault: &anthropicfake.Fault{Kind: anthropicfake.RateLimit, RetryAfter: now.Add(30 * time.Second).Format(http.TimeFormat)}, Class: stet.FailureRateLimited, Status: 429, Code: "rate_limit_error", RetryAfter: 30 * time.Second},
+		{Name: "429 retry-after-ms", Fault: &anthropicfake.Fault{Kind: anthropicfake.RateLimit, RetryAfterMS: 1500}, Class: stet.FailureRateLimited, Status: 429, Code: "rate_limit_error", RetryAfter: 1500 * time.Millisecond},
+		{Name: "429 retry-after a year ahead is capped", Fault: &anthropicfake.Fault{Kind: anthropicfake.RateLimit, RetryAfter: now.Add(365 * 24 * time.Hour).Format(http.TimeFormat)}, Class: stet.FailureRateLimited, Status: 429, Code: "rate_limit_error", RetryAfter: processor.MaxRetryAfter},
+		{Name: "429 through a capped client", Fault: &anthropicfake.Fault{Kind: anthropicfake.RateLimit, RetryAfter: "9"}, With: capped, Class: stet.FailureRateLimited, Status: 429, Code: "rate_limit_error", RetryAfter: 9 * time.Second},
+		{Name: "404 unknown batch", ID: "msgbatch_01Unknown", Class: stet.FailureUnsupported, Status: 404, Code: "batch_not_found"},
+		{Name: "not a batch ID", ID: "../v1/messages", Class: stet.FailureUnsupported, Code: "batch_not_found"},
+		{Name: "401", Fault: &anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 401}, Class: stet.FailureAuth, Status: 401, Code: "authentication_error"},
+		{Name: "500", Fault: &anthropicfake.Fault{Kind: anthropicfake.ServerError}, Class: stet.FailureTransient, Status: 500, Code: "api_error"},
+		{Name: "529", Fault: &anthropicfake.Fault{Kind: anthropicfake.Overloaded}, Class: stet.FailureTransient, Status: 529, Code: "overloaded_error"},
+		{Name: "connection reset", Fault: &anthropicfake.Fault{Kind: anthropicfake.Disconnect}, With: freshConnections, Class: stet.FailureTransient},
+		{Name: "redirect, last response kept", Fault: &anthropicfake.Fault{Kind: anthropicfake.Redirect}, With: capped, Class: stet.FailureTransient, Status: 302, Code: "redirect"},
+		{Name: "redirect refused with an error", Fault: &anthropicfake.Fault{Kind: anthropicfake.Redirect}, With: func() *http.Client { return cappedClient(refuseRedirect) }, Class: stet.FailureTransient, Status: 302, Code: "redirect"},
+		{Name: "huge body through a capped client", Fault: &anthropicfake.Fault{Kind: anthropicfake.HugeBody}, With: capped, Class: stet.FailureTransient, Status: 200},
+		{Name: "huge body without a cap", Fault: &anthropicfake.Fault{Kind: anthropicfake.HugeBody}, Status: 200},
+	})
 }
 
 func TestBatchStatusRawAndFields(t *testing.T) {

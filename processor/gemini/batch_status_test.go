@@ -39,36 +39,11 @@ func TestBatchStatus(t *testing.T) {
 	now := time.Date(2026, 3, 4, 7, 28, 0, 0, time.UTC)
 	useLast := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	refuse := func(*http.Request, []*http.Request) error { return errors.New("redirects are refused") }
-	tests := []struct {
-		name           string
-		fault          *geminifake.Fault
-		client         func(wire http.RoundTripper) *http.Client
-		id             string // default: the submitted batch
-		wantClass      stet.FailureClass
-		wantStatus     int
-		wantCode       string
-		wantRetryAfter time.Duration
-	}{
-		{name: "through the status client", client: statusClient(refuse), wantStatus: 200},
-		{name: "429 Retry-After seconds", fault: &geminifake.Fault{Kind: geminifake.RateLimit, RetryAfter: "3"}, client: statusClient(refuse), wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "RESOURCE_EXHAUSTED", wantRetryAfter: 3 * time.Second},
-		{name: "429 Retry-After HTTP-date", fault: &geminifake.Fault{Kind: geminifake.RateLimit, RetryAfter: now.Add(30 * time.Second).Format(http.TimeFormat)}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "RESOURCE_EXHAUSTED", wantRetryAfter: 30 * time.Second},
-		{name: "429 retry-after-ms", fault: &geminifake.Fault{Kind: geminifake.RateLimit, Header: http.Header{"Retry-After-Ms": {"1500"}}}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "RESOURCE_EXHAUSTED", wantRetryAfter: 1500 * time.Millisecond},
-		{name: "429 RetryInfo", fault: &geminifake.Fault{Kind: geminifake.RateLimit, RetryDelay: "9s"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "RESOURCE_EXHAUSTED", wantRetryAfter: 9 * time.Second},
-		{name: "404 unknown batch", id: "batches/doesnotexist", wantClass: stet.FailureUnsupported, wantStatus: 404, wantCode: codeBatchNotFound},
-		{name: "401", fault: &geminifake.Fault{Kind: geminifake.HTTPError, Status: 401}, wantClass: stet.FailureAuth, wantStatus: 401, wantCode: "UNAUTHENTICATED"},
-		{name: "bad key", fault: &geminifake.Fault{Kind: geminifake.Unauthorized}, wantClass: stet.FailureAuth, wantStatus: 400, wantCode: "API_KEY_INVALID"},
-		{name: "500", fault: &geminifake.Fault{Kind: geminifake.ServerError}, wantClass: stet.FailureTransient, wantStatus: 500, wantCode: "INTERNAL"},
-		{name: "503", fault: &geminifake.Fault{Kind: geminifake.ServerError, Status: 503}, client: statusClient(refuse), wantClass: stet.FailureTransient, wantStatus: 503, wantCode: "UNAVAILABLE"},
-		{name: "connection reset", fault: &geminifake.Fault{Kind: geminifake.Disconnect}, wantClass: stet.FailureTransient},
-		{name: "redirect refused by the adapter's own client", fault: &geminifake.Fault{Kind: geminifake.Redirect}, wantClass: stet.FailureTransient, wantStatus: 302, wantCode: codeRedirect},
-		{name: "redirect, last response kept", fault: &geminifake.Fault{Kind: geminifake.Redirect}, client: statusClient(useLast), wantClass: stet.FailureTransient, wantStatus: 302, wantCode: codeRedirect},
-		{name: "redirect refused", fault: &geminifake.Fault{Kind: geminifake.Redirect}, client: statusClient(refuse), wantClass: stet.FailureTransient, wantStatus: 302, wantCode: codeRedirect},
-		{name: "huge body, no cap", fault: &geminifake.Fault{Kind: geminifake.HugeBody}, wantStatus: 200},
-		{name: "huge body through the status client", fault: &geminifake.Fault{Kind: geminifake.HugeBody}, client: statusClient(refuse), wantClass: stet.FailureTransient, wantStatus: 200},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
+	// A row's With, when set, makes the lookup's HTTP client over the
+	// recording transport.
+	type with = func(wire http.RoundTripper) *http.Client
+	processortest.BatchStatusHarness[geminifake.Fault, with]{
+		Open: func(t *testing.T, client with) processortest.BatchLookup[geminifake.Fault] {
 			f := newFake(t, geminifake.Options{Batch: geminifake.BatchOptions{PollsToEnd: 5}})
 			setup := newBatchClient(t, f, nil)
 			setup.inlineLimit = 1 // a file batch: nothing to leave out of Raw
@@ -84,44 +59,51 @@ func TestBatchStatus(t *testing.T) {
 			wire := chainTransport{rec: rec, next: tr}
 			c := newBatchClient(t, f, func(cfg *Config) {
 				cfg.HTTPClient = &http.Client{Transport: wire}
-				if tt.client != nil {
-					cfg.HTTPClient = tt.client(wire)
+				if client != nil {
+					cfg.HTTPClient = client(wire)
 				}
 			})
 			c.now = func() time.Time { return now }
-			if tt.fault != nil {
-				f.EnqueueBatchStatus(*tt.fault)
+			return processortest.BatchLookup[geminifake.Fault]{
+				Processor:   c,
+				ProviderID:  h.ProviderID,
+				Script:      func(ft geminifake.Fault) { f.EnqueueBatchStatus(ft) },
+				StatusCalls: func() int { return f.BatchCounts().StatusCalls },
+				Check: func(t *testing.T, st *stet.BatchStatus, pe *stet.ProcessorError) {
+					if pe != nil {
+						return
+					}
+					if st.ProviderID != h.ProviderID || st.State != stet.BatchInProgress || st.ProviderState != geminifake.BatchStateRunning || st.Total != 1 {
+						t.Errorf("BatchStatus() = %+v, want %s running, 1 item", st, h.ProviderID)
+					}
+					if st.InputFileID != h.InputFileID || st.InputFileID == "" {
+						t.Errorf("InputFileID = %q, want %q", st.InputFileID, h.InputFileID)
+					}
+					got := rec.last(t, http.MethodGet, "/v1beta/"+h.ProviderID)
+					if !bytes.Equal(st.Raw, got.answer) {
+						t.Errorf("Raw differs from the body received (%d and %d bytes)", len(st.Raw), len(got.answer))
+					}
+				},
 			}
-			id := orDefault(tt.id, h.ProviderID)
-			st, err := c.BatchStatus(t.Context(), id)
-			if n := f.BatchCounts().StatusCalls; n != 1 {
-				t.Errorf("status calls = %d, want 1", n)
-			}
-			if tt.wantClass != stet.FailureNone {
-				pe := processortest.AsProcessorError(t, "error", err)
-				if pe.Class != tt.wantClass || pe.StatusCode != tt.wantStatus || pe.Code != tt.wantCode || pe.RetryAfter != tt.wantRetryAfter {
-					t.Errorf("BatchStatus() = class %q status %d code %q retry %v, want %q %d %q %v", pe.Class, pe.StatusCode, pe.Code, pe.RetryAfter, tt.wantClass, tt.wantStatus, tt.wantCode, tt.wantRetryAfter)
-				}
-				if strings.Contains(err.Error(), strings.TrimPrefix(h.ProviderID, "batches/")) {
-					t.Errorf("BatchStatus() error %q names the batch", err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("BatchStatus() = %v", err)
-			}
-			if st.ProviderID != h.ProviderID || st.State != stet.BatchInProgress || st.ProviderState != geminifake.BatchStateRunning || st.StatusCode != tt.wantStatus || st.Total != 1 {
-				t.Errorf("BatchStatus() = %+v, want %s running, status %d, 1 item", st, h.ProviderID, tt.wantStatus)
-			}
-			if st.InputFileID != h.InputFileID || st.InputFileID == "" {
-				t.Errorf("InputFileID = %q, want %q", st.InputFileID, h.InputFileID)
-			}
-			got := rec.last(t, http.MethodGet, "/v1beta/"+h.ProviderID)
-			if !bytes.Equal(st.Raw, got.answer) {
-				t.Errorf("Raw differs from the body received (%d and %d bytes)", len(st.Raw), len(got.answer))
-			}
-		})
-	}
+		},
+	}.Run(t, []processortest.BatchStatusCase[geminifake.Fault, with]{
+		{Name: "through the status client", With: statusClient(refuse), Status: 200},
+		{Name: "429 Retry-After seconds", Fault: &geminifake.Fault{Kind: geminifake.RateLimit, RetryAfter: "3"}, With: statusClient(refuse), Class: stet.FailureRateLimited, Status: 429, Code: "RESOURCE_EXHAUSTED", RetryAfter: 3 * time.Second},
+		{Name: "429 Retry-After HTTP-date", Fault: &geminifake.Fault{Kind: geminifake.RateLimit, RetryAfter: now.Add(30 * time.Second).Format(http.TimeFormat)}, Class: stet.FailureRateLimited, Status: 429, Code: "RESOURCE_EXHAUSTED", RetryAfter: 30 * time.Second},
+		{Name: "429 retry-after-ms", Fault: &geminifake.Fault{Kind: geminifake.RateLimit, Header: http.Header{"Retry-After-Ms": {"1500"}}}, Class: stet.FailureRateLimited, Status: 429, Code: "RESOURCE_EXHAUSTED", RetryAfter: 1500 * time.Millisecond},
+		{Name: "429 RetryInfo", Fault: &geminifake.Fault{Kind: geminifake.RateLimit, RetryDelay: "9s"}, Class: stet.FailureRateLimited, Status: 429, Code: "RESOURCE_EXHAUSTED", RetryAfter: 9 * time.Second},
+		{Name: "404 unknown batch", ID: "batches/doesnotexist", Class: stet.FailureUnsupported, Status: 404, Code: codeBatchNotFound},
+		{Name: "401", Fault: &geminifake.Fault{Kind: geminifake.HTTPError, Status: 401}, Class: stet.FailureAuth, Status: 401, Code: "UNAUTHENTICATED"},
+		{Name: "bad key", Fault: &geminifake.Fault{Kind: geminifake.Unauthorized}, Class: stet.FailureAuth, Status: 400, Code: "API_KEY_INVALID"},
+		{Name: "500", Fault: &geminifake.Fault{Kind: geminifake.ServerError}, Class: stet.FailureTransient, Status: 500, Code: "INTERNAL"},
+		{Name: "503", Fault: &geminifake.Fault{Kind: geminifake.ServerError, Status: 503}, With: statusClient(refuse), Class: stet.FailureTransient, Status: 503, Code: "UNAVAILABLE"},
+		{Name: "connection reset", Fault: &geminifake.Fault{Kind: geminifake.Disconnect}, Class: stet.FailureTransient},
+		{Name: "redirect refused by the adapter's own client", Fault: &geminifake.Fault{Kind: geminifake.Redirect}, Class: stet.FailureTransient, Status: 302, Code: codeRedirect},
+		{Name: "redirect, last response kept", Fault: &geminifake.Fault{Kind: geminifake.Redirect}, With: statusClient(useLast), Class: stet.FailureTransient, Status: 302, Code: codeRedirect},
+		{Name: "redirect refused", Fault: &geminifake.Fault{Kind: geminifake.Redirect}, With: statusClient(refuse), Class: stet.FailureTransient, Status: 302, Code: codeRedirect},
+		{Name: "huge body, no cap", Fault: &geminifake.Fault{Kind: geminifake.HugeBody}, Status: 200},
+		{Name: "huge body through the status client", Fault: &geminifake.Fault{Kind: geminifake.HugeBody}, With: statusClient(refuse), Class: stet.FailureTransient, Status: 200},
+	})
 
 	t.Run("malformed id", func(t *testing.T) {
 		t.Parallel()
@@ -137,13 +119,6 @@ func TestBatchStatus(t *testing.T) {
 			t.Errorf("status calls = %d, want 0", n)
 		}
 	})
-}
-
-func orDefault(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // chainTransport records through rec, sending through next.

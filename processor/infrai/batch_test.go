@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"reflect"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -241,30 +240,9 @@ func TestBatchStatusLifecycle(t *testing.T) {
 func TestBatchStatusFailures(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 3, 4, 7, 28, 0, 0, time.UTC)
-	tests := []struct {
-		name      string
-		fault     infraifake.Fault
-		id        string // default: the submitted batch
-		key       string // default: the test key
-		class     stet.FailureClass
-		status    int
-		code      string
-		retry     time.Duration
-		requestID bool
-	}{
-		{name: "429 seconds", fault: infraifake.Fault{Kind: infraifake.ErrorCode, Code: CodeRateLimitExceeded, RetryAfter: "7"}, class: stet.FailureRateLimited, status: 429, code: CodeRateLimitExceeded, retry: 7 * time.Second, requestID: true},
-		{name: "429 http-date", fault: infraifake.Fault{Kind: infraifake.ErrorCode, Code: CodeRateLimitExceeded, RetryAfter: now.Add(90 * time.Second).Format(http.TimeFormat)}, class: stet.FailureRateLimited, status: 429, code: CodeRateLimitExceeded, retry: 90 * time.Second, requestID: true},
-		{name: "429 retry-after-ms", fault: infraifake.Fault{Kind: infraifake.ErrorCode, Status: 429, Code: "TOO_MANY", RetryAfterMS: 1500}, class: stet.FailureRateLimited, status: 429, code: "TOO_MANY", retry: 1500 * time.Millisecond, requestID: true},
-		{name: "404 unknown batch", id: "batch_nosuch", class: stet.FailureUnsupported, status: 404, code: "batch_not_found", requestID: true},
-		{name: "401", key: "ifr_pk_wrong", class: stet.FailureAuth, status: 401, code: CodeInvalidAPIKey, requestID: true},
-		{name: "503", fault: infraifake.Fault{Kind: infraifake.ErrorCode, Code: CodeMaintenance, RetryAfter: "30"}, class: stet.FailureTransient, status: 503, code: CodeMaintenance, retry: 30 * time.Second, requestID: true},
-		{name: "500", fault: infraifake.Fault{Kind: infraifake.ErrorCode}, class: stet.FailureTransient, status: 500, code: CodeInternalError, requestID: true},
-		{name: "redirect", fault: infraifake.Fault{Kind: infraifake.Redirect}, class: stet.FailureTransient, status: 302},
-		{name: "reset", fault: infraifake.Fault{Kind: infraifake.Disconnect}, class: stet.FailureTransient},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
+	// A row's With is the API key of the lookup (default: the test key).
+	processortest.BatchStatusHarness[infraifake.Fault, string]{
+		Open: func(t *testing.T, key string) processortest.BatchLookup[infraifake.Fault] {
 			f := newFake(t, infraifake.Options{})
 			c := newTestClient(t, f, 0)
 			c.now = func() time.Time { return now }
@@ -272,37 +250,33 @@ func TestBatchStatusFailures(t *testing.T) {
 			if err != nil {
 				t.Fatalf("SubmitBatch() = %v", err)
 			}
-			if tt.key != "" {
-				c.apiKey = tt.key
+			if key != "" {
+				c.apiKey = key
 			}
-			if tt.fault.Kind != "" {
-				f.EnqueueBatch(infraifake.BatchStatusRoute, tt.fault)
+			return processortest.BatchLookup[infraifake.Fault]{
+				Processor:   c,
+				ProviderID:  h.ProviderID,
+				Script:      func(ft infraifake.Fault) { f.EnqueueBatch(infraifake.BatchStatusRoute, ft) },
+				StatusCalls: func() int { return f.BatchCounts().StatusCalls },
+				Check: func(t *testing.T, _ *stet.BatchStatus, _ *stet.ProcessorError) {
+					if n := f.BatchCounts().Created; n != 1 {
+						t.Errorf("batches created = %d, want 1 (a lookup creates nothing)", n)
+					}
+				},
 			}
-			id := h.ProviderID
-			if tt.id != "" {
-				id = tt.id
-			}
-			st, err := c.BatchStatus(t.Context(), id)
-			pe := processortest.AsProcessorError(t, fmt.Sprintf("BatchStatus() with %s", tt.name), err)
-			if st != nil || pe.Class != tt.class || pe.StatusCode != tt.status || pe.Code != tt.code || pe.RetryAfter != tt.retry {
-				t.Errorf("BatchStatus() = %v, class %q status %d code %q retry %v; want nil, %q %d %q %v", st, pe.Class, pe.StatusCode, pe.Code, pe.RetryAfter, tt.class, tt.status, tt.code, tt.retry)
-			}
-			if tt.requestID && !uuidV7.MatchString(pe.RequestID) {
-				t.Errorf("RequestID = %q, want the answer's UUID v7", pe.RequestID)
-			}
-			if strings.Contains(pe.Error(), id) {
-				t.Errorf("error %q names the provider batch ID", pe.Error())
-			}
-			if n := f.BatchCounts().Created; n != 1 {
-				t.Errorf("batches created = %d, want 1 (a lookup creates nothing)", n)
-			}
-			// One lookup, even when the connection breaks: net/http must
-			// not resend it on its own.
-			if n := f.BatchCounts().StatusCalls; n != 1 {
-				t.Errorf("status calls = %d, want 1", n)
-			}
-		})
-	}
+		},
+		RequestID: uuidV7, // the answer's
+	}.Run(t, []processortest.BatchStatusCase[infraifake.Fault, string]{
+		{Name: "429 seconds", Fault: &infraifake.Fault{Kind: infraifake.ErrorCode, Code: CodeRateLimitExceeded, RetryAfter: "7"}, Class: stet.FailureRateLimited, Status: 429, Code: CodeRateLimitExceeded, RetryAfter: 7 * time.Second},
+		{Name: "429 http-date", Fault: &infraifake.Fault{Kind: infraifake.ErrorCode, Code: CodeRateLimitExceeded, RetryAfter: now.Add(90 * time.Second).Format(http.TimeFormat)}, Class: stet.FailureRateLimited, Status: 429, Code: CodeRateLimitExceeded, RetryAfter: 90 * time.Second},
+		{Name: "429 retry-after-ms", Fault: &infraifake.Fault{Kind: infraifake.ErrorCode, Status: 429, Code: "TOO_MANY", RetryAfterMS: 1500}, Class: stet.FailureRateLimited, Status: 429, Code: "TOO_MANY", RetryAfter: 1500 * time.Millisecond},
+		{Name: "404 unknown batch", ID: "batch_nosuch", Class: stet.FailureUnsupported, Status: 404, Code: "batch_not_found"},
+		{Name: "401", With: "ifr_pk_wrong", Class: stet.FailureAuth, Status: 401, Code: CodeInvalidAPIKey},
+		{Name: "503", Fault: &infraifake.Fault{Kind: infraifake.ErrorCode, Code: CodeMaintenance, RetryAfter: "30"}, Class: stet.FailureTransient, Status: 503, Code: CodeMaintenance, RetryAfter: 30 * time.Second},
+		{Name: "500", Fault: &infraifake.Fault{Kind: infraifake.ErrorCode}, Class: stet.FailureTransient, Status: 500, Code: CodeInternalError},
+		{Name: "redirect", Fault: &infraifake.Fault{Kind: infraifake.Redirect}, Class: stet.FailureTransient, Status: 302},
+		{Name: "reset", Fault: &infraifake.Fault{Kind: infraifake.Disconnect}, Class: stet.FailureTransient},
+	})
 }
 
 // TestBatchStatusStrictClient uses a client like the one stet batch status

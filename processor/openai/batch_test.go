@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -527,43 +528,12 @@ func strictClient() *http.Client {
 func TestBatchStatus(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 3, 4, 7, 28, 0, 0, time.UTC)
-	tests := []struct {
-		name   string
-		fault  openaifake.Fault
-		id     string // default: the submitted batch
-		strict bool
-		// maxCalls allows net/http's own retry: it resends a GET once when
-		// a reused connection dies before answering.
-		maxCalls       int
-		wantClass      stet.FailureClass
-		wantStatus     int
-		wantCode       string
-		wantRetryAfter time.Duration
-	}{
-		{name: "429 Retry-After seconds", fault: openaifake.Fault{Kind: openaifake.RateLimit, RetryAfter: "7"}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_exceeded", wantRetryAfter: 7 * time.Second},
-		{name: "429 Retry-After HTTP-date", fault: openaifake.Fault{Kind: openaifake.RateLimit, RetryAfter: now.Add(30 * time.Second).Format(http.TimeFormat)}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_exceeded", wantRetryAfter: 30 * time.Second},
-		{name: "429 retry-after-ms", fault: openaifake.Fault{Kind: openaifake.RateLimit, RetryAfterMS: 1500}, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_exceeded", wantRetryAfter: 1500 * time.Millisecond},
-		{name: "429 through the strict client", fault: openaifake.Fault{Kind: openaifake.RateLimit, RetryAfter: "3"}, strict: true, wantClass: stet.FailureRateLimited, wantStatus: 429, wantCode: "rate_limit_exceeded", wantRetryAfter: 3 * time.Second},
-		{name: "404", id: "batch_unknown", wantClass: stet.FailureUnsupported, wantStatus: 404, wantCode: "batch_not_found"},
-		{name: "401", fault: openaifake.Fault{Kind: openaifake.Unauthorized}, wantClass: stet.FailureAuth, wantStatus: 401, wantCode: "invalid_api_key"},
-		{name: "500", fault: openaifake.Fault{Kind: openaifake.ServerError}, wantClass: stet.FailureTransient, wantStatus: 500, wantCode: "server_error"},
-		{name: "503", fault: openaifake.Fault{Kind: openaifake.ServerError, Status: 503}, wantClass: stet.FailureTransient, wantStatus: 503, wantCode: "server_error"},
-		{name: "connection reset", fault: openaifake.Fault{Kind: openaifake.Disconnect}, maxCalls: 2, wantClass: stet.FailureTransient},
-		{name: "redirect refused by the client", fault: openaifake.Fault{Kind: openaifake.Redirect}, strict: true, wantClass: stet.FailureUnsupported, wantStatus: 302, wantCode: "redirect"},
-		// The adapter's own client (processor.Common.Client) refuses every
-		// redirect, to another origin or the same one.
-		{name: "redirect elsewhere, default client", fault: openaifake.Fault{Kind: openaifake.Redirect}, wantClass: stet.FailureUnsupported, wantStatus: 302, wantCode: "redirect"},
-		{name: "redirect to the same origin, default client", fault: openaifake.Fault{Kind: openaifake.Redirect, Status: 307, Header: http.Header{"Location": {"/v1/batches"}}}, wantClass: stet.FailureUnsupported, wantStatus: 307, wantCode: "redirect"},
-		{name: "redirect to the same origin not followed", fault: openaifake.Fault{Kind: openaifake.Redirect, Status: 307, Header: http.Header{"Location": {"/v1/batches"}}}, strict: true, wantClass: stet.FailureUnsupported, wantStatus: 307, wantCode: "redirect"},
-		{name: "huge body", fault: openaifake.Fault{Kind: openaifake.HugeBody}, wantClass: stet.FailureTransient, wantStatus: 200, wantCode: "response_too_large"},
-		{name: "huge body through the strict client", fault: openaifake.Fault{Kind: openaifake.HugeBody}, strict: true, wantClass: stet.FailureTransient, wantStatus: 200},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
+	// A row's With is whether the lookup goes through strictClient.
+	processortest.BatchStatusHarness[openaifake.Fault, bool]{
+		Open: func(t *testing.T, strict bool) processortest.BatchLookup[openaifake.Fault] {
 			f := newFake(t, openaifake.Options{})
 			cfg := Config{Common: processor.Common{ID: "openai-test", BaseURL: f.URL(), APIKey: testKey, Model: testModel, Timeout: 10 * time.Second}}
-			if tt.strict {
+			if strict {
 				cfg.HTTPClient = strictClient()
 			}
 			c, err := New(cfg)
@@ -571,35 +541,33 @@ func TestBatchStatus(t *testing.T) {
 				t.Fatal(err)
 			}
 			c.now = func() time.Time { return now }
-			h := submit(t, c, "bat_1", "job_a")
-			id := h.ProviderID
-			if tt.id != "" {
-				id = tt.id
+			return processortest.BatchLookup[openaifake.Fault]{
+				Processor:   c,
+				ProviderID:  submit(t, c, "bat_1", "job_a").ProviderID,
+				Script:      func(ft openaifake.Fault) { f.EnqueueBatch(openaifake.BatchRouteStatus, ft) },
+				StatusCalls: func() int { return f.BatchStats().StatusCalls },
 			}
-			f.EnqueueBatch(openaifake.BatchRouteStatus, tt.fault)
-			if tt.maxCalls > 1 {
-				f.EnqueueBatch(openaifake.BatchRouteStatus, tt.fault)
-			}
-			got, err := c.BatchStatus(t.Context(), id)
-			pe := processortest.AsProcessorError(t, "BatchStatus() with "+tt.name, err)
-			if got != nil {
-				t.Errorf("BatchStatus() = %+v beside an error, want nil", got)
-			}
-			if pe.Class != tt.wantClass || pe.StatusCode != tt.wantStatus || pe.Code != tt.wantCode || pe.RetryAfter != tt.wantRetryAfter {
-				t.Errorf("BatchStatus() with %s = class %q status %d code %q RetryAfter %v, want %q %d %q %v (cause %v)",
-					tt.name, pe.Class, pe.StatusCode, pe.Code, pe.RetryAfter, tt.wantClass, tt.wantStatus, tt.wantCode, tt.wantRetryAfter, pe.Err)
-			}
-			if tt.wantStatus != 0 && tt.wantStatus != 302 && tt.wantStatus != 307 && !strings.HasPrefix(pe.RequestID, "req_") {
-				t.Errorf("BatchStatus() with %s: RequestID = %q, want the x-request-id", tt.name, pe.RequestID)
-			}
-			if strings.Contains(pe.Error(), id) {
-				t.Errorf("BatchStatus() with %s: Error() = %q names the provider batch", tt.name, pe.Error())
-			}
-			if n := f.BatchStats().StatusCalls; n < 1 || n > max(tt.maxCalls, 1) {
-				t.Errorf("status calls = %d, want 1 (one lookup, no retries of its own)", n)
-			}
-		})
-	}
+		},
+		RequestID: regexp.MustCompile(`^req_`), // the x-request-id header
+	}.Run(t, []processortest.BatchStatusCase[openaifake.Fault, bool]{
+		{Name: "429 Retry-After seconds", Fault: &openaifake.Fault{Kind: openaifake.RateLimit, RetryAfter: "7"}, Class: stet.FailureRateLimited, Status: 429, Code: "rate_limit_exceeded", RetryAfter: 7 * time.Second},
+		{Name: "429 Retry-After HTTP-date", Fault: &openaifake.Fault{Kind: openaifake.RateLimit, RetryAfter: now.Add(30 * time.Second).Format(http.TimeFormat)}, Class: stet.FailureRateLimited, Status: 429, Code: "rate_limit_exceeded", RetryAfter: 30 * time.Second},
+		{Name: "429 retry-after-ms", Fault: &openaifake.Fault{Kind: openaifake.RateLimit, RetryAfterMS: 1500}, Class: stet.FailureRateLimited, Status: 429, Code: "rate_limit_exceeded", RetryAfter: 1500 * time.Millisecond},
+		{Name: "429 through the strict client", Fault: &openaifake.Fault{Kind: openaifake.RateLimit, RetryAfter: "3"}, With: true, Class: stet.FailureRateLimited, Status: 429, Code: "rate_limit_exceeded", RetryAfter: 3 * time.Second},
+		{Name: "404", Fault: &openaifake.Fault{}, ID: "batch_unknown", Class: stet.FailureUnsupported, Status: 404, Code: "batch_not_found"},
+		{Name: "401", Fault: &openaifake.Fault{Kind: openaifake.Unauthorized}, Class: stet.FailureAuth, Status: 401, Code: "invalid_api_key"},
+		{Name: "500", Fault: &openaifake.Fault{Kind: openaifake.ServerError}, Class: stet.FailureTransient, Status: 500, Code: "server_error"},
+		{Name: "503", Fault: &openaifake.Fault{Kind: openaifake.ServerError, Status: 503}, Class: stet.FailureTransient, Status: 503, Code: "server_error"},
+		{Name: "connection reset", Fault: &openaifake.Fault{Kind: openaifake.Disconnect}, MaxCalls: 2, Class: stet.FailureTransient},
+		{Name: "redirect refused by the client", Fault: &openaifake.Fault{Kind: openaifake.Redirect}, With: true, Class: stet.FailureUnsupported, Status: 302, Code: "redirect"},
+		// The adapter's own client (processor.Common.Client) refuses every
+		// redirect, to another origin or the same one.
+		{Name: "redirect elsewhere, default client", Fault: &openaifake.Fault{Kind: openaifake.Redirect}, Class: stet.FailureUnsupported, Status: 302, Code: "redirect"},
+		{Name: "redirect to the same origin, default client", Fault: &openaifake.Fault{Kind: openaifake.Redirect, Status: 307, Header: http.Header{"Location": {"/v1/batches"}}}, Class: stet.FailureUnsupported, Status: 307, Code: "redirect"},
+		{Name: "redirect to the same origin not followed", Fault: &openaifake.Fault{Kind: openaifake.Redirect, Status: 307, Header: http.Header{"Location": {"/v1/batches"}}}, With: true, Class: stet.FailureUnsupported, Status: 307, Code: "redirect"},
+		{Name: "huge body", Fault: &openaifake.Fault{Kind: openaifake.HugeBody}, Class: stet.FailureTransient, Status: 200, Code: "response_too_large"},
+		{Name: "huge body through the strict client", Fault: &openaifake.Fault{Kind: openaifake.HugeBody}, With: true, Class: stet.FailureTransient, Status: 200},
+	})
 }
 
 func TestBatchStatusProgress(t *testing.T) {

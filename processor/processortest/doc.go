@@ -55,8 +55,9 @@
 // completed, within BatchHarness.Polls status lookups.
 //
 // The package also holds the helpers adapters' own tests share: Golden and
-// GoldenJSON (the -update flag is defined here, once), RecordingTransport
-// and AsProcessorError.
+// GoldenJSON (the -update flag is defined here, once), RecordingTransport,
+// AsProcessorError, and the table runners of provider-specific rows
+// (ClassificationHarness for Extract, BatchStatusHarness for BatchStatus).
 //
 // The suite never touches the network beyond the loopback fakes, never
 // sleeps to measure time (timeout cases use the fake's hold), and must never
