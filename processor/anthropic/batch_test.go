@@ -828,14 +828,7 @@ func TestBatchCanaryNeverInErrors(t *testing.T) {
 	}
 	f.EnqueueBatchFaults(anthropicfake.RouteBatchRetrieve, anthropicfake.Fault{Kind: anthropicfake.HTTPError, Status: 400, Message: marker, Type: marker, Code: marker})
 	_, statusErr := c.BatchStatus(t.Context(), h.ProviderID)
-	st, err := c.BatchStatus(t.Context(), h.ProviderID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	results, err := c.BatchResults(t.Context(), st)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, results := processortest.StatusAndResults(t, c, h.ProviderID)
 	errs := []error{statusErr}
 	for _, r := range results {
 		errs = append(errs, r.Err)

@@ -731,14 +731,7 @@ func TestBatchCanaryNeverInErrors(t *testing.T) {
 		t.Fatalf("fake saw the marker in %d items, want %d (the canary must reach the provider)", n, len(items))
 	}
 	var errs []error
-	st, err := c.BatchStatus(t.Context(), h.ProviderID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs, err := c.BatchResults(t.Context(), st)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, rs := processortest.StatusAndResults(t, c, h.ProviderID)
 	for _, r := range rs {
 		errs = append(errs, r.Err)
 	}

@@ -847,14 +847,7 @@ func TestBatchCanaryNeverInErrors(t *testing.T) {
 	if n := f.BatchItemsContaining(marker); n != 4 {
 		t.Fatalf("fake saw the marker in %d batch items, want 4 (the canary must reach the provider)", n)
 	}
-	st, err := c.BatchStatus(t.Context(), h.ProviderID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	results, err := c.BatchResults(t.Context(), st)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, results := processortest.StatusAndResults(t, c, h.ProviderID)
 	if len(results) != 4 {
 		t.Fatalf("BatchResults() = %d results, want 4", len(results))
 	}

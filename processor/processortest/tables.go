@@ -50,3 +50,19 @@ func WithPrompt(items []stet.BatchItem, prompt string) []stet.BatchItem {
 	}
 	return items
 }
+
+// StatusAndResults looks up the batch providerID once and reads the
+// results of what the lookup reports, failing the test if either call
+// fails.
+func StatusAndResults(t *testing.T, p stet.BatchProcessor, providerID string) (*stet.BatchStatus, []stet.BatchResult) {
+	t.Helper()
+	st, err := p.BatchStatus(t.Context(), providerID)
+	if err != nil {
+		t.Fatalf("BatchStatus() = %v", err)
+	}
+	rs, err := p.BatchResults(t.Context(), st)
+	if err != nil {
+		t.Fatalf("BatchResults() = %v", err)
+	}
+	return st, rs
+}
