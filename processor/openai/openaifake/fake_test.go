@@ -16,10 +16,7 @@ import (
 	"github.com/stetlabs/stet/internal/fakekit"
 )
 
-const (
-	testKey    = "sk-test-key"
-	testSchema = `{"type":"object","properties":{"category":{"type":"string","enum":["ok","harmful","medical_advice"]},"flags":{"type":"array","items":{"type":"string"}},"confidence":{"type":"number","minimum":0,"maximum":1}},"required":["category","flags","confidence"],"additionalProperties":false}`
-)
+const testKey = "sk-test-key"
 
 func newFake(t *testing.T, opts Options) *Server {
 	opts.APIKey = cmp.Or(opts.APIKey, testKey)
