@@ -111,18 +111,15 @@ func TestSchemaSentVerbatim(t *testing.T) {
 // processortest scripts (500, 429, a dropped connection).
 func TestNoRetries(t *testing.T) {
 	t.Parallel()
-	processortest.ExerciseNoRetries(t, []anthropicfake.Fault{
+	processortest.ExerciseNoRetries(t, func(t *testing.T) (processortest.Server[anthropicfake.Fault], stet.Processor) {
+		f := newFake(t, anthropicfake.Options{})
+		return f, newTestClient(t, f, 0, false)
+	}, testParams("hello"), []anthropicfake.Fault{
 		{Kind: anthropicfake.Overloaded},
 		{Kind: anthropicfake.RateLimit, RetryAfter: "0"},
 		{Kind: anthropicfake.HTTPError, Status: http.StatusConflict},
 		{Kind: anthropicfake.HTTPError, Status: http.StatusRequestTimeout},
-	}, func(ft anthropicfake.Fault) string { return fmt.Sprintf("%s_%d", ft.Kind, ft.Status) },
-		func(t *testing.T, ft anthropicfake.Fault) (int, error) {
-			f := newFake(t, anthropicfake.Options{})
-			f.Enqueue(ft, ft, ft)
-			_, err := newTestClient(t, f, 0, false).Extract(t.Context(), testParams("hello"))
-			return f.Calls(), err
-		})
+	}, func(ft anthropicfake.Fault) string { return fmt.Sprintf("%s_%d", ft.Kind, ft.Status) })
 }
 
 func TestClassification(t *testing.T) {

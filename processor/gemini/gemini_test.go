@@ -98,19 +98,16 @@ func TestRequestGolden(t *testing.T) {
 // RetryInfo, CONTINUATION); processortest counts calls for the rest.
 func TestNoRetries(t *testing.T) {
 	t.Parallel()
-	processortest.ExerciseNoRetries(t, []geminifake.Fault{
+	processortest.ExerciseNoRetries(t, func(t *testing.T) (processortest.Server[geminifake.Fault], stet.Processor) {
+		f := newFake(t, geminifake.Options{})
+		return f, newTestClient(t, f, 0)
+	}, testParams("hello"), []geminifake.Fault{
 		{Kind: geminifake.ServerError, Status: http.StatusServiceUnavailable},
 		{Kind: geminifake.ServerError, Status: http.StatusGatewayTimeout},
 		{Kind: geminifake.RateLimit, RetryDelay: "0.001s"},
 		{Kind: geminifake.HTTPError, Status: http.StatusRequestTimeout},
 		{Kind: geminifake.Finish, FinishReason: "CONTINUATION"},
-	}, func(ft geminifake.Fault) string { return fmt.Sprintf("%s_%d%s", ft.Kind, ft.Status, ft.FinishReason) },
-		func(t *testing.T, ft geminifake.Fault) (int, error) {
-			f := newFake(t, geminifake.Options{})
-			f.Enqueue(ft, ft, ft)
-			_, err := newTestClient(t, f, 0).Extract(t.Context(), testParams("hello"))
-			return f.Calls(), err
-		})
+	}, func(ft geminifake.Fault) string { return fmt.Sprintf("%s_%d%s", ft.Kind, ft.Status, ft.FinishReason) })
 }
 
 func TestClassification(t *testing.T) {

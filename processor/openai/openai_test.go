@@ -65,16 +65,13 @@ func TestRequestGolden(t *testing.T) {
 // a dropped connection).
 func TestNoRetries(t *testing.T) {
 	t.Parallel()
-	processortest.ExerciseNoRetries(t, []openaifake.Fault{
+	processortest.ExerciseNoRetries(t, func(t *testing.T) (processortest.Server[openaifake.Fault], stet.Processor) {
+		f := newFake(t, openaifake.Options{})
+		return f, newTestClient(t, f, 0)
+	}, testParams("hello"), []openaifake.Fault{
 		{Kind: openaifake.ServerError, Status: http.StatusServiceUnavailable},
 		{Kind: openaifake.HTTPError, Status: http.StatusConflict},
-	}, func(ft openaifake.Fault) string { return fmt.Sprintf("%s_%d", ft.Kind, ft.Status) },
-		func(t *testing.T, ft openaifake.Fault) (int, error) {
-			f := newFake(t, openaifake.Options{})
-			f.Enqueue(ft, ft, ft)
-			_, err := newTestClient(t, f, 0).Extract(t.Context(), testParams("hello"))
-			return f.Calls(), err
-		})
+	}, func(ft openaifake.Fault) string { return fmt.Sprintf("%s_%d", ft.Kind, ft.Status) })
 }
 
 func TestClassification(t *testing.T) {

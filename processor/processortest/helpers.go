@@ -223,19 +223,21 @@ func ExerciseCanary[F any](t *testing.T, base stet.ExtractParams, faults []F, na
 
 // ExerciseNoRetries covers the provider answers an SDK would retry on its
 // own beyond the suite's (500, 429, a dropped connection): for each fault,
-// in parallel, run must start a fake, script the fault three times and
-// Extract once, returning the fake's call count and the error. The call
-// must fail after exactly one request.
-func ExerciseNoRetries[F any](t *testing.T, faults []F, name func(F) string, run func(t *testing.T, fault F) (int, error)) {
+// in parallel, open starts a fake and the processor under test, the fault
+// is scripted three times and params extracted once. The call must fail
+// after exactly one request.
+func ExerciseNoRetries[F any](t *testing.T, open func(t *testing.T) (Server[F], stet.Processor), params stet.ExtractParams, faults []F, name func(F) string) {
 	t.Helper()
 	for _, ft := range faults {
 		t.Run(name(ft), func(t *testing.T) {
 			t.Parallel()
-			n, err := run(t, ft)
+			f, p := open(t)
+			f.Enqueue(ft, ft, ft)
+			_, err := p.Extract(t.Context(), params)
 			if err == nil {
 				t.Fatalf("Extract() with %s = nil error, want a failure", name(ft))
 			}
-			if n != 1 {
+			if n := f.Calls(); n != 1 {
 				t.Errorf("fake calls after %s = %d, want 1", name(ft), n)
 			}
 		})
