@@ -75,7 +75,7 @@ func (p *Pipeline) takeOverDead(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("take over dead workers: %w", err)
 	}
 	if !to.Empty() {
-		p.log.Warn("took over the work of dead worker processes", "processes", len(to.Dead), "jobs", len(to.Jobs),
+		p.log.Warn("took over the work of dead worker processes", "processes", len(to.Dead), "process_ids", to.Dead, "jobs", len(to.Jobs),
 			"abandoned_attempts", to.Abandoned, "batches", len(to.Batches), "stages_enqueued", len(inserts))
 	}
 	return len(inserts), nil

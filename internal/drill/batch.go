@@ -29,6 +29,11 @@ type BatchResult struct {
 	Distinct     int `json:"distinct_batches"`
 	CreatedTwice int `json:"created_twice"`
 	Unknown      int `json:"unknown_to_ledger"`
+	// Unfinished counts the ledger's batches stet still had to move on by
+	// itself after the drain: not yet ended at the provider, or ended and
+	// not yet applied. (A batch in unknown waits for an operator; it shows
+	// in LedgerByState.)
+	Unfinished int `json:"unfinished"`
 }
 
 // evaluateBatches fills b from the ledger and the fake's batches.
@@ -36,6 +41,9 @@ func evaluateBatches(ctx context.Context, b *BatchResult, db *sql.DB, fake *open
 	err := db.QueryRowContext(ctx, `SELECT COUNT(*), COUNT(*) FILTER (WHERE state = 'committed'), COUNT(*) FILTER (WHERE state = 'manual')
 		FROM jobs WHERE mode = 'batch'`).Scan(&b.Jobs, &b.JobsCommitted, &b.JobsManual)
 	if err != nil {
+		return err
+	}
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM batches WHERE `+unfinishedBatch).Scan(&b.Unfinished); err != nil {
 		return err
 	}
 	rows, err := db.QueryContext(ctx, `SELECT id, state FROM batches`)
@@ -74,3 +82,8 @@ func evaluateBatches(ctx context.Context, b *BatchResult, db *sql.DB, fake *open
 	}
 	return nil
 }
+
+// unfinishedBatch selects the batches stet moves on by itself that have not
+// ended: waiting to be submitted or polled, or ended at the provider and not
+// yet applied.
+const unfinishedBatch = `(state IN ('intent', 'submitted', 'in_progress') OR (state IN ('completed', 'failed', 'expired', 'cancelled') AND applied_at IS NULL))`

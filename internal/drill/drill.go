@@ -447,19 +447,22 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	return res, nil
 }
 
-// drain waits until every ledger job is terminal and River holds no
+// drain waits until every ledger job is terminal, River holds no
 // unfinished stage job (an orphan rescued late must be seen to find its work
-// done), or drainLimit passes; the checker reports what is left.
+// done) and every batch has ended and been applied (a batch whose items are
+// all applied still has its end to write), or drainLimit passes; the checker
+// reports what is left.
 func drain(ctx context.Context, db *sql.DB, limit time.Duration, say func(string, ...any)) error {
 	deadline := time.Now().Add(limit)
 	lastSay := time.Now()
 	for {
-		var open, pending int
+		var open, pending, batches int
 		err := db.QueryRowContext(ctx, `SELECT
 			(SELECT COUNT(*) FROM jobs WHERE state NOT IN ('committed', 'manual')),
-			(SELECT COUNT(*) FROM river_job WHERE kind IN ('stet_extract', 'stet_commit') AND state NOT IN ('completed', 'cancelled', 'discarded'))`).
-			Scan(&open, &pending)
-		if err == nil && open == 0 && pending == 0 {
+			(SELECT COUNT(*) FROM river_job WHERE kind IN ('stet_extract', 'stet_commit') AND state NOT IN ('completed', 'cancelled', 'discarded')),
+			(SELECT COUNT(*) FROM batches WHERE `+unfinishedBatch+`)`).
+			Scan(&open, &pending, &batches)
+		if err == nil && open == 0 && pending == 0 && batches == 0 {
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -471,7 +474,7 @@ func drain(ctx context.Context, db *sql.DB, limit time.Duration, say func(string
 			if err != nil {
 				say("draining: the ledger does not answer yet")
 			} else {
-				say("draining: %d jobs not terminal, %d stage jobs pending in River", open, pending)
+				say("draining: %d jobs not terminal, %d stage jobs pending in River, %d batches unfinished", open, pending, batches)
 			}
 		}
 		if !sleep(ctx, 500*time.Millisecond) {

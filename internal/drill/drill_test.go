@@ -22,8 +22,9 @@ const chaosPGBin = "/usr/lib/postgresql/15/bin"
 
 // TestChaosDrillSmall runs the chaos drill end to end: its own PostgreSQL,
 // the built stet binary as one api and two worker processes, three worker
-// SIGKILLs and one database restart under load. Rescue of killed workers'
-// jobs takes River 15–45 s, so the test takes about a minute.
+// SIGKILLs and one database restart under load. A killed worker's jobs
+// are taken over by a live one within about ten seconds (liveness leases);
+// with the load and the drain the test takes about a minute.
 func TestChaosDrillSmall(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -35,7 +36,9 @@ func TestChaosDrillSmall(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	var progress bytes.Buffer
-	res, err := Run(ctx, Options{Reports: 150, Kills: 3, Workers: 2, Seed: 42, FaultRate: 0.1, ResumeBound: 30 * time.Second,
+	// The default bounds (docs/drills.md): a dead worker's stage job is
+	// claimed by a live one within 15 s, its batch within 30 s.
+	res, err := Run(ctx, Options{Reports: 150, Kills: 3, Workers: 2, Seed: 42, FaultRate: 0.1,
 		PGBin: chaosPGBin, Binary: stetBinary(t), Progress: &progress})
 	if err != nil {
 		t.Fatalf("Run(seed 42) = %v\nprogress:\n%s", err, progress.String())
@@ -380,14 +383,6 @@ func TestChaosDrillBatchFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the chaos drill runs for minutes; skipped with -short")
 	}
-	// Opt-in for now: in one of three runs of the larger form (stet drill
-	// chaos --batch-faults --reports 2000 --kills 10 --seed 16) one batch's
-	// 20 jobs stayed batched after the drain (lost 20; their batch
-	// attempts still started). Until that is found and fixed, this test
-	// runs with STET_CHAOS_BATCH=1.
-	if os.Getenv("STET_CHAOS_BATCH") == "" {
-		t.Skip("set STET_CHAOS_BATCH=1 to run the batch-fault chaos drill (a rare lost batch is under investigation)")
-	}
 	if _, err := os.Stat(filepath.Join(chaosPGBin, "initdb")); err != nil {
 		t.Skipf("the chaos drill needs PostgreSQL 15 binaries in %s (apt-get install postgresql-15): %v", chaosPGBin, err)
 	}
@@ -403,21 +398,10 @@ func TestChaosDrillBatchFaults(t *testing.T) {
 	t.Logf("time to resume: %d deaths, %d jobs held; sync %s (claimable %s); batch %s; never resumed %d", res.Resume.Deaths, res.Resume.Jobs, res.Resume.Sync, res.Resume.SyncFreed, res.Resume.Batch, res.Resume.NotResumed)
 	t.Logf("batches: armed %v, crashed %v, ledger %d %v, provider creates %d (calls %d), distinct %d, created twice %d",
 		b.Armed, b.Crashes, b.Ledger, b.LedgerByState, b.Creates, b.CreateCalls, b.Distinct, b.CreatedTwice)
-	// The time to resume is measured and logged, not asserted here: with
-	// every worker restarted at crash points, a few jobs per run still wait
-	// for River's rescue or escape the tracker (see docs/drills.md). Every
-	// other check of the drill must hold.
-	var failures []string
-	for _, f := range res.Failures {
-		if !strings.HasPrefix(f, "time to resume") && !strings.HasPrefix(f, "stage jobs of dead workers never taken up") {
-			failures = append(failures, f)
-		}
-	}
-	if len(failures) > 0 {
-		t.Errorf("Run(seed 16, batch faults) failures %q, examples %q\nprogress:\n%s", failures, res.Examples, progress.String())
-	}
+	// Every check of the drill holds, the time to resume with its default
+	// bounds included.
 	if !res.Pass {
-		t.Logf("time-to-resume failures (not asserted): %q %q", res.Failures, res.Resume.Examples)
+		t.Errorf("Run(seed 16, batch faults) pass = false; failures %q, examples %q %q\nprogress:\n%s", res.Failures, res.Examples, res.Resume.Examples, progress.String())
 	}
 	checks := []struct {
 		name      string
@@ -430,6 +414,7 @@ func TestChaosDrillBatchFaults(t *testing.T) {
 		{"batch created_twice", b.CreatedTwice, 0},
 		{"batch unknown_to_ledger", b.Unknown, 0},
 		{"batch jobs not terminal", b.Jobs - b.JobsCommitted - b.JobsManual, 0},
+		{"batches unfinished", b.Unfinished, 0},
 		{"armed after_batch_submit", b.Armed["after_batch_submit"], 2},
 		{"armed mid_apply", b.Armed["mid_apply"], 2},
 	}

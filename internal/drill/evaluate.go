@@ -373,6 +373,7 @@ func (r *Result) judge() {
 	if b := r.Batch; b != nil {
 		check(b.CreatedTwice, "stet batches the provider created more than once")
 		check(b.Unknown, "provider batches no ledger batch names")
+		check(b.Unfinished, "batches not ended and applied after the drain")
 	}
 	if r.Acknowledged == 0 {
 		r.Failures = append(r.Failures, "no delivery was acknowledged")

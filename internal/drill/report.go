@@ -172,6 +172,7 @@ func (r *Result) WriteText(w io.Writer, o Options) {
 		row("provider batch creates", b.Creates, fmt.Sprintf("%d create calls, %d distinct stet batches, Batch API requests %d", b.CreateCalls, b.Distinct, r.ProviderBatchCalls))
 		row("batches created twice", b.CreatedTwice, ok(b.CreatedTwice))
 		row("provider batches unknown to the ledger", b.Unknown, ok(b.Unknown))
+		row("batches unfinished", b.Unfinished, ok(b.Unfinished))
 	}
 	if d := r.Destination; d != nil {
 		fmt.Fprintln(tw, "destination\t\t")
@@ -193,6 +194,9 @@ func (r *Result) WriteText(w io.Writer, o Options) {
 	}
 	fmt.Fprintf(w, "\nFAIL: %s\n", strings.Join(r.Failures, "; "))
 	for _, e := range r.Examples {
+		fmt.Fprintf(w, "  e.g. %s\n", e)
+	}
+	for _, e := range r.Resume.Examples {
 		fmt.Fprintf(w, "  e.g. %s\n", e)
 	}
 	fmt.Fprintf(w, "replay with: %s --keep\n", o.Replay())

@@ -1,6 +1,7 @@
 package drill
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
@@ -49,6 +50,8 @@ type inflight struct {
 	job, batch  string // ledger job (extract, commit) or batch (stet_batch)
 	ledgerLease bool   // extract: the ledger job was leased at the death
 	ledgerN     int    // its attempt rows at the death
+	ledgerState string // extract: the ledger job's state at the death
+	beat        string // the dead client's heartbeat row at the death ("-": none)
 	batchLease  sql.NullInt64
 	batchLeased bool
 
@@ -64,6 +67,7 @@ type inflight struct {
 // death is one worker death.
 type death struct {
 	proc  string
+	pid   int
 	at    time.Time
 	cause string
 	jobs  []*inflight
@@ -79,7 +83,18 @@ type resumeTracker struct {
 // died records the death of p at at: it reads the dead process's running
 // stage jobs (retrying while the database does not answer).
 func (t *resumeTracker) died(ctx context.Context, p *cluster.Process, at time.Time, cause string) {
-	d := &death{proc: p.Name, at: at, cause: cause}
+	d := &death{proc: p.Name, pid: p.Pid, at: at, cause: cause}
+	t.mu.Lock()
+	for _, o := range t.ds {
+		if o.proc == p.Name && o.pid == p.Pid {
+			// One process, two causes: it crashed at its armed point
+			// while the injector's SIGKILL was on its way.
+			t.mu.Unlock()
+			return
+		}
+	}
+	t.ds = append(t.ds, d)
+	t.mu.Unlock()
 	lo, hi := p.Started.Add(-time.Second), at
 	if r := p.ReadyAt(); !r.IsZero() {
 		hi = r.Add(time.Second)
@@ -88,16 +103,15 @@ func (t *resumeTracker) died(ctx context.Context, p *cluster.Process, at time.Ti
 	for try := 0; try < 50; try++ {
 		jobs, err := t.running(ctx, at, client, lo, hi)
 		if err == nil {
+			t.mu.Lock()
 			d.jobs = jobs
+			t.mu.Unlock()
 			break
 		}
 		if !sleep(ctx, resumePoll) {
 			break
 		}
 	}
-	t.mu.Lock()
-	t.ds = append(t.ds, d)
-	t.mu.Unlock()
 }
 
 // loggedClientID returns the River client ID a stet process logged at
@@ -148,12 +162,19 @@ func (t *resumeTracker) running(ctx context.Context, at time.Time, client string
 		return nil, err
 	}
 	for _, j := range out {
+		var beat sql.NullInt64
+		if err := t.db.QueryRowContext(ctx, `SELECT heartbeat_at FROM worker_heartbeats WHERE process_id = $1`, j.client).Scan(&beat); err == nil && beat.Valid {
+			j.beat = fmt.Sprintf("%.1fs before", at.Sub(time.UnixMicro(beat.Int64)).Seconds())
+		} else {
+			j.beat = "-"
+		}
 		switch {
 		case j.kind == "stet_extract":
 			var state string
 			var lease sql.NullInt64
 			err := t.db.QueryRowContext(ctx, `SELECT state, lease_until, (SELECT COUNT(*) FROM attempts WHERE job_id = $1) FROM jobs WHERE id = $1`, j.job).
 				Scan(&state, &lease, &j.ledgerN)
+			j.ledgerState = state
 			if err != nil && err != sql.ErrNoRows {
 				return nil, err
 			}
@@ -384,33 +405,38 @@ func (t *resumeTracker) finish(ctx context.Context, syncBound, batchBound time.D
 			}
 			clients[j.client] = true
 			if j.ledgerLease {
+				// The job resumed at its first claim by a live process: a
+				// new ledger attempt, or a River claim of the job enqueued
+				// again, or of the dead row after River's rescue, whichever
+				// came first. (A claimer killed before its ledger claim is a
+				// death of its own: the job is among that death's, and its
+				// wait from there is measured there.) With none of them the
+				// job ended another way, or never resumed.
+				j.resumedAt = time.Time{}
 				var first sql.NullInt64
 				err := t.db.QueryRowContext(ctx, `SELECT MIN(started_at) FROM attempts WHERE job_id = $1 AND n > $2`, j.job, j.ledgerN).Scan(&first)
-				switch {
-				case err == nil && first.Valid:
+				if err == nil && first.Valid {
 					j.resumedAt, j.how = time.UnixMicro(first.Int64), "ledger claim"
-				case !j.againAt.IsZero():
-					// No new attempt (the job ended another way, such as its
-					// commit stage): the work enqueued again took it up.
+				}
+				if !j.againAt.IsZero() && (j.resumedAt.IsZero() || j.againAt.Before(j.resumedAt)) {
 					j.resumedAt, j.how = j.againAt, "river claim of the job enqueued again"
-				case !j.riverAt.IsZero():
-					// No new attempt (the job ended another way): River's claim.
+				}
+				if !j.riverAt.IsZero() && (j.resumedAt.IsZero() || j.riverAt.Before(j.resumedAt)) {
 					j.resumedAt, j.how = j.riverAt, "river claim"
-				default:
-					j.resumedAt = time.Time{}
 				}
 			}
-			if j.kind == "stet_batch" && j.resumedAt.IsZero() && !j.batchLeased {
-				// A batch job that held no lease at the death was between
-				// runs (a look that found the batch held, or done): its batch
-				// went on under its own job. Nothing was waiting on the dead
-				// process if the batch was applied before the death; if after,
-				// the apply is when its work was taken up at the latest.
+			if j.kind == "stet_batch" && j.resumedAt.IsZero() {
+				// A batch job whose resumption was not seen (its lease was
+				// taken and given up between two looks, or it held no lease:
+				// a look that found the batch held, or done) went on under
+				// another job: the apply is when its work was taken up at
+				// the latest. Without a lease, nothing was waiting on the
+				// dead process if the batch was applied before the death.
 				var applied sql.NullInt64
 				if t.db.QueryRowContext(ctx, `SELECT applied_at FROM batches WHERE id = $1`, j.batch).Scan(&applied) == nil && applied.Valid {
 					if at := time.UnixMicro(applied.Int64); at.After(d.at) {
 						j.resumedAt, j.how = at, "batch applied"
-					} else {
+					} else if !j.batchLeased {
 						res.Moot++
 						continue
 					}
@@ -423,7 +449,8 @@ func (t *resumeTracker) finish(ctx context.Context, syncBound, batchBound time.D
 					res.NotResumedBatch++
 				}
 				if len(res.Examples) < 5 {
-					res.Examples = append(res.Examples, fmt.Sprintf("%s (%s): %s %s never resumed", d.proc, d.cause, j.kind, cmpStr(j.job, j.batch)))
+					res.Examples = append(res.Examples, fmt.Sprintf("%s (%s, at %s): %s %s never resumed (ledger %s, batch leased %v, river claim %s, enqueued again %s)",
+						d.proc, d.cause, d.at.Format("15:04:05.000"), j.kind, cmpStr(j.job, j.batch), cmp.Or(j.ledgerState, "-"), j.batchLeased, since(d.at, j.riverAt), since(d.at, j.againAt)))
 				}
 				continue
 			}
@@ -437,7 +464,8 @@ func (t *resumeTracker) finish(ctx context.Context, syncBound, batchBound time.D
 				bound = batchBound
 			}
 			if s > bound.Seconds() && len(res.Examples) < 5 {
-				res.Examples = append(res.Examples, fmt.Sprintf("%s (%s): %s %s resumed after %.1fs by %s", d.proc, d.cause, j.kind, cmpStr(j.job, j.batch), s, j.how))
+				res.Examples = append(res.Examples, fmt.Sprintf("%s (%s, at %s): %s %s (ledger %s, client %s, its heartbeat %s) resumed after %.1fs by %s (river rescue or re-enqueue seen after %s, ledger lease end %s)",
+					d.proc, d.cause, d.at.Format("15:04:05.000"), j.kind, cmpStr(j.job, j.batch), cmp.Or(j.ledgerState, "-"), j.client, j.beat, s, j.how, since(d.at, j.freedAt), since(d.at, j.leaseEnd)))
 			}
 			if j.kind == "stet_batch" {
 				batchD = append(batchD, s)
@@ -529,4 +557,12 @@ func (q Quantiles) String() string {
 		return "none"
 	}
 	return fmt.Sprintf("p50 %.1fs, p95 %.1fs, max %.1fs (%d jobs)", q.P50, q.P95, q.Max, q.N)
+}
+
+// since formats t's distance from at for an example ("-" when t is zero).
+func since(at, t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return fmt.Sprintf("%.1fs", t.Sub(at).Seconds())
 }
