@@ -294,7 +294,7 @@ func (t *resumeTracker) poll(ctx context.Context) {
 			j.resumedAt, j.how = now, "river job gone"
 			continue
 		}
-		if at, ok := again[j.key()]; ok && at.After(d.at) {
+		if at, ok := again.first(j, d.at); ok {
 			if j.againAt.IsZero() {
 				j.againAt = at
 			}
@@ -344,41 +344,62 @@ func (t *resumeTracker) poll(ctx context.Context) {
 // key names the stage work of j: its kind and ledger job or batch.
 func (j *inflight) key() string { return j.kind + "/" + j.job + "/" + j.batch }
 
-// reenqueued returns, for each waiting job's stage work, the first attempt
-// after the earliest death of a River job for the same work other than the
-// dead one.
-func (t *resumeTracker) reenqueued(ctx context.Context, wait []*inflight, deaths []*death) map[string]time.Time {
+// reenqueued returns the River rows, other than the dead ones, that do
+// the same stage work as a waiting job and were attempted after the
+// earliest death. A row enqueued again for one death may itself be held by
+// a later death (its claimer died before its ledger claim): it still
+// resumed the first death's work when it was claimed.
+func (t *resumeTracker) reenqueued(ctx context.Context, wait []*inflight, deaths []*death) attemptsByWork {
 	var since time.Time
-	var dead []int64
 	var jobs, batches []string
 	for i, j := range wait {
 		if since.IsZero() || deaths[i].at.Before(since) {
 			since = deaths[i].at
 		}
-		dead = append(dead, j.river)
 		if j.batch != "" {
 			batches = append(batches, j.batch)
 		} else {
 			jobs = append(jobs, j.job)
 		}
 	}
-	out := map[string]time.Time{}
-	rows, err := t.db.QueryContext(ctx, `SELECT kind, COALESCE(args->>'job_id', ''), COALESCE(args->>'batch_id', ''), MIN(attempted_at)
-		FROM river_job WHERE kind = ANY($1) AND attempted_at > $2 AND NOT (id = ANY($3))
-		  AND (args->>'job_id' = ANY($4) OR args->>'batch_id' = ANY($5)) GROUP BY 1, 2, 3`,
-		stageKinds, since, dead, jobs, batches)
+	out := attemptsByWork{}
+	rows, err := t.db.QueryContext(ctx, `SELECT id, kind, COALESCE(args->>'job_id', ''), COALESCE(args->>'batch_id', ''), attempted_at
+		FROM river_job WHERE kind = ANY($1) AND attempted_at > $2
+		  AND (args->>'job_id' = ANY($3) OR args->>'batch_id' = ANY($4))`,
+		stageKinds, since, jobs, batches)
 	if err != nil {
 		return out
 	}
 	defer rows.Close()
 	for rows.Next() {
 		j := &inflight{}
-		var at time.Time
-		if rows.Scan(&j.kind, &j.job, &j.batch, &at) == nil {
-			out[j.key()] = at
+		var a rowAttempt
+		if rows.Scan(&a.id, &j.kind, &j.job, &j.batch, &a.at) == nil {
+			out[j.key()] = append(out[j.key()], a)
 		}
 	}
 	return out
+}
+
+// rowAttempt is one River row's latest attempt.
+type rowAttempt struct {
+	id int64
+	at time.Time
+}
+
+// attemptsByWork are River rows' latest attempts by stage work (key).
+type attemptsByWork map[string][]rowAttempt
+
+// first returns the earliest attempt after at of a row doing j's work
+// other than j's own.
+func (a attemptsByWork) first(j *inflight, at time.Time) (time.Time, bool) {
+	var min time.Time
+	for _, r := range a[j.key()] {
+		if r.id != j.river && r.at.After(at) && (min.IsZero() || r.at.Before(min)) {
+			min = r.at
+		}
+	}
+	return min, !min.IsZero()
 }
 
 func dropClient(d *death, client string) {
