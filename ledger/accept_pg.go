@@ -9,62 +9,113 @@ import (
 	"github.com/stetlabs/stet/boundary"
 )
 
-// Set-based intake statements (PostgreSQL): one statement per table for a
-// whole group, its rows passed as arrays and unnested in the group's order.
+// Set-based intake statements (PostgreSQL): two statements for a whole
+// group, its rows passed as arrays and unnested in the group's order, each
+// table's rows written by one data-modifying CTE. A CTE's lookups see the
+// statement's snapshot, not rows committed after it started nor rows the
+// statement itself inserts; a lookup that misses a row its insert found
+// taken returns an empty column, and the group runs again item by item.
+// Each lookup is a LATERAL subquery with LIMIT 1, so that it stays one
+// index probe per item: a join would let the planner hash a whole table
+// whose statistics are stale (a fresh ledger filling up). The arrays are
+// unnested from a materialized row rather than from the parameters, so
+// the row estimate does not depend on their values: PostgreSQL then plans
+// each statement once per connection (a generic plan) instead of at every
+// execution, which for these statements cost more than executing them.
 var (
-	// The tombstone and the receipt of every item, in one round trip.
-	qGroupLookup = `SELECT u.ord,
-			EXISTS (SELECT 1 FROM tombstones t WHERE t.identity_hash = u.th AND t.expires_at > u.at),
-			COALESCE(d.body_sha256, ''), COALESCE(d.job_id, ''), COALESCE(d.report_id, ''), COALESCE(d.revision, 0),
-			COALESCE(j.state, '')
-		FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[]) WITH ORDINALITY AS u(th, at, s, k, ord)
-		LEFT JOIN deliveries d ON d.source_id = u.s AND d.delivery_key = u.k
-		LEFT JOIN jobs j ON j.id = d.job_id
-		WHERE d.source_id IS NOT NULL
-			OR EXISTS (SELECT 1 FROM tombstones t WHERE t.identity_hash = u.th AND t.expires_at > u.at)`
-	// Insert or take each report row, in the group's (lock) order: a row
-	// that exists is locked and touched as qLockLiveReport does, unless it
-	// was deleted (then it is not returned: gone).
-	qGroupReports = `INSERT INTO reports (id, tenant_id, source_id, external_id, identity_hash, created_at, updated_at)
-		SELECT u.id, u.t, u.s, NULLIF(u.e, ''), u.h, u.at, u.at
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[]) WITH ORDINALITY AS u(id, t, s, e, h, at, ord)
-		ORDER BY u.ord
-		ON CONFLICT (tenant_id, source_id, identity_hash) DO UPDATE SET updated_at = EXCLUDED.updated_at
-			WHERE reports.deleted_at IS NULL
-		RETURNING id, tenant_id, source_id, identity_hash`
-	qGroupTombstones = `SELECT u.ord FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS u(th, at, ord)
-		WHERE EXISTS (SELECT 1 FROM tombstones t WHERE t.identity_hash = u.th AND t.expires_at > u.at)`
-	qGroupRevisionNumbers = `SELECT u.ord,
-			COALESCE((SELECT r.revision FROM revisions r WHERE r.report_id = u.rep AND r.content_sha256 = u.c ORDER BY r.revision LIMIT 1), 0),
-			(SELECT COALESCE(MAX(r.revision), 0) + 1 FROM revisions r WHERE r.report_id = u.rep)
-		FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS u(rep, c, ord)`
-	qGroupRevisions = `INSERT INTO revisions (id, report_id, revision, content_sha256, text, metadata,
-			policy_id, policy_hash, profile_id, profile_version, received_at)
-		SELECT u.id, u.rep, u.rev, u.c, u.txt, NULLIF(u.m, ''), u.pid, u.ph, u.prof, u.pv, u.at
-		FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[],
-			$7::text[], $8::text[], $9::text[], $10::bigint[], $11::bigint[])
-			WITH ORDINALITY AS u(id, rep, rev, c, txt, m, pid, ph, prof, pv, at, ord)
-		ORDER BY u.ord
-		ON CONFLICT (report_id, revision) DO NOTHING RETURNING id`
-	qGroupRevisionByNumber = `SELECT u.ord, r.id, r.content_sha256
-		FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS u(rep, rev, ord)
-		JOIN revisions r ON r.report_id = u.rep AND r.revision = u.rev`
-	qGroupJobs = `INSERT INTO jobs (id, revision_id, report_id, tenant_id, source_id, revision,
-			extraction_version, state, attempt, created_at, updated_at, mode)
-		SELECT u.id, u.rv, u.rep, u.t, u.s, u.rev, u.ev, 'accepted', 0, u.at, u.at, u.mode
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[], $8::bigint[], $9::text[])
-			WITH ORDINALITY AS u(id, rv, rep, t, s, rev, ev, at, mode, ord)
-		ORDER BY u.ord
-		ON CONFLICT (revision_id, extraction_version) DO NOTHING RETURNING id`
-	qGroupJobByRevision = `SELECT u.ord, j.id, j.state
-		FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS u(rv, ev, ord)
-		JOIN jobs j ON j.revision_id = u.rv AND j.extraction_version = u.ev`
-	qGroupDeliveries = `INSERT INTO deliveries (source_id, delivery_key, body_sha256, job_id, report_id, revision, received_at)
-		SELECT u.s, u.k, u.b, u.j, u.rep, u.rev, u.at
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[])
-			WITH ORDINALITY AS u(s, k, b, j, rep, rev, at, ord)
-		ORDER BY u.ord
-		ON CONFLICT (source_id, delivery_key) DO NOTHING RETURNING source_id, delivery_key`
+	// The tombstone and the receipt of every item, then the report rows of
+	// the items neither answers: inserted or taken in the group's (lock)
+	// order. A row that exists is locked and touched as qLockLiveReport
+	// does, unless it was deleted (then no id comes back: gone).
+	qGroupReports = `WITH a AS MATERIALIZED (
+			SELECT $1::text[] AS a1, $2::bigint[] AS a2, $3::text[] AS a3, $4::text[] AS a4, $5::text[] AS a5,
+				$6::text[] AS a6, $7::text[] AS a7, $8::text[] AS a8),
+		u AS (
+			SELECT u.* FROM a, unnest(a.a1, a.a2, a.a3, a.a4, a.a5, a.a6, a.a7, a.a8)
+				WITH ORDINALITY AS u(th, at, s, k, id, t, e, h, ord)),
+		l AS (
+			SELECT u.ord,
+				EXISTS (SELECT 1 FROM tombstones t WHERE t.identity_hash = u.th AND t.expires_at > u.at) AS gone,
+				d.source_id IS NOT NULL AS found,
+				COALESCE(d.body_sha256, '') AS b, COALESCE(d.job_id, '') AS j, COALESCE(d.report_id, '') AS rep,
+				COALESCE(d.revision, 0) AS rev, COALESCE(jb.state, '') AS state
+			FROM u
+			LEFT JOIN LATERAL (SELECT * FROM deliveries d WHERE d.source_id = u.s AND d.delivery_key = u.k LIMIT 1) d ON true
+			LEFT JOIN LATERAL (SELECT jb.state FROM jobs jb WHERE jb.id = d.job_id LIMIT 1) jb ON true),
+		ins AS (
+			INSERT INTO reports (id, tenant_id, source_id, external_id, identity_hash, created_at, updated_at)
+			SELECT u.id, u.t, u.s, NULLIF(u.e, ''), u.h, u.at, u.at
+			FROM u JOIN l ON l.ord = u.ord
+			WHERE NOT l.gone AND NOT l.found
+			ORDER BY u.ord
+			ON CONFLICT (tenant_id, source_id, identity_hash) DO UPDATE SET updated_at = EXCLUDED.updated_at
+				WHERE reports.deleted_at IS NULL
+			RETURNING id, tenant_id, source_id, identity_hash)
+		SELECT l.ord, l.gone, l.found, l.b, l.j, l.rep, l.rev, l.state, COALESCE(ins.id, '')
+		FROM u JOIN l ON l.ord = u.ord
+		LEFT JOIN ins ON ins.tenant_id = u.t AND ins.source_id = u.s AND ins.identity_hash = u.h
+		ORDER BY l.ord`
+	// For the items with a live report: a tombstone recheck of the reports
+	// just created (a deletion that committed since qGroupReports started
+	// is seen here), the revision number (content revisions of an existing
+	// report: an earlier revision with the same content, else the next),
+	// then the revisions, jobs and receipts. A revision number taken for
+	// other content gets no job and no receipt.
+	qGroupRecords = `WITH a AS MATERIALIZED (
+			SELECT $1::text[] AS a1, $2::text[] AS a2, $3::bigint[] AS a3, $4::bool[] AS a4, $5::text[] AS a5,
+				$6::text[] AS a6, $7::text[] AS a7, $8::text[] AS a8, $9::text[] AS a9, $10::text[] AS a10,
+				$11::bigint[] AS a11, $12::bigint[] AS a12, $13::text[] AS a13, $14::text[] AS a14, $15::text[] AS a15,
+				$16::text[] AS a16, $17::text[] AS a17, $18::text[] AS a18, $19::text[] AS a19, $20::text[] AS a20),
+		u AS (
+			SELECT u.* FROM a, unnest(a.a1, a.a2, a.a3, a.a4, a.a5, a.a6, a.a7, a.a8, a.a9, a.a10,
+				a.a11, a.a12, a.a13, a.a14, a.a15, a.a16, a.a17, a.a18, a.a19, a.a20)
+				WITH ORDINALITY AS u(rid, rep, rev0, look, c, txt, m, pid, ph, prof, pv, at, jid, t, s, ev, mode, k, b, th, ord)),
+		n AS (
+			SELECT u.*, CASE WHEN u.look THEN COALESCE(
+					(SELECT r.revision FROM revisions r WHERE r.report_id = u.rep AND r.content_sha256 = u.c ORDER BY r.revision LIMIT 1),
+					(SELECT COALESCE(MAX(r.revision), 0) + 1 FROM revisions r WHERE r.report_id = u.rep))
+				ELSE u.rev0 END AS rev
+			FROM u),
+		ir AS (
+			INSERT INTO revisions (id, report_id, revision, content_sha256, text, metadata,
+				policy_id, policy_hash, profile_id, profile_version, received_at)
+			SELECT n.rid, n.rep, n.rev, n.c, n.txt, NULLIF(n.m, ''), n.pid, n.ph, n.prof, n.pv, n.at
+			FROM n ORDER BY n.ord
+			ON CONFLICT (report_id, revision) DO NOTHING RETURNING id),
+		rv AS (
+			SELECT n.ord, COALESCE(ir.id, r.id) AS id, COALESCE(r.content_sha256, n.c) AS sha
+			FROM n LEFT JOIN ir ON ir.id = n.rid
+			LEFT JOIN LATERAL (SELECT r.id, r.content_sha256 FROM revisions r
+				WHERE ir.id IS NULL AND r.report_id = n.rep AND r.revision = n.rev LIMIT 1) r ON true),
+		ij AS (
+			INSERT INTO jobs (id, revision_id, report_id, tenant_id, source_id, revision,
+				extraction_version, state, attempt, created_at, updated_at, mode)
+			SELECT n.jid, rv.id, n.rep, n.t, n.s, n.rev, n.ev, 'accepted', 0, n.at, n.at, n.mode
+			FROM n JOIN rv ON rv.ord = n.ord
+			WHERE rv.id IS NOT NULL AND rv.sha = n.c
+			ORDER BY n.ord
+			ON CONFLICT (revision_id, extraction_version) DO NOTHING RETURNING id),
+		jb AS (
+			SELECT n.ord, COALESCE(ij.id, j.id) AS id, ij.id IS NOT NULL AS new, COALESCE(j.state, 'accepted') AS state
+			FROM n JOIN rv ON rv.ord = n.ord
+			LEFT JOIN ij ON ij.id = n.jid
+			LEFT JOIN LATERAL (SELECT j.id, j.state FROM jobs j
+				WHERE ij.id IS NULL AND j.revision_id = rv.id AND j.extraction_version = n.ev LIMIT 1) j ON true
+			WHERE rv.id IS NOT NULL AND rv.sha = n.c),
+		idl AS (
+			INSERT INTO deliveries (source_id, delivery_key, body_sha256, job_id, report_id, revision, received_at)
+			SELECT n.s, n.k, n.b, jb.id, n.rep, n.rev, n.at
+			FROM n JOIN jb ON jb.ord = n.ord
+			WHERE jb.id IS NOT NULL
+			ORDER BY n.ord
+			ON CONFLICT (source_id, delivery_key) DO NOTHING RETURNING source_id, delivery_key)
+		SELECT n.ord, n.rev,
+			n.th <> '' AND EXISTS (SELECT 1 FROM tombstones t WHERE t.identity_hash = n.th AND t.expires_at > n.at),
+			COALESCE(rv.id, ''), COALESCE(rv.sha, ''),
+			COALESCE(jb.id, ''), COALESCE(jb.new, false), COALESCE(jb.state, ''),
+			EXISTS (SELECT 1 FROM idl WHERE idl.source_id = n.s AND idl.delivery_key = n.k)
+		FROM n LEFT JOIN rv ON rv.ord = n.ord LEFT JOIN jb ON jb.ord = n.ord
+		ORDER BY n.ord`
 )
 
 // groupItem is one delivery of a set-based group on its way through.
@@ -82,13 +133,12 @@ type groupItem struct {
 	revisionID string
 	extraction string
 	jobID      string
-	newJob     bool
-	state      stet.JobState
 }
 
 // AcceptGroup records a group of deliveries inside tx on PostgreSQL with
-// one multi-row statement per table instead of Accept's statements per
-// delivery, with Accept's outcomes exactly. ps must be in lock order (by
+// two statements for the whole group (qGroupReports, qGroupRecords; plus
+// one per report for its data key when encryption is on) instead of
+// Accept's statements per delivery, with Accept's outcomes exactly. ps must be in lock order (by
 // tenant, source and identity hash), as the caller takes report rows in
 // that order; the items that share an identity or webhook-id with an
 // earlier item of the group run as a second set after the first, so that
@@ -147,121 +197,75 @@ func column[T any](items []*groupItem, f func(*groupItem) T) []T {
 	return out
 }
 
+// errGroupMiss means a statement of the group found a row taken that its
+// snapshot cannot show (committed by another transaction after the
+// statement started): the group runs again item by item, where each
+// lookup is a statement of its own.
+var errGroupMiss = fmt.Errorf("set-based intake group: a row committed during the statement: %w", ErrRetryItem)
+
 func (db *DB) acceptSet(ctx context.Context, tx Querier, items []*groupItem, res []AcceptResult, newJob []bool) error {
 	if len(items) == 0 {
 		return nil
 	}
-	// 0-1. Tombstones and receipts.
+	// 0-2. Tombstones and receipts, then the reports, inserted or taken in
+	// lock order.
+	for _, it := range items {
+		it.reportID = stet.NewID("rep", it.p.Now)
+	}
 	done := make([]bool, len(items))
 	{
-		rows, err := tx.QueryContext(ctx, qGroupLookup,
+		rows, err := tx.QueryContext(ctx, qGroupReports,
 			column(items, func(it *groupItem) string { return TombstoneHash(it.p.TenantID, it.p.SourceID, it.identity) }),
 			column(items, func(it *groupItem) int64 { return it.now }),
 			column(items, func(it *groupItem) string { return it.p.SourceID }),
-			column(items, func(it *groupItem) string { return it.p.DeliveryKey }))
-		if err != nil {
-			return fmt.Errorf("read deliveries: %w", err)
-		}
-		for rows.Next() {
-			var ord, revision int64
-			var gone bool
-			var bodySHA, jobID, reportID, state string
-			if err := rows.Scan(&ord, &gone, &bodySHA, &jobID, &reportID, &revision, &state); err != nil {
-				rows.Close()
-				return fmt.Errorf("read deliveries: %w", err)
-			}
-			it := items[ord-1]
-			done[ord-1] = true
-			switch {
-			case gone:
-				res[it.i] = AcceptResult{Outcome: OutcomeGone}
-			case bodySHA != it.p.BodySHA256:
-				res[it.i] = AcceptResult{Outcome: OutcomeDeliveryConflict}
-			case state == "":
-				rows.Close()
-				return fmt.Errorf("read job state: %w", sql.ErrNoRows)
-			default:
-				res[it.i] = AcceptResult{Outcome: OutcomeDuplicate, JobID: jobID, ReportID: reportID, Revision: revision, State: stet.JobState(state)}
-			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("read deliveries: %w", err)
-		}
-		items = keep(items, done)
-	}
-	if len(items) == 0 {
-		return nil
-	}
-
-	// 2. The reports, inserted or taken in lock order.
-	{
-		for _, it := range items {
-			it.reportID = stet.NewID("rep", it.p.Now)
-		}
-		byKey := make(map[string]*groupItem, len(items))
-		for _, it := range items {
-			byKey[it.p.TenantID+"\x00"+it.p.SourceID+"\x00"+it.identity] = it
-		}
-		proposed := column(items, func(it *groupItem) string { return it.reportID })
-		rows, err := tx.QueryContext(ctx, qGroupReports, proposed,
+			column(items, func(it *groupItem) string { return it.p.DeliveryKey }),
+			column(items, func(it *groupItem) string { return it.reportID }),
 			column(items, func(it *groupItem) string { return it.p.TenantID }),
-			column(items, func(it *groupItem) string { return it.p.SourceID }),
 			column(items, func(it *groupItem) string { return it.p.ExternalID }),
-			column(items, func(it *groupItem) string { return it.identity }),
-			column(items, func(it *groupItem) int64 { return it.now }))
+			column(items, func(it *groupItem) string { return it.identity }))
 		if err != nil {
 			return fmt.Errorf("insert report: %w", err)
 		}
-		live := map[*groupItem]bool{}
+		seen := 0
 		for rows.Next() {
-			var id, tenant, source, identity string
-			if err := rows.Scan(&id, &tenant, &source, &identity); err != nil {
+			var ord, revision int64
+			var gone, found bool
+			var bodySHA, jobID, reportID, state, id string
+			if err := rows.Scan(&ord, &gone, &found, &bodySHA, &jobID, &reportID, &revision, &state, &id); err != nil {
 				rows.Close()
 				return fmt.Errorf("insert report: %w", err)
 			}
-			it := byKey[tenant+"\x00"+source+"\x00"+identity]
-			if it == nil {
+			seen++
+			k := ord - 1
+			it := items[k]
+			switch {
+			case gone:
+				res[it.i] = AcceptResult{Outcome: OutcomeGone}
+				done[k] = true
+			case found && bodySHA != it.p.BodySHA256:
+				res[it.i] = AcceptResult{Outcome: OutcomeDeliveryConflict}
+				done[k] = true
+			case found && state == "":
 				rows.Close()
-				return fmt.Errorf("insert report: unexpected row")
+				return fmt.Errorf("read job state: %w", sql.ErrNoRows)
+			case found:
+				res[it.i] = AcceptResult{Outcome: OutcomeDuplicate, JobID: jobID, ReportID: reportID, Revision: revision, State: stet.JobState(state)}
+				done[k] = true
+			case id == "":
+				// The report exists and was deleted.
+				res[it.i] = AcceptResult{Outcome: OutcomeGone}
+				done[k] = true
+			default:
+				it.newReport = id == it.reportID
+				it.reportID = id
 			}
-			it.newReport = id == it.reportID
-			it.reportID = id
-			live[it] = true
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
 			return fmt.Errorf("insert report: %w", err)
 		}
-		done = make([]bool, len(items))
-		var created []*groupItem
-		for k, it := range items {
-			switch {
-			case !live[it]:
-				// The report exists and was deleted.
-				res[it.i] = AcceptResult{Outcome: OutcomeGone}
-				done[k] = true
-			case it.newReport:
-				created = append(created, it)
-			}
-		}
-		// A deletion that committed since step 0 freed an identity hash:
-		// run the group again item by item, and step 0 answers gone.
-		if len(created) > 0 {
-			rows, err := tx.QueryContext(ctx, qGroupTombstones,
-				column(created, func(it *groupItem) string { return TombstoneHash(it.p.TenantID, it.p.SourceID, it.identity) }),
-				column(created, func(it *groupItem) int64 { return it.now }))
-			if err != nil {
-				return fmt.Errorf("read tombstone: %w", err)
-			}
-			hit := rows.Next()
-			rows.Close()
-			if err := rows.Err(); err != nil {
-				return fmt.Errorf("read tombstone: %w", err)
-			}
-			if hit {
-				return ErrRetryItem
-			}
+		if seen != len(items) {
+			return fmt.Errorf("insert report: %d rows for %d items", seen, len(items))
 		}
 		items = keep(items, done)
 		// The data keys (encryption on): one per report, as Accept.
@@ -283,255 +287,122 @@ func (db *DB) acceptSet(ctx context.Context, tx Querier, items []*groupItem, res
 		return nil
 	}
 
-	// 3. The revisions.
-	{
-		var lookup []*groupItem
-		for _, it := range items {
-			it.contentSHA = it.p.Text.SHA256()
-			it.revision = it.p.Revision
+	// 3-5. The revisions, jobs and receipts.
+	texts := make([]string, len(items))
+	metas := make([]string, len(items))
+	for k, it := range items {
+		it.contentSHA = it.p.Text.SHA256()
+		it.revision = it.p.Revision
+		if it.p.Revisions == stet.RevisionsContent && it.newReport {
+			it.revision = 1 // a report created here has no revisions yet
+		}
+		it.revisionID = stet.NewID("rev", it.p.Now)
+		it.extraction = (&stet.Profile{ID: it.p.ProfileID, Version: it.p.ProfileVersion}).ExtractionVersion()
+		it.jobID = stet.NewID("job", it.p.Now)
+		var metadata sql.NullString
+		if len(it.p.Metadata) > 0 {
+			metadata = sql.NullString{String: string(it.p.Metadata), Valid: true}
+		}
+		var err error
+		if texts[k], err = sealString(it.dk, colRevisionText, it.revisionID, it.p.Text.Reveal()); err != nil {
+			return err
+		}
+		if metadata, err = seal(it.dk, colRevisionMetadata, it.revisionID, metadata); err != nil {
+			return err
+		}
+		metas[k] = metadata.String // NULL travels as '' (a stored value is never empty)
+	}
+	rows, err := tx.QueryContext(ctx, qGroupRecords,
+		column(items, func(it *groupItem) string { return it.revisionID }),
+		column(items, func(it *groupItem) string { return it.reportID }),
+		column(items, func(it *groupItem) int64 { return it.revision }),
+		column(items, func(it *groupItem) bool { return it.p.Revisions == stet.RevisionsContent && !it.newReport }),
+		column(items, func(it *groupItem) string { return it.contentSHA }),
+		texts, metas,
+		column(items, func(it *groupItem) string { return it.p.PolicyID }),
+		column(items, func(it *groupItem) string { return it.p.PolicyHash }),
+		column(items, func(it *groupItem) string { return it.p.ProfileID }),
+		column(items, func(it *groupItem) int64 { return int64(it.p.ProfileVersion) }),
+		column(items, func(it *groupItem) int64 { return it.now }),
+		column(items, func(it *groupItem) string { return it.jobID }),
+		column(items, func(it *groupItem) string { return it.p.TenantID }),
+		column(items, func(it *groupItem) string { return it.p.SourceID }),
+		column(items, func(it *groupItem) string { return it.extraction }),
+		column(items, func(it *groupItem) string {
+			if it.p.Mode == stet.ModeBatch {
+				return string(stet.ModeBatch)
+			}
+			return string(stet.ModeSync)
+		}),
+		column(items, func(it *groupItem) string { return it.p.DeliveryKey }),
+		column(items, func(it *groupItem) string { return it.p.BodySHA256 }),
+		column(items, func(it *groupItem) string {
+			if !it.newReport {
+				return "" // only a report created here needs the recheck
+			}
+			return TombstoneHash(it.p.TenantID, it.p.SourceID, it.identity)
+		}))
+	if err != nil {
+		return fmt.Errorf("insert revision: %w", err)
+	}
+	// The whole result is read before any verdict, so that a retry is
+	// decided on the group, not on the first row.
+	type outcome struct {
+		revision                 int64
+		gone, newJob, recpt      bool
+		revID, sha, jobID, state string
+	}
+	outs := make([]outcome, len(items))
+	seen := 0
+	for rows.Next() {
+		var ord int64
+		var o outcome
+		if err := rows.Scan(&ord, &o.revision, &o.gone, &o.revID, &o.sha, &o.jobID, &o.newJob, &o.state, &o.recpt); err != nil {
+			rows.Close()
+			return fmt.Errorf("insert revision: %w", err)
+		}
+		outs[ord-1] = o
+		seen++
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("insert revision: %w", err)
+	}
+	if seen != len(items) {
+		return fmt.Errorf("insert revision: %d rows for %d items", seen, len(items))
+	}
+	for k, it := range items {
+		o := outs[k]
+		switch {
+		case o.gone:
+			// A deletion that committed since qGroupReports started freed
+			// an identity hash: run the group again item by item, and its
+			// first step answers gone.
+			return ErrRetryItem
+		case o.revID == "":
+			return errGroupMiss
+		}
+		it.revision, it.revisionID = o.revision, o.revID
+		if o.sha != it.contentSHA {
 			if it.p.Revisions == stet.RevisionsContent {
-				if it.newReport {
-					it.revision = 1 // a report created here has no revisions yet
-				} else {
-					lookup = append(lookup, it)
-				}
+				// Another delivery took this number for other content.
+				return ErrRetryItem
 			}
+			res[it.i] = AcceptResult{Outcome: OutcomeRevisionConflict, ReportID: it.reportID, Revision: it.revision}
+			continue
 		}
-		if len(lookup) > 0 {
-			rows, err := tx.QueryContext(ctx, qGroupRevisionNumbers,
-				column(lookup, func(it *groupItem) string { return it.reportID }),
-				column(lookup, func(it *groupItem) string { return it.contentSHA }))
-			if err != nil {
-				return fmt.Errorf("read revision: %w", err)
-			}
-			for rows.Next() {
-				var ord, existing, next int64
-				if err := rows.Scan(&ord, &existing, &next); err != nil {
-					rows.Close()
-					return fmt.Errorf("read revision: %w", err)
-				}
-				it := lookup[ord-1]
-				// The same content as any earlier revision is that
-				// revision: a late replay must not become a new revision.
-				if existing > 0 {
-					it.revision = existing
-				} else {
-					it.revision = next
-				}
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
-				return fmt.Errorf("read revision: %w", err)
-			}
-		}
-		texts := make([]string, len(items))
-		metas := make([]string, len(items))
-		for k, it := range items {
-			it.revisionID = stet.NewID("rev", it.p.Now)
-			var metadata sql.NullString
-			if len(it.p.Metadata) > 0 {
-				metadata = sql.NullString{String: string(it.p.Metadata), Valid: true}
-			}
-			var err error
-			if texts[k], err = sealString(it.dk, colRevisionText, it.revisionID, it.p.Text.Reveal()); err != nil {
-				return err
-			}
-			if metadata, err = seal(it.dk, colRevisionMetadata, it.revisionID, metadata); err != nil {
-				return err
-			}
-			metas[k] = metadata.String // NULL travels as '' (a stored value is never empty)
-		}
-		rows, err := tx.QueryContext(ctx, qGroupRevisions,
-			column(items, func(it *groupItem) string { return it.revisionID }),
-			column(items, func(it *groupItem) string { return it.reportID }),
-			column(items, func(it *groupItem) int64 { return it.revision }),
-			column(items, func(it *groupItem) string { return it.contentSHA }),
-			texts, metas,
-			column(items, func(it *groupItem) string { return it.p.PolicyID }),
-			column(items, func(it *groupItem) string { return it.p.PolicyHash }),
-			column(items, func(it *groupItem) string { return it.p.ProfileID }),
-			column(items, func(it *groupItem) int64 { return int64(it.p.ProfileVersion) }),
-			column(items, func(it *groupItem) int64 { return it.now }))
-		if err != nil {
-			return fmt.Errorf("insert revision: %w", err)
-		}
-		inserted := map[string]bool{}
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return fmt.Errorf("insert revision: %w", err)
-			}
-			inserted[id] = true
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("insert revision: %w", err)
-		}
-		var taken []*groupItem
-		for _, it := range items {
-			if !inserted[it.revisionID] {
-				taken = append(taken, it)
-			}
-		}
-		done = make([]bool, len(items))
-		if len(taken) > 0 {
-			index := map[*groupItem]int{}
-			for k, it := range items {
-				index[it] = k
-			}
-			found := make([]bool, len(taken))
-			rows, err := tx.QueryContext(ctx, qGroupRevisionByNumber,
-				column(taken, func(it *groupItem) string { return it.reportID }),
-				column(taken, func(it *groupItem) int64 { return it.revision }))
-			if err != nil {
-				return fmt.Errorf("read revision: %w", err)
-			}
-			for rows.Next() {
-				var ord int64
-				var id, sha string
-				if err := rows.Scan(&ord, &id, &sha); err != nil {
-					rows.Close()
-					return fmt.Errorf("read revision: %w", err)
-				}
-				it := taken[ord-1]
-				found[ord-1] = true
-				it.revisionID = id
-				if sha != it.contentSHA {
-					if it.p.Revisions == stet.RevisionsContent {
-						// Another delivery took this number for other content.
-						rows.Close()
-						return ErrRetryItem
-					}
-					res[it.i] = AcceptResult{Outcome: OutcomeRevisionConflict, ReportID: it.reportID, Revision: it.revision}
-					done[index[it]] = true
-				}
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
-				return fmt.Errorf("read revision: %w", err)
-			}
-			for _, f := range found {
-				if !f {
-					return fmt.Errorf("read revision: %w", sql.ErrNoRows)
-				}
-			}
-		}
-		items = keep(items, done)
-	}
-	if len(items) == 0 {
-		return nil
-	}
-
-	// 4. The jobs: one per revision and extraction version.
-	{
-		for _, it := range items {
-			it.extraction = (&stet.Profile{ID: it.p.ProfileID, Version: it.p.ProfileVersion}).ExtractionVersion()
-			it.jobID = stet.NewID("job", it.p.Now)
-			it.state = stet.JobAccepted
-		}
-		rows, err := tx.QueryContext(ctx, qGroupJobs,
-			column(items, func(it *groupItem) string { return it.jobID }),
-			column(items, func(it *groupItem) string { return it.revisionID }),
-			column(items, func(it *groupItem) string { return it.reportID }),
-			column(items, func(it *groupItem) string { return it.p.TenantID }),
-			column(items, func(it *groupItem) string { return it.p.SourceID }),
-			column(items, func(it *groupItem) int64 { return it.revision }),
-			column(items, func(it *groupItem) string { return it.extraction }),
-			column(items, func(it *groupItem) int64 { return it.now }),
-			column(items, func(it *groupItem) string {
-				if it.p.Mode == stet.ModeBatch {
-					return string(stet.ModeBatch)
-				}
-				return string(stet.ModeSync)
-			}))
-		if err != nil {
-			return fmt.Errorf("insert job: %w", err)
-		}
-		inserted := map[string]bool{}
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return fmt.Errorf("insert job: %w", err)
-			}
-			inserted[id] = true
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("insert job: %w", err)
-		}
-		var taken []*groupItem
-		for _, it := range items {
-			if inserted[it.jobID] {
-				it.newJob = true
-			} else {
-				taken = append(taken, it)
-			}
-		}
-		if len(taken) > 0 {
-			found := make([]bool, len(taken))
-			rows, err := tx.QueryContext(ctx, qGroupJobByRevision,
-				column(taken, func(it *groupItem) string { return it.revisionID }),
-				column(taken, func(it *groupItem) string { return it.extraction }))
-			if err != nil {
-				return fmt.Errorf("read job: %w", err)
-			}
-			for rows.Next() {
-				var ord int64
-				var id, state string
-				if err := rows.Scan(&ord, &id, &state); err != nil {
-					rows.Close()
-					return fmt.Errorf("read job: %w", err)
-				}
-				it := taken[ord-1]
-				found[ord-1] = true
-				it.jobID, it.state = id, stet.JobState(state)
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
-				return fmt.Errorf("read job: %w", err)
-			}
-			for _, f := range found {
-				if !f {
-					return fmt.Errorf("read job: %w", sql.ErrNoRows)
-				}
-			}
-		}
-	}
-
-	// 5. The receipts, so the same webhook-id answers the same.
-	{
-		rows, err := tx.QueryContext(ctx, qGroupDeliveries,
-			column(items, func(it *groupItem) string { return it.p.SourceID }),
-			column(items, func(it *groupItem) string { return it.p.DeliveryKey }),
-			column(items, func(it *groupItem) string { return it.p.BodySHA256 }),
-			column(items, func(it *groupItem) string { return it.jobID }),
-			column(items, func(it *groupItem) string { return it.reportID }),
-			column(items, func(it *groupItem) int64 { return it.revision }),
-			column(items, func(it *groupItem) int64 { return it.now }))
-		if err != nil {
-			return fmt.Errorf("insert delivery: %w", err)
-		}
-		n := 0
-		for rows.Next() {
-			n++
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("insert delivery: %w", err)
-		}
-		if n != len(items) {
+		switch {
+		case o.jobID == "":
+			return errGroupMiss
+		case !o.recpt:
 			return ErrRetryItem // a concurrent delivery with the same webhook-id won
 		}
-	}
-	for _, it := range items {
 		outcome := OutcomeAccepted
-		if !it.newJob {
+		if !o.newJob {
 			outcome = OutcomeDuplicate
 		}
-		res[it.i] = AcceptResult{Outcome: outcome, JobID: it.jobID, ReportID: it.reportID, Revision: it.revision, State: it.state}
-		newJob[it.i] = it.newJob
+		res[it.i] = AcceptResult{Outcome: outcome, JobID: o.jobID, ReportID: it.reportID, Revision: it.revision, State: stet.JobState(o.state)}
+		newJob[it.i] = o.newJob
 	}
 	return nil
 }

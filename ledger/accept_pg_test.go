@@ -3,9 +3,11 @@ package ledger_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/internal/testdb"
@@ -207,4 +209,92 @@ func hasPostgres() bool {
 		}
 	}
 	return false
+}
+
+// A job another transaction commits while the group's statement waits on
+// it is past the statement's snapshot: the group reports ErrRetryItem
+// (intake then runs it item by item), and the item path answers the
+// duplicate with that job, as one-by-one intake would have.
+func TestAcceptGroupMissFallsBackToItems(t *testing.T) {
+	t.Parallel()
+	if !hasPostgres() {
+		t.Skip("PostgreSQL only: set STET_TEST_DATABASE_URL")
+	}
+	ctx := context.Background()
+	db := open(t, ledger.Postgres)
+	seed := groupCase{ext: "r1", rev: 1, text: "one", delivery: "d1"}
+	if err := db.InTx(ctx, func(tx *sql.Tx) error {
+		_, _, err := db.Accept(ctx, tx, seed.params())
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// The same revision under profile version 2: a new job, unless another
+	// transaction inserted that job first.
+	item := groupCase{ext: "r1", rev: 1, text: "one", delivery: "d2"}.params()
+	item.ProfileVersion = 2
+	ev := (&stet.Profile{ID: item.ProfileID, Version: item.ProfileVersion}).ExtractionVersion()
+
+	other, err := db.Writer().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Rollback()
+	if _, err := other.ExecContext(ctx, `INSERT INTO jobs (id, revision_id, report_id, tenant_id, source_id, revision,
+			extraction_version, state, attempt, created_at, updated_at, mode)
+		SELECT 'job_other', id, report_id, 'demo', 'reports', 1, $1, 'accepted', 0, 0, 0, 'sync' FROM revisions`, ev); err != nil {
+		t.Fatal(err)
+	}
+
+	tx, err := db.Writer().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	var pid int
+	if err := tx.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	groupErr := make(chan error, 1)
+	go func() {
+		_, _, err := db.AcceptGroup(ctx, tx, []ledger.AcceptParams{item})
+		groupErr <- err
+	}()
+	// Commit the other job once the group's statement waits on its row.
+	for waiting := false; !waiting; {
+		var wait sql.NullString
+		if err := db.Writer().QueryRowContext(ctx, `SELECT wait_event_type FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&wait); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-groupErr:
+			t.Fatalf("AcceptGroup returned %v before the other transaction committed", err)
+		default:
+		}
+		if waiting = wait.String == "Lock"; !waiting {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	if err := other.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-groupErr; !errors.Is(err, ledger.ErrRetryItem) {
+		t.Fatalf("AcceptGroup = %v, want ErrRetryItem", err)
+	}
+	tx.Rollback()
+
+	var res ledger.AcceptResult
+	if err := db.InTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		res, _, err = db.Accept(ctx, tx, item)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != ledger.OutcomeDuplicate || res.JobID != "job_other" {
+		t.Errorf("Accept after the fallback = %s job %s, want duplicate job_other", res.Outcome, res.JobID)
+	}
+	if n := count(t, db, `SELECT COUNT(*) FROM jobs`); n != 2 {
+		t.Errorf("jobs = %d, want 2", n)
+	}
 }

@@ -285,7 +285,7 @@ func New(cfg Config) (*Pipeline, error) {
 		JobTimeout:           cfg.JobTimeout,
 		RescueStuckJobsAfter: cfg.RescueAfter,
 		FetchPollInterval:    cfg.PollInterval,
-		FetchCooldown:        min(cfg.PollInterval, 25*time.Millisecond),
+		FetchCooldown:        min(cfg.PollInterval, fetchCooldown), // rivercosts.go
 		MaxAttempts:          maxRiverAttempts,
 		// traceContext first: otelriver's work span is then a child of
 		// the span that enqueued the job. otelriver's own propagation

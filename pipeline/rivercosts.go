@@ -13,3 +13,14 @@ import "time"
 // looking at River's tables during an incident and bounds the rows kept to
 // five minutes of throughput.
 const completedJobRetention = 5 * time.Minute
+
+// fetchCooldown bounds River's fetch cooldown (the cooldown is the smaller
+// of it and the poll interval). A producer fetches at most its free worker
+// slots once per cooldown, so it caps a queue at workers/cooldown jobs/s
+// per process: 8 extract workers at 25 ms is 320 jobs/s, far above what
+// provider calls of about a second reach. stet bench river-drivers
+// measures the cap (16 workers: 640-800 jobs/s at 20-25 ms, 1.6-2.3x that
+// at 5 ms); a 5 ms cooldown measured no gain in stet bench pipeline on
+// either dialect (docs/benchmarks.md, River's drivers), so the setting is
+// the same for both.
+const fetchCooldown = 25 * time.Millisecond

@@ -8,11 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver"
-	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
 
 	"github.com/stetlabs/stet"
@@ -167,60 +164,6 @@ func riverNoopOn(ctx context.Context, database string, n int) (int, time.Duratio
 	defer db.Close()
 	elapsed, err := riverNoop(ctx, pipeline.RiverDriver(db), n)
 	return n, elapsed, err
-}
-
-// RiverDriversOptions are the settings of RiverDrivers.
-type RiverDriversOptions struct {
-	Database string // the postgres:// server (required)
-	N        int    // no-op jobs
-}
-
-// RiverDrivers measures River's two PostgreSQL drivers on the same server:
-// no-op jobs/s with riverdatabasesql (what stet uses: the ledger and River
-// share each database/sql transaction) against riverpgxv5 (pgx's own pool,
-// which stet's database/sql ledger could not share a transaction with).
-func RiverDrivers(ctx context.Context, o RiverDriversOptions) (*Result, error) {
-	res := &Result{Name: "river-drivers", Subject: "riverdatabasesql (what stet uses)", Unit: "no-op jobs/s",
-		Baseline: "riverpgxv5 (pgxpool), same server, 16 workers, one insert per transaction"}
-	if o.Database == "" {
-		return nil, fmt.Errorf("river-drivers needs --database postgres://…")
-	}
-	run := func(driver string) (time.Duration, string, error) {
-		database, drop, err := cluster.ScratchSchema(ctx, o.Database)
-		if err != nil {
-			return 0, "", err
-		}
-		defer drop()
-		db, err := ledger.Open(ctx, database)
-		if err != nil {
-			return 0, "", err
-		}
-		defer db.Close()
-		settings := dbSettings(ctx, db)
-		var elapsed time.Duration
-		switch driver {
-		case "databasesql":
-			elapsed, err = riverNoop(ctx, riverdatabasesql.New(db.Writer()), o.N)
-		case "pgxv5":
-			pool, perr := pgxpool.New(ctx, database)
-			if perr != nil {
-				return 0, "", perr
-			}
-			defer pool.Close()
-			elapsed, err = riverNoop(ctx, riverpgxv5.New(pool), o.N)
-		}
-		return elapsed, settings, err
-	}
-	var err error
-	if res.Elapsed, res.Settings, err = run("databasesql"); err != nil {
-		return nil, err
-	}
-	if res.BaselineElapsed, _, err = run("pgxv5"); err != nil {
-		return nil, err
-	}
-	res.Count, res.BaselineCount = o.N, o.N
-	res.finish()
-	return res, nil
 }
 
 type noopArgs struct {
