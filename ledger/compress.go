@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 
 	"github.com/stetlabs/stet/boundary"
 )
@@ -43,14 +44,23 @@ const rawDictV1 = `{"blocklistsMatch":[],"categoriesAnalysis":[{"category":"Hate
 
 var b64 = base64.RawStdEncoding
 
-func deflate(b []byte) []byte {
-	var buf bytes.Buffer
-	w, err := flate.NewWriterDict(&buf, flate.BestCompression, []byte(rawDictV1))
+// deflaters pools the writers: a new one allocates ~800 KB and costs
+// ~0.5 ms; a reset one (which keeps its dictionary) ~30 µs per response.
+var deflaters = sync.Pool{New: func() any {
+	w, err := flate.NewWriterDict(nil, flate.BestCompression, []byte(rawDictV1))
 	if err != nil {
 		panic(err) // only for an invalid level
 	}
-	w.Write(b)
+	return w
+}}
+
+func deflate(b []byte) []byte {
+	var buf bytes.Buffer
+	w := deflaters.Get().(*flate.Writer)
+	w.Reset(&buf)
+	w.Write(b) // a bytes.Buffer does not fail
 	w.Close()
+	deflaters.Put(w)
 	return buf.Bytes()
 }
 
