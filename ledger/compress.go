@@ -93,8 +93,8 @@ func packRaw(dk *boundary.DataKey, rowID string, raw []byte) (string, error) {
 }
 
 // unpack returns the value a packed column held: v is what the column
-// stored, or what its seal opened to (sealed). The plaintext form may also
-// sit inside a seal (rekey seals a stored plaintext value as it is).
+// stored, or what its seal opened to (sealed). The plaintext form is read
+// inside a seal too, though rekey (sealStored) seals the binary form.
 func unpack(v string, sealed bool) (string, error) {
 	var z []byte
 	switch {
