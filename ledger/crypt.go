@@ -155,8 +155,18 @@ func (db *DB) opener(q Querier) *opener {
 // open returns the plaintext of a stored value of column col, row rowID,
 // of report reportID. A plaintext value is returned as it is.
 func (o *opener) open(ctx context.Context, reportID, col, rowID string, v sql.NullString) (sql.NullString, error) {
-	if !v.Valid || !boundary.IsSealed(v.String) {
+	if !v.Valid {
 		return v, nil
+	}
+	if !boundary.IsSealed(v.String) {
+		if !packed(col) {
+			return v, nil
+		}
+		s, err := unpack(v.String, false)
+		if err != nil {
+			return sql.NullString{}, fmt.Errorf("%s of %s: %w", col, rowID, err)
+		}
+		return sql.NullString{String: s, Valid: true}, nil
 	}
 	if o.db.keys == nil {
 		return sql.NullString{}, ErrNoKeyring
@@ -176,6 +186,13 @@ func (o *opener) open(ctx context.Context, reportID, col, rowID string, v sql.Nu
 	b, err := dk.Open(v.String, bind(col, rowID))
 	if err != nil {
 		return sql.NullString{}, fmt.Errorf("%s of %s: %w", col, rowID, err)
+	}
+	if packed(col) {
+		s, err := unpack(string(b), true)
+		if err != nil {
+			return sql.NullString{}, fmt.Errorf("%s of %s: %w", col, rowID, err)
+		}
+		return sql.NullString{String: s, Valid: true}, nil
 	}
 	return sql.NullString{String: string(b), Valid: true}, nil
 }
@@ -203,7 +220,7 @@ func (o *opener) unsealRecord(ctx context.Context, r *stet.ReviewRecord) error {
 }
 
 // OpenSealed opens one stored value of a sealed column as the ledger
-// would read it: for tests and drills that check a raw copy (it fails with
+// would read it (a packed column's value is also decompressed): for tests and drills that check a raw copy (it fails with
 // ErrKeyDestroyed once the report's data key is gone). column is
 // table.column, such as "revisions.text".
 func (db *DB) OpenSealed(ctx context.Context, reportID, column, rowID, stored string) (string, error) {

@@ -227,7 +227,7 @@ func (db *DB) sealBatch(ctx context.Context, s sealSpec, after string, limit int
 				if !v.Valid || boundary.IsSealed(v.String) {
 					continue
 				}
-				sv, err := seal(dk, s.table+"."+c, r.id, v)
+				sv, err := sealStored(dk, s.table+"."+c, r.id, v)
 				if err != nil {
 					return err
 				}

@@ -269,7 +269,7 @@ func (db *DB) insertArtifact(ctx context.Context, tx Querier, reportID string, p
 		return err
 	}
 	id := stet.NewID("art", p.Now)
-	raw, err := sealString(dk, colArtifactRaw, id, string(p.Raw))
+	raw, err := packRaw(dk, id, p.Raw)
 	if err != nil {
 		return err
 	}
