@@ -29,13 +29,16 @@ import (
 // does after its write (answer River, reach a crash point) happens only
 // once that write is durable, exactly as with a transaction of its own.
 // An item never makes a network call: a group holds its transaction only
-// for the ledger writes of the items in it.
+// for the ledger writes of the items in it. Groups are for SQLite, whose
+// one writer every transaction takes in turn; on PostgreSQL each item
+// commits in a transaction of its own (settlePostgresCommitters says why).
 type settler struct {
 	p    *Pipeline
 	reqs chan *settleReq // unbuffered: a request is either taken by a committer or never sent
 	done chan struct{}
 	once sync.Once
 	wg   sync.WaitGroup
+	n    int         // committers
 	on   atomic.Bool // the committers run
 
 	// waiting counts requests handed over and not yet taken into a group;
@@ -61,9 +64,15 @@ type settleReq struct {
 const maxSettleGroup = 128
 
 // settlePostgresCommitters is how many groups commit at once on
-// PostgreSQL, whose transactions run in parallel; SQLite has one writer,
-// so it gets one committer.
-const settlePostgresCommitters = 2
+// PostgreSQL: none. There each stage transaction runs on its own
+// connection, in parallel with the others, and the server's WAL flush
+// already lets concurrent commits share an fsync; funnelling the items
+// through committers serializes their round trips instead. Measured with
+// `stet bench pipeline` on durable PostgreSQL (docs/benchmarks.md): 0.41–0.45×
+// River's no-op rate with a transaction per item, 0.32–0.35× with two
+// committers, 0.18–0.28× with two or sixteen in a second series. SQLite has
+// one writer, which every transaction takes in turn: one committer.
+const settlePostgresCommitters = 0
 
 // settleTimeout bounds one group commit: a queued item is finished even if
 // its worker's stage was cancelled, but never waits forever on a database
@@ -79,6 +88,10 @@ func (s *settler) start() {
 	n := 1
 	if s.p.db.Dialect() == ledger.Postgres {
 		n = settlePostgresCommitters
+	}
+	s.n = n
+	if n == 0 {
+		return // each item commits in a transaction of its own
 	}
 	s.on.Store(true)
 	for i := 0; i < n; i++ {
