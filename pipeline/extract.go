@@ -143,7 +143,9 @@ func (p *Pipeline) extract(ctx context.Context, job *river.Job[ExtractArgs]) (st
 
 	var token int64
 	var n int
-	err = p.inTx(ctx, "extract.claim", func(ctx context.Context, tx *sql.Tx) error {
+	// The claim is group-committed with other workers' claims and results;
+	// it returns once it is durable, before any call is made.
+	err = p.settle(ctx, "extract.claim", j.ReportID, func(ctx context.Context, tx *sql.Tx) error {
 		var err error
 		token, n, err = ledger.Claim(ctx, tx, ledger.ClaimParams{
 			JobID: jobID, Expected: j.Attempt, Now: now, LeaseFor: p.leaseFor(), Holder: p.holder(),
@@ -197,7 +199,7 @@ func (p *Pipeline) extract(ctx context.Context, job *river.Job[ExtractArgs]) (st
 			return p.releaseForShutdown(ctx, job, token, n, log)
 		}
 
-		a := attempt{job: job, token: token, processor: processorID, policyHash: j.PolicyHash,
+		a := attempt{job: job, reportID: j.ReportID, token: token, processor: processorID, policyHash: j.PolicyHash,
 			transientFails: work.TransientFails, profile: profile, result: result, log: log}
 		if callErr == nil {
 			return p.saveArtifact(ctx, a, ext)
@@ -291,6 +293,7 @@ func attemptResult(jobID string, n int, ext *stet.Extraction, err error, now tim
 // against.
 type attempt struct {
 	job            *river.Job[ExtractArgs]
+	reportID       string // the job's report: the settler's lock order
 	token          int64  // the fencing token of the claim; -1 for a job no worker holds
 	processor      string // the processor called
 	policyHash     string // the policy recorded at acceptance
@@ -323,7 +326,9 @@ func (p *Pipeline) saveArtifact(ctx context.Context, a attempt, ext *stet.Extrac
 			case <-wctx.Done():
 			}
 		}
-		err = p.inTx(wctx, "extract.save_artifact", func(wctx context.Context, tx *sql.Tx) error {
+		// Group-committed with other workers' results (settle.go); it
+		// returns once the group holding it has committed.
+		err = p.settle(wctx, "extract.save_artifact", a.reportID, func(wctx context.Context, tx *sql.Tx) error {
 			if err := p.db.SaveArtifact(wctx, tx, ledger.SaveArtifactParams{
 				JobID: jobID, Token: token, AttemptN: result.N, Raw: ext.Raw, Output: ext.Output,
 				SchemaVersion: a.profile.ExtractionVersion(), ProcessorID: a.processor, Model: ext.Model, Now: p.clock.Now(),

@@ -157,6 +157,7 @@ type Pipeline struct {
 	profiles map[string]*Profile // by extraction version
 	policies map[string]*stet.Policy
 	intake   *intake
+	settler  *settler // the extract stage's group commit (settle.go)
 
 	mu          sync.Mutex
 	minimizers  map[string]*boundary.Minimizer // by policy hash
@@ -328,6 +329,7 @@ func New(cfg Config) (*Pipeline, error) {
 	}
 	p.river = client
 	p.intake = newIntake(p)
+	p.settler = newSettler(p)
 	return p, nil
 }
 
@@ -377,7 +379,9 @@ func (p *Pipeline) Start(ctx context.Context) error {
 	if _, err := p.takeOverDead(ctx); err != nil {
 		p.log.Warn("liveness sweep failed", "err", err)
 	}
+	p.settler.start()
 	if err := p.river.Start(ctx); err != nil {
+		p.settler.stop()
 		return fmt.Errorf("start river: %w", err)
 	}
 	p.stopPause, p.pauseDone = make(chan struct{}), make(chan struct{})
@@ -402,6 +406,8 @@ func (p *Pipeline) Stop(ctx context.Context) error {
 			err = p.river.StopAndCancel(cctx)
 			cancel()
 		}
+		// No stage runs now: nothing waits for a group.
+		p.settler.stop()
 		if p.stopBeat != nil {
 			close(p.stopBeat)
 			<-p.beatDone
