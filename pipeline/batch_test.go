@@ -109,13 +109,19 @@ func TestBatchResultsFetchedTwiceAppliedOnce(t *testing.T) {
 	if err := e.DB.Writer().QueryRow(`SELECT id FROM batches`).Scan(&id); err != nil {
 		t.Fatal(err)
 	}
+	// The records commit with their items; the batch's own run then marks
+	// it applied and gives up its lease. Wait for both, or the run below
+	// would find the batch held.
+	e.WaitFor("the batch applied and released", func() bool {
+		return e.Count("batches", "applied_at IS NOT NULL AND lease_until IS NULL") == 1
+	})
 	before := e.Fake.BatchStats().ResultFetches
 	// As after a crash between applying the items and marking the batch.
 	if _, err := e.DB.Writer().Exec(`UPDATE batches SET applied_at = NULL WHERE id = $1`, id); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Pipeline.RunBatch(context.Background(), id); err != nil {
-		t.Fatalf("RunBatch = %v", err)
+	if outcome, err := e.Pipeline.RunBatch(context.Background(), id); err != nil || outcome == "held" {
+		t.Fatalf("RunBatch = %q, %v; want the batch applied again", outcome, err)
 	}
 	if after := e.Fake.BatchStats().ResultFetches; after <= before {
 		t.Errorf("result fetches = %d then %d, want the results fetched again", before, after)

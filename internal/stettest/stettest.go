@@ -495,7 +495,14 @@ func (e *Env) WaitJob(jobID string, states ...stet.JobState) stet.JobState {
 // WaitFor polls cond until it holds, failing the test after 20 s.
 func (e *Env) WaitFor(what string, cond func() bool) {
 	e.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	e.WaitForWithin(what, 20*time.Second, cond)
+}
+
+// WaitForWithin is WaitFor with its own limit, for work that runs as
+// several River jobs in turn (a deletion's tasks) on a loaded machine.
+func (e *Env) WaitForWithin(what string, limit time.Duration, cond func() bool) {
+	e.t.Helper()
+	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
 		if cond() {
 			return

@@ -244,7 +244,9 @@ func GetDeletion(t stettest.T, e *stettest.Env, id string) (api.DeletionView, []
 func WaitDeletion(t stettest.T, e *stettest.Env, id string, states ...string) api.DeletionView {
 	t.Helper()
 	var d api.DeletionView
-	e.WaitFor("deletion "+id+" to end", func() bool {
+	// A deletion is a task job per copy, each its own River job on the
+	// batch queue: on a loaded machine they take longer than one stage.
+	e.WaitForWithin("deletion "+id+" to end", time.Minute, func() bool {
 		d, _ = GetDeletion(t, e, id)
 		for _, s := range states {
 			if d.State == s {
