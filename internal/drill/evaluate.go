@@ -59,6 +59,16 @@ func loadSnapshot(ctx context.Context, db *sql.DB) (*snapshot, error) {
 		}
 		return rows.Err()
 	}
+	// count fills m from a query of (key, count) rows.
+	count := func(query string, m map[string]int) error {
+		return scan(query, func(rows *sql.Rows) error {
+			var k string
+			var n int
+			err := rows.Scan(&k, &n)
+			m[k] = n
+			return err
+		})
+	}
 	err := scan(`SELECT j.id, j.report_id, COALESCE(r.external_id, ''), j.extraction_version, j.state, COALESCE(j.failure_class, ''), j.revision
 		FROM jobs j JOIN reports r ON r.id = j.report_id`, func(rows *sql.Rows) error {
 		var j snapJob
@@ -87,33 +97,15 @@ func loadSnapshot(ctx context.Context, db *sql.DB) (*snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("review records: %w", err)
 	}
-	err = scan(`SELECT job_id, COUNT(*) FROM attempts GROUP BY job_id`, func(rows *sql.Rows) error {
-		var id string
-		var n int
-		err := rows.Scan(&id, &n)
-		s.Attempts[id] = n
-		return err
-	})
+	err = count(`SELECT job_id, COUNT(*) FROM attempts GROUP BY job_id`, s.Attempts)
 	if err != nil {
 		return nil, fmt.Errorf("attempts: %w", err)
 	}
-	err = scan(`SELECT status, COUNT(*) FROM attempts GROUP BY status`, func(rows *sql.Rows) error {
-		var status string
-		var n int
-		err := rows.Scan(&status, &n)
-		s.AttemptStatus[status] = n
-		return err
-	})
+	err = count(`SELECT status, COUNT(*) FROM attempts GROUP BY status`, s.AttemptStatus)
 	if err != nil {
 		return nil, fmt.Errorf("attempt statuses: %w", err)
 	}
-	err = scan(`SELECT state, COUNT(*) FROM river_job WHERE kind IN ('stet_extract', 'stet_commit') GROUP BY state`, func(rows *sql.Rows) error {
-		var state string
-		var n int
-		err := rows.Scan(&state, &n)
-		s.Stage[state] = n
-		return err
-	})
+	err = count(`SELECT state, COUNT(*) FROM river_job WHERE kind IN ('stet_extract', 'stet_commit') GROUP BY state`, s.Stage)
 	if err != nil {
 		return nil, fmt.Errorf("river jobs: %w", err)
 	}
