@@ -161,12 +161,17 @@ func (t *resumeTracker) running(ctx context.Context, at time.Time, client string
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
+	beats := map[string]string{} // by client: its jobs share one heartbeat row
 	for _, j := range out {
-		var beat sql.NullInt64
-		if err := t.db.QueryRowContext(ctx, `SELECT heartbeat_at FROM worker_heartbeats WHERE process_id = $1`, j.client).Scan(&beat); err == nil && beat.Valid {
-			j.beat = fmt.Sprintf("%.1fs before", at.Sub(time.UnixMicro(beat.Int64)).Seconds())
+		if b, ok := beats[j.client]; ok {
+			j.beat = b
 		} else {
+			var beat sql.NullInt64
 			j.beat = "-"
+			if err := t.db.QueryRowContext(ctx, `SELECT heartbeat_at FROM worker_heartbeats WHERE process_id = $1`, j.client).Scan(&beat); err == nil && beat.Valid {
+				j.beat = fmt.Sprintf("%.1fs before", at.Sub(time.UnixMicro(beat.Int64)).Seconds())
+			}
+			beats[j.client] = j.beat
 		}
 		switch {
 		case j.kind == "stet_extract":
