@@ -153,48 +153,52 @@ func (db *DB) opener(q Querier) *opener {
 }
 
 // open returns the plaintext of a stored value of column col, row rowID,
-// of report reportID. A plaintext value is returned as it is.
+// of report reportID: opened if sealed, then decompressed if the column is
+// packed (compress.go). A plaintext value is returned as it is.
 func (o *opener) open(ctx context.Context, reportID, col, rowID string, v sql.NullString) (sql.NullString, error) {
 	if !v.Valid {
 		return v, nil
 	}
-	if !boundary.IsSealed(v.String) {
-		if !packed(col) {
-			return v, nil
-		}
-		s, err := unpack(v.String, false)
+	s, sealed := v.String, boundary.IsSealed(v.String)
+	if sealed {
+		b, err := o.unseal(ctx, reportID, col, rowID, s)
 		if err != nil {
+			return sql.NullString{}, err
+		}
+		s = string(b)
+	}
+	if packed(col) {
+		var err error
+		if s, err = unpack(s, sealed); err != nil {
 			return sql.NullString{}, fmt.Errorf("%s of %s: %w", col, rowID, err)
 		}
-		return sql.NullString{String: s, Valid: true}, nil
 	}
+	return sql.NullString{String: s, Valid: true}, nil
+}
+
+// unseal opens sealed value v under its report's data key, read once per
+// opener.
+func (o *opener) unseal(ctx context.Context, reportID, col, rowID, v string) ([]byte, error) {
 	if o.db.keys == nil {
-		return sql.NullString{}, ErrNoKeyring
+		return nil, ErrNoKeyring
 	}
 	dk, ok := o.keys[reportID]
 	if !ok {
 		var err error
 		dk, err = o.db.readKey(ctx, o.q, reportID)
 		if err != nil {
-			return sql.NullString{}, err
+			return nil, err
 		}
 		o.keys[reportID] = dk
 	}
 	if dk == nil {
-		return sql.NullString{}, ErrKeyDestroyed
+		return nil, ErrKeyDestroyed
 	}
-	b, err := dk.Open(v.String, bind(col, rowID))
+	b, err := dk.Open(v, bind(col, rowID))
 	if err != nil {
-		return sql.NullString{}, fmt.Errorf("%s of %s: %w", col, rowID, err)
+		return nil, fmt.Errorf("%s of %s: %w", col, rowID, err)
 	}
-	if packed(col) {
-		s, err := unpack(string(b), true)
-		if err != nil {
-			return sql.NullString{}, fmt.Errorf("%s of %s: %w", col, rowID, err)
-		}
-		return sql.NullString{String: s, Valid: true}, nil
-	}
-	return sql.NullString{String: string(b), Valid: true}, nil
+	return b, nil
 }
 
 // unsealRecord opens a scanned review record's classification and note.
@@ -220,7 +224,8 @@ func (o *opener) unsealRecord(ctx context.Context, r *stet.ReviewRecord) error {
 }
 
 // OpenSealed opens one stored value of a sealed column as the ledger
-// would read it (a packed column's value is also decompressed): for tests and drills that check a raw copy (it fails with
+// would read it, a packed column's value decompressed too: for tests and
+// drills that check a raw copy (it fails with
 // ErrKeyDestroyed once the report's data key is gone). column is
 // table.column, such as "revisions.text".
 func (db *DB) OpenSealed(ctx context.Context, reportID, column, rowID, stored string) (string, error) {
