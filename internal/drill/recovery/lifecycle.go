@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -272,7 +273,7 @@ func TaskStates(d api.DeletionView) map[string]string {
 func AssertCanaryGone(t stettest.T, e *stettest.Env, canary string) {
 	t.Helper()
 	for table, cols := range map[string][]string{
-		"revisions": {"text", "metadata"}, "artifacts": {"raw", "output"}, "review_records": {"classification", "note"},
+		"revisions": {"text", "metadata"}, "artifacts": {"output"}, "review_records": {"classification", "note"},
 		"deliveries": {"delivery_key"}, "audit_log": {"detail", "object_id"}, "reports": {"external_id"},
 	} {
 		for _, c := range cols {
@@ -280,6 +281,31 @@ func AssertCanaryGone(t stettest.T, e *stettest.Env, canary string) {
 				t.Errorf("%s.%s holds the canary in %d rows", table, c, n)
 			}
 		}
+	}
+	// The raw response is stored deflated (ledger/compress.go), where LIKE
+	// cannot see: each one is read as the ledger reads it. A value whose
+	// data key is destroyed holds nothing readable.
+	rows, err := e.DB.Writer().QueryContext(context.Background(), `SELECT a.id, j.report_id, a.raw FROM artifacts a JOIN jobs j ON j.id = a.job_id WHERE a.raw IS NOT NULL`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, reportID, stored string
+		if err := rows.Scan(&id, &reportID, &stored); err != nil {
+			t.Fatal(err)
+		}
+		raw, err := e.DB.OpenSealed(context.Background(), reportID, "artifacts.raw", id, stored)
+		switch {
+		case errors.Is(err, ledger.ErrKeyDestroyed):
+		case err != nil:
+			t.Errorf("artifact %s: raw response does not open: %v", id, err)
+		case strings.Contains(raw, canary):
+			t.Errorf("artifacts.raw holds the canary in artifact %s", id)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
 	}
 	if n := e.Count("river_job", "CAST(args AS TEXT) LIKE $1", "%"+canary+"%"); n != 0 {
 		t.Errorf("river_job args hold the canary")
