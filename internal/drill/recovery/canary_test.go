@@ -16,7 +16,9 @@ type errorsOf struct {
 	got []string
 }
 
-func (e *errorsOf) Errorf(format string, args ...any) { e.got = append(e.got, fmt.Sprintf(format, args...)) }
+func (e *errorsOf) Errorf(format string, args ...any) {
+	e.got = append(e.got, fmt.Sprintf(format, args...))
+}
 
 // AssertCanaryGone finds a canary inside a raw provider response, which is
 // stored deflated (LIKE cannot see it there).
