@@ -166,22 +166,7 @@ func (in *intake) commit(batch []*acceptReq) {
 	// new or duplicates, neither an error. If any item fails, the group is
 	// rolled back and run again with a savepoint per item, so one bad item
 	// fails alone.
-	savepoints := false
-	var err error
-	for try := 0; try < 4; try++ {
-		err = in.commitGroup(ctx, batch, savepoints)
-		switch {
-		case errors.Is(err, errItemFailed):
-			savepoints = true
-			continue
-		case err != nil && in.p.db.IsRetryable(err):
-			// Two processes' groups touched the same rows in opposite
-			// orders (PostgreSQL) or the file was busy (SQLite): run the
-			// whole group again.
-			continue
-		}
-		break
-	}
+	err := in.p.groupCommit(true, func(savepoints bool) error { return in.commitGroup(ctx, batch, savepoints) })
 	if err == nil {
 		crash.Point(crash.AfterAccept)
 	}
@@ -194,6 +179,28 @@ func (in *intake) commit(batch []*acceptReq) {
 }
 
 var errItemFailed = errors.New("an item of the group failed")
+
+// groupCommit runs a group transaction (intake's, the settler's) up to four
+// times: first without savepoints; after an item failed (errItemFailed),
+// with a savepoint per item, so that item fails alone; and again after a
+// retryable error when retry allows it (two processes' groups touched the
+// same rows in opposite orders on PostgreSQL, or the SQLite file was busy).
+func (p *Pipeline) groupCommit(retry bool, run func(savepoints bool) error) error {
+	savepoints := false
+	var err error
+	for try := 0; try < 4; try++ {
+		err = run(savepoints)
+		switch {
+		case errors.Is(err, errItemFailed):
+			savepoints = true
+			continue
+		case err != nil && retry && p.db.IsRetryable(err):
+			continue
+		}
+		break
+	}
+	return err
+}
 
 func (in *intake) commitGroup(ctx context.Context, batch []*acceptReq, savepoints bool) error {
 	p := in.p

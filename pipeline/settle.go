@@ -177,22 +177,7 @@ func (s *settler) commit(batch []*settleReq) {
 	sort.SliceStable(batch, func(i, j int) bool { return batch[i].key < batch[j].key })
 	// One item alone needs no savepoint: its error rolls back the
 	// transaction that holds only it.
-	savepoints := false
-	var err error
-	for try := 0; try < 4; try++ {
-		err = s.commitGroup(ctx, batch, savepoints)
-		switch {
-		case errors.Is(err, errItemFailed):
-			savepoints = true
-			continue
-		case err != nil && len(batch) > 1 && s.p.db.IsRetryable(err):
-			// Two groups touched the same rows in opposite orders
-			// (PostgreSQL) or the file was busy (SQLite): run the whole
-			// group again.
-			continue
-		}
-		break
-	}
+	err := s.p.groupCommit(len(batch) > 1, func(savepoints bool) error { return s.commitGroup(ctx, batch, savepoints) })
 	if err == nil {
 		s.groups.Add(1)
 	}
