@@ -160,8 +160,11 @@ func TestBatchCrashMidApply(t *testing.T) {
 		t.Fatalf("items applied at the crash = %d, want some but not all of %d", applied, n)
 	}
 	p2 := startStet(t, cfg, nil)
-	waitFor(t, 60*time.Second, "all records", p2, func() bool {
-		return count(t, db, `SELECT COUNT(*) FROM review_records`) == n
+	// The records commit before the batch is marked applied (a separate,
+	// later transaction), so wait for both.
+	waitFor(t, 60*time.Second, "all records and the batch applied", p2, func() bool {
+		return count(t, db, `SELECT COUNT(*) FROM review_records`) == n &&
+			count(t, db, `SELECT COUNT(*) FROM batches WHERE applied_at IS NOT NULL`) == 1
 	})
 	for q, want := range map[string]int{
 		`SELECT COUNT(*) FROM artifacts`:                                                            n,
@@ -380,7 +383,10 @@ func TestBatchReconcileAdopt(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("reconcile --adopt = %d %q %q", code, out, errOut)
 	}
-	waitFor(t, 60*time.Second, "2 records", p, func() bool { return count(t, db, `SELECT COUNT(*) FROM review_records`) == 2 })
+	waitFor(t, 60*time.Second, "2 records and the batch applied", p, func() bool {
+		return count(t, db, `SELECT COUNT(*) FROM review_records`) == 2 &&
+			count(t, db, `SELECT COUNT(*) FROM batches WHERE applied_at IS NOT NULL`) >= 1
+	})
 	if n := count(t, db, `SELECT COUNT(*) FROM audit_log WHERE action = 'batch.reconcile.adopt' AND object_id = $1 AND actor = 'ops-test'`, batchID); n != 1 {
 		t.Errorf("audit entries = %d, want 1", n)
 	}
