@@ -69,7 +69,7 @@ func claim(t *testing.T, db *ledger.DB, jobID string, expected int64, now time.T
 	var n int
 	err := db.InTx(context.Background(), func(tx *sql.Tx) error {
 		var err error
-		token, n, err = ledger.Claim(context.Background(), tx, ledger.ClaimParams{JobID: jobID, Expected: expected, Now: now, LeaseFor: time.Minute, ProcessorID: "p1", InputSHA256: "abc"})
+		token, n, err = db.Claim(context.Background(), tx, ledger.ClaimParams{JobID: jobID, Expected: expected, Now: now, LeaseFor: time.Minute, ProcessorID: "p1", InputSHA256: "abc"})
 		return err
 	})
 	return token, n, err

@@ -18,7 +18,7 @@ func claimAs(t *testing.T, db *ledger.DB, jobID, holder string, expected int64, 
 	var n int
 	err := db.InTx(context.Background(), func(tx *sql.Tx) error {
 		var err error
-		token, n, err = ledger.Claim(context.Background(), tx, ledger.ClaimParams{JobID: jobID, Expected: expected, Now: now,
+		token, n, err = db.Claim(context.Background(), tx, ledger.ClaimParams{JobID: jobID, Expected: expected, Now: now,
 			LeaseFor: time.Hour, Holder: holder, ProcessorID: "p1", InputSHA256: "abc"})
 		return err
 	})
@@ -123,7 +123,7 @@ func TestTakeOverDead(t *testing.T) {
 			t.Errorf("claim after takeover = token %d attempt %d, want %d, 2", tok2, n2, tokDead+1)
 		}
 		if err := db.InTx(ctx, func(tx *sql.Tx) error {
-			_, _, err := ledger.Claim(ctx, tx, ledger.ClaimParams{JobID: jLive, Expected: 1, Now: now, LeaseFor: time.Hour,
+			_, _, err := db.Claim(ctx, tx, ledger.ClaimParams{JobID: jLive, Expected: 1, Now: now, LeaseFor: time.Hour,
 				Holder: "proc_self", ProcessorID: "p1"})
 			return err
 		}); err != ledger.ErrNotClaimable {

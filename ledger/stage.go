@@ -27,6 +27,12 @@ var (
 		WHERE id = $3 AND attempt = $4
 		  AND (state IN ('accepted', 'waiting') OR (state = 'extracting' AND (lease_until IS NULL OR lease_until <= $2)))
 		RETURNING attempt`
+	// qClaimAndStartPG is qClaim and qStartAttempt in one statement
+	// (PostgreSQL): no job claimed, no attempt started.
+	qClaimAndStartPG = `WITH j AS (` + qClaim + `)
+		INSERT INTO attempts (job_id, n, token, processor_id, status, input_sha256, started_at)
+		SELECT $3, (SELECT COALESCE(MAX(n), 0) + 1 FROM attempts WHERE job_id = $3), j.attempt, $6, 'started', $7, $2 FROM j
+		RETURNING token, n`
 	qStartAttempt = `INSERT INTO attempts (job_id, n, token, processor_id, status, input_sha256, started_at)
 		VALUES ($1, (SELECT COALESCE(MAX(n), 0) + 1 FROM attempts WHERE job_id = $1), $2, $3, 'started', $4, $5)
 		RETURNING n`
@@ -181,8 +187,22 @@ var ErrNotClaimable = errors.New("job not claimable")
 // records the intent of a processor call, in tx. It returns the new token and
 // the attempt number. Only jobs waiting for extraction, or held by an expired
 // lease, can be claimed.
-func Claim(ctx context.Context, tx Querier, p ClaimParams) (token int64, n int, err error) {
+func (db *DB) Claim(ctx context.Context, tx Querier, p ClaimParams) (token int64, n int, err error) {
 	now := micros(p.Now)
+	if db.dialect.name == Postgres {
+		// One round trip: the claim and the attempt's intent in one
+		// statement (SQLite has no UPDATE in a WITH clause, and no round
+		// trip to save).
+		err = tx.QueryRowContext(ctx, qClaimAndStartPG, micros(p.Now.Add(p.LeaseFor)), now, p.JobID, p.Expected, nullString(p.Holder),
+			p.ProcessorID, p.InputSHA256).Scan(&token, &n)
+		if errors.Is(err, sql.ErrNoRows) {
+			return 0, 0, ErrNotClaimable
+		}
+		if err != nil {
+			return 0, 0, fmt.Errorf("claim job: %w", err)
+		}
+		return token, n, nil
+	}
 	err = tx.QueryRowContext(ctx, qClaim, micros(p.Now.Add(p.LeaseFor)), now, p.JobID, p.Expected, nullString(p.Holder)).Scan(&token)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, 0, ErrNotClaimable
@@ -549,4 +569,73 @@ func ReleaseForShutdown(ctx context.Context, tx Querier, jobID string, token int
 		return stet.ErrLeaseLost
 	}
 	return nil
+}
+
+// SaveResultParams is a validated extraction and its attempt's outcome, to
+// save (and, when Commit, commit) in one call.
+type SaveResultParams struct {
+	SaveArtifactParams
+	ReportID string        // the job's report, for its data key
+	Attempt  AttemptResult // the outcome of the call that produced it
+	Commit   bool          // also commit the review record
+}
+
+// SaveResult is SaveArtifact, FinishAttempt and, with p.Commit, Commit in
+// one round trip to PostgreSQL (the stet_save_result function of migration
+// 0012), in tx. The fence is the same: a stale worker gets
+// stet.ErrLeaseLost (or ErrCancelled) and nothing is written. It returns
+// the review record's ID and settled true when the record part ran: an
+// empty ID then means that part failed and was rolled back alone, and the
+// commit stage is to retry from the artifact. settled false (no commit
+// asked, or the source has destinations, whose outbox rows Commit writes)
+// leaves the record to the caller. PostgreSQL only.
+func (db *DB) SaveResult(ctx context.Context, tx Querier, p SaveResultParams) (recordID string, settled bool, err error) {
+	if db.dialect.name != Postgres {
+		return "", false, fmt.Errorf("save result: %s has no stet_save_result", db.dialect.name)
+	}
+	dk, err := db.writeKey(ctx, tx, p.ReportID, p.Now)
+	if err != nil {
+		return "", false, err
+	}
+	artifactID := stet.NewID("art", p.Now)
+	raw, err := packRaw(dk, artifactID, p.Raw)
+	if err != nil {
+		return "", false, err
+	}
+	output, err := sealString(dk, colArtifactOutput, artifactID, string(p.Output))
+	if err != nil {
+		return "", false, err
+	}
+	var record, class sql.NullString
+	if p.Commit {
+		record = sql.NullString{String: stet.NewID("rec", p.Now), Valid: true}
+		if class, err = seal(dk, colClassification, record.String, nullString(string(p.Output))); err != nil {
+			return "", false, err
+		}
+	}
+	r := p.Attempt
+	var outcome string
+	err = tx.QueryRowContext(ctx, `SELECT stet_save_result($1, $2, $3, $4, $5, $6, $7, $8, $9, $10,
+			$11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`,
+		p.JobID, p.Token, micros(p.Now), p.ProcessorID,
+		artifactID, p.AttemptN, raw, output, p.SchemaVersion, nullString(p.Model),
+		string(r.Status), nullString(string(r.FailureClass)), nullString(r.RequestID),
+		sql.NullInt64{Int64: int64(r.StatusCode), Valid: r.StatusCode != 0},
+		r.InputTokens, r.OutputTokens, r.Latency.Milliseconds(), micros(r.Now),
+		record, class).Scan(&outcome)
+	if err != nil {
+		return "", false, fmt.Errorf("save result: %w", err)
+	}
+	switch outcome {
+	case "fence_lost":
+		return "", false, fenceLost(ctx, tx, p.JobID)
+	case "saved":
+		return "", false, nil
+	case "committed":
+		return record.String, true, nil
+	case "commit_failed":
+		return "", true, nil
+	default:
+		return "", false, fmt.Errorf("save result: unexpected outcome %q", outcome)
+	}
 }

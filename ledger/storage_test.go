@@ -235,8 +235,8 @@ func TestMigration0011KeepsRows(t *testing.T) {
 				}
 			}
 			applied, err := db.Migrate(ctx)
-			if err != nil || len(applied) != 1 || applied[0] != "0011_storage" {
-				t.Fatalf("Migrate = %v, %v; want 0011_storage applied", applied, err)
+			if err != nil || len(applied) == 0 || applied[0] != "0011_storage" {
+				t.Fatalf("Migrate = %v, %v; want 0011_storage applied first", applied, err)
 			}
 			after := take()
 			if !reflect.DeepEqual(before, after) {

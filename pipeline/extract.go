@@ -143,16 +143,26 @@ func (p *Pipeline) extract(ctx context.Context, job *river.Job[ExtractArgs]) (st
 
 	var token int64
 	var n int
-	// The claim is group-committed with other workers' claims and results;
-	// it returns once it is durable, before any call is made.
-	err = p.settle(ctx, "extract.claim", j.ReportID, func(ctx context.Context, tx *sql.Tx) error {
-		var err error
-		token, n, err = ledger.Claim(ctx, tx, ledger.ClaimParams{
-			JobID: jobID, Expected: j.Attempt, Now: now, LeaseFor: p.leaseFor(), Holder: p.holder(),
-			ProcessorID: processorID, InputSHA256: sent.SHA256(),
+	// The claim returns once it is durable, before any call is made. On
+	// SQLite it is group-committed with other workers' claims and results;
+	// on PostgreSQL it is one statement that commits on its own.
+	claim := ledger.ClaimParams{
+		JobID: jobID, Expected: j.Attempt, Now: now, LeaseFor: p.leaseFor(), Holder: p.holder(),
+		ProcessorID: processorID, InputSHA256: sent.SHA256(),
+	}
+	if p.db.Dialect() == ledger.Postgres {
+		err = p.inStatement(ctx, "extract.claim", func(ctx context.Context, q ledger.Querier) error {
+			var err error
+			token, n, err = p.db.Claim(ctx, q, claim)
+			return err
 		})
-		return err
-	})
+	} else {
+		err = p.settle(ctx, "extract.claim", j.ReportID, func(ctx context.Context, tx *sql.Tx) error {
+			var err error
+			token, n, err = p.db.Claim(ctx, tx, claim)
+			return err
+		})
+	}
 	if err != nil {
 		ticket.Done(0, false, 0) // nothing was sent
 	}
@@ -329,19 +339,35 @@ func (p *Pipeline) saveArtifact(ctx context.Context, a attempt, ext *stet.Extrac
 		// Group-committed with other workers' results (settle.go); it
 		// returns once the group holding it has committed.
 		err = p.settle(wctx, "extract.save_artifact", a.reportID, func(wctx context.Context, tx *sql.Tx) error {
-			if err := p.db.SaveArtifact(wctx, tx, ledger.SaveArtifactParams{
+			save := ledger.SaveArtifactParams{
 				JobID: jobID, Token: token, AttemptN: result.N, Raw: ext.Raw, Output: ext.Output,
 				SchemaVersion: a.profile.ExtractionVersion(), ProcessorID: a.processor, Model: ext.Model, Now: p.clock.Now(),
-			}); err != nil {
-				return err
 			}
-			if err := ledger.FinishAttempt(wctx, tx, result); err != nil {
-				return err
-			}
-			var err error
 			commitStart := time.Now() // elapsed time for the metric: the monotonic clock
-			if recordID, err = p.commitInTx(wctx, tx, jobID); err != nil {
-				return err
+			settled := false
+			if p.db.Dialect() == ledger.Postgres {
+				// One round trip for the fence, the artifact, the attempt and,
+				// unless a drill takes the commit stage, the review record.
+				var err error
+				recordID, settled, err = p.db.SaveResult(wctx, tx, ledger.SaveResultParams{
+					SaveArtifactParams: save, ReportID: a.reportID, Attempt: result, Commit: !crash.Armed(crash.MidCommit)})
+				if err != nil {
+					return err
+				}
+			} else {
+				if err := p.db.SaveArtifact(wctx, tx, save); err != nil {
+					return err
+				}
+				if err := ledger.FinishAttempt(wctx, tx, result); err != nil {
+					return err
+				}
+			}
+			if !settled {
+				var err error
+				commitStart = time.Now()
+				if recordID, err = p.commitInTx(wctx, tx, jobID); err != nil {
+					return err
+				}
 			}
 			commitTook = time.Since(commitStart)
 			if recordID == "" {

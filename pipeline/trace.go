@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/ledger"
 )
 
 // Tracing. Spans carry IDs, names, counts and classes only: never document
@@ -59,6 +60,20 @@ func (p *Pipeline) inTx(ctx context.Context, op string, fn func(ctx context.Cont
 	if err != nil {
 		// The status says that it failed, not why: an error's text is for
 		// the log.
+		span.SetStatus(codes.Error, "")
+	}
+	return err
+}
+
+// inStatement runs fn, one statement that commits on its own, against
+// the writer pool, under the same span as inTx: on PostgreSQL a single
+// statement needs no BEGIN and COMMIT, each a round trip of its own.
+func (p *Pipeline) inStatement(ctx context.Context, op string, fn func(ctx context.Context, q ledger.Querier) error) error {
+	ctx, span := p.tracer.Start(ctx, "ledger.tx "+op, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attrLedgerOp.String(op), attrDBSystem.String(string(p.db.Dialect()))))
+	defer span.End()
+	err := fn(ctx, p.db.Writer())
+	if err != nil {
 		span.SetStatus(codes.Error, "")
 	}
 	return err

@@ -1,0 +1,143 @@
+package ledger_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/internal/testdb"
+	"github.com/stetlabs/stet/ledger"
+)
+
+const rawCompletion = `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m1","choices":[{"index":0,` +
+	`"message":{"role":"assistant","content":"{\"category\":\"none\"}"},"finish_reason":"stop"}],` +
+	`"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10}}`
+
+// saveResult runs SaveResult for a claimed job in a transaction of its own.
+func saveResult(t *testing.T, db *ledger.DB, jobID, reportID string, token int64, n int, commit bool) (string, bool, error) {
+	t.Helper()
+	var rec string
+	var settled bool
+	err := db.InTx(context.Background(), func(tx *sql.Tx) error {
+		var err error
+		rec, settled, err = db.SaveResult(context.Background(), tx, ledger.SaveResultParams{
+			SaveArtifactParams: ledger.SaveArtifactParams{JobID: jobID, Token: token, AttemptN: n, Raw: []byte(rawCompletion),
+				Output: []byte(`{"category":"none"}`), SchemaVersion: "moderation@1", ProcessorID: "p1", Model: "m1", Now: t0},
+			ReportID: reportID,
+			Attempt: ledger.AttemptResult{JobID: jobID, N: n, Status: stet.AttemptSucceeded, Model: "m1", StatusCode: 200,
+				InputTokens: 7, OutputTokens: 3, Latency: 12 * time.Millisecond, Now: t0},
+			Commit: commit,
+		})
+		return err
+	})
+	return rec, settled, err
+}
+
+// SaveResult (PostgreSQL's one round trip for a stage result) writes what
+// SaveArtifact, FinishAttempt and Commit write, behind the same fence.
+func TestSaveResult(t *testing.T) {
+	t.Parallel()
+	if testdb.Default() != ledger.Postgres {
+		t.Skip("stet_save_result is PostgreSQL's; set STET_TEST_DATABASE_URL")
+	}
+	db := open(t, ledger.Postgres)
+	ctx := context.Background()
+
+	// Revision 2 commits first and is authoritative; revision 1, arriving
+	// late, gets a record that is not.
+	a2 := accept(t, db, "r1", 2, "second", "d2")
+	a1 := accept(t, db, "r1", 1, "first", "d1")
+	tok, n, err := claim(t, db, a2.JobID, 0, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := saveResult(t, db, a2.JobID, a2.ReportID, tok-1, n, true); !errors.Is(err, stet.ErrLeaseLost) {
+		t.Fatalf("SaveResult with a stale token = %v, want ErrLeaseLost", err)
+	}
+	if c := count(t, db, `SELECT COUNT(*) FROM artifacts`); c != 0 {
+		t.Fatalf("artifacts after a stale save = %d, want 0", c)
+	}
+	rec2, settled, err := saveResult(t, db, a2.JobID, a2.ReportID, tok, n, true)
+	if err != nil || !settled || rec2 == "" {
+		t.Fatalf("SaveResult = %q, %v, %v; want a record", rec2, settled, err)
+	}
+	if again := commit(t, db, a2.JobID); again != rec2 {
+		t.Errorf("Commit after SaveResult = %s, want %s", again, rec2)
+	}
+	tok1, n1, err := claim(t, db, a1.JobID, 0, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec1, settled, err := saveResult(t, db, a1.JobID, a1.ReportID, tok1, n1, true)
+	if err != nil || !settled || rec1 == "" {
+		t.Fatalf("SaveResult of revision 1 = %q, %v, %v; want a record", rec1, settled, err)
+	}
+	for q, want := range map[string]int{
+		`SELECT COUNT(*) FROM review_records WHERE authoritative AND id = '` + rec2 + `'`:                                                1,
+		`SELECT COUNT(*) FROM review_records WHERE NOT authoritative AND id = '` + rec1 + `'`:                                            1,
+		`SELECT COUNT(*) FROM review_records WHERE classification = '{"category":"none"}' AND kind = 'extracted'`:                        2,
+		`SELECT COUNT(*) FROM jobs WHERE state = 'committed' AND committed_at IS NOT NULL AND processor_id = 'p1'`:                       2,
+		`SELECT COUNT(*) FROM artifacts WHERE output = '{"category":"none"}' AND raw LIKE 'stet:z1:%' AND model = 'm1'`:                  2,
+		`SELECT COUNT(*) FROM attempts WHERE status = 'succeeded' AND status_code = 200 AND latency_ms = 12 AND finished_at IS NOT NULL`: 2,
+	} {
+		if got := count(t, db, q); got != want {
+			t.Errorf("%s = %d, want %d", q, got, want)
+		}
+	}
+
+	// A failing record part rolls back alone: the artifact and the attempt
+	// stay, the job is extracted, and the commit stage finishes it.
+	a3 := accept(t, db, "r3", 1, "third", "d3")
+	if _, err := db.Writer().ExecContext(ctx, `CREATE FUNCTION refuse_record() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN RAISE EXCEPTION 'refused'; END $$;
+		CREATE TRIGGER refuse_record BEFORE INSERT ON review_records FOR EACH ROW EXECUTE FUNCTION refuse_record()`); err != nil {
+		t.Fatal(err)
+	}
+	tok3, n3, err := claim(t, db, a3.JobID, 0, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec3, settled, err := saveResult(t, db, a3.JobID, a3.ReportID, tok3, n3, true)
+	if err != nil || !settled || rec3 != "" {
+		t.Fatalf("SaveResult with the record refused = %q, %v, %v; want settled with no record", rec3, settled, err)
+	}
+	if _, err := db.Writer().ExecContext(ctx, `DROP TRIGGER refuse_record ON review_records`); err != nil {
+		t.Fatal(err)
+	}
+	if s := count(t, db, `SELECT COUNT(*) FROM jobs WHERE id = $1 AND state = 'extracted'`, a3.JobID); s != 1 {
+		t.Errorf("job after a refused record: extracted = %d, want 1", s)
+	}
+	if c := count(t, db, `SELECT COUNT(*) FROM artifacts WHERE job_id = $1`, a3.JobID); c != 1 {
+		t.Errorf("artifacts after a refused record = %d, want 1", c)
+	}
+	if rec := commit(t, db, a3.JobID); rec == "" {
+		t.Error("the commit stage found no record to write")
+	}
+
+	// With a destination configured the record is the caller's (Commit
+	// writes its outbox rows); without Commit too.
+	if err := db.SyncDestinations(ctx, []ledger.DestinationSpec{{SourceID: "reports", DestinationID: "d1",
+		Events: []string{"record.committed"}, MaxAge: time.Hour}}, t0); err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range []bool{true, false} {
+		a := accept(t, db, "r-dest", int64(i+1), "dest", "dd"+string(rune('a'+i)))
+		tok, n, err := claim(t, db, a.JobID, 0, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, settled, err := saveResult(t, db, a.JobID, a.ReportID, tok, n, c)
+		if err != nil || settled || rec != "" {
+			t.Fatalf("SaveResult (commit %v) with a destination = %q, %v, %v; want unsettled", c, rec, settled, err)
+		}
+		if rec := commit(t, db, a.JobID); rec == "" {
+			t.Fatal("Commit after an unsettled SaveResult wrote no record")
+		}
+	}
+	if c := count(t, db, `SELECT COUNT(*) FROM outbox WHERE destination_id = 'd1'`); c != 2 {
+		t.Errorf("outbox rows = %d, want 2 (one per record)", c)
+	}
+}
