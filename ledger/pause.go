@@ -24,6 +24,9 @@ func ValidScope(scope string) bool {
 	if scope == "all" {
 		return true
 	}
+	if strings.ContainsAny(scope, "\n") {
+		return false // LoadWork reads the scopes in force as one newline-separated value
+	}
 	kind, id, ok := strings.Cut(scope, ":")
 	return ok && id != "" && (kind == "processor" || kind == "tenant")
 }

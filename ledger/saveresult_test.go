@@ -141,3 +141,50 @@ func TestSaveResult(t *testing.T) {
 		t.Errorf("outbox rows = %d, want 2 (one per record)", c)
 	}
 }
+
+// LoadWork reads the dispatch pauses that could cover the job with it, and
+// Paused answers from them as ActivePause does.
+func TestLoadWorkPauses(t *testing.T) {
+	t.Parallel()
+	eachDialect(t, func(t *testing.T, db *ledger.DB) {
+		ctx := context.Background()
+		a := accept(t, db, "r1", 1, "text", "d1")
+		check := func(want map[string]bool) {
+			t.Helper()
+			w, err := db.LoadWork(ctx, db.Reader(), a.JobID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for proc, paused := range want {
+				if got := w.Paused(proc); got != paused {
+					t.Errorf("pauses %q: Paused(%s) = %v, want %v", w.Pauses, proc, got, paused)
+				}
+				p, err := ledger.ActivePause(ctx, db.Reader(), "demo", proc)
+				if err != nil || (p != nil) != paused {
+					t.Errorf("ActivePause(demo, %s) = %v, %v; want paused %v", proc, p, err, paused)
+				}
+			}
+		}
+		check(map[string]bool{"p1": false, "p2": false})
+		for _, scope := range []string{"processor:p2", "tenant:other"} {
+			if err := db.SetPause(ctx, ledger.Pause{Scope: scope, Reason: "test", PausedBy: "ops", PausedAt: t0}, "demo"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		check(map[string]bool{"p1": false, "p2": true})
+		if err := db.SetPause(ctx, ledger.Pause{Scope: "tenant:demo", Reason: "test", PausedBy: "ops", PausedAt: t0}, "demo"); err != nil {
+			t.Fatal(err)
+		}
+		check(map[string]bool{"p1": true, "p2": true})
+		if err := db.ClearPause(ctx, "tenant:demo", "ops", "demo", t0); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.SetPause(ctx, ledger.Pause{Scope: "all", Reason: "test", PausedBy: "ops", PausedAt: t0}, "demo"); err != nil {
+			t.Fatal(err)
+		}
+		check(map[string]bool{"p1": true, "p3": true})
+		if err := db.SetPause(ctx, ledger.Pause{Scope: "processor:a\nb", PausedBy: "ops", PausedAt: t0}, "demo"); err == nil {
+			t.Error("a scope with a newline was accepted")
+		}
+	})
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/stetlabs/stet"
@@ -20,7 +21,9 @@ var (
 			EXISTS (SELECT 1 FROM artifacts a WHERE a.job_id = j.id),
 			(SELECT COUNT(*) FROM attempts t WHERE t.job_id = j.id AND t.failure_class = 'transient'),
 			COALESCE((SELECT t.processor_id FROM attempts t WHERE t.job_id = j.id ORDER BY t.n DESC LIMIT 1), ''),
-			COALESCE((SELECT t.failure_class FROM attempts t WHERE t.job_id = j.id ORDER BY t.n DESC LIMIT 1), '')
+			COALESCE((SELECT t.failure_class FROM attempts t WHERE t.job_id = j.id ORDER BY t.n DESC LIMIT 1), ''),
+			COALESCE((SELECT string_agg(d.scope, '` + "\n" + `') FROM dispatch_pauses d
+				WHERE d.scope = 'all' OR d.scope = 'tenant:' || j.tenant_id OR d.scope LIKE 'processor:%'), '')
 		FROM jobs j JOIN revisions v ON v.id = j.revision_id WHERE j.id = $1`
 	qClaim = `UPDATE jobs SET attempt = attempt + 1, state = 'extracting', lease_until = $1, lease_holder = $5,
 			extracting_at = COALESCE(extracting_at, $2), updated_at = $2
@@ -107,6 +110,22 @@ type WorkItem struct {
 	// decides whether the next one may use an approved fallback.
 	LastProcessor string
 	LastClass     stet.FailureClass
+	// Pauses are the dispatch pauses in force when the job was read that
+	// could cover it: the scopes "all", its tenant's, and every
+	// processor's (the processor is chosen later). Paused answers from
+	// them.
+	Pauses []string
+}
+
+// Paused reports whether one of w.Pauses covers dispatch of the job to
+// processorID, as ActivePause would have answered when w was read.
+func (w *WorkItem) Paused(processorID string) bool {
+	for _, s := range w.Pauses {
+		if s == "all" || s == "tenant:"+w.Job.TenantID || s == "processor:"+processorID {
+			return true
+		}
+	}
+	return false
 }
 
 const jobColumns = `j.id, j.revision_id, j.report_id, j.tenant_id, j.source_id, j.revision, j.extraction_version,
@@ -140,10 +159,13 @@ func (db *DB) LoadWork(ctx context.Context, q Querier, jobID string) (*WorkItem,
 	var w WorkItem
 	var text sql.NullString
 	var purged sql.NullInt64
-	var lastClass string
+	var lastClass, pauses string
 	err := scanJob(q.QueryRowContext(ctx, qLoadWork, jobID), &w.Job, &text, &purged, &w.HasArtifact, &w.TransientFails,
-		&w.LastProcessor, &lastClass)
+		&w.LastProcessor, &lastClass, &pauses)
 	w.LastClass = stet.FailureClass(lastClass)
+	if pauses != "" {
+		w.Pauses = strings.Split(pauses, "\n") // ValidScope refuses a newline
+	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("job")
 	}

@@ -99,12 +99,15 @@ type gateJob struct {
 	Processor     string
 	LastProcessor string
 	LastClass     stet.FailureClass
+	// Work, when set, is the job as the extract stage read it, with the
+	// dispatch pauses in force then; nil asks the ledger.
+	Work *ledger.WorkItem
 }
 
 func gateJobOf(w *ledger.WorkItem) gateJob {
 	return gateJob{ID: w.Job.ID, TenantID: w.Job.TenantID, PolicyHash: w.Job.PolicyHash,
 		ExtractionVersion: w.Job.ExtractionVersion, TextPurged: w.TextPurged,
-		LastProcessor: w.LastProcessor, LastClass: w.LastClass}
+		LastProcessor: w.LastProcessor, LastClass: w.LastClass, Work: w}
 }
 
 // pauseCache remembers dispatch pauses by tenant and processor for the
@@ -147,8 +150,10 @@ func (p *Pipeline) route(ctx context.Context, j gateJob, pauses pauseCache) (rou
 		r.kind, r.class, r.reason = routeManual, stet.FailureTextPurged, reasonTextPurged
 		return r, nil
 	}
-	paused, err := p.paused(ctx, pauses, j.TenantID, id)
-	if err != nil {
+	var paused bool
+	if j.Work != nil {
+		paused = j.Work.Paused(id) // read with the job: no second query
+	} else if paused, err = p.paused(ctx, pauses, j.TenantID, id); err != nil {
 		return route{}, err
 	}
 	if paused {
