@@ -374,6 +374,10 @@ func (p *Pipeline) saveArtifact(ctx context.Context, a attempt, ext *stet.Extrac
 				if _, err := p.river.InsertTx(wctx, tx, CommitArgs{JobID: jobID}, nil); err != nil {
 					return fmt.Errorf("enqueue commit: %w", err)
 				}
+				return completeTx(wctx, tx, job)
+			}
+			if !p.completeFinal() {
+				return nil // River's completer marks the River job done when Work returns
 			}
 			return completeTx(wctx, tx, job)
 		})
