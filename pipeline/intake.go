@@ -50,10 +50,14 @@ type acceptReq struct {
 // postgresCommitters is how many groups commit at once on PostgreSQL; it
 // stays below the pool size so stage workers keep connections. A
 // set-based group costs about the same round trips whatever its size, so
-// few committers (bigger groups) beat many: 3 measured best of 2, 3, 4, 12,
-// and again of 3, 6, 12 with two-statement groups and committers by
-// identity.
-const postgresCommitters = 3
+// few committers (bigger groups) beat many. On a machine shared with other
+// work 3 measured best of 2, 3, 4, 12, and of 3, 6, 12; on an idle one, with
+// two-statement groups, one committer did: `stet bench intake` 4,266 and
+// 4,420 deliveries/s against 4,144 and 4,271 for two, 3,561 and 3,785 for
+// three, 2,849–2,965 for six and 1,791–1,800 for 24; `stet bench pipeline`
+// 718 and 717 documents/s against 651 and 666 for three. With several
+// committers each delivery goes to the one its report identity hashes to.
+const postgresCommitters = 1
 
 // maxGroup bounds one group commit.
 const maxGroup = 256

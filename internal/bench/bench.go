@@ -70,12 +70,23 @@ type Result struct {
 	BaselineElapsed time.Duration `json:"baseline_elapsed_ns"`
 	BaselineRate    float64       `json:"baseline_rate"`
 	Ratio           float64       `json:"ratio"`
+	// Ceiling, when measured, is what the same load reaches against a
+	// server that does only the HTTP part of the work (intake: the
+	// signature check and the JSON decode, no ledger): on this machine no
+	// implementation of the measured path can be faster.
+	Ceiling        string        `json:"ceiling,omitempty"`
+	CeilingCount   int           `json:"ceiling_count,omitempty"`
+	CeilingElapsed time.Duration `json:"ceiling_elapsed_ns,omitempty"`
+	CeilingRate    float64       `json:"ceiling_rate,omitempty"`
 }
 
 func (r *Result) finish() {
 	r.Rate = float64(r.Count) / r.Elapsed.Seconds()
 	r.BaselineRate = float64(r.BaselineCount) / r.BaselineElapsed.Seconds()
 	r.Ratio = r.Rate / r.BaselineRate
+	if r.CeilingCount > 0 {
+		r.CeilingRate = float64(r.CeilingCount) / r.CeilingElapsed.Seconds()
+	}
 }
 
 // WriteText prints the figure, its baseline and the ratio for a reader.
@@ -88,6 +99,10 @@ func (r *Result) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "  %-9s %10.1f %s  (%d in %s)\n", subject, r.Rate, r.Unit, r.Count, r.Elapsed.Round(time.Millisecond))
 	fmt.Fprintf(w, "  baseline  %10.1f %s  (%s; %d in %s)\n", r.BaselineRate, r.Unit, r.Baseline, r.BaselineCount, r.BaselineElapsed.Round(time.Millisecond))
 	fmt.Fprintf(w, "  ratio     %10.2f\n", r.Ratio)
+	if r.CeilingCount > 0 {
+		fmt.Fprintf(w, "  ceiling   %10.1f %s  (%s; %d in %s; %.2f of it reached, the baseline is %.2f of it)\n", r.CeilingRate, r.Unit, r.Ceiling,
+			r.CeilingCount, r.CeilingElapsed.Round(time.Millisecond), r.Rate/r.CeilingRate, r.BaselineRate/r.CeilingRate)
+	}
 }
 
 const sqliteSettings = "SQLite WAL, synchronous=FULL (fsync per commit), busy_timeout 10s, one writer connection"

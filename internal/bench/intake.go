@@ -3,7 +3,11 @@ package bench
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"sync/atomic"
 	"time"
@@ -13,7 +17,9 @@ import (
 	"github.com/riverqueue/river/rivermigrate"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/api"
 	"github.com/stetlabs/stet/internal/cluster"
+	"github.com/stetlabs/stet/internal/stetclient"
 	"github.com/stetlabs/stet/ledger"
 	"github.com/stetlabs/stet/pipeline"
 )
@@ -77,8 +83,60 @@ func Intake(ctx context.Context, o IntakeOptions) (*Result, error) {
 		return nil, err
 	}
 	res.BaselineCount, res.BaselineElapsed = o.N, time.Since(start)
+
+	// The ceiling: the same signed deliveries from the same clients,
+	// answered by a server that checks each signature and decodes the
+	// body, and writes nothing.
+	res.Ceiling = "the same signed requests, answered after the signature check and JSON decode, no ledger"
+	res.CeilingCount = o.N
+	if res.CeilingElapsed, err = httpCeiling(ctx, b.client, o.N, o.Concurrency); err != nil {
+		return nil, err
+	}
 	res.finish()
 	return res, nil
+}
+
+// httpCeiling delivers n signed bodies, as deliverAll does, to a loopback
+// server that verifies each Standard Webhooks signature with stet's own
+// verifier, decodes the JSON and answers 202; it returns the elapsed time.
+func httpCeiling(ctx context.Context, c *stetclient.Client, n, conc int) (time.Duration, error) {
+	v, err := api.NewVerifier([]string{c.Secret}, nil)
+	if err != nil {
+		return 0, err
+	}
+	var seq atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		if err != nil {
+			http.Error(w, "read", http.StatusBadRequest)
+			return
+		}
+		if err := v.Verify(r.Header, body); err != nil {
+			http.Error(w, "signature", http.StatusUnauthorized)
+			return
+		}
+		var d struct {
+			ExternalID string `json:"external_id"`
+			Revision   int64  `json:"revision"`
+			Text       string `json:"text"`
+		}
+		if err := json.Unmarshal(body, &d); err != nil || d.ExternalID == "" {
+			http.Error(w, "body", http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusAccepted)
+		_ = json.NewEncoder(w).Encode(api.IntakeResponse{JobID: stet.NewID("job", time.Now()) + fmt.Sprint(seq.Add(1)),
+			ReportID: "rep_ceiling", Revision: d.Revision, State: "accepted"})
+	}))
+	defer srv.Close()
+	client := *c
+	client.Base = srv.URL
+	jobs, elapsed, err := deliverAll(ctx, &client, n, conc)
+	if err == nil && len(jobs) != n {
+		err = fmt.Errorf("ceiling: %d of %d deliveries answered 202", len(jobs), n)
+	}
+	return elapsed, err
 }
 
 func inTx(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
