@@ -102,18 +102,64 @@ func (db *DB) EndWebSession(ctx context.Context, s *WebSession, action string, n
 	})
 }
 
-// SweepWebSessions deletes every session idle or past its maximum at now,
-// and returns how many.
+// WebSessionSweepGrace is how long a session past its idle logoff or
+// maximum age is kept before SweepWebSessions deletes it. A lookup refuses
+// it meanwhile; keeping the row lets the reviewer's next request end it
+// itself, with the reason on the login page ("signed out after a period of
+// inactivity") and its audit entry, instead of "your session has ended".
+const WebSessionSweepGrace = time.Hour
+
+// SweepWebSessions deletes, in q, every session idle or past its maximum
+// age for longer than WebSessionSweepGrace at now, each with its audit entry
+// (web.idle_logoff or web.session_expired, detail "sweep"), and returns how
+// many.
 func SweepWebSessions(ctx context.Context, q Querier, now time.Time) (int, error) {
-	res, err := q.ExecContext(ctx, `DELETE FROM web_sessions WHERE idle_until <= $1 OR expires_at <= $1`, micros(now))
+	cut := micros(now.Add(-WebSessionSweepGrace))
+	rows, err := q.QueryContext(ctx, `DELETE FROM web_sessions WHERE idle_until <= $1 OR expires_at <= $1
+		RETURNING id_hash, tenant_id, actor, expires_at`, cut)
 	if err != nil {
 		return 0, fmt.Errorf("sweep web sessions: %w", err)
 	}
-	n, _ := res.RowsAffected()
-	return int(n), nil
+	type ended struct {
+		idHash, tenant, actor string
+		expiresAt             int64
+	}
+	var gone []ended
+	for rows.Next() {
+		var e ended
+		if err := rows.Scan(&e.idHash, &e.tenant, &e.actor, &e.expiresAt); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("sweep web sessions: %w", err)
+		}
+		gone = append(gone, e)
+	}
+	if err := rows.Close(); err != nil {
+		return 0, fmt.Errorf("sweep web sessions: %w", err)
+	}
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("sweep web sessions: %w", err)
+	}
+	for _, e := range gone {
+		action := "web.idle_logoff"
+		if e.expiresAt <= cut {
+			action = "web.session_expired"
+		}
+		if err := Audit(ctx, q, AuditEntry{Tenant: e.tenant, Actor: e.actor, Action: action, ObjectType: "web_session",
+			ObjectID: e.idHash[:min(16, len(e.idHash))], Detail: "sweep", Now: now}); err != nil {
+			return 0, err
+		}
+	}
+	return len(gone), nil
 }
 
-// SweepWebSessions deletes expired sessions on the writer.
+// SweepWebSessions deletes expired sessions and audits their end, in one
+// transaction.
 func (db *DB) SweepWebSessions(ctx context.Context, now time.Time) (int, error) {
-	return SweepWebSessions(ctx, db.w, now)
+	var n int
+	err := db.InTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		n, err = SweepWebSessions(ctx, tx, now)
+		return err
+	})
+	return n, err
 }

@@ -44,9 +44,20 @@ func TestWebSessions(t *testing.T) {
 		if err := db.CreateWebSession(ctx, oidc); err != nil {
 			t.Fatal(err)
 		}
-		n, err := db.SweepWebSessions(ctx, t0.Add(30*time.Minute))
+		// Within the grace the idle row stays, for its owner's next request
+		// to end with the reason; past it the sweep ends and audits it.
+		if n, err := db.SweepWebSessions(ctx, t0.Add(30*time.Minute)); err != nil || n != 0 {
+			t.Fatalf("SweepWebSessions 5 min after the idle logoff = %d, %v, want 0", n, err)
+		}
+		if _, err := db.WebSession(ctx, s.IDHash); err != nil {
+			t.Fatalf("idle session read within the sweep's grace = %v, want the row", err)
+		}
+		n, err := db.SweepWebSessions(ctx, t0.Add(25*time.Minute+ledger.WebSessionSweepGrace))
 		if err != nil || n != 1 {
 			t.Fatalf("SweepWebSessions = %d, %v, want 1 (the idle one)", n, err)
+		}
+		if n := count(t, db, `SELECT COUNT(*) FROM audit_log WHERE action = 'web.idle_logoff' AND detail = 'sweep'`); n != 1 {
+			t.Fatalf("idle logoff audit rows from the sweep = %d, want 1", n)
 		}
 		if _, err := db.WebSession(ctx, s.IDHash); !errors.Is(err, stet.ErrNotFound) {
 			t.Fatalf("swept session read = %v, want ErrNotFound", err)
