@@ -430,6 +430,10 @@ const DefaultHeartbeat = 2 * time.Second
 // heartbeat records this worker as alive and sets every limiter's share to
 // 1/N of the configured limits, N being the live workers on the database.
 func (p *Pipeline) heartbeat(ctx context.Context) error {
+	if p.cfg.SingleProcess {
+		// The only worker there can be: its share is the whole limit.
+		return p.db.Beat(ctx, p.processID, p.clock.Now())
+	}
 	n, err := p.db.Heartbeat(ctx, p.processID, p.clock.Now(), p.cfg.DeadAfter)
 	if err != nil {
 		return err
@@ -452,6 +456,9 @@ func (p *Pipeline) beatLoop() {
 			ctx, cancel := context.WithTimeout(context.Background(), max(p.cfg.Heartbeat, p.cfg.DeadAfter/2))
 			if err := p.heartbeat(ctx); err != nil {
 				p.log.Warn("worker heartbeat failed; keeping the last share", "err", err)
+			} else if p.cfg.SingleProcess {
+				// Alone on the database: no other worker can die, and
+				// what an earlier process left was taken back at start.
 			} else if _, err := p.takeOverDead(ctx); err != nil {
 				p.log.Warn("liveness sweep failed", "err", err)
 			}

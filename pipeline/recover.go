@@ -42,6 +42,9 @@ func (p *Pipeline) recoverOrphans(ctx context.Context) (int, error) {
 		if err := ledger.ReleaseDeliveryLeases(ctx, tx); err != nil {
 			return err
 		}
+		if err := ledger.ForgetOtherWorkers(ctx, tx, p.processID); err != nil {
+			return err
+		}
 		if len(inserts) == 0 {
 			return nil
 		}

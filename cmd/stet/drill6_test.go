@@ -136,6 +136,9 @@ func TestDrill6KillAtEachRecoveryPoint(t *testing.T) {
 				{"succeeded attempts", `SELECT COUNT(*) FROM attempts WHERE status = 'succeeded'`, 1},
 				{"artifacts from the succeeded attempt", `SELECT COUNT(*) FROM artifacts a JOIN attempts t
 					ON t.job_id = a.job_id AND t.n = a.attempt_n WHERE t.status = 'succeeded'`, 1},
+				// The restarted process is alone on the file: the killed
+				// process's heartbeat row went at start with its leases.
+				{"worker heartbeats", `SELECT COUNT(*) FROM worker_heartbeats`, 1},
 			}
 			for _, c := range counts {
 				if got := count(t, db, c.query); got != c.want {
