@@ -454,13 +454,15 @@ func (p *Pipeline) beatLoop() {
 			return
 		case <-t.C:
 			ctx, cancel := context.WithTimeout(context.Background(), max(p.cfg.Heartbeat, p.cfg.DeadAfter/2))
+			// Alone on the database (SingleProcess), no other worker can
+			// die, and what an earlier process left was taken back at
+			// start: there is no sweep to run.
 			if err := p.heartbeat(ctx); err != nil {
 				p.log.Warn("worker heartbeat failed; keeping the last share", "err", err)
-			} else if p.cfg.SingleProcess {
-				// Alone on the database: no other worker can die, and
-				// what an earlier process left was taken back at start.
-			} else if _, err := p.takeOverDead(ctx); err != nil {
-				p.log.Warn("liveness sweep failed", "err", err)
+			} else if !p.cfg.SingleProcess {
+				if _, err := p.takeOverDead(ctx); err != nil {
+					p.log.Warn("liveness sweep failed", "err", err)
+				}
 			}
 			cancel()
 		}
