@@ -24,7 +24,7 @@ func ValidScope(scope string) bool {
 	if scope == "all" {
 		return true
 	}
-	if strings.ContainsAny(scope, "\n") {
+	if strings.Contains(scope, "\n") {
 		return false // LoadWork reads the scopes in force as one newline-separated value
 	}
 	kind, id, ok := strings.Cut(scope, ":")
