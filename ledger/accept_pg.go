@@ -142,7 +142,8 @@ type groupItem struct {
 // tenant, source and identity hash), as the caller takes report rows in
 // that order; the items that share an identity or webhook-id with an
 // earlier item of the group run as a second set after the first, so that
-// they see the earlier items' rows as they would one by one.
+// they see the earlier items' rows as they would one by one (intake holds
+// such deliveries back for its next group, so that set is rare there).
 //
 // Any error (ErrRetryItem included) leaves tx unusable for the group: the
 // caller rolls back and runs the group again, item by item under

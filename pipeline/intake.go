@@ -39,6 +39,11 @@ type intake struct {
 
 type acceptReq struct {
 	params ledger.AcceptParams
+	// report is the delivery's report identity (tenant, source, identity
+	// hash) and delivery its receipt key (source, webhook-id): the group's
+	// lock order and, on PostgreSQL, what makes two deliveries of one group
+	// conflict.
+	report, delivery string
 	// traceparent is the delivery's request span: its extract job
 	// continues that trace (the group commit serves many requests).
 	traceparent string
@@ -87,12 +92,12 @@ func (in *intake) start() {
 }
 
 // queue returns the committer queue of a delivery's report identity.
-func (in *intake) queue(p ledger.AcceptParams) chan *acceptReq {
+func (in *intake) queue(r *acceptReq) chan *acceptReq {
 	if len(in.reqs) == 1 {
 		return in.reqs[0]
 	}
 	h := fnv.New32a()
-	h.Write([]byte(p.TenantID + "\x00" + p.SourceID + "\x00" + ledger.IdentityHash(p.Identity, p.ExternalID, p.Text)))
+	h.Write([]byte(r.report))
 	return in.reqs[h.Sum32()%uint32(len(in.reqs))]
 }
 
@@ -108,9 +113,11 @@ var ErrStopped = errors.New("intake stopped")
 // returns only after the transaction holding the revision, the job and the
 // extract task has committed (or failed).
 func (p *Pipeline) Accept(ctx context.Context, params ledger.AcceptParams) (ledger.AcceptResult, error) {
-	r := &acceptReq{params: params, traceparent: traceparentOf(ctx), done: make(chan struct{})}
+	r := &acceptReq{params: params, traceparent: traceparentOf(ctx), done: make(chan struct{}),
+		report:   params.TenantID + "\x00" + params.SourceID + "\x00" + ledger.IdentityHash(params.Identity, params.ExternalID, params.Text),
+		delivery: params.SourceID + "\x00" + params.DeliveryKey}
 	select {
-	case p.intake.queue(params) <- r:
+	case p.intake.queue(r) <- r:
 	case <-p.intake.done:
 		return ledger.AcceptResult{}, ErrStopped
 	case <-ctx.Done():
@@ -124,27 +131,81 @@ func (p *Pipeline) Accept(ctx context.Context, params ledger.AcceptParams) (ledg
 
 func (in *intake) loop(reqs chan *acceptReq) {
 	defer in.wg.Done()
-	batch := make([]*acceptReq, 0, in.limit)
+	// On PostgreSQL a delivery that shares its report or its webhook-id
+	// with one already in the group waits for the next group: the group
+	// runs set-based, and such a delivery would cost it a second set of
+	// statements (ledger.AcceptGroup) to see the first one's rows. In the
+	// next group it sees them committed, as a plain duplicate or a new
+	// revision. SQLite runs a group item by item, where it costs nothing.
+	holdBack := in.p.db.Dialect() == ledger.Postgres
+	g := &group{}
+	var held []*acceptReq
 	for {
-		batch = batch[:0]
-		select {
-		case r := <-reqs:
-			batch = append(batch, r)
-		case <-in.done:
-			in.drain(reqs)
-			return
-		}
-	gather:
-		for len(batch) < in.limit {
+		g.reset()
+		held = g.take(held, holdBack)
+		if g.empty() {
 			select {
 			case r := <-reqs:
-				batch = append(batch, r)
+				g.add(r)
+			case <-in.done:
+				in.drain(reqs)
+				return
+			}
+		}
+	gather:
+		for len(g.batch)+len(held) < in.limit {
+			select {
+			case r := <-reqs:
+				if holdBack && g.conflicts(r) {
+					held = append(held, r)
+					continue
+				}
+				g.add(r)
 			default:
 				break gather
 			}
 		}
-		in.commit(batch)
+		in.commit(g.batch)
 	}
+}
+
+// group is the batch a committer gathers, with the keys it holds.
+type group struct {
+	batch               []*acceptReq
+	reports, deliveries map[string]bool
+}
+
+func (g *group) reset() {
+	g.batch = g.batch[:0]
+	if g.reports == nil {
+		g.reports, g.deliveries = map[string]bool{}, map[string]bool{}
+	}
+	clear(g.reports)
+	clear(g.deliveries)
+}
+
+func (g *group) empty() bool { return len(g.batch) == 0 }
+
+func (g *group) conflicts(r *acceptReq) bool { return g.reports[r.report] || g.deliveries[r.delivery] }
+
+func (g *group) add(r *acceptReq) {
+	g.batch = append(g.batch, r)
+	g.reports[r.report], g.deliveries[r.delivery] = true, true
+}
+
+// take starts the group with the deliveries held back from the last one,
+// in their order, and returns those that must wait again (a third
+// delivery of one report waits for a third group).
+func (g *group) take(held []*acceptReq, holdBack bool) []*acceptReq {
+	rest := held[:0]
+	for _, r := range held {
+		if holdBack && g.conflicts(r) {
+			rest = append(rest, r)
+			continue
+		}
+		g.add(r)
+	}
+	return rest
 }
 
 // drain fails whatever is still queued at shutdown.
@@ -297,8 +358,7 @@ func lockOrder(batch []*acceptReq) []*acceptReq {
 	}
 	ks := make([]keyed, len(batch))
 	for i, r := range batch {
-		p := r.params
-		ks[i] = keyed{p.TenantID + "\x00" + p.SourceID + "\x00" + ledger.IdentityHash(p.Identity, p.ExternalID, p.Text), r}
+		ks[i] = keyed{r.report, r}
 	}
 	sort.SliceStable(ks, func(i, j int) bool { return ks[i].key < ks[j].key })
 	out := make([]*acceptReq, len(batch))
