@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"sort"
 	"sync"
 	"time"
@@ -18,19 +17,24 @@ import (
 	"github.com/stetlabs/stet/ledger"
 )
 
-// intake commits deliveries in groups: whatever is queued when a committer's
-// previous commit finishes goes into its next transaction. On PostgreSQL a
-// group runs set-based (ledger.AcceptGroup: two statements for the whole
-// group); when an item fails, the group runs again item by item, each
-// delivery inside its own savepoint. One fsync then acknowledges many deliveries, which is how
-// intake beats a one-row-per-transaction insert at synchronous=FULL.
+// intake commits deliveries in groups: whatever is queued when a committer
+// is free goes into its next transaction. On PostgreSQL a group runs
+// set-based (ledger.AcceptGroup: two statements for the whole group), and
+// several groups commit at once; when an item fails, the group runs again
+// item by item, each delivery inside its own savepoint. One fsync then
+// acknowledges many deliveries, which is how intake beats a
+// one-row-per-transaction insert at synchronous=FULL.
 type intake struct {
 	p *Pipeline
-	// reqs is each committer's queue. A delivery goes to the committer its
-	// report identity hashes to, so a redelivery in flight commits in the
-	// same or the next group of the same committer instead of waiting on
-	// the report row of another committer's open transaction.
-	reqs  []chan *acceptReq
+	// reqs is the queue of deliveries; one dispatcher gathers it into
+	// groups and hands each to a free committer.
+	reqs       chan *acceptReq
+	committers int
+	// holdBack keeps conflicting deliveries out of a group (PostgreSQL).
+	holdBack bool
+	// run commits one group and answers its deliveries (commit; tests
+	// replace it).
+	run   func(batch []*acceptReq)
 	done  chan struct{}
 	once  sync.Once
 	wg    sync.WaitGroup
@@ -41,8 +45,7 @@ type acceptReq struct {
 	params ledger.AcceptParams
 	// report is the delivery's report identity (tenant, source, identity
 	// hash) and delivery its receipt key (source, webhook-id): the group's
-	// lock order and, on PostgreSQL, what makes two deliveries of one group
-	// conflict.
+	// lock order and, on PostgreSQL, what makes two deliveries conflict.
 	report, delivery string
 	// traceparent is the delivery's request span: its extract job
 	// continues that trace (the group commit serves many requests).
@@ -53,52 +56,35 @@ type acceptReq struct {
 }
 
 // postgresCommitters is how many groups commit at once on PostgreSQL; it
-// stays below the pool size so stage workers keep connections. A
-// set-based group costs about the same round trips whatever its size, so
-// few committers (bigger groups) beat many. On a machine shared with other
-// work 3 measured best of 2, 3, 4, 12, and of 3, 6, 12; on an idle one, with
-// two-statement groups, one committer did: `stet bench intake` 4,266 and
-// 4,420 deliveries/s against 4,144 and 4,271 for two, 3,561 and 3,785 for
-// three, 2,849–2,965 for six and 1,791–1,800 for 24; `stet bench pipeline`
-// 718 and 717 documents/s against 651 and 666 for three. With several
-// committers each delivery goes to the one its report identity hashes to.
-const postgresCommitters = 1
+// stays below the pool size so stage workers keep connections. A group's
+// time is mostly round trips (begin, two statements, River's insert,
+// commit), each about a millisecond on a loaded two-core machine whatever
+// the group's size, so while one group waits on them another can run.
+// docs/benchmarks.md (PostgreSQL intake) has the sweep.
+const postgresCommitters = 2
 
 // maxGroup bounds one group commit.
 const maxGroup = 256
 
-// newIntake makes the committers' queues: one for SQLite (a single
-// writer; more would only queue for the file), several for PostgreSQL,
-// whose commits run in parallel and which flushes concurrent commits
-// together.
+// newIntake makes the queue and sets the committers: one for SQLite (a
+// single writer; more would only queue for the file), several for
+// PostgreSQL, whose commits run in parallel and which flushes concurrent
+// commits together.
 func newIntake(p *Pipeline) *intake {
 	n := 1
 	if p.db.Dialect() == ledger.Postgres {
 		n = postgresCommitters
 	}
-	in := &intake{p: p, reqs: make([]chan *acceptReq, n), done: make(chan struct{}), limit: maxGroup}
-	for i := range in.reqs {
-		in.reqs[i] = make(chan *acceptReq, maxGroup)
-	}
+	in := &intake{p: p, reqs: make(chan *acceptReq, maxGroup), committers: n, holdBack: p.db.Dialect() == ledger.Postgres,
+		done: make(chan struct{}), limit: maxGroup}
+	in.run = in.commit
 	return in
 }
 
-// start runs the committers, one per queue.
+// start runs the dispatcher and its committers.
 func (in *intake) start() {
-	for _, reqs := range in.reqs {
-		in.wg.Add(1)
-		go in.loop(reqs)
-	}
-}
-
-// queue returns the committer queue of a delivery's report identity.
-func (in *intake) queue(r *acceptReq) chan *acceptReq {
-	if len(in.reqs) == 1 {
-		return in.reqs[0]
-	}
-	h := fnv.New32a()
-	h.Write([]byte(r.report))
-	return in.reqs[h.Sum32()%uint32(len(in.reqs))]
+	in.wg.Add(1)
+	go in.loop()
 }
 
 func (in *intake) stop() {
@@ -117,7 +103,7 @@ func (p *Pipeline) Accept(ctx context.Context, params ledger.AcceptParams) (ledg
 		report:   params.TenantID + "\x00" + params.SourceID + "\x00" + ledger.IdentityHash(params.Identity, params.ExternalID, params.Text),
 		delivery: params.SourceID + "\x00" + params.DeliveryKey}
 	select {
-	case p.intake.queue(r) <- r:
+	case p.intake.reqs <- r:
 	case <-p.intake.done:
 		return ledger.AcceptResult{}, ErrStopped
 	case <-ctx.Done():
@@ -129,90 +115,169 @@ func (p *Pipeline) Accept(ctx context.Context, params ledger.AcceptParams) (ledg
 	return r.res, r.err
 }
 
-func (in *intake) loop(reqs chan *acceptReq) {
+// loop is the dispatcher. It gathers a group whenever a committer is free
+// and hands it over; while every committer is busy, deliveries queue up
+// for the next group.
+//
+// On PostgreSQL a delivery that shares its report or its webhook-id with
+// one in the group, or in a group still committing, waits for a later
+// group: in the same group it would cost a second set of statements
+// (ledger.AcceptGroup) to see the first one's rows, and beside a group
+// still committing it would wait on that group's row locks and then miss
+// its rows (a statement's snapshot), running item by item. Later it sees
+// them committed, as a plain duplicate or a new revision. SQLite runs a
+// group item by item on one committer, where neither happens.
+func (in *intake) loop() {
 	defer in.wg.Done()
-	// On PostgreSQL a delivery that shares its report or its webhook-id
-	// with one already in the group waits for the next group: the group
-	// runs set-based, and such a delivery would cost it a second set of
-	// statements (ledger.AcceptGroup) to see the first one's rows. In the
-	// next group it sees them committed, as a plain duplicate or a new
-	// revision. SQLite runs a group item by item, where it costs nothing.
-	holdBack := in.p.db.Dialect() == ledger.Postgres
-	g := &group{}
+	work := make(chan *group)
+	finished := make(chan *group, in.committers)
+	var committers sync.WaitGroup
+	for range in.committers {
+		committers.Go(func() {
+			for g := range work {
+				in.run(g.batch)
+				finished <- g
+			}
+		})
+	}
+	inFlight := newKeys()
+	free := in.committers
+	var spare []*group
+	// held are the deliveries held back, in their order; heldKeys their
+	// keys, so that a later delivery of the same report or webhook-id waits
+	// behind them instead of overtaking.
 	var held []*acceptReq
+	heldKeys := newKeys()
+	settle := func(g *group) {
+		inFlight.remove(g.keys)
+		free++
+		spare = append(spare, g)
+	}
+	// offer puts r in the group unless it must wait (or the group is full).
+	offer := func(g *group, r *acceptReq) {
+		if len(g.batch) >= in.limit || in.holdBack && (g.keys.has(r) || inFlight.has(r) || heldKeys.has(r)) {
+			held = append(held, r)
+			heldKeys.add(r)
+			return
+		}
+		g.add(r)
+	}
+	// retake offers the held deliveries again, in their order.
+	retake := func(g *group) {
+		again := held
+		held = nil
+		clear(heldKeys.reports)
+		clear(heldKeys.deliveries)
+		for _, r := range again {
+			offer(g, r)
+		}
+	}
 	for {
-		g.reset()
-		held = g.take(held, holdBack)
-		if g.empty() {
+		if free == 0 {
+			settle(<-finished)
+			continue
+		}
+		var g *group
+		if n := len(spare); n > 0 {
+			g, spare = spare[n-1], spare[:n-1]
+			g.reset()
+		} else {
+			g = &group{keys: newKeys()}
+		}
+		retake(g)
+		for len(g.batch) == 0 {
 			select {
-			case r := <-reqs:
-				g.add(r)
+			case r := <-in.reqs:
+				offer(g, r)
+			case f := <-finished:
+				settle(f) // which may free what is held
+				retake(g)
 			case <-in.done:
-				in.drain(reqs)
+				close(work)
+				committers.Wait()
+				for _, r := range held {
+					r.err = ErrStopped
+					close(r.done)
+				}
+				in.drain()
 				return
 			}
 		}
 	gather:
 		for len(g.batch)+len(held) < in.limit {
 			select {
-			case r := <-reqs:
-				if holdBack && g.conflicts(r) {
-					held = append(held, r)
-					continue
-				}
-				g.add(r)
+			case r := <-in.reqs:
+				offer(g, r)
 			default:
 				break gather
 			}
 		}
-		in.commit(g.batch)
+		inFlight.addAll(g.keys)
+		free--
+		work <- g
 	}
 }
 
-// group is the batch a committer gathers, with the keys it holds.
+// keys counts the reports and receipt keys of deliveries.
+type keys struct {
+	reports, deliveries map[string]int
+}
+
+func newKeys() *keys {
+	return &keys{reports: map[string]int{}, deliveries: map[string]int{}}
+}
+
+func (k *keys) has(r *acceptReq) bool { return k.reports[r.report] > 0 || k.deliveries[r.delivery] > 0 }
+
+func (k *keys) add(r *acceptReq) {
+	k.reports[r.report]++
+	k.deliveries[r.delivery]++
+}
+
+func (k *keys) addAll(o *keys) {
+	for key, n := range o.reports {
+		k.reports[key] += n
+	}
+	for key, n := range o.deliveries {
+		k.deliveries[key] += n
+	}
+}
+
+func (k *keys) remove(o *keys) {
+	for key, n := range o.reports {
+		if k.reports[key] -= n; k.reports[key] <= 0 {
+			delete(k.reports, key)
+		}
+	}
+	for key, n := range o.deliveries {
+		if k.deliveries[key] -= n; k.deliveries[key] <= 0 {
+			delete(k.deliveries, key)
+		}
+	}
+}
+
+// group is a batch of deliveries with their keys.
 type group struct {
-	batch               []*acceptReq
-	reports, deliveries map[string]bool
+	batch []*acceptReq
+	keys  *keys
 }
 
 func (g *group) reset() {
 	g.batch = g.batch[:0]
-	if g.reports == nil {
-		g.reports, g.deliveries = map[string]bool{}, map[string]bool{}
-	}
-	clear(g.reports)
-	clear(g.deliveries)
+	clear(g.keys.reports)
+	clear(g.keys.deliveries)
 }
-
-func (g *group) empty() bool { return len(g.batch) == 0 }
-
-func (g *group) conflicts(r *acceptReq) bool { return g.reports[r.report] || g.deliveries[r.delivery] }
 
 func (g *group) add(r *acceptReq) {
 	g.batch = append(g.batch, r)
-	g.reports[r.report], g.deliveries[r.delivery] = true, true
-}
-
-// take starts the group with the deliveries held back from the last one,
-// in their order, and returns those that must wait again (a third
-// delivery of one report waits for a third group).
-func (g *group) take(held []*acceptReq, holdBack bool) []*acceptReq {
-	rest := held[:0]
-	for _, r := range held {
-		if holdBack && g.conflicts(r) {
-			rest = append(rest, r)
-			continue
-		}
-		g.add(r)
-	}
-	return rest
+	g.keys.add(r)
 }
 
 // drain fails whatever is still queued at shutdown.
-func (in *intake) drain(reqs chan *acceptReq) {
+func (in *intake) drain() {
 	for {
 		select {
-		case r := <-reqs:
+		case r := <-in.reqs:
 			r.err = ErrStopped
 			close(r.done)
 		default:
