@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"sync"
 	"time"
@@ -166,8 +167,7 @@ func (in *intake) loop() {
 	retake := func(g *group) {
 		again := held
 		held = nil
-		clear(heldKeys.reports)
-		clear(heldKeys.deliveries)
+		heldKeys.reset()
 		for _, r := range again {
 			offer(g, r)
 		}
@@ -218,42 +218,38 @@ func (in *intake) loop() {
 	}
 }
 
-// keys counts the reports and receipt keys of deliveries.
+// keys is a set of the reports and receipt keys of deliveries. With
+// holding back, no key is in two groups committing at once, nor twice in
+// one, so a finished group's keys can simply be removed.
 type keys struct {
-	reports, deliveries map[string]int
+	reports, deliveries map[string]bool
 }
 
 func newKeys() *keys {
-	return &keys{reports: map[string]int{}, deliveries: map[string]int{}}
+	return &keys{reports: map[string]bool{}, deliveries: map[string]bool{}}
 }
 
-func (k *keys) has(r *acceptReq) bool { return k.reports[r.report] > 0 || k.deliveries[r.delivery] > 0 }
+func (k *keys) has(r *acceptReq) bool { return k.reports[r.report] || k.deliveries[r.delivery] }
 
-func (k *keys) add(r *acceptReq) {
-	k.reports[r.report]++
-	k.deliveries[r.delivery]++
-}
+func (k *keys) add(r *acceptReq) { k.reports[r.report], k.deliveries[r.delivery] = true, true }
 
 func (k *keys) addAll(o *keys) {
-	for key, n := range o.reports {
-		k.reports[key] += n
-	}
-	for key, n := range o.deliveries {
-		k.deliveries[key] += n
-	}
+	maps.Copy(k.reports, o.reports)
+	maps.Copy(k.deliveries, o.deliveries)
 }
 
 func (k *keys) remove(o *keys) {
-	for key, n := range o.reports {
-		if k.reports[key] -= n; k.reports[key] <= 0 {
-			delete(k.reports, key)
-		}
+	for key := range o.reports {
+		delete(k.reports, key)
 	}
-	for key, n := range o.deliveries {
-		if k.deliveries[key] -= n; k.deliveries[key] <= 0 {
-			delete(k.deliveries, key)
-		}
+	for key := range o.deliveries {
+		delete(k.deliveries, key)
 	}
+}
+
+func (k *keys) reset() {
+	clear(k.reports)
+	clear(k.deliveries)
 }
 
 // group is a batch of deliveries with their keys.
@@ -264,8 +260,7 @@ type group struct {
 
 func (g *group) reset() {
 	g.batch = g.batch[:0]
-	clear(g.keys.reports)
-	clear(g.keys.deliveries)
+	g.keys.reset()
 }
 
 func (g *group) add(r *acceptReq) {

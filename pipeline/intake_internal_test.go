@@ -36,9 +36,10 @@ func TestIntakeDispatcher(t *testing.T) {
 	t.Run("no hold back", func(t *testing.T) {
 		t.Parallel()
 		in := &intake{reqs: make(chan *acceptReq, maxGroup), committers: 1, done: make(chan struct{}), limit: maxGroup}
-		release := make(chan struct{})
+		started, release := make(chan struct{}, 1), make(chan struct{})
 		var groups [][]string
 		in.run = func(batch []*acceptReq) {
+			started <- struct{}{}
 			<-release
 			var g []string
 			for _, r := range batch {
@@ -54,10 +55,7 @@ func TestIntakeDispatcher(t *testing.T) {
 			reqs = append(reqs, r)
 			in.reqs <- r
 			if i == 0 {
-				// The first group holds the first delivery; wait until it is taken.
-				for len(in.reqs) > 0 {
-					time.Sleep(time.Millisecond)
-				}
+				<-started // the first group holds the first delivery alone
 			}
 		}
 		close(release)
