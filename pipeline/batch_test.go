@@ -46,6 +46,9 @@ func TestBatchEndToEnd(t *testing.T) {
 		FakeOptions: openaifake.Options{Batch: openaifake.BatchOptions{PollsToEnd: 2}}})
 	jobs := deliverBatch(t, e, "b", 5)
 	waitCommitted(t, e, 5)
+	// The records commit first; the batch is marked applied after them, in
+	// a transaction of its own.
+	e.WaitFor("the batch applied", func() bool { return e.Count("batches", "applied_at IS NOT NULL") == 1 })
 
 	st := e.Fake.BatchStats()
 	if st.Created != 1 || st.CreateCalls != 1 || st.Uploads != 1 {
