@@ -61,7 +61,32 @@ var (
 	// report: an earlier revision with the same content, else the next),
 	// then the revisions, jobs and receipts. A revision number taken for
 	// other content gets no job and no receipt.
-	qGroupRecords = `WITH a AS MATERIALIZED (
+	qGroupRecords = groupRecords("")
+	// qGroupRecordsEnqueue is qGroupRecords that also enqueues River's job
+	// for each job it creates (a sync job: a batch job waits for assembly),
+	// as River's own multi-row insert would, but in the same statement
+	// instead of a round trip of its own: its args name the ledger job, its
+	// metadata comes from $21 (one per item, '' for none), its kind, queue,
+	// priority and attempts from $22-$25; River's column defaults do the
+	// rest (state available, scheduled now). No insert notification goes
+	// with it: stet's River client polls (riverdatabasesql has no
+	// listener), so nothing would hear one.
+	qGroupRecordsEnqueue = groupRecords(`,
+		b AS MATERIALIZED (SELECT $21::text[] AS m),
+		qm AS (SELECT q.* FROM b, unnest(b.m) WITH ORDINALITY AS q(meta, ord)),
+		iq AS (
+			INSERT INTO river_job (args, kind, max_attempts, metadata, priority, queue)
+			SELECT jsonb_build_object('job_id', ij.id), $22::text, $25::smallint,
+				COALESCE(NULLIF(qm.meta, '')::jsonb, '{}'::jsonb), $24::smallint, $23::text
+			FROM n JOIN ij ON ij.id = n.jid JOIN qm ON qm.ord = n.ord
+			WHERE n.mode <> 'batch'
+			ORDER BY n.ord)`)
+)
+
+// groupRecords is qGroupRecords with the CTEs extra (each after a comma)
+// added after its own.
+func groupRecords(extra string) string {
+	return `WITH a AS MATERIALIZED (
 			SELECT $1::text[] AS a1, $2::text[] AS a2, $3::bigint[] AS a3, $4::bool[] AS a4, $5::text[] AS a5,
 				$6::text[] AS a6, $7::text[] AS a7, $8::text[] AS a8, $9::text[] AS a9, $10::text[] AS a10,
 				$11::bigint[] AS a11, $12::bigint[] AS a12, $13::text[] AS a13, $14::text[] AS a14, $15::text[] AS a15,
@@ -108,7 +133,7 @@ var (
 			FROM n JOIN jb ON jb.ord = n.ord
 			WHERE jb.id IS NOT NULL
 			ORDER BY n.ord
-			ON CONFLICT (source_id, delivery_key) DO NOTHING RETURNING source_id, delivery_key)
+			ON CONFLICT (source_id, delivery_key) DO NOTHING RETURNING source_id, delivery_key)` + extra + `
 		SELECT n.ord, n.rev,
 			n.th <> '' AND EXISTS (SELECT 1 FROM tombstones t WHERE t.identity_hash = n.th AND t.expires_at > n.at),
 			COALESCE(rv.id, ''), COALESCE(rv.sha, ''),
@@ -116,7 +141,18 @@ var (
 			EXISTS (SELECT 1 FROM idl WHERE idl.source_id = n.s AND idl.delivery_key = n.k)
 		FROM n LEFT JOIN rv ON rv.ord = n.ord LEFT JOIN jb ON jb.ord = n.ord
 		ORDER BY n.ord`
-)
+}
+
+// Enqueue asks AcceptGroup to write River's job row for every sync job it
+// creates, in the statement that creates the job (qGroupRecordsEnqueue),
+// as River's InsertManyFastTx would have afterwards: River job args
+// {"job_id": the ledger job}, with the kind, queue, priority and attempts
+// given here. The database must hold River's tables.
+type Enqueue struct {
+	Kind, Queue           string
+	Priority, MaxAttempts int
+	Metadata              [][]byte // each delivery's River job metadata (JSON), as ps; nil for none
+}
 
 // groupItem is one delivery of a set-based group on its way through.
 type groupItem struct {
@@ -125,6 +161,7 @@ type groupItem struct {
 	identity string
 	now      int64
 	dk       *boundary.DataKey
+	meta     string // River job metadata (Enqueue), '' for none
 
 	reportID   string
 	newReport  bool
@@ -145,10 +182,13 @@ type groupItem struct {
 // they see the earlier items' rows as they would one by one (intake holds
 // such deliveries back for its next group, so that set is rare there).
 //
+// With enq, the River jobs of the new sync jobs are written too; without,
+// the caller enqueues them (newJob says which).
+//
 // Any error (ErrRetryItem included) leaves tx unusable for the group: the
 // caller rolls back and runs the group again, item by item under
 // savepoints with Accept.
-func (db *DB) AcceptGroup(ctx context.Context, tx Querier, ps []AcceptParams) ([]AcceptResult, []bool, error) {
+func (db *DB) AcceptGroup(ctx context.Context, tx Querier, ps []AcceptParams, enq *Enqueue) ([]AcceptResult, []bool, error) {
 	res := make([]AcceptResult, len(ps))
 	newJob := make([]bool, len(ps))
 	var set []*groupItem
@@ -163,11 +203,15 @@ func (db *DB) AcceptGroup(ctx context.Context, tx Querier, ps []AcceptParams) ([
 		if seenIdentity[ik] || seenDelivery[dkey] {
 			later = append(later, i)
 		} else {
-			set = append(set, &groupItem{i: i, p: p, identity: identity, now: micros(p.Now)})
+			it := &groupItem{i: i, p: p, identity: identity, now: micros(p.Now)}
+			if enq != nil && i < len(enq.Metadata) {
+				it.meta = string(enq.Metadata[i])
+			}
+			set = append(set, it)
 		}
 		seenIdentity[ik], seenDelivery[dkey] = true, true
 	}
-	if err := db.acceptSet(ctx, tx, set, res, newJob); err != nil {
+	if err := db.acceptSet(ctx, tx, set, res, newJob, enq); err != nil {
 		return nil, nil, err
 	}
 	if len(later) == 0 {
@@ -176,10 +220,19 @@ func (db *DB) AcceptGroup(ctx context.Context, tx Querier, ps []AcceptParams) ([
 	// The items that share a key with an earlier one run as a set of their
 	// own after the first, which they then see as Accept would.
 	rest := make([]AcceptParams, len(later))
+	var restEnq *Enqueue
+	if enq != nil {
+		e := *enq
+		e.Metadata = make([][]byte, len(later))
+		restEnq = &e
+	}
 	for k, i := range later {
 		rest[k] = ps[i]
+		if restEnq != nil && i < len(enq.Metadata) {
+			restEnq.Metadata[k] = enq.Metadata[i]
+		}
 	}
-	r, nj, err := db.AcceptGroup(ctx, tx, rest)
+	r, nj, err := db.AcceptGroup(ctx, tx, rest, restEnq)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -204,7 +257,7 @@ func column[T any](items []*groupItem, f func(*groupItem) T) []T {
 // lookup is a statement of its own.
 var errGroupMiss = fmt.Errorf("set-based intake group: a row committed during the statement: %w", ErrRetryItem)
 
-func (db *DB) acceptSet(ctx context.Context, tx Querier, items []*groupItem, res []AcceptResult, newJob []bool) error {
+func (db *DB) acceptSet(ctx context.Context, tx Querier, items []*groupItem, res []AcceptResult, newJob []bool, enq *Enqueue) error {
 	if len(items) == 0 {
 		return nil
 	}
@@ -313,7 +366,7 @@ func (db *DB) acceptSet(ctx context.Context, tx Querier, items []*groupItem, res
 		}
 		metas[k] = metadata.String // NULL travels as '' (a stored value is never empty)
 	}
-	rows, err := tx.QueryContext(ctx, qGroupRecords,
+	query, args := qGroupRecords, []any{
 		column(items, func(it *groupItem) string { return it.revisionID }),
 		column(items, func(it *groupItem) string { return it.reportID }),
 		column(items, func(it *groupItem) int64 { return it.revision }),
@@ -342,7 +395,14 @@ func (db *DB) acceptSet(ctx context.Context, tx Querier, items []*groupItem, res
 				return "" // only a report created here needs the recheck
 			}
 			return TombstoneHash(it.p.TenantID, it.p.SourceID, it.identity)
-		}))
+		}),
+	}
+	if enq != nil {
+		query = qGroupRecordsEnqueue
+		args = append(args, column(items, func(it *groupItem) string { return it.meta }),
+			enq.Kind, enq.Queue, enq.Priority, enq.MaxAttempts)
+	}
+	rows, err := tx.QueryContext(ctx, query, args...)
 	if err != nil {
 		return fmt.Errorf("insert revision: %w", err)
 	}

@@ -133,7 +133,7 @@ func TestAcceptGroupMatchesAccept(t *testing.T) {
 				err = db.InTx(ctx, func(tx *sql.Tx) error {
 					if set {
 						var err error
-						res, newJob, err = db.AcceptGroup(ctx, tx, ps)
+						res, newJob, err = db.AcceptGroup(ctx, tx, ps, nil)
 						return err
 					}
 					for i := range ps {
@@ -257,7 +257,7 @@ func TestAcceptGroupMissFallsBackToItems(t *testing.T) {
 	}
 	groupErr := make(chan error, 1)
 	go func() {
-		_, _, err := db.AcceptGroup(ctx, tx, []ledger.AcceptParams{item})
+		_, _, err := db.AcceptGroup(ctx, tx, []ledger.AcceptParams{item}, nil)
 		groupErr <- err
 	}()
 	// Commit the other job once the group's statement waits on its row.

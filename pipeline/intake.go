@@ -341,21 +341,24 @@ func (in *intake) commitGroup(ctx context.Context, batch []*acceptReq, savepoint
 		var inserts []river.InsertManyParams
 		ordered := lockOrder(batch)
 		if !savepoints && p.db.Dialect() == ledger.Postgres {
-			// One multi-row statement per table for the whole group.
+			// One multi-row statement per table for the whole group, the
+			// extract jobs' River rows included (extractEnqueue).
 			ps := make([]ledger.AcceptParams, len(ordered))
+			enq := extractEnqueue(len(ordered))
 			for i, r := range ordered {
 				ps[i] = r.params
+				tp := r.traceparent
+				if tp == "" {
+					tp = traceparentOf(ctx) // the group's, as traceContext gives a job without one
+				}
+				enq.Metadata[i] = traceMetadata(tp)
 			}
-			res, newJob, err := p.db.AcceptGroup(ctx, tx, ps)
+			res, _, err := p.db.AcceptGroup(ctx, tx, ps, enq)
 			if err != nil {
 				return errItemFailed
 			}
 			for i, r := range ordered {
 				r.err, r.res = nil, res[i]
-				if newJob[i] && r.params.Mode != stet.ModeBatch {
-					inserts = append(inserts, river.InsertManyParams{Args: ExtractArgs{JobID: res[i].JobID},
-						InsertOpts: &river.InsertOpts{Metadata: traceMetadata(r.traceparent)}})
-				}
 			}
 			ordered = nil
 		}
@@ -426,4 +429,18 @@ func lockOrder(batch []*acceptReq) []*acceptReq {
 		out[i] = k.r
 	}
 	return out
+}
+
+// extractEnqueue describes the River job of an extract stage for
+// ledger.AcceptGroup, which writes it in the statement that creates the
+// ledger job: what InsertManyFastTx would insert for ExtractArgs (its
+// kind, its InsertOpts' queue and priority, the client's attempts), with
+// room for n deliveries' metadata. River's insert middleware does not run
+// for such a row, so the River job has no river.insert_many span; the
+// group's ledger.tx span covers it, and traceMetadata carries each
+// delivery's trace as traceContext would.
+func extractEnqueue(n int) *ledger.Enqueue {
+	opts := ExtractArgs{}.InsertOpts()
+	return &ledger.Enqueue{Kind: ExtractArgs{}.Kind(), Queue: opts.Queue, Priority: opts.Priority,
+		MaxAttempts: maxRiverAttempts, Metadata: make([][]byte, n)}
 }
