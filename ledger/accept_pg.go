@@ -3,7 +3,12 @@ package ledger
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/boundary"
@@ -60,24 +65,27 @@ var (
 	// is seen here), the revision number (content revisions of an existing
 	// report: an earlier revision with the same content, else the next),
 	// then the revisions, jobs and receipts. A revision number taken for
-	// other content gets no job and no receipt.
+	// other content gets no job and no receipt. Each row goes through
+	// stet_group_retry (migration 0013), which raises SQLSTATE ST001 for an
+	// item whose outcome needs the group to run again item by item, so that
+	// a COMMIT sent behind the statement does not commit the group.
 	qGroupRecords = groupRecords("")
 	// qGroupRecordsEnqueue is qGroupRecords that also enqueues River's job
 	// for each job it creates (a sync job: a batch job waits for assembly),
 	// as River's own multi-row insert would, but in the same statement
 	// instead of a round trip of its own: its args name the ledger job, its
-	// metadata comes from $21 (one per item, '' for none), its kind, queue,
-	// priority and attempts from $22-$25; River's column defaults do the
+	// metadata comes from $22 (one per item, '' for none), its kind, queue,
+	// priority and attempts from $23-$26; River's column defaults do the
 	// rest (state available, scheduled now). No insert notification goes
 	// with it: stet's River client polls (riverdatabasesql has no
 	// listener), so nothing would hear one.
 	qGroupRecordsEnqueue = groupRecords(`,
-		b AS MATERIALIZED (SELECT $21::text[] AS m),
+		b AS MATERIALIZED (SELECT $22::text[] AS m),
 		qm AS (SELECT q.* FROM b, unnest(b.m) WITH ORDINALITY AS q(meta, ord)),
 		iq AS (
 			INSERT INTO river_job (args, kind, max_attempts, metadata, priority, queue)
-			SELECT jsonb_build_object('job_id', ij.id), $22::text, $25::smallint,
-				COALESCE(NULLIF(qm.meta, '')::jsonb, '{}'::jsonb), $24::smallint, $23::text
+			SELECT jsonb_build_object('job_id', ij.id), $23::text, $26::smallint,
+				COALESCE(NULLIF(qm.meta, '')::jsonb, '{}'::jsonb), $25::smallint, $24::text
 			FROM n JOIN ij ON ij.id = n.jid JOIN qm ON qm.ord = n.ord
 			WHERE n.mode <> 'batch'
 			ORDER BY n.ord)`)
@@ -90,11 +98,12 @@ func groupRecords(extra string) string {
 			SELECT $1::text[] AS a1, $2::text[] AS a2, $3::bigint[] AS a3, $4::bool[] AS a4, $5::text[] AS a5,
 				$6::text[] AS a6, $7::text[] AS a7, $8::text[] AS a8, $9::text[] AS a9, $10::text[] AS a10,
 				$11::bigint[] AS a11, $12::bigint[] AS a12, $13::text[] AS a13, $14::text[] AS a14, $15::text[] AS a15,
-				$16::text[] AS a16, $17::text[] AS a17, $18::text[] AS a18, $19::text[] AS a19, $20::text[] AS a20),
+				$16::text[] AS a16, $17::text[] AS a17, $18::text[] AS a18, $19::text[] AS a19, $20::text[] AS a20,
+				$21::bool[] AS a21),
 		u AS (
 			SELECT u.* FROM a, unnest(a.a1, a.a2, a.a3, a.a4, a.a5, a.a6, a.a7, a.a8, a.a9, a.a10,
-				a.a11, a.a12, a.a13, a.a14, a.a15, a.a16, a.a17, a.a18, a.a19, a.a20)
-				WITH ORDINALITY AS u(rid, rep, rev0, look, c, txt, m, pid, ph, prof, pv, at, jid, t, s, ev, mode, k, b, th, ord)),
+				a.a11, a.a12, a.a13, a.a14, a.a15, a.a16, a.a17, a.a18, a.a19, a.a20, a.a21)
+				WITH ORDINALITY AS u(rid, rep, rev0, look, c, txt, m, pid, ph, prof, pv, at, jid, t, s, ev, mode, k, b, th, cr, ord)),
 		n AS (
 			SELECT u.*, CASE WHEN u.look THEN COALESCE(
 					(SELECT r.revision FROM revisions r WHERE r.report_id = u.rep AND r.content_sha256 = u.c ORDER BY r.revision LIMIT 1),
@@ -134,13 +143,16 @@ func groupRecords(extra string) string {
 			WHERE jb.id IS NOT NULL
 			ORDER BY n.ord
 			ON CONFLICT (source_id, delivery_key) DO NOTHING RETURNING source_id, delivery_key)` + extra + `
-		SELECT n.ord, n.rev,
-			n.th <> '' AND EXISTS (SELECT 1 FROM tombstones t WHERE t.identity_hash = n.th AND t.expires_at > n.at),
-			COALESCE(rv.id, ''), COALESCE(rv.sha, ''),
-			COALESCE(jb.id, ''), COALESCE(jb.new, false), COALESCE(jb.state, ''),
-			EXISTS (SELECT 1 FROM idl WHERE idl.source_id = n.s AND idl.delivery_key = n.k)
-		FROM n LEFT JOIN rv ON rv.ord = n.ord LEFT JOIN jb ON jb.ord = n.ord
-		ORDER BY n.ord`
+		SELECT f.*, stet_group_retry(f.gone OR f.rid = '' OR (f.sha <> f.c AND f.cr)
+				OR (f.sha = f.c AND (f.jid = '' OR NOT f.recpt)))
+		FROM (SELECT n.ord, n.rev,
+				n.th <> '' AND EXISTS (SELECT 1 FROM tombstones t WHERE t.identity_hash = n.th AND t.expires_at > n.at) AS gone,
+				COALESCE(rv.id, '') AS rid, COALESCE(rv.sha, '') AS sha,
+				COALESCE(jb.id, '') AS jid, COALESCE(jb.new, false) AS new, COALESCE(jb.state, '') AS state,
+				EXISTS (SELECT 1 FROM idl WHERE idl.source_id = n.s AND idl.delivery_key = n.k) AS recpt,
+				n.c, n.cr
+			FROM n LEFT JOIN rv ON rv.ord = n.ord LEFT JOIN jb ON jb.ord = n.ord) f
+		ORDER BY f.ord`
 }
 
 // Enqueue asks AcceptGroup to write River's job row for every sync job it
@@ -175,12 +187,13 @@ type groupItem struct {
 // AcceptGroup records a group of deliveries inside tx on PostgreSQL with
 // two statements for the whole group (qGroupReports, qGroupRecords; plus
 // one per report for its data key when encryption is on) instead of
-// Accept's statements per delivery, with Accept's outcomes exactly. ps must be in lock order (by
-// tenant, source and identity hash), as the caller takes report rows in
-// that order; the items that share an identity or webhook-id with an
-// earlier item of the group run as a second set after the first, so that
-// they see the earlier items' rows as they would one by one (intake holds
-// such deliveries back for its next group, so that set is rare there).
+// Accept's statements per delivery, with Accept's outcomes exactly. ps
+// must be in lock order (by tenant, source and identity hash), as the
+// caller takes report rows in that order; the items that share an
+// identity or webhook-id with an earlier item of the group run as a
+// second set after the first, so that they see the earlier items' rows as
+// they would one by one (intake holds such deliveries back for its next
+// group, so that set is rare there).
 //
 // With enq, the River jobs of the new sync jobs are written too; without,
 // the caller enqueues them (newJob says which).
@@ -191,26 +204,7 @@ type groupItem struct {
 func (db *DB) AcceptGroup(ctx context.Context, tx Querier, ps []AcceptParams, enq *Enqueue) ([]AcceptResult, []bool, error) {
 	res := make([]AcceptResult, len(ps))
 	newJob := make([]bool, len(ps))
-	var set []*groupItem
-	var later []int
-	seenIdentity := map[string]bool{}
-	seenDelivery := map[string]bool{}
-	for i := range ps {
-		p := &ps[i]
-		identity := IdentityHash(p.Identity, p.ExternalID, p.Text)
-		ik := p.TenantID + "\x00" + p.SourceID + "\x00" + identity
-		dkey := p.SourceID + "\x00" + p.DeliveryKey
-		if seenIdentity[ik] || seenDelivery[dkey] {
-			later = append(later, i)
-		} else {
-			it := &groupItem{i: i, p: p, identity: identity, now: micros(p.Now)}
-			if enq != nil && i < len(enq.Metadata) {
-				it.meta = string(enq.Metadata[i])
-			}
-			set = append(set, it)
-		}
-		seenIdentity[ik], seenDelivery[dkey] = true, true
-	}
+	set, later := splitGroup(ps, enq)
 	if err := db.acceptSet(ctx, tx, set, res, newJob, enq); err != nil {
 		return nil, nil, err
 	}
@@ -242,6 +236,169 @@ func (db *DB) AcceptGroup(ctx context.Context, tx Querier, ps []AcceptParams, en
 	return res, newJob, nil
 }
 
+// splitGroup returns the items of the group's first set and the indexes
+// of those that share an identity or webhook-id with an earlier item.
+func splitGroup(ps []AcceptParams, enq *Enqueue) (set []*groupItem, later []int) {
+	seenIdentity := map[string]bool{}
+	seenDelivery := map[string]bool{}
+	for i := range ps {
+		p := &ps[i]
+		identity := IdentityHash(p.Identity, p.ExternalID, p.Text)
+		ik := p.TenantID + "\x00" + p.SourceID + "\x00" + identity
+		dkey := p.SourceID + "\x00" + p.DeliveryKey
+		if seenIdentity[ik] || seenDelivery[dkey] {
+			later = append(later, i)
+		} else {
+			it := &groupItem{i: i, p: p, identity: identity, now: micros(p.Now)}
+			if enq != nil && i < len(enq.Metadata) {
+				it.meta = string(enq.Metadata[i])
+			}
+			set = append(set, it)
+		}
+		seenIdentity[ik], seenDelivery[dkey] = true, true
+	}
+	return set, later
+}
+
+// GroupPipelines reports whether AcceptGroupCommit can record the group
+// ps: on PostgreSQL, with encryption off (a data key is a statement of its
+// own between the two), when no delivery shares an identity or webhook-id
+// with an earlier one (those run as a second set). Otherwise the caller
+// runs AcceptGroup in a transaction of its own.
+func (db *DB) GroupPipelines(ps []AcceptParams) bool {
+	if db.dialect.name != Postgres || db.keys != nil {
+		return false
+	}
+	_, later := splitGroup(ps, nil)
+	return len(later) == 0
+}
+
+// errNotPipelined is AcceptGroupCommit's answer to a group that
+// GroupPipelines refuses. Nothing was sent.
+var errNotPipelined = errors.New("the group needs a transaction of its own")
+
+// ErrCommit wraps the failure of a COMMIT: whether the transaction
+// committed is unknown, so the group must not run again as if it had not.
+var ErrCommit = errors.New("commit")
+
+// AcceptGroupCommit records a group as AcceptGroup does with enq, in a
+// transaction of its own that it commits, in two round trips to
+// PostgreSQL instead of four: BEGIN with qGroupReports, then
+// qGroupRecordsEnqueue with COMMIT, each pair sent as one pgx batch on a
+// connection of the writer pool. The group must be one GroupPipelines
+// accepts. It returns an error wrapping ErrCommit when the COMMIT itself
+// failed; any other error after rolling back (or sending nothing), when
+// the caller runs the group again item by item, as after AcceptGroup's. A COMMIT rides behind the second statement only because
+// that statement aborts the transaction (stet_group_retry) wherever the
+// group would run again.
+func (db *DB) AcceptGroupCommit(ctx context.Context, ps []AcceptParams, enq *Enqueue) ([]AcceptResult, error) {
+	if db.dialect.name != Postgres || db.keys != nil || enq == nil {
+		return nil, errNotPipelined
+	}
+	set, later := splitGroup(ps, enq)
+	if len(later) > 0 {
+		return nil, errNotPipelined
+	}
+	conn, err := db.w.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("begin: %w", err)
+	}
+	defer conn.Close()
+	res := make([]AcceptResult, len(ps))
+	err = conn.Raw(func(dc any) error {
+		c, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return errNotPipelined
+		}
+		return db.acceptPipelined(ctx, c.Conn(), set, res, enq)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+func (db *DB) acceptPipelined(ctx context.Context, c *pgx.Conn, items []*groupItem, res []AcceptResult, enq *Enqueue) error {
+	// A failed statement leaves the transaction aborted, and a connection
+	// returned to the pool inside a transaction is discarded (pgx's
+	// ResetSession), so a ROLLBACK that fails costs only the connection.
+	rollback := func() { _, _ = c.Exec(context.WithoutCancel(ctx), "ROLLBACK") }
+	done := make([]bool, len(items))
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(qGroupReports, groupReportsArgs(items)...)
+	br := c.SendBatch(ctx, b)
+	_, err := br.Exec()
+	if err != nil {
+		err = fmt.Errorf("begin: %w", err)
+	} else {
+		var rows pgx.Rows
+		if rows, err = br.Query(); err == nil {
+			err = readGroupReports(rows, items, res, done)
+			rows.Close()
+			if err == nil {
+				err = rows.Err()
+			}
+		}
+		if err != nil {
+			err = fmt.Errorf("insert report: %w", err)
+		}
+	}
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("insert report: %w", cerr)
+	}
+	if err != nil {
+		rollback()
+		return err
+	}
+	items = keep(items, done)
+	if len(items) == 0 {
+		// Every delivery was answered by the first statement, which then
+		// wrote nothing.
+		if _, err := c.Exec(ctx, "COMMIT"); err != nil {
+			return fmt.Errorf("%w: %w", ErrCommit, err)
+		}
+		return nil
+	}
+	query, args, err := db.groupRecordsArgs(items, enq)
+	if err != nil {
+		rollback()
+		return err
+	}
+	b = &pgx.Batch{}
+	b.Queue(query, args...)
+	b.Queue("COMMIT")
+	br = c.SendBatch(ctx, b)
+	var outs []groupOutcome
+	rows, err := br.Query()
+	if err == nil {
+		outs, err = readGroupRecords(rows, len(items))
+		rows.Close()
+		if err == nil {
+			err = rows.Err()
+		}
+	}
+	if err != nil {
+		_ = br.Close()
+		rollback()
+		return groupRecordsError(err)
+	}
+	_, err = br.Exec()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		rollback()
+		return fmt.Errorf("%w: %w", ErrCommit, err)
+	}
+	// Committed: stet_group_retry let every row through, so each outcome
+	// is final (settleGroupRecords finds no retry).
+	if err := settleGroupRecords(items, outs, res, nil); err != nil {
+		return fmt.Errorf("after commit: %w", err)
+	}
+	return nil
+}
+
 // column builds one array argument from the items.
 func column[T any](items []*groupItem, f func(*groupItem) T) []T {
 	out := make([]T, len(items))
@@ -253,9 +410,84 @@ func column[T any](items []*groupItem, f func(*groupItem) T) []T {
 
 // errGroupMiss means a statement of the group found a row taken that its
 // snapshot cannot show (committed by another transaction after the
-// statement started): the group runs again item by item, where each
+// statement started), or another transaction's delivery took a revision
+// number or webhook-id: the group runs again item by item, where each
 // lookup is a statement of its own.
 var errGroupMiss = fmt.Errorf("set-based intake group: a row committed during the statement: %w", ErrRetryItem)
+
+// groupRecordsError is the error of qGroupRecords: errGroupMiss when
+// stet_group_retry stopped it.
+func groupRecordsError(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "ST001" {
+		return errGroupMiss
+	}
+	return fmt.Errorf("insert revision: %w", err)
+}
+
+// rowReader is what reading a group statement's rows needs, from
+// database/sql or from pgx.
+type rowReader interface {
+	Next() bool
+	Scan(dest ...any) error
+}
+
+func groupReportsArgs(items []*groupItem) []any {
+	for _, it := range items {
+		it.reportID = stet.NewID("rep", it.p.Now)
+	}
+	return []any{
+		column(items, func(it *groupItem) string { return TombstoneHash(it.p.TenantID, it.p.SourceID, it.identity) }),
+		column(items, func(it *groupItem) int64 { return it.now }),
+		column(items, func(it *groupItem) string { return it.p.SourceID }),
+		column(items, func(it *groupItem) string { return it.p.DeliveryKey }),
+		column(items, func(it *groupItem) string { return it.reportID }),
+		column(items, func(it *groupItem) string { return it.p.TenantID }),
+		column(items, func(it *groupItem) string { return it.p.ExternalID }),
+		column(items, func(it *groupItem) string { return it.identity }),
+	}
+}
+
+// readGroupReports reads qGroupReports' rows: the outcome of each item the
+// first statement answers (marked done), the report of each other.
+func readGroupReports(rows rowReader, items []*groupItem, res []AcceptResult, done []bool) error {
+	seen := 0
+	for rows.Next() {
+		var ord, revision int64
+		var gone, found bool
+		var bodySHA, jobID, reportID, state, id string
+		if err := rows.Scan(&ord, &gone, &found, &bodySHA, &jobID, &reportID, &revision, &state, &id); err != nil {
+			return err
+		}
+		seen++
+		k := ord - 1
+		it := items[k]
+		switch {
+		case gone:
+			res[it.i] = AcceptResult{Outcome: OutcomeGone}
+			done[k] = true
+		case found && bodySHA != it.p.BodySHA256:
+			res[it.i] = AcceptResult{Outcome: OutcomeDeliveryConflict}
+			done[k] = true
+		case found && state == "":
+			return fmt.Errorf("read job state: %w", sql.ErrNoRows)
+		case found:
+			res[it.i] = AcceptResult{Outcome: OutcomeDuplicate, JobID: jobID, ReportID: reportID, Revision: revision, State: stet.JobState(state)}
+			done[k] = true
+		case id == "":
+			// The report exists and was deleted.
+			res[it.i] = AcceptResult{Outcome: OutcomeGone}
+			done[k] = true
+		default:
+			it.newReport = id == it.reportID
+			it.reportID = id
+		}
+	}
+	if seen != len(items) {
+		return fmt.Errorf("%d rows for %d items", seen, len(items))
+	}
+	return nil
+}
 
 func (db *DB) acceptSet(ctx context.Context, tx Querier, items []*groupItem, res []AcceptResult, newJob []bool, enq *Enqueue) error {
 	if len(items) == 0 {
@@ -263,77 +495,31 @@ func (db *DB) acceptSet(ctx context.Context, tx Querier, items []*groupItem, res
 	}
 	// 0-2. Tombstones and receipts, then the reports, inserted or taken in
 	// lock order.
-	for _, it := range items {
-		it.reportID = stet.NewID("rep", it.p.Now)
-	}
 	done := make([]bool, len(items))
-	{
-		rows, err := tx.QueryContext(ctx, qGroupReports,
-			column(items, func(it *groupItem) string { return TombstoneHash(it.p.TenantID, it.p.SourceID, it.identity) }),
-			column(items, func(it *groupItem) int64 { return it.now }),
-			column(items, func(it *groupItem) string { return it.p.SourceID }),
-			column(items, func(it *groupItem) string { return it.p.DeliveryKey }),
-			column(items, func(it *groupItem) string { return it.reportID }),
-			column(items, func(it *groupItem) string { return it.p.TenantID }),
-			column(items, func(it *groupItem) string { return it.p.ExternalID }),
-			column(items, func(it *groupItem) string { return it.identity }))
-		if err != nil {
-			return fmt.Errorf("insert report: %w", err)
-		}
-		seen := 0
-		for rows.Next() {
-			var ord, revision int64
-			var gone, found bool
-			var bodySHA, jobID, reportID, state, id string
-			if err := rows.Scan(&ord, &gone, &found, &bodySHA, &jobID, &reportID, &revision, &state, &id); err != nil {
-				rows.Close()
-				return fmt.Errorf("insert report: %w", err)
+	rows, err := tx.QueryContext(ctx, qGroupReports, groupReportsArgs(items)...)
+	if err != nil {
+		return fmt.Errorf("insert report: %w", err)
+	}
+	err = readGroupReports(rows, items, res, done)
+	rows.Close()
+	if err == nil {
+		err = rows.Err()
+	}
+	if err != nil {
+		return fmt.Errorf("insert report: %w", err)
+	}
+	items = keep(items, done)
+	// The data keys (encryption on): one per report, as Accept.
+	if db.keys != nil {
+		for _, it := range items {
+			var err error
+			if it.newReport {
+				it.dk, err = db.newReportKey(ctx, tx, it.reportID, it.p.Now)
+			} else {
+				it.dk, err = db.writeKey(ctx, tx, it.reportID, it.p.Now)
 			}
-			seen++
-			k := ord - 1
-			it := items[k]
-			switch {
-			case gone:
-				res[it.i] = AcceptResult{Outcome: OutcomeGone}
-				done[k] = true
-			case found && bodySHA != it.p.BodySHA256:
-				res[it.i] = AcceptResult{Outcome: OutcomeDeliveryConflict}
-				done[k] = true
-			case found && state == "":
-				rows.Close()
-				return fmt.Errorf("read job state: %w", sql.ErrNoRows)
-			case found:
-				res[it.i] = AcceptResult{Outcome: OutcomeDuplicate, JobID: jobID, ReportID: reportID, Revision: revision, State: stet.JobState(state)}
-				done[k] = true
-			case id == "":
-				// The report exists and was deleted.
-				res[it.i] = AcceptResult{Outcome: OutcomeGone}
-				done[k] = true
-			default:
-				it.newReport = id == it.reportID
-				it.reportID = id
-			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("insert report: %w", err)
-		}
-		if seen != len(items) {
-			return fmt.Errorf("insert report: %d rows for %d items", seen, len(items))
-		}
-		items = keep(items, done)
-		// The data keys (encryption on): one per report, as Accept.
-		if db.keys != nil {
-			for _, it := range items {
-				var err error
-				if it.newReport {
-					it.dk, err = db.newReportKey(ctx, tx, it.reportID, it.p.Now)
-				} else {
-					it.dk, err = db.writeKey(ctx, tx, it.reportID, it.p.Now)
-				}
-				if err != nil {
-					return err
-				}
+			if err != nil {
+				return err
 			}
 		}
 	}
@@ -342,6 +528,30 @@ func (db *DB) acceptSet(ctx context.Context, tx Querier, items []*groupItem, res
 	}
 
 	// 3-5. The revisions, jobs and receipts.
+	query, args, err := db.groupRecordsArgs(items, enq)
+	if err != nil {
+		return err
+	}
+	rows, err = tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return groupRecordsError(err)
+	}
+	// The whole result is read before any verdict, so that a retry is
+	// decided on the group, not on the first row.
+	outs, err := readGroupRecords(rows, len(items))
+	rows.Close()
+	if err == nil {
+		err = rows.Err()
+	}
+	if err != nil {
+		return groupRecordsError(err)
+	}
+	return settleGroupRecords(items, outs, res, newJob)
+}
+
+// groupRecordsArgs fills in each item's revision, job and sealed text and
+// returns qGroupRecords (qGroupRecordsEnqueue with enq) and its arguments.
+func (db *DB) groupRecordsArgs(items []*groupItem, enq *Enqueue) (string, []any, error) {
 	texts := make([]string, len(items))
 	metas := make([]string, len(items))
 	for k, it := range items {
@@ -359,10 +569,10 @@ func (db *DB) acceptSet(ctx context.Context, tx Querier, items []*groupItem, res
 		}
 		var err error
 		if texts[k], err = sealString(it.dk, colRevisionText, it.revisionID, it.p.Text.Reveal()); err != nil {
-			return err
+			return "", nil, err
 		}
 		if metadata, err = seal(it.dk, colRevisionMetadata, it.revisionID, metadata); err != nil {
-			return err
+			return "", nil, err
 		}
 		metas[k] = metadata.String // NULL travels as '' (a stored value is never empty)
 	}
@@ -396,42 +606,51 @@ func (db *DB) acceptSet(ctx context.Context, tx Querier, items []*groupItem, res
 			}
 			return TombstoneHash(it.p.TenantID, it.p.SourceID, it.identity)
 		}),
+		column(items, func(it *groupItem) bool { return it.p.Revisions == stet.RevisionsContent }),
 	}
 	if enq != nil {
 		query = qGroupRecordsEnqueue
 		args = append(args, column(items, func(it *groupItem) string { return it.meta }),
 			enq.Kind, enq.Queue, enq.Priority, enq.MaxAttempts)
 	}
-	rows, err := tx.QueryContext(ctx, query, args...)
-	if err != nil {
-		return fmt.Errorf("insert revision: %w", err)
-	}
-	// The whole result is read before any verdict, so that a retry is
-	// decided on the group, not on the first row.
-	type outcome struct {
-		revision                 int64
-		gone, newJob, recpt      bool
-		revID, sha, jobID, state string
-	}
-	outs := make([]outcome, len(items))
+	return query, args, nil
+}
+
+// groupOutcome is one row of qGroupRecords.
+type groupOutcome struct {
+	revision                 int64
+	gone, newJob, recpt      bool
+	revID, sha, jobID, state string
+}
+
+func readGroupRecords(rows rowReader, n int) ([]groupOutcome, error) {
+	outs := make([]groupOutcome, n)
 	seen := 0
 	for rows.Next() {
 		var ord int64
-		var o outcome
-		if err := rows.Scan(&ord, &o.revision, &o.gone, &o.revID, &o.sha, &o.jobID, &o.newJob, &o.state, &o.recpt); err != nil {
-			rows.Close()
-			return fmt.Errorf("insert revision: %w", err)
+		var o groupOutcome
+		var content string
+		var contentRevisions, retry bool
+		if err := rows.Scan(&ord, &o.revision, &o.gone, &o.revID, &o.sha, &o.jobID, &o.newJob, &o.state, &o.recpt,
+			&content, &contentRevisions, &retry); err != nil {
+			return nil, err
+		}
+		if ord < 1 || ord > int64(n) {
+			return nil, fmt.Errorf("row %d for %d items", ord, n)
 		}
 		outs[ord-1] = o
 		seen++
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("insert revision: %w", err)
+	if seen != n {
+		return nil, fmt.Errorf("%d rows for %d items", seen, n)
 	}
-	if seen != len(items) {
-		return fmt.Errorf("insert revision: %d rows for %d items", seen, len(items))
-	}
+	return outs, nil
+}
+
+// settleGroupRecords turns qGroupRecords' rows into outcomes (newJob may
+// be nil). Its retries are those stet_group_retry raises in the statement
+// itself; they stay here as the statement's contract, checked in Go.
+func settleGroupRecords(items []*groupItem, outs []groupOutcome, res []AcceptResult, newJob []bool) error {
 	for k, it := range items {
 		o := outs[k]
 		switch {
@@ -463,7 +682,9 @@ func (db *DB) acceptSet(ctx context.Context, tx Querier, items []*groupItem, res
 			outcome = OutcomeDuplicate
 		}
 		res[it.i] = AcceptResult{Outcome: outcome, JobID: o.jobID, ReportID: it.reportID, Revision: it.revision, State: stet.JobState(o.state)}
-		newJob[it.i] = o.newJob
+		if newJob != nil {
+			newJob[it.i] = o.newJob
+		}
 	}
 	return nil
 }

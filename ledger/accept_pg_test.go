@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
+	"github.com/riverqueue/river/rivermigrate"
+
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/internal/testdb"
 	"github.com/stetlabs/stet/ledger"
@@ -296,5 +299,261 @@ func TestAcceptGroupMissFallsBackToItems(t *testing.T) {
 	}
 	if n := count(t, db, `SELECT COUNT(*) FROM jobs`); n != 2 {
 		t.Errorf("jobs = %d, want 2", n)
+	}
+}
+
+// migrateRiver adds River's tables, which qGroupRecordsEnqueue writes.
+func migrateRiver(t *testing.T, db *ledger.DB) {
+	t.Helper()
+	m, err := rivermigrate.New(riverdatabasesql.New(db.Writer()), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Migrate(context.Background(), rivermigrate.DirectionUp, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// testEnqueue is the River job AcceptGroup writes in these tests.
+func testEnqueue(n int) *ledger.Enqueue {
+	enq := &ledger.Enqueue{Kind: "stet_extract", Queue: "extract", Priority: 2, MaxAttempts: 25, Metadata: make([][]byte, n)}
+	for i := range enq.Metadata {
+		enq.Metadata[i] = []byte(fmt.Sprintf(`{"item": %d}`, i))
+	}
+	return enq
+}
+
+// AcceptGroupCommit (the group and its River jobs in two round trips, its
+// own transaction) gives every delivery the outcome Accept one by one
+// gives and stores the same rows, plus exactly one River job per new sync
+// job, carrying that delivery's metadata. It takes only the groups
+// GroupPipelines accepts: none with encryption on, none whose deliveries
+// share a key.
+func TestAcceptGroupCommitMatchesAccept(t *testing.T) {
+	t.Parallel()
+	if !hasPostgres() {
+		t.Skip("PostgreSQL only: set STET_TEST_DATABASE_URL")
+	}
+	ctx := context.Background()
+	seed := []groupCase{
+		{ext: "r1", rev: 1, text: "one", delivery: "d1"},
+		{content: true, text: "alpha", delivery: "d10"},
+		{ext: "old", revs: true, text: "old text", delivery: "d20"},
+	}
+	group := []groupCase{
+		{ext: "r1", rev: 1, text: "one", delivery: "d2"},              // same revision: duplicate
+		{ext: "r9", rev: 1, text: "nine", delivery: "d1", body: "x"},  // a seeded webhook-id, other body: conflict
+		{ext: "r2", rev: 1, text: "two", delivery: "d4"},              // new report
+		{ext: "gone1", rev: 1, text: "deleted", delivery: "d7"},       // tombstoned: 410
+		{content: true, text: "alpha", delivery: "d11"},               // seeded content: duplicate
+		{content: true, text: "beta", delivery: "d12"},                // new content
+		{ext: "r3", revs: true, text: "x", delivery: "d14"},           // content revisions: 1
+		{ext: "old", revs: true, text: "old text 2", delivery: "d21"}, // existing report: next revision
+		{ext: "meta", rev: 1, text: "with metadata", delivery: "d30"}, // metadata stored
+		{ext: "batch", rev: 1, text: "a batch job", delivery: "d31"},  // batch mode: no River job
+		{ext: "r4", rev: 1, text: "four", delivery: "d32"},            // new report
+	}
+	run := func(pipelined bool) ([]string, map[string]int, *ledger.DB) {
+		db := open(t, ledger.Postgres)
+		migrateRiver(t, db)
+		err := db.InTx(ctx, func(tx *sql.Tx) error {
+			for _, c := range seed {
+				if _, _, err := db.Accept(ctx, tx, c.params()); err != nil {
+					return err
+				}
+			}
+			p := group[3].params()
+			_, err := tx.ExecContext(ctx, `INSERT INTO tombstones (identity_hash, tenant_id, source_id, deletion_id, created_at, expires_at)
+				VALUES ($1, $2, $3, 'del_1', 0, $4)`,
+				ledger.TombstoneHash(p.TenantID, p.SourceID, ledger.IdentityHash(p.Identity, p.ExternalID, p.Text)), "demo", "reports", t0.Add(24*3600e9).UnixMicro())
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps := make([]ledger.AcceptParams, len(group))
+		for i, c := range group {
+			ps[i] = c.params()
+			if c.ext == "batch" {
+				ps[i].Mode = stet.ModeBatch
+			}
+		}
+		var res []ledger.AcceptResult
+		if pipelined {
+			if !db.GroupPipelines(ps) {
+				t.Fatal("GroupPipelines = false for a group whose deliveries share no key")
+			}
+			if res, err = db.AcceptGroupCommit(ctx, ps, testEnqueue(len(ps))); err != nil {
+				t.Fatalf("AcceptGroupCommit: %v", err)
+			}
+		} else {
+			res = make([]ledger.AcceptResult, len(ps))
+			err = db.InTx(ctx, func(tx *sql.Tx) error {
+				for i := range ps {
+					var err error
+					if res[i], _, err = db.Accept(ctx, tx, ps[i]); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		var out []string
+		for i, r := range res {
+			out = append(out, fmt.Sprintf("%d %s rev=%d state=%s", i, r.Outcome, r.Revision, r.State))
+		}
+		rows := map[string]int{}
+		for _, table := range []string{"reports", "revisions", "jobs", "deliveries"} {
+			rows[table] = count(t, db, `SELECT COUNT(*) FROM `+table)
+		}
+		return out, rows, db
+	}
+	want, wantRows := func() ([]string, map[string]int) { o, r, _ := run(false); return o, r }()
+	got, gotRows, db := run(true)
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("AcceptGroupCommit outcomes:\n%s\nwant (Accept one by one):\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if fmt.Sprint(gotRows) != fmt.Sprint(wantRows) {
+		t.Errorf("rows after AcceptGroupCommit = %v, want %v", gotRows, wantRows)
+	}
+	// New jobs: r2, beta, r3, old's revision 2, meta, batch, r4; all but
+	// the batch job get a River job.
+	if n := count(t, db, `SELECT COUNT(*) FROM river_job`); n != 6 {
+		t.Errorf("River jobs = %d, want 6 (one per new sync job)", n)
+	}
+	if n := count(t, db, `SELECT COUNT(*) FROM river_job r JOIN jobs j ON j.id = r.args->>'job_id'
+		WHERE j.mode = 'sync' AND r.kind = 'stet_extract' AND r.queue = 'extract' AND r.priority = 2
+			AND r.max_attempts = 25 AND r.state = 'available' AND r.attempt = 0`); n != 6 {
+		t.Errorf("River jobs naming a sync job, as River inserts them = %d, want 6", n)
+	}
+	// Each River job carries its own delivery's metadata: item 2 is r2.
+	if n := count(t, db, `SELECT COUNT(*) FROM river_job r JOIN jobs j ON j.id = r.args->>'job_id'
+		JOIN reports rp ON rp.id = j.report_id WHERE rp.external_id = 'r2' AND r.metadata = '{"item": 2}'`); n != 1 {
+		t.Errorf("River job of r2 with item 2's metadata = %d, want 1", n)
+	}
+
+	// A group with a duplicate inside, or with encryption on, is not
+	// pipelined.
+	dup := []ledger.AcceptParams{group[2].params(), group[2].params()}
+	dup[1].DeliveryKey = "d99"
+	if db.GroupPipelines(dup) {
+		t.Error("GroupPipelines = true for two deliveries of one revision")
+	}
+	if _, err := db.AcceptGroupCommit(ctx, dup, testEnqueue(2)); err == nil {
+		t.Error("AcceptGroupCommit took a group GroupPipelines refuses")
+	}
+	enc := open(t, ledger.Postgres)
+	enc.UseKeyring(keyring(t, mk("k1", 1)))
+	if enc.GroupPipelines(ps(group[2])) {
+		t.Error("GroupPipelines = true with encryption on")
+	}
+}
+
+func ps(cs ...groupCase) []ledger.AcceptParams {
+	out := make([]ledger.AcceptParams, len(cs))
+	for i, c := range cs {
+		out[i] = c.params()
+	}
+	return out
+}
+
+// When the group's second statement finds an item it must leave to the
+// item path (here a job another transaction commits while the statement
+// waits on it), stet_group_retry aborts the transaction, so the COMMIT
+// sent behind the statement commits nothing: AcceptGroupCommit answers
+// ErrRetryItem, no receipt or River job of the group is stored, and the
+// pool's connections still work.
+func TestAcceptGroupCommitRetryCommitsNothing(t *testing.T) {
+	t.Parallel()
+	if !hasPostgres() {
+		t.Skip("PostgreSQL only: set STET_TEST_DATABASE_URL")
+	}
+	ctx := context.Background()
+	db := open(t, ledger.Postgres)
+	migrateRiver(t, db)
+	seed := groupCase{ext: "r1", rev: 1, text: "one", delivery: "d1"}
+	if err := db.InTx(ctx, func(tx *sql.Tx) error {
+		_, _, err := db.Accept(ctx, tx, seed.params())
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// The same revision under profile version 2 (a new job unless another
+	// transaction inserts it first), beside a new report, which would be
+	// stored if the group committed.
+	item := groupCase{ext: "r1", rev: 1, text: "one", delivery: "d2"}.params()
+	item.ProfileVersion = 2
+	fresh := groupCase{ext: "r5", rev: 1, text: "five", delivery: "d5"}.params()
+	fresh.ProfileVersion = 2
+	ev := (&stet.Profile{ID: item.ProfileID, Version: item.ProfileVersion}).ExtractionVersion()
+
+	other, err := db.Writer().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Rollback()
+	var otherPID int
+	if err := other.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&otherPID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.ExecContext(ctx, `INSERT INTO jobs (id, revision_id, report_id, tenant_id, source_id, revision,
+			extraction_version, state, attempt, created_at, updated_at, mode)
+		SELECT 'job_other', id, report_id, 'demo', 'reports', 1, $1, 'accepted', 0, 0, 0, 'sync' FROM revisions`, ev); err != nil {
+		t.Fatal(err)
+	}
+	group := []ledger.AcceptParams{item, fresh}
+	if !db.GroupPipelines(group) {
+		t.Fatal("GroupPipelines = false")
+	}
+	groupErr := make(chan error, 1)
+	go func() {
+		_, err := db.AcceptGroupCommit(ctx, group, testEnqueue(len(group)))
+		groupErr <- err
+	}()
+	// Commit the other job once the group's statement waits on its row.
+	for waiting := false; !waiting; {
+		var n int
+		if err := db.Writer().QueryRowContext(ctx, `SELECT COUNT(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, otherPID).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-groupErr:
+			t.Fatalf("AcceptGroupCommit returned %v before the other transaction committed", err)
+		default:
+		}
+		if waiting = n > 0; !waiting {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	if err := other.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-groupErr; !errors.Is(err, ledger.ErrRetryItem) {
+		t.Fatalf("AcceptGroupCommit = %v, want ErrRetryItem", err)
+	}
+	for table, want := range map[string]int{"reports": 1, "revisions": 1, "jobs": 2, "deliveries": 1, "river_job": 0} {
+		if n := count(t, db, `SELECT COUNT(*) FROM `+table); n != want {
+			t.Errorf("%s after the aborted group = %d, want %d", table, n, want)
+		}
+	}
+	// The item path then answers the duplicate with the other job, and the
+	// new report as accepted.
+	var res [2]ledger.AcceptResult
+	if err := db.InTx(ctx, func(tx *sql.Tx) error {
+		for i, p := range group {
+			var err error
+			if res[i], _, err = db.Accept(ctx, tx, p); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Outcome != ledger.OutcomeDuplicate || res[0].JobID != "job_other" || res[1].Outcome != ledger.OutcomeAccepted {
+		t.Errorf("Accept after the fallback = %s %s, %s; want duplicate job_other, accepted", res[0].Outcome, res[0].JobID, res[1].Outcome)
 	}
 }

@@ -20,8 +20,9 @@ import (
 
 // intake commits deliveries in groups: whatever is queued when a committer
 // is free goes into its next transaction. On PostgreSQL a group runs
-// set-based (ledger.AcceptGroup: two statements for the whole group), and
-// several groups commit at once; when an item fails, the group runs again
+// set-based (ledger.AcceptGroupCommit: two statements for the whole
+// group, River's extract jobs included, in two round trips), and several
+// groups commit at once; when an item fails, the group runs again
 // item by item, each delivery inside its own savepoint. One fsync then
 // acknowledges many deliveries, which is how intake beats a
 // one-row-per-transaction insert at synchronous=FULL.
@@ -58,9 +59,10 @@ type acceptReq struct {
 
 // postgresCommitters is how many groups commit at once on PostgreSQL; it
 // stays below the pool size so stage workers keep connections. A group's
-// time is mostly round trips (begin, two statements, River's insert,
-// commit), each about a millisecond on a loaded two-core machine whatever
-// the group's size, so while one group waits on them another can run.
+// time is mostly round trips (begin with the first statement, the second
+// with commit), each about a millisecond on a loaded two-core machine
+// whatever the group's size, so while one group waits on them another can
+// run.
 // docs/benchmarks.md (PostgreSQL intake) has the sweep.
 const postgresCommitters = 2
 
@@ -337,22 +339,55 @@ func (in *intake) commitGroup(ctx context.Context, batch []*acceptReq, savepoint
 			links = append(links, trace.Link{SpanContext: sc})
 		}
 	}
+	opts := []trace.SpanStartOption{trace.WithNewRoot(), trace.WithLinks(links...), trace.WithAttributes(attrGroupSize.Int(len(batch)))}
+	ordered := lockOrder(batch)
+	set := !savepoints && p.db.Dialect() == ledger.Postgres
+	// groupParams are the group's deliveries for ledger.AcceptGroup and
+	// their extract jobs' River rows (extractEnqueue).
+	ps := make([]ledger.AcceptParams, len(ordered))
+	for i, r := range ordered {
+		ps[i] = r.params
+	}
+	groupParams := func(ctx context.Context) ([]ledger.AcceptParams, *ledger.Enqueue) {
+		enq := extractEnqueue(len(ordered))
+		for i, r := range ordered {
+			tp := r.traceparent
+			if tp == "" {
+				tp = traceparentOf(ctx) // the group's, as traceContext gives a job without one
+			}
+			enq.Metadata[i] = traceMetadata(tp)
+		}
+		return ps, enq
+	}
+	if set && p.db.GroupPipelines(ps) {
+		// The whole group in two round trips, its own transaction: one
+		// multi-row statement per table, the River rows included.
+		var res []ledger.AcceptResult
+		err := p.inStatement(ctx, "intake.group_commit", func(ctx context.Context, _ ledger.Querier) error {
+			ps, enq := groupParams(ctx)
+			var err error
+			res, err = p.db.AcceptGroupCommit(ctx, ps, enq)
+			return err
+		}, opts...)
+		switch {
+		case err == nil:
+			for i, r := range ordered {
+				r.err, r.res = nil, res[i]
+			}
+			return nil
+		case errors.Is(err, ledger.ErrCommit):
+			return err
+		default:
+			return errItemFailed // rolled back: item by item under savepoints
+		}
+	}
 	return p.inTx(ctx, "intake.group_commit", func(ctx context.Context, tx *sql.Tx) error {
 		var inserts []river.InsertManyParams
-		ordered := lockOrder(batch)
-		if !savepoints && p.db.Dialect() == ledger.Postgres {
-			// One multi-row statement per table for the whole group, the
-			// extract jobs' River rows included (extractEnqueue).
-			ps := make([]ledger.AcceptParams, len(ordered))
-			enq := extractEnqueue(len(ordered))
-			for i, r := range ordered {
-				ps[i] = r.params
-				tp := r.traceparent
-				if tp == "" {
-					tp = traceparentOf(ctx) // the group's, as traceContext gives a job without one
-				}
-				enq.Metadata[i] = traceMetadata(tp)
-			}
+		ordered := ordered
+		if set {
+			// Encryption is on, or deliveries of the group share a key:
+			// the set-based statements in a transaction of their own.
+			ps, enq := groupParams(ctx)
 			res, _, err := p.db.AcceptGroup(ctx, tx, ps, enq)
 			if err != nil {
 				return errItemFailed
@@ -406,7 +441,7 @@ func (in *intake) commitGroup(ctx context.Context, batch []*acceptReq, savepoint
 			}
 		}
 		return nil
-	}, trace.WithNewRoot(), trace.WithLinks(links...), trace.WithAttributes(attrGroupSize.Int(len(batch))))
+	}, opts...)
 }
 
 // lockOrder returns the group sorted by report identity. Every committer

@@ -65,12 +65,13 @@ func (p *Pipeline) inTx(ctx context.Context, op string, fn func(ctx context.Cont
 	return err
 }
 
-// inStatement runs fn, one statement that commits on its own, against
-// the writer pool, under the same span as inTx: on PostgreSQL a single
+// inStatement runs fn, one statement that commits on its own (or a
+// transaction fn runs itself, as intake's pipelined group), against the
+// writer pool, under the same span as inTx: on PostgreSQL a single
 // statement needs no BEGIN and COMMIT, each a round trip of its own.
-func (p *Pipeline) inStatement(ctx context.Context, op string, fn func(ctx context.Context, q ledger.Querier) error) error {
-	ctx, span := p.tracer.Start(ctx, "ledger.tx "+op, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attrLedgerOp.String(op), attrDBSystem.String(string(p.db.Dialect()))))
+func (p *Pipeline) inStatement(ctx context.Context, op string, fn func(ctx context.Context, q ledger.Querier) error, opts ...trace.SpanStartOption) error {
+	ctx, span := p.tracer.Start(ctx, "ledger.tx "+op, append(opts, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attrLedgerOp.String(op), attrDBSystem.String(string(p.db.Dialect()))))...)
 	defer span.End()
 	err := fn(ctx, p.db.Writer())
 	if err != nil {
