@@ -225,29 +225,7 @@ func TestAcceptGroupMissFallsBackToItems(t *testing.T) {
 	}
 	ctx := context.Background()
 	db := open(t, ledger.Postgres)
-	seed := groupCase{ext: "r1", rev: 1, text: "one", delivery: "d1"}
-	if err := db.InTx(ctx, func(tx *sql.Tx) error {
-		_, _, err := db.Accept(ctx, tx, seed.params())
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	// The same revision under profile version 2: a new job, unless another
-	// transaction inserted that job first.
-	item := groupCase{ext: "r1", rev: 1, text: "one", delivery: "d2"}.params()
-	item.ProfileVersion = 2
-	ev := (&stet.Profile{ID: item.ProfileID, Version: item.ProfileVersion}).ExtractionVersion()
-
-	other, err := db.Writer().BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Rollback()
-	if _, err := other.ExecContext(ctx, `INSERT INTO jobs (id, revision_id, report_id, tenant_id, source_id, revision,
-			extraction_version, state, attempt, created_at, updated_at, mode)
-		SELECT 'job_other', id, report_id, 'demo', 'reports', 1, $1, 'accepted', 0, 0, 0, 'sync' FROM revisions`, ev); err != nil {
-		t.Fatal(err)
-	}
+	item, other := raceOtherJob(t, db)
 
 	tx, err := db.Writer().BeginTx(ctx, nil)
 	if err != nil {
@@ -474,34 +452,13 @@ func TestAcceptGroupCommitRetryCommitsNothing(t *testing.T) {
 	ctx := context.Background()
 	db := open(t, ledger.Postgres)
 	migrateRiver(t, db)
-	seed := groupCase{ext: "r1", rev: 1, text: "one", delivery: "d1"}
-	if err := db.InTx(ctx, func(tx *sql.Tx) error {
-		_, _, err := db.Accept(ctx, tx, seed.params())
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	// The same revision under profile version 2 (a new job unless another
-	// transaction inserts it first), beside a new report, which would be
-	// stored if the group committed.
-	item := groupCase{ext: "r1", rev: 1, text: "one", delivery: "d2"}.params()
-	item.ProfileVersion = 2
+	// item would get a new job unless another transaction inserted it
+	// first; fresh, a new report, would be stored if the group committed.
+	item, other := raceOtherJob(t, db)
 	fresh := groupCase{ext: "r5", rev: 1, text: "five", delivery: "d5"}.params()
 	fresh.ProfileVersion = 2
-	ev := (&stet.Profile{ID: item.ProfileID, Version: item.ProfileVersion}).ExtractionVersion()
-
-	other, err := db.Writer().BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Rollback()
 	var otherPID int
 	if err := other.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&otherPID); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := other.ExecContext(ctx, `INSERT INTO jobs (id, revision_id, report_id, tenant_id, source_id, revision,
-			extraction_version, state, attempt, created_at, updated_at, mode)
-		SELECT 'job_other', id, report_id, 'demo', 'reports', 1, $1, 'accepted', 0, 0, 0, 'sync' FROM revisions`, ev); err != nil {
 		t.Fatal(err)
 	}
 	group := []ledger.AcceptParams{item, fresh}
@@ -556,4 +513,34 @@ func TestAcceptGroupCommitRetryCommitsNothing(t *testing.T) {
 	if res[0].Outcome != ledger.OutcomeDuplicate || res[0].JobID != "job_other" || res[1].Outcome != ledger.OutcomeAccepted {
 		t.Errorf("Accept after the fallback = %s %s, %s; want duplicate job_other, accepted", res[0].Outcome, res[0].JobID, res[1].Outcome)
 	}
+}
+
+// raceOtherJob stores revision 1 of report r1 and returns a delivery of
+// that revision under profile version 2 (a new job), and another
+// transaction, still open, that has inserted that very job (job_other):
+// a statement that inserts it waits on the other transaction.
+func raceOtherJob(t *testing.T, db *ledger.DB) (ledger.AcceptParams, *sql.Tx) {
+	t.Helper()
+	ctx := context.Background()
+	seed := groupCase{ext: "r1", rev: 1, text: "one", delivery: "d1"}
+	if err := db.InTx(ctx, func(tx *sql.Tx) error {
+		_, _, err := db.Accept(ctx, tx, seed.params())
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	item := groupCase{ext: "r1", rev: 1, text: "one", delivery: "d2"}.params()
+	item.ProfileVersion = 2
+	ev := (&stet.Profile{ID: item.ProfileID, Version: item.ProfileVersion}).ExtractionVersion()
+	other, err := db.Writer().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = other.Rollback() })
+	if _, err := other.ExecContext(ctx, `INSERT INTO jobs (id, revision_id, report_id, tenant_id, source_id, revision,
+			extraction_version, state, attempt, created_at, updated_at, mode)
+		SELECT 'job_other', id, report_id, 'demo', 'reports', 1, $1, 'accepted', 0, 0, 0, 'sync' FROM revisions`, ev); err != nil {
+		t.Fatal(err)
+	}
+	return item, other
 }
