@@ -344,9 +344,12 @@ func (in *intake) commitGroup(ctx context.Context, batch []*acceptReq, savepoint
 	set := !savepoints && p.db.Dialect() == ledger.Postgres
 	// groupParams are the group's deliveries for ledger.AcceptGroup and
 	// their extract jobs' River rows (extractEnqueue).
-	ps := make([]ledger.AcceptParams, len(ordered))
-	for i, r := range ordered {
-		ps[i] = r.params
+	var ps []ledger.AcceptParams
+	if set {
+		ps = make([]ledger.AcceptParams, len(ordered))
+		for i, r := range ordered {
+			ps[i] = r.params
+		}
 	}
 	groupParams := func(ctx context.Context) ([]ledger.AcceptParams, *ledger.Enqueue) {
 		enq := extractEnqueue(len(ordered))
