@@ -1,6 +1,7 @@
 package pipeline_test
 
 import (
+	"database/sql"
 	"encoding/base64"
 	"encoding/json"
 	"io"
@@ -87,6 +88,37 @@ func serveAt(t *testing.T, addr string, h http.Handler) {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: time.Second}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
+}
+
+// logOutbox logs a destination's outbox rows and its destinations row,
+// times in microseconds, so that a failure shows the order things
+// happened in.
+func logOutbox(t *testing.T, e *stettest.Env, dest string) {
+	t.Helper()
+	rows, err := e.DB.Writer().Query(`SELECT event, record_id, state, attempts, COALESCE(last_status, 0), created_at, updated_at,
+			COALESCE(lease_until, 0) FROM outbox WHERE destination_id = $1 ORDER BY created_at, id`, dest)
+	if err != nil {
+		t.Logf("read outbox: %v", err)
+		return
+	}
+	for rows.Next() {
+		var event, record, state string
+		var attempts, status, created, updated, lease int64
+		if err := rows.Scan(&event, &record, &state, &attempts, &status, &created, &updated, &lease); err != nil {
+			t.Logf("read outbox: %v", err)
+			break
+		}
+		t.Logf("outbox %s %s %s: state %s attempts %d last_status %d created %d updated %d lease_until %d",
+			dest, event, record, state, attempts, status, created, updated, lease)
+	}
+	rows.Close()
+	var disabled, status, updated sql.NullInt64
+	if err := e.DB.Writer().QueryRow(`SELECT disabled_at, disabled_status, updated_at FROM destinations WHERE destination_id = $1`, dest).
+		Scan(&disabled, &status, &updated); err != nil {
+		t.Logf("read destination: %v", err)
+		return
+	}
+	t.Logf("destination %s: disabled_at %d disabled_status %d updated %d", dest, disabled.Int64, status.Int64, updated.Int64)
 }
 
 func outboxStates(e *stettest.Env, dest string) map[string]int {
@@ -266,6 +298,7 @@ func TestDrill13DestinationDownThen500Then200(t *testing.T) {
 	}
 	if st := outboxStates(e, "retired"); st["disabled"] != 4 || st["pending"] != 0 {
 		t.Errorf("retired outbox states = %v, want 4 disabled", st)
+		logOutbox(t, e, "retired")
 	}
 	// Enabled again, it receives what it held.
 	gone.mu.Lock()
