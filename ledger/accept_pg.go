@@ -283,14 +283,15 @@ var ErrCommit = errors.New("commit")
 
 // AcceptGroupCommit records a group as AcceptGroup does with enq, in a
 // transaction of its own that it commits, in two round trips to
-// PostgreSQL instead of four: BEGIN with qGroupReports, then
+// PostgreSQL instead of four (BEGIN, two statements, COMMIT): BEGIN with qGroupReports, then
 // qGroupRecordsEnqueue with COMMIT, each pair sent as one pgx batch on a
 // connection of the writer pool. The group must be one GroupPipelines
 // accepts. It returns an error wrapping ErrCommit when the COMMIT itself
 // failed; any other error after rolling back (or sending nothing), when
-// the caller runs the group again item by item, as after AcceptGroup's. A COMMIT rides behind the second statement only because
-// that statement aborts the transaction (stet_group_retry) wherever the
-// group would run again.
+// the caller runs the group again item by item, as after AcceptGroup's.
+// A COMMIT rides behind the second statement only because that statement
+// aborts the transaction (stet_group_retry) wherever the group would run
+// again.
 func (db *DB) AcceptGroupCommit(ctx context.Context, ps []AcceptParams, enq *Enqueue) ([]AcceptResult, error) {
 	if db.dialect.name != Postgres || db.keys != nil || enq == nil {
 		return nil, errNotPipelined
@@ -629,6 +630,9 @@ func readGroupRecords(rows rowReader, n int) ([]groupOutcome, error) {
 	for rows.Next() {
 		var ord int64
 		var o groupOutcome
+		// The last three columns are the check's inputs and result
+		// (stet_group_retry in the select list measured faster than in a
+		// WHERE clause).
 		var content string
 		var contentRevisions, retry bool
 		if err := rows.Scan(&ord, &o.revision, &o.gone, &o.revID, &o.sha, &o.jobID, &o.newJob, &o.state, &o.recpt,

@@ -9,12 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
-	"github.com/riverqueue/river/rivermigrate"
-
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/internal/testdb"
 	"github.com/stetlabs/stet/ledger"
+	"github.com/stetlabs/stet/pipeline"
 )
 
 // groupCase is one delivery of TestAcceptGroupMatchesAccept.
@@ -283,11 +281,7 @@ func TestAcceptGroupMissFallsBackToItems(t *testing.T) {
 // migrateRiver adds River's tables, which qGroupRecordsEnqueue writes.
 func migrateRiver(t *testing.T, db *ledger.DB) {
 	t.Helper()
-	m, err := rivermigrate.New(riverdatabasesql.New(db.Writer()), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := m.Migrate(context.Background(), rivermigrate.DirectionUp, nil); err != nil {
+	if err := pipeline.Migrate(context.Background(), db); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -425,17 +419,9 @@ func TestAcceptGroupCommitMatchesAccept(t *testing.T) {
 	}
 	enc := open(t, ledger.Postgres)
 	enc.UseKeyring(keyring(t, mk("k1", 1)))
-	if enc.GroupPipelines(ps(group[2])) {
+	if enc.GroupPipelines([]ledger.AcceptParams{group[2].params()}) {
 		t.Error("GroupPipelines = true with encryption on")
 	}
-}
-
-func ps(cs ...groupCase) []ledger.AcceptParams {
-	out := make([]ledger.AcceptParams, len(cs))
-	for i, c := range cs {
-		out[i] = c.params()
-	}
-	return out
 }
 
 // When the group's second statement finds an item it must leave to the
