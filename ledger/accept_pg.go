@@ -462,6 +462,9 @@ func readGroupReports(rows rowReader, items []*groupItem, res []AcceptResult, do
 		}
 		seen++
 		k := ord - 1
+		if k < 0 || k >= int64(len(items)) {
+			return fmt.Errorf("row %d for %d items", ord, len(items))
+		}
 		it := items[k]
 		switch {
 		case gone:

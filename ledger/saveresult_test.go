@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -16,6 +17,18 @@ const rawCompletion = `{"id":"chatcmpl-1","object":"chat.completion","created":1
 	`"message":{"role":"assistant","content":"{\"category\":\"none\"}"},"finish_reason":"stop"}],` +
 	`"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10}}`
 
+// resultParams is a succeeded call's result for a claimed job.
+func resultParams(jobID, reportID string, token int64, n int, commit bool) ledger.SaveResultParams {
+	return ledger.SaveResultParams{
+		SaveArtifactParams: ledger.SaveArtifactParams{JobID: jobID, Token: token, AttemptN: n, Raw: []byte(rawCompletion),
+			Output: []byte(`{"category":"none"}`), SchemaVersion: "moderation@1", ProcessorID: "p1", Model: "m1", Now: t0},
+		ReportID: reportID,
+		Attempt: ledger.AttemptResult{JobID: jobID, N: n, Status: stet.AttemptSucceeded, Model: "m1", StatusCode: 200,
+			InputTokens: 7, OutputTokens: 3, Latency: 12 * time.Millisecond, Now: t0},
+		Commit: commit,
+	}
+}
+
 // saveResult runs SaveResult for a claimed job in a transaction of its own.
 func saveResult(t *testing.T, db *ledger.DB, jobID, reportID string, token int64, n int, commit bool) (string, bool, error) {
 	t.Helper()
@@ -23,17 +36,28 @@ func saveResult(t *testing.T, db *ledger.DB, jobID, reportID string, token int64
 	var settled bool
 	err := db.InTx(context.Background(), func(tx *sql.Tx) error {
 		var err error
-		rec, settled, err = db.SaveResult(context.Background(), tx, ledger.SaveResultParams{
-			SaveArtifactParams: ledger.SaveArtifactParams{JobID: jobID, Token: token, AttemptN: n, Raw: []byte(rawCompletion),
-				Output: []byte(`{"category":"none"}`), SchemaVersion: "moderation@1", ProcessorID: "p1", Model: "m1", Now: t0},
-			ReportID: reportID,
-			Attempt: ledger.AttemptResult{JobID: jobID, N: n, Status: stet.AttemptSucceeded, Model: "m1", StatusCode: 200,
-				InputTokens: 7, OutputTokens: 3, Latency: 12 * time.Millisecond, Now: t0},
-			Commit: commit,
-		})
+		rec, settled, err = db.SaveResult(context.Background(), tx, resultParams(jobID, reportID, token, n, commit))
 		return err
 	})
 	return rec, settled, err
+}
+
+// refuseRecords makes every insert into review_records fail until the
+// function it returns is called.
+func refuseRecords(t *testing.T, db *ledger.DB) func() {
+	t.Helper()
+	if _, err := db.Writer().ExecContext(context.Background(), `CREATE FUNCTION refuse_record() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN RAISE EXCEPTION 'refused'; END $$;
+		CREATE TRIGGER refuse_record BEFORE INSERT ON review_records FOR EACH ROW EXECUTE FUNCTION refuse_record()`); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		t.Helper()
+		if _, err := db.Writer().ExecContext(context.Background(), `DROP TRIGGER refuse_record ON review_records;
+			DROP FUNCTION refuse_record()`); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // SaveResult (PostgreSQL's one round trip for a stage result) writes what
@@ -91,11 +115,7 @@ func TestSaveResult(t *testing.T) {
 	// A failing record part rolls back alone: the artifact and the attempt
 	// stay, the job is extracted, and the commit stage finishes it.
 	a3 := accept(t, db, "r3", 1, "third", "d3")
-	if _, err := db.Writer().ExecContext(ctx, `CREATE FUNCTION refuse_record() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN RAISE EXCEPTION 'refused'; END $$;
-		CREATE TRIGGER refuse_record BEFORE INSERT ON review_records FOR EACH ROW EXECUTE FUNCTION refuse_record()`); err != nil {
-		t.Fatal(err)
-	}
+	allow := refuseRecords(t, db)
 	tok3, n3, err := claim(t, db, a3.JobID, 0, t0)
 	if err != nil {
 		t.Fatal(err)
@@ -104,9 +124,7 @@ func TestSaveResult(t *testing.T) {
 	if err != nil || !settled || rec3 != "" {
 		t.Fatalf("SaveResult with the record refused = %q, %v, %v; want settled with no record", rec3, settled, err)
 	}
-	if _, err := db.Writer().ExecContext(ctx, `DROP TRIGGER refuse_record ON review_records`); err != nil {
-		t.Fatal(err)
-	}
+	allow()
 	if s := count(t, db, `SELECT COUNT(*) FROM jobs WHERE id = $1 AND state = 'extracted'`, a3.JobID); s != 1 {
 		t.Errorf("job after a refused record: extracted = %d, want 1", s)
 	}
@@ -187,4 +205,101 @@ func TestLoadWorkPauses(t *testing.T) {
 			t.Error("a scope with a newline was accepted")
 		}
 	})
+}
+
+// SaveResultCommit commits a whole result in one round trip, and keeps
+// nothing of any other outcome: a stale token, a record part that fails,
+// a configured destination. SaveResult then reads that outcome as before.
+func TestSaveResultCommit(t *testing.T) {
+	t.Parallel()
+	if testdb.Default() != ledger.Postgres {
+		t.Skip("stet_save_result_commit is PostgreSQL's; set STET_TEST_DATABASE_URL")
+	}
+	db := open(t, ledger.Postgres)
+	ctx := context.Background()
+	params := func(jobID, reportID string, token int64, n int) ledger.SaveResultParams {
+		return resultParams(jobID, reportID, token, n, true)
+	}
+	kept := func(jobID string) []int {
+		return []int{
+			count(t, db, `SELECT COUNT(*) FROM artifacts WHERE job_id = $1`, jobID),
+			count(t, db, `SELECT COUNT(*) FROM review_records WHERE job_id = $1`, jobID),
+			count(t, db, `SELECT COUNT(*) FROM attempts WHERE job_id = $1 AND status = 'succeeded'`, jobID),
+			count(t, db, `SELECT COUNT(*) FROM jobs WHERE id = $1 AND state = 'extracting'`, jobID),
+		}
+	}
+
+	a := accept(t, db, "r1", 1, "first", "d1")
+	tok, n, err := claim(t, db, a.JobID, 0, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.SaveResultCommit(ctx, params(a.JobID, a.ReportID, tok-1, n)); !errors.Is(err, ledger.ErrSaveApart) {
+		t.Fatalf("SaveResultCommit with a stale token = %v, want ErrSaveApart", err)
+	}
+	if got := kept(a.JobID); !slices.Equal(got, []int{0, 0, 0, 1}) {
+		t.Fatalf("after a stale token: artifacts, records, succeeded attempts, extracting jobs = %v, want [0 0 0 1]", got)
+	}
+	rec, err := db.SaveResultCommit(ctx, params(a.JobID, a.ReportID, tok, n))
+	if err != nil || rec == "" {
+		t.Fatalf("SaveResultCommit = %q, %v; want a record", rec, err)
+	}
+	for q, want := range map[string]int{
+		`SELECT COUNT(*) FROM review_records WHERE authoritative AND kind = 'extracted' AND id = '` + rec + `'`:                          1,
+		`SELECT COUNT(*) FROM jobs WHERE state = 'committed' AND committed_at IS NOT NULL AND processor_id = 'p1'`:                       1,
+		`SELECT COUNT(*) FROM artifacts WHERE output = '{"category":"none"}' AND raw LIKE 'stet:z1:%' AND model = 'm1'`:                  1,
+		`SELECT COUNT(*) FROM attempts WHERE status = 'succeeded' AND status_code = 200 AND latency_ms = 12 AND finished_at IS NOT NULL`: 1,
+	} {
+		if got := count(t, db, q); got != want {
+			t.Errorf("%s = %d, want %d", q, got, want)
+		}
+	}
+	if again := commit(t, db, a.JobID); again != rec {
+		t.Errorf("Commit after SaveResultCommit = %s, want %s", again, rec)
+	}
+	if _, err := db.SaveResultCommit(ctx, params(a.JobID, a.ReportID, tok, n)); !errors.Is(err, ledger.ErrSaveApart) {
+		t.Errorf("SaveResultCommit of a committed job = %v, want ErrSaveApart", err)
+	}
+
+	// A record part that fails: nothing kept, and SaveResult then keeps
+	// the artifact without the record, as before.
+	a2 := accept(t, db, "r2", 1, "second", "d2")
+	allow := refuseRecords(t, db)
+	tok2, n2, err := claim(t, db, a2.JobID, 0, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.SaveResultCommit(ctx, params(a2.JobID, a2.ReportID, tok2, n2)); !errors.Is(err, ledger.ErrSaveApart) {
+		t.Fatalf("SaveResultCommit with the record refused = %v, want ErrSaveApart", err)
+	}
+	if got := kept(a2.JobID); !slices.Equal(got, []int{0, 0, 0, 1}) {
+		t.Fatalf("after a refused record: artifacts, records, succeeded attempts, extracting jobs = %v, want [0 0 0 1]", got)
+	}
+	if rec, settled, err := saveResult(t, db, a2.JobID, a2.ReportID, tok2, n2, true); err != nil || !settled || rec != "" {
+		t.Fatalf("SaveResult after it = %q, %v, %v; want settled with no record", rec, settled, err)
+	}
+	allow()
+
+	// A configured destination: the record is Commit's, so nothing is kept.
+	if err := db.SyncDestinations(ctx, []ledger.DestinationSpec{{SourceID: "reports", DestinationID: "d1",
+		Events: []string{"record.committed"}, MaxAge: time.Hour}}, t0); err != nil {
+		t.Fatal(err)
+	}
+	a3 := accept(t, db, "r3", 1, "third", "d3")
+	tok3, n3, err := claim(t, db, a3.JobID, 0, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.SaveResultCommit(ctx, params(a3.JobID, a3.ReportID, tok3, n3)); !errors.Is(err, ledger.ErrSaveApart) {
+		t.Fatalf("SaveResultCommit with a destination = %v, want ErrSaveApart", err)
+	}
+	if got := kept(a3.JobID); !slices.Equal(got, []int{0, 0, 0, 1}) {
+		t.Fatalf("with a destination: artifacts, records, succeeded attempts, extracting jobs = %v, want [0 0 0 1]", got)
+	}
+	// Not asked to commit: nothing is sent.
+	p := params(a3.JobID, a3.ReportID, tok3, n3)
+	p.Commit = false
+	if _, err := db.SaveResultCommit(ctx, p); !errors.Is(err, ledger.ErrSaveApart) {
+		t.Errorf("SaveResultCommit without Commit = %v, want ErrSaveApart", err)
+	}
 }

@@ -619,33 +619,12 @@ func (db *DB) SaveResult(ctx context.Context, tx Querier, p SaveResultParams) (r
 	if err != nil {
 		return "", false, err
 	}
-	artifactID := stet.NewID("art", p.Now)
-	raw, err := packRaw(dk, artifactID, p.Raw)
+	args, record, err := saveResultArgs(dk, p)
 	if err != nil {
 		return "", false, err
 	}
-	output, err := sealString(dk, colArtifactOutput, artifactID, string(p.Output))
-	if err != nil {
-		return "", false, err
-	}
-	var record, class sql.NullString
-	if p.Commit {
-		record = sql.NullString{String: stet.NewID("rec", p.Now), Valid: true}
-		if class, err = seal(dk, colClassification, record.String, nullString(string(p.Output))); err != nil {
-			return "", false, err
-		}
-	}
-	r := p.Attempt
 	var outcome string
-	err = tx.QueryRowContext(ctx, `SELECT stet_save_result($1, $2, $3, $4, $5, $6, $7, $8, $9, $10,
-			$11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`,
-		p.JobID, p.Token, micros(p.Now), p.ProcessorID,
-		artifactID, p.AttemptN, raw, output, p.SchemaVersion, nullString(p.Model),
-		string(r.Status), nullString(string(r.FailureClass)), nullString(r.RequestID),
-		sql.NullInt64{Int64: int64(r.StatusCode), Valid: r.StatusCode != 0},
-		r.InputTokens, r.OutputTokens, r.Latency.Milliseconds(), micros(r.Now),
-		record, class).Scan(&outcome)
-	if err != nil {
+	if err := tx.QueryRowContext(ctx, qSaveResult, args...).Scan(&outcome); err != nil {
 		return "", false, fmt.Errorf("save result: %w", err)
 	}
 	switch outcome {
@@ -654,7 +633,7 @@ func (db *DB) SaveResult(ctx context.Context, tx Querier, p SaveResultParams) (r
 	case "saved":
 		return "", false, nil
 	case "committed":
-		return record.String, true, nil
+		return record, true, nil
 	case "commit_failed":
 		return "", true, nil
 	default:

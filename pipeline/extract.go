@@ -205,7 +205,7 @@ func (p *Pipeline) extract(ctx context.Context, job *river.Job[ExtractArgs]) (st
 			return p.releaseForShutdown(ctx, job, token, n, log)
 		}
 
-		a := attempt{job: job, reportID: j.ReportID, token: token, processor: processorID, policyHash: j.PolicyHash,
+		a := attempt{job: job, reportID: j.ReportID, sourceID: j.SourceID, token: token, processor: processorID, policyHash: j.PolicyHash,
 			transientFails: work.TransientFails, profile: profile, result: result, log: log}
 		if callErr == nil {
 			return p.saveArtifact(ctx, a, ext)
@@ -300,6 +300,7 @@ func attemptResult(jobID string, n int, ext *stet.Extraction, err error, now tim
 type attempt struct {
 	job            *river.Job[ExtractArgs]
 	reportID       string // the job's report: the settler's lock order
+	sourceID       string
 	token          int64  // the fencing token of the claim; -1 for a job no worker holds
 	processor      string // the processor called
 	policyHash     string // the policy recorded at acceptance
@@ -313,7 +314,8 @@ type attempt struct {
 // in the same transaction, commits it (the review record) or — when that
 // part fails — enqueues the commit stage, which retries from the artifact.
 // A failed write is retried here from the result in memory, never by
-// calling again.
+// calling again. On PostgreSQL it first tries the whole result and its
+// COMMIT in one round trip (ledger.SaveResultCommit).
 func (p *Pipeline) saveArtifact(ctx context.Context, a attempt, ext *stet.Extraction) (string, error) {
 	job, token, result, log := a.job, a.token, a.result, a.log
 	jobID := job.Args.JobID
@@ -325,7 +327,34 @@ func (p *Pipeline) saveArtifact(ctx context.Context, a attempt, ext *stet.Extrac
 	var err error
 	var recordID string
 	var commitTook time.Duration
-	for try := 0; wctx.Err() == nil; try++ {
+	saveParams := func() ledger.SaveArtifactParams {
+		return ledger.SaveArtifactParams{
+			JobID: jobID, Token: token, AttemptN: result.N, Raw: ext.Raw, Output: ext.Output,
+			SchemaVersion: a.profile.ExtractionVersion(), ProcessorID: a.processor, Model: ext.Model, Now: p.clock.Now(),
+		}
+	}
+	if p.db.Dialect() == ledger.Postgres && !p.db.Encrypted() && !p.destSources[a.sourceID] && !crash.Armed(crash.MidCommit) {
+		// The common case on PostgreSQL: the whole result (fence, artifact,
+		// attempt, review record) and its COMMIT in one round trip. Any
+		// other outcome comes back as ErrSaveApart with nothing kept, and
+		// the loop below saves it as before and reads which it was.
+		commitStart := time.Now()
+		err := p.inStatement(wctx, "extract.save_artifact", func(wctx context.Context, _ ledger.Querier) error {
+			var err error
+			recordID, err = p.db.SaveResultCommit(wctx, ledger.SaveResultParams{
+				SaveArtifactParams: saveParams(), ReportID: a.reportID, Attempt: result, Commit: true})
+			if errors.Is(err, ledger.ErrSaveApart) {
+				return nil // not a failure: recordID is empty, and the loop below saves it
+			}
+			return err
+		})
+		commitTook = time.Since(commitStart)
+		if err != nil {
+			recordID = ""
+			log.Warn("store artifact failed; retrying from the saved result", "failure_class", string(stet.FailureStore), "try", 0)
+		}
+	}
+	for try := 0; recordID == "" && wctx.Err() == nil; try++ {
 		if try > 0 {
 			select {
 			case <-time.After(min(time.Duration(50<<min(try, 6))*time.Millisecond, 2*time.Second)):
@@ -335,10 +364,7 @@ func (p *Pipeline) saveArtifact(ctx context.Context, a attempt, ext *stet.Extrac
 		// Group-committed with other workers' results (settle.go); it
 		// returns once the group holding it has committed.
 		err = p.settle(wctx, "extract.save_artifact", a.reportID, func(wctx context.Context, tx *sql.Tx) error {
-			save := ledger.SaveArtifactParams{
-				JobID: jobID, Token: token, AttemptN: result.N, Raw: ext.Raw, Output: ext.Output,
-				SchemaVersion: a.profile.ExtractionVersion(), ProcessorID: a.processor, Model: ext.Model, Now: p.clock.Now(),
-			}
+			save := saveParams()
 			// Elapsed time for the commit metric, on the monotonic clock. On
 			// PostgreSQL, when the record commits inside stet_save_result,
 			// it is that whole call: the artifact's part cannot be told apart.

@@ -167,6 +167,10 @@ type Pipeline struct {
 	sender   *outbound.Sender
 	sweeping sync.Mutex // one delivery sweep at a time in this process
 	checking sync.Mutex // one periodic invariant check at a time in this process
+	// destSources are the sources with a destination in this process's
+	// config: Commit writes their records' outbox rows, so their stage
+	// results never take ledger.SaveResultCommit.
+	destSources map[string]bool
 
 	limiters  map[string]*admission.Limiter // by processor ID; every processor has one
 	stopping  atomic.Bool                   // Stop was called: a cancelled stage releases its job
@@ -253,9 +257,10 @@ func New(cfg Config) (*Pipeline, error) {
 	for _, pr := range cfg.Profiles {
 		p.profiles[pr.ExtractionVersion()] = pr
 	}
-	p.dests = map[string]Destination{}
+	p.dests, p.destSources = map[string]Destination{}, map[string]bool{}
 	for _, d := range cfg.Destinations {
 		p.dests[d.SourceID+"/"+d.ID] = d
+		p.destSources[d.SourceID] = true
 	}
 	p.sender = outbound.NewSender(cfg.DeliverTimeout, cfg.Clock)
 	p.limiters = map[string]*admission.Limiter{}

@@ -1,0 +1,133 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/boundary"
+)
+
+const (
+	qSaveResult = `SELECT stet_save_result($1, $2, $3, $4, $5, $6, $7, $8, $9, $10,
+		$11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`
+	qSaveResultCommit = `SELECT stet_save_result_commit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10,
+		$11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`
+)
+
+// saveResultArgs seals and packs p's values under dk and returns the
+// arguments of stet_save_result and the review record's new ID ("" when p
+// does not commit).
+func saveResultArgs(dk *boundary.DataKey, p SaveResultParams) ([]any, string, error) {
+	artifactID := stet.NewID("art", p.Now)
+	raw, err := packRaw(dk, artifactID, p.Raw)
+	if err != nil {
+		return nil, "", err
+	}
+	output, err := sealString(dk, colArtifactOutput, artifactID, string(p.Output))
+	if err != nil {
+		return nil, "", err
+	}
+	var record, class sql.NullString
+	if p.Commit {
+		record = sql.NullString{String: stet.NewID("rec", p.Now), Valid: true}
+		if class, err = seal(dk, colClassification, record.String, nullString(string(p.Output))); err != nil {
+			return nil, "", err
+		}
+	}
+	r := p.Attempt
+	return []any{p.JobID, p.Token, micros(p.Now), p.ProcessorID,
+		artifactID, p.AttemptN, raw, output, p.SchemaVersion, nullString(p.Model),
+		string(r.Status), nullString(string(r.FailureClass)), nullString(r.RequestID),
+		sql.NullInt64{Int64: int64(r.StatusCode), Valid: r.StatusCode != 0},
+		r.InputTokens, r.OutputTokens, r.Latency.Milliseconds(), micros(r.Now),
+		record, class}, record.String, nil
+}
+
+// ErrSaveApart is SaveResultCommit's answer when the result was not
+// committed whole (the fence lost, a destination configured, the record
+// part failed): nothing was kept, and the caller saves the result again
+// with SaveResult in a transaction of its own, which tells it which.
+var ErrSaveApart = errors.New("the stage result is saved in a transaction of its own")
+
+// SaveResultCommit is SaveResult with p.Commit in a transaction of its own
+// that it commits, in one round trip to PostgreSQL: BEGIN,
+// stet_save_result_commit and COMMIT, sent as one pgx batch on a
+// connection of the writer pool. The COMMIT rides behind the statement
+// only because the statement aborts the transaction (SQLSTATE ST002)
+// unless the artifact, the attempt and the review record were all written.
+// It returns the review record's ID; ErrSaveApart when the caller is to
+// run SaveResult instead (also when encryption is on: a data key is a
+// statement of its own before the function); an error wrapping ErrCommit
+// when the COMMIT itself failed.
+func (db *DB) SaveResultCommit(ctx context.Context, p SaveResultParams) (string, error) {
+	if db.dialect.name != Postgres || db.keys != nil || !p.Commit {
+		return "", ErrSaveApart
+	}
+	args, record, err := saveResultArgs(nil, p)
+	if err != nil {
+		return "", err
+	}
+	conn, err := db.w.Conn(ctx)
+	if err != nil {
+		return "", fmt.Errorf("begin: %w", err)
+	}
+	defer conn.Close()
+	err = conn.Raw(func(dc any) error {
+		c, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return ErrSaveApart
+		}
+		return saveCommitted(ctx, c.Conn(), args)
+	})
+	if err != nil {
+		return "", err
+	}
+	return record, nil
+}
+
+func saveCommitted(ctx context.Context, c *pgx.Conn, args []any) error {
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(qSaveResultCommit, args...)
+	b.Queue("COMMIT")
+	br := c.SendBatch(ctx, b)
+	_, err := br.Exec()
+	if err != nil {
+		err = fmt.Errorf("begin: %w", err)
+	} else {
+		var outcome string
+		if err = br.QueryRow().Scan(&outcome); err != nil {
+			var pe *pgconn.PgError
+			if errors.As(err, &pe) && pe.Code == "ST002" {
+				err = ErrSaveApart
+			} else {
+				err = fmt.Errorf("save result: %w", err)
+			}
+		}
+	}
+	if err != nil {
+		// The statement failed, so PostgreSQL skipped the COMMIT and the
+		// transaction is aborted. A connection returned to the pool inside
+		// a transaction is discarded (pgx's ResetSession), so a ROLLBACK
+		// that fails costs only the connection.
+		_ = br.Close()
+		_, _ = c.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+		return err
+	}
+	_, err = br.Exec()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_, _ = c.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+		return fmt.Errorf("%w: %w", ErrCommit, err)
+	}
+	return nil
+}
