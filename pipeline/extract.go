@@ -327,6 +327,7 @@ func (p *Pipeline) saveArtifact(ctx context.Context, a attempt, ext *stet.Extrac
 	var err error
 	var recordID string
 	var commitTook time.Duration
+	saved := false // by SaveResultCommit, before the loop
 	saveParams := func() ledger.SaveArtifactParams {
 		return ledger.SaveArtifactParams{
 			JobID: jobID, Token: token, AttemptN: result.N, Raw: ext.Raw, Output: ext.Output,
@@ -339,7 +340,7 @@ func (p *Pipeline) saveArtifact(ctx context.Context, a attempt, ext *stet.Extrac
 		// other outcome comes back as ErrSaveApart with nothing kept, and
 		// the loop below saves it as before and reads which it was.
 		commitStart := time.Now()
-		err := p.inStatement(wctx, "extract.save_artifact", func(wctx context.Context, _ ledger.Querier) error {
+		err = p.inStatement(wctx, "extract.save_artifact", func(wctx context.Context, _ ledger.Querier) error {
 			var err error
 			recordID, err = p.db.SaveResultCommit(wctx, ledger.SaveResultParams{
 				SaveArtifactParams: saveParams(), ReportID: a.reportID, Attempt: result, Commit: true})
@@ -349,12 +350,15 @@ func (p *Pipeline) saveArtifact(ctx context.Context, a attempt, ext *stet.Extrac
 			return err
 		})
 		commitTook = time.Since(commitStart)
+		saved = err == nil && recordID != ""
 		if err != nil {
+			// Kept as the outcome if the lease runs out before the loop
+			// below tries again.
 			recordID = ""
 			log.Warn("store artifact failed; retrying from the saved result", "failure_class", string(stet.FailureStore), "try", 0)
 		}
 	}
-	for try := 0; recordID == "" && wctx.Err() == nil; try++ {
+	for try := 0; !saved && wctx.Err() == nil; try++ {
 		if try > 0 {
 			select {
 			case <-time.After(min(time.Duration(50<<min(try, 6))*time.Millisecond, 2*time.Second)):
