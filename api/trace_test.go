@@ -89,6 +89,17 @@ func TestTraceOfOneDelivery(t *testing.T) {
 			t.Errorf("%q is not under %q", want, extractJob)
 		}
 	}
+	// One save: on PostgreSQL the result and its COMMIT in one round trip
+	// (a second span would mean it fell back to a transaction of its own).
+	saves := 0
+	for _, s := range trace1 {
+		if s.Name() == "ledger.tx extract.save_artifact" {
+			saves++
+		}
+	}
+	if saves != 1 {
+		t.Errorf("ledger.tx extract.save_artifact spans in the delivery's trace = %d, want 1", saves)
+	}
 	call := find(trace1, "processor.extract")
 	if call != nil {
 		got := map[string]string{}
