@@ -30,9 +30,13 @@ func deliverBatch(t *testing.T, e *stettest.Env, prefix string, n int) []string 
 	return jobs
 }
 
+// waitCommitted waits up to a minute: a batch goes through several River
+// jobs in turn (assembly and submission, polls, the results' apply), and
+// under the race detector beside the other packages' suites River's queue
+// wait alone reached 9 s (CI, stop 24).
 func waitCommitted(t *testing.T, e *stettest.Env, n int) {
 	t.Helper()
-	e.WaitFor(fmt.Sprintf("%d committed jobs", n), func() bool {
+	e.WaitForWithin(fmt.Sprintf("%d committed jobs", n), time.Minute, func() bool {
 		return e.Count("jobs", "state IN ('committed', 'manual')") >= n
 	})
 }
