@@ -283,10 +283,10 @@ var ErrCommit = errors.New("commit")
 
 // AcceptGroupCommit records a group as AcceptGroup does with enq, in a
 // transaction of its own that it commits, in two round trips to
-// PostgreSQL instead of four (BEGIN, two statements, COMMIT): BEGIN with qGroupReports, then
-// qGroupRecordsEnqueue with COMMIT, each pair sent as one pgx batch on a
-// connection of the writer pool. The group must be one GroupPipelines
-// accepts. It returns an error wrapping ErrCommit when the COMMIT itself
+// PostgreSQL instead of four (BEGIN, two statements, COMMIT): BEGIN with
+// qGroupReports, then qGroupRecordsEnqueue with COMMIT, each pair sent as
+// one pgx batch on a connection of the writer pool. The group must be one
+// GroupPipelines accepts. It returns an error wrapping ErrCommit when the COMMIT itself
 // failed; any other error after rolling back (or sending nothing), when
 // the caller runs the group again item by item, as after AcceptGroup's.
 // A COMMIT rides behind the second statement only because that statement
@@ -300,23 +300,46 @@ func (db *DB) AcceptGroupCommit(ctx context.Context, ps []AcceptParams, enq *Enq
 	if len(later) > 0 {
 		return nil, errNotPipelined
 	}
-	conn, err := db.w.Conn(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("begin: %w", err)
-	}
-	defer conn.Close()
 	res := make([]AcceptResult, len(ps))
-	err = conn.Raw(func(dc any) error {
-		c, ok := dc.(*stdlib.Conn)
-		if !ok {
-			return errNotPipelined
-		}
-		return db.acceptPipelined(ctx, c.Conn(), set, res, enq)
+	err := db.onPgx(ctx, errNotPipelined, func(c *pgx.Conn) error {
+		return db.acceptPipelined(ctx, c, set, res, enq)
 	})
 	if err != nil {
 		return nil, err
 	}
 	return res, nil
+}
+
+// onPgx runs fn on the pgx connection under one connection of the writer
+// pool, held for fn's duration; notPgx when the driver is not pgx's.
+func (db *DB) onPgx(ctx context.Context, notPgx error, fn func(*pgx.Conn) error) error {
+	conn, err := db.w.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer conn.Close()
+	return conn.Raw(func(dc any) error {
+		c, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return notPgx
+		}
+		return fn(c.Conn())
+	})
+}
+
+// commitBatch reads the answer to the COMMIT that ends br, the batch's
+// last statement, and closes br; a failure wraps ErrCommit, after a
+// ROLLBACK in case the transaction is still open.
+func commitBatch(ctx context.Context, c *pgx.Conn, br pgx.BatchResults) error {
+	_, err := br.Exec()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_, _ = c.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+		return fmt.Errorf("%w: %w", ErrCommit, err)
+	}
+	return nil
 }
 
 func (db *DB) acceptPipelined(ctx context.Context, c *pgx.Conn, items []*groupItem, res []AcceptResult, enq *Enqueue) error {
@@ -384,13 +407,8 @@ func (db *DB) acceptPipelined(ctx context.Context, c *pgx.Conn, items []*groupIt
 		rollback()
 		return groupRecordsError(err)
 	}
-	_, err = br.Exec()
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		rollback()
-		return fmt.Errorf("%w: %w", ErrCommit, err)
+	if err := commitBatch(ctx, c, br); err != nil {
+		return err
 	}
 	// Committed: stet_group_retry let every row through, so each outcome
 	// is final (settleGroupRecords finds no retry).

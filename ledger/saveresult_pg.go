@@ -8,7 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/boundary"
@@ -74,18 +73,7 @@ func (db *DB) SaveResultCommit(ctx context.Context, p SaveResultParams) (string,
 	if err != nil {
 		return "", err
 	}
-	conn, err := db.w.Conn(ctx)
-	if err != nil {
-		return "", fmt.Errorf("begin: %w", err)
-	}
-	defer conn.Close()
-	err = conn.Raw(func(dc any) error {
-		c, ok := dc.(*stdlib.Conn)
-		if !ok {
-			return ErrSaveApart
-		}
-		return saveCommitted(ctx, c.Conn(), args)
-	})
+	err = db.onPgx(ctx, ErrSaveApart, func(c *pgx.Conn) error { return saveCommitted(ctx, c, args) })
 	if err != nil {
 		return "", err
 	}
@@ -121,13 +109,5 @@ func saveCommitted(ctx context.Context, c *pgx.Conn, args []any) error {
 		_, _ = c.Exec(context.WithoutCancel(ctx), "ROLLBACK")
 		return err
 	}
-	_, err = br.Exec()
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		_, _ = c.Exec(context.WithoutCancel(ctx), "ROLLBACK")
-		return fmt.Errorf("%w: %w", ErrCommit, err)
-	}
-	return nil
+	return commitBatch(ctx, c, br)
 }

@@ -217,9 +217,6 @@ func TestSaveResultCommit(t *testing.T) {
 	}
 	db := open(t, ledger.Postgres)
 	ctx := context.Background()
-	params := func(jobID, reportID string, token int64, n int) ledger.SaveResultParams {
-		return resultParams(jobID, reportID, token, n, true)
-	}
 	kept := func(jobID string) []int {
 		return []int{
 			count(t, db, `SELECT COUNT(*) FROM artifacts WHERE job_id = $1`, jobID),
@@ -234,13 +231,13 @@ func TestSaveResultCommit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.SaveResultCommit(ctx, params(a.JobID, a.ReportID, tok-1, n)); !errors.Is(err, ledger.ErrSaveApart) {
+	if _, err := db.SaveResultCommit(ctx, resultParams(a.JobID, a.ReportID, tok-1, n, true)); !errors.Is(err, ledger.ErrSaveApart) {
 		t.Fatalf("SaveResultCommit with a stale token = %v, want ErrSaveApart", err)
 	}
 	if got := kept(a.JobID); !slices.Equal(got, []int{0, 0, 0, 1}) {
 		t.Fatalf("after a stale token: artifacts, records, succeeded attempts, extracting jobs = %v, want [0 0 0 1]", got)
 	}
-	rec, err := db.SaveResultCommit(ctx, params(a.JobID, a.ReportID, tok, n))
+	rec, err := db.SaveResultCommit(ctx, resultParams(a.JobID, a.ReportID, tok, n, true))
 	if err != nil || rec == "" {
 		t.Fatalf("SaveResultCommit = %q, %v; want a record", rec, err)
 	}
@@ -257,7 +254,7 @@ func TestSaveResultCommit(t *testing.T) {
 	if again := commit(t, db, a.JobID); again != rec {
 		t.Errorf("Commit after SaveResultCommit = %s, want %s", again, rec)
 	}
-	if _, err := db.SaveResultCommit(ctx, params(a.JobID, a.ReportID, tok, n)); !errors.Is(err, ledger.ErrSaveApart) {
+	if _, err := db.SaveResultCommit(ctx, resultParams(a.JobID, a.ReportID, tok, n, true)); !errors.Is(err, ledger.ErrSaveApart) {
 		t.Errorf("SaveResultCommit of a committed job = %v, want ErrSaveApart", err)
 	}
 
@@ -269,7 +266,7 @@ func TestSaveResultCommit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.SaveResultCommit(ctx, params(a2.JobID, a2.ReportID, tok2, n2)); !errors.Is(err, ledger.ErrSaveApart) {
+	if _, err := db.SaveResultCommit(ctx, resultParams(a2.JobID, a2.ReportID, tok2, n2, true)); !errors.Is(err, ledger.ErrSaveApart) {
 		t.Fatalf("SaveResultCommit with the record refused = %v, want ErrSaveApart", err)
 	}
 	if got := kept(a2.JobID); !slices.Equal(got, []int{0, 0, 0, 1}) {
@@ -290,16 +287,14 @@ func TestSaveResultCommit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.SaveResultCommit(ctx, params(a3.JobID, a3.ReportID, tok3, n3)); !errors.Is(err, ledger.ErrSaveApart) {
+	if _, err := db.SaveResultCommit(ctx, resultParams(a3.JobID, a3.ReportID, tok3, n3, true)); !errors.Is(err, ledger.ErrSaveApart) {
 		t.Fatalf("SaveResultCommit with a destination = %v, want ErrSaveApart", err)
 	}
 	if got := kept(a3.JobID); !slices.Equal(got, []int{0, 0, 0, 1}) {
 		t.Fatalf("with a destination: artifacts, records, succeeded attempts, extracting jobs = %v, want [0 0 0 1]", got)
 	}
 	// Not asked to commit: nothing is sent.
-	p := params(a3.JobID, a3.ReportID, tok3, n3)
-	p.Commit = false
-	if _, err := db.SaveResultCommit(ctx, p); !errors.Is(err, ledger.ErrSaveApart) {
+	if _, err := db.SaveResultCommit(ctx, resultParams(a3.JobID, a3.ReportID, tok3, n3, false)); !errors.Is(err, ledger.ErrSaveApart) {
 		t.Errorf("SaveResultCommit without Commit = %v, want ErrSaveApart", err)
 	}
 }
