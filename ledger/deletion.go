@@ -73,6 +73,42 @@ var errGone = &stet.Error{Code: stet.EGone, Message: "the report was deleted"}
 // ErrGone is returned by reads of a deleted report and its records.
 var ErrGone error = errGone
 
+// qJobsOfReport selects the IDs of a report's jobs ($1 the report's ID)
+// through its revisions: the (report_id, revision) and (revision_id,
+// extraction_version) keys' indexes. Jobs carry no index of their own by
+// report (migration 0015 dropped it); only a deletion asks.
+const qJobsOfReport = `SELECT j.id FROM revisions v JOIN jobs j ON j.revision_id = v.id WHERE v.report_id = $1`
+
+// A deletion's statements by report ($1 the report's ID) and by external
+// ID. TestStatementsByReportSearchIndexes checks that each searches
+// indexes on both dialects, not a whole table.
+const (
+	// qReportToDelete finds an external-ID report by its identity hash ($3).
+	qReportToDelete = `SELECT id, source_id, identity_hash, deletion_id FROM reports
+		WHERE tenant_id = $1 AND source_id = $2 AND identity_hash = $3`
+	// qCancelReportJobs cancels a report's unfinished jobs ($2 the time).
+	qCancelReportJobs = `UPDATE jobs SET state = 'cancelled', lease_until = NULL, updated_at = $2
+		WHERE id IN (` + qJobsOfReport + `) AND state NOT IN ('committed', 'manual', 'cancelled')`
+	// qProviderCopies lists the provider batches that hold a report's text.
+	qProviderCopies = `SELECT DISTINCT b.processor_id, COALESCE(b.provider_batch_id, ''), COALESCE(b.input_file_id, ''),
+			COALESCE(b.output_file_id, ''), COALESCE(b.error_file_id, '')
+		FROM batch_items i JOIN batches b ON b.id = i.batch_id
+		WHERE i.job_id IN (` + qJobsOfReport + `)`
+	// qSyncProcessors lists the processors a report's text went to outside
+	// any batch, with the last call.
+	qSyncProcessors = `SELECT t.processor_id, MAX(t.started_at) FROM attempts t
+		WHERE t.job_id IN (` + qJobsOfReport + `) AND t.batch_id IS NULL GROUP BY t.processor_id`
+	// qRecordsOfReport lists a report's review records (by job: records
+	// have no index by report but the authoritative one's).
+	qRecordsOfReport = `SELECT id FROM review_records WHERE job_id IN (` + qJobsOfReport + `) ORDER BY id`
+	// qDeletedEvents sums up a report's record.deleted events to one
+	// destination ($2), by state; an event carries its record's job.
+	qDeletedEvents = `SELECT COUNT(*),
+			COALESCE(SUM(CASE WHEN state = 'delivered' THEN 1 ELSE 0 END), 0),
+			COALESCE(SUM(CASE WHEN state IN ('failed', 'disabled') THEN 1 ELSE 0 END), 0)
+		FROM outbox WHERE job_id IN (` + qJobsOfReport + `) AND destination_id = $2 AND event = $3`
+)
+
 // RequestDeletion records a deletion in tx: it marks the report deleted
 // (its external ID and identity hash are cleared), writes the tombstone
 // (until the longest replay horizon of the report's recorded policies),
@@ -89,12 +125,12 @@ func RequestDeletion(ctx context.Context, tx Querier, p DeletionRequest) (Deleti
 		err = tx.QueryRowContext(ctx, `SELECT id, source_id, identity_hash, deletion_id FROM reports WHERE id = $1 AND tenant_id = $2`,
 			p.ReportID, p.Tenant).Scan(&reportID, &sourceID, &identity, &deletionID)
 	} else {
-		err = tx.QueryRowContext(ctx, `SELECT id, source_id, identity_hash, deletion_id FROM reports
-			WHERE tenant_id = $1 AND source_id = $2 AND external_id = $3`,
-			p.Tenant, p.SourceID, p.ExternalID).Scan(&reportID, &sourceID, &identity, &deletionID)
+		// By the identity hash of the external ID (the unique key's index).
+		hash := IdentityHash(stet.IdentityExternalID, p.ExternalID, stet.Text{})
+		err = tx.QueryRowContext(ctx, qReportToDelete, p.Tenant, p.SourceID, hash).Scan(&reportID, &sourceID, &identity, &deletionID)
 		if errors.Is(err, sql.ErrNoRows) {
 			// Deleted before? The tombstone knows, by hash.
-			id, terr := tombstoneDeletion(ctx, tx, p.Tenant, p.SourceID, IdentityHash(stet.IdentityExternalID, p.ExternalID, stet.Text{}), p.Now)
+			id, terr := tombstoneDeletion(ctx, tx, p.Tenant, p.SourceID, hash, p.Now)
 			if terr != nil {
 				return DeletionRequested{}, terr
 			}
@@ -141,8 +177,7 @@ func RequestDeletion(ctx context.Context, tx Querier, p DeletionRequest) (Deleti
 		TombstoneHash(p.Tenant, sourceID, identity), p.Tenant, sourceID, id, now, micros(p.Now.Add(horizon))); err != nil {
 		return DeletionRequested{}, fmt.Errorf("write tombstone: %w", err)
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE jobs SET state = 'cancelled', lease_until = NULL, updated_at = $1
-		WHERE report_id = $2 AND state NOT IN ('committed', 'manual', 'cancelled')`, now, reportID); err != nil {
+	if _, err := tx.ExecContext(ctx, qCancelReportJobs, reportID, now); err != nil {
 		return DeletionRequested{}, fmt.Errorf("cancel jobs: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO deletions (id, tenant_id, source_id, report_id, state, requested_by, requested_at, updated_at)
@@ -207,10 +242,7 @@ func reportReplayHorizon(ctx context.Context, q Querier, reportID string) (time.
 // output file) get their task.
 func AddDeletionTasks(ctx context.Context, q Querier, deletionID, reportID string, now time.Time) error {
 	copies := slicesClone(LocalCopies)
-	rows, err := q.QueryContext(ctx, `SELECT DISTINCT b.processor_id, COALESCE(b.provider_batch_id, ''), COALESCE(b.input_file_id, ''),
-			COALESCE(b.output_file_id, ''), COALESCE(b.error_file_id, '')
-		FROM batch_items i JOIN batches b ON b.id = i.batch_id JOIN jobs j ON j.id = i.job_id
-		WHERE j.report_id = $1`, reportID)
+	rows, err := q.QueryContext(ctx, qProviderCopies, reportID)
 	if err != nil {
 		return fmt.Errorf("read provider copies: %w", err)
 	}
@@ -257,8 +289,7 @@ func slicesClone(s []string) []string { return append([]string(nil), s...) }
 // text synchronously (an attempt outside any batch), the time of its last
 // call.
 func syncProcessors(ctx context.Context, q Querier, reportID string) (map[string]time.Time, error) {
-	rows, err := q.QueryContext(ctx, `SELECT t.processor_id, MAX(t.started_at) FROM attempts t JOIN jobs j ON j.id = t.job_id
-		WHERE j.report_id = $1 AND t.batch_id IS NULL GROUP BY t.processor_id`, reportID)
+	rows, err := q.QueryContext(ctx, qSyncProcessors, reportID)
 	if err != nil {
 		return nil, fmt.Errorf("read processors of report: %w", err)
 	}
@@ -482,37 +513,46 @@ func ReportKeyExists(ctx context.Context, q Querier, reportID string) (bool, err
 	return ok, nil
 }
 
+// deleteCopy holds, for each local copy but the encryption key, the
+// statement that deletes a report's copy ($1 the report, $2 the time).
+var deleteCopy = map[string]string{
+	// The row stays (IDs, revision number, received_at); the text, the
+	// metadata and the content hash (which could confirm a guessed text) go.
+	CopyRevisionText: `UPDATE revisions SET text = NULL, metadata = NULL, content_sha256 = '',
+		text_purged_at = COALESCE(text_purged_at, $2) WHERE report_id = $1`,
+	CopyArtifacts:     `DELETE FROM artifacts WHERE job_id IN (` + qJobsOfReport + `)`,
+	CopyReviewRecords: `DELETE FROM review_records WHERE job_id IN (` + qJobsOfReport + `)`,
+	// The rows stay so calls remain counted; what identifies the request at
+	// the provider, and the hash of what was sent, go.
+	CopyAttempts: `UPDATE attempts SET request_id = NULL, model = NULL, input_sha256 = NULL,
+		metadata_purged_at = COALESCE(metadata_purged_at, $2) WHERE job_id IN (` + qJobsOfReport + `)`,
+	CopyDeliveries: `DELETE FROM deliveries WHERE report_id = $1`,
+}
+
+// verifyCopy holds, for each local copy but the encryption key, the
+// statement that counts what is left of a report's copy ($1 the report).
+var verifyCopy = map[string]string{
+	CopyRevisionText:  `SELECT COUNT(*) FROM revisions WHERE report_id = $1 AND (text IS NOT NULL OR metadata IS NOT NULL OR content_sha256 <> '')`,
+	CopyArtifacts:     `SELECT COUNT(*) FROM artifacts WHERE job_id IN (` + qJobsOfReport + `)`,
+	CopyReviewRecords: `SELECT COUNT(*) FROM review_records WHERE job_id IN (` + qJobsOfReport + `)`,
+	CopyAttempts: `SELECT COUNT(*) FROM attempts WHERE job_id IN (` + qJobsOfReport + `)
+		AND (request_id IS NOT NULL OR model IS NOT NULL OR input_sha256 IS NOT NULL)`,
+	CopyDeliveries: `SELECT COUNT(*) FROM deliveries WHERE report_id = $1`,
+}
+
 // DeleteLocalCopy deletes one local copy of a report in tx. The worker
 // then calls VerifyLocalCopy, which must find nothing.
 func DeleteLocalCopy(ctx context.Context, tx Querier, copy, reportID string, now time.Time) error {
-	ts := micros(now)
-	var q string
-	switch copy {
-	case CopyRevisionText:
-		// The row stays (IDs, revision number, received_at); the text, the
-		// metadata and the content hash (which could confirm a guessed text)
-		// go.
-		q = `UPDATE revisions SET text = NULL, metadata = NULL, content_sha256 = '',
-			text_purged_at = COALESCE(text_purged_at, $2) WHERE report_id = $1`
-	case CopyArtifacts:
-		q = `DELETE FROM artifacts WHERE job_id IN (SELECT id FROM jobs WHERE report_id = $1)`
-	case CopyReviewRecords:
-		q = `DELETE FROM review_records WHERE report_id = $1`
-	case CopyAttempts:
-		// The rows stay so calls remain counted; what identifies the request
-		// at the provider, and the hash of what was sent, go.
-		q = `UPDATE attempts SET request_id = NULL, model = NULL, input_sha256 = NULL,
-			metadata_purged_at = COALESCE(metadata_purged_at, $2) WHERE job_id IN (SELECT id FROM jobs WHERE report_id = $1)`
-	case CopyDeliveries:
-		q = `DELETE FROM deliveries WHERE report_id = $1`
-	case CopyEncryptionKey:
+	if copy == CopyEncryptionKey {
 		return ShredReportKey(ctx, tx, reportID)
-	default:
+	}
+	q, ok := deleteCopy[copy]
+	if !ok {
 		return fmt.Errorf("deletion: %q is not a local copy", copy)
 	}
 	var err error
 	if strings.Contains(q, "$2") {
-		_, err = tx.ExecContext(ctx, q, reportID, ts)
+		_, err = tx.ExecContext(ctx, q, reportID, micros(now))
 	} else {
 		_, err = tx.ExecContext(ctx, q, reportID)
 	}
@@ -525,26 +565,15 @@ func DeleteLocalCopy(ctx context.Context, tx Querier, copy, reportID string, now
 // VerifyLocalCopy counts what is left of one local copy of a report; the
 // task is done only when it is zero.
 func VerifyLocalCopy(ctx context.Context, q Querier, copy, reportID string) (int, error) {
-	var sqlText string
-	switch copy {
-	case CopyRevisionText:
-		sqlText = `SELECT COUNT(*) FROM revisions WHERE report_id = $1 AND (text IS NOT NULL OR metadata IS NOT NULL OR content_sha256 <> '')`
-	case CopyArtifacts:
-		sqlText = `SELECT COUNT(*) FROM artifacts WHERE job_id IN (SELECT id FROM jobs WHERE report_id = $1)`
-	case CopyReviewRecords:
-		sqlText = `SELECT COUNT(*) FROM review_records WHERE report_id = $1`
-	case CopyAttempts:
-		sqlText = `SELECT COUNT(*) FROM attempts WHERE job_id IN (SELECT id FROM jobs WHERE report_id = $1)
-			AND (request_id IS NOT NULL OR model IS NOT NULL OR input_sha256 IS NOT NULL)`
-	case CopyDeliveries:
-		sqlText = `SELECT COUNT(*) FROM deliveries WHERE report_id = $1`
-	case CopyEncryptionKey:
+	if copy == CopyEncryptionKey {
 		ok, err := ReportKeyExists(ctx, q, reportID)
 		if ok {
 			return 1, err
 		}
 		return 0, err
-	default:
+	}
+	sqlText, ok := verifyCopy[copy]
+	if !ok {
 		return 0, fmt.Errorf("deletion: %q is not a local copy", copy)
 	}
 	var n int
@@ -638,7 +667,7 @@ func (db *DB) ReportTenant(ctx context.Context, reportID string) (string, error)
 // outbound:<destination> task per destination notified, in the request's
 // transaction, before the records themselves are deleted.
 func addOutboundTasks(ctx context.Context, tx Querier, deletionID, reportID string, now time.Time) error {
-	rows, err := tx.QueryContext(ctx, `SELECT id FROM review_records WHERE report_id = $1 ORDER BY id`, reportID)
+	rows, err := tx.QueryContext(ctx, qRecordsOfReport, reportID)
 	if err != nil {
 		return fmt.Errorf("read records of report: %w", err)
 	}
@@ -680,10 +709,7 @@ func addOutboundTasks(ctx context.Context, tx Querier, deletionID, reportID stri
 // for good or the destination is disabled, pending otherwise.
 func OutboundDeletedState(ctx context.Context, q Querier, reportID, destination string) (state string, err error) {
 	var total, delivered, bad int
-	err = q.QueryRowContext(ctx, `SELECT COUNT(*),
-			COALESCE(SUM(CASE WHEN state = 'delivered' THEN 1 ELSE 0 END), 0),
-			COALESCE(SUM(CASE WHEN state IN ('failed', 'disabled') THEN 1 ELSE 0 END), 0)
-		FROM outbox WHERE report_id = $1 AND destination_id = $2 AND event = $3`, reportID, destination, EventDeleted).
+	err = q.QueryRowContext(ctx, qDeletedEvents, reportID, destination, EventDeleted).
 		Scan(&total, &delivered, &bad)
 	switch {
 	case err != nil:

@@ -179,6 +179,16 @@ func (db *DB) GetReportAnyTenant(ctx context.Context, l ReportLookup) (*ReportDe
 	return db.getReport(ctx, l)
 }
 
+// A report by its external ID's identity hash: for a tenant ($1), with the
+// unique (tenant_id, source_id, identity_hash) key's index; for any tenant
+// (operator commands only), a scan of that index.
+const (
+	qReportByExternalID = `SELECT id, tenant_id, source_id, external_id, identity_hash, created_at, deleted_at FROM reports
+		WHERE tenant_id = $1 AND source_id = $2 AND identity_hash = $3`
+	qReportByIdentityAnyTenant = `SELECT id, tenant_id, source_id, external_id, identity_hash, created_at, deleted_at FROM reports
+		WHERE source_id = $1 AND identity_hash = $2`
+)
+
 func (db *DB) getReport(ctx context.Context, l ReportLookup) (*ReportDetail, error) {
 	var d ReportDetail
 	r := &d.Report
@@ -190,13 +200,22 @@ func (db *DB) getReport(ctx context.Context, l ReportLookup) (*ReportDetail, err
 		err = db.r.QueryRowContext(ctx, `SELECT id, tenant_id, source_id, external_id, identity_hash, created_at, deleted_at FROM reports
 			WHERE id = $1 AND ($2 = '*any*' OR tenant_id = $2)`, l.ReportID, l.Tenant).Scan(&r.ID, &r.TenantID, &r.SourceID, &ext, &r.IdentityHash, &created, &deleted)
 	} else {
-		err = db.r.QueryRowContext(ctx, `SELECT id, tenant_id, source_id, external_id, identity_hash, created_at, deleted_at FROM reports
-			WHERE source_id = $1 AND external_id = $2 AND ($3 = '*any*' OR tenant_id = $3)`, l.SourceID, l.ExternalID, l.Tenant).
-			Scan(&r.ID, &r.TenantID, &r.SourceID, &ext, &r.IdentityHash, &created, &deleted)
+		// By the identity hash. The tenant is named in the statement, not
+		// through an OR, so that SQLite searches the index instead of
+		// scanning it.
+		identity := IdentityHash(stet.IdentityExternalID, l.ExternalID, stet.Text{})
+		var row *sql.Row
+		if l.Tenant == anyTenant {
+			row = db.r.QueryRowContext(ctx, qReportByIdentityAnyTenant, l.SourceID, identity)
+		} else {
+			row = db.r.QueryRowContext(ctx, qReportByExternalID, l.Tenant, l.SourceID, identity)
+		}
+		err = row.Scan(&r.ID, &r.TenantID, &r.SourceID, &ext, &r.IdentityHash, &created, &deleted)
 		if errors.Is(err, sql.ErrNoRows) && l.Tenant != anyTenant {
-			// A deleted report has no external ID any more; its tombstone
-			// answers, by hash, until the replay horizon.
-			gone, terr := Tombstoned(ctx, db.r, l.Tenant, l.SourceID, IdentityHash(stet.IdentityExternalID, l.ExternalID, stet.Text{}), l.Now)
+			// A deleted report has a new identity hash and no external ID
+			// any more; its tombstone answers, by hash, until the replay
+			// horizon.
+			gone, terr := Tombstoned(ctx, db.r, l.Tenant, l.SourceID, identity, l.Now)
 			if terr != nil {
 				return nil, terr
 			}

@@ -308,3 +308,69 @@ func TestRevisionsByReportUseIndex(t *testing.T) {
 		}
 	}
 }
+
+// TestStatementsByReportSearchIndexes reads the plan of every statement
+// that finds a report by external ID or a report's rows for a deletion: on
+// SQLite no step may scan a table or a whole index, on PostgreSQL (with
+// sequential scans priced out, as on a large ledger) no step may be a
+// sequential scan. Migration 0015 dropped the indexes by external ID and of
+// jobs by report; these statements go through the identity hash and the
+// report's revisions instead.
+func TestStatementsByReportSearchIndexes(t *testing.T) {
+	eachDialect(t, func(t *testing.T, db *ledger.DB) {
+		ctx := context.Background()
+		conn, err := db.Writer().Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		explain := "EXPLAIN QUERY PLAN "
+		if db.Dialect() == ledger.Postgres {
+			explain = "EXPLAIN "
+			if _, err := conn.ExecContext(ctx, `SET enable_seqscan = off`); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if len(ledger.StatementsByReport) < 17 {
+			t.Fatalf("%d statements, want every one of 17", len(ledger.StatementsByReport))
+		}
+		for name, q := range ledger.StatementsByReport {
+			var args []any
+			for n := 1; strings.Contains(q, fmt.Sprintf("$%d", n)); n++ {
+				if db.Dialect() == ledger.Postgres && name == "cancel report jobs" && n == 2 {
+					args = append(args, int64(0)) // a time
+					continue
+				}
+				args = append(args, "x")
+			}
+			if strings.Contains(q, "$2") && strings.HasPrefix(name, "delete ") {
+				args[1] = int64(0)
+			}
+			rows, err := conn.QueryContext(ctx, explain+q, args...)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			var plan []string
+			for rows.Next() {
+				var line string
+				if db.Dialect() == ledger.Postgres {
+					err = rows.Scan(&line)
+				} else {
+					var id, parent, unused int
+					err = rows.Scan(&id, &parent, &unused, &line)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				plan = append(plan, strings.TrimSpace(line))
+			}
+			rows.Close()
+			for _, step := range plan {
+				if strings.HasPrefix(step, "SCAN ") || strings.Contains(step, "Seq Scan") {
+					t.Errorf("%s scans: %s", name, strings.Join(plan, "; "))
+					break
+				}
+			}
+		}
+	})
+}
