@@ -80,8 +80,8 @@ var ErrGone error = errGone
 const qJobsOfReport = `SELECT j.id FROM revisions v JOIN jobs j ON j.revision_id = v.id WHERE v.report_id = $1`
 
 // A deletion's statements by report ($1 the report's ID) and by external
-// ID. TestStatementsByReportSearchIndexes checks that each searches
-// indexes on both dialects, not a whole table.
+// ID. TestLookupsSearchIndexes checks that each searches indexes on both
+// dialects, not a whole table.
 const (
 	// qReportToDelete finds an external-ID report by its identity hash ($3).
 	qReportToDelete = `SELECT id, source_id, identity_hash, deletion_id FROM reports

@@ -8,9 +8,10 @@ func (db *DB) MigrateTo(ctx context.Context, upTo int) ([]string, error) {
 	return db.migrate(ctx, upTo)
 }
 
-// StatementsByReport are the statements that find a report by external ID
-// or a report's rows for a deletion, by name; each searches indexes.
-var StatementsByReport = map[string]string{
+// Lookups are, by name, the statements that find a report by external ID
+// or a report's rows for a deletion; each must search indexes
+// (TestLookupsSearchIndexes).
+var Lookups = map[string]string{
 	"report by external ID": qReportByExternalID,
 	"report to delete":      qReportToDelete,
 	"cancel report jobs":    qCancelReportJobs,
@@ -22,9 +23,9 @@ var StatementsByReport = map[string]string{
 
 func init() {
 	for c, q := range deleteCopy {
-		StatementsByReport["delete "+c] = q
+		Lookups["delete "+c] = q
 	}
 	for c, q := range verifyCopy {
-		StatementsByReport["verify "+c] = q
+		Lookups["verify "+c] = q
 	}
 }

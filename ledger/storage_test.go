@@ -309,8 +309,8 @@ func TestRevisionsByReportUseIndex(t *testing.T) {
 	}
 }
 
-// TestStatementsByReportSearchIndexes reads the plan of every statement
-// that finds a report by external ID or a report's rows for a deletion. On
+// TestLookupsSearchIndexes reads the plan of every statement that finds a
+// report by external ID or a report's rows for a deletion. On
 // SQLite no step may scan a table or a whole index; on PostgreSQL (with
 // sequential scans priced out, as on a large ledger) no step may be a
 // sequential scan or an index scan without an index condition (a whole
@@ -320,7 +320,7 @@ func TestRevisionsByReportUseIndex(t *testing.T) {
 // strict half. Migration 0015 dropped the indexes by
 // external ID and of jobs by report; these statements go through the
 // identity hash and the report's revisions instead.
-func TestStatementsByReportSearchIndexes(t *testing.T) {
+func TestLookupsSearchIndexes(t *testing.T) {
 	eachDialect(t, func(t *testing.T, db *ledger.DB) {
 		ctx := context.Background()
 		conn, err := db.Writer().Conn(ctx)
@@ -336,10 +336,10 @@ func TestStatementsByReportSearchIndexes(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if len(ledger.StatementsByReport) < 17 {
-			t.Fatalf("%d statements, want every one of 17", len(ledger.StatementsByReport))
+		if len(ledger.Lookups) < 17 {
+			t.Fatalf("%d statements, want every one of 17", len(ledger.Lookups))
 		}
-		for name, q := range ledger.StatementsByReport {
+		for name, q := range ledger.Lookups {
 			var args []any
 			for n := 1; strings.Contains(q, fmt.Sprintf("$%d", n)); n++ {
 				args = append(args, "x")
