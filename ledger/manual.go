@@ -23,9 +23,13 @@ type HeldJob struct {
 	PolicyHash        string
 }
 
+// qHeldJobs lists held jobs in ID order through jobs_held (migration
+// 0016), one page at a time. %s is where SQLite is told to use that index
+// (its planner, without statistics, would pick jobs_state and sort every
+// held job for each page); PostgreSQL's planner chooses it on its own.
 const qHeldJobs = `SELECT j.id, j.tenant_id, j.state, j.attempt, COALESCE(j.failure_class, ''), COALESCE(j.processor_id, ''),
 		j.extraction_version, v.policy_hash
-	FROM jobs j JOIN revisions v ON v.id = j.revision_id
+	FROM jobs j %s JOIN revisions v ON v.id = j.revision_id
 	WHERE j.state IN ('waiting', 'blocked') AND ($1 = '*any*' OR j.tenant_id = $1) AND j.id > $2
 		AND NOT EXISTS (SELECT 1 FROM review_records r WHERE r.job_id = j.id)
 	ORDER BY j.id LIMIT $3`
@@ -33,12 +37,17 @@ const qHeldJobs = `SELECT j.id, j.tenant_id, j.state, j.attempt, COALESCE(j.fail
 // HeldJobs lists up to limit waiting or blocked jobs without a review
 // record, in ID order after the ID after ("" from the start), of one tenant
 // (AnyTenant for every tenant: callers decide who may ask for that; an
-// empty tenant is refused).
-func HeldJobs(ctx context.Context, q Querier, tenant, after string, limit int) ([]HeldJob, error) {
+// empty tenant is refused). Each page reads about limit rows of jobs_held,
+// however many jobs are held.
+func (db *DB) HeldJobs(ctx context.Context, tenant, after string, limit int) ([]HeldJob, error) {
 	if tenant == "" {
 		return nil, fmt.Errorf("list held jobs: empty tenant")
 	}
-	rows, err := q.QueryContext(ctx, qHeldJobs, tenant, after, limit)
+	q := fmt.Sprintf(qHeldJobs, "")
+	if db.dialect.name == SQLite {
+		q = fmt.Sprintf(qHeldJobs, "INDEXED BY jobs_held")
+	}
+	rows, err := db.r.QueryContext(ctx, q, tenant, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list held jobs: %w", err)
 	}

@@ -26,6 +26,10 @@ func PauseScopes(ctx context.Context, q Querier) ([]string, error) {
 	return out, rows.Err()
 }
 
+// settleQueued is how old a River job must be before MarkQueuedWaiting's
+// walk moves past it: far longer than an intake transaction lasts.
+const settleQueued = 10 * time.Second
+
 // MarkQueuedWaiting moves to waiting the accepted jobs whose River job of
 // kind waits in queue (not running), for River job IDs above after, at
 // most limit of them in ID order; it returns the highest River job ID it
@@ -35,27 +39,39 @@ func PauseScopes(ctx context.Context, q Querier) ([]string, error) {
 //
 // It reads River's own table (river_job): its ID is the only order that
 // lets a paused queue be walked once, not scanned again every time.
+//
+// On PostgreSQL River's IDs come from a sequence, and two intake
+// transactions can commit out of ID order: a walk can see the later IDs
+// while the earlier ones are not visible yet. So the ID returned stops
+// before the first River job younger than settleQueued (by the database's
+// clock); the next walk reads the young ones again, and by then every
+// transaction that took an ID below them has ended. (SQLite has one
+// writer: its IDs become visible in order.)
 func (db *DB) MarkQueuedWaiting(ctx context.Context, queue, kind string, after int64, limit int, now time.Time) (int64, error) {
-	jobID := `json_extract(args, '$.job_id')`
+	jobID, settled := `json_extract(args, '$.job_id')`, `1`
 	if db.dialect.name == Postgres {
-		jobID = `args->>'job_id'`
+		jobID, settled = `args->>'job_id'`, fmt.Sprintf(`created_at < now() - interval '%d milliseconds'`, settleQueued.Milliseconds())
 	}
-	rows, err := db.r.QueryContext(ctx, `SELECT id, `+jobID+` FROM river_job
+	rows, err := db.r.QueryContext(ctx, `SELECT id, `+jobID+`, `+settled+` FROM river_job
 		WHERE id > $1 AND queue = $2 AND kind = $3 AND state IN ('available', 'scheduled', 'retryable')
 		ORDER BY id LIMIT $4`, after, queue, kind, limit)
 	if err != nil {
 		return after, fmt.Errorf("list queued jobs: %w", err)
 	}
-	last := after
+	last, young := after, false
 	var ids []any
 	for rows.Next() {
 		var id int64
 		var job *string
-		if err := rows.Scan(&id, &job); err != nil {
+		var old bool
+		if err := rows.Scan(&id, &job, &old); err != nil {
 			rows.Close()
 			return after, err
 		}
-		last = id
+		young = young || !old
+		if !young {
+			last = id
+		}
 		if job != nil {
 			ids = append(ids, *job)
 		}

@@ -22,6 +22,17 @@ const manualBatch = 200
 // appends its audit entry there too. A job that already has a review record
 // is skipped, so running it again converts nothing new. It returns how many
 // jobs it converted.
+//
+// It works in two passes, each reading a page at a time in index order, so
+// a million held jobs cost a million rows read, not a million per page:
+// first the pending River extract jobs in River ID order, with the held
+// ledger job each one is for (that River job is the one cancelled); then
+// the held jobs the first pass did not convert (a blocked job's River job
+// has ended), from jobs_held, each looking only at River jobs inserted
+// after the first pass ended. A River job the passes do not see (a ledger
+// job's second pending one, or one for a job that was not held when the
+// first pass read it) stays pending; when it runs it finds the job manual
+// and does nothing.
 func (p *Pipeline) Manual(ctx context.Context, mp ledger.ManualParams) (int, error) {
 	if !ledger.ValidScope(mp.Scope) {
 		return 0, stet.Errorf(stet.EInvalid, "scope must be all, processor:ID or tenant:ID")
@@ -34,32 +45,73 @@ func (p *Pipeline) Manual(ctx context.Context, mp ledger.ManualParams) (int, err
 	case "processor":
 		processorID = id
 	}
-	converted, after := 0, ""
-	for {
-		held, err := ledger.HeldJobs(ctx, p.db.Reader(), tenant, after, manualBatch)
-		if err != nil {
-			return converted, err
-		}
-		if len(held) == 0 {
-			return converted, nil
-		}
-		after = held[len(held)-1].ID
-		var todo []ledger.HeldJob
+	inScope := func(held []heldJob) ([]heldJob, error) {
+		var todo []heldJob
 		for _, h := range held {
-			r, err := p.manualRoute(ctx, h)
+			r, err := p.manualRoute(ctx, h.HeldJob)
 			if err != nil {
-				return converted, err
+				return nil, err
 			}
 			if processorID == "" || r.processor == processorID {
 				todo = append(todo, h)
 			}
 		}
-		n, err := p.convertHeld(ctx, todo, mp)
+		return todo, nil
+	}
+	converted := 0
+	// riverSeen is the last River job the first pass's final page could see:
+	// read before each page, so the page that finds no River job after the
+	// cursor saw every River job up to it.
+	var lastRiver, riverSeen int64
+	for {
+		if err := p.db.Reader().QueryRowContext(ctx, `SELECT COALESCE(MAX(id), 0) FROM river_job`).Scan(&riverSeen); err != nil {
+			return converted, fmt.Errorf("read the last river job: %w", err)
+		}
+		held, last, err := p.heldByRiver(ctx, tenant, lastRiver)
+		if err != nil {
+			return converted, err
+		}
+		if last == lastRiver {
+			break // no River job after lastRiver
+		}
+		lastRiver = last
+		todo, err := inScope(held)
+		if err != nil {
+			return converted, err
+		}
+		n, err := p.convertHeld(ctx, todo, 0, mp)
 		converted += n
 		if err != nil {
 			return converted, err
 		}
 	}
+	for after := ""; ; {
+		jobs, err := p.db.HeldJobs(ctx, tenant, after, manualBatch)
+		if err != nil || len(jobs) == 0 {
+			return converted, err
+		}
+		after = jobs[len(jobs)-1].ID
+		held := make([]heldJob, len(jobs))
+		for i, j := range jobs {
+			held[i] = heldJob{HeldJob: j}
+		}
+		todo, err := inScope(held)
+		if err != nil {
+			return converted, err
+		}
+		n, err := p.convertHeld(ctx, todo, riverSeen, mp)
+		converted += n
+		if err != nil {
+			return converted, err
+		}
+	}
+}
+
+// heldJob is a held ledger job and, from the first pass, the pending River
+// extract job it was found by (riverID 0 from the second).
+type heldJob struct {
+	ledger.HeldJob
+	riverID int64
 }
 
 // manualRoute is the gate's decision for an operator's manual conversion:
@@ -74,16 +126,67 @@ func (p *Pipeline) manualRoute(ctx context.Context, h ledger.HeldJob) (route, er
 	return route{kind: routeManual, processor: id, class: h.FailureClass, reason: reasonOperatorManual, recorded: recorded}, nil
 }
 
-// qPendingExtract finds a ledger job's River extract jobs that have not run
-// to an end; `->>` reads River's args the same way on both dialects. A
-// running one (a worker that is about to snooze it) is included: River
-// cancels it when that execution ends instead of rescheduling it.
-const qPendingExtract = `SELECT id FROM river_job WHERE kind = 'stet_extract' AND args ->> 'job_id' = $1
+// qHeldByRiver reads the next $3 River extract jobs after River ID $1, in
+// ID order, each with its ledger job when that job is held (waiting or
+// blocked, no review record yet) and of tenant $2 (or any), and the River
+// job pending (a running one is included: a worker about to snooze it;
+// River cancels it when that execution ends). The page of River jobs is
+// chosen first, by the kind index from $1 on (SQLite's river_job_kind is
+// in ID order within a kind; PostgreSQL walks the primary key), and only
+// its rows look up their ledger job by primary key. A page therefore costs
+// about $3 rows however many are held; asking for held jobs in the same
+// WHERE let PostgreSQL's planner join every held job to every River job
+// after $1 and sort them, for each page. `->>` reads River's args the same
+// way on both dialects.
+const qHeldByRiver = `SELECT rj.id, COALESCE(j.id, ''), COALESCE(j.tenant_id, ''), COALESCE(j.state, ''), COALESCE(j.attempt, 0),
+		COALESCE(j.failure_class, ''), COALESCE(j.processor_id, ''), COALESCE(j.extraction_version, ''), COALESCE(v.policy_hash, '')
+	FROM (SELECT id, state, args ->> 'job_id' AS job_id FROM river_job
+			WHERE kind = 'stet_extract' AND id > $1 ORDER BY id LIMIT $3) rj
+		LEFT JOIN jobs j ON j.id = rj.job_id AND rj.state IN ('available', 'scheduled', 'retryable', 'pending', 'running')
+			AND j.state IN ('waiting', 'blocked') AND ($2 = '*any*' OR j.tenant_id = $2)
+			AND NOT EXISTS (SELECT 1 FROM review_records r WHERE r.job_id = j.id)
+		LEFT JOIN revisions v ON v.id = j.revision_id
+	ORDER BY rj.id`
+
+// heldByRiver reads one page of qHeldByRiver: the held jobs found, and the
+// last River job read (after, when the page was empty: the end).
+func (p *Pipeline) heldByRiver(ctx context.Context, tenant string, after int64) ([]heldJob, int64, error) {
+	rows, err := p.db.Reader().QueryContext(ctx, qHeldByRiver, after, tenant, manualBatch)
+	if err != nil {
+		return nil, after, fmt.Errorf("list held jobs by river job: %w", err)
+	}
+	defer rows.Close()
+	var out []heldJob
+	last := after
+	for rows.Next() {
+		var h heldJob
+		var state, class string
+		if err := rows.Scan(&h.riverID, &h.ID, &h.TenantID, &state, &h.Attempt, &class, &h.ProcessorID, &h.ExtractionVersion, &h.PolicyHash); err != nil {
+			return nil, after, fmt.Errorf("list held jobs by river job: %w", err)
+		}
+		last = h.riverID
+		if h.ID == "" {
+			continue // not held, another tenant's, or the River job has ended
+		}
+		h.State, h.FailureClass = stet.JobState(state), stet.FailureClass(class)
+		out = append(out, h)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, after, fmt.Errorf("list held jobs by river job: %w", err)
+	}
+	return out, last, nil
+}
+
+// qPendingExtract finds a ledger job's pending River extract jobs inserted
+// after River job $2 (the first pass saw the ones before), reading River's
+// kind index from $2 on: the few inserted since, not every extract job.
+const qPendingExtract = `SELECT id FROM river_job WHERE kind = 'stet_extract' AND id > $2 AND args ->> 'job_id' = $1
 	AND state IN ('available', 'scheduled', 'retryable', 'pending', 'running')`
 
 // convertHeld converts one batch in one transaction and returns how many
-// jobs it converted.
-func (p *Pipeline) convertHeld(ctx context.Context, jobs []ledger.HeldJob, mp ledger.ManualParams) (int, error) {
+// jobs it converted. A job found by its River job cancels that one; one
+// found in the ledger cancels its River extract jobs after riverSeen.
+func (p *Pipeline) convertHeld(ctx context.Context, jobs []heldJob, riverSeen int64, mp ledger.ManualParams) (int, error) {
 	if len(jobs) == 0 {
 		return 0, nil
 	}
@@ -99,7 +202,7 @@ func (p *Pipeline) convertHeld(ctx context.Context, jobs []ledger.HeldJob, mp le
 			if err != nil {
 				return err
 			}
-			if err := p.cancelExtract(ctx, tx, h.ID); err != nil {
+			if err := p.cancelExtract(ctx, tx, h, riverSeen); err != nil {
 				return err
 			}
 			if err := ledger.Audit(ctx, tx, ledger.AuditEntry{Tenant: cmpOr(mp.AuditTenant, "*"), Actor: mp.Actor,
@@ -118,28 +221,35 @@ func (p *Pipeline) convertHeld(ctx context.Context, jobs []ledger.HeldJob, mp le
 	return n, nil
 }
 
-// cancelExtract cancels jobID's pending River extract jobs inside tx.
-func (p *Pipeline) cancelExtract(ctx context.Context, tx *sql.Tx, jobID string) error {
-	rows, err := tx.QueryContext(ctx, qPendingExtract, jobID)
-	if err != nil {
-		return fmt.Errorf("find river jobs of %s: %w", jobID, err)
+// cancelExtract cancels h's pending River extract jobs inside tx: the one
+// it was found by, or else any inserted after River job riverSeen.
+func (p *Pipeline) cancelExtract(ctx context.Context, tx *sql.Tx, h heldJob, riverSeen int64) error {
+	if h.riverID != 0 {
+		if _, err := p.river.JobCancelTx(ctx, tx, h.riverID); err != nil {
+			return fmt.Errorf("cancel river job of %s: %w", h.ID, err)
+		}
+		return nil
 	}
 	var ids []int64
+	rows, err := tx.QueryContext(ctx, qPendingExtract, h.ID, riverSeen)
+	if err != nil {
+		return fmt.Errorf("find river jobs of %s: %w", h.ID, err)
+	}
 	for rows.Next() {
 		var id int64
 		if err := rows.Scan(&id); err != nil {
 			rows.Close()
-			return fmt.Errorf("find river jobs of %s: %w", jobID, err)
+			return fmt.Errorf("find river jobs of %s: %w", h.ID, err)
 		}
 		ids = append(ids, id)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("find river jobs of %s: %w", jobID, err)
+		return fmt.Errorf("find river jobs of %s: %w", h.ID, err)
 	}
 	for _, id := range ids {
 		if _, err := p.river.JobCancelTx(ctx, tx, id); err != nil {
-			return fmt.Errorf("cancel river job of %s: %w", jobID, err)
+			return fmt.Errorf("cancel river job of %s: %w", h.ID, err)
 		}
 	}
 	return nil
