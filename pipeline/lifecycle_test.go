@@ -113,7 +113,9 @@ func TestDeletionCompletesAfterDatabaseRecovers(t *testing.T) {
 	if st, b := e.Do(http.MethodDelete, "/v1/reports/"+r.ReportID, stettest.OperatorToken, nil, &acc); st != http.StatusAccepted {
 		t.Fatalf("DELETE = %d %s", st, b)
 	}
-	e.WaitFor("the artifacts task to fail and be retried", func() bool {
+	// A retry is River's scheduler making the failed job available again,
+	// then a fetch: under a loaded CI machine that took over 20 s once.
+	e.WaitForWithin("the artifacts task to fail and be retried", time.Minute, func() bool {
 		var n int
 		_ = db.QueryRow(`SELECT COUNT(*) FROM river_job WHERE kind = 'stet_delete' AND attempt >= 2`).Scan(&n)
 		return n > 0
