@@ -286,9 +286,10 @@ var ErrCommit = errors.New("commit")
 // PostgreSQL instead of four (BEGIN, two statements, COMMIT): BEGIN with
 // qGroupReports, then qGroupRecordsEnqueue with COMMIT, each pair sent as
 // one pgx batch on a connection of the writer pool. The group must be one
-// GroupPipelines accepts. It returns an error wrapping ErrCommit when the COMMIT itself
-// failed; any other error after rolling back (or sending nothing), when
-// the caller runs the group again item by item, as after AcceptGroup's.
+// GroupPipelines accepts. It returns an error wrapping ErrCommit when the
+// COMMIT itself failed; any other error after rolling back (or sending
+// nothing), when the caller runs the group again item by item, as after
+// AcceptGroup's.
 // A COMMIT rides behind the second statement only because that statement
 // aborts the transaction (stet_group_retry) wherever the group would run
 // again.

@@ -59,14 +59,11 @@ func (p *Pipeline) Manual(ctx context.Context, mp ledger.ManualParams) (int, err
 		return todo, nil
 	}
 	converted := 0
-	// riverSeen is the last River job the first pass's final page could see:
-	// read before each page, so the page that finds no River job after the
-	// cursor saw every River job up to it.
-	var lastRiver, riverSeen int64
+	// lastRiver is the first pass's cursor. When a page finds no River
+	// extract job after it, the pass has seen every one up to it, and the
+	// second pass looks only at those inserted since.
+	var lastRiver int64
 	for {
-		if err := p.db.Reader().QueryRowContext(ctx, `SELECT COALESCE(MAX(id), 0) FROM river_job`).Scan(&riverSeen); err != nil {
-			return converted, fmt.Errorf("read the last river job: %w", err)
-		}
 		held, last, err := p.heldByRiver(ctx, tenant, lastRiver)
 		if err != nil {
 			return converted, err
@@ -99,7 +96,7 @@ func (p *Pipeline) Manual(ctx context.Context, mp ledger.ManualParams) (int, err
 		if err != nil {
 			return converted, err
 		}
-		n, err := p.convertHeld(ctx, todo, riverSeen, mp)
+		n, err := p.convertHeld(ctx, todo, lastRiver, mp)
 		converted += n
 		if err != nil {
 			return converted, err

@@ -75,4 +75,7 @@ func TestManualFindsHeldJobsByRiverAndLedger(t *testing.T) {
 	if n := e.Count("review_records", "kind = 'manual'"); n != 2 {
 		t.Errorf("manual records = %d, want 2", n)
 	}
+	if n := e.Count("audit_log", "action = 'job.manual'"); n != 2 {
+		t.Errorf("job.manual audit entries = %d, want 2 (one per conversion, none for the second run)", n)
+	}
 }
