@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -40,15 +42,28 @@ type AuditEntry struct {
 // UPDATE that claims the next id takes its row lock (PostgreSQL, any number
 // of processes) or runs under SQLite's single writer.
 func Audit(ctx context.Context, q Querier, e AuditEntry) error {
+	return AuditMany(ctx, q, []AuditEntry{e})
+}
+
+// AuditMany appends entries to the hash chain in their order, each exactly
+// as Audit appends one, in three statements however many there are: the
+// head row claims their IDs at once, the entries are written by multi-row
+// inserts, and the head moves to the last entry's hash. On a *sql.DB it
+// runs in a transaction of its own; on a *sql.Tx it joins the caller's,
+// which holds the chain's head row from here until it ends.
+func AuditMany(ctx context.Context, q Querier, entries []AuditEntry) error {
+	if len(entries) == 0 {
+		return nil
+	}
 	db, ok := q.(*sql.DB)
 	if !ok {
-		return appendAudit(ctx, q, e)
+		return appendAudit(ctx, q, entries)
 	}
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("append audit entry: begin: %w", err)
 	}
-	if err := appendAudit(ctx, tx, e); err != nil {
+	if err := appendAudit(ctx, tx, entries); err != nil {
 		_ = tx.Rollback()
 		return err
 	}
@@ -58,26 +73,46 @@ func Audit(ctx context.Context, q Querier, e AuditEntry) error {
 	return nil
 }
 
-func appendAudit(ctx context.Context, q Querier, e AuditEntry) error {
-	var id int64
+// auditInsertRows bounds one insert of appendAudit: 13 parameters a row,
+// well under either dialect's limit on a statement's parameters.
+const auditInsertRows = 200
+
+func appendAudit(ctx context.Context, q Querier, entries []AuditEntry) error {
+	var last int64
 	var prev string
-	err := q.QueryRowContext(ctx, `UPDATE audit_chain SET last_id = last_id + 1 WHERE id = 1 RETURNING last_id, last_hash`).Scan(&id, &prev)
+	err := q.QueryRowContext(ctx, `UPDATE audit_chain SET last_id = last_id + $1 WHERE id = 1 RETURNING last_id, last_hash`,
+		len(entries)).Scan(&last, &prev)
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("append audit entry: the audit chain has no head row (migration 0006)")
 	}
 	if err != nil {
 		return fmt.Errorf("append audit entry: lock the chain: %w", err)
 	}
-	e.ID, e.PrevHash, e.Now = id, prev, time.UnixMicro(micros(e.Now)).UTC()
-	h := auditHash(e)
-	if _, err := q.ExecContext(ctx, `INSERT INTO audit_log (id, at, tenant_id, actor, action, object_type, object_id, detail,
-			route, remote_addr, request_id, prev_hash, hash)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
-		id, micros(e.Now), e.Tenant, e.Actor, e.Action, e.ObjectType, e.ObjectID, nullString(e.Detail),
-		e.Route, e.RemoteAddr, e.RequestID, prev, h); err != nil {
-		return fmt.Errorf("append audit entry: %w", err)
+	id := last - int64(len(entries))
+	for chunk := range slices.Chunk(entries, auditInsertRows) {
+		var b strings.Builder
+		b.WriteString(`INSERT INTO audit_log (id, at, tenant_id, actor, action, object_type, object_id, detail,
+			route, remote_addr, request_id, prev_hash, hash) VALUES `)
+		args := make([]any, 0, 13*len(chunk))
+		for i, e := range chunk {
+			id++
+			e.ID, e.PrevHash, e.Now = id, prev, time.UnixMicro(micros(e.Now)).UTC()
+			h := auditHash(e)
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			n := len(args)
+			fmt.Fprintf(&b, "($%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d)",
+				n+1, n+2, n+3, n+4, n+5, n+6, n+7, n+8, n+9, n+10, n+11, n+12, n+13)
+			args = append(args, id, micros(e.Now), e.Tenant, e.Actor, e.Action, e.ObjectType, e.ObjectID, nullString(e.Detail),
+				e.Route, e.RemoteAddr, e.RequestID, prev, h)
+			prev = h
+		}
+		if _, err := q.ExecContext(ctx, b.String(), args...); err != nil {
+			return fmt.Errorf("append audit entry: %w", err)
+		}
 	}
-	if _, err := q.ExecContext(ctx, `UPDATE audit_chain SET last_hash = $1 WHERE id = 1`, h); err != nil {
+	if _, err := q.ExecContext(ctx, `UPDATE audit_chain SET last_hash = $1 WHERE id = 1`, prev); err != nil {
 		return fmt.Errorf("append audit entry: move the head: %w", err)
 	}
 	return nil
@@ -207,12 +242,8 @@ func (db *DB) VerifyAuditChain(ctx context.Context) (*ChainReport, error) {
 
 // AuditAll appends entries in one transaction: all or none.
 func (db *DB) AuditAll(ctx context.Context, entries []AuditEntry) error {
-	return db.InTx(ctx, func(tx *sql.Tx) error {
-		for _, e := range entries {
-			if err := appendAudit(ctx, tx, e); err != nil {
-				return err
-			}
-		}
+	if len(entries) == 0 {
 		return nil
-	})
+	}
+	return db.InTx(ctx, func(tx *sql.Tx) error { return appendAudit(ctx, tx, entries) })
 }

@@ -400,6 +400,17 @@ func taskOrder(c string) int {
 	return 100
 }
 
+// The newest deletions, of one tenant or of all, read backwards off
+// deletions_tenant and deletions_requested (migration 0018). The tenant is
+// named in the statement, not as "$1 = '*any*' OR tenant_id = $1", which
+// would leave SQLite no index to read.
+const (
+	qTenantDeletions = `SELECT id FROM deletions WHERE tenant_id = $1 ORDER BY requested_at DESC, id DESC LIMIT $2`
+	qAllDeletions    = `SELECT id FROM deletions ORDER BY requested_at DESC, id DESC LIMIT $1`
+	// qOpenDeletions reads deletions_pending: only pending deletions.
+	qOpenDeletions = `SELECT id FROM deletions WHERE state = 'pending' AND updated_at < $1 ORDER BY requested_at LIMIT $2`
+)
+
 // ListDeletions lists a tenant's deletions (every tenant's with AnyTenant;
 // an empty tenant is refused), newest first, without their tasks.
 func (db *DB) ListDeletions(ctx context.Context, tenant string, limit int) ([]*stet.Deletion, error) {
@@ -409,7 +420,11 @@ func (db *DB) ListDeletions(ctx context.Context, tenant string, limit int) ([]*s
 	if limit <= 0 {
 		limit = 100
 	}
-	rows, err := db.w.QueryContext(ctx, `SELECT id FROM deletions WHERE ($1 = '*any*' OR tenant_id = $1) ORDER BY requested_at DESC, id DESC LIMIT $2`, tenant, limit)
+	q, args := qTenantDeletions, []any{tenant, limit}
+	if tenant == AnyTenant {
+		q, args = qAllDeletions, []any{limit}
+	}
+	rows, err := db.w.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list deletions: %w", err)
 	}
@@ -612,8 +627,7 @@ func BatchOfCopy(ctx context.Context, q Querier, processorID, providerID string)
 // OpenDeletions returns pending deletions not touched since before cut:
 // their worker was lost; the sweeper enqueues a new one.
 func OpenDeletions(ctx context.Context, q Querier, cut time.Time, limit int) ([]string, error) {
-	rows, err := q.QueryContext(ctx, `SELECT id FROM deletions WHERE state = 'pending' AND updated_at < $1 ORDER BY requested_at LIMIT $2`,
-		micros(cut), limit)
+	rows, err := q.QueryContext(ctx, qOpenDeletions, micros(cut), limit)
 	if err != nil {
 		return nil, fmt.Errorf("read open deletions: %w", err)
 	}

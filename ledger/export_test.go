@@ -21,6 +21,15 @@ var Lookups = map[string]string{
 	"deleted events":        qDeletedEvents,
 }
 
+// OrderedReads are, by name, statements that read a growing table's
+// newest or oldest rows with a LIMIT, and the index each must read in
+// order, with no sort (TestOrderedReadsNeedNoSort).
+var OrderedReads = map[string]struct{ Query, Index string }{
+	"tenant's deletions": {qTenantDeletions, "deletions_tenant"},
+	"every deletion":     {qAllDeletions, "deletions_requested"},
+	"open deletions":     {qOpenDeletions, "deletions_pending"},
+}
+
 func init() {
 	for c, q := range deleteCopy {
 		Lookups["delete "+c] = q

@@ -72,11 +72,11 @@ const qManualFromHeld = `UPDATE jobs SET state = 'manual', lease_until = NULL, c
 	WHERE id = $2 AND attempt = $3 AND state IN ('waiting', 'blocked')
 	RETURNING report_id, tenant_id, source_id, revision, COALESCE(failure_class, '')`
 
-// ManualFromHeld turns a waiting or blocked job into a manual review record
+// manualFromHeld turns a waiting or blocked job into a manual review record
 // carrying the job's failure class, fenced on its attempt token. A job that
 // moved since it was read (claimed, resumed, converted) is
 // stet.ErrLeaseLost and is left alone.
-func ManualFromHeld(ctx context.Context, tx Querier, jobID string, token int64, now time.Time) (string, error) {
+func manualFromHeld(ctx context.Context, tx Querier, jobID string, token int64, now time.Time) (string, error) {
 	var p recordParams
 	var class string
 	err := tx.QueryRowContext(ctx, qManualFromHeld, micros(now), jobID, token).Scan(&p.reportID, &p.tenantID, &p.sourceID, &p.revision, &class)
@@ -88,6 +88,80 @@ func ManualFromHeld(ctx context.Context, tx Querier, jobID string, token int64, 
 	}
 	p.jobID, p.kind, p.failureClass, p.now = jobID, stet.RecordManual, stet.FailureClass(class), now
 	return insertRecord(ctx, tx, p)
+}
+
+// HeldRef names a held job to convert and the attempt token it was read
+// with.
+type HeldRef struct {
+	JobID string
+	Token int64
+}
+
+// qManualFromHeldPage is migration 0017's function: a page of conversions
+// in one statement.
+const qManualFromHeldPage = `SELECT out_job, out_record, out_report, out_tenant, out_source FROM stet_manual_from_held($1, $2, $3, $4)`
+
+// ManualFromHeldPage converts a page of held jobs inside tx, in the page's
+// order, each exactly as manualFromHeld does (fenced on its token; a job
+// that moved since it was read is left out). It returns the review record
+// of each job it converted, by job ID. On PostgreSQL the conversions are
+// one statement (stet_manual_from_held, migration 0017) and the outbox
+// events follow, each source's destinations read once; on SQLite, where a
+// statement costs no round trip, each job is converted in turn.
+func (db *DB) ManualFromHeldPage(ctx context.Context, tx Querier, page []HeldRef, now time.Time) (map[string]string, error) {
+	out := make(map[string]string, len(page))
+	if db.dialect.name != Postgres {
+		for _, h := range page {
+			recordID, err := manualFromHeld(ctx, tx, h.JobID, h.Token, now)
+			if errors.Is(err, stet.ErrLeaseLost) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			out[h.JobID] = recordID
+		}
+		return out, nil
+	}
+	if len(page) == 0 {
+		return out, nil
+	}
+	jobs, tokens, records := make([]string, len(page)), make([]int64, len(page)), make([]string, len(page))
+	for i, h := range page {
+		jobs[i], tokens[i], records[i] = h.JobID, h.Token, stet.NewID("rec", now)
+	}
+	rows, err := tx.QueryContext(ctx, qManualFromHeldPage, jobs, tokens, records, micros(now))
+	if err != nil {
+		return nil, fmt.Errorf("manual from held jobs: %w", err)
+	}
+	var events []recordEvent
+	for rows.Next() {
+		e := recordEvent{event: EventCommitted, now: now}
+		if err := rows.Scan(&e.jobID, &e.recordID, &e.reportID, &e.tenantID, &e.sourceID); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("manual from held jobs: %w", err)
+		}
+		events = append(events, e)
+		out[e.jobID] = e.recordID
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("manual from held jobs: %w", err)
+	}
+	dests := map[string][]destRow{}
+	for _, e := range events {
+		d, ok := dests[e.sourceID]
+		if !ok {
+			if d, err = configuredDestinations(ctx, tx, e.sourceID); err != nil {
+				return nil, err
+			}
+			dests[e.sourceID] = d
+		}
+		if _, err := enqueueRecordEventTo(ctx, tx, e, d); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // ManualParams asks for an operator's manual conversion: every waiting or

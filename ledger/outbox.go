@@ -122,10 +122,19 @@ func WebhookID(recordID, event string) string { return "evt_" + recordID + "_" +
 // destination.
 func enqueueRecordEvent(ctx context.Context, tx Querier, e recordEvent) ([]string, error) {
 	dests, err := configuredDestinations(ctx, tx, e.sourceID)
-	if err != nil || len(dests) == 0 {
+	if err != nil {
 		return nil, err
 	}
-	dests = slices.DeleteFunc(dests, func(d destRow) bool {
+	return enqueueRecordEventTo(ctx, tx, e, dests)
+}
+
+// enqueueRecordEventTo is enqueueRecordEvent with the source's configured
+// destinations already read (it does not change the slice).
+func enqueueRecordEventTo(ctx context.Context, tx Querier, e recordEvent, dests []destRow) ([]string, error) {
+	if len(dests) == 0 {
+		return nil, nil
+	}
+	dests = slices.DeleteFunc(slices.Clone(dests), func(d destRow) bool {
 		if e.only != nil {
 			return !slices.Contains(e.only, d.id)
 		}

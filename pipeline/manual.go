@@ -3,9 +3,9 @@ package pipeline
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/ledger"
@@ -181,41 +181,107 @@ const qPendingExtract = `SELECT id FROM river_job WHERE kind = 'stet_extract' AN
 	AND state IN ('available', 'scheduled', 'retryable', 'pending', 'running')`
 
 // convertHeld converts one batch in one transaction and returns how many
-// jobs it converted. A job found by its River job cancels that one; one
-// found in the ledger cancels its River extract jobs after riverSeen.
+// jobs it converted: the conversions first (ledger.ManualFromHeldPage, one
+// statement on PostgreSQL), then each converted job's River extract jobs
+// cancelled (the one it was found by, or those after riverSeen; on
+// PostgreSQL those not running in one statement), then the
+// audit entries, one per conversion in the batch's order, appended last.
 func (p *Pipeline) convertHeld(ctx context.Context, jobs []heldJob, riverSeen int64, mp ledger.ManualParams) (int, error) {
 	if len(jobs) == 0 {
 		return 0, nil
 	}
+	page := make([]ledger.HeldRef, len(jobs))
+	for i, h := range jobs {
+		page[i] = ledger.HeldRef{JobID: h.ID, Token: h.Attempt}
+	}
 	n := 0
 	err := p.inTx(ctx, "manual.convert", func(ctx context.Context, tx *sql.Tx) error {
-		n = 0
 		now := p.clock.Now()
+		records, err := p.db.ManualFromHeldPage(ctx, tx, page, now)
+		if err != nil {
+			return err
+		}
+		converted := make([]heldJob, 0, len(records))
+		entries := make([]ledger.AuditEntry, 0, len(records))
 		for _, h := range jobs {
-			recordID, err := ledger.ManualFromHeld(ctx, tx, h.ID, h.Attempt, now)
-			if errors.Is(err, stet.ErrLeaseLost) {
+			recordID, ok := records[h.ID]
+			if !ok {
 				continue // claimed, resumed or converted since it was read
 			}
-			if err != nil {
-				return err
-			}
-			if err := p.cancelExtract(ctx, tx, h, riverSeen); err != nil {
-				return err
-			}
-			if err := ledger.Audit(ctx, tx, ledger.AuditEntry{Tenant: cmpOr(mp.AuditTenant, "*"), Actor: mp.Actor,
+			delete(records, h.ID) // a job listed twice (two River jobs) converts once
+			converted = append(converted, h)
+			entries = append(entries, ledger.AuditEntry{Tenant: cmpOr(mp.AuditTenant, "*"), Actor: mp.Actor,
 				Action: "job.manual", ObjectType: "job", ObjectID: h.ID,
 				Detail: manualDetail(mp.Scope, h.FailureClass, recordID, mp.Reason),
-				Route:  mp.Route, RemoteAddr: mp.RemoteAddr, RequestID: mp.RequestID, Now: now}); err != nil {
-				return err
-			}
-			n++
+				Route:  mp.Route, RemoteAddr: mp.RemoteAddr, RequestID: mp.RequestID, Now: now})
 		}
-		return nil
+		if err := p.cancelExtracts(ctx, tx, converted, riverSeen); err != nil {
+			return err
+		}
+		n = len(entries)
+		return ledger.AuditMany(ctx, tx, entries)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("convert held jobs to manual: %w", err)
 	}
 	return n, nil
+}
+
+// qCancelWaitingExtract cancels, on PostgreSQL, a batch's River extract
+// jobs that are not running, in one statement, as River's JobCancel does
+// to such a job: cancelled, finalized now, cancel_attempted_at in its
+// metadata. River's statement also notifies, which only a running job's
+// producer acts on. A job that is running (a worker about to snooze it),
+// or that a producer claims meanwhile, is not returned and goes to River's
+// JobCancelTx.
+const qCancelWaitingExtract = `UPDATE river_job SET state = 'cancelled', finalized_at = now(),
+		metadata = jsonb_set(metadata, '{cancel_attempted_at}', $2::jsonb, true)
+	WHERE id = ANY($1) AND state IN ('available', 'scheduled', 'retryable', 'pending') AND finalized_at IS NULL
+	RETURNING id`
+
+// cancelExtracts cancels the River extract jobs of a batch's converted
+// jobs inside tx. On PostgreSQL those found by their River job that are
+// not running are cancelled in one statement (a call per job was most of
+// a batch's round trips); every other goes to cancelExtract.
+func (p *Pipeline) cancelExtracts(ctx context.Context, tx *sql.Tx, jobs []heldJob, riverSeen int64) error {
+	done := map[int64]bool{}
+	var ids []int64
+	for _, h := range jobs {
+		if h.riverID != 0 {
+			ids = append(ids, h.riverID)
+		}
+	}
+	if p.db.Dialect() == ledger.Postgres && len(ids) > 0 {
+		at, err := time.Now().UTC().MarshalJSON()
+		if err != nil {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, qCancelWaitingExtract, ids, string(at))
+		if err != nil {
+			return fmt.Errorf("cancel river jobs: %w", err)
+		}
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return fmt.Errorf("cancel river jobs: %w", err)
+			}
+			done[id] = true
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("cancel river jobs: %w", err)
+		}
+	}
+	for _, h := range jobs {
+		if h.riverID != 0 && done[h.riverID] {
+			continue
+		}
+		if err := p.cancelExtract(ctx, tx, h, riverSeen); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // cancelExtract cancels h's pending River extract jobs inside tx: the one
