@@ -44,7 +44,6 @@ func (s JobState) Terminal() bool {
 // Job is one extraction job: one per revision and extraction version.
 type Job struct {
 	ID                string
-	RevisionID        string
 	ReportID          string
 	TenantID          string
 	SourceID          string

@@ -82,6 +82,13 @@ func NewID(prefix string, now time.Time) string {
 	idLast = b
 	idMu.Unlock()
 
+	return FormatID(prefix, b)
+}
+
+// FormatID returns the identifier with the given prefix whose ULID is the
+// 16 bytes b: the prefix, an underscore and 26 base32 digits. The ledger
+// stores an ID as those bytes and shows it with FormatID.
+func FormatID(prefix string, b [16]byte) string {
 	var sb strings.Builder
 	sb.Grow(len(prefix) + 27)
 	sb.WriteString(prefix)
@@ -99,6 +106,34 @@ func NewID(prefix string, now time.Time) string {
 	return sb.String()
 }
 
+// ParseID splits an identifier made by NewID into its prefix and the 16
+// bytes of its ULID. ok is false for a string that is not such an ID: no
+// underscore, not 26 base32 digits after it, or more than 128 bits.
+func ParseID(id string) (prefix string, b [16]byte, ok bool) {
+	i := strings.LastIndexByte(id, '_')
+	if i < 0 || len(id)-i-1 != 26 {
+		return "", b, false
+	}
+	var hi, lo uint64
+	for k, c := range []byte(id[i+1:]) {
+		d := crockfordValue(c)
+		if d < 0 || (k == 0 && d > 7) { // 26 digits carry 130 bits: the first holds 3
+			return "", b, false
+		}
+		hi = hi<<5 | lo>>59
+		lo = lo<<5 | uint64(d)
+	}
+	binary.BigEndian.PutUint64(b[0:8], hi)
+	binary.BigEndian.PutUint64(b[8:16], lo)
+	return id[:i], b, true
+}
+
+// crockfordValue is the value of a base32 digit as NewID writes it
+// (uppercase), or -1.
+func crockfordValue(c byte) int {
+	return strings.IndexByte(crockford, c)
+}
+
 // IDTime returns the time a NewID value was made at (to the millisecond):
 // the first ten base32 digits after the prefix are its 48-bit Unix
 // milliseconds. ok is false for a string that is not such an ID.
@@ -109,7 +144,7 @@ func IDTime(id string) (t time.Time, ok bool) {
 	}
 	var ms uint64
 	for _, c := range []byte(id[i+1 : i+11]) {
-		d := strings.IndexByte(crockford, c)
+		d := crockfordValue(c)
 		if d < 0 {
 			return time.Time{}, false
 		}

@@ -69,30 +69,35 @@ func IdentityHash(mode stet.IdentityMode, externalID string, text stet.Text) str
 	return stet.SHA256Hex([]byte("external_id\x00" + externalID))
 }
 
-// Intake statements.
+// Intake statements. A receipt, a revision and a job name their report,
+// revision and job by integer key (keys.go); what intake answers carries
+// the public IDs.
 var (
-	qDeliveryByKey = `SELECT body_sha256, job_id, report_id, revision FROM deliveries
-		WHERE source_id = $1 AND delivery_key = $2`
-	qInsertReport = `INSERT INTO reports (id, tenant_id, source_id, external_id, identity_hash, created_at, updated_at)
+	qDeliveryByKey = `SELECT d.body_sha256, j.public_id, r.public_id, d.revision, j.state
+		FROM deliveries d JOIN jobs j ON j.id = d.job_id JOIN reports r ON r.id = d.report_id
+		WHERE d.source_id = $1 AND d.delivery_key = $2`
+	qInsertReport = `INSERT INTO reports (public_id, tenant_id, source_id, external_id, identity_hash, created_at, updated_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $6)
 		ON CONFLICT (tenant_id, source_id, identity_hash) DO NOTHING RETURNING id`
-	qReportByIdentity  = `SELECT id FROM reports WHERE tenant_id = $1 AND source_id = $2 AND identity_hash = $3`
+	qReportByIdentity  = `SELECT id, public_id FROM reports WHERE tenant_id = $1 AND source_id = $2 AND identity_hash = $3`
 	qRevisionByContent = `SELECT revision FROM revisions WHERE report_id = $1 AND content_sha256 = $2 ORDER BY revision LIMIT 1`
 	qNextRevision      = `SELECT COALESCE(MAX(revision), 0) + 1 FROM revisions WHERE report_id = $1`
-	qInsertRevision    = `INSERT INTO revisions (id, report_id, revision, content_sha256, text, metadata,
-			policy_id, policy_hash, profile_id, profile_version, received_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+	// A revision names its policy version by key: the version must be
+	// recorded (RecordPolicy) before a revision is accepted under it.
+	qInsertRevision = `INSERT INTO revisions (report_id, revision, content_sha256, text, metadata,
+			policy_version, profile_id, profile_version, received_at)
+		VALUES ($1, $2, $3, $4, $5, (SELECT id FROM policy_versions WHERE hash = $6), $7, $8, $9)
 		ON CONFLICT (report_id, revision) DO NOTHING RETURNING id`
 	qRevisionByNumber = `SELECT id, content_sha256 FROM revisions WHERE report_id = $1 AND revision = $2`
-	qInsertJob        = `INSERT INTO jobs (id, revision_id, report_id, tenant_id, source_id, revision,
+	qInsertJob        = `INSERT INTO jobs (public_id, revision_id, report_id, tenant_id, source_id, revision,
 			extraction_version, state, attempt, created_at, updated_at, mode)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, 'accepted', 0, $8, $8, $9)
 		ON CONFLICT (revision_id, extraction_version) DO NOTHING RETURNING id`
-	qJobByRevision  = `SELECT id, state FROM jobs WHERE revision_id = $1 AND extraction_version = $2`
+	qJobByRevision  = `SELECT id, public_id, state FROM jobs WHERE revision_id = $1 AND extraction_version = $2`
 	qInsertDelivery = `INSERT INTO deliveries (source_id, delivery_key, body_sha256, job_id, report_id, revision, received_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7)
-		ON CONFLICT (source_id, delivery_key) DO NOTHING RETURNING job_id`
-	qJobState       = `SELECT state FROM jobs WHERE id = $1`
+		ON CONFLICT (source_id, delivery_key) DO NOTHING RETURNING revision`
+	qJobState       = `SELECT state FROM jobs WHERE public_id = $1`
 	qLockLiveReport = `UPDATE reports SET updated_at = $1 WHERE id = $2 AND deleted_at IS NULL`
 )
 
@@ -120,31 +125,28 @@ func (db *DB) Accept(ctx context.Context, tx Querier, p AcceptParams) (res Accep
 
 	// 1. The delivery receipt: the same webhook-id answers as before.
 	var d struct {
-		bodySHA, jobID, reportID string
-		revision                 int64
+		bodySHA, jobID, reportID, state string
+		revision                        int64
 	}
 	err = tx.QueryRowContext(ctx, qDeliveryByKey, p.SourceID, p.DeliveryKey).
-		Scan(&d.bodySHA, &d.jobID, &d.reportID, &d.revision)
+		Scan(shaScan{&d.bodySHA}, jobPub(&d.jobID), reportPub(&d.reportID), &d.revision, &d.state)
 	switch {
 	case err == nil:
 		if d.bodySHA != p.BodySHA256 {
 			return AcceptResult{Outcome: OutcomeDeliveryConflict}, false, nil
 		}
-		state, err := jobState(ctx, tx, d.jobID)
-		if err != nil {
-			return res, false, err
-		}
-		return AcceptResult{Outcome: OutcomeDuplicate, JobID: d.jobID, ReportID: d.reportID, Revision: d.revision, State: state}, false, nil
+		return AcceptResult{Outcome: OutcomeDuplicate, JobID: d.jobID, ReportID: d.reportID, Revision: d.revision,
+			State: stet.JobState(d.state)}, false, nil
 	case errors.Is(err, sql.ErrNoRows):
 	default:
 		return res, false, fmt.Errorf("read delivery: %w", err)
 	}
 
 	// 2. The report: one row per identity.
-	reportID := stet.NewID("rep", p.Now)
-	var got string
+	reportID := stet.NewID(prefixReport, p.Now)
+	var reportKey int64
 	err = tx.QueryRowContext(ctx, qInsertReport,
-		reportID, p.TenantID, p.SourceID, nullString(p.ExternalID), identity, now).Scan(&got)
+		pub(reportID), p.TenantID, p.SourceID, nullString(p.ExternalID), sha(identity), now).Scan(&reportKey)
 	switch {
 	case err == nil:
 		// A deletion that committed since step 0 freed the identity hash:
@@ -154,17 +156,17 @@ func (db *DB) Accept(ctx context.Context, tx Querier, p AcceptParams) (res Accep
 		} else if gone {
 			return res, false, ErrRetryItem
 		}
-		if dk, err = db.newReportKey(ctx, tx, reportID, p.Now); err != nil {
+		if dk, err = db.newReportKey(ctx, tx, reportKey, reportID, p.Now); err != nil {
 			return res, false, err
 		}
 	case errors.Is(err, sql.ErrNoRows):
 		if err := tx.QueryRowContext(ctx, qReportByIdentity,
-			p.TenantID, p.SourceID, identity).Scan(&reportID); err != nil {
+			p.TenantID, p.SourceID, sha(identity)).Scan(&reportKey, reportPub(&reportID)); err != nil {
 			return res, false, fmt.Errorf("read report: %w", err)
 		}
 		// Take the report row, as a deletion does: a deletion racing this
 		// delivery either cancels its job or is seen here.
-		r, err := tx.ExecContext(ctx, qLockLiveReport, now, reportID)
+		r, err := tx.ExecContext(ctx, qLockLiveReport, now, reportKey)
 		if err != nil {
 			return res, false, fmt.Errorf("lock report: %w", err)
 		}
@@ -186,42 +188,43 @@ func (db *DB) Accept(ctx context.Context, tx Querier, p AcceptParams) (res Accep
 		// replay must not become a new revision.
 		var existing int64
 		err := tx.QueryRowContext(ctx, qRevisionByContent,
-			reportID, contentSHA).Scan(&existing)
+			reportKey, sha(contentSHA)).Scan(&existing)
 		switch {
 		case err == nil:
 			revision = existing
 		case errors.Is(err, sql.ErrNoRows):
-			if err := tx.QueryRowContext(ctx, qNextRevision, reportID).Scan(&revision); err != nil {
+			if err := tx.QueryRowContext(ctx, qNextRevision, reportKey).Scan(&revision); err != nil {
 				return res, false, fmt.Errorf("next revision: %w", err)
 			}
 		default:
 			return res, false, fmt.Errorf("read revision: %w", err)
 		}
 	}
-	revisionID := stet.NewID("rev", p.Now)
 	var metadata sql.NullString
 	if len(p.Metadata) > 0 {
 		metadata = sql.NullString{String: string(p.Metadata), Valid: true}
 	}
-	text, err := sealString(dk, colRevisionText, revisionID, p.Text.Reveal())
+	binding := RevisionBinding("", reportID, contentSHA)
+	text, err := sealString(dk, colRevisionText, binding, p.Text.Reveal())
 	if err != nil {
 		return res, false, err
 	}
-	if metadata, err = seal(dk, colRevisionMetadata, revisionID, metadata); err != nil {
+	if metadata, err = seal(dk, colRevisionMetadata, binding, metadata); err != nil {
 		return res, false, err
 	}
+	var revisionKey int64
 	err = tx.QueryRowContext(ctx, qInsertRevision,
-		revisionID, reportID, revision, contentSHA, text, metadata,
-		p.PolicyID, p.PolicyHash, p.ProfileID, p.ProfileVersion, now).Scan(&got)
+		reportKey, revision, sha(contentSHA), text, metadata,
+		p.PolicyHash, p.ProfileID, p.ProfileVersion, now).Scan(&revisionKey)
 	switch {
 	case err == nil:
 	case errors.Is(err, sql.ErrNoRows):
-		var sha string
+		var stored string
 		if err := tx.QueryRowContext(ctx, qRevisionByNumber,
-			reportID, revision).Scan(&revisionID, &sha); err != nil {
+			reportKey, revision).Scan(&revisionKey, shaScan{&stored}); err != nil {
 			return res, false, fmt.Errorf("read revision: %w", err)
 		}
-		if sha != contentSHA {
+		if stored != contentSHA {
 			if p.Revisions == stet.RevisionsContent {
 				// Another delivery took this number for other content.
 				return res, false, ErrRetryItem
@@ -234,15 +237,16 @@ func (db *DB) Accept(ctx context.Context, tx Querier, p AcceptParams) (res Accep
 
 	// 4. The job: one per revision and extraction version.
 	extractionVersion := (&stet.Profile{ID: p.ProfileID, Version: p.ProfileVersion}).ExtractionVersion()
-	jobID := stet.NewID("job", p.Now)
+	jobID := stet.NewID(prefixJob, p.Now)
 	outcome := OutcomeAccepted
 	state := stet.JobAccepted
 	mode := stet.ModeSync
 	if p.Mode == stet.ModeBatch {
 		mode = stet.ModeBatch
 	}
+	var jobKey int64
 	err = tx.QueryRowContext(ctx, qInsertJob,
-		jobID, revisionID, reportID, p.TenantID, p.SourceID, revision, extractionVersion, now, string(mode)).Scan(&got)
+		pub(jobID), revisionKey, reportKey, p.TenantID, p.SourceID, revision, extractionVersion, now, string(mode)).Scan(&jobKey)
 	switch {
 	case err == nil:
 		newJob = true
@@ -250,7 +254,7 @@ func (db *DB) Accept(ctx context.Context, tx Querier, p AcceptParams) (res Accep
 		outcome = OutcomeDuplicate
 		var s string
 		if err := tx.QueryRowContext(ctx, qJobByRevision,
-			revisionID, extractionVersion).Scan(&jobID, &s); err != nil {
+			revisionKey, extractionVersion).Scan(&jobKey, jobPub(&jobID), &s); err != nil {
 			return res, false, fmt.Errorf("read job: %w", err)
 		}
 		state = stet.JobState(s)
@@ -259,8 +263,9 @@ func (db *DB) Accept(ctx context.Context, tx Querier, p AcceptParams) (res Accep
 	}
 
 	// 5. The receipt, so the same webhook-id answers the same.
+	var got int64
 	err = tx.QueryRowContext(ctx, qInsertDelivery,
-		p.SourceID, p.DeliveryKey, p.BodySHA256, jobID, reportID, revision, now).Scan(&got)
+		p.SourceID, p.DeliveryKey, sha(p.BodySHA256), jobKey, reportKey, revision, now).Scan(&got)
 	switch {
 	case err == nil:
 	case errors.Is(err, sql.ErrNoRows):
@@ -273,7 +278,7 @@ func (db *DB) Accept(ctx context.Context, tx Querier, p AcceptParams) (res Accep
 
 func jobState(ctx context.Context, q Querier, jobID string) (stet.JobState, error) {
 	var s string
-	if err := q.QueryRowContext(ctx, qJobState, jobID).Scan(&s); err != nil {
+	if err := q.QueryRowContext(ctx, qJobState, pub(jobID)).Scan(&s); err != nil {
 		return "", fmt.Errorf("read job state: %w", err)
 	}
 	return stet.JobState(s), nil

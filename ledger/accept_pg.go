@@ -33,8 +33,8 @@ var (
 	// order. A row that exists is locked and touched as qLockLiveReport
 	// does, unless it was deleted (then no id comes back: gone).
 	qGroupReports = `WITH a AS MATERIALIZED (
-			SELECT $1::text[] AS a1, $2::bigint[] AS a2, $3::text[] AS a3, $4::text[] AS a4, $5::text[] AS a5,
-				$6::text[] AS a6, $7::text[] AS a7, $8::text[] AS a8),
+			SELECT $1::text[] AS a1, $2::bigint[] AS a2, $3::text[] AS a3, $4::text[] AS a4, $5::bytea[] AS a5,
+				$6::text[] AS a6, $7::text[] AS a7, $8::bytea[] AS a8),
 		u AS (
 			SELECT u.* FROM a, unnest(a.a1, a.a2, a.a3, a.a4, a.a5, a.a6, a.a7, a.a8)
 				WITH ORDINALITY AS u(th, at, s, k, id, t, e, h, ord)),
@@ -42,21 +42,22 @@ var (
 			SELECT u.ord,
 				EXISTS (SELECT 1 FROM tombstones t WHERE t.identity_hash = u.th AND t.expires_at > u.at) AS gone,
 				d.source_id IS NOT NULL AS found,
-				COALESCE(d.body_sha256, '') AS b, COALESCE(d.job_id, '') AS j, COALESCE(d.report_id, '') AS rep,
+				d.body_sha256 AS b, jb.public_id AS j, rp.public_id AS rep,
 				COALESCE(d.revision, 0) AS rev, COALESCE(jb.state, '') AS state
 			FROM u
 			LEFT JOIN LATERAL (SELECT * FROM deliveries d WHERE d.source_id = u.s AND d.delivery_key = u.k LIMIT 1) d ON true
-			LEFT JOIN LATERAL (SELECT jb.state FROM jobs jb WHERE jb.id = d.job_id LIMIT 1) jb ON true),
+			LEFT JOIN LATERAL (SELECT jb.state, jb.public_id FROM jobs jb WHERE jb.id = d.job_id LIMIT 1) jb ON true
+			LEFT JOIN LATERAL (SELECT rp.public_id FROM reports rp WHERE rp.id = d.report_id LIMIT 1) rp ON true),
 		ins AS (
-			INSERT INTO reports (id, tenant_id, source_id, external_id, identity_hash, created_at, updated_at)
+			INSERT INTO reports (public_id, tenant_id, source_id, external_id, identity_hash, created_at, updated_at)
 			SELECT u.id, u.t, u.s, NULLIF(u.e, ''), u.h, u.at, u.at
 			FROM u JOIN l ON l.ord = u.ord
 			WHERE NOT l.gone AND NOT l.found
 			ORDER BY u.ord
 			ON CONFLICT (tenant_id, source_id, identity_hash) DO UPDATE SET updated_at = EXCLUDED.updated_at
 				WHERE reports.deleted_at IS NULL
-			RETURNING id, tenant_id, source_id, identity_hash)
-		SELECT l.ord, l.gone, l.found, l.b, l.j, l.rep, l.rev, l.state, COALESCE(ins.id, '')
+			RETURNING id, public_id, tenant_id, source_id, identity_hash)
+		SELECT l.ord, l.gone, l.found, l.b, l.j, l.rep, l.rev, l.state, ins.id, ins.public_id
 		FROM u JOIN l ON l.ord = u.ord
 		LEFT JOIN ins ON ins.tenant_id = u.t AND ins.source_id = u.s AND ins.identity_hash = u.h
 		ORDER BY l.ord`
@@ -74,19 +75,19 @@ var (
 	// for each job it creates (a sync job: a batch job waits for assembly),
 	// as River's own multi-row insert would, but in the same statement
 	// instead of a round trip of its own: its args name the ledger job, its
-	// metadata comes from $22 (one per item, '' for none), its kind, queue,
-	// priority and attempts from $23-$26; River's column defaults do the
+	// metadata comes from $21 (one per item, '' for none), its kind, queue,
+	// priority and attempts from $22-$25; River's column defaults do the
 	// rest (state available, scheduled now). No insert notification goes
 	// with it: stet's River client polls (riverdatabasesql has no
 	// listener), so nothing would hear one.
 	qGroupRecordsEnqueue = groupRecords(`,
-		b AS MATERIALIZED (SELECT $22::text[] AS m),
+		b AS MATERIALIZED (SELECT $21::text[] AS m),
 		qm AS (SELECT q.* FROM b, unnest(b.m) WITH ORDINALITY AS q(meta, ord)),
 		iq AS (
 			INSERT INTO river_job (args, kind, max_attempts, metadata, priority, queue)
-			SELECT jsonb_build_object('job_id', ij.id), $23::text, $26::smallint,
-				COALESCE(NULLIF(qm.meta, '')::jsonb, '{}'::jsonb), $25::smallint, $24::text
-			FROM n JOIN ij ON ij.id = n.jid JOIN qm ON qm.ord = n.ord
+			SELECT jsonb_build_object('job_id', n.jname), $22::text, $25::smallint,
+				COALESCE(NULLIF(qm.meta, '')::jsonb, '{}'::jsonb), $24::smallint, $23::text
+			FROM n JOIN ij ON ij.public_id = n.jid JOIN qm ON qm.ord = n.ord
 			WHERE n.mode <> 'batch'
 			ORDER BY n.ord)`)
 )
@@ -95,45 +96,46 @@ var (
 // added after its own.
 func groupRecords(extra string) string {
 	return `WITH a AS MATERIALIZED (
-			SELECT $1::text[] AS a1, $2::text[] AS a2, $3::bigint[] AS a3, $4::bool[] AS a4, $5::text[] AS a5,
-				$6::text[] AS a6, $7::text[] AS a7, $8::text[] AS a8, $9::text[] AS a9, $10::text[] AS a10,
-				$11::bigint[] AS a11, $12::bigint[] AS a12, $13::text[] AS a13, $14::text[] AS a14, $15::text[] AS a15,
-				$16::text[] AS a16, $17::text[] AS a17, $18::text[] AS a18, $19::text[] AS a19, $20::text[] AS a20,
-				$21::bool[] AS a21),
+			SELECT $1::bigint[] AS a1, $2::bigint[] AS a2, $3::bool[] AS a3, $4::bytea[] AS a4, $5::text[] AS a5,
+				$6::text[] AS a6, $7::text[] AS a7, $8::text[] AS a8, $9::bigint[] AS a9, $10::bigint[] AS a10,
+				$11::bytea[] AS a11, $12::text[] AS a12, $13::text[] AS a13, $14::text[] AS a14, $15::text[] AS a15,
+				$16::text[] AS a16, $17::bytea[] AS a17, $18::text[] AS a18, $19::bool[] AS a19, $20::text[] AS a20),
 		u AS (
 			SELECT u.* FROM a, unnest(a.a1, a.a2, a.a3, a.a4, a.a5, a.a6, a.a7, a.a8, a.a9, a.a10,
-				a.a11, a.a12, a.a13, a.a14, a.a15, a.a16, a.a17, a.a18, a.a19, a.a20, a.a21)
-				WITH ORDINALITY AS u(rid, rep, rev0, look, c, txt, m, pid, ph, prof, pv, at, jid, t, s, ev, mode, k, b, th, cr, ord)),
+				a.a11, a.a12, a.a13, a.a14, a.a15, a.a16, a.a17, a.a18, a.a19, a.a20)
+				WITH ORDINALITY AS u(rep, rev0, look, c, txt, m, ph, prof, pv, at, jid, t, s, ev, mode, k, b, th, cr, jname, ord)),
 		n AS (
 			SELECT u.*, CASE WHEN u.look THEN COALESCE(
 					(SELECT r.revision FROM revisions r WHERE r.report_id = u.rep AND r.content_sha256 = u.c ORDER BY r.revision LIMIT 1),
 					(SELECT COALESCE(MAX(r.revision), 0) + 1 FROM revisions r WHERE r.report_id = u.rep))
-				ELSE u.rev0 END AS rev
+				ELSE u.rev0 END AS rev,
+				(SELECT p.id FROM policy_versions p WHERE p.hash = u.ph) AS pver
 			FROM u),
 		ir AS (
-			INSERT INTO revisions (id, report_id, revision, content_sha256, text, metadata,
-				policy_id, policy_hash, profile_id, profile_version, received_at)
-			SELECT n.rid, n.rep, n.rev, n.c, n.txt, NULLIF(n.m, ''), n.pid, n.ph, n.prof, n.pv, n.at
+			INSERT INTO revisions (report_id, revision, content_sha256, text, metadata,
+				policy_version, profile_id, profile_version, received_at)
+			SELECT n.rep, n.rev, n.c, n.txt, NULLIF(n.m, ''), n.pver, n.prof, n.pv, n.at
 			FROM n ORDER BY n.ord
-			ON CONFLICT (report_id, revision) DO NOTHING RETURNING id),
+			ON CONFLICT (report_id, revision) DO NOTHING RETURNING id, report_id, revision),
 		rv AS (
-			SELECT n.ord, COALESCE(ir.id, r.id) AS id, COALESCE(r.content_sha256, n.c) AS sha
-			FROM n LEFT JOIN ir ON ir.id = n.rid
+			SELECT n.ord, COALESCE(ir.id, r.id) AS id, CASE WHEN ir.id IS NOT NULL THEN n.c ELSE r.content_sha256 END AS sha
+			FROM n LEFT JOIN ir ON ir.report_id = n.rep AND ir.revision = n.rev
 			LEFT JOIN LATERAL (SELECT r.id, r.content_sha256 FROM revisions r
 				WHERE ir.id IS NULL AND r.report_id = n.rep AND r.revision = n.rev LIMIT 1) r ON true),
 		ij AS (
-			INSERT INTO jobs (id, revision_id, report_id, tenant_id, source_id, revision,
+			INSERT INTO jobs (public_id, revision_id, report_id, tenant_id, source_id, revision,
 				extraction_version, state, attempt, created_at, updated_at, mode)
 			SELECT n.jid, rv.id, n.rep, n.t, n.s, n.rev, n.ev, 'accepted', 0, n.at, n.at, n.mode
 			FROM n JOIN rv ON rv.ord = n.ord
 			WHERE rv.id IS NOT NULL AND rv.sha = n.c
 			ORDER BY n.ord
-			ON CONFLICT (revision_id, extraction_version) DO NOTHING RETURNING id),
+			ON CONFLICT (revision_id, extraction_version) DO NOTHING RETURNING id, public_id),
 		jb AS (
-			SELECT n.ord, COALESCE(ij.id, j.id) AS id, ij.id IS NOT NULL AS new, COALESCE(j.state, 'accepted') AS state
+			SELECT n.ord, COALESCE(ij.id, j.id) AS id, COALESCE(ij.public_id, j.public_id) AS pid,
+				ij.id IS NOT NULL AS new, COALESCE(j.state, 'accepted') AS state
 			FROM n JOIN rv ON rv.ord = n.ord
-			LEFT JOIN ij ON ij.id = n.jid
-			LEFT JOIN LATERAL (SELECT j.id, j.state FROM jobs j
+			LEFT JOIN ij ON ij.public_id = n.jid
+			LEFT JOIN LATERAL (SELECT j.id, j.public_id, j.state FROM jobs j
 				WHERE ij.id IS NULL AND j.revision_id = rv.id AND j.extraction_version = n.ev LIMIT 1) j ON true
 			WHERE rv.id IS NOT NULL AND rv.sha = n.c),
 		idl AS (
@@ -143,12 +145,12 @@ func groupRecords(extra string) string {
 			WHERE jb.id IS NOT NULL
 			ORDER BY n.ord
 			ON CONFLICT (source_id, delivery_key) DO NOTHING RETURNING source_id, delivery_key)` + extra + `
-		SELECT f.*, stet_group_retry(f.gone OR f.rid = '' OR (f.sha <> f.c AND f.cr)
-				OR (f.sha = f.c AND (f.jid = '' OR NOT f.recpt)))
+		SELECT f.*, stet_group_retry(f.gone OR f.rid = 0 OR (f.sha <> f.c AND f.cr)
+				OR (f.sha = f.c AND (f.jid IS NULL OR NOT f.recpt)))
 		FROM (SELECT n.ord, n.rev,
 				n.th <> '' AND EXISTS (SELECT 1 FROM tombstones t WHERE t.identity_hash = n.th AND t.expires_at > n.at) AS gone,
-				COALESCE(rv.id, '') AS rid, COALESCE(rv.sha, '') AS sha,
-				COALESCE(jb.id, '') AS jid, COALESCE(jb.new, false) AS new, COALESCE(jb.state, '') AS state,
+				COALESCE(rv.id, 0) AS rid, COALESCE(rv.sha, ''::bytea) AS sha,
+				jb.pid AS jid, COALESCE(jb.new, false) AS new, COALESCE(jb.state, '') AS state,
 				EXISTS (SELECT 1 FROM idl WHERE idl.source_id = n.s AND idl.delivery_key = n.k) AS recpt,
 				n.c, n.cr
 			FROM n LEFT JOIN rv ON rv.ord = n.ord LEFT JOIN jb ON jb.ord = n.ord) f
@@ -175,11 +177,11 @@ type groupItem struct {
 	dk       *boundary.DataKey
 	meta     string // River job metadata (Enqueue), '' for none
 
-	reportID   string
+	reportID   string // the report's public ID and key
+	reportKey  int64
 	newReport  bool
 	contentSHA string
 	revision   int64
-	revisionID string
 	extraction string
 	jobID      string
 }
@@ -454,17 +456,17 @@ type rowReader interface {
 
 func groupReportsArgs(items []*groupItem) []any {
 	for _, it := range items {
-		it.reportID = stet.NewID("rep", it.p.Now)
+		it.reportID = stet.NewID(prefixReport, it.p.Now)
 	}
 	return []any{
 		column(items, func(it *groupItem) string { return TombstoneHash(it.p.TenantID, it.p.SourceID, it.identity) }),
 		column(items, func(it *groupItem) int64 { return it.now }),
 		column(items, func(it *groupItem) string { return it.p.SourceID }),
 		column(items, func(it *groupItem) string { return it.p.DeliveryKey }),
-		column(items, func(it *groupItem) string { return it.reportID }),
+		column(items, func(it *groupItem) []byte { return pub(it.reportID) }),
 		column(items, func(it *groupItem) string { return it.p.TenantID }),
 		column(items, func(it *groupItem) string { return it.p.ExternalID }),
-		column(items, func(it *groupItem) string { return it.identity }),
+		column(items, func(it *groupItem) []byte { return sha(it.identity) }),
 	}
 }
 
@@ -476,7 +478,9 @@ func readGroupReports(rows rowReader, items []*groupItem, res []AcceptResult, do
 		var ord, revision int64
 		var gone, found bool
 		var bodySHA, jobID, reportID, state, id string
-		if err := rows.Scan(&ord, &gone, &found, &bodySHA, &jobID, &reportID, &revision, &state, &id); err != nil {
+		var key sql.NullInt64
+		if err := rows.Scan(&ord, &gone, &found, shaScan{&bodySHA}, jobPub(&jobID), reportPub(&reportID), &revision, &state,
+			&key, reportPub(&id)); err != nil {
 			return err
 		}
 		seen++
@@ -503,7 +507,7 @@ func readGroupReports(rows rowReader, items []*groupItem, res []AcceptResult, do
 			done[k] = true
 		default:
 			it.newReport = id == it.reportID
-			it.reportID = id
+			it.reportID, it.reportKey = id, key.Int64
 		}
 	}
 	if seen != len(items) {
@@ -537,7 +541,7 @@ func (db *DB) acceptSet(ctx context.Context, tx Querier, items []*groupItem, res
 		for _, it := range items {
 			var err error
 			if it.newReport {
-				it.dk, err = db.newReportKey(ctx, tx, it.reportID, it.p.Now)
+				it.dk, err = db.newReportKey(ctx, tx, it.reportKey, it.reportID, it.p.Now)
 			} else {
 				it.dk, err = db.writeKey(ctx, tx, it.reportID, it.p.Now)
 			}
@@ -583,35 +587,33 @@ func (db *DB) groupRecordsArgs(items []*groupItem, enq *Enqueue) (string, []any,
 		if it.p.Revisions == stet.RevisionsContent && it.newReport {
 			it.revision = 1 // a report created here has no revisions yet
 		}
-		it.revisionID = stet.NewID("rev", it.p.Now)
 		it.extraction = (&stet.Profile{ID: it.p.ProfileID, Version: it.p.ProfileVersion}).ExtractionVersion()
-		it.jobID = stet.NewID("job", it.p.Now)
+		it.jobID = stet.NewID(prefixJob, it.p.Now)
 		var metadata sql.NullString
 		if len(it.p.Metadata) > 0 {
 			metadata = sql.NullString{String: string(it.p.Metadata), Valid: true}
 		}
+		binding := RevisionBinding("", it.reportID, it.contentSHA)
 		var err error
-		if texts[k], err = sealString(it.dk, colRevisionText, it.revisionID, it.p.Text.Reveal()); err != nil {
+		if texts[k], err = sealString(it.dk, colRevisionText, binding, it.p.Text.Reveal()); err != nil {
 			return "", nil, err
 		}
-		if metadata, err = seal(it.dk, colRevisionMetadata, it.revisionID, metadata); err != nil {
+		if metadata, err = seal(it.dk, colRevisionMetadata, binding, metadata); err != nil {
 			return "", nil, err
 		}
 		metas[k] = metadata.String // NULL travels as '' (a stored value is never empty)
 	}
 	query, args := qGroupRecords, []any{
-		column(items, func(it *groupItem) string { return it.revisionID }),
-		column(items, func(it *groupItem) string { return it.reportID }),
+		column(items, func(it *groupItem) int64 { return it.reportKey }),
 		column(items, func(it *groupItem) int64 { return it.revision }),
 		column(items, func(it *groupItem) bool { return it.p.Revisions == stet.RevisionsContent && !it.newReport }),
-		column(items, func(it *groupItem) string { return it.contentSHA }),
+		column(items, func(it *groupItem) []byte { return sha(it.contentSHA) }),
 		texts, metas,
-		column(items, func(it *groupItem) string { return it.p.PolicyID }),
 		column(items, func(it *groupItem) string { return it.p.PolicyHash }),
 		column(items, func(it *groupItem) string { return it.p.ProfileID }),
 		column(items, func(it *groupItem) int64 { return int64(it.p.ProfileVersion) }),
 		column(items, func(it *groupItem) int64 { return it.now }),
-		column(items, func(it *groupItem) string { return it.jobID }),
+		column(items, func(it *groupItem) []byte { return pub(it.jobID) }),
 		column(items, func(it *groupItem) string { return it.p.TenantID }),
 		column(items, func(it *groupItem) string { return it.p.SourceID }),
 		column(items, func(it *groupItem) string { return it.extraction }),
@@ -622,7 +624,7 @@ func (db *DB) groupRecordsArgs(items []*groupItem, enq *Enqueue) (string, []any,
 			return string(stet.ModeSync)
 		}),
 		column(items, func(it *groupItem) string { return it.p.DeliveryKey }),
-		column(items, func(it *groupItem) string { return it.p.BodySHA256 }),
+		column(items, func(it *groupItem) []byte { return sha(it.p.BodySHA256) }),
 		column(items, func(it *groupItem) string {
 			if !it.newReport {
 				return "" // only a report created here needs the recheck
@@ -630,6 +632,7 @@ func (db *DB) groupRecordsArgs(items []*groupItem, enq *Enqueue) (string, []any,
 			return TombstoneHash(it.p.TenantID, it.p.SourceID, it.identity)
 		}),
 		column(items, func(it *groupItem) bool { return it.p.Revisions == stet.RevisionsContent }),
+		column(items, func(it *groupItem) string { return it.jobID }),
 	}
 	if enq != nil {
 		query = qGroupRecordsEnqueue
@@ -641,9 +644,9 @@ func (db *DB) groupRecordsArgs(items []*groupItem, enq *Enqueue) (string, []any,
 
 // groupOutcome is one row of qGroupRecords.
 type groupOutcome struct {
-	revision                 int64
-	gone, newJob, recpt      bool
-	revID, sha, jobID, state string
+	revision, revKey    int64
+	gone, newJob, recpt bool
+	sha, jobID, state   string
 }
 
 func readGroupRecords(rows rowReader, n int) ([]groupOutcome, error) {
@@ -655,9 +658,9 @@ func readGroupRecords(rows rowReader, n int) ([]groupOutcome, error) {
 		// The last three columns are the check's inputs and result
 		// (stet_group_retry in the select list measured faster than in a
 		// WHERE clause).
-		var content string
+		var content []byte
 		var contentRevisions, retry bool
-		if err := rows.Scan(&ord, &o.revision, &o.gone, &o.revID, &o.sha, &o.jobID, &o.newJob, &o.state, &o.recpt,
+		if err := rows.Scan(&ord, &o.revision, &o.gone, &o.revKey, shaScan{&o.sha}, jobPub(&o.jobID), &o.newJob, &o.state, &o.recpt,
 			&content, &contentRevisions, &retry); err != nil {
 			return nil, err
 		}
@@ -685,10 +688,10 @@ func settleGroupRecords(items []*groupItem, outs []groupOutcome, res []AcceptRes
 			// an identity hash: run the group again item by item, and its
 			// first step answers gone.
 			return ErrRetryItem
-		case o.revID == "":
+		case o.revKey == 0:
 			return errGroupMiss
 		}
-		it.revision, it.revisionID = o.revision, o.revID
+		it.revision = o.revision
 		if o.sha != it.contentSHA {
 			if it.p.Revisions == stet.RevisionsContent {
 				// Another delivery took this number for other content.

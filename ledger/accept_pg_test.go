@@ -223,7 +223,7 @@ func TestAcceptGroupMissFallsBackToItems(t *testing.T) {
 	}
 	ctx := context.Background()
 	db := open(t, ledger.Postgres)
-	item, other := raceOtherJob(t, db)
+	item, other, otherJob := raceOtherJob(t, db)
 
 	tx, err := db.Writer().BeginTx(ctx, nil)
 	if err != nil {
@@ -270,8 +270,8 @@ func TestAcceptGroupMissFallsBackToItems(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if res.Outcome != ledger.OutcomeDuplicate || res.JobID != "job_other" {
-		t.Errorf("Accept after the fallback = %s job %s, want duplicate job_other", res.Outcome, res.JobID)
+	if res.Outcome != ledger.OutcomeDuplicate || res.JobID != otherJob {
+		t.Errorf("Accept after the fallback = %s job %s, want duplicate %s", res.Outcome, res.JobID, otherJob)
 	}
 	if n := count(t, db, `SELECT COUNT(*) FROM jobs`); n != 2 {
 		t.Errorf("jobs = %d, want 2", n)
@@ -396,13 +396,13 @@ func TestAcceptGroupCommitMatchesAccept(t *testing.T) {
 	if n := count(t, db, `SELECT COUNT(*) FROM river_job`); n != 6 {
 		t.Errorf("River jobs = %d, want 6 (one per new sync job)", n)
 	}
-	if n := count(t, db, `SELECT COUNT(*) FROM river_job r JOIN jobs j ON j.id = r.args->>'job_id'
+	if n := count(t, db, `SELECT COUNT(*) FROM river_job r JOIN jobs j ON j.public_id = stet_ulid(r.args->>'job_id')
 		WHERE j.mode = 'sync' AND r.kind = 'stet_extract' AND r.queue = 'extract' AND r.priority = 2
 			AND r.max_attempts = 25 AND r.state = 'available' AND r.attempt = 0`); n != 6 {
 		t.Errorf("River jobs naming a sync job, as River inserts them = %d, want 6", n)
 	}
 	// Each River job carries its own delivery's metadata: item 2 is r2.
-	if n := count(t, db, `SELECT COUNT(*) FROM river_job r JOIN jobs j ON j.id = r.args->>'job_id'
+	if n := count(t, db, `SELECT COUNT(*) FROM river_job r JOIN jobs j ON j.public_id = stet_ulid(r.args->>'job_id')
 		JOIN reports rp ON rp.id = j.report_id WHERE rp.external_id = 'r2' AND r.metadata = '{"item": 2}'`); n != 1 {
 		t.Errorf("River job of r2 with item 2's metadata = %d, want 1", n)
 	}
@@ -440,7 +440,7 @@ func TestAcceptGroupCommitRetryCommitsNothing(t *testing.T) {
 	migrateRiver(t, db)
 	// item would get a new job unless another transaction inserted it
 	// first; fresh, a new report, would be stored if the group committed.
-	item, other := raceOtherJob(t, db)
+	item, other, otherJob := raceOtherJob(t, db)
 	fresh := groupCase{ext: "r5", rev: 1, text: "five", delivery: "d5"}.params()
 	fresh.ProfileVersion = 2
 	var otherPID int
@@ -496,8 +496,8 @@ func TestAcceptGroupCommitRetryCommitsNothing(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if res[0].Outcome != ledger.OutcomeDuplicate || res[0].JobID != "job_other" || res[1].Outcome != ledger.OutcomeAccepted {
-		t.Errorf("Accept after the fallback = %s %s, %s; want duplicate job_other, accepted", res[0].Outcome, res[0].JobID, res[1].Outcome)
+	if res[0].Outcome != ledger.OutcomeDuplicate || res[0].JobID != otherJob || res[1].Outcome != ledger.OutcomeAccepted {
+		t.Errorf("Accept after the fallback = %s %s, %s; want duplicate %s, accepted", res[0].Outcome, res[0].JobID, res[1].Outcome, otherJob)
 	}
 }
 
@@ -505,7 +505,7 @@ func TestAcceptGroupCommitRetryCommitsNothing(t *testing.T) {
 // that revision under profile version 2 (a new job), and another
 // transaction, still open, that has inserted that very job (job_other):
 // a statement that inserts it waits on the other transaction.
-func raceOtherJob(t *testing.T, db *ledger.DB) (ledger.AcceptParams, *sql.Tx) {
+func raceOtherJob(t *testing.T, db *ledger.DB) (ledger.AcceptParams, *sql.Tx, string) {
 	t.Helper()
 	ctx := context.Background()
 	seed := groupCase{ext: "r1", rev: 1, text: "one", delivery: "d1"}
@@ -523,10 +523,11 @@ func raceOtherJob(t *testing.T, db *ledger.DB) (ledger.AcceptParams, *sql.Tx) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = other.Rollback() })
-	if _, err := other.ExecContext(ctx, `INSERT INTO jobs (id, revision_id, report_id, tenant_id, source_id, revision,
+	otherJob := stet.NewID("job", t0)
+	if _, err := other.ExecContext(ctx, `INSERT INTO jobs (public_id, revision_id, report_id, tenant_id, source_id, revision,
 			extraction_version, state, attempt, created_at, updated_at, mode)
-		SELECT 'job_other', id, report_id, 'demo', 'reports', 1, $1, 'accepted', 0, 0, 0, 'sync' FROM revisions`, ev); err != nil {
+		SELECT $2, id, report_id, 'demo', 'reports', 1, $1, 'accepted', 0, 0, 0, 'sync' FROM revisions`, ev, ledger.StoredID(otherJob)); err != nil {
 		t.Fatal(err)
 	}
-	return item, other
+	return item, other, otherJob
 }

@@ -123,9 +123,9 @@ type PendingJob struct {
 // PendingBatchJobs returns batch-mode jobs waiting in 'accepted', oldest
 // first.
 func PendingBatchJobs(ctx context.Context, q Querier, limit int) ([]PendingJob, error) {
-	rows, err := q.QueryContext(ctx, `SELECT j.id, j.tenant_id, v.policy_hash, j.extraction_version,
+	rows, err := q.QueryContext(ctx, `SELECT j.public_id, j.tenant_id, pv.hash, j.extraction_version,
 			(v.text IS NULL OR v.text_purged_at IS NOT NULL), j.attempt, j.created_at
-		FROM jobs j JOIN revisions v ON v.id = j.revision_id
+		FROM jobs j JOIN revisions v ON v.id = j.revision_id JOIN policy_versions pv ON pv.id = v.policy_version
 		WHERE j.mode = 'batch' AND j.state = 'accepted' ORDER BY j.created_at, j.id LIMIT $1`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read pending batch jobs: %w", err)
@@ -135,7 +135,7 @@ func PendingBatchJobs(ctx context.Context, q Querier, limit int) ([]PendingJob, 
 	for rows.Next() {
 		var j PendingJob
 		var created int64
-		if err := rows.Scan(&j.ID, &j.TenantID, &j.PolicyHash, &j.ExtractionVersion, &j.TextPurged, &j.Attempt, &created); err != nil {
+		if err := rows.Scan(jobPub(&j.ID), &j.TenantID, &j.PolicyHash, &j.ExtractionVersion, &j.TextPurged, &j.Attempt, &created); err != nil {
 			return nil, fmt.Errorf("read pending batch jobs: %w", err)
 		}
 		j.CreatedAt = time.UnixMicro(created).UTC()
@@ -152,22 +152,22 @@ func PendingBatchJobs(ctx context.Context, q Querier, limit int) ([]PendingJob, 
 func CreateBatch(ctx context.Context, tx Querier, id, processorID string, jobs []PendingJob, now time.Time) (int, error) {
 	ts := micros(now)
 	type taken struct {
-		id    string
+		key   int64
 		token int64
 	}
 	var items []taken
 	for _, j := range jobs {
-		var token int64
+		var key, token int64
 		err := tx.QueryRowContext(ctx, `UPDATE jobs SET state = 'batched', attempt = attempt + 1, processor_id = $1, updated_at = $2
-			WHERE id = $3 AND attempt = $4 AND state = 'accepted' AND mode = 'batch' RETURNING attempt`,
-			processorID, ts, j.ID, j.Attempt).Scan(&token)
+			WHERE public_id = $3 AND attempt = $4 AND state = 'accepted' AND mode = 'batch' RETURNING id, attempt`,
+			processorID, ts, pub(j.ID), j.Attempt).Scan(&key, &token)
 		if errors.Is(err, sql.ErrNoRows) {
 			continue
 		}
 		if err != nil {
 			return 0, fmt.Errorf("batch job: %w", err)
 		}
-		items = append(items, taken{j.ID, token})
+		items = append(items, taken{key, token})
 	}
 	if len(items) == 0 {
 		return 0, nil
@@ -179,7 +179,7 @@ func CreateBatch(ctx context.Context, tx Querier, id, processorID string, jobs [
 	}
 	for _, it := range items {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO batch_items (batch_id, job_id, token) VALUES ($1, $2, $3)`,
-			id, it.id, it.token); err != nil {
+			id, it.key, it.token); err != nil {
 			return 0, fmt.Errorf("insert batch item: %w", err)
 		}
 	}
@@ -200,10 +200,11 @@ type BatchItem struct {
 
 // BatchItems returns a batch's items in job order.
 func BatchItems(ctx context.Context, q Querier, batchID string) ([]BatchItem, error) {
-	rows, err := q.QueryContext(ctx, `SELECT i.job_id, i.token, COALESCE(i.attempt_n, 0), i.applied_at IS NOT NULL,
-			j.tenant_id, j.extraction_version, v.policy_hash,
+	rows, err := q.QueryContext(ctx, `SELECT j.public_id, i.token, COALESCE(i.attempt_n, 0), i.applied_at IS NOT NULL,
+			j.tenant_id, j.extraction_version, pv.hash,
 			(SELECT COUNT(*) FROM attempts t WHERE t.job_id = i.job_id AND t.failure_class = 'transient')
 		FROM batch_items i JOIN jobs j ON j.id = i.job_id JOIN revisions v ON v.id = j.revision_id
+			JOIN policy_versions pv ON pv.id = v.policy_version
 		WHERE i.batch_id = $1 ORDER BY i.job_id`, batchID)
 	if err != nil {
 		return nil, fmt.Errorf("read batch items: %w", err)
@@ -212,7 +213,7 @@ func BatchItems(ctx context.Context, q Querier, batchID string) ([]BatchItem, er
 	var out []BatchItem
 	for rows.Next() {
 		var it BatchItem
-		if err := rows.Scan(&it.JobID, &it.Token, &it.AttemptN, &it.Applied, &it.TenantID, &it.ExtractionVersion,
+		if err := rows.Scan(jobPub(&it.JobID), &it.Token, &it.AttemptN, &it.Applied, &it.TenantID, &it.ExtractionVersion,
 			&it.PolicyHash, &it.TransientFails); err != nil {
 			return nil, fmt.Errorf("read batch items: %w", err)
 		}
@@ -312,9 +313,10 @@ func MarkSubmitStarted(ctx context.Context, tx Querier, batchID, processorID, in
 		return stet.Errorf(stet.EConflict, "batch is no longer waiting for submission")
 	}
 	for _, it := range items {
+		var key int64
 		var n int
-		err := tx.QueryRowContext(ctx, `SELECT COALESCE(attempt_n, 0) FROM batch_items WHERE batch_id = $1 AND job_id = $2`,
-			batchID, it.JobID).Scan(&n)
+		err := tx.QueryRowContext(ctx, `SELECT i.job_id, COALESCE(i.attempt_n, 0) FROM batch_items i JOIN jobs j ON j.id = i.job_id
+			WHERE i.batch_id = $1 AND j.public_id = $2`, batchID, pub(it.JobID)).Scan(&key, &n)
 		if err != nil {
 			return fmt.Errorf("read batch item: %w", err)
 		}
@@ -323,11 +325,11 @@ func MarkSubmitStarted(ctx context.Context, tx Querier, batchID, processorID, in
 		}
 		if err := tx.QueryRowContext(ctx, `INSERT INTO attempts (job_id, n, token, processor_id, status, input_sha256, started_at, batch_id)
 			VALUES ($1, (SELECT COALESCE(MAX(n), 0) + 1 FROM attempts WHERE job_id = $1), $2, $3, 'started', $4, $5, $6)
-			RETURNING n`, it.JobID, it.Token, processorID, it.InputSHA256, ts, batchID).Scan(&n); err != nil {
+			RETURNING n`, key, it.Token, processorID, blob(sha(it.InputSHA256)), ts, batchID).Scan(&n); err != nil {
 			return fmt.Errorf("start batch attempt: %w", err)
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE batch_items SET attempt_n = $1 WHERE batch_id = $2 AND job_id = $3`,
-			n, batchID, it.JobID); err != nil {
+			n, batchID, key); err != nil {
 			return fmt.Errorf("record batch attempt: %w", err)
 		}
 	}
@@ -483,9 +485,13 @@ func (db *DB) ApplyBatchItem(ctx context.Context, tx Querier, a ApplyItem) (stri
 	if a.Artifact == nil {
 		outcome = ApplyFailed
 	}
+	key, err := jobKeyByID(ctx, tx, a.Item.JobID)
+	if err != nil {
+		return "", err
+	}
 	res, err := tx.ExecContext(ctx, `UPDATE batch_items SET applied_at = $1, outcome = $2, failure_class = $3
 		WHERE batch_id = $4 AND job_id = $5 AND applied_at IS NULL`,
-		ts, outcome, nullString(string(a.Result.FailureClass)), a.BatchID, a.Item.JobID)
+		ts, outcome, nullString(string(a.Result.FailureClass)), a.BatchID, key)
 	if err != nil {
 		return "", fmt.Errorf("mark batch item applied: %w", err)
 	}
@@ -507,7 +513,7 @@ func (db *DB) ApplyBatchItem(ctx context.Context, tx Querier, a ApplyItem) (stri
 			}
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE batch_items SET outcome = 'superseded' WHERE batch_id = $1 AND job_id = $2`,
-			a.BatchID, a.Item.JobID); err != nil {
+			a.BatchID, key); err != nil {
 			return "", fmt.Errorf("mark batch item discarded: %w", err)
 		}
 		return ApplyDiscarded, nil
@@ -521,10 +527,10 @@ func (db *DB) ApplyBatchItem(ctx context.Context, tx Querier, a ApplyItem) (stri
 	var moved int64
 	switch {
 	case a.Artifact != nil:
-		var reportID string
+		var reportKey int64
 		err := tx.QueryRowContext(ctx, `UPDATE jobs SET state = 'extracted', extracted_at = $1, updated_at = $1,
 				failure_class = NULL, processor_id = $2, extracting_at = COALESCE(extracting_at, $1)
-			WHERE id = $3 AND attempt = $4 AND state = 'batched' RETURNING report_id`, ts, a.Artifact.ProcessorID, a.Item.JobID, a.Item.Token).Scan(&reportID)
+			WHERE id = $3 AND attempt = $4 AND state = 'batched' RETURNING report_id`, ts, a.Artifact.ProcessorID, key, a.Item.Token).Scan(&reportKey)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 		case err != nil:
@@ -533,7 +539,7 @@ func (db *DB) ApplyBatchItem(ctx context.Context, tx Querier, a ApplyItem) (stri
 			moved = 1
 			art := *a.Artifact
 			art.JobID, art.AttemptN, art.Now = a.Item.JobID, a.Item.AttemptN, a.Now
-			if err := db.insertArtifact(ctx, tx, reportID, art); err != nil {
+			if err := db.insertArtifact(ctx, tx, key, reportKey, art); err != nil {
 				return "", err
 			}
 		}
@@ -547,7 +553,7 @@ func (db *DB) ApplyBatchItem(ctx context.Context, tx Querier, a ApplyItem) (stri
 		moved = 1
 	case a.Route == "blocked":
 		r, err := tx.ExecContext(ctx, `UPDATE jobs SET state = 'blocked', failure_class = $1, lease_until = NULL, updated_at = $2
-			WHERE id = $3 AND attempt = $4 AND state = 'batched'`, string(a.Result.FailureClass), ts, a.Item.JobID, a.Item.Token)
+			WHERE id = $3 AND attempt = $4 AND state = 'batched'`, string(a.Result.FailureClass), ts, key, a.Item.Token)
 		if err != nil {
 			return "", fmt.Errorf("block batched job: %w", err)
 		}
@@ -559,7 +565,7 @@ func (db *DB) ApplyBatchItem(ctx context.Context, tx Querier, a ApplyItem) (stri
 		}
 		r, err := tx.ExecContext(ctx, `UPDATE jobs SET state = 'accepted', mode = $1, failure_class = $2, updated_at = $3
 			WHERE id = $4 AND attempt = $5 AND state = 'batched'`,
-			string(mode), nullString(string(a.Result.FailureClass)), ts, a.Item.JobID, a.Item.Token)
+			string(mode), nullString(string(a.Result.FailureClass)), ts, key, a.Item.Token)
 		if err != nil {
 			return "", fmt.Errorf("return job to extraction: %w", err)
 		}
@@ -567,7 +573,7 @@ func (db *DB) ApplyBatchItem(ctx context.Context, tx Querier, a ApplyItem) (stri
 	}
 	if moved != 1 {
 		if _, err := tx.ExecContext(ctx, `UPDATE batch_items SET outcome = 'superseded' WHERE batch_id = $1 AND job_id = $2`,
-			a.BatchID, a.Item.JobID); err != nil {
+			a.BatchID, key); err != nil {
 			return "", fmt.Errorf("mark batch item superseded: %w", err)
 		}
 		return ApplySuperseded, nil
@@ -637,8 +643,8 @@ func MarkBatchRejected(ctx context.Context, q Querier, batchID string, now time.
 // processor has no batch API). It reports whether the job was still
 // waiting; the caller enqueues its extract task in tx.
 func RouteToSync(ctx context.Context, tx Querier, jobID string, now time.Time) (bool, error) {
-	res, err := tx.ExecContext(ctx, `UPDATE jobs SET mode = 'sync', updated_at = $1 WHERE id = $2 AND state = 'accepted' AND mode = 'batch'`,
-		micros(now), jobID)
+	res, err := tx.ExecContext(ctx, `UPDATE jobs SET mode = 'sync', updated_at = $1 WHERE public_id = $2 AND state = 'accepted' AND mode = 'batch'`,
+		micros(now), pub(jobID))
 	if err != nil {
 		return false, fmt.Errorf("route job to sync: %w", err)
 	}

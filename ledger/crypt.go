@@ -50,8 +50,9 @@ func (db *DB) Encrypted() bool { return db.keys != nil }
 func bind(col, rowID string) string { return col + "/" + rowID }
 
 // newReportKey makes, wraps and stores the data key of a report created in
-// this transaction. It returns nil when encryption is off.
-func (db *DB) newReportKey(ctx context.Context, q Querier, reportID string, now time.Time) (*boundary.DataKey, error) {
+// this transaction (its key and its public ID). It returns nil when
+// encryption is off.
+func (db *DB) newReportKey(ctx context.Context, q Querier, reportKey int64, reportID string, now time.Time) (*boundary.DataKey, error) {
 	if db.keys == nil {
 		return nil, nil
 	}
@@ -60,7 +61,7 @@ func (db *DB) newReportKey(ctx context.Context, q Querier, reportID string, now 
 		return nil, err
 	}
 	if _, err := q.ExecContext(ctx, `INSERT INTO report_keys (report_id, data_key_id, key_id, wrapped, created_at)
-		VALUES ($1, $2, $3, $4, $5)`, reportID, w.DataKeyID, w.KeyID, w.Wrapped, micros(now)); err != nil {
+		VALUES ($1, $2, $3, $4, $5)`, reportKey, w.DataKeyID, w.KeyID, w.Wrapped, micros(now)); err != nil {
 		return nil, fmt.Errorf("store data key: %w", err)
 	}
 	return dk, nil
@@ -82,10 +83,10 @@ func (db *DB) writeKey(ctx context.Context, q Querier, reportID string, now time
 		return nil, err
 	}
 	// A concurrent writer may store one first: then use its key.
-	var got string
+	var got int64
 	err = q.QueryRowContext(ctx, `INSERT INTO report_keys (report_id, data_key_id, key_id, wrapped, created_at)
-		VALUES ($1, $2, $3, $4, $5) ON CONFLICT (report_id) DO NOTHING RETURNING report_id`,
-		reportID, w.DataKeyID, w.KeyID, w.Wrapped, micros(now)).Scan(&got)
+		VALUES (`+reportKeySQL("$1")+`, $2, $3, $4, $5) ON CONFLICT (report_id) DO NOTHING RETURNING report_id`,
+		pub(reportID), w.DataKeyID, w.KeyID, w.Wrapped, micros(now)).Scan(&got)
 	switch {
 	case err == nil:
 		return dk, nil
@@ -100,11 +101,23 @@ func (db *DB) writeKey(ctx context.Context, q Querier, reportID string, now time
 	}
 }
 
+// writeKeyOf is writeKey for the report with key reportKey.
+func (db *DB) writeKeyOf(ctx context.Context, q Querier, reportKey int64, now time.Time) (*boundary.DataKey, error) {
+	if db.keys == nil {
+		return nil, nil
+	}
+	var reportID string
+	if err := q.QueryRowContext(ctx, `SELECT public_id FROM reports WHERE id = $1`, reportKey).Scan(reportPub(&reportID)); err != nil {
+		return nil, fmt.Errorf("read report: %w", err)
+	}
+	return db.writeKey(ctx, q, reportID, now)
+}
+
 // readKey returns the report's unwrapped data key, or nil if it has none
 // (never had, or destroyed).
 func (db *DB) readKey(ctx context.Context, q Querier, reportID string) (*boundary.DataKey, error) {
 	var w boundary.WrappedKey
-	err := q.QueryRowContext(ctx, `SELECT data_key_id, key_id, wrapped FROM report_keys WHERE report_id = $1`, reportID).
+	err := q.QueryRowContext(ctx, `SELECT data_key_id, key_id, wrapped FROM report_keys WHERE report_id = `+reportKeySQL("$1"), pub(reportID)).
 		Scan(&w.DataKeyID, &w.KeyID, &w.Wrapped)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil

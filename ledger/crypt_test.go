@@ -59,7 +59,8 @@ func TestEncryptedRowsSealedAndRead(t *testing.T) {
 				t.Errorf("%s = %d, want 0", q, n)
 			}
 		}
-		if n := count(t, db, `SELECT COUNT(*) FROM report_keys WHERE report_id = $1 AND key_id = 'k1'`, res.ReportID); n != 1 {
+		if n := count(t, db, `SELECT COUNT(*) FROM report_keys WHERE report_id = (SELECT id FROM reports WHERE public_id = $1) AND key_id = 'k1'`,
+			ledger.StoredID(res.ReportID)); n != 1 {
 			t.Errorf("report_keys = %d, want 1 under k1", n)
 		}
 		w, err := db.LoadWork(ctx, db.Writer(), res.JobID)
@@ -87,7 +88,8 @@ func TestEncryptedRowsSealedAndRead(t *testing.T) {
 			t.Errorf("ListReview after the shred = %v, %v; want the record without content", recs, err)
 		}
 		var raw string
-		_ = db.Writer().QueryRow(`SELECT text FROM revisions WHERE report_id = $1`, res.ReportID).Scan(&raw)
+		_ = db.Writer().QueryRow(`SELECT text FROM revisions WHERE report_id = (SELECT id FROM reports WHERE public_id = $1)`,
+			ledger.StoredID(res.ReportID)).Scan(&raw)
 		if _, err := db.OpenSealed(ctx, res.ReportID, "revisions.text", "", raw); !errors.Is(err, ledger.ErrKeyDestroyed) {
 			t.Errorf("OpenSealed after the shred = %v, want ErrKeyDestroyed", err)
 		}
@@ -118,7 +120,8 @@ func TestRekeyAndKeyChecks(t *testing.T) {
 		}
 		// A new revision of the old report: sealed under a new data key.
 		rev2 := accept(t, db, "r-old", 2, "new sealed text", "d3")
-		if n := count(t, db, `SELECT COUNT(*) FROM revisions WHERE report_id = $1 AND text LIKE 'stet:v1:%'`, rev2.ReportID); n != 1 {
+		if n := count(t, db, `SELECT COUNT(*) FROM revisions WHERE report_id = (SELECT id FROM reports WHERE public_id = $1) AND text LIKE 'stet:v1:%'`,
+			ledger.StoredID(rev2.ReportID)); n != 1 {
 			t.Errorf("sealed revisions of the old report = %d, want 1", n)
 		}
 		pending, err := db.RekeyPending(ctx)

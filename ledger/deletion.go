@@ -73,18 +73,18 @@ var errGone = &stet.Error{Code: stet.EGone, Message: "the report was deleted"}
 // ErrGone is returned by reads of a deleted report and its records.
 var ErrGone error = errGone
 
-// qJobsOfReport selects the IDs of a report's jobs ($1 the report's ID)
+// qJobsOfReport selects the keys of a report's jobs ($1 the report's key)
 // through its revisions: the (report_id, revision) and (revision_id,
 // extraction_version) keys' indexes. Jobs carry no index of their own by
 // report (migration 0015 dropped it); only a deletion asks.
 const qJobsOfReport = `SELECT j.id FROM revisions v JOIN jobs j ON j.revision_id = v.id WHERE v.report_id = $1`
 
-// A deletion's statements by report ($1 the report's ID) and by external
+// A deletion's statements by report ($1 the report's key) and by external
 // ID. TestLookupsSearchIndexes checks that each searches indexes on both
 // dialects, not a whole table.
 const (
 	// qReportToDelete finds an external-ID report by its identity hash ($3).
-	qReportToDelete = `SELECT id, source_id, identity_hash, deletion_id FROM reports
+	qReportToDelete = `SELECT id, public_id, source_id, identity_hash, deletion_id FROM reports
 		WHERE tenant_id = $1 AND source_id = $2 AND identity_hash = $3`
 	// qCancelReportJobs cancels a report's unfinished jobs ($2 the time).
 	qCancelReportJobs = `UPDATE jobs SET state = 'cancelled', lease_until = NULL, updated_at = $2
@@ -100,14 +100,31 @@ const (
 		WHERE t.job_id IN (` + qJobsOfReport + `) AND t.batch_id IS NULL GROUP BY t.processor_id`
 	// qRecordsOfReport lists a report's review records (by job: records
 	// have no index by report but the authoritative one's).
-	qRecordsOfReport = `SELECT id FROM review_records WHERE job_id IN (` + qJobsOfReport + `) ORDER BY id`
-	// qDeletedEvents sums up a report's record.deleted events to one
-	// destination ($2), by state; an event carries its record's job.
+	qRecordsOfReport = `SELECT public_id FROM review_records WHERE job_id IN (` + qJobsOfReport + `) ORDER BY id`
+	// qJobIDsOfReport lists the public IDs of a report's jobs, which the
+	// outbox names its rows by.
+	qJobIDsOfReport = `SELECT j.public_id FROM revisions v JOIN jobs j ON j.revision_id = v.id WHERE v.report_id = $1`
+	// qDeletedEvents sums up the record.deleted events of one of a
+	// report's jobs ($1, its public ID) to one destination ($2), by state;
+	// an event carries its record's job (outbox_job).
 	qDeletedEvents = `SELECT COUNT(*),
 			COALESCE(SUM(CASE WHEN state = 'delivered' THEN 1 ELSE 0 END), 0),
 			COALESCE(SUM(CASE WHEN state IN ('failed', 'disabled') THEN 1 ELSE 0 END), 0)
-		FROM outbox WHERE job_id IN (` + qJobsOfReport + `) AND destination_id = $2 AND event = $3`
+		FROM outbox WHERE job_id = $1 AND destination_id = $2 AND event = $3`
 )
+
+// reportKeyByID returns the key of the report with public ID reportID.
+func reportKeyByID(ctx context.Context, q Querier, reportID string) (int64, error) {
+	var k int64
+	err := q.QueryRowContext(ctx, `SELECT id FROM reports WHERE public_id = $1`, pub(reportID)).Scan(&k)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, notFound("report")
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read report: %w", err)
+	}
+	return k, nil
+}
 
 // RequestDeletion records a deletion in tx: it marks the report deleted
 // (its external ID and identity hash are cleared), writes the tombstone
@@ -119,15 +136,17 @@ const (
 func RequestDeletion(ctx context.Context, tx Querier, p DeletionRequest) (DeletionRequested, error) {
 	now := micros(p.Now)
 	var reportID, sourceID, identity string
+	var reportKey int64
 	var deletionID sql.NullString
 	var err error
 	if p.ReportID != "" {
-		err = tx.QueryRowContext(ctx, `SELECT id, source_id, identity_hash, deletion_id FROM reports WHERE id = $1 AND tenant_id = $2`,
-			p.ReportID, p.Tenant).Scan(&reportID, &sourceID, &identity, &deletionID)
+		err = tx.QueryRowContext(ctx, `SELECT id, public_id, source_id, identity_hash, deletion_id FROM reports WHERE public_id = $1 AND tenant_id = $2`,
+			pub(p.ReportID), p.Tenant).Scan(&reportKey, reportPub(&reportID), &sourceID, shaScan{&identity}, &deletionID)
 	} else {
 		// By the identity hash of the external ID (the unique key's index).
 		hash := IdentityHash(stet.IdentityExternalID, p.ExternalID, stet.Text{})
-		err = tx.QueryRowContext(ctx, qReportToDelete, p.Tenant, p.SourceID, hash).Scan(&reportID, &sourceID, &identity, &deletionID)
+		err = tx.QueryRowContext(ctx, qReportToDelete, p.Tenant, p.SourceID, sha(hash)).
+			Scan(&reportKey, reportPub(&reportID), &sourceID, shaScan{&identity}, &deletionID)
 		if errors.Is(err, sql.ErrNoRows) {
 			// Deleted before? The tombstone knows, by hash.
 			id, terr := tombstoneDeletion(ctx, tx, p.Tenant, p.SourceID, hash, p.Now)
@@ -159,14 +178,14 @@ func RequestDeletion(ctx context.Context, tx Querier, p DeletionRequest) (Deleti
 	id := stet.NewID("del", p.Now)
 	res, err := tx.ExecContext(ctx, `UPDATE reports SET deleted_at = $1, deletion_id = $2, external_id = NULL,
 			identity_hash = $3, updated_at = $1
-		WHERE id = $4 AND deleted_at IS NULL`, now, id, "deleted:"+id, reportID)
+		WHERE id = $4 AND deleted_at IS NULL`, now, id, []byte("deleted:"+id), reportKey)
 	if err != nil {
 		return DeletionRequested{}, fmt.Errorf("mark report deleted: %w", err)
 	}
 	if n, _ := res.RowsAffected(); n != 1 {
 		return DeletionRequested{}, ErrRetryItem // a concurrent deletion won; read it again
 	}
-	horizon, err := reportReplayHorizon(ctx, tx, reportID)
+	horizon, err := reportReplayHorizon(ctx, tx, reportKey)
 	if err != nil {
 		return DeletionRequested{}, err
 	}
@@ -177,17 +196,17 @@ func RequestDeletion(ctx context.Context, tx Querier, p DeletionRequest) (Deleti
 		TombstoneHash(p.Tenant, sourceID, identity), p.Tenant, sourceID, id, now, micros(p.Now.Add(horizon))); err != nil {
 		return DeletionRequested{}, fmt.Errorf("write tombstone: %w", err)
 	}
-	if _, err := tx.ExecContext(ctx, qCancelReportJobs, reportID, now); err != nil {
+	if _, err := tx.ExecContext(ctx, qCancelReportJobs, reportKey, now); err != nil {
 		return DeletionRequested{}, fmt.Errorf("cancel jobs: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO deletions (id, tenant_id, source_id, report_id, state, requested_by, requested_at, updated_at)
 		VALUES ($1, $2, $3, $4, 'pending', $5, $6, $6)`, id, p.Tenant, sourceID, reportID, p.Actor, now); err != nil {
 		return DeletionRequested{}, fmt.Errorf("write deletion: %w", err)
 	}
-	if err := AddDeletionTasks(ctx, tx, id, reportID, p.Now); err != nil {
+	if err := addDeletionTasks(ctx, tx, id, reportKey, p.Now); err != nil {
 		return DeletionRequested{}, err
 	}
-	if err := addOutboundTasks(ctx, tx, id, reportID, p.Now); err != nil {
+	if err := addOutboundTasks(ctx, tx, id, reportKey, p.Now); err != nil {
 		return DeletionRequested{}, err
 	}
 	if err := Audit(ctx, tx, AuditEntry{Tenant: p.Tenant, Actor: p.Actor, Action: "report.delete", ObjectType: "report",
@@ -199,8 +218,9 @@ func RequestDeletion(ctx context.Context, tx Querier, p DeletionRequest) (Deleti
 
 // reportReplayHorizon is the longest replay horizon among the policies the
 // report's revisions recorded (DefaultReplayHorizon when none sets one).
-func reportReplayHorizon(ctx context.Context, q Querier, reportID string) (time.Duration, error) {
-	rows, err := q.QueryContext(ctx, `SELECT DISTINCT policy_hash FROM revisions WHERE report_id = $1`, reportID)
+func reportReplayHorizon(ctx context.Context, q Querier, reportKey int64) (time.Duration, error) {
+	rows, err := q.QueryContext(ctx, `SELECT DISTINCT pv.hash FROM revisions v JOIN policy_versions pv ON pv.id = v.policy_version
+		WHERE v.report_id = $1`, reportKey)
 	if err != nil {
 		return 0, fmt.Errorf("read recorded policies: %w", err)
 	}
@@ -241,8 +261,16 @@ func reportReplayHorizon(ctx context.Context, q Querier, reportID string) (time.
 // again before it finishes, so copies made after the request (a batch's
 // output file) get their task.
 func AddDeletionTasks(ctx context.Context, q Querier, deletionID, reportID string, now time.Time) error {
+	key, err := reportKeyByID(ctx, q, reportID)
+	if err != nil {
+		return err
+	}
+	return addDeletionTasks(ctx, q, deletionID, key, now)
+}
+
+func addDeletionTasks(ctx context.Context, q Querier, deletionID string, reportKey int64, now time.Time) error {
 	copies := slicesClone(LocalCopies)
-	rows, err := q.QueryContext(ctx, qProviderCopies, reportID)
+	rows, err := q.QueryContext(ctx, qProviderCopies, reportKey)
 	if err != nil {
 		return fmt.Errorf("read provider copies: %w", err)
 	}
@@ -265,7 +293,7 @@ func AddDeletionTasks(ctx context.Context, q Querier, deletionID, reportID strin
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	procs, err := syncProcessors(ctx, q, reportID)
+	procs, err := syncProcessors(ctx, q, reportKey)
 	if err != nil {
 		return err
 	}
@@ -288,8 +316,8 @@ func slicesClone(s []string) []string { return append([]string(nil), s...) }
 // syncProcessors returns, for each processor that received the report's
 // text synchronously (an attempt outside any batch), the time of its last
 // call.
-func syncProcessors(ctx context.Context, q Querier, reportID string) (map[string]time.Time, error) {
-	rows, err := q.QueryContext(ctx, qSyncProcessors, reportID)
+func syncProcessors(ctx context.Context, q Querier, reportKey int64) (map[string]time.Time, error) {
+	rows, err := q.QueryContext(ctx, qSyncProcessors, reportKey)
 	if err != nil {
 		return nil, fmt.Errorf("read processors of report: %w", err)
 	}
@@ -309,7 +337,11 @@ func syncProcessors(ctx context.Context, q Querier, reportID string) (map[string
 // LastSyncCall returns when processorID last received the report's text
 // synchronously (zero if never).
 func LastSyncCall(ctx context.Context, q Querier, reportID, processorID string) (time.Time, error) {
-	m, err := syncProcessors(ctx, q, reportID)
+	key, err := reportKeyByID(ctx, q, reportID)
+	if err != nil {
+		return time.Time{}, err
+	}
+	m, err := syncProcessors(ctx, q, key)
 	return m[processorID], err
 }
 
@@ -512,7 +544,7 @@ func FinishDeletion(ctx context.Context, q Querier, deletionID string, now time.
 // bytes out of the file and the -wal too. Without encryption there is no
 // row and it deletes nothing.
 func ShredReportKey(ctx context.Context, q Querier, reportID string) error {
-	if _, err := q.ExecContext(ctx, `DELETE FROM report_keys WHERE report_id = $1`, reportID); err != nil {
+	if _, err := q.ExecContext(ctx, `DELETE FROM report_keys WHERE report_id = `+reportKeySQL("$1"), pub(reportID)); err != nil {
 		return fmt.Errorf("destroy data key: %w", err)
 	}
 	return nil
@@ -522,18 +554,18 @@ func ShredReportKey(ctx context.Context, q Querier, reportID string) error {
 // verification of ShredReportKey.
 func ReportKeyExists(ctx context.Context, q Querier, reportID string) (bool, error) {
 	var ok bool
-	if err := q.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM report_keys WHERE report_id = $1)`, reportID).Scan(&ok); err != nil {
+	if err := q.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM report_keys WHERE report_id = `+reportKeySQL("$1")+`)`, pub(reportID)).Scan(&ok); err != nil {
 		return false, fmt.Errorf("read data key: %w", err)
 	}
 	return ok, nil
 }
 
 // deleteCopy holds, for each local copy but the encryption key, the
-// statement that deletes a report's copy ($1 the report, $2 the time).
+// statement that deletes a report's copy ($1 the report's key, $2 the time).
 var deleteCopy = map[string]string{
 	// The row stays (IDs, revision number, received_at); the text, the
 	// metadata and the content hash (which could confirm a guessed text) go.
-	CopyRevisionText: `UPDATE revisions SET text = NULL, metadata = NULL, content_sha256 = '',
+	CopyRevisionText: `UPDATE revisions SET text = NULL, metadata = NULL, content_sha256 = NULL,
 		text_purged_at = COALESCE(text_purged_at, $2) WHERE report_id = $1`,
 	CopyArtifacts:     `DELETE FROM artifacts WHERE job_id IN (` + qJobsOfReport + `)`,
 	CopyReviewRecords: `DELETE FROM review_records WHERE job_id IN (` + qJobsOfReport + `)`,
@@ -545,9 +577,9 @@ var deleteCopy = map[string]string{
 }
 
 // verifyCopy holds, for each local copy but the encryption key, the
-// statement that counts what is left of a report's copy ($1 the report).
+// statement that counts what is left of a report's copy ($1 the report's key).
 var verifyCopy = map[string]string{
-	CopyRevisionText:  `SELECT COUNT(*) FROM revisions WHERE report_id = $1 AND (text IS NOT NULL OR metadata IS NOT NULL OR content_sha256 <> '')`,
+	CopyRevisionText:  `SELECT COUNT(*) FROM revisions WHERE report_id = $1 AND (text IS NOT NULL OR metadata IS NOT NULL OR content_sha256 IS NOT NULL)`,
 	CopyArtifacts:     `SELECT COUNT(*) FROM artifacts WHERE job_id IN (` + qJobsOfReport + `)`,
 	CopyReviewRecords: `SELECT COUNT(*) FROM review_records WHERE job_id IN (` + qJobsOfReport + `)`,
 	CopyAttempts: `SELECT COUNT(*) FROM attempts WHERE job_id IN (` + qJobsOfReport + `)
@@ -565,11 +597,14 @@ func DeleteLocalCopy(ctx context.Context, tx Querier, copy, reportID string, now
 	if !ok {
 		return fmt.Errorf("deletion: %q is not a local copy", copy)
 	}
-	var err error
+	key, err := reportKeyByID(ctx, tx, reportID)
+	if err != nil {
+		return err
+	}
 	if strings.Contains(q, "$2") {
-		_, err = tx.ExecContext(ctx, q, reportID, micros(now))
+		_, err = tx.ExecContext(ctx, q, key, micros(now))
 	} else {
-		_, err = tx.ExecContext(ctx, q, reportID)
+		_, err = tx.ExecContext(ctx, q, key)
 	}
 	if err != nil {
 		return fmt.Errorf("delete %s: %w", copy, err)
@@ -591,8 +626,12 @@ func VerifyLocalCopy(ctx context.Context, q Querier, copy, reportID string) (int
 	if !ok {
 		return 0, fmt.Errorf("deletion: %q is not a local copy", copy)
 	}
+	key, err := reportKeyByID(ctx, q, reportID)
+	if err != nil {
+		return 0, err
+	}
 	var n int
-	if err := q.QueryRowContext(ctx, sqlText, reportID).Scan(&n); err != nil {
+	if err := q.QueryRowContext(ctx, sqlText, key).Scan(&n); err != nil {
 		return 0, fmt.Errorf("verify %s: %w", copy, err)
 	}
 	return n, nil
@@ -666,7 +705,7 @@ func (db *DB) Checkpoint(ctx context.Context) error {
 // name a report by ID.
 func (db *DB) ReportTenant(ctx context.Context, reportID string) (string, error) {
 	var t string
-	err := db.w.QueryRowContext(ctx, `SELECT tenant_id FROM reports WHERE id = $1`, reportID).Scan(&t)
+	err := db.w.QueryRowContext(ctx, `SELECT tenant_id FROM reports WHERE public_id = $1`, pub(reportID)).Scan(&t)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", notFound("report")
 	}
@@ -680,15 +719,15 @@ func (db *DB) ReportTenant(ctx context.Context, reportID string) (string, error)
 // one of the report's records (EnqueueRecordDeleted) and writes one
 // outbound:<destination> task per destination notified, in the request's
 // transaction, before the records themselves are deleted.
-func addOutboundTasks(ctx context.Context, tx Querier, deletionID, reportID string, now time.Time) error {
-	rows, err := tx.QueryContext(ctx, qRecordsOfReport, reportID)
+func addOutboundTasks(ctx context.Context, tx Querier, deletionID string, reportKey int64, now time.Time) error {
+	rows, err := tx.QueryContext(ctx, qRecordsOfReport, reportKey)
 	if err != nil {
 		return fmt.Errorf("read records of report: %w", err)
 	}
 	var records []string
 	for rows.Next() {
 		var id string
-		if err := rows.Scan(&id); err != nil {
+		if err := rows.Scan(recordPub(&id)); err != nil {
 			rows.Close()
 			return fmt.Errorf("read records of report: %w", err)
 		}
@@ -722,12 +761,36 @@ func addOutboundTasks(ctx context.Context, tx Querier, deletionID, reportID stri
 // destination: done when every one was delivered, failed when one failed
 // for good or the destination is disabled, pending otherwise.
 func OutboundDeletedState(ctx context.Context, q Querier, reportID, destination string) (state string, err error) {
+	key, err := reportKeyByID(ctx, q, reportID)
+	if err != nil {
+		return "", err
+	}
+	rows, err := q.QueryContext(ctx, qJobIDsOfReport, key)
+	if err != nil {
+		return "", fmt.Errorf("read jobs of report: %w", err)
+	}
+	var jobs []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(jobPub(&id)); err != nil {
+			rows.Close()
+			return "", fmt.Errorf("read jobs of report: %w", err)
+		}
+		jobs = append(jobs, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return "", fmt.Errorf("read jobs of report: %w", err)
+	}
 	var total, delivered, bad int
-	err = q.QueryRowContext(ctx, qDeletedEvents, reportID, destination, EventDeleted).
-		Scan(&total, &delivered, &bad)
+	for _, job := range jobs {
+		var t, d, b int
+		if err := q.QueryRowContext(ctx, qDeletedEvents, job, destination, EventDeleted).Scan(&t, &d, &b); err != nil {
+			return "", fmt.Errorf("read record.deleted events: %w", err)
+		}
+		total, delivered, bad = total+t, delivered+d, bad+b
+	}
 	switch {
-	case err != nil:
-		return "", fmt.Errorf("read record.deleted events: %w", err)
 	case bad > 0:
 		return "failed", nil
 	case delivered == total:

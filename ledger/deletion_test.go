@@ -43,7 +43,7 @@ func TestRequestDeletionCancelsAndTombstones(t *testing.T) {
 			t.Fatalf("RequestDeletion = %+v, want a new deletion of %s", out, res.ReportID)
 		}
 		var state string
-		_ = db.Writer().QueryRow(`SELECT state FROM jobs WHERE id = $1`, res.JobID).Scan(&state)
+		_ = db.Writer().QueryRow(`SELECT state FROM jobs WHERE public_id = $1`, ledger.StoredID(res.JobID)).Scan(&state)
 		if state != string(stet.JobCancelled) {
 			t.Errorf("job = %s, want cancelled", state)
 		}

@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"net/url"
@@ -56,6 +57,21 @@ func dialectFor(u string) (*dialect, string, error) {
 	default:
 		return nil, "", fmt.Errorf("database: unsupported URL scheme (want sqlite:// or postgres://)")
 	}
+}
+
+func init() {
+	// stet_ulid decodes a text ID ("job_01M8…") to the 16 bytes of its ULID,
+	// NULL for anything else: migration 0019 stores public IDs so.
+	sqlite.MustRegisterDeterministicScalarFunction("stet_ulid", 1, func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
+		s, ok := args[0].(string)
+		if !ok {
+			return nil, nil
+		}
+		if b := pub(s); b != nil {
+			return b, nil
+		}
+		return nil, nil
+	})
 }
 
 var sqliteDialect = &dialect{

@@ -1,6 +1,9 @@
 package ledger
 
-import "context"
+import (
+	"context"
+	"strings"
+)
 
 // MigrateTo applies the migrations up to version upTo: a test builds a
 // ledger as an older stet left it, then migrates it.
@@ -8,17 +11,24 @@ func (db *DB) MigrateTo(ctx context.Context, upTo int) ([]string, error) {
 	return db.migrate(ctx, upTo)
 }
 
+// Lookup is a statement and arguments of the types it binds.
+type Lookup struct {
+	Query string
+	Args  []any
+}
+
 // Lookups are, by name, the statements that find a report by external ID
 // or a report's rows for a deletion; each must search indexes
 // (TestLookupsSearchIndexes).
-var Lookups = map[string]string{
-	"report by external ID": qReportByExternalID,
-	"report to delete":      qReportToDelete,
-	"cancel report jobs":    qCancelReportJobs,
-	"provider copies":       qProviderCopies,
-	"sync processors":       qSyncProcessors,
-	"records of report":     qRecordsOfReport,
-	"deleted events":        qDeletedEvents,
+var Lookups = map[string]Lookup{
+	"report by external ID": {qReportByExternalID, []any{"t", "s", make([]byte, 32)}},
+	"report to delete":      {qReportToDelete, []any{"t", "s", make([]byte, 32)}},
+	"cancel report jobs":    {qCancelReportJobs, []any{int64(1), int64(0)}},
+	"provider copies":       {qProviderCopies, []any{int64(1)}},
+	"sync processors":       {qSyncProcessors, []any{int64(1)}},
+	"records of report":     {qRecordsOfReport, []any{int64(1)}},
+	"job IDs of report":     {qJobIDsOfReport, []any{int64(1)}},
+	"deleted events":        {qDeletedEvents, []any{"job_x", "d", "record.deleted"}},
 }
 
 // OrderedReads are, by name, statements that read a growing table's
@@ -32,9 +42,9 @@ var OrderedReads = map[string]struct{ Query, Index string }{
 
 func init() {
 	for c, q := range deleteCopy {
-		Lookups["delete "+c] = q
+		Lookups["delete "+c] = Lookup{q, []any{int64(1), int64(0)}[:strings.Count(q, "$2")+1]}
 	}
 	for c, q := range verifyCopy {
-		Lookups["verify "+c] = q
+		Lookups["verify "+c] = Lookup{q, []any{int64(1)}}
 	}
 }

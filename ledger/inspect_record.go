@@ -26,8 +26,9 @@ func jobRecordMeta(ctx context.Context, q Querier, jobID string) (*RecordMeta, e
 	var kind string
 	var failure sql.NullString
 	var created int64
-	err := q.QueryRowContext(ctx, `SELECT id, kind, authoritative, failure_class, created_at FROM review_records WHERE job_id = $1`, jobID).
-		Scan(&m.ID, &kind, &m.Authoritative, &failure, &created)
+	err := q.QueryRowContext(ctx, `SELECT public_id, kind, authoritative, failure_class, created_at FROM review_records
+		WHERE job_id = `+jobKeySQL("$1"), pub(jobID)).
+		Scan(recordPub(&m.ID), &kind, &m.Authoritative, &failure, &created)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return nil, nil

@@ -105,14 +105,15 @@ func (db *DB) checkInvariants(ctx context.Context, p CheckParams, tenant string)
 		defer rows.Close()
 		for rows.Next() {
 			v := Violation{Invariant: inv, Name: name}
-			if err := rows.Scan(&v.TenantID, &v.SourceID, &v.ReportID, &v.Revision, &v.JobID, &v.Stage, &v.ExtractionVersion, &v.Count); err != nil {
+			if err := rows.Scan(&v.TenantID, &v.SourceID, reportPub(&v.ReportID), &v.Revision, jobPub(&v.JobID), &v.Stage, &v.ExtractionVersion, &v.Count); err != nil {
 				return fmt.Errorf("check %s: %w", name, err)
 			}
 			out = append(out, v)
 		}
 		return rows.Err()
 	}
-	err := scan(1, InvNoRecordAfterSLA, `SELECT j.tenant_id, j.source_id, j.report_id, j.revision, j.id, j.state, j.extraction_version, 0
+	err := scan(1, InvNoRecordAfterSLA, `SELECT j.tenant_id, j.source_id, (SELECT rp.public_id FROM reports rp WHERE rp.id = j.report_id),
+			j.revision, j.public_id, j.state, j.extraction_version, 0
 		FROM jobs j LEFT JOIN review_records r ON r.job_id = j.id
 		WHERE r.id IS NULL AND j.state <> 'cancelled'
 		  AND ((j.mode = 'sync' AND j.created_at < $1) OR j.created_at < $3)`+and("j.tenant_id", 4)+`
@@ -120,13 +121,17 @@ func (db *DB) checkInvariants(ctx context.Context, p CheckParams, tenant string)
 	if err != nil {
 		return nil, err
 	}
-	err = scan(2, InvManyAuthoritative, `SELECT MIN(tenant_id), MIN(source_id), report_id, MAX(revision), '', '', '', COUNT(*)
-		FROM review_records WHERE authoritative`+and("tenant_id", 2)+` GROUP BY report_id HAVING COUNT(*) > 1 LIMIT $1`, withTenant(p.Limit)...)
+	err = scan(2, InvManyAuthoritative, `SELECT g.tenant_id, g.source_id, (SELECT rp.public_id FROM reports rp WHERE rp.id = g.report_id),
+			g.revision, NULL, '', '', g.n
+		FROM (SELECT MIN(tenant_id) AS tenant_id, MIN(source_id) AS source_id, report_id, MAX(revision) AS revision, COUNT(*) AS n
+			FROM review_records WHERE authoritative`+and("tenant_id", 2)+` GROUP BY report_id HAVING COUNT(*) > 1 LIMIT $1) g`,
+		withTenant(p.Limit)...)
 	if err != nil {
 		return nil, err
 	}
-	err = scan(3, InvHeldPastLease, `SELECT tenant_id, source_id, report_id, revision, id, state, extraction_version, 0
-		FROM jobs WHERE state = 'extracting' AND lease_until < $1`+and("tenant_id", 3)+` ORDER BY lease_until LIMIT $2`,
+	err = scan(3, InvHeldPastLease, `SELECT j.tenant_id, j.source_id, (SELECT rp.public_id FROM reports rp WHERE rp.id = j.report_id),
+			j.revision, j.public_id, j.state, j.extraction_version, 0
+		FROM jobs j WHERE j.state = 'extracting' AND j.lease_until < $1`+and("j.tenant_id", 3)+` ORDER BY j.lease_until LIMIT $2`,
 		withTenant(micros(p.Now.Add(-p.LeaseGrace)), p.Limit)...)
 	if err != nil {
 		return nil, err

@@ -199,10 +199,11 @@ func TestCommitAndAuthoritativePointer(t *testing.T) {
 			t.Fatalf("second Commit = %s, want %s", again, rec2)
 		}
 		rec1 := extractAndCommit(t, db, j1)
-		var auth string
-		if err := db.Writer().QueryRow(`SELECT id FROM review_records WHERE authoritative`).Scan(&auth); err != nil {
+		var stored []byte
+		if err := db.Writer().QueryRow(`SELECT public_id FROM review_records WHERE authoritative`).Scan(&stored); err != nil {
 			t.Fatal(err)
 		}
+		auth := ledger.PublicID("rec", stored)
 		if auth != rec2 {
 			t.Errorf("authoritative = %s, want revision 2's %s (revision 1 is %s)", auth, rec2, rec1)
 		}
@@ -210,7 +211,7 @@ func TestCommitAndAuthoritativePointer(t *testing.T) {
 			t.Errorf("records = %d, want 2", n)
 		}
 		// The partial unique index is the backstop.
-		_, err := db.Writer().Exec(`UPDATE review_records SET authoritative = TRUE WHERE id = $1`, rec1)
+		_, err := db.Writer().Exec(`UPDATE review_records SET authoritative = TRUE WHERE public_id = $1`, ledger.StoredID(rec1))
 		if !db.IsUniqueViolation(err) {
 			t.Errorf("a second authoritative record: err = %v, want a unique violation", err)
 		}

@@ -56,15 +56,22 @@ func TakeOverDead(ctx context.Context, tx Querier, self string, now time.Time, d
 		n, _ := res.RowsAffected()
 		t.Abandoned += int(n)
 		rows, err := tx.QueryContext(ctx, `UPDATE jobs SET lease_until = NULL, lease_holder = NULL, updated_at = $1
-			WHERE state = 'extracting' AND lease_holder = $2 RETURNING id`, ts, id)
+			WHERE state = 'extracting' AND lease_holder = $2 RETURNING public_id`, ts, id)
 		if err != nil {
 			return nil, fmt.Errorf("take back leases of a dead worker: %w", err)
 		}
-		jobs, err := scanStrings(rows)
-		if err != nil {
+		for rows.Next() {
+			var job string
+			if err := rows.Scan(jobPub(&job)); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("take back leases of a dead worker: %w", err)
+			}
+			t.Jobs = append(t.Jobs, job)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
 			return nil, fmt.Errorf("take back leases of a dead worker: %w", err)
 		}
-		t.Jobs = append(t.Jobs, jobs...)
 		rows, err = tx.QueryContext(ctx, `UPDATE batches SET lease_until = NULL, lease_holder = NULL WHERE lease_holder = $1 RETURNING id`, id)
 		if err != nil {
 			return nil, fmt.Errorf("take back batch leases of a dead worker: %w", err)

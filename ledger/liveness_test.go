@@ -97,13 +97,13 @@ func TestTakeOverDead(t *testing.T) {
 			!slices.Equal(to.Batches, []string{"bat_dead"}) || to.Abandoned != 1 {
 			t.Fatalf("takeover = %+v, want proc_dead's job %s, batch bat_dead, 1 abandoned", to, jDead)
 		}
-		if n := count(t, db, `SELECT COUNT(*) FROM attempts WHERE job_id = $1 AND status = 'abandoned' AND finished_at IS NOT NULL`, jDead); n != 1 {
+		if n := count(t, db, `SELECT COUNT(*) FROM attempts WHERE job_id = (SELECT id FROM jobs WHERE public_id = $1) AND status = 'abandoned' AND finished_at IS NOT NULL`, ledger.StoredID(jDead)); n != 1 {
 			t.Errorf("abandoned attempts of the dead holder's job = %d, want 1", n)
 		}
-		if n := count(t, db, `SELECT COUNT(*) FROM attempts WHERE job_id = $1 AND status = 'started'`, jLive); n != 1 {
+		if n := count(t, db, `SELECT COUNT(*) FROM attempts WHERE job_id = (SELECT id FROM jobs WHERE public_id = $1) AND status = 'started'`, ledger.StoredID(jLive)); n != 1 {
 			t.Errorf("started attempts of the live holder's job = %d, want 1 (untouched)", n)
 		}
-		if n := count(t, db, `SELECT COUNT(*) FROM jobs WHERE id = $1 AND lease_until IS NOT NULL AND lease_holder = 'proc_live'`, jLive); n != 1 {
+		if n := count(t, db, `SELECT COUNT(*) FROM jobs WHERE public_id = $1 AND lease_until IS NOT NULL AND lease_holder = 'proc_live'`, ledger.StoredID(jLive)); n != 1 {
 			t.Errorf("live holder's lease taken")
 		}
 		if n := count(t, db, `SELECT COUNT(*) FROM batches WHERE lease_until IS NOT NULL`); n != 2 {
@@ -178,7 +178,7 @@ func TestReleaseForShutdown(t *testing.T) {
 		if w.Job.State != stet.JobAccepted || !w.Job.LeaseUntil.IsZero() || w.TransientFails != 0 {
 			t.Errorf("released job = %s lease %v transient fails %d, want accepted, no lease, 0", w.Job.State, w.Job.LeaseUntil, w.TransientFails)
 		}
-		if c := count(t, db, `SELECT COUNT(*) FROM attempts WHERE job_id = $1 AND status = 'abandoned' AND failure_class IS NULL`, j); c != 1 {
+		if c := count(t, db, `SELECT COUNT(*) FROM attempts WHERE job_id = (SELECT id FROM jobs WHERE public_id = $1) AND status = 'abandoned' AND failure_class IS NULL`, ledger.StoredID(j)); c != 1 {
 			t.Errorf("abandoned attempts = %d, want 1", c)
 		}
 		if err := ledger.ReleaseForShutdown(ctx, db.Writer(), j, tok, n, t0.Add(time.Second)); err != stet.ErrLeaseLost {
@@ -212,7 +212,7 @@ func TestReleaseLeasesAbandonsCutAttempts(t *testing.T) {
 		if err := db.InTx(ctx, func(tx *sql.Tx) error { return ledger.ReleaseLeases(ctx, tx, t0.Add(time.Second)) }); err != nil {
 			t.Fatal(err)
 		}
-		if n := count(t, db, `SELECT COUNT(*) FROM attempts WHERE job_id = $1 AND status = 'abandoned'`, j); n != 1 {
+		if n := count(t, db, `SELECT COUNT(*) FROM attempts WHERE job_id = (SELECT id FROM jobs WHERE public_id = $1) AND status = 'abandoned'`, ledger.StoredID(j)); n != 1 {
 			t.Errorf("abandoned sync attempts = %d, want 1", n)
 		}
 		if n := count(t, db, `SELECT COUNT(*) FROM attempts WHERE batch_id = 'bat_1' AND status = 'started'`); n != 1 {

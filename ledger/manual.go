@@ -27,10 +27,11 @@ type HeldJob struct {
 // 0016), one page at a time. %s is where SQLite is told to use that index
 // (its planner, without statistics, would pick jobs_state and sort every
 // held job for each page); PostgreSQL's planner chooses it on its own.
-const qHeldJobs = `SELECT j.id, j.tenant_id, j.state, j.attempt, COALESCE(j.failure_class, ''), COALESCE(j.processor_id, ''),
-		j.extraction_version, v.policy_hash
-	FROM jobs j %s JOIN revisions v ON v.id = j.revision_id
-	WHERE j.state IN ('waiting', 'blocked') AND ($1 = '*any*' OR j.tenant_id = $1) AND j.id > $2
+const qHeldJobs = `SELECT j.public_id, j.tenant_id, j.state, j.attempt, COALESCE(j.failure_class, ''), COALESCE(j.processor_id, ''),
+		j.extraction_version, pv.hash
+	FROM jobs j %s JOIN revisions v ON v.id = j.revision_id JOIN policy_versions pv ON pv.id = v.policy_version
+	WHERE j.state IN ('waiting', 'blocked') AND ($1 = '*any*' OR j.tenant_id = $1)
+		AND j.id > COALESCE((SELECT a.id FROM jobs a WHERE a.public_id = $2), 0)
 		AND NOT EXISTS (SELECT 1 FROM review_records r WHERE r.job_id = j.id)
 	ORDER BY j.id LIMIT $3`
 
@@ -47,7 +48,7 @@ func (db *DB) HeldJobs(ctx context.Context, tenant, after string, limit int) ([]
 	if db.dialect.name == SQLite {
 		q = fmt.Sprintf(qHeldJobs, "INDEXED BY jobs_held")
 	}
-	rows, err := db.r.QueryContext(ctx, q, tenant, after, limit)
+	rows, err := db.r.QueryContext(ctx, q, tenant, blob(pub(after)), limit)
 	if err != nil {
 		return nil, fmt.Errorf("list held jobs: %w", err)
 	}
@@ -56,7 +57,7 @@ func (db *DB) HeldJobs(ctx context.Context, tenant, after string, limit int) ([]
 	for rows.Next() {
 		var h HeldJob
 		var state, class string
-		if err := rows.Scan(&h.ID, &h.TenantID, &state, &h.Attempt, &class, &h.ProcessorID, &h.ExtractionVersion, &h.PolicyHash); err != nil {
+		if err := rows.Scan(jobPub(&h.ID), &h.TenantID, &state, &h.Attempt, &class, &h.ProcessorID, &h.ExtractionVersion, &h.PolicyHash); err != nil {
 			return nil, fmt.Errorf("list held jobs: %w", err)
 		}
 		h.State, h.FailureClass = stet.JobState(state), stet.FailureClass(class)
@@ -69,8 +70,8 @@ func (db *DB) HeldJobs(ctx context.Context, tenant, after string, limit int) ([]
 }
 
 const qManualFromHeld = `UPDATE jobs SET state = 'manual', lease_until = NULL, committed_at = $1, updated_at = $1
-	WHERE id = $2 AND attempt = $3 AND state IN ('waiting', 'blocked')
-	RETURNING report_id, tenant_id, source_id, revision, COALESCE(failure_class, '')`
+	WHERE public_id = $2 AND attempt = $3 AND state IN ('waiting', 'blocked')
+	RETURNING id, report_id, tenant_id, source_id, revision, COALESCE(failure_class, '')`
 
 // manualFromHeld turns a waiting or blocked job into a manual review record
 // carrying the job's failure class, fenced on its attempt token. A job that
@@ -79,7 +80,7 @@ const qManualFromHeld = `UPDATE jobs SET state = 'manual', lease_until = NULL, c
 func manualFromHeld(ctx context.Context, tx Querier, jobID string, token int64, now time.Time) (string, error) {
 	var p recordParams
 	var class string
-	err := tx.QueryRowContext(ctx, qManualFromHeld, micros(now), jobID, token).Scan(&p.reportID, &p.tenantID, &p.sourceID, &p.revision, &class)
+	err := tx.QueryRowContext(ctx, qManualFromHeld, micros(now), pub(jobID), token).Scan(&p.jobKey, &p.reportKey, &p.tenantID, &p.sourceID, &p.revision, &class)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", stet.ErrLeaseLost
 	}
@@ -128,16 +129,16 @@ func (db *DB) ManualFromHeldPage(ctx context.Context, tx Querier, page []HeldRef
 	}
 	jobs, tokens, records := make([]string, len(page)), make([]int64, len(page)), make([]string, len(page))
 	for i, h := range page {
-		jobs[i], tokens[i], records[i] = h.JobID, h.Token, stet.NewID("rec", now)
+		jobs[i], tokens[i], records[i] = h.JobID, h.Token, stet.NewID(prefixRecord, now)
 	}
-	rows, err := tx.QueryContext(ctx, qManualFromHeldPage, jobs, tokens, records, micros(now))
+	rows, err := tx.QueryContext(ctx, qManualFromHeldPage, pubs(jobs), tokens, pubs(records), micros(now))
 	if err != nil {
 		return nil, fmt.Errorf("manual from held jobs: %w", err)
 	}
 	var events []recordEvent
 	for rows.Next() {
 		e := recordEvent{event: EventCommitted, now: now}
-		if err := rows.Scan(&e.jobID, &e.recordID, &e.reportID, &e.tenantID, &e.sourceID); err != nil {
+		if err := rows.Scan(jobPub(&e.jobID), recordPub(&e.recordID), reportPub(&e.reportID), &e.tenantID, &e.sourceID); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("manual from held jobs: %w", err)
 		}

@@ -105,7 +105,10 @@ func configuredDestinations(ctx context.Context, q Querier, sourceID string) ([]
 type recordEvent struct {
 	event                                         string
 	recordID, jobID, reportID, tenantID, sourceID string
-	now                                           time.Time
+	// reportKey names the report when reportID is "" (then read with the
+	// sequence, only when a destination takes the event).
+	reportKey int64
+	now       time.Time
 	// only limits the event to these destinations (record.deleted); nil
 	// means every destination subscribed to the event.
 	only []string
@@ -144,8 +147,15 @@ func enqueueRecordEventTo(ctx context.Context, tx Querier, e recordEvent, dests 
 		return nil, nil
 	}
 	var seq int64
-	if err := tx.QueryRowContext(ctx, `UPDATE reports SET outbox_sequence = outbox_sequence + 1 WHERE id = $1 RETURNING outbox_sequence`,
-		e.reportID).Scan(&seq); err != nil {
+	var err error
+	if e.reportID != "" {
+		err = tx.QueryRowContext(ctx, `UPDATE reports SET outbox_sequence = outbox_sequence + 1 WHERE public_id = $1 RETURNING outbox_sequence`,
+			pub(e.reportID)).Scan(&seq)
+	} else {
+		err = tx.QueryRowContext(ctx, `UPDATE reports SET outbox_sequence = outbox_sequence + 1 WHERE id = $1 RETURNING outbox_sequence, public_id`,
+			e.reportKey).Scan(&seq, reportPub(&e.reportID))
+	}
+	if err != nil {
 		return nil, fmt.Errorf("draw outbox sequence: %w", err)
 	}
 	ts := micros(e.now)
@@ -172,8 +182,9 @@ func enqueueRecordEventTo(ctx context.Context, tx Querier, e recordEvent, dests 
 // enqueueDecided writes the record.decided outbox rows of a decided record.
 func enqueueDecided(ctx context.Context, tx Querier, recordID string, now time.Time) error {
 	e := recordEvent{event: EventDecided, recordID: recordID, now: now}
-	err := tx.QueryRowContext(ctx, `SELECT job_id, report_id, tenant_id, source_id FROM review_records WHERE id = $1`, recordID).
-		Scan(&e.jobID, &e.reportID, &e.tenantID, &e.sourceID)
+	err := tx.QueryRowContext(ctx, `SELECT j.public_id, rp.public_id, r.tenant_id, r.source_id
+		FROM review_records r JOIN jobs j ON j.id = r.job_id JOIN reports rp ON rp.id = r.report_id WHERE r.public_id = $1`, pub(recordID)).
+		Scan(jobPub(&e.jobID), reportPub(&e.reportID), &e.tenantID, &e.sourceID)
 	if err != nil {
 		return fmt.Errorf("read decided record: %w", err)
 	}
@@ -445,7 +456,7 @@ func (db *DB) RecordForDelivery(ctx context.Context, d Delivery) (RecordEventBod
 	b := RecordEventBody{ID: d.RecordID, JobID: d.JobID, ReportID: d.ReportID, Source: d.SourceID, Classification: json.RawMessage("null")}
 	var ext, class, failure, decision sql.NullString
 	err := db.w.QueryRowContext(ctx, `SELECT r.revision, r.kind, r.authoritative, r.classification, r.failure_class, r.decision, p.external_id
-		FROM review_records r JOIN reports p ON p.id = r.report_id WHERE r.id = $1`, d.RecordID).
+		FROM review_records r JOIN reports p ON p.id = r.report_id WHERE r.public_id = $1`, pub(d.RecordID)).
 		Scan(&b.Revision, &b.Kind, &b.Authoritative, &class, &failure, &decision, &ext)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):

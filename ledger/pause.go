@@ -110,7 +110,7 @@ func ActivePause(ctx context.Context, q Querier, tenant, processorID string) (*P
 // paused, so no attempt is claimed or spent.
 func MarkWaiting(ctx context.Context, q Querier, jobID string, expected int64, now time.Time) error {
 	_, err := q.ExecContext(ctx, `UPDATE jobs SET state = 'waiting', updated_at = $1
-		WHERE id = $2 AND attempt = $3 AND state = 'accepted'`, micros(now), jobID, expected)
+		WHERE public_id = $2 AND attempt = $3 AND state = 'accepted'`, micros(now), pub(jobID), expected)
 	if err != nil {
 		return fmt.Errorf("mark waiting: %w", err)
 	}

@@ -73,7 +73,7 @@ func (db *DB) MarkQueuedWaiting(ctx context.Context, queue, kind string, after i
 			last = id
 		}
 		if job != nil {
-			ids = append(ids, *job)
+			ids = append(ids, pub(*job))
 		}
 	}
 	rows.Close()
@@ -89,7 +89,7 @@ func (db *DB) MarkQueuedWaiting(ctx context.Context, queue, kind string, after i
 	}
 	args := append([]any{micros(now)}, ids...)
 	if _, err := db.w.ExecContext(ctx, `UPDATE jobs SET state = 'waiting', updated_at = $1
-		WHERE state = 'accepted' AND id IN (`+strings.Join(marks, ", ")+`)`, args...); err != nil {
+		WHERE state = 'accepted' AND public_id IN (`+strings.Join(marks, ", ")+`)`, args...); err != nil {
 		return after, fmt.Errorf("mark waiting: %w", err)
 	}
 	return last, nil

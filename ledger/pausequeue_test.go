@@ -45,7 +45,7 @@ func TestMarkQueuedWaitingSeesLateCommits(t *testing.T) {
 	state := func(jobID string) stet.JobState {
 		t.Helper()
 		var s string
-		if err := db.Writer().QueryRow(`SELECT state FROM jobs WHERE id = $1`, jobID).Scan(&s); err != nil {
+		if err := db.Writer().QueryRow(`SELECT state FROM jobs WHERE public_id = $1`, ledger.StoredID(jobID)).Scan(&s); err != nil {
 			t.Fatal(err)
 		}
 		return stet.JobState(s)

@@ -77,10 +77,10 @@ func getJob(ctx context.Context, q Querier, tenant, jobID string) (*JobDetail, e
 func getJobOf(ctx context.Context, q Querier, tenant, jobID string) (*JobDetail, error) {
 	var d JobDetail
 	var textPurged, deleted sql.NullInt64
-	row := q.QueryRowContext(ctx, `SELECT `+jobColumns+`, v.text_purged_at, rp.deleted_at FROM jobs j JOIN revisions v ON v.id = j.revision_id
-			JOIN reports rp ON rp.id = j.report_id
-		WHERE j.id = $1 AND ($2 = '*any*' OR j.tenant_id = $2)`, jobID, tenant)
-	if err := scanJob(row, &d.Job, &textPurged, &deleted); errors.Is(err, sql.ErrNoRows) {
+	var jobKey int64
+	row := q.QueryRowContext(ctx, `SELECT `+jobColumns+`, v.text_purged_at, rp.deleted_at, j.id FROM `+jobFrom+`
+		WHERE j.public_id = $1 AND ($2 = '*any*' OR j.tenant_id = $2)`, pub(jobID), tenant)
+	if _, err := scanJob(row, &d.Job, &textPurged, &deleted, &jobKey); errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("job")
 	} else if err != nil {
 		return nil, fmt.Errorf("read job: %w", err)
@@ -91,21 +91,22 @@ func getJobOf(ctx context.Context, q Querier, tenant, jobID string) (*JobDetail,
 	d.TextPurgedAt = fromMicros(textPurged)
 	rows, err := q.QueryContext(ctx, `SELECT n, token, processor_id, model, request_id, status_code, status, failure_class,
 			input_tokens, output_tokens, latency_ms, input_sha256, started_at, batch_id
-		FROM attempts WHERE job_id = $1 ORDER BY n`, jobID)
+		FROM attempts WHERE job_id = $1 ORDER BY n`, jobKey)
 	if err != nil {
 		return nil, fmt.Errorf("read attempts: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		a := stet.Attempt{JobID: jobID}
-		var model, requestID, failure, inputSHA, batchID sql.NullString
+		var model, requestID, failure, batchID sql.NullString
+		var inputSHA string
 		var status string
 		var code, inTok, outTok, latency, started sql.NullInt64
 		if err := rows.Scan(&a.N, &a.Token, &a.Processor, &model, &requestID, &code, &status, &failure,
-			&inTok, &outTok, &latency, &inputSHA, &started, &batchID); err != nil {
+			&inTok, &outTok, &latency, shaScan{&inputSHA}, &started, &batchID); err != nil {
 			return nil, fmt.Errorf("read attempt: %w", err)
 		}
-		a.Model, a.RequestID, a.FailureClass, a.InputSHA256 = model.String, requestID.String, stet.FailureClass(failure.String), inputSHA.String
+		a.Model, a.RequestID, a.FailureClass, a.InputSHA256 = model.String, requestID.String, stet.FailureClass(failure.String), inputSHA
 		a.Status = stet.AttemptStatus(status)
 		a.StatusCode, a.InputTokens, a.OutputTokens, a.LatencyMS = int(code.Int64), int(inTok.Int64), int(outTok.Int64), latency.Int64
 		a.StartedAt, a.BatchID = fromMicros(started), batchID.String
@@ -116,11 +117,13 @@ func getJobOf(ctx context.Context, q Querier, tenant, jobID string) (*JobDetail,
 	}
 	var m ArtifactMeta
 	var model sql.NullString
+	var legacy string
 	var created, purged, outPurged sql.NullInt64
-	err = q.QueryRowContext(ctx, `SELECT id, attempt_n, schema_version, processor_id, model, created_at, raw_purged_at, output_purged_at
-		FROM artifacts WHERE job_id = $1`, jobID).Scan(&m.ID, &m.AttemptN, &m.SchemaVersion, &m.Processor, &model, &created, &purged, &outPurged)
+	err = q.QueryRowContext(ctx, `SELECT COALESCE(legacy_id, ''), attempt_n, schema_version, processor_id, model, created_at, raw_purged_at, output_purged_at
+		FROM artifacts WHERE job_id = $1`, jobKey).Scan(&legacy, &m.AttemptN, &m.SchemaVersion, &m.Processor, &model, &created, &purged, &outPurged)
 	switch {
 	case err == nil:
+		m.ID = ArtifactID(legacy, jobID)
 		m.Model, m.CreatedAt, m.RawPurged = model.String, fromMicros(created), purged.Valid
 		m.RawPurgedAt, m.OutputPurgedAt = fromMicros(purged), fromMicros(outPurged)
 		d.Artifact = &m
@@ -183,9 +186,9 @@ func (db *DB) GetReportAnyTenant(ctx context.Context, l ReportLookup) (*ReportDe
 // unique (tenant_id, source_id, identity_hash) key's index; for any tenant
 // (operator commands only), a scan of that index.
 const (
-	qReportByExternalID = `SELECT id, tenant_id, source_id, external_id, identity_hash, created_at, deleted_at FROM reports
+	qReportByExternalID = `SELECT id, public_id, tenant_id, source_id, external_id, identity_hash, created_at, deleted_at FROM reports
 		WHERE tenant_id = $1 AND source_id = $2 AND identity_hash = $3`
-	qReportByIdentityAnyTenant = `SELECT id, tenant_id, source_id, external_id, identity_hash, created_at, deleted_at FROM reports
+	qReportByIdentityAnyTenant = `SELECT id, public_id, tenant_id, source_id, external_id, identity_hash, created_at, deleted_at FROM reports
 		WHERE source_id = $1 AND identity_hash = $2`
 )
 
@@ -193,12 +196,12 @@ func (db *DB) getReport(ctx context.Context, l ReportLookup) (*ReportDetail, err
 	var d ReportDetail
 	r := &d.Report
 	var ext sql.NullString
-	var created int64
+	var created, key int64
 	var deleted sql.NullInt64
 	var err error
 	if l.ReportID != "" {
-		err = db.r.QueryRowContext(ctx, `SELECT id, tenant_id, source_id, external_id, identity_hash, created_at, deleted_at FROM reports
-			WHERE id = $1 AND ($2 = '*any*' OR tenant_id = $2)`, l.ReportID, l.Tenant).Scan(&r.ID, &r.TenantID, &r.SourceID, &ext, &r.IdentityHash, &created, &deleted)
+		err = db.r.QueryRowContext(ctx, `SELECT id, public_id, tenant_id, source_id, external_id, identity_hash, created_at, deleted_at FROM reports
+			WHERE public_id = $1 AND ($2 = '*any*' OR tenant_id = $2)`, pub(l.ReportID), l.Tenant).Scan(&key, reportPub(&r.ID), &r.TenantID, &r.SourceID, &ext, shaScan{&r.IdentityHash}, &created, &deleted)
 	} else {
 		// By the identity hash. The tenant is named in the statement, not
 		// through an OR, so that SQLite searches the index instead of
@@ -206,11 +209,11 @@ func (db *DB) getReport(ctx context.Context, l ReportLookup) (*ReportDetail, err
 		identity := IdentityHash(stet.IdentityExternalID, l.ExternalID, stet.Text{})
 		var row *sql.Row
 		if l.Tenant == anyTenant {
-			row = db.r.QueryRowContext(ctx, qReportByIdentityAnyTenant, l.SourceID, identity)
+			row = db.r.QueryRowContext(ctx, qReportByIdentityAnyTenant, l.SourceID, sha(identity))
 		} else {
-			row = db.r.QueryRowContext(ctx, qReportByExternalID, l.Tenant, l.SourceID, identity)
+			row = db.r.QueryRowContext(ctx, qReportByExternalID, l.Tenant, l.SourceID, sha(identity))
 		}
-		err = row.Scan(&r.ID, &r.TenantID, &r.SourceID, &ext, &r.IdentityHash, &created, &deleted)
+		err = row.Scan(&key, reportPub(&r.ID), &r.TenantID, &r.SourceID, &ext, shaScan{&r.IdentityHash}, &created, &deleted)
 		if errors.Is(err, sql.ErrNoRows) && l.Tenant != anyTenant {
 			// A deleted report has a new identity hash and no external ID
 			// any more; its tombstone answers, by hash, until the replay
@@ -235,9 +238,9 @@ func (db *DB) getReport(ctx context.Context, l ReportLookup) (*ReportDetail, err
 	}
 	r.ExternalID = ext.String
 	r.CreatedAt = time.UnixMicro(created).UTC()
-	rows, err := db.r.QueryContext(ctx, `SELECT v.revision, j.id, j.state, rr.id, COALESCE(rr.authoritative, FALSE), v.received_at, v.text_purged_at
+	rows, err := db.r.QueryContext(ctx, `SELECT v.revision, j.public_id, j.state, rr.public_id, COALESCE(rr.authoritative, FALSE), v.received_at, v.text_purged_at
 		FROM revisions v JOIN jobs j ON j.revision_id = v.id LEFT JOIN review_records rr ON rr.job_id = j.id
-		WHERE v.report_id = $1 ORDER BY v.revision, j.created_at`, r.ID)
+		WHERE v.report_id = $1 ORDER BY v.revision, j.created_at`, key)
 	if err != nil {
 		return nil, fmt.Errorf("read revisions: %w", err)
 	}
@@ -245,14 +248,13 @@ func (db *DB) getReport(ctx context.Context, l ReportLookup) (*ReportDetail, err
 	for rows.Next() {
 		var s RevisionSummary
 		var state string
-		var rec sql.NullString
 		var received int64
 		var purged sql.NullInt64
-		if err := rows.Scan(&s.Revision, &s.JobID, &state, &rec, &s.Authoritative, &received, &purged); err != nil {
+		if err := rows.Scan(&s.Revision, jobPub(&s.JobID), &state, recordPub(&s.ReviewRecordID), &s.Authoritative, &received, &purged); err != nil {
 			return nil, fmt.Errorf("read revision: %w", err)
 		}
 		s.TextPurgedAt = fromMicros(purged)
-		s.State, s.ReviewRecordID, s.ReceivedAt = stet.JobState(state), rec.String, time.UnixMicro(received).UTC()
+		s.State, s.ReceivedAt = stet.JobState(state), time.UnixMicro(received).UTC()
 		d.Revisions = append(d.Revisions, s)
 	}
 	return &d, rows.Err()
@@ -267,21 +269,29 @@ type ReviewFilter struct {
 	Limit  int
 }
 
-const recordColumns = `id, job_id, report_id, tenant_id, source_id, revision, kind, state, authoritative,
-	classification, failure_class, decision, decided_by, decided_at, note, created_at,
-	classification_purged_at, note_purged_at`
+// recordColumns are a review record's columns, read FROM recordFrom: a
+// query names the record's own columns rr.*.
+const (
+	recordColumns = `rr.public_id, j.public_id, rp.public_id, rr.tenant_id, rr.source_id, rr.revision, rr.kind, rr.state,
+	rr.authoritative, rr.classification, rr.failure_class, rr.decision, rr.decided_by, rr.decided_at, rr.note, rr.created_at,
+	rr.classification_purged_at, rr.note_purged_at`
+	recordFrom = `review_records rr JOIN jobs j ON j.id = rr.job_id JOIN reports rp ON rp.id = rr.report_id`
+)
 
 // notDeleted keeps out the records of deleted reports (their rows go with
 // the deletion's review_records task; until then they answer 410).
-const notDeleted = `NOT EXISTS (SELECT 1 FROM reports dr WHERE dr.id = review_records.report_id AND dr.deleted_at IS NOT NULL)`
+const notDeleted = `rp.deleted_at IS NULL`
 
-func scanRecord(row interface{ Scan(...any) error }) (*stet.ReviewRecord, error) {
+// scanRecord scans recordColumns into a record, then any extra columns
+// into extra.
+func scanRecord(row interface{ Scan(...any) error }, extra ...any) (*stet.ReviewRecord, error) {
 	var r stet.ReviewRecord
 	var kind, state string
 	var class, failure, decision, decidedBy, note sql.NullString
 	var decidedAt, created, classPurged, notePurged sql.NullInt64
-	if err := row.Scan(&r.ID, &r.JobID, &r.ReportID, &r.TenantID, &r.SourceID, &r.Revision, &kind, &state, &r.Authoritative,
-		&class, &failure, &decision, &decidedBy, &decidedAt, &note, &created, &classPurged, &notePurged); err != nil {
+	if err := row.Scan(append([]any{recordPub(&r.ID), jobPub(&r.JobID), reportPub(&r.ReportID), &r.TenantID, &r.SourceID, &r.Revision,
+		&kind, &state, &r.Authoritative, &class, &failure, &decision, &decidedBy, &decidedAt, &note, &created, &classPurged,
+		&notePurged}, extra...)...); err != nil {
 		return nil, err
 	}
 	r.ClassificationPurgedAt, r.NotePurgedAt = fromMicros(classPurged), fromMicros(notePurged)
@@ -336,22 +346,24 @@ func (db *DB) ListReview(ctx context.Context, f ReviewFilter) ([]*stet.ReviewRec
 	}
 	var where []string
 	args := []any{f.Tenant}
-	where = append(where, "tenant_id = $1", notDeleted)
+	where = append(where, "rr.tenant_id = $1", notDeleted)
 	if f.State != "" {
 		args = append(args, string(f.State))
-		where = append(where, fmt.Sprintf("state = $%d", len(args)))
+		where = append(where, fmt.Sprintf("rr.state = $%d", len(args)))
 	}
 	if f.Source != "" {
 		args = append(args, f.Source)
-		where = append(where, fmt.Sprintf("source_id = $%d", len(args)))
+		where = append(where, fmt.Sprintf("rr.source_id = $%d", len(args)))
 	}
 	if f.After != "" {
-		args = append(args, f.After)
-		where = append(where, fmt.Sprintf("id > $%d", len(args)))
+		// The cursor is the last record's public ID; records are listed by
+		// key, which grows with time.
+		args = append(args, pub(f.After))
+		where = append(where, "rr.id > "+recordKeySQL(fmt.Sprintf("$%d", len(args))))
 	}
 	args = append(args, f.Limit+1)
-	out, err := db.queryRecords(ctx, `SELECT `+recordColumns+` FROM review_records WHERE `+strings.Join(where, " AND ")+
-		fmt.Sprintf(` ORDER BY id LIMIT $%d`, len(args)), args...)
+	out, err := db.queryRecords(ctx, `SELECT `+recordColumns+` FROM `+recordFrom+` WHERE `+strings.Join(where, " AND ")+
+		fmt.Sprintf(` ORDER BY rr.id LIMIT $%d`, len(args)), args...)
 	if err != nil {
 		return nil, "", fmt.Errorf("list review records: %w", err)
 	}
@@ -366,32 +378,22 @@ func (db *DB) ListReview(ctx context.Context, f ReviewFilter) ([]*stet.ReviewRec
 // GetReview reads one review record of a tenant (an empty tenant finds
 // nothing).
 func (db *DB) GetReview(ctx context.Context, tenant, id string) (*stet.ReviewRecord, error) {
-	r, err := scanRecord(db.r.QueryRowContext(ctx, `SELECT `+recordColumns+` FROM review_records WHERE id = $1 AND tenant_id = $2`, id, tenant))
+	var deleted sql.NullInt64
+	r, err := scanRecord(db.r.QueryRowContext(ctx, `SELECT `+recordColumns+`, rp.deleted_at FROM `+recordFrom+`
+		WHERE rr.public_id = $1 AND rr.tenant_id = $2`, pub(id), tenant), &deleted)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("review record")
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read review record: %w", err)
 	}
-	if err := reportLive(ctx, db.r, r.ReportID); err != nil {
-		return nil, err
+	if deleted.Valid {
+		return nil, ErrGone
 	}
 	if err := db.opener(db.r).unsealRecord(ctx, r); err != nil {
 		return nil, fmt.Errorf("read review record: %w", err)
 	}
 	return r, nil
-}
-
-// reportLive returns ErrGone if the report was deleted.
-func reportLive(ctx context.Context, q Querier, reportID string) error {
-	var deleted sql.NullInt64
-	if err := q.QueryRowContext(ctx, `SELECT deleted_at FROM reports WHERE id = $1`, reportID).Scan(&deleted); err != nil {
-		return fmt.Errorf("read report: %w", err)
-	}
-	if deleted.Valid {
-		return ErrGone
-	}
-	return nil
 }
 
 // DecideParams is a reviewer's decision.
@@ -411,15 +413,17 @@ func (db *DB) Decide(ctx context.Context, p DecideParams) (*stet.ReviewRecord, e
 	err := db.InTx(ctx, func(tx *sql.Tx) error {
 		var state string
 		var reportID string
-		err := tx.QueryRowContext(ctx, `SELECT state, report_id FROM review_records WHERE id = $1 AND tenant_id = $2`, p.RecordID, p.Tenant).Scan(&state, &reportID)
+		var deleted sql.NullInt64
+		err := tx.QueryRowContext(ctx, `SELECT rr.state, rp.public_id, rp.deleted_at FROM review_records rr JOIN reports rp ON rp.id = rr.report_id
+			WHERE rr.public_id = $1 AND rr.tenant_id = $2`, pub(p.RecordID), p.Tenant).Scan(&state, reportPub(&reportID), &deleted)
 		if errors.Is(err, sql.ErrNoRows) {
 			return notFound("review record")
 		}
 		if err != nil {
 			return fmt.Errorf("read review record: %w", err)
 		}
-		if err := reportLive(ctx, tx, reportID); err != nil {
-			return err
+		if deleted.Valid {
+			return ErrGone
 		}
 		if stet.RecordState(state) != stet.RecordPending {
 			return stet.Errorf(stet.EConflict, "review record %s is already decided", p.RecordID)
@@ -441,8 +445,8 @@ func (db *DB) Decide(ctx context.Context, p DecideParams) (*stet.ReviewRecord, e
 		}
 		res, err := tx.ExecContext(ctx, `UPDATE review_records SET state = 'decided', decision = $1,
 				classification = COALESCE($2, classification), note = $3, decided_by = $4, decided_at = $5
-			WHERE id = $6 AND state = 'pending'`,
-			string(p.Decision), class, note, p.Actor, micros(p.Now), p.RecordID)
+			WHERE public_id = $6 AND state = 'pending'`,
+			string(p.Decision), class, note, p.Actor, micros(p.Now), pub(p.RecordID))
 		if err != nil {
 			return fmt.Errorf("decide: %w", err)
 		}
@@ -464,7 +468,8 @@ func (db *DB) Decide(ctx context.Context, p DecideParams) (*stet.ReviewRecord, e
 
 // GetReviewPrimary reads a review record from the writer pool.
 func (db *DB) GetReviewPrimary(ctx context.Context, tenant, id string) (*stet.ReviewRecord, error) {
-	r, err := scanRecord(db.w.QueryRowContext(ctx, `SELECT `+recordColumns+` FROM review_records WHERE id = $1 AND tenant_id = $2`, id, tenant))
+	r, err := scanRecord(db.w.QueryRowContext(ctx, `SELECT `+recordColumns+` FROM `+recordFrom+`
+		WHERE rr.public_id = $1 AND rr.tenant_id = $2`, pub(id), tenant))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("review record")
 	}

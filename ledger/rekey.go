@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"encoding/hex"
 	"database/sql"
 	"fmt"
 	"strings"
@@ -27,17 +28,36 @@ type RekeyResult struct {
 	Sealed    int // rows whose plaintext columns were sealed
 }
 
-// sealSpec is a table with sealed columns and how its rows find their report.
+// sealSpec is a table with sealed columns, how its rows find their report,
+// and what their values are bound to (crypt.go).
 type sealSpec struct {
 	table  string
 	cols   []string
-	report string // SQL for the row's report ID (the table is aliased t)
+	key    string // the row's key column (the table is aliased t)
+	report string // SQL for the row's report key
+	// bind is SQL for the two values a row's binding is made of: its
+	// legacy ID (or '') and a stored value; binding makes the binding of
+	// them and the report's public ID.
+	bind    string
+	binding func(reportID, legacy string, stored []byte) string
 }
 
 var sealSpecs = []sealSpec{
-	{"revisions", []string{"text", "metadata"}, "t.report_id"},
-	{"artifacts", []string{"raw", "output"}, "(SELECT j.report_id FROM jobs j WHERE j.id = t.job_id)"},
-	{"review_records", []string{"classification", "note"}, "t.report_id"},
+	{"revisions", []string{"text", "metadata"}, "t.id", "t.report_id", "COALESCE(t.legacy_id, ''), t.content_sha256",
+		func(reportID, legacy string, content []byte) string {
+			return RevisionBinding(legacy, reportID, hex.EncodeToString(content))
+		}},
+	{"artifacts", []string{"raw", "output"}, "t.job_id", "(SELECT j.report_id FROM jobs j WHERE j.id = t.job_id)",
+		"COALESCE(t.legacy_id, ''), (SELECT j.public_id FROM jobs j WHERE j.id = t.job_id)",
+		func(_, legacy string, job []byte) string {
+			id, _ := formatPub(prefixJob, job)
+			return ArtifactID(legacy, id)
+		}},
+	{"review_records", []string{"classification", "note"}, "t.id", "t.report_id", "'', t.public_id",
+		func(_, _ string, record []byte) string {
+			id, _ := formatPub(prefixRecord, record)
+			return id
+		}},
 }
 
 // plaintextWhere selects the rows of s with a value not yet sealed, of a
@@ -100,20 +120,20 @@ func (db *DB) Rekey(ctx context.Context, p RekeyParams) (RekeyResult, error) {
 			p.Progress(res.Rewrapped + res.Sealed)
 		}
 	}
-	for after := ""; ; {
+	for after := int64(0); ; {
 		n, last, err := db.rewrapBatch(ctx, sealing, after, p.Batch, p.Now())
 		res.Rewrapped += n
 		if err != nil {
 			return res, err
 		}
 		progress()
-		if last == "" {
+		if last == 0 {
 			break
 		}
 		after = last
 	}
 	for _, s := range sealSpecs {
-		after := ""
+		after := int64(0)
 		for {
 			n, last, err := db.sealBatch(ctx, s, after, p.Batch, p.Now())
 			res.Sealed += n
@@ -121,7 +141,7 @@ func (db *DB) Rekey(ctx context.Context, p RekeyParams) (RekeyResult, error) {
 				return res, err
 			}
 			progress()
-			if last == "" {
+			if last == 0 {
 				break
 			}
 			after = last
@@ -131,25 +151,27 @@ func (db *DB) Rekey(ctx context.Context, p RekeyParams) (RekeyResult, error) {
 }
 
 // rewrapBatch rewraps up to limit data keys not wrapped by sealing, of
-// reports after the report ID after (in primary key order, so a run reads
-// the table once). It returns the last report ID read, "" when none is left.
-func (db *DB) rewrapBatch(ctx context.Context, sealing, after string, limit int, now time.Time) (int, string, error) {
-	done, last := 0, ""
+// reports after the report key after (in primary key order, so a run reads
+// the table once). It returns the last report key read, 0 when none is left.
+func (db *DB) rewrapBatch(ctx context.Context, sealing string, after int64, limit int, now time.Time) (int, int64, error) {
+	done, last := 0, int64(0)
 	err := db.InTx(ctx, func(tx *sql.Tx) error {
-		done, last = 0, ""
-		rows, err := tx.QueryContext(ctx, `SELECT report_id, data_key_id, key_id, wrapped FROM report_keys
-			WHERE report_id > $1 AND key_id <> $2 ORDER BY report_id LIMIT $3`, after, sealing, limit)
+		done, last = 0, 0
+		rows, err := tx.QueryContext(ctx, `SELECT k.report_id, rp.public_id, k.data_key_id, k.key_id, k.wrapped
+			FROM report_keys k JOIN reports rp ON rp.id = k.report_id
+			WHERE k.report_id > $1 AND k.key_id <> $2 ORDER BY k.report_id LIMIT $3`, after, sealing, limit)
 		if err != nil {
 			return fmt.Errorf("read data keys: %w", err)
 		}
 		type row struct {
+			key    int64
 			report string
 			w      boundary.WrappedKey
 		}
 		var todo []row
 		for rows.Next() {
 			var r row
-			if err := rows.Scan(&r.report, &r.w.DataKeyID, &r.w.KeyID, &r.w.Wrapped); err != nil {
+			if err := rows.Scan(&r.key, reportPub(&r.report), &r.w.DataKeyID, &r.w.KeyID, &r.w.Wrapped); err != nil {
 				rows.Close()
 				return fmt.Errorf("read data keys: %w", err)
 			}
@@ -160,13 +182,13 @@ func (db *DB) rewrapBatch(ctx context.Context, sealing, after string, limit int,
 			return fmt.Errorf("read data keys: %w", err)
 		}
 		for _, r := range todo {
-			last = r.report
+			last = r.key
 			nw, err := db.keys.Rewrap(r.report, r.w)
 			if err != nil {
 				return fmt.Errorf("rewrap the data key of report %s: %w", r.report, err)
 			}
 			res, err := tx.ExecContext(ctx, `UPDATE report_keys SET key_id = $1, wrapped = $2, rewrapped_at = $3
-				WHERE report_id = $4 AND key_id = $5 AND wrapped = $6`, nw.KeyID, nw.Wrapped, micros(now), r.report, r.w.KeyID, r.w.Wrapped)
+				WHERE report_id = $4 AND key_id = $5 AND wrapped = $6`, nw.KeyID, nw.Wrapped, micros(now), r.key, r.w.KeyID, r.w.Wrapped)
 			if err != nil {
 				return fmt.Errorf("store rewrapped data key: %w", err)
 			}
@@ -177,30 +199,34 @@ func (db *DB) rewrapBatch(ctx context.Context, sealing, after string, limit int,
 		return nil
 	})
 	if err != nil {
-		return 0, "", err
+		return 0, 0, err
 	}
 	return done, last, nil
 }
 
 // sealBatch seals the plaintext values of up to limit rows of s after the
-// row ID after. It returns the last row ID read, "" when none is left.
-func (db *DB) sealBatch(ctx context.Context, s sealSpec, after string, limit int, now time.Time) (int, string, error) {
-	done, last := 0, ""
+// row key after. It returns the last row key read, 0 when none is left.
+func (db *DB) sealBatch(ctx context.Context, s sealSpec, after int64, limit int, now time.Time) (int, int64, error) {
+	done, last := 0, int64(0)
 	err := db.InTx(ctx, func(tx *sql.Tx) error {
-		done, last = 0, ""
-		rows, err := tx.QueryContext(ctx, `SELECT t.id, `+s.report+`, t.`+strings.Join(s.cols, ", t.")+` FROM `+s.table+` t
-			WHERE t.id > $1 AND `+s.plaintextWhere()+` ORDER BY t.id LIMIT $2`, after, limit)
+		done, last = 0, 0
+		rows, err := tx.QueryContext(ctx, `SELECT `+s.key+`, (SELECT rp.public_id FROM reports rp WHERE rp.id = `+s.report+`), `+s.bind+`,
+				t.`+strings.Join(s.cols, ", t.")+` FROM `+s.table+` t
+			WHERE `+s.key+` > $1 AND `+s.plaintextWhere()+` ORDER BY `+s.key+` LIMIT $2`, after, limit)
 		if err != nil {
 			return fmt.Errorf("read plaintext %s: %w", s.table, err)
 		}
 		type row struct {
-			id, report string
-			vals       []sql.NullString
+			key             int64
+			report, binding string
+			vals            []sql.NullString
 		}
 		var todo []row
 		for rows.Next() {
 			r := row{vals: make([]sql.NullString, len(s.cols))}
-			dest := []any{&r.id, &r.report}
+			var legacy string
+			var stored []byte
+			dest := []any{&r.key, reportPub(&r.report), &legacy, &stored}
 			for i := range r.vals {
 				dest = append(dest, &r.vals[i])
 			}
@@ -208,6 +234,7 @@ func (db *DB) sealBatch(ctx context.Context, s sealSpec, after string, limit int
 				rows.Close()
 				return fmt.Errorf("read plaintext %s: %w", s.table, err)
 			}
+			r.binding = s.binding(r.report, legacy, stored)
 			todo = append(todo, r)
 		}
 		rows.Close()
@@ -215,7 +242,7 @@ func (db *DB) sealBatch(ctx context.Context, s sealSpec, after string, limit int
 			return fmt.Errorf("read plaintext %s: %w", s.table, err)
 		}
 		for _, r := range todo {
-			last = r.id
+			last = r.key
 			dk, err := db.writeKey(ctx, tx, r.report, now)
 			if err != nil {
 				return err
@@ -227,7 +254,7 @@ func (db *DB) sealBatch(ctx context.Context, s sealSpec, after string, limit int
 				if !v.Valid || boundary.IsSealed(v.String) {
 					continue
 				}
-				sv, err := sealStored(dk, s.table+"."+c, r.id, v)
+				sv, err := sealStored(dk, s.table+"."+c, r.binding, v)
 				if err != nil {
 					return err
 				}
@@ -235,9 +262,9 @@ func (db *DB) sealBatch(ctx context.Context, s sealSpec, after string, limit int
 				set = append(set, fmt.Sprintf("%s = $%d", c, len(args)-1))
 				fence = append(fence, fmt.Sprintf("%s = $%d", c, len(args)))
 			}
-			args = append(args, r.id)
+			args = append(args, r.key)
 			res, err := tx.ExecContext(ctx, `UPDATE `+s.table+` SET `+strings.Join(set, ", ")+
-				fmt.Sprintf(` WHERE id = $%d AND `, len(args))+strings.Join(fence, " AND "), args...)
+				fmt.Sprintf(` WHERE %s = $%d AND `, strings.TrimPrefix(s.key, "t."), len(args))+strings.Join(fence, " AND "), args...)
 			if err != nil {
 				return fmt.Errorf("seal %s: %w", s.table, err)
 			}
@@ -248,7 +275,7 @@ func (db *DB) sealBatch(ctx context.Context, s sealSpec, after string, limit int
 		return nil
 	})
 	if err != nil {
-		return 0, "", err
+		return 0, 0, err
 	}
 	return done, last, nil
 }

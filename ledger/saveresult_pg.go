@@ -15,38 +15,39 @@ import (
 
 const (
 	qSaveResult = `SELECT stet_save_result($1, $2, $3, $4, $5, $6, $7, $8, $9, $10,
-		$11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`
+		$11, $12, $13, $14, $15, $16, $17, $18, $19)`
 	qSaveResultCommit = `SELECT stet_save_result_commit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10,
-		$11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`
+		$11, $12, $13, $14, $15, $16, $17, $18, $19)`
 )
 
 // saveResultArgs seals and packs p's values under dk and returns the
 // arguments of stet_save_result and the review record's new ID ("" when p
 // does not commit).
 func saveResultArgs(dk *boundary.DataKey, p SaveResultParams) ([]any, string, error) {
-	artifactID := stet.NewID("art", p.Now)
-	raw, err := packRaw(dk, artifactID, p.Raw)
+	id := ArtifactID("", p.JobID)
+	raw, err := packRaw(dk, id, p.Raw)
 	if err != nil {
 		return nil, "", err
 	}
-	output, err := sealString(dk, colArtifactOutput, artifactID, string(p.Output))
+	output, err := sealString(dk, colArtifactOutput, id, string(p.Output))
 	if err != nil {
 		return nil, "", err
 	}
-	var record, class sql.NullString
+	var record string
+	var class sql.NullString
 	if p.Commit {
-		record = sql.NullString{String: stet.NewID("rec", p.Now), Valid: true}
-		if class, err = seal(dk, colClassification, record.String, nullString(string(p.Output))); err != nil {
+		record = stet.NewID(prefixRecord, p.Now)
+		if class, err = seal(dk, colClassification, record, nullString(string(p.Output))); err != nil {
 			return nil, "", err
 		}
 	}
 	r := p.Attempt
-	return []any{p.JobID, p.Token, micros(p.Now), p.ProcessorID,
-		artifactID, p.AttemptN, raw, output, p.SchemaVersion, nullString(p.Model),
+	return []any{pub(p.JobID), p.Token, micros(p.Now), p.ProcessorID,
+		p.AttemptN, raw, output, p.SchemaVersion, nullString(p.Model),
 		string(r.Status), nullString(string(r.FailureClass)), nullString(r.RequestID),
 		sql.NullInt64{Int64: int64(r.StatusCode), Valid: r.StatusCode != 0},
 		r.InputTokens, r.OutputTokens, r.Latency.Milliseconds(), micros(r.Now),
-		record, class}, record.String, nil
+		blob(pub(record)), class}, record, nil
 }
 
 // ErrSaveApart is SaveResultCommit's answer when the result was not

@@ -100,8 +100,8 @@ func TestSaveResult(t *testing.T) {
 		t.Fatalf("SaveResult of revision 1 = %q, %v, %v; want a record", rec1, settled, err)
 	}
 	for q, want := range map[string]int{
-		`SELECT COUNT(*) FROM review_records WHERE authoritative AND id = '` + rec2 + `'`:                                                1,
-		`SELECT COUNT(*) FROM review_records WHERE NOT authoritative AND id = '` + rec1 + `'`:                                            1,
+		`SELECT COUNT(*) FROM review_records WHERE authoritative AND public_id = stet_ulid('` + rec2 + `')`:                              1,
+		`SELECT COUNT(*) FROM review_records WHERE NOT authoritative AND public_id = stet_ulid('` + rec1 + `')`:                          1,
 		`SELECT COUNT(*) FROM review_records WHERE classification = '{"category":"none"}' AND kind = 'extracted'`:                        2,
 		`SELECT COUNT(*) FROM jobs WHERE state = 'committed' AND committed_at IS NOT NULL AND processor_id = 'p1'`:                       2,
 		`SELECT COUNT(*) FROM artifacts WHERE output = '{"category":"none"}' AND raw LIKE 'stet:z1:%' AND model = 'm1'`:                  2,
@@ -125,10 +125,10 @@ func TestSaveResult(t *testing.T) {
 		t.Fatalf("SaveResult with the record refused = %q, %v, %v; want settled with no record", rec3, settled, err)
 	}
 	allow()
-	if s := count(t, db, `SELECT COUNT(*) FROM jobs WHERE id = $1 AND state = 'extracted'`, a3.JobID); s != 1 {
+	if s := count(t, db, `SELECT COUNT(*) FROM jobs WHERE public_id = $1 AND state = 'extracted'`, ledger.StoredID(a3.JobID)); s != 1 {
 		t.Errorf("job after a refused record: extracted = %d, want 1", s)
 	}
-	if c := count(t, db, `SELECT COUNT(*) FROM artifacts WHERE job_id = $1`, a3.JobID); c != 1 {
+	if c := count(t, db, `SELECT COUNT(*) FROM artifacts WHERE job_id = (SELECT id FROM jobs WHERE public_id = $1)`, ledger.StoredID(a3.JobID)); c != 1 {
 		t.Errorf("artifacts after a refused record = %d, want 1", c)
 	}
 	if rec := commit(t, db, a3.JobID); rec == "" {
@@ -219,10 +219,10 @@ func TestSaveResultCommit(t *testing.T) {
 	ctx := context.Background()
 	kept := func(jobID string) []int {
 		return []int{
-			count(t, db, `SELECT COUNT(*) FROM artifacts WHERE job_id = $1`, jobID),
-			count(t, db, `SELECT COUNT(*) FROM review_records WHERE job_id = $1`, jobID),
-			count(t, db, `SELECT COUNT(*) FROM attempts WHERE job_id = $1 AND status = 'succeeded'`, jobID),
-			count(t, db, `SELECT COUNT(*) FROM jobs WHERE id = $1 AND state = 'extracting'`, jobID),
+			count(t, db, `SELECT COUNT(*) FROM artifacts WHERE job_id = (SELECT id FROM jobs WHERE public_id = $1)`, ledger.StoredID(jobID)),
+			count(t, db, `SELECT COUNT(*) FROM review_records WHERE job_id = (SELECT id FROM jobs WHERE public_id = $1)`, ledger.StoredID(jobID)),
+			count(t, db, `SELECT COUNT(*) FROM attempts WHERE job_id = (SELECT id FROM jobs WHERE public_id = $1) AND status = 'succeeded'`, ledger.StoredID(jobID)),
+			count(t, db, `SELECT COUNT(*) FROM jobs WHERE public_id = $1 AND state = 'extracting'`, ledger.StoredID(jobID)),
 		}
 	}
 
@@ -242,7 +242,7 @@ func TestSaveResultCommit(t *testing.T) {
 		t.Fatalf("SaveResultCommit = %q, %v; want a record", rec, err)
 	}
 	for q, want := range map[string]int{
-		`SELECT COUNT(*) FROM review_records WHERE authoritative AND kind = 'extracted' AND id = '` + rec + `'`:                          1,
+		`SELECT COUNT(*) FROM review_records WHERE authoritative AND kind = 'extracted' AND public_id = stet_ulid('` + rec + `')`:        1,
 		`SELECT COUNT(*) FROM jobs WHERE state = 'committed' AND committed_at IS NOT NULL AND processor_id = 'p1'`:                       1,
 		`SELECT COUNT(*) FROM artifacts WHERE output = '{"category":"none"}' AND raw LIKE 'stet:z1:%' AND model = 'm1'`:                  1,
 		`SELECT COUNT(*) FROM attempts WHERE status = 'succeeded' AND status_code = 200 AND latency_ms = 12 AND finished_at IS NOT NULL`: 1,

@@ -12,10 +12,13 @@ import (
 	"github.com/stetlabs/stet"
 )
 
-// Stage statements.
+// Stage statements. The stage functions name a job by its public ID; a
+// statement reaches the job's rows by its integer key (keys.go).
 var (
+	// A placeholder for a hash a revision recorded before its content
+	// (migration 0019) is filled in when the content comes.
 	qRecordPolicy = `INSERT INTO policy_versions (hash, policy_id, content, first_seen) VALUES ($1, $2, $3, $4)
-		ON CONFLICT (hash) DO NOTHING`
+		ON CONFLICT (hash) DO UPDATE SET content = excluded.content WHERE policy_versions.content IS NULL`
 	qPolicyVersion = `SELECT content FROM policy_versions WHERE hash = $1`
 	qLoadWork      = `SELECT ` + jobColumns + `, v.text, v.text_purged_at,
 			EXISTS (SELECT 1 FROM artifacts a WHERE a.job_id = j.id),
@@ -24,50 +27,70 @@ var (
 			COALESCE((SELECT t.failure_class FROM attempts t WHERE t.job_id = j.id ORDER BY t.n DESC LIMIT 1), ''),
 			COALESCE((SELECT string_agg(d.scope, '` + "\n" + `') FROM dispatch_pauses d
 				WHERE d.scope = 'all' OR d.scope = 'tenant:' || j.tenant_id OR d.scope LIKE 'processor:%'), '')
-		FROM jobs j JOIN revisions v ON v.id = j.revision_id WHERE j.id = $1`
+		FROM ` + jobFrom + ` WHERE j.public_id = $1`
 	qClaim = `UPDATE jobs SET attempt = attempt + 1, state = 'extracting', lease_until = $1, lease_holder = $5,
 			extracting_at = COALESCE(extracting_at, $2), updated_at = $2
-		WHERE id = $3 AND attempt = $4
+		WHERE public_id = $3 AND attempt = $4
 		  AND (state IN ('accepted', 'waiting') OR (state = 'extracting' AND (lease_until IS NULL OR lease_until <= $2)))
-		RETURNING attempt`
+		RETURNING id, attempt`
 	// qClaimAndStartPG is qClaim and qStartAttempt in one statement
 	// (PostgreSQL): no job claimed, no attempt started.
 	qClaimAndStartPG = `WITH j AS (` + qClaim + `)
 		INSERT INTO attempts (job_id, n, token, processor_id, status, input_sha256, started_at)
-		SELECT $3, (SELECT COALESCE(MAX(n), 0) + 1 FROM attempts WHERE job_id = $3), j.attempt, $6, 'started', $7, $2 FROM j
+		SELECT j.id, (SELECT COALESCE(MAX(n), 0) + 1 FROM attempts WHERE job_id = j.id), j.attempt, $6, 'started', $7, $2 FROM j
 		RETURNING token, n`
+	// qStartAttempt takes the job's key.
 	qStartAttempt = `INSERT INTO attempts (job_id, n, token, processor_id, status, input_sha256, started_at)
 		VALUES ($1, (SELECT COALESCE(MAX(n), 0) + 1 FROM attempts WHERE job_id = $1), $2, $3, 'started', $4, $5)
 		RETURNING n`
 	qFinishAttempt = `UPDATE attempts SET status = $1, failure_class = $2, model = $3, request_id = $4,
 			status_code = $5, input_tokens = $6, output_tokens = $7, latency_ms = $8, finished_at = $9
-		WHERE job_id = $10 AND n = $11`
+		WHERE job_id = ` + jobKeyOfParam10 + ` AND n = $11`
 	qFenceExtracted = `UPDATE jobs SET state = 'extracted', extracted_at = $1, updated_at = $1,
 			lease_until = NULL, lease_holder = NULL, failure_class = NULL, processor_id = $2
-		WHERE id = $3 AND attempt = $4 AND state = 'extracting' RETURNING report_id`
-	qInsertArtifact = `INSERT INTO artifacts (id, job_id, attempt_n, raw, output, schema_version, processor_id, model, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`
+		WHERE public_id = $3 AND attempt = $4 AND state = 'extracting' RETURNING id, report_id`
+	// qInsertArtifact takes the job's key: an artifact is its job's.
+	qInsertArtifact = `INSERT INTO artifacts (job_id, attempt_n, raw, output, schema_version, processor_id, model, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`
 	qSetJobState = `UPDATE jobs SET state = $1, failure_class = $2, lease_until = NULL, lease_holder = NULL, updated_at = $3
-		WHERE id = $4 AND attempt = $5 AND state = 'extracting'`
+		WHERE public_id = $4 AND attempt = $5 AND state = 'extracting'`
 	qBlock = `UPDATE jobs SET state = 'blocked', failure_class = $1, lease_until = NULL, lease_holder = NULL, updated_at = $2
-		WHERE id = $3 AND attempt = $4 AND state IN ('accepted', 'waiting', 'extracting')`
+		WHERE public_id = $3 AND attempt = $4 AND state IN ('accepted', 'waiting', 'extracting')`
+	// The statements of a commit take keys, but the first.
+	qJobForCommit = `SELECT j.id, j.state, j.report_id, rp.public_id, j.tenant_id, j.source_id, j.revision
+		FROM jobs j JOIN reports rp ON rp.id = j.report_id WHERE j.public_id = $1`
 	qLockJob        = `UPDATE jobs SET updated_at = $1 WHERE id = $2 AND state = 'extracted'`
-	qJobForCommit   = `SELECT state, report_id, tenant_id, source_id, revision FROM jobs WHERE id = $1`
-	qRecordOfJob    = `SELECT id FROM review_records WHERE job_id = $1`
-	qArtifactOutput = `SELECT id, output FROM artifacts WHERE job_id = $1`
+	qRecordOfJob    = `SELECT public_id FROM review_records WHERE job_id = $1`
+	qArtifactOutput = `SELECT COALESCE(legacy_id, ''), output FROM artifacts WHERE job_id = $1`
 	qMarkCommitted  = `UPDATE jobs SET state = 'committed', committed_at = $1, updated_at = $1 WHERE id = $2`
 	qMarkManual     = `UPDATE jobs SET state = 'manual', failure_class = $1, lease_until = NULL, lease_holder = NULL,
 			committed_at = $2, updated_at = $2
-		WHERE id = $3 AND ($4 < 0 OR attempt = $4) AND state IN ('accepted', 'extracting', 'waiting', 'blocked', 'batched')
-		RETURNING report_id, tenant_id, source_id, revision`
+		WHERE public_id = $3 AND ($4 < 0 OR attempt = $4) AND state IN ('accepted', 'extracting', 'waiting', 'blocked', 'batched')
+		RETURNING id, report_id, tenant_id, source_id, revision`
 	qLockReport          = `UPDATE reports SET updated_at = $1 WHERE id = $2`
 	qAuthoritativeRecord = `SELECT id, revision FROM review_records WHERE report_id = $1 AND authoritative`
 	qClearAuthoritative  = `UPDATE review_records SET authoritative = FALSE WHERE id = $1`
-	qInsertRecord        = `INSERT INTO review_records (id, job_id, report_id, tenant_id, source_id, revision, kind, state,
+	qInsertRecord        = `INSERT INTO review_records (public_id, job_id, report_id, tenant_id, source_id, revision, kind, state,
 			authoritative, classification, failure_class, created_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9, $10, $11)`
-	qUnblock = `UPDATE jobs SET state = 'accepted', updated_at = $1 WHERE id = $2 AND state = 'blocked'`
+	qUnblock = `UPDATE jobs SET state = 'accepted', updated_at = $1 WHERE public_id = $2 AND state = 'blocked'`
 )
+
+// jobKeyOfParam10 is the key of the job whose public ID is parameter 10.
+const jobKeyOfParam10 = `(SELECT id FROM jobs WHERE public_id = $10)`
+
+// jobKeyByID returns the key of the job with public ID jobID.
+func jobKeyByID(ctx context.Context, q Querier, jobID string) (int64, error) {
+	var k int64
+	err := q.QueryRowContext(ctx, `SELECT id FROM jobs WHERE public_id = $1`, pub(jobID)).Scan(&k)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, notFound("job")
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read job: %w", err)
+	}
+	return k, nil
+}
 
 // RecordPolicy stores a policy version's content under its hash, once.
 func RecordPolicy(ctx context.Context, q Querier, p *stet.Policy, now time.Time) error {
@@ -84,11 +107,12 @@ func RecordPolicy(ctx context.Context, q Querier, p *stet.Policy, now time.Time)
 
 // PolicyVersion returns the recorded content of a policy version.
 func PolicyVersion(ctx context.Context, q Querier, hash string) (*stet.Policy, error) {
-	var content string
-	err := q.QueryRowContext(ctx, qPolicyVersion, hash).Scan(&content)
-	if errors.Is(err, sql.ErrNoRows) {
+	var c sql.NullString
+	err := q.QueryRowContext(ctx, qPolicyVersion, hash).Scan(&c)
+	if errors.Is(err, sql.ErrNoRows) || err == nil && !c.Valid {
 		return nil, notFound("policy version")
 	}
+	content := c.String
 	if err != nil {
 		return nil, fmt.Errorf("read policy version: %w", err)
 	}
@@ -128,29 +152,33 @@ func (w *WorkItem) Paused(processorID string) bool {
 	return false
 }
 
-const jobColumns = `j.id, j.revision_id, j.report_id, j.tenant_id, j.source_id, j.revision, j.extraction_version,
-	v.profile_id, v.profile_version, v.policy_id, v.policy_hash, j.state, j.attempt, j.lease_until,
-	j.failure_class, j.created_at, j.updated_at, j.extracting_at, j.extracted_at, j.committed_at,
-	(SELECT r.id FROM review_records r WHERE r.job_id = j.id)`
+// jobFrom joins what jobColumns reads.
+const jobFrom = `jobs j JOIN revisions v ON v.id = j.revision_id JOIN reports rp ON rp.id = j.report_id
+	JOIN policy_versions pv ON pv.id = v.policy_version`
 
-// scanJob scans jobColumns into j, then any extra columns into extra.
-func scanJob(row interface{ Scan(...any) error }, j *stet.Job, extra ...any) error {
+const jobColumns = `j.public_id, COALESCE(v.legacy_id, ''), v.content_sha256, rp.public_id, j.tenant_id, j.source_id, j.revision, j.extraction_version,
+	v.profile_id, v.profile_version, pv.policy_id, pv.hash, j.state, j.attempt, j.lease_until,
+	j.failure_class, j.created_at, j.updated_at, j.extracting_at, j.extracted_at, j.committed_at,
+	(SELECT r.public_id FROM review_records r WHERE r.job_id = j.id)`
+
+// scanJob scans jobColumns into j, then any extra columns into extra. It
+// returns the binding of the revision's sealed values.
+func scanJob(row interface{ Scan(...any) error }, j *stet.Job, extra ...any) (string, error) {
 	var lease, created, updated, extracting, extracted, committed sql.NullInt64
-	var failure, record sql.NullString
-	var state string
-	err := row.Scan(append([]any{&j.ID, &j.RevisionID, &j.ReportID, &j.TenantID, &j.SourceID, &j.Revision, &j.ExtractionVersion,
+	var failure sql.NullString
+	var state, legacy, content string
+	err := row.Scan(append([]any{jobPub(&j.ID), &legacy, shaScan{&content}, reportPub(&j.ReportID), &j.TenantID, &j.SourceID, &j.Revision, &j.ExtractionVersion,
 		&j.ProfileID, &j.ProfileVersion, &j.PolicyID, &j.PolicyHash, &state, &j.Attempt, &lease,
-		&failure, &created, &updated, &extracting, &extracted, &committed, &record}, extra...)...)
+		&failure, &created, &updated, &extracting, &extracted, &committed, recordPub(&j.ReviewRecordID)}, extra...)...)
 	if err != nil {
-		return err
+		return "", err
 	}
 	j.State = stet.JobState(state)
 	j.LeaseUntil = fromMicros(lease)
 	j.FailureClass = stet.FailureClass(failure.String)
 	j.CreatedAt, j.UpdatedAt = fromMicros(created), fromMicros(updated)
 	j.ExtractingAt, j.ExtractedAt, j.CommittedAt = fromMicros(extracting), fromMicros(extracted), fromMicros(committed)
-	j.ReviewRecordID = record.String
-	return nil
+	return RevisionBinding(legacy, j.ReportID, content), nil
 }
 
 // LoadWork reads a job for the extract stage. Read it from the writer pool:
@@ -160,7 +188,7 @@ func (db *DB) LoadWork(ctx context.Context, q Querier, jobID string) (*WorkItem,
 	var text sql.NullString
 	var purged sql.NullInt64
 	var lastClass, pauses string
-	err := scanJob(q.QueryRowContext(ctx, qLoadWork, jobID), &w.Job, &text, &purged, &w.HasArtifact, &w.TransientFails,
+	binding, err := scanJob(q.QueryRowContext(ctx, qLoadWork, pub(jobID)), &w.Job, &text, &purged, &w.HasArtifact, &w.TransientFails,
 		&w.LastProcessor, &lastClass, &pauses)
 	w.LastClass = stet.FailureClass(lastClass)
 	if pauses != "" {
@@ -172,7 +200,7 @@ func (db *DB) LoadWork(ctx context.Context, q Querier, jobID string) (*WorkItem,
 	if err != nil {
 		return nil, fmt.Errorf("load job: %w", err)
 	}
-	text, err = db.opener(q).open(ctx, w.Job.ReportID, colRevisionText, w.Job.RevisionID, text)
+	text, err = db.opener(q).open(ctx, w.Job.ReportID, colRevisionText, binding, text)
 	switch {
 	case errors.Is(err, ErrKeyDestroyed):
 		// A deleted report's text is gone: its job (cancelled) reads as
@@ -215,8 +243,8 @@ func (db *DB) Claim(ctx context.Context, tx Querier, p ClaimParams) (token int64
 		// One round trip: the claim and the attempt's intent in one
 		// statement (SQLite has no UPDATE in a WITH clause, and no round
 		// trip to save).
-		err = tx.QueryRowContext(ctx, qClaimAndStartPG, micros(p.Now.Add(p.LeaseFor)), now, p.JobID, p.Expected, nullString(p.Holder),
-			p.ProcessorID, p.InputSHA256).Scan(&token, &n)
+		err = tx.QueryRowContext(ctx, qClaimAndStartPG, micros(p.Now.Add(p.LeaseFor)), now, pub(p.JobID), p.Expected, nullString(p.Holder),
+			p.ProcessorID, blob(sha(p.InputSHA256))).Scan(&token, &n)
 		if errors.Is(err, sql.ErrNoRows) {
 			return 0, 0, ErrNotClaimable
 		}
@@ -225,22 +253,31 @@ func (db *DB) Claim(ctx context.Context, tx Querier, p ClaimParams) (token int64
 		}
 		return token, n, nil
 	}
-	err = tx.QueryRowContext(ctx, qClaim, micros(p.Now.Add(p.LeaseFor)), now, p.JobID, p.Expected, nullString(p.Holder)).Scan(&token)
+	var key int64
+	err = tx.QueryRowContext(ctx, qClaim, micros(p.Now.Add(p.LeaseFor)), now, pub(p.JobID), p.Expected, nullString(p.Holder)).Scan(&key, &token)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, 0, ErrNotClaimable
 	}
 	if err != nil {
 		return 0, 0, fmt.Errorf("claim job: %w", err)
 	}
-	n, err = StartAttempt(ctx, tx, p.JobID, token, p.ProcessorID, p.InputSHA256, p.Now)
+	n, err = startAttempt(ctx, tx, key, token, p.ProcessorID, p.InputSHA256, p.Now)
 	return token, n, err
 }
 
 // StartAttempt records the intent of one processor call before it is made,
 // so a call cut short by a crash is still counted.
 func StartAttempt(ctx context.Context, q Querier, jobID string, token int64, processorID, inputSHA string, now time.Time) (int, error) {
+	key, err := jobKeyByID(ctx, q, jobID)
+	if err != nil {
+		return 0, fmt.Errorf("start attempt: %w", err)
+	}
+	return startAttempt(ctx, q, key, token, processorID, inputSHA, now)
+}
+
+func startAttempt(ctx context.Context, q Querier, jobKey, token int64, processorID, inputSHA string, now time.Time) (int, error) {
 	var n int
-	err := q.QueryRowContext(ctx, qStartAttempt, jobID, token, processorID, inputSHA, micros(now)).Scan(&n)
+	err := q.QueryRowContext(ctx, qStartAttempt, jobKey, token, processorID, blob(sha(inputSHA)), micros(now)).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("start attempt: %w", err)
 	}
@@ -267,7 +304,7 @@ func FinishAttempt(ctx context.Context, q Querier, r AttemptResult) error {
 	_, err := q.ExecContext(ctx, qFinishAttempt,
 		string(r.Status), nullString(string(r.FailureClass)), nullString(r.Model), nullString(r.RequestID),
 		sql.NullInt64{Int64: int64(r.StatusCode), Valid: r.StatusCode != 0}, r.InputTokens, r.OutputTokens,
-		r.Latency.Milliseconds(), micros(r.Now), r.JobID, r.N)
+		r.Latency.Milliseconds(), micros(r.Now), pub(r.JobID), r.N)
 	if err != nil {
 		return fmt.Errorf("finish attempt: %w", err)
 	}
@@ -292,25 +329,25 @@ type SaveArtifactParams struct {
 // With encryption on, the raw response and the output are sealed.
 func (db *DB) SaveArtifact(ctx context.Context, tx Querier, p SaveArtifactParams) error {
 	now := micros(p.Now)
-	var reportID string
-	err := tx.QueryRowContext(ctx, qFenceExtracted, now, p.ProcessorID, p.JobID, p.Token).Scan(&reportID)
+	var jobKey, reportKey int64
+	err := tx.QueryRowContext(ctx, qFenceExtracted, now, p.ProcessorID, pub(p.JobID), p.Token).Scan(&jobKey, &reportKey)
 	if errors.Is(err, sql.ErrNoRows) {
 		return fenceLost(ctx, tx, p.JobID)
 	}
 	if err != nil {
 		return fmt.Errorf("fence job: %w", err)
 	}
-	return db.insertArtifact(ctx, tx, reportID, p)
+	return db.insertArtifact(ctx, tx, jobKey, reportKey, p)
 }
 
-// insertArtifact writes an artifact, sealed under the report's data key
-// when encryption is on.
-func (db *DB) insertArtifact(ctx context.Context, tx Querier, reportID string, p SaveArtifactParams) error {
-	dk, err := db.writeKey(ctx, tx, reportID, p.Now)
+// insertArtifact writes the artifact of the job with key jobKey (public ID
+// p.JobID), sealed under the report's data key when encryption is on.
+func (db *DB) insertArtifact(ctx context.Context, tx Querier, jobKey, reportKey int64, p SaveArtifactParams) error {
+	dk, err := db.writeKeyOf(ctx, tx, reportKey, p.Now)
 	if err != nil {
 		return err
 	}
-	id := stet.NewID("art", p.Now)
+	id := ArtifactID("", p.JobID)
 	raw, err := packRaw(dk, id, p.Raw)
 	if err != nil {
 		return err
@@ -320,7 +357,7 @@ func (db *DB) insertArtifact(ctx context.Context, tx Querier, reportID string, p
 		return err
 	}
 	_, err = tx.ExecContext(ctx, qInsertArtifact,
-		id, p.JobID, p.AttemptN, raw, output, p.SchemaVersion, p.ProcessorID, nullString(p.Model), micros(p.Now))
+		jobKey, p.AttemptN, raw, output, p.SchemaVersion, p.ProcessorID, nullString(p.Model), micros(p.Now))
 	if err != nil {
 		return fmt.Errorf("insert artifact: %w", err)
 	}
@@ -345,7 +382,7 @@ func fenceLost(ctx context.Context, q Querier, jobID string) error {
 // of the result (request ID, model, output) is stored.
 func DiscardAttempt(ctx context.Context, q Querier, jobID string, n int, now time.Time) error {
 	_, err := q.ExecContext(ctx, `UPDATE attempts SET status = 'superseded', discarded_at = $1, finished_at = COALESCE(finished_at, $1)
-		WHERE job_id = $2 AND n = $3`, micros(now), jobID, n)
+		WHERE job_id = `+jobKeySQL("$2")+` AND n = $3`, micros(now), pub(jobID), n)
 	if err != nil {
 		return fmt.Errorf("discard attempt: %w", err)
 	}
@@ -358,7 +395,7 @@ func DiscardAttempt(ctx context.Context, q Querier, jobID string, n int, now tim
 func HoldsJob(ctx context.Context, q Querier, jobID string, token int64) error {
 	var state string
 	var attempt int64
-	if err := q.QueryRowContext(ctx, `SELECT state, attempt FROM jobs WHERE id = $1`, jobID).Scan(&state, &attempt); err != nil {
+	if err := q.QueryRowContext(ctx, `SELECT state, attempt FROM jobs WHERE public_id = $1`, pub(jobID)).Scan(&state, &attempt); err != nil {
 		return fmt.Errorf("read job: %w", err)
 	}
 	switch {
@@ -374,7 +411,7 @@ func HoldsJob(ctx context.Context, q Querier, jobID string, token int64) error {
 // failure class. It returns stet.ErrLeaseLost if a newer attempt holds the job.
 func SetJobState(ctx context.Context, tx Querier, jobID string, token int64, state stet.JobState, class stet.FailureClass, now time.Time) error {
 	res, err := tx.ExecContext(ctx, qSetJobState,
-		string(state), nullString(string(class)), micros(now), jobID, token)
+		string(state), nullString(string(class)), micros(now), pub(jobID), token)
 	if err != nil {
 		return fmt.Errorf("set job state: %w", err)
 	}
@@ -388,7 +425,7 @@ func SetJobState(ctx context.Context, tx Querier, jobID string, token int64, sta
 // blocked: no processor call is made until an operator acts.
 func Block(ctx context.Context, tx Querier, jobID string, expected int64, class stet.FailureClass, now time.Time) error {
 	res, err := tx.ExecContext(ctx, qBlock,
-		string(class), micros(now), jobID, expected)
+		string(class), micros(now), pub(jobID), expected)
 	if err != nil {
 		return fmt.Errorf("block job: %w", err)
 	}
@@ -407,10 +444,11 @@ var ErrNothingToCommit = errors.New("job has no artifact to commit")
 // classification sealed (each value is bound to its own row).
 func (db *DB) Commit(ctx context.Context, tx Querier, jobID string, now time.Time) (recordID string, err error) {
 	var state string
+	var jobKey, reportKey int64
 	var reportID, tenantID, sourceID string
 	var revision int64
-	err = tx.QueryRowContext(ctx, qJobForCommit, jobID).
-		Scan(&state, &reportID, &tenantID, &sourceID, &revision)
+	err = tx.QueryRowContext(ctx, qJobForCommit, pub(jobID)).
+		Scan(&jobKey, &state, &reportKey, reportPub(&reportID), &tenantID, &sourceID, &revision)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", notFound("job")
 	}
@@ -419,7 +457,7 @@ func (db *DB) Commit(ctx context.Context, tx Querier, jobID string, now time.Tim
 	}
 	switch stet.JobState(state) {
 	case stet.JobCommitted, stet.JobManual:
-		err := tx.QueryRowContext(ctx, qRecordOfJob, jobID).Scan(&recordID)
+		err := tx.QueryRowContext(ctx, qRecordOfJob, jobKey).Scan(recordPub(&recordID))
 		if err != nil {
 			return "", fmt.Errorf("read record: %w", err)
 		}
@@ -428,12 +466,12 @@ func (db *DB) Commit(ctx context.Context, tx Querier, jobID string, now time.Tim
 		// Take the job row: of two commits of one job (the extract worker's
 		// and the commit stage's) the second waits here, then finds no
 		// extracted job and returns the first one's record.
-		res, err := tx.ExecContext(ctx, qLockJob, micros(now), jobID)
+		res, err := tx.ExecContext(ctx, qLockJob, micros(now), jobKey)
 		if err != nil {
 			return "", fmt.Errorf("lock job: %w", err)
 		}
 		if n, _ := res.RowsAffected(); n != 1 {
-			if err := tx.QueryRowContext(ctx, qRecordOfJob, jobID).Scan(&recordID); err != nil {
+			if err := tx.QueryRowContext(ctx, qRecordOfJob, jobKey).Scan(recordPub(&recordID)); err != nil {
 				return "", fmt.Errorf("read record: %w", err)
 			}
 			return recordID, nil
@@ -441,32 +479,32 @@ func (db *DB) Commit(ctx context.Context, tx Querier, jobID string, now time.Tim
 	default:
 		return "", ErrNothingToCommit
 	}
-	var artifactID string
+	var legacy string
 	var output sql.NullString
-	if err := tx.QueryRowContext(ctx, qArtifactOutput, jobID).Scan(&artifactID, &output); err != nil {
+	if err := tx.QueryRowContext(ctx, qArtifactOutput, jobKey).Scan(&legacy, &output); err != nil {
 		return "", fmt.Errorf("read artifact: %w", err)
 	}
-	if output, err = db.opener(tx).open(ctx, reportID, colArtifactOutput, artifactID, output); err != nil {
+	if output, err = db.opener(tx).open(ctx, reportID, colArtifactOutput, ArtifactID(legacy, jobID), output); err != nil {
 		return "", fmt.Errorf("read artifact: %w", err)
 	}
 	dk, err := db.writeKey(ctx, tx, reportID, now)
 	if err != nil {
 		return "", err
 	}
-	id := stet.NewID("rec", now)
+	id := stet.NewID(prefixRecord, now)
 	class, err := seal(dk, colClassification, id, sql.NullString{String: output.String, Valid: output.String != ""})
 	if err != nil {
 		return "", err
 	}
 	recordID, err = insertRecord(ctx, tx, recordParams{
-		id: id, jobID: jobID, reportID: reportID, tenantID: tenantID, sourceID: sourceID, revision: revision,
-		kind: stet.RecordExtracted, classification: class.String, now: now,
+		id: id, jobID: jobID, jobKey: jobKey, reportID: reportID, reportKey: reportKey, tenantID: tenantID, sourceID: sourceID,
+		revision: revision, kind: stet.RecordExtracted, classification: class.String, now: now,
 	})
 	if err != nil {
 		return "", err
 	}
 	if _, err := tx.ExecContext(ctx, qMarkCommitted,
-		micros(now), jobID); err != nil {
+		micros(now), jobKey); err != nil {
 		return "", fmt.Errorf("mark committed: %w", err)
 	}
 	return recordID, nil
@@ -476,30 +514,30 @@ func (db *DB) Commit(ctx context.Context, tx Querier, jobID string, now time.Tim
 // review record carrying the failure class reaches a person. It is fenced on
 // token; pass token -1 for a job no worker holds (an exhausted retry).
 func MarkManual(ctx context.Context, tx Querier, jobID string, token int64, class stet.FailureClass, now time.Time) (string, error) {
-	var reportID, tenantID, sourceID string
-	var revision int64
+	p := recordParams{jobID: jobID, kind: stet.RecordManual, failureClass: class, now: now}
 	err := tx.QueryRowContext(ctx, qMarkManual,
-		string(class), micros(now), jobID, token).Scan(&reportID, &tenantID, &sourceID, &revision)
+		string(class), micros(now), pub(jobID), token).Scan(&p.jobKey, &p.reportKey, &p.tenantID, &p.sourceID, &p.revision)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", stet.ErrLeaseLost
 	}
 	if err != nil {
 		return "", fmt.Errorf("mark manual: %w", err)
 	}
-	return insertRecord(ctx, tx, recordParams{
-		jobID: jobID, reportID: reportID, tenantID: tenantID, sourceID: sourceID, revision: revision,
-		kind: stet.RecordManual, failureClass: class, now: now,
-	})
+	return insertRecord(ctx, tx, p)
 }
 
 type recordParams struct {
-	id                                  string // "": a new ID
-	jobID, reportID, tenantID, sourceID string
-	revision                            int64
-	kind                                stet.RecordKind
-	classification                      string
-	failureClass                        stet.FailureClass
-	now                                 time.Time
+	id                 string // "": a new ID
+	jobID              string // the job's public ID and its key
+	jobKey             int64
+	reportID           string // the report's public ID ("" if not read: the outbox reads it when it needs it) and key
+	reportKey          int64
+	tenantID, sourceID string
+	revision           int64
+	kind               stet.RecordKind
+	classification     string
+	failureClass       stet.FailureClass
+	now                time.Time
 }
 
 // insertRecord writes a review record (its classification already sealed,
@@ -510,13 +548,12 @@ type recordParams struct {
 // unique index is the backstop.
 func insertRecord(ctx context.Context, tx Querier, p recordParams) (string, error) {
 	now := micros(p.now)
-	if _, err := tx.ExecContext(ctx, qLockReport, now, p.reportID); err != nil {
+	if _, err := tx.ExecContext(ctx, qLockReport, now, p.reportKey); err != nil {
 		return "", fmt.Errorf("lock report: %w", err)
 	}
 	authoritative := true
-	var curID string
-	var curRev int64
-	err := tx.QueryRowContext(ctx, qAuthoritativeRecord, p.reportID).Scan(&curID, &curRev)
+	var curKey, curRev int64
+	err := tx.QueryRowContext(ctx, qAuthoritativeRecord, p.reportKey).Scan(&curKey, &curRev)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 	case err != nil:
@@ -524,22 +561,22 @@ func insertRecord(ctx context.Context, tx Querier, p recordParams) (string, erro
 	case curRev > p.revision:
 		authoritative = false // an older revision arrived late: the pointer only moves forward
 	default:
-		if _, err := tx.ExecContext(ctx, qClearAuthoritative, curID); err != nil {
+		if _, err := tx.ExecContext(ctx, qClearAuthoritative, curKey); err != nil {
 			return "", fmt.Errorf("move authoritative pointer: %w", err)
 		}
 	}
 	id := p.id
 	if id == "" {
-		id = stet.NewID("rec", p.now)
+		id = stet.NewID(prefixRecord, p.now)
 	}
 	_, err = tx.ExecContext(ctx, qInsertRecord,
-		id, p.jobID, p.reportID, p.tenantID, p.sourceID, p.revision, string(p.kind), authoritative,
+		pub(id), p.jobKey, p.reportKey, p.tenantID, p.sourceID, p.revision, string(p.kind), authoritative,
 		nullString(p.classification), nullString(string(p.failureClass)), now)
 	if err != nil {
 		return "", fmt.Errorf("insert review record: %w", err)
 	}
 	if _, err := enqueueRecordEvent(ctx, tx, recordEvent{event: EventCommitted, recordID: id, jobID: p.jobID,
-		reportID: p.reportID, tenantID: p.tenantID, sourceID: p.sourceID, now: p.now}); err != nil {
+		reportID: p.reportID, reportKey: p.reportKey, tenantID: p.tenantID, sourceID: p.sourceID, now: p.now}); err != nil {
 		return "", err
 	}
 	return id, nil
@@ -547,7 +584,7 @@ func insertRecord(ctx context.Context, tx Querier, p recordParams) (string, erro
 
 // Unblock returns a blocked job to accepted, for an operator's resume.
 func Unblock(ctx context.Context, tx Querier, jobID string, now time.Time) error {
-	_, err := tx.ExecContext(ctx, qUnblock, micros(now), jobID)
+	_, err := tx.ExecContext(ctx, qUnblock, micros(now), pub(jobID))
 	if err != nil {
 		return fmt.Errorf("unblock job: %w", err)
 	}
@@ -579,11 +616,11 @@ func ReleaseLeases(ctx context.Context, tx Querier, now time.Time) error {
 // the job.
 func ReleaseForShutdown(ctx context.Context, tx Querier, jobID string, token int64, n int, now time.Time) error {
 	if _, err := tx.ExecContext(ctx, `UPDATE attempts SET status = 'abandoned', finished_at = $1
-		WHERE job_id = $2 AND n = $3 AND status = 'started'`, micros(now), jobID, n); err != nil {
+		WHERE job_id = `+jobKeySQL("$2")+` AND n = $3 AND status = 'started'`, micros(now), pub(jobID), n); err != nil {
 		return fmt.Errorf("abandon attempt: %w", err)
 	}
 	res, err := tx.ExecContext(ctx, `UPDATE jobs SET state = 'accepted', lease_until = NULL, lease_holder = NULL, updated_at = $1
-		WHERE id = $2 AND attempt = $3 AND state = 'extracting'`, micros(now), jobID, token)
+		WHERE public_id = $2 AND attempt = $3 AND state = 'extracting'`, micros(now), pub(jobID), token)
 	if err != nil {
 		return fmt.Errorf("release job: %w", err)
 	}

@@ -5,13 +5,10 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/stetlabs/stet"
-	"github.com/stetlabs/stet/internal/testdb"
 	"github.com/stetlabs/stet/ledger"
 )
 
@@ -22,11 +19,12 @@ const chatRaw = `{"id":"chatcmpl-WCCEKWAKHX7AROYRPUXQNAT5DC","object":"chat.comp
 // unpacked as the ledger reads it, and the stored value itself.
 func rawOf(t *testing.T, db *ledger.DB, reportID, jobID string) (plain, stored string) {
 	t.Helper()
-	var id string
-	if err := db.Writer().QueryRow(`SELECT id, raw FROM artifacts WHERE job_id = $1`, jobID).Scan(&id, &stored); err != nil {
+	var legacy string
+	if err := db.Writer().QueryRow(`SELECT COALESCE(legacy_id, ''), raw FROM artifacts WHERE job_id = (SELECT id FROM jobs WHERE public_id = $1)`,
+		ledger.StoredID(jobID)).Scan(&legacy, &stored); err != nil {
 		t.Fatal(err)
 	}
-	plain, err := db.OpenSealed(context.Background(), reportID, "artifacts.raw", id, stored)
+	plain, err := db.OpenSealed(context.Background(), reportID, "artifacts.raw", ledger.ArtifactID(legacy, jobID), stored)
 	if err != nil {
 		t.Fatalf("OpenSealed(artifacts.raw of %s) = %v", jobID, err)
 	}
@@ -111,183 +109,16 @@ func TestRekeySealsPackedRaw(t *testing.T) {
 	})
 }
 
-// snapshot is what a ledger returns of its rows, through the reads the API
-// uses, plus every attempt row as stored.
-type snapshot struct {
-	Jobs     []*ledger.JobDetail
-	Reports  []*ledger.ReportDetail
-	Records  []*stet.ReviewRecord
-	Raws     []string
-	Replays  []ledger.AcceptResult
-	Attempts []string
-}
-
-// A ledger at 0010 with rows, migrated to 0011, reads back the same jobs,
-// attempts, reports, records, raw responses (packed and as written before
-// compression) and delivery receipts.
-func TestMigration0011KeepsRows(t *testing.T) {
-	t.Parallel()
-	for _, d := range testdb.Dialects() {
-		t.Run(d.String(), func(t *testing.T) {
-			t.Parallel()
-			ctx := context.Background()
-			db, err := ledger.Open(ctx, testdb.URL(t, d))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { db.Close() })
-			if _, err := db.MigrateTo(ctx, 10); err != nil {
-				t.Fatal(err)
-			}
-			if err := ledger.RecordPolicy(ctx, db.Writer(), &stet.Policy{ID: "standard", Processors: []string{"p1"}}, t0); err != nil {
-				t.Fatal(err)
-			}
-			var accepted []ledger.AcceptResult
-			for i := 0; i < 4; i++ {
-				res := accept(t, db, fmt.Sprintf("r-%d", i), 1, fmt.Sprintf("text %d", i), fmt.Sprintf("d-%d", i))
-				accepted = append(accepted, res)
-				if i == 3 {
-					continue // no attempt yet
-				}
-				// Two attempts: the first fails transiently.
-				token, n, err := claim(t, db, res.JobID, 0, t0)
-				if err != nil {
-					t.Fatal(err)
-				}
-				err = db.InTx(ctx, func(tx *sql.Tx) error {
-					err := ledger.FinishAttempt(ctx, tx, ledger.AttemptResult{JobID: res.JobID, N: n,
-						Status: stet.AttemptFailed, FailureClass: stet.FailureTransient, StatusCode: 503, Latency: time.Second, Now: t0})
-					if err != nil {
-						return err
-					}
-					n, err = ledger.StartAttempt(ctx, tx, res.JobID, token, "p1", "abc", t0.Add(time.Second))
-					return err
-				})
-				if err != nil {
-					t.Fatal(err)
-				}
-				saveRawAt(t, db, res.JobID, token, n, []byte(chatRaw))
-				if i == 0 {
-					// A raw response as a stet before compression stored it.
-					if _, err := db.Writer().Exec(`UPDATE artifacts SET raw = $1 WHERE job_id = $2`, chatRaw, res.JobID); err != nil {
-						t.Fatal(err)
-					}
-				}
-				commit(t, db, res.JobID)
-			}
-			take := func() snapshot {
-				t.Helper()
-				var s snapshot
-				for i, res := range accepted {
-					j, err := db.GetJob(ctx, "demo", res.JobID)
-					if err != nil {
-						t.Fatal(err)
-					}
-					s.Jobs = append(s.Jobs, j)
-					r, err := db.GetReport(ctx, ledger.ReportLookup{Tenant: "demo", ReportID: res.ReportID, Now: t0})
-					if err != nil {
-						t.Fatal(err)
-					}
-					s.Reports = append(s.Reports, r)
-					if j.Artifact != nil {
-						raw, _ := rawOf(t, db, res.ReportID, res.JobID)
-						s.Raws = append(s.Raws, raw)
-					}
-					// The receipt: the same delivery again replays.
-					s.Replays = append(s.Replays, accept(t, db, fmt.Sprintf("r-%d", i), 1, fmt.Sprintf("text %d", i), fmt.Sprintf("d-%d", i)))
-				}
-				recs, _, err := db.ListReview(ctx, ledger.ReviewFilter{Tenant: "demo"})
-				if err != nil {
-					t.Fatal(err)
-				}
-				s.Records = recs
-				rows, err := db.Writer().Query(`SELECT job_id, n, token, processor_id, model, request_id, status_code, status, failure_class,
-					input_tokens, output_tokens, latency_ms, input_sha256, started_at, finished_at, batch_id, metadata_purged_at, discarded_at
-					FROM attempts ORDER BY job_id, n`)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer rows.Close()
-				for rows.Next() {
-					v := make([]sql.NullString, 18)
-					p := make([]any, len(v))
-					for i := range v {
-						p[i] = &v[i]
-					}
-					if err := rows.Scan(p...); err != nil {
-						t.Fatal(err)
-					}
-					b, _ := json.Marshal(v)
-					s.Attempts = append(s.Attempts, string(b))
-				}
-				if err := rows.Err(); err != nil {
-					t.Fatal(err)
-				}
-				return s
-			}
-			before := take()
-			if len(before.Attempts) != 6 || len(before.Raws) != 3 || len(before.Records) != 3 {
-				t.Fatalf("before: %d attempts, %d raw responses, %d records; want 6, 3, 3", len(before.Attempts), len(before.Raws), len(before.Records))
-			}
-			for i, r := range before.Replays {
-				if r.Outcome != ledger.OutcomeDuplicate || r.JobID != accepted[i].JobID {
-					t.Fatalf("replay %d before = %+v, want the receipt's job", i, r)
-				}
-			}
-			applied, err := db.Migrate(ctx)
-			if err != nil || len(applied) == 0 || applied[0] != "0011_storage" {
-				t.Fatalf("Migrate = %v, %v; want 0011_storage applied first", applied, err)
-			}
-			after := take()
-			if !reflect.DeepEqual(before, after) {
-				b, _ := json.Marshal(before)
-				a, _ := json.Marshal(after)
-				t.Fatalf("after 0011 the ledger reads\n%s\nwant\n%s", a, b)
-			}
-			for _, raw := range after.Raws {
-				if raw != chatRaw {
-					t.Fatalf("raw response after 0011 = %q, want the response", raw)
-				}
-			}
-
-			// The rebuilt attempts keep their constraints, and new work runs.
-			if _, err := db.Writer().Exec(`INSERT INTO attempts (job_id, n, token, processor_id, status, started_at) VALUES ($1, 1, 1, 'p1', 'started', 0)`, accepted[0].JobID); err == nil {
-				t.Error("a duplicate (job_id, n) attempt was inserted, want the primary key to refuse it")
-			}
-			if _, err := db.Writer().Exec(`INSERT INTO attempts (job_id, n, token, processor_id, status, started_at) VALUES ($1, 9, 1, 'p1', 'bogus', 0)`, accepted[0].JobID); err == nil {
-				t.Error("an attempt with status 'bogus' was inserted, want the CHECK to refuse it")
-			}
-			if _, err := db.Writer().Exec(`INSERT INTO attempts (job_id, n, token, processor_id, status, started_at) VALUES ('job_missing', 1, 1, 'p1', 'started', 0)`); err == nil {
-				t.Error("an attempt of a missing job was inserted, want the foreign key to refuse it")
-			}
-			saveRaw(t, db, accepted[3].JobID, []byte(chatRaw))
-			commit(t, db, accepted[3].JobID)
-			if raw, _ := rawOf(t, db, accepted[3].ReportID, accepted[3].JobID); raw != chatRaw {
-				t.Fatalf("raw response written after 0011 = %q", raw)
-			}
-			if d == ledger.SQLite {
-				var ddl string
-				if err := db.Writer().QueryRow(`SELECT sql FROM sqlite_master WHERE name = 'attempts'`).Scan(&ddl); err != nil {
-					t.Fatal(err)
-				}
-				if !strings.Contains(ddl, "WITHOUT ROWID") {
-					t.Errorf("attempts is %s, want WITHOUT ROWID", ddl)
-				}
-			}
-		})
-	}
-}
-
 // Every lookup of revisions by report uses the (report_id, revision) index
 // once revisions_report is gone.
 func TestRevisionsByReportUseIndex(t *testing.T) {
 	t.Parallel()
 	db := open(t, ledger.SQLite)
 	for _, q := range []string{
-		`SELECT revision FROM revisions WHERE report_id = 'x' AND content_sha256 = 'y' ORDER BY revision LIMIT 1`,
-		`SELECT COALESCE(MAX(revision), 0) + 1 FROM revisions WHERE report_id = 'x'`,
-		`SELECT DISTINCT policy_hash FROM revisions WHERE report_id = 'x'`,
-		`SELECT COUNT(*) FROM revisions WHERE report_id = 'x' AND (text IS NOT NULL OR metadata IS NOT NULL OR content_sha256 <> '')`,
+		`SELECT revision FROM revisions WHERE report_id = 1 AND content_sha256 = X'00' ORDER BY revision LIMIT 1`,
+		`SELECT COALESCE(MAX(revision), 0) + 1 FROM revisions WHERE report_id = 1`,
+		`SELECT DISTINCT policy_version FROM revisions WHERE report_id = 1`,
+		`SELECT COUNT(*) FROM revisions WHERE report_id = 1 AND (text IS NOT NULL OR metadata IS NOT NULL OR content_sha256 IS NOT NULL)`,
 	} {
 		rows, err := db.Writer().Query(`EXPLAIN QUERY PLAN ` + q)
 		if err != nil {
@@ -303,7 +134,9 @@ func TestRevisionsByReportUseIndex(t *testing.T) {
 			plan = append(plan, detail)
 		}
 		rows.Close()
-		if p := strings.Join(plan, "; "); !strings.Contains(p, "sqlite_autoindex_revisions_2") {
+		// The table's key is its rowid: the (report_id, revision) key's is
+		// its first index.
+		if p := strings.Join(plan, "; "); !strings.Contains(p, "sqlite_autoindex_revisions_1") {
 			t.Errorf("plan of %s = %s, want the (report_id, revision) index", q, p)
 		}
 	}
@@ -334,19 +167,11 @@ func TestLookupsSearchIndexes(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if len(ledger.Lookups) < 17 {
-			t.Fatalf("%d statements, want every one of 17", len(ledger.Lookups))
+		if len(ledger.Lookups) < 18 {
+			t.Fatalf("%d statements, want every one of 18", len(ledger.Lookups))
 		}
-		for name, q := range ledger.Lookups {
-			var args []any
-			for n := 1; strings.Contains(q, fmt.Sprintf("$%d", n)); n++ {
-				args = append(args, "x")
-			}
-			// The times: the cancel's $2, a deletion's $2.
-			if strings.Contains(q, "$2") && (name == "cancel report jobs" || strings.HasPrefix(name, "delete ")) {
-				args[1] = int64(0)
-			}
-			plan := explainPlan(t, ctx, conn, pg, name, q, args, pgPlanNode.scans)
+		for name, l := range ledger.Lookups {
+			plan := explainPlan(t, ctx, conn, pg, name, l.Query, l.Args, pgPlanNode.scans)
 			for _, step := range plan {
 				if strings.HasPrefix(step, "SCAN ") || strings.HasPrefix(step, "whole ") {
 					t.Errorf("%s scans: %s", name, strings.Join(plan, "; "))

@@ -18,34 +18,34 @@ var (
 	// them (committed, manual or cancelled).
 	qPurgeText = `UPDATE revisions SET text = NULL, metadata = NULL, text_purged_at = $1
 		WHERE id IN (SELECT v.id FROM revisions v
-			WHERE v.policy_hash = $2 AND v.text_purged_at IS NULL AND v.received_at < $3
+			WHERE v.policy_version = (SELECT id FROM policy_versions WHERE hash = $2) AND v.text_purged_at IS NULL AND v.received_at < $3
 			  AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.revision_id = v.id AND j.state NOT IN ('committed', 'manual', 'cancelled'))
 			LIMIT $4)`
 	// Raw responses and normalized output, once the job is terminal (the
 	// commit stage reads the output).
 	qPurgeArtifacts = `UPDATE artifacts SET raw = NULL, output = NULL, raw_purged_at = COALESCE(raw_purged_at, $1), output_purged_at = $1
-		WHERE id IN (SELECT a.id FROM artifacts a JOIN jobs j ON j.id = a.job_id JOIN revisions v ON v.id = j.revision_id
-			WHERE v.policy_hash = $2 AND a.output_purged_at IS NULL AND a.created_at < $3
+		WHERE job_id IN (SELECT a.job_id FROM artifacts a JOIN jobs j ON j.id = a.job_id JOIN revisions v ON v.id = j.revision_id
+			WHERE v.policy_version = (SELECT id FROM policy_versions WHERE hash = $2) AND a.output_purged_at IS NULL AND a.created_at < $3
 			  AND j.state IN ('committed', 'manual', 'cancelled')
 			LIMIT $4)`
 	// Decided records' classification and note (a pending record keeps
 	// what its reviewer must see).
 	qPurgeRecords = `UPDATE review_records SET classification = NULL, note = NULL, classification_purged_at = $1, note_purged_at = $1
 		WHERE id IN (SELECT r.id FROM review_records r JOIN jobs j ON j.id = r.job_id JOIN revisions v ON v.id = j.revision_id
-			WHERE v.policy_hash = $2 AND r.classification_purged_at IS NULL AND r.state = 'decided' AND r.created_at < $3
+			WHERE v.policy_version = (SELECT id FROM policy_versions WHERE hash = $2) AND r.classification_purged_at IS NULL AND r.state = 'decided' AND r.created_at < $3
 			LIMIT $4)`
 	// Delivery receipts past the replay horizon: a later replay is judged by
 	// identity, revision and content.
 	qDeleteReceipts = `DELETE FROM deliveries WHERE (source_id, delivery_key) IN (
 			SELECT d.source_id, d.delivery_key FROM deliveries d JOIN jobs j ON j.id = d.job_id JOIN revisions v ON v.id = j.revision_id
-			WHERE v.policy_hash = $1 AND d.received_at < $2 LIMIT $3)`
+			WHERE v.policy_version = (SELECT id FROM policy_versions WHERE hash = $1) AND d.received_at < $2 LIMIT $3)`
 	qDeleteTombstones = `DELETE FROM tombstones WHERE identity_hash IN (
 			SELECT identity_hash FROM tombstones WHERE expires_at <= $1 LIMIT $2)`
 )
 
 // RecordedPolicies returns every policy version revisions recorded, by hash.
 func RecordedPolicies(ctx context.Context, q Querier) (map[string]*stet.Policy, error) {
-	rows, err := q.QueryContext(ctx, `SELECT hash, content FROM policy_versions`)
+	rows, err := q.QueryContext(ctx, `SELECT hash, content FROM policy_versions WHERE content IS NOT NULL`)
 	if err != nil {
 		return nil, fmt.Errorf("read policy versions: %w", err)
 	}

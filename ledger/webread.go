@@ -27,35 +27,36 @@ type QueueFilter struct {
 	Limit        int
 }
 
-// categoryExpr is the SQL for a record's classification.category.
+// categoryExpr is the SQL for a record's classification.category (the
+// record's table named rr).
 func (db *DB) categoryExpr() string {
 	if db.dialect.name == Postgres {
-		return `(classification::jsonb ->> 'category')`
+		return `(rr.classification::jsonb ->> 'category')`
 	}
-	return `json_extract(classification, '$.category')`
+	return `json_extract(rr.classification, '$.category')`
 }
 
-// ListQueue lists a tenant's review records newest first (record IDs are
-// time-ordered), a page at a time. It returns the cursor of the next page,
+// ListQueue lists a tenant's review records newest first (by key, which
+// grows with time), a page at a time. It returns the cursor of the next page,
 // or "" after the last.
 func (db *DB) ListQueue(ctx context.Context, f QueueFilter) ([]*stet.ReviewRecord, string, error) {
 	if f.Limit <= 0 || f.Limit > 200 {
 		f.Limit = 50
 	}
 	args := []any{f.Tenant}
-	where := []string{"tenant_id = $1"}
+	where := []string{"rr.tenant_id = $1"}
 	add := func(cond string, v any) {
 		args = append(args, v)
 		where = append(where, fmt.Sprintf(cond, len(args)))
 	}
 	if f.State != "" {
-		add("state = $%d", string(f.State))
+		add("rr.state = $%d", string(f.State))
 	}
 	if f.Source != "" {
-		add("source_id = $%d", f.Source)
+		add("rr.source_id = $%d", f.Source)
 	}
 	if f.Kind != "" {
-		add("kind = $%d", string(f.Kind))
+		add("rr.kind = $%d", string(f.Kind))
 	}
 	// Sealed classifications cannot be read in SQL: with encryption on the
 	// category is matched after opening, page by page (sealedQueue).
@@ -63,7 +64,7 @@ func (db *DB) ListQueue(ctx context.Context, f QueueFilter) ([]*stet.ReviewRecor
 		add(db.categoryExpr()+" = $%d", f.Category)
 	}
 	if f.FailureClass != "" {
-		add("failure_class = $%d", string(f.FailureClass))
+		add("rr.failure_class = $%d", string(f.FailureClass))
 	}
 	var out []*stet.ReviewRecord
 	var err error
@@ -71,11 +72,11 @@ func (db *DB) ListQueue(ctx context.Context, f QueueFilter) ([]*stet.ReviewRecor
 		out, err = db.sealedQueue(ctx, f, where, args)
 	} else {
 		if f.Before != "" {
-			add("id < $%d", f.Before)
+			add("rr.id < (SELECT id FROM review_records WHERE public_id = $%d)", pub(f.Before))
 		}
 		args = append(args, f.Limit+1)
-		out, err = db.queryRecords(ctx, `SELECT `+recordColumns+` FROM review_records WHERE `+strings.Join(where, " AND ")+
-			fmt.Sprintf(` ORDER BY id DESC LIMIT $%d`, len(args)), args...)
+		out, err = db.queryRecords(ctx, `SELECT `+recordColumns+` FROM `+recordFrom+` WHERE `+strings.Join(where, " AND ")+
+			fmt.Sprintf(` ORDER BY rr.id DESC LIMIT $%d`, len(args)), args...)
 	}
 	if err != nil {
 		return nil, "", fmt.Errorf("list review queue: %w", err)
@@ -99,12 +100,12 @@ func (db *DB) sealedQueue(ctx context.Context, f QueueFilter, where []string, ar
 		a := append([]any{}, args...)
 		w := append([]string{}, where...)
 		if before != "" {
-			a = append(a, before)
-			w = append(w, fmt.Sprintf("id < $%d", len(a)))
+			a = append(a, pub(before))
+			w = append(w, "rr.id < "+recordKeySQL(fmt.Sprintf("$%d", len(a))))
 		}
 		a = append(a, chunk)
-		page, err := db.queryRecords(ctx, `SELECT `+recordColumns+` FROM review_records WHERE `+strings.Join(w, " AND ")+
-			fmt.Sprintf(` ORDER BY id DESC LIMIT $%d`, len(a)), a...)
+		page, err := db.queryRecords(ctx, `SELECT `+recordColumns+` FROM `+recordFrom+` WHERE `+strings.Join(w, " AND ")+
+			fmt.Sprintf(` ORDER BY rr.id DESC LIMIT $%d`, len(a)), a...)
 		if err != nil {
 			return nil, err
 		}
@@ -159,8 +160,8 @@ func (db *DB) CountQueue(ctx context.Context, tenant string) (*QueueCounts, erro
 		expr string
 		into *map[string]int
 	}{
-		{"state", &c.State}, {"source_id", &c.Source}, {"kind", &c.Kind},
-		{db.categoryExpr(), &c.Category}, {"failure_class", &c.FailureClass},
+		{"rr.state", &c.State}, {"rr.source_id", &c.Source}, {"rr.kind", &c.Kind},
+		{db.categoryExpr(), &c.Category}, {"rr.failure_class", &c.FailureClass},
 	}
 	if db.keys != nil {
 		// Sealed classifications are counted after opening them.
@@ -173,7 +174,7 @@ func (db *DB) CountQueue(ctx context.Context, tenant string) (*QueueCounts, erro
 	}
 	for _, d := range groups {
 		m := map[string]int{}
-		rows, err := db.r.QueryContext(ctx, `SELECT `+d.expr+`, COUNT(*) FROM review_records WHERE tenant_id = $1 GROUP BY `+d.expr, tenant)
+		rows, err := db.r.QueryContext(ctx, `SELECT `+d.expr+`, COUNT(*) FROM review_records rr WHERE rr.tenant_id = $1 GROUP BY `+d.expr, tenant)
 		if err != nil {
 			return nil, fmt.Errorf("count review queue: %w", err)
 		}
@@ -206,8 +207,9 @@ func (db *DB) sealedCategories(ctx context.Context, tenant string) (map[string]i
 	m := map[string]int{}
 	after := ""
 	for {
-		page, err := db.queryRecords(ctx, `SELECT `+recordColumns+` FROM review_records
-			WHERE tenant_id = $1 AND id > $2 AND classification IS NOT NULL ORDER BY id LIMIT 500`, tenant, after)
+		page, err := db.queryRecords(ctx, `SELECT `+recordColumns+` FROM `+recordFrom+`
+			WHERE rr.tenant_id = $1 AND rr.id > COALESCE(`+recordKeySQL("$2")+`, 0) AND rr.classification IS NOT NULL
+			ORDER BY rr.id LIMIT 500`, tenant, blob(pub(after)))
 		if err != nil {
 			return nil, fmt.Errorf("count review queue: %w", err)
 		}
@@ -234,16 +236,17 @@ type RevisionText struct {
 func (db *DB) JobText(ctx context.Context, tenant, jobID string) (*RevisionText, error) {
 	var text sql.NullString
 	var purged sql.NullInt64
-	var reportID, revisionID string
-	err := db.r.QueryRowContext(ctx, `SELECT j.report_id, v.id, v.text, v.text_purged_at FROM jobs j JOIN revisions v ON v.id = j.revision_id
-		WHERE j.id = $1 AND j.tenant_id = $2`, jobID, tenant).Scan(&reportID, &revisionID, &text, &purged)
+	var reportID, legacy, content string
+	err := db.r.QueryRowContext(ctx, `SELECT rp.public_id, COALESCE(v.legacy_id, ''), v.content_sha256, v.text, v.text_purged_at
+		FROM jobs j JOIN revisions v ON v.id = j.revision_id JOIN reports rp ON rp.id = j.report_id
+		WHERE j.public_id = $1 AND j.tenant_id = $2`, pub(jobID), tenant).Scan(reportPub(&reportID), &legacy, shaScan{&content}, &text, &purged)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("job")
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read revision text: %w", err)
 	}
-	text, err = db.opener(db.r).open(ctx, reportID, colRevisionText, revisionID, text)
+	text, err = db.opener(db.r).open(ctx, reportID, colRevisionText, RevisionBinding(legacy, reportID, content), text)
 	switch {
 	case errors.Is(err, ErrKeyDestroyed):
 		text = sql.NullString{} // a deleted report's: gone
@@ -268,10 +271,10 @@ type HistoryEntry struct {
 
 // ReportHistory lists a report's revisions, newest first.
 func (db *DB) ReportHistory(ctx context.Context, tenant, reportID string) ([]HistoryEntry, error) {
-	rows, err := db.r.QueryContext(ctx, `SELECT v.revision, j.id, j.state, rr.id, rr.state, rr.decision, COALESCE(rr.authoritative, FALSE),
+	rows, err := db.r.QueryContext(ctx, `SELECT v.revision, j.public_id, j.state, rr.public_id, rr.state, rr.decision, COALESCE(rr.authoritative, FALSE),
 			v.received_at, v.text_purged_at
 		FROM revisions v JOIN jobs j ON j.revision_id = v.id LEFT JOIN review_records rr ON rr.job_id = j.id
-		WHERE v.report_id = $1 AND j.tenant_id = $2 ORDER BY v.revision DESC, j.created_at DESC`, reportID, tenant)
+		WHERE v.report_id = `+reportKeySQL("$1")+` AND j.tenant_id = $2 ORDER BY v.revision DESC, j.created_at DESC`, pub(reportID), tenant)
 	if err != nil {
 		return nil, fmt.Errorf("read report history: %w", err)
 	}
@@ -280,13 +283,13 @@ func (db *DB) ReportHistory(ctx context.Context, tenant, reportID string) ([]His
 	for rows.Next() {
 		var h HistoryEntry
 		var state string
-		var rec, recState, decision sql.NullString
+		var recState, decision sql.NullString
 		var received int64
 		var purged sql.NullInt64
-		if err := rows.Scan(&h.Revision, &h.JobID, &state, &rec, &recState, &decision, &h.Authoritative, &received, &purged); err != nil {
+		if err := rows.Scan(&h.Revision, jobPub(&h.JobID), &state, recordPub(&h.RecordID), &recState, &decision, &h.Authoritative, &received, &purged); err != nil {
 			return nil, fmt.Errorf("read report history: %w", err)
 		}
-		h.JobState, h.RecordID, h.RecordState, h.Decision = stet.JobState(state), rec.String, stet.RecordState(recState.String), stet.Decision(decision.String)
+		h.JobState, h.RecordState, h.Decision = stet.JobState(state), stet.RecordState(recState.String), stet.Decision(decision.String)
 		h.ReceivedAt, h.TextPurgedAt = time.UnixMicro(received).UTC(), fromMicros(purged)
 		out = append(out, h)
 	}
