@@ -43,7 +43,7 @@ func TestAlertWebhookIDsOnly(t *testing.T) {
 	e.WaitJob(d.JobID, stet.JobWaiting)
 
 	// An invariant breaks: the job looks held past its lease (3).
-	if _, err := e.DB.Writer().Exec(`UPDATE jobs SET state = 'extracting', lease_until = $1 WHERE id = $2`,
+	if _, err := e.DB.Writer().Exec(`UPDATE jobs SET state = 'extracting', lease_until = $1 WHERE public_id = stet_ulid($2)`,
 		time.Now().Add(-time.Hour).UnixMicro(), d.JobID); err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func TestAlertWebhookIDsOnly(t *testing.T) {
 		return e.Count("outbox", "event = $1 AND state = 'delivered'", ledger.AlertViolated) == 1
 	})
 	// ... and is repaired: resolved.
-	if _, err := e.DB.Writer().Exec(`UPDATE jobs SET state = 'waiting', lease_until = NULL WHERE id = $1`, d.JobID); err != nil {
+	if _, err := e.DB.Writer().Exec(`UPDATE jobs SET state = 'waiting', lease_until = NULL WHERE public_id = stet_ulid($1)`, d.JobID); err != nil {
 		t.Fatal(err)
 	}
 	e.WaitFor("the resolved alert delivered", func() bool {

@@ -167,14 +167,14 @@ func TestBatchPartiallyExpired(t *testing.T) {
 			t.Errorf("%s = %d, want %d", table, n, want)
 		}
 	}
-	if n := e.Count("batch_items", "job_id = $1", jobs[1]); n < 2 {
+	if n := e.Count("batch_items", "job_id = (SELECT id FROM jobs WHERE public_id = stet_ulid($1))", jobs[1]); n < 2 {
 		t.Errorf("batch items of the expired job = %d, want it in a second batch", n)
 	}
-	if n := e.Count("batch_items", "job_id = $1 AND outcome = 'succeeded'", jobs[1]); n != 1 {
+	if n := e.Count("batch_items", "job_id = (SELECT id FROM jobs WHERE public_id = stet_ulid($1)) AND outcome = 'succeeded'", jobs[1]); n != 1 {
 		t.Errorf("succeeded items of the expired job = %d, want 1", n)
 	}
-	expired := e.Count("attempts", "job_id = $1 AND failure_class = 'transient'", jobs[1])
-	if items := e.Count("batch_items", "job_id = $1", jobs[1]); expired < 1 || expired != items-1 {
+	expired := e.Count("attempts", "job_id = (SELECT id FROM jobs WHERE public_id = stet_ulid($1)) AND failure_class = 'transient'", jobs[1])
+	if items := e.Count("batch_items", "job_id = (SELECT id FROM jobs WHERE public_id = stet_ulid($1))", jobs[1]); expired < 1 || expired != items-1 {
 		t.Errorf("transient attempts of the expired job = %d in %d batches, want one per expired item", expired, items)
 	}
 	if n := e.Fake.Calls(); n != 0 {

@@ -344,7 +344,7 @@ func TestDestinationEncryptedRecord(t *testing.T) {
 		t.Fatalf("delivered body carries a sealed value: %s", posts[0].raw)
 	}
 	var sealed string
-	if err := e.DB.Writer().QueryRow(`SELECT classification FROM review_records WHERE job_id = $1`, d.JobID).Scan(&sealed); err != nil {
+	if err := e.DB.Writer().QueryRow(`SELECT classification FROM review_records WHERE job_id = (SELECT id FROM jobs WHERE public_id = stet_ulid($1))`, d.JobID).Scan(&sealed); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.HasPrefix(sealed, "stet:v1:") {

@@ -119,7 +119,7 @@ func TestQuotaPausesProcessor(t *testing.T) {
 			if n := e.Count("review_records", ""); n != 0 {
 				t.Fatalf("records while paused = %d, want 0", n)
 			}
-			if n := e.Count("attempts", "job_id = $1", d2.JobID); n != 0 {
+			if n := e.Count("attempts", "job_id = (SELECT id FROM jobs WHERE public_id = stet_ulid($1))", d2.JobID); n != 0 {
 				t.Fatalf("attempts of the second job while paused = %d, want 0 (no attempt spent)", n)
 			}
 			if err := e.DB.ClearPause(context.Background(), "processor:openai-fake", "test", "demo", time.Now()); err != nil {
@@ -152,10 +152,11 @@ func TestMinimizedBeforeSending(t *testing.T) {
 			t.Errorf("calls carrying %s = %d, want 1", ph, n)
 		}
 	}
-	var sha string
-	if err := e.DB.Writer().QueryRow(`SELECT input_sha256 FROM attempts WHERE job_id = $1`, d.JobID).Scan(&sha); err != nil {
+	var stored []byte
+	if err := e.DB.Writer().QueryRow(`SELECT input_sha256 FROM attempts WHERE job_id = (SELECT id FROM jobs WHERE public_id = stet_ulid($1))`, d.JobID).Scan(&stored); err != nil {
 		t.Fatal(err)
 	}
+	sha := hex.EncodeToString(stored)
 	if len(sha) != 64 || sha == stet.SHA256Hex([]byte(text)) {
 		t.Errorf("attempt input_sha256 = %q, want the hash of the minimized prompt", sha)
 	}
@@ -200,7 +201,7 @@ func TestApprovedFallbacks(t *testing.T) {
 				e.RestartWorkers(&edited)
 			}
 			e.WaitJob(d.JobID, tt.state)
-			rows, err := e.DB.Writer().Query(`SELECT processor_id, status, COALESCE(failure_class, '') FROM attempts WHERE job_id = $1 ORDER BY n`, d.JobID)
+			rows, err := e.DB.Writer().Query(`SELECT processor_id, status, COALESCE(failure_class, '') FROM attempts WHERE job_id = (SELECT id FROM jobs WHERE public_id = stet_ulid($1)) ORDER BY n`, d.JobID)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -223,7 +224,7 @@ func TestApprovedFallbacks(t *testing.T) {
 			if tt.state == stet.JobCommitted {
 				last := tt.attempts[len(tt.attempts)-1]
 				var proc string
-				if err := e.DB.Writer().QueryRow(`SELECT processor_id FROM artifacts WHERE job_id = $1`, d.JobID).Scan(&proc); err != nil {
+				if err := e.DB.Writer().QueryRow(`SELECT processor_id FROM artifacts WHERE job_id = (SELECT id FROM jobs WHERE public_id = stet_ulid($1))`, d.JobID).Scan(&proc); err != nil {
 					t.Fatal(err)
 				}
 				if !strings.HasPrefix(last, proc+"/") {

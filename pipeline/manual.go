@@ -130,19 +130,22 @@ func (p *Pipeline) manualRoute(ctx context.Context, h ledger.HeldJob) (route, er
 // River cancels it when that execution ends). The page of River jobs is
 // chosen first, by the kind index from $1 on (SQLite's river_job_kind is
 // in ID order within a kind; PostgreSQL walks the primary key), and only
-// its rows look up their ledger job by primary key. A page therefore costs
+// its rows look up their ledger job by public ID (stet_ulid turns River's
+// text argument into its stored form, on both dialects). A page therefore costs
 // about $3 rows however many are held; asking for held jobs in the same
 // WHERE let PostgreSQL's planner join every held job to every River job
 // after $1 and sort them, for each page. `->>` reads River's args the same
 // way on both dialects.
-const qHeldByRiver = `SELECT rj.id, COALESCE(j.id, ''), COALESCE(j.tenant_id, ''), COALESCE(j.state, ''), COALESCE(j.attempt, 0),
-		COALESCE(j.failure_class, ''), COALESCE(j.processor_id, ''), COALESCE(j.extraction_version, ''), COALESCE(v.policy_hash, '')
+const qHeldByRiver = `SELECT rj.id, CASE WHEN j.id IS NULL THEN '' ELSE rj.job_id END, COALESCE(j.tenant_id, ''), COALESCE(j.state, ''),
+		COALESCE(j.attempt, 0), COALESCE(j.failure_class, ''), COALESCE(j.processor_id, ''), COALESCE(j.extraction_version, ''),
+		COALESCE(pv.hash, '')
 	FROM (SELECT id, state, args ->> 'job_id' AS job_id FROM river_job
 			WHERE kind = 'stet_extract' AND id > $1 ORDER BY id LIMIT $3) rj
-		LEFT JOIN jobs j ON j.id = rj.job_id AND rj.state IN ('available', 'scheduled', 'retryable', 'pending', 'running')
+		LEFT JOIN jobs j ON j.public_id = stet_ulid(rj.job_id) AND rj.state IN ('available', 'scheduled', 'retryable', 'pending', 'running')
 			AND j.state IN ('waiting', 'blocked') AND ($2 = '*any*' OR j.tenant_id = $2)
 			AND NOT EXISTS (SELECT 1 FROM review_records r WHERE r.job_id = j.id)
 		LEFT JOIN revisions v ON v.id = j.revision_id
+		LEFT JOIN policy_versions pv ON pv.id = v.policy_version
 	ORDER BY rj.id`
 
 // heldByRiver reads one page of qHeldByRiver: the held jobs found, and the

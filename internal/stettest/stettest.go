@@ -467,7 +467,7 @@ func (e *Env) Count(table, where string, args ...any) int {
 func (e *Env) JobState(jobID string) stet.JobState {
 	e.t.Helper()
 	var s string
-	if err := e.DB.Writer().QueryRow(`SELECT state FROM jobs WHERE id = $1`, jobID).Scan(&s); err != nil {
+	if err := e.DB.Writer().QueryRow(`SELECT state FROM jobs WHERE public_id = $1`, ledger.StoredID(jobID)).Scan(&s); err != nil {
 		e.t.Fatalf("job %s: %v", jobID, err)
 	}
 	return stet.JobState(s)
@@ -524,7 +524,8 @@ func (e *Env) tail() string {
 // "status" or "status/class".
 func (e *Env) Attempts(jobID string) []string {
 	e.t.Helper()
-	rows, err := e.DB.Writer().Query(`SELECT status, COALESCE(failure_class, '') FROM attempts WHERE job_id = $1 ORDER BY n`, jobID)
+	rows, err := e.DB.Writer().Query(`SELECT status, COALESCE(failure_class, '') FROM attempts
+		WHERE job_id = (SELECT id FROM jobs WHERE public_id = $1) ORDER BY n`, ledger.StoredID(jobID))
 	if err != nil {
 		e.t.Fatal(err)
 	}
