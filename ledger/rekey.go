@@ -2,8 +2,8 @@ package ledger
 
 import (
 	"context"
-	"encoding/hex"
 	"database/sql"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"time"
