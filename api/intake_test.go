@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -22,6 +23,17 @@ import (
 	"github.com/stetlabs/stet/internal/stettest"
 	"github.com/stetlabs/stet/ledger"
 )
+
+// storedSHA is the stored form of a hex SHA-256 (its 32 bytes), to compare
+// with a content_sha256 column.
+func storedSHA(t testing.TB, h string) []byte {
+	t.Helper()
+	b, err := hex.DecodeString(h)
+	if err != nil || len(b) != 32 {
+		t.Fatalf("SHA-256 %q: %v", h, err)
+	}
+	return b
+}
 
 // reply is one HTTP answer as a client sees it.
 type reply struct {
@@ -343,19 +355,19 @@ func TestIntakeAcceptedIsDurable(t *testing.T) {
 	if got.Revision != 1 || got.State != "accepted" || got.Duplicate {
 		t.Errorf("202 body = %s, want revision 1, state accepted, duplicate false", r.body)
 	}
-	if n := e.Count("reports", "id = $1 AND source_id = $2 AND external_id = $3", got.ReportID, stettest.SourceReports, "report-001"); n != 1 {
+	if n := e.Count("reports", "public_id = stet_ulid($1) AND source_id = $2 AND external_id = $3", got.ReportID, stettest.SourceReports, "report-001"); n != 1 {
 		t.Errorf("reports rows for %s = %d, want 1", got.ReportID, n)
 	}
-	if n := e.Count("revisions", "report_id = $1 AND revision = 1 AND content_sha256 = $2", got.ReportID, stet.SHA256Hex([]byte("Stop taking your insulin."))); n != 1 {
+	if n := e.Count("revisions", "report_id = (SELECT id FROM reports WHERE public_id = stet_ulid($1)) AND revision = 1 AND content_sha256 = $2", got.ReportID, storedSHA(t, stet.SHA256Hex([]byte("Stop taking your insulin.")))); n != 1 {
 		t.Errorf("revisions rows = %d, want 1", n)
 	}
-	if n := e.Count("jobs", "id = $1 AND report_id = $2 AND state = 'accepted'", got.JobID, got.ReportID); n != 1 {
+	if n := e.Count("jobs", "public_id = stet_ulid($1) AND report_id = (SELECT id FROM reports WHERE public_id = stet_ulid($2)) AND state = 'accepted'", got.JobID, got.ReportID); n != 1 {
 		t.Errorf("jobs rows = %d, want 1", n)
 	}
-	if n := e.Count("revisions", "report_id = $1 AND metadata = $2", got.ReportID, `{"lang":"en"}`); n != 1 {
+	if n := e.Count("revisions", "report_id = (SELECT id FROM reports WHERE public_id = stet_ulid($1)) AND metadata = $2", got.ReportID, `{"lang":"en"}`); n != 1 {
 		t.Errorf("revisions with the delivered metadata = %d, want 1", n)
 	}
-	if n := e.Count("deliveries", "delivery_key = 'msg_1' AND job_id = $1", got.JobID); n != 1 {
+	if n := e.Count("deliveries", "delivery_key = 'msg_1' AND job_id = (SELECT id FROM jobs WHERE public_id = stet_ulid($1))", got.JobID); n != 1 {
 		t.Errorf("deliveries rows = %d, want 1", n)
 	}
 	if n := e.Count("river_job", "kind = 'stet_extract' AND CAST(args AS TEXT) LIKE '%' || $1 || '%'", got.JobID); n != 1 {
@@ -426,7 +438,7 @@ func TestIntakeAcceptedVariants(t *testing.T) {
 			t.Errorf("%s: revision = %d, want %d", tt.name, got.Revision, tt.revision)
 		}
 		if tt.text != "" {
-			if n := e.Count("revisions", "report_id = $1 AND content_sha256 = $2", got.ReportID, stet.SHA256Hex([]byte(tt.text))); n != 1 {
+			if n := e.Count("revisions", "report_id = (SELECT id FROM reports WHERE public_id = stet_ulid($1)) AND content_sha256 = $2", got.ReportID, storedSHA(t, stet.SHA256Hex([]byte(tt.text)))); n != 1 {
 				t.Errorf("%s: revisions holding the decoded text %q = %d, want 1", tt.name, tt.text, n)
 			}
 		}

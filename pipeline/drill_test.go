@@ -2,6 +2,7 @@ package pipeline_test
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"

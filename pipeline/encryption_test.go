@@ -3,6 +3,7 @@ package pipeline_test
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -168,10 +169,12 @@ func TestEncryptionAtRest(t *testing.T) {
 		}
 	}
 
-	// The raw copies, as a backup or a dead tuple would keep them.
+	// The raw copies, as a backup or a dead tuple would keep them, each
+	// with the binding it was sealed under (ledger.RevisionBinding,
+	// ledger.ArtifactID, the record's public ID).
 	type raw struct{ column, rowID, stored string }
 	var copies []raw
-	read := func(column, query string) {
+	read := func(column, query string, binding func(legacy string, key []byte) string) {
 		rows, err := e.DB.Writer().QueryContext(ctx, query, r.ReportID)
 		if err != nil {
 			t.Fatal(err)
@@ -179,19 +182,33 @@ func TestEncryptionAtRest(t *testing.T) {
 		defer rows.Close()
 		for rows.Next() {
 			var c raw
+			var legacy string
+			var key []byte
 			c.column = column
-			if err := rows.Scan(&c.rowID, &c.stored); err != nil {
+			if err := rows.Scan(&legacy, &key, &c.stored); err != nil {
 				t.Fatal(err)
 			}
+			c.rowID = binding(legacy, key)
 			copies = append(copies, c)
 		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
 	}
-	read("revisions.text", `SELECT id, text FROM revisions WHERE report_id = $1`)
-	read("revisions.metadata", `SELECT id, metadata FROM revisions WHERE report_id = $1`)
-	read("artifacts.raw", `SELECT a.id, a.raw FROM artifacts a JOIN jobs j ON j.id = a.job_id WHERE j.report_id = $1`)
-	read("artifacts.output", `SELECT a.id, a.output FROM artifacts a JOIN jobs j ON j.id = a.job_id WHERE j.report_id = $1`)
-	read("review_records.classification", `SELECT id, classification FROM review_records WHERE report_id = $1`)
-	read("review_records.note", `SELECT id, note FROM review_records WHERE report_id = $1`)
+	revision := func(legacy string, content []byte) string {
+		return ledger.RevisionBinding(legacy, r.ReportID, hex.EncodeToString(content))
+	}
+	artifact := func(legacy string, job []byte) string { return ledger.ArtifactID(legacy, ledger.PublicID("job", job)) }
+	record := func(_ string, rec []byte) string { return ledger.PublicID("rec", rec) }
+	const ofReport = `(SELECT id FROM reports WHERE public_id = stet_ulid($1))`
+	read("revisions.text", `SELECT COALESCE(legacy_id, ''), content_sha256, text FROM revisions WHERE report_id = `+ofReport, revision)
+	read("revisions.metadata", `SELECT COALESCE(legacy_id, ''), content_sha256, metadata FROM revisions WHERE report_id = `+ofReport, revision)
+	read("artifacts.raw", `SELECT COALESCE(a.legacy_id, ''), j.public_id, a.raw FROM artifacts a JOIN jobs j ON j.id = a.job_id
+		WHERE j.report_id = `+ofReport, artifact)
+	read("artifacts.output", `SELECT COALESCE(a.legacy_id, ''), j.public_id, a.output FROM artifacts a JOIN jobs j ON j.id = a.job_id
+		WHERE j.report_id = `+ofReport, artifact)
+	read("review_records.classification", `SELECT '', public_id, classification FROM review_records WHERE report_id = `+ofReport, record)
+	read("review_records.note", `SELECT '', public_id, note FROM review_records WHERE report_id = `+ofReport, record)
 	if len(copies) != 6 {
 		t.Fatalf("raw copies = %d, want 6", len(copies))
 	}
@@ -216,7 +233,7 @@ func TestEncryptionAtRest(t *testing.T) {
 	if s := recovery.TaskStates(d)["encryption_key"]; s != "done" {
 		t.Errorf("encryption_key task = %s, want done", s)
 	}
-	if n := e.Count("report_keys", "report_id = $1", r.ReportID); n != 0 {
+	if n := e.Count("report_keys", "report_id = (SELECT id FROM reports WHERE public_id = stet_ulid($1))", r.ReportID); n != 0 {
 		t.Errorf("report_keys rows of the report = %d, want 0", n)
 	}
 	for _, c := range copies {

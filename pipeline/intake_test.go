@@ -54,7 +54,7 @@ func TestIntakeEnqueuesEachNewJobOnce(t *testing.T) {
 	if e.DB.Dialect() == ledger.Postgres {
 		jobID = `r.args->>'job_id'`
 	}
-	if n := e.Count("jobs", `(SELECT COUNT(*) FROM river_job r WHERE r.kind = 'stet_extract' AND `+jobID+` = jobs.id) = 1`); n != reports {
+	if n := e.Count("jobs", `(SELECT COUNT(*) FROM river_job r WHERE r.kind = 'stet_extract' AND stet_ulid(`+jobID+`) = jobs.public_id) = 1`); n != reports {
 		t.Errorf("ledger jobs with exactly one River job naming them = %d, want %d", n, reports)
 	}
 }

@@ -72,7 +72,7 @@ func TestDeleteBadInput(t *testing.T) {
 	if n := e.Count("deletions", ""); n != 1 {
 		t.Errorf("deletions = %d, want 1", n)
 	}
-	if n := e.Count("jobs", "state = 'committed' AND report_id = $1", other.ReportID); n != 1 {
+	if n := e.Count("jobs", "state = 'committed' AND report_id = (SELECT id FROM reports WHERE public_id = stet_ulid($1))", other.ReportID); n != 1 {
 		t.Errorf("the other tenant's job was touched")
 	}
 	d := recovery.WaitDeletion(t, e, first.DeletionID, "unresolved", "done")
@@ -234,7 +234,7 @@ func TestDeleteDuringCallNoRepair(t *testing.T) {
 	}
 	h.Release()
 	e.WaitFor("the invalid answer to be discarded", func() bool {
-		return e.Count("attempts", "job_id = $1 AND discarded_at IS NOT NULL", r.JobID) == 1
+		return e.Count("attempts", "job_id = (SELECT id FROM jobs WHERE public_id = stet_ulid($1)) AND discarded_at IS NOT NULL", r.JobID) == 1
 	})
 	e.WaitFor("the extract stage to end", func() bool {
 		return e.Count("river_job", "kind = 'stet_extract' AND state = 'completed'") == 1
@@ -242,7 +242,7 @@ func TestDeleteDuringCallNoRepair(t *testing.T) {
 	if n := e.Fake.Calls(); n != 1 {
 		t.Errorf("provider calls = %d, want 1 (no repair for a cancelled job)", n)
 	}
-	if n := e.Count("attempts", "job_id = $1", r.JobID); n != 1 {
+	if n := e.Count("attempts", "job_id = (SELECT id FROM jobs WHERE public_id = stet_ulid($1))", r.JobID); n != 1 {
 		t.Errorf("attempts = %d, want 1", n)
 	}
 }

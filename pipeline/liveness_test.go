@@ -32,10 +32,10 @@ func TestShutdownReleasesStageWithoutSpendingAttempt(t *testing.T) {
 	if s := e.JobState(r.JobID); s != stet.JobAccepted {
 		t.Errorf("job after the shutdown = %s, want accepted", s)
 	}
-	if n := e.Count("jobs", "id = $1 AND lease_until IS NULL AND lease_holder IS NULL", r.JobID); n != 1 {
+	if n := e.Count("jobs", "public_id = stet_ulid($1) AND lease_until IS NULL AND lease_holder IS NULL", r.JobID); n != 1 {
 		t.Errorf("job still leased after the shutdown")
 	}
-	if n := e.Count("attempts", "job_id = $1 AND status = 'abandoned' AND failure_class IS NULL AND finished_at IS NOT NULL", r.JobID); n != 1 {
+	if n := e.Count("attempts", "job_id = (SELECT id FROM jobs WHERE public_id = stet_ulid($1)) AND status = 'abandoned' AND failure_class IS NULL AND finished_at IS NOT NULL", r.JobID); n != 1 {
 		t.Errorf("abandoned attempts = %d, want 1; attempts %v", n, e.Attempts(r.JobID))
 	}
 	if n := e.Count("attempts", "failure_class = 'transient'"); n != 0 {

@@ -59,7 +59,7 @@ func TestManualFindsHeldJobsByRiverAndLedger(t *testing.T) {
 	if _, err := e.DB.Writer().Exec(`UPDATE river_job SET state = 'completed', finalized_at = CURRENT_TIMESTAMP WHERE id = $1`, blockedRiver); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.DB.Writer().Exec(`UPDATE jobs SET state = 'blocked', failure_class = 'boundary' WHERE id = $1`, jobs[1]); err != nil {
+	if _, err := e.DB.Writer().Exec(`UPDATE jobs SET state = 'blocked', failure_class = 'boundary' WHERE public_id = stet_ulid($1)`, jobs[1]); err != nil {
 		t.Fatal(err)
 	}
 
@@ -104,14 +104,14 @@ func TestManualFindsHeldJobsByRiverAndLedger(t *testing.T) {
 	for _, id := range []string{"h-4", "h-5"} {
 		var rev int64
 		var n int
-		if err := e.DB.Writer().QueryRow(`SELECT MAX(revision), COUNT(*) FROM review_records WHERE report_id = $1 AND authoritative`,
+		if err := e.DB.Writer().QueryRow(`SELECT MAX(revision), COUNT(*) FROM review_records WHERE report_id = (SELECT id FROM reports WHERE public_id = stet_ulid($1)) AND authoritative`,
 			reports[id]).Scan(&rev, &n); err != nil {
 			t.Fatal(err)
 		}
 		if n != 1 || rev != 2 {
 			t.Errorf("%s: authoritative records %d, revision %d; want 1, revision 2", id, n, rev)
 		}
-		if n := e.Count("review_records", "report_id = $1", reports[id]); n != 2 {
+		if n := e.Count("review_records", "report_id = (SELECT id FROM reports WHERE public_id = stet_ulid($1))", reports[id]); n != 2 {
 			t.Errorf("%s: records = %d, want 2", id, n)
 		}
 		if n := e.Count("outbox", "report_id = $1 AND event = $2", reports[id], ledger.EventCommitted); n != 2 {

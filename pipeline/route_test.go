@@ -138,7 +138,7 @@ func changeWorld(t *testing.T, e *stettest.Env, jobID string, w gateWorld) {
 	ctx := context.Background()
 	if w.purgeText {
 		if _, err := e.DB.Writer().ExecContext(ctx, `UPDATE revisions SET text = NULL, text_purged_at = $1
-			WHERE id = (SELECT revision_id FROM jobs WHERE id = $2)`, time.Now().UnixMicro(), jobID); err != nil {
+			WHERE id = (SELECT revision_id FROM jobs WHERE public_id = stet_ulid($2))`, time.Now().UnixMicro(), jobID); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -207,7 +207,7 @@ func observe(t *testing.T, e *stettest.Env, path, jobID string) gateOutcome {
 	t.Helper()
 	var state string
 	var class sql.NullString
-	if err := e.DB.Writer().QueryRow(`SELECT state, failure_class FROM jobs WHERE id = $1`, jobID).Scan(&state, &class); err != nil {
+	if err := e.DB.Writer().QueryRow(`SELECT state, failure_class FROM jobs WHERE public_id = stet_ulid($1)`, jobID).Scan(&state, &class); err != nil {
 		t.Fatal(err)
 	}
 	st := e.Fake.BatchStats()
@@ -236,12 +236,12 @@ func observe(t *testing.T, e *stettest.Env, path, jobID string) gateOutcome {
 	if got.route == "send" && sent == 0 {
 		t.Errorf("%s: provider calls = 0, want the text sent", path)
 	}
-	records := e.Count("review_records", "job_id = $1 AND kind = 'manual'", jobID)
+	records := e.Count("review_records", "job_id = (SELECT id FROM jobs WHERE public_id = stet_ulid($1)) AND kind = 'manual'", jobID)
 	if want := map[bool]int{true: 1, false: 0}[got.route == "manual"]; records != want {
 		t.Errorf("%s: manual records = %d, want %d", path, records, want)
 	}
 	if got.route == "block" || got.route == "wait" {
-		if n := e.Count("review_records", "job_id = $1", jobID); n != 0 {
+		if n := e.Count("review_records", "job_id = (SELECT id FROM jobs WHERE public_id = stet_ulid($1))", jobID); n != 0 {
 			t.Errorf("%s: records of a %s job = %d, want 0", path, got.route, n)
 		}
 	}

@@ -56,7 +56,7 @@ func TestSettleGroupFencesOneStaleItem(t *testing.T) {
 
 	// A newer attempt takes job 1 while its call runs: its token is stale.
 	stale := jobs[1]
-	if _, err := e.DB.Writer().Exec(`UPDATE jobs SET attempt = attempt + 1 WHERE id = $1`, stale); err != nil {
+	if _, err := e.DB.Writer().Exec(`UPDATE jobs SET attempt = attempt + 1 WHERE public_id = stet_ulid($1)`, stale); err != nil {
 		t.Fatal(err)
 	}
 
@@ -89,10 +89,10 @@ func TestSettleGroupFencesOneStaleItem(t *testing.T) {
 			if s := e.JobState(id); s != stet.JobExtracting {
 				t.Errorf("stale job state = %s, want extracting (the newer attempt holds it)", s)
 			}
-			if c := e.Count("artifacts", "job_id = $1", id); c != 0 {
+			if c := e.Count("artifacts", "job_id = (SELECT id FROM jobs WHERE public_id = stet_ulid($1))", id); c != 0 {
 				t.Errorf("stale job artifacts = %d, want 0", c)
 			}
-			if c := e.Count("review_records", "job_id = $1", id); c != 0 {
+			if c := e.Count("review_records", "job_id = (SELECT id FROM jobs WHERE public_id = stet_ulid($1))", id); c != 0 {
 				t.Errorf("stale job records = %d, want 0", c)
 			}
 			continue
@@ -103,10 +103,10 @@ func TestSettleGroupFencesOneStaleItem(t *testing.T) {
 		if len(attempts) != 1 || attempts[0] != "succeeded" {
 			t.Errorf("job %s attempts = %v, want [succeeded]", id, attempts)
 		}
-		if c := e.Count("artifacts", "job_id = $1", id); c != 1 {
+		if c := e.Count("artifacts", "job_id = (SELECT id FROM jobs WHERE public_id = stet_ulid($1))", id); c != 1 {
 			t.Errorf("job %s artifacts = %d, want 1", id, c)
 		}
-		if c := e.Count("review_records", "job_id = $1", id); c != 1 {
+		if c := e.Count("review_records", "job_id = (SELECT id FROM jobs WHERE public_id = stet_ulid($1))", id); c != 1 {
 			t.Errorf("job %s records = %d, want 1", id, c)
 		}
 	}

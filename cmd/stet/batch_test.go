@@ -13,6 +13,7 @@ import (
 
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/internal/crash"
+	"github.com/stetlabs/stet/ledger"
 	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/anthropic/anthropicfake"
 	"github.com/stetlabs/stet/processor/gemini/geminifake"
@@ -357,15 +358,20 @@ func TestBatchReconcileAdopt(t *testing.T) {
 	}
 
 	// The operator finds the provider's batch for these items and adopts it.
-	rows, err := db.Query(`SELECT job_id FROM batch_items WHERE batch_id = $1 ORDER BY job_id`, batchID)
+	rows, err := db.Query(`SELECT j.public_id FROM batch_items i JOIN jobs j ON j.id = i.job_id
+		WHERE i.batch_id = $1 ORDER BY j.public_id`, batchID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var items []stet.BatchItem
 	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
+		var stored []byte
+		if err := rows.Scan(&stored); err != nil {
 			t.Fatal(err)
+		}
+		id := ledger.PublicID("job", stored)
+		if id == "" {
+			t.Fatalf("batch item's job public_id = %x, not a stored job ID", stored)
 		}
 		items = append(items, stet.BatchItem{JobID: id, Params: stet.ExtractParams{JobID: id, Prompt: stet.NewText("Classify: report"),
 			SchemaName: "moderation_v1", Schema: mustRead(t, filepath.Join(quickstartDir(), "profiles", "moderation.schema.json"))}})

@@ -397,7 +397,7 @@ func TestQuickstartThenOperatorCommands(t *testing.T) {
 	// The operator commands changed nothing: the report-001 job is still
 	// committed (resume never rewrites a finished job).
 	db := openLedgerRO(t, filepath.Join(dir, "stet-data", "stet.db"))
-	if n := count(t, db, `SELECT COUNT(*) FROM jobs WHERE id = $1 AND state = 'committed'`, jobID); n != 1 {
+	if n := count(t, db, `SELECT COUNT(*) FROM jobs WHERE public_id = stet_ulid($1) AND state = 'committed'`, jobID); n != 1 {
 		t.Errorf("committed jobs with id %s after the operator commands = %d, want 1", jobID, n)
 	}
 
@@ -413,12 +413,12 @@ func TestQuickstartThenOperatorCommands(t *testing.T) {
 		}{
 			{
 				name:   ledger.InvHeldPastLease,
-				tamper: `UPDATE jobs SET state = 'extracting', lease_until = $2 WHERE id = $1`,
+				tamper: `UPDATE jobs SET state = 'extracting', lease_until = $2 WHERE public_id = stet_ulid($1)`,
 				args:   []any{hourAgo},
 			},
 			{
 				name:   ledger.InvNoRecordAfterSLA,
-				tamper: `DELETE FROM review_records WHERE job_id = $1`,
+				tamper: `DELETE FROM review_records WHERE job_id = (SELECT id FROM jobs WHERE public_id = stet_ulid($1))`,
 				// Within the default one-hour SLA a missing record is fine.
 				before: []string{"--json"},
 				flags:  []string{"--sla", "1ms"},

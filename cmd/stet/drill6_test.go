@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet/internal/crash"
+	"github.com/stetlabs/stet/ledger"
 	"github.com/stetlabs/stet/processor/openai/openaifake"
 )
 
@@ -97,16 +98,17 @@ func TestDrill6KillAtEachRecoveryPoint(t *testing.T) {
 					t.Errorf("redeliver(report-001) = 200 with duplicate false, want duplicate true")
 				}
 			}
-			var jobID string
-			if err := db.QueryRow(`SELECT id FROM jobs`).Scan(&jobID); err != nil {
+			var stored []byte
+			if err := db.QueryRow(`SELECT public_id FROM jobs`).Scan(&stored); err != nil {
 				t.Fatalf("read the job: %v", err)
 			}
+			jobID := ledger.PublicID("job", stored)
 			if out.JobID != jobID {
 				t.Errorf("intake answered job %q, want the ledger's job %q", out.JobID, jobID)
 			}
 
 			waitFor(t, 90*time.Second, "the job's review record", second, func() bool {
-				return count(t, db, `SELECT COUNT(*) FROM review_records WHERE job_id = $1`, jobID) > 0
+				return count(t, db, `SELECT COUNT(*) FROM review_records WHERE job_id = (SELECT id FROM jobs WHERE public_id = stet_ulid($1))`, jobID) > 0
 			})
 
 			// Every stage job River knows, the dead process's included, must

@@ -33,7 +33,7 @@ func TestGracefulShutdownFinishesInFlightStage(t *testing.T) {
 		t.Fatalf("stet serve after SIGTERM ended with %v, want exit 0\nstderr tail:\n%s", st, p.tail())
 	}
 	db := openLedgerRO(t, cfg.DBPath)
-	if n := count(t, db, `SELECT COUNT(*) FROM jobs WHERE id = $1 AND state IN ('extracted', 'committed')`, out.JobID); n != 1 {
+	if n := count(t, db, `SELECT COUNT(*) FROM jobs WHERE public_id = stet_ulid($1) AND state IN ('extracted', 'committed')`, out.JobID); n != 1 {
 		t.Errorf("jobs past extraction after a graceful stop = %d, want 1 (the in-flight stage finishes)\nstderr tail:\n%s", n, p.tail())
 	}
 	if n := count(t, db, `SELECT COUNT(*) FROM jobs WHERE state = 'extracting'`); n != 0 {
@@ -44,7 +44,7 @@ func TestGracefulShutdownFinishesInFlightStage(t *testing.T) {
 	}
 	next := startStet(t, cfg, nil)
 	waitFor(t, 30*time.Second, "the commit after restart", next, func() bool {
-		return count(t, db, `SELECT COUNT(*) FROM jobs WHERE id = $1 AND state = 'committed'`, out.JobID) == 1
+		return count(t, db, `SELECT COUNT(*) FROM jobs WHERE public_id = stet_ulid($1) AND state = 'committed'`, out.JobID) == 1
 	})
 	if n := fake.Calls(); n != 1 {
 		t.Errorf("provider calls = %d, want 1", n)

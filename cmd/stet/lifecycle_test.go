@@ -67,7 +67,7 @@ func TestDeleteAndDeletionsCommands(t *testing.T) {
 		t.Errorf("run(inspect deleted report) = %d %s, want %d and 'deleted'", code, stderr, exitFailure)
 	}
 	db := openLedgerRO(t, filepath.Join(dir, "stet-data", "stet.db"))
-	if n := count(t, db, `SELECT COUNT(*) FROM jobs WHERE report_id = $1 AND state NOT IN ('committed', 'manual', 'cancelled')`, first.ReportID); n != 0 {
+	if n := count(t, db, `SELECT COUNT(*) FROM jobs WHERE report_id = (SELECT id FROM reports WHERE public_id = stet_ulid($1)) AND state NOT IN ('committed', 'manual', 'cancelled')`, first.ReportID); n != 0 {
 		t.Errorf("unfinished jobs of the deleted report = %d, want 0", n)
 	}
 	if n := count(t, db, `SELECT COUNT(*) FROM audit_log WHERE action = 'report.delete' AND actor = 'cli'`); n != 1 {

@@ -107,10 +107,10 @@ func TestLivenessSyncKillMidCall(t *testing.T) {
 	w1.kill()
 
 	waitUntil(t, 30*time.Second, "a second attempt", func() bool {
-		return count(t, db, `SELECT COUNT(*) FROM attempts WHERE job_id = $1 AND n = 2`, intake.JobID) == 1
+		return count(t, db, `SELECT COUNT(*) FROM attempts WHERE job_id = (SELECT id FROM jobs WHERE public_id = stet_ulid($1)) AND n = 2`, intake.JobID) == 1
 	})
 	var startedAt int64
-	if err := db.QueryRow(`SELECT started_at FROM attempts WHERE job_id = $1 AND n = 2`, intake.JobID).Scan(&startedAt); err != nil {
+	if err := db.QueryRow(`SELECT started_at FROM attempts WHERE job_id = (SELECT id FROM jobs WHERE public_id = stet_ulid($1)) AND n = 2`, intake.JobID).Scan(&startedAt); err != nil {
 		t.Fatal(err)
 	}
 	claimAfter := time.UnixMicro(startedAt).Sub(killedAt)

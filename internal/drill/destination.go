@@ -98,7 +98,7 @@ func waitOutbox(ctx context.Context, db *sql.DB, say func(string, ...any)) {
 // receiver: every committed or manual review record must have its
 // record.committed webhook-id acknowledged at least once.
 func evaluateDestination(ctx context.Context, res *Result, db *sql.DB, r *receiver) error {
-	rows, err := db.QueryContext(ctx, `SELECT id FROM review_records`)
+	rows, err := db.QueryContext(ctx, `SELECT public_id FROM review_records`)
 	if err != nil {
 		return err
 	}
@@ -108,7 +108,7 @@ func evaluateDestination(ctx context.Context, res *Result, db *sql.DB, r *receiv
 	d := &DestinationResult{Received: len(r.got), Status500: r.n500, BadSignatures: r.bad}
 	for rows.Next() {
 		var id string
-		if err := rows.Scan(&id); err != nil {
+		if err := rows.Scan(publicID{"rec", &id}); err != nil {
 			return err
 		}
 		d.Events++

@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/stetlabs/stet/ledger"
 )
 
 type revKey struct {
@@ -69,35 +71,44 @@ func loadSnapshot(ctx context.Context, db *sql.DB) (*snapshot, error) {
 			return err
 		})
 	}
-	err := scan(`SELECT j.id, j.report_id, COALESCE(r.external_id, ''), j.extraction_version, j.state, COALESCE(j.failure_class, ''), j.revision
+	// Rows refer to each other by integer keys; the checker names jobs and
+	// reports by the public IDs the API answered with.
+	err := scan(`SELECT j.public_id, r.public_id, COALESCE(r.external_id, ''), j.extraction_version, j.state, COALESCE(j.failure_class, ''), j.revision
 		FROM jobs j JOIN reports r ON r.id = j.report_id`, func(rows *sql.Rows) error {
 		var j snapJob
-		err := rows.Scan(&j.ID, &j.ReportID, &j.ExternalID, &j.ExtractionVersion, &j.State, &j.FailureClass, &j.Revision)
+		err := rows.Scan(publicID{"job", &j.ID}, publicID{"rep", &j.ReportID}, &j.ExternalID, &j.ExtractionVersion, &j.State, &j.FailureClass, &j.Revision)
 		s.Jobs = append(s.Jobs, j)
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("jobs: %w", err)
 	}
-	err = scan(`SELECT job_id, created_at FROM artifacts`, func(rows *sql.Rows) error {
+	err = scan(`SELECT j.public_id, a.created_at FROM artifacts a JOIN jobs j ON j.id = a.job_id`, func(rows *sql.Rows) error {
 		var a snapArtifact
-		err := rows.Scan(&a.JobID, &a.CreatedAt)
+		err := rows.Scan(publicID{"job", &a.JobID}, &a.CreatedAt)
 		s.Artifacts = append(s.Artifacts, a)
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("artifacts: %w", err)
 	}
-	err = scan(`SELECT job_id, report_id, kind, COALESCE(failure_class, ''), revision, authoritative FROM review_records`, func(rows *sql.Rows) error {
+	err = scan(`SELECT j.public_id, r.public_id, rr.kind, COALESCE(rr.failure_class, ''), rr.revision, rr.authoritative
+		FROM review_records rr JOIN jobs j ON j.id = rr.job_id JOIN reports r ON r.id = rr.report_id`, func(rows *sql.Rows) error {
 		var r snapRecord
-		err := rows.Scan(&r.JobID, &r.ReportID, &r.Kind, &r.FailureClass, &r.Revision, &r.Authoritative)
+		err := rows.Scan(publicID{"job", &r.JobID}, publicID{"rep", &r.ReportID}, &r.Kind, &r.FailureClass, &r.Revision, &r.Authoritative)
 		s.Records = append(s.Records, r)
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("review records: %w", err)
 	}
-	err = count(`SELECT job_id, COUNT(*) FROM attempts GROUP BY job_id`, s.Attempts)
+	err = scan(`SELECT j.public_id, COUNT(*) FROM attempts a JOIN jobs j ON j.id = a.job_id GROUP BY j.public_id`, func(rows *sql.Rows) error {
+		var job string
+		var n int
+		err := rows.Scan(publicID{"job", &job}, &n)
+		s.Attempts[job] = n
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("attempts: %w", err)
 	}
@@ -110,6 +121,24 @@ func loadSnapshot(ctx context.Context, db *sql.DB) (*snapshot, error) {
 		return nil, fmt.Errorf("river jobs: %w", err)
 	}
 	return s, nil
+}
+
+// publicID scans a stored public_id (the 16 bytes of its ULID) into the
+// ID the API shows, with its prefix ("job", "rep", "rec").
+type publicID struct {
+	prefix string
+	dst    *string
+}
+
+func (p publicID) Scan(v any) error {
+	b, ok := v.([]byte)
+	if !ok {
+		return fmt.Errorf("scan %s ID: unexpected %T", p.prefix, v)
+	}
+	if *p.dst = ledger.PublicID(p.prefix, b); *p.dst == "" {
+		return fmt.Errorf("scan %s ID: %d bytes, want 16", p.prefix, len(b))
+	}
+	return nil
 }
 
 // evaluate fills the result's ledger, provider and check counts from

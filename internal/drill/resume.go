@@ -177,7 +177,8 @@ func (t *resumeTracker) running(ctx context.Context, at time.Time, client string
 		case j.kind == "stet_extract":
 			var state string
 			var lease sql.NullInt64
-			err := t.db.QueryRowContext(ctx, `SELECT state, lease_until, (SELECT COUNT(*) FROM attempts WHERE job_id = $1) FROM jobs WHERE id = $1`, j.job).
+			err := t.db.QueryRowContext(ctx, `SELECT j.state, j.lease_until, (SELECT COUNT(*) FROM attempts WHERE job_id = j.id)
+				FROM jobs j WHERE j.public_id = stet_ulid($1)`, j.job).
 				Scan(&state, &lease, &j.ledgerN)
 			j.ledgerState = state
 			if err != nil && err != sql.ErrNoRows {
@@ -440,7 +441,8 @@ func (t *resumeTracker) finish(ctx context.Context, syncBound, batchBound time.D
 				// job ended another way, or never resumed.
 				j.resumedAt = time.Time{}
 				var first sql.NullInt64
-				err := t.db.QueryRowContext(ctx, `SELECT MIN(started_at) FROM attempts WHERE job_id = $1 AND n > $2`, j.job, j.ledgerN).Scan(&first)
+				err := t.db.QueryRowContext(ctx, `SELECT MIN(started_at) FROM attempts
+					WHERE job_id = (SELECT id FROM jobs WHERE public_id = stet_ulid($1)) AND n > $2`, j.job, j.ledgerN).Scan(&first)
 				if err == nil && first.Valid {
 					j.resumedAt, j.how = time.UnixMicro(first.Int64), "ledger claim"
 				}

@@ -1,10 +1,12 @@
 package recovery
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/stetlabs/stet/boundary"
 	"github.com/stetlabs/stet/internal/fakekit"
 	"github.com/stetlabs/stet/internal/stettest"
 	"github.com/stetlabs/stet/processor/openai/openaifake"
@@ -24,8 +26,23 @@ func (e *errorsOf) Errorf(format string, args ...any) {
 // stored deflated (LIKE cannot see it there).
 func TestAssertCanaryGoneReadsPackedRaw(t *testing.T) {
 	t.Parallel()
+	assertCanaryGoneFindsRaw(t, nil)
+}
+
+// It also opens a sealed raw response (encryption at rest), under the
+// binding the ledger sealed it with (ledger.ArtifactID).
+func TestAssertCanaryGoneReadsSealedRaw(t *testing.T) {
+	t.Parallel()
+	k, err := boundary.NewKeyring([]boundary.MasterKey{{ID: "k1", Key: bytes.Repeat([]byte{1}, boundary.KeySize)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertCanaryGoneFindsRaw(t, k)
+}
+
+func assertCanaryGoneFindsRaw(t *testing.T, keys *boundary.Keyring) {
 	const canary = "CANARY-raw-7f3a"
-	e := stettest.New(t, stettest.Options{FakeOptions: openaifake.Options{Respond: func(req openaifake.Request) string {
+	e := stettest.New(t, stettest.Options{Keyring: keys, FakeOptions: openaifake.Options{Respond: func(req openaifake.Request) string {
 		return strings.Replace(fakekit.MinimalInstance(req.Schema), `"ok"`, `"`+canary+`"`, 1)
 	}}})
 	r := e.Deliver(stettest.SourceReports, "msg_1", stettest.Report{ExternalID: "report-001", Revision: 1, Text: "Some text."})

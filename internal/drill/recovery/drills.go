@@ -94,7 +94,7 @@ var Drill2 = Drill{
 		if n := e.Count("artifacts", ""); n != 1 {
 			t.Errorf("artifacts = %d, want 1", n)
 		}
-		if n := e.Count("review_records", "job_id = $1", r.JobID); n != 1 {
+		if n := e.Count("review_records", "job_id = (SELECT id FROM jobs WHERE public_id = stet_ulid($1))", r.JobID); n != 1 {
 			t.Errorf("records of the job = %d, want 1", n)
 		}
 	},

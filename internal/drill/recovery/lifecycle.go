@@ -3,6 +3,7 @@ package recovery
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -59,7 +60,7 @@ var Drill8 = Drill{
 		}
 		stop()
 		e.WaitFor("the late result to be discarded", func() bool {
-			return e.Count("attempts", "job_id = $1 AND discarded_at IS NOT NULL", first.JobID) == 1
+			return e.Count("attempts", "job_id = (SELECT id FROM jobs WHERE public_id = stet_ulid($1)) AND discarded_at IS NOT NULL", first.JobID) == 1
 		})
 		replay := e.Deliver(stettest.SourceReports, "msg_d8", report)
 		if replay.Status != http.StatusGone || replay.Problem.Type != api.ProblemType("gone") {
@@ -284,28 +285,40 @@ func AssertCanaryGone(t stettest.T, e *stettest.Env, canary string) {
 	}
 	// The raw response is stored deflated (ledger/compress.go), where LIKE
 	// cannot see: each one is read as the ledger reads it. A value whose
-	// data key is destroyed holds nothing readable.
-	rows, err := e.DB.Writer().QueryContext(context.Background(), `SELECT a.id, j.report_id, a.raw FROM artifacts a JOIN jobs j ON j.id = a.job_id WHERE a.raw IS NOT NULL`)
+	// data key is destroyed holds nothing readable. An artifact's values
+	// are bound to its ID (ledger.ArtifactID: its legacy_id, or its job's
+	// public ID) under its report's data key. The rows are read first:
+	// OpenSealed reads the data key on the writer, SQLite's one connection.
+	type sealedRaw struct{ id, reportID, stored string }
+	var raws []sealedRaw
+	rows, err := e.DB.Writer().QueryContext(context.Background(), `SELECT a.legacy_id, j.public_id, r.public_id, a.raw
+		FROM artifacts a JOIN jobs j ON j.id = a.job_id JOIN reports r ON r.id = j.report_id WHERE a.raw IS NOT NULL`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rows.Close()
 	for rows.Next() {
-		var id, reportID, stored string
-		if err := rows.Scan(&id, &reportID, &stored); err != nil {
+		var legacy sql.NullString
+		var jobKey, reportKey []byte
+		var stored string
+		if err := rows.Scan(&legacy, &jobKey, &reportKey, &stored); err != nil {
+			rows.Close()
 			t.Fatal(err)
 		}
-		raw, err := e.DB.OpenSealed(context.Background(), reportID, "artifacts.raw", id, stored)
+		raws = append(raws, sealedRaw{ledger.ArtifactID(legacy.String, ledger.PublicID("job", jobKey)), ledger.PublicID("rep", reportKey), stored})
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range raws {
+		raw, err := e.DB.OpenSealed(context.Background(), a.reportID, "artifacts.raw", a.id, a.stored)
 		switch {
 		case errors.Is(err, ledger.ErrKeyDestroyed):
 		case err != nil:
-			t.Errorf("artifact %s: raw response does not open: %v", id, err)
+			t.Errorf("artifact %s: raw response does not open: %v", a.id, err)
 		case strings.Contains(raw, canary):
-			t.Errorf("artifacts.raw holds the canary in artifact %s", id)
+			t.Errorf("artifacts.raw holds the canary in artifact %s", a.id)
 		}
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
 	}
 	if n := e.Count("river_job", "CAST(args AS TEXT) LIKE $1", "%"+canary+"%"); n != 0 {
 		t.Errorf("river_job args hold the canary")

@@ -266,7 +266,7 @@ INSERT INTO batch_items_v19 (batch_id, job_id, token, attempt_n, outcome, failur
     FROM batch_items i JOIN map_jobs mj ON mj.old = i.job_id;
 
 CREATE TABLE report_keys_v19 (
-    report_id    BIGINT NOT NULL REFERENCES reports_v19 (id),
+    report_id    BIGINT NOT NULL, -- no foreign key: a deletion removes it alone
     data_key_id  TEXT NOT NULL,
     key_id       TEXT NOT NULL,
     wrapped      TEXT NOT NULL,

@@ -206,7 +206,7 @@ INSERT INTO batch_items_v19 (batch_id, job_id, token, attempt_n, outcome, failur
     FROM batch_items i JOIN jobs j ON j.id = i.job_id;
 
 CREATE TABLE report_keys_v19 (
-    report_id    INTEGER PRIMARY KEY REFERENCES reports_v19 (id),
+    report_id    INTEGER PRIMARY KEY, -- no foreign key: a deletion removes it alone
     data_key_id  TEXT NOT NULL,
     key_id       TEXT NOT NULL,
     wrapped      TEXT NOT NULL,
