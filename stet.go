@@ -60,7 +60,7 @@ var idLast [16]byte
 // NewID returns a new identifier with the given prefix ("job", "rep", …):
 // the prefix, an underscore and 26 characters of a ULID (48 bits of
 // milliseconds, 80 random bits). IDs made in one process sort by creation
-// time, which keyset pagination relies on.
+// time. The ledger stores one as its 16 bytes (ParseID, FormatID).
 func NewID(prefix string, now time.Time) string {
 	var b [16]byte
 	ms := uint64(now.UnixMilli())

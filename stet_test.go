@@ -197,3 +197,22 @@ func isFakePackage(pkg string) bool {
 	p, fake, ok := strings.Cut(rest, "/")
 	return ok && fake == p+"fake"
 }
+
+// ParseID is FormatID's inverse, and refuses what NewID cannot make.
+func TestParseIDRoundTrip(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	for i := 0; i < 100; i++ {
+		id := stet.NewID("job", now)
+		prefix, b, ok := stet.ParseID(id)
+		if !ok || prefix != "job" || stet.FormatID(prefix, b) != id {
+			t.Fatalf("ParseID(%q) = %q, %x, %v; want it back", id, prefix, b, ok)
+		}
+	}
+	for _, bad := range []string{"", "job", "job_", "job_01M8Z4DWBDGGWVCJ34ZGW7NE5", "job_01M8Z4DWBDGGWVCJ34ZGW7NE5PX",
+		"job_81M8Z4DWBDGGWVCJ34ZGW7NE5P", "job_01M8Z4DWBDGGWVCJ34ZGW7NE5U", "job_01m8z4dwbdggwvcj34zgw7ne5p"} {
+		if _, _, ok := stet.ParseID(bad); ok {
+			t.Errorf("ParseID(%q) ok, want refused", bad)
+		}
+	}
+}
