@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -162,7 +163,7 @@ func StartGroup(o GroupOptions, workers int) (*Group, error) {
 
 func (g *Group) spawnLocked(name, role, addr string, extraEnv []string) (*Process, error) {
 	if addr == "" {
-		a, err := stetclient.FreeAddr()
+		a, err := g.freeAddrLocked()
 		if err != nil {
 			return nil, err
 		}
@@ -191,6 +192,24 @@ func (g *Group) spawnLocked(name, role, addr string, extraEnv []string) (*Proces
 	go func() { _ = cmd.Wait(); p.exitedAt.Store(time.Now().UnixNano()); close(p.done) }()
 	g.all = append(g.all, p)
 	return p, nil
+}
+
+// freeAddrLocked returns a free loopback address that no slot of the
+// group holds: the api's stays its own while the api is down for a
+// restart, and a port just given to a process that has not bound it yet is
+// free to the kernel too. A worker that took the api's port would answer
+// the deliveries meant for the api with 404.
+func (g *Group) freeAddrLocked() (string, error) {
+	taken := map[string]bool{g.apiAddr: true}
+	for _, w := range g.workers {
+		taken[strings.TrimPrefix(w.Base, "http://")] = true
+	}
+	for {
+		a, err := stetclient.FreeAddr()
+		if err != nil || !taken[a] {
+			return a, err
+		}
+	}
 }
 
 // Current returns the api process and the worker processes now running in
