@@ -113,19 +113,6 @@ const (
 		FROM outbox WHERE job_id = $1 AND destination_id = $2 AND event = $3`
 )
 
-// reportKeyByID returns the key of the report with public ID reportID.
-func reportKeyByID(ctx context.Context, q Querier, reportID string) (int64, error) {
-	var k int64
-	err := q.QueryRowContext(ctx, `SELECT id FROM reports WHERE public_id = $1`, pub(reportID)).Scan(&k)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, notFound("report")
-	}
-	if err != nil {
-		return 0, fmt.Errorf("read report: %w", err)
-	}
-	return k, nil
-}
-
 // RequestDeletion records a deletion in tx: it marks the report deleted
 // (its external ID and identity hash are cleared), writes the tombstone
 // (until the longest replay horizon of the report's recorded policies),

@@ -1,8 +1,11 @@
 package ledger
 
 import (
+	"context"
+	"database/sql"
 	"database/sql/driver"
 	"encoding/hex"
+	"errors"
 	"fmt"
 
 	"github.com/stetlabs/stet"
@@ -144,6 +147,28 @@ const (
 func jobKeySQL(p string) string    { return fmt.Sprintf(jobKeyOf, p) }
 func reportKeySQL(p string) string { return fmt.Sprintf(reportKeyOf, p) }
 func recordKeySQL(p string) string { return fmt.Sprintf(recordKeyOf, p) }
+
+// jobKeyByID and reportKeyByID return the key of the job or report with a
+// public ID (notFound when there is none).
+func jobKeyByID(ctx context.Context, q Querier, id string) (int64, error) {
+	return keyByID(ctx, q, `SELECT id FROM jobs WHERE public_id = $1`, "job", id)
+}
+
+func reportKeyByID(ctx context.Context, q Querier, id string) (int64, error) {
+	return keyByID(ctx, q, `SELECT id FROM reports WHERE public_id = $1`, "report", id)
+}
+
+func keyByID(ctx context.Context, q Querier, query, what, id string) (int64, error) {
+	var k int64
+	err := q.QueryRowContext(ctx, query, pub(id)).Scan(&k)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, notFound(what)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read %s: %w", what, err)
+	}
+	return k, nil
+}
 
 // Binding of sealed values (crypt.go): a value is sealed for its column and
 // its row's binding, which new rows take from their public IDs. Rows

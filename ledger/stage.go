@@ -79,19 +79,6 @@ var (
 // jobKeyOfParam10 is the key of the job whose public ID is parameter 10.
 const jobKeyOfParam10 = `(SELECT id FROM jobs WHERE public_id = $10)`
 
-// jobKeyByID returns the key of the job with public ID jobID.
-func jobKeyByID(ctx context.Context, q Querier, jobID string) (int64, error) {
-	var k int64
-	err := q.QueryRowContext(ctx, `SELECT id FROM jobs WHERE public_id = $1`, pub(jobID)).Scan(&k)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, notFound("job")
-	}
-	if err != nil {
-		return 0, fmt.Errorf("read job: %w", err)
-	}
-	return k, nil
-}
-
 // RecordPolicy stores a policy version's content under its hash, once.
 func RecordPolicy(ctx context.Context, q Querier, p *stet.Policy, now time.Time) error {
 	b, err := json.Marshal(p)
