@@ -165,7 +165,7 @@ func (db *DB) opener(q Querier) *opener {
 	return &opener{db: db, q: q, keys: map[string]*boundary.DataKey{}}
 }
 
-// open returns the plaintext of a stored value of column col, row rowID,
+// open returns the plaintext of a stored value of column col, bound to rowID,
 // of report reportID: opened if sealed, then decompressed if the column is
 // packed (compress.go). A plaintext value is returned as it is.
 func (o *opener) open(ctx context.Context, reportID, col, rowID string, v sql.NullString) (sql.NullString, error) {
@@ -183,7 +183,7 @@ func (o *opener) open(ctx context.Context, reportID, col, rowID string, v sql.Nu
 	if packed(col) {
 		var err error
 		if s, err = unpack(s, sealed); err != nil {
-			return sql.NullString{}, fmt.Errorf("%s of %s: %w", col, rowID, err)
+			return sql.NullString{}, fmt.Errorf("%s of report %s: %w", col, reportID, err)
 		}
 	}
 	return sql.NullString{String: s, Valid: true}, nil
@@ -209,7 +209,9 @@ func (o *opener) unseal(ctx context.Context, reportID, col, rowID, v string) ([]
 	}
 	b, err := dk.Open(v, bind(col, rowID))
 	if err != nil {
-		return nil, fmt.Errorf("%s of %s: %w", col, rowID, err)
+		// Not the binding: a revision's holds its content's SHA-256, which
+		// could confirm a guessed text.
+		return nil, fmt.Errorf("%s of report %s: %w", col, reportID, err)
 	}
 	return b, nil
 }

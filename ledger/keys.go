@@ -115,7 +115,7 @@ func (s shaScan) Scan(v any) error {
 		*s.dst = ""
 	case []byte:
 		*s.dst = hex.EncodeToString(b)
-	case string: // a value written before 0019 that the migration kept as text
+	case string: // SQLite returns a value stored as text so; the ledger stores none
 		*s.dst = b
 	default:
 		return fmt.Errorf("scan SHA-256: unexpected %T", v)
@@ -176,10 +176,11 @@ func keyByID(ctx context.Context, q Querier, query, what, id string) (int64, err
 // text ID (legacy_id).
 
 // RevisionBinding is the binding of a revision's sealed text and metadata
-// (the rowID OpenSealed takes), given its legacy_id (or ""): its report's public ID and its content's SHA-256 (hex), both known
-// before the revision's number is (a content revision's is drawn in the
-// statement that writes it). Two revisions of a report with the same
-// binding hold the same text.
+// (the rowID OpenSealed takes), given its legacy_id (or ""): its report's
+// public ID and its content's SHA-256 (hex), both known before the
+// revision's number is (a content revision's is drawn in the statement
+// that writes it). Two revisions of a report with the same binding hold
+// the same text. It holds a content hash: it goes in no error or log.
 func RevisionBinding(legacy, reportID, contentSHA string) string {
 	if legacy != "" {
 		return legacy
@@ -188,8 +189,9 @@ func RevisionBinding(legacy, reportID, contentSHA string) string {
 }
 
 // ArtifactID is the ID an artifact shows, given its legacy_id (or "") and
-// its job's public ID: its old text ID for one written before 0019, else "art_" and its job's ULID (a job has at most one
-// artifact). It is also the binding of the artifact's sealed values.
+// its job's public ID: its old text ID for one written before 0019, else
+// "art_" and its job's ULID (a job has at most one artifact). It is also
+// the binding of the artifact's sealed values.
 func ArtifactID(legacy, jobID string) string {
 	if legacy != "" {
 		return legacy

@@ -45,7 +45,7 @@ var (
 		RETURNING n`
 	qFinishAttempt = `UPDATE attempts SET status = $1, failure_class = $2, model = $3, request_id = $4,
 			status_code = $5, input_tokens = $6, output_tokens = $7, latency_ms = $8, finished_at = $9
-		WHERE job_id = ` + jobKeyOfParam10 + ` AND n = $11`
+		WHERE job_id = ` + jobKeySQL("$10") + ` AND n = $11`
 	qFenceExtracted = `UPDATE jobs SET state = 'extracted', extracted_at = $1, updated_at = $1,
 			lease_until = NULL, lease_holder = NULL, failure_class = NULL, processor_id = $2
 		WHERE public_id = $3 AND attempt = $4 AND state = 'extracting' RETURNING id, report_id`
@@ -76,9 +76,6 @@ var (
 	qUnblock = `UPDATE jobs SET state = 'accepted', updated_at = $1 WHERE public_id = $2 AND state = 'blocked'`
 )
 
-// jobKeyOfParam10 is the key of the job whose public ID is parameter 10.
-const jobKeyOfParam10 = `(SELECT id FROM jobs WHERE public_id = $10)`
-
 // RecordPolicy stores a policy version's content under its hash, once.
 func RecordPolicy(ctx context.Context, q Querier, p *stet.Policy, now time.Time) error {
 	b, err := json.Marshal(p)
@@ -94,17 +91,16 @@ func RecordPolicy(ctx context.Context, q Querier, p *stet.Policy, now time.Time)
 
 // PolicyVersion returns the recorded content of a policy version.
 func PolicyVersion(ctx context.Context, q Querier, hash string) (*stet.Policy, error) {
-	var c sql.NullString
-	err := q.QueryRowContext(ctx, qPolicyVersion, hash).Scan(&c)
-	if errors.Is(err, sql.ErrNoRows) || err == nil && !c.Valid {
+	var content sql.NullString // NULL: a hash recorded without its content (0019)
+	err := q.QueryRowContext(ctx, qPolicyVersion, hash).Scan(&content)
+	if errors.Is(err, sql.ErrNoRows) || err == nil && !content.Valid {
 		return nil, notFound("policy version")
 	}
-	content := c.String
 	if err != nil {
 		return nil, fmt.Errorf("read policy version: %w", err)
 	}
 	var p stet.Policy
-	if err := json.Unmarshal([]byte(content), &p); err != nil {
+	if err := json.Unmarshal([]byte(content.String), &p); err != nil {
 		return nil, fmt.Errorf("decode policy version: %w", err)
 	}
 	return &p, nil
