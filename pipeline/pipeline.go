@@ -191,12 +191,27 @@ func RiverDriver(db *ledger.DB) riverdriver.Driver[*sql.Tx] {
 	case ledger.Postgres:
 		return riverdatabasesql.New(db.Writer())
 	case ledger.SQLite:
-		return riversqlite.New(db.Writer())
+		return sqliteDriver{riversqlite.New(db.Writer())}
 	default:
 		// ledger.Open makes no other: a new dialect must be wired here.
 		panic(fmt.Sprintf("pipeline: no River driver for ledger dialect %q", d))
 	}
 }
+
+// sqliteDriver is River's SQLite driver without LISTEN/NOTIFY. SQLite has
+// none: River's driver emulates it with a table, river_notification, that
+// every insert writes to and a listener reads every 50 ms. Those twenty
+// reads a second were the largest part of what an idle stet cost on SQLite
+// (issue 15: CPU while a pause holds the queue). Without them River polls,
+// as it does on PostgreSQL through database/sql: a producer finds new jobs
+// at its fetch poll (the config's poll_interval, 200 ms by default) or
+// when one of its jobs finishes, and a queue pause or resume made in this
+// process reaches its producers at once. A SQLite ledger belongs to one
+// process, so nothing else was listening.
+type sqliteDriver struct{ *riversqlite.Driver }
+
+func (sqliteDriver) SupportsListener() bool     { return false }
+func (sqliteDriver) SupportsListenNotify() bool { return false }
 
 // Migrate applies River's migrations on db, under the ledger's migration
 // lock.

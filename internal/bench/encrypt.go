@@ -97,8 +97,9 @@ func pipelineRun(ctx context.Context, o PipelineOptions, dir string, encrypt boo
 	settings := dbSettings(ctx, b.app.DB()) + "; instant fake OpenAI over loopback HTTP; 16 extract workers"
 	start := time.Now()
 	jobs, _, err := deliverAll(ctx, b.client, o.N, o.Concurrency)
+	var end time.Time
 	if err == nil {
-		err = waitCommitted(ctx, b.app.DB(), len(jobs), 10*time.Minute)
+		end, err = waitCommitted(ctx, b.app.DB(), len(jobs), 10*time.Minute)
 	}
 	if err != nil {
 		return 0, 0, "", err
@@ -106,5 +107,5 @@ func pipelineRun(ctx context.Context, o PipelineOptions, dir string, encrypt boo
 	if encrypt != b.app.DB().Encrypted() {
 		return 0, 0, "", fmt.Errorf("the ledger's encryption is %v, want %v", b.app.DB().Encrypted(), encrypt)
 	}
-	return len(jobs), time.Since(start), settings, nil
+	return len(jobs), end.Sub(start), settings, nil
 }

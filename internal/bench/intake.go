@@ -184,10 +184,11 @@ func Pipeline(ctx context.Context, o PipelineOptions) (*Result, error) {
 	res.Settings = dbSettings(ctx, b.app.DB()) + "; instant fake OpenAI over loopback HTTP; 16 extract workers"
 	start := time.Now()
 	jobs, _, err := deliverAll(ctx, b.client, o.N, o.Concurrency)
+	var end time.Time
 	if err == nil {
-		err = waitCommitted(ctx, b.app.DB(), len(jobs), 10*time.Minute)
+		end, err = waitCommitted(ctx, b.app.DB(), len(jobs), 10*time.Minute)
 	}
-	elapsed := time.Since(start)
+	elapsed := end.Sub(start)
 	b.stop()
 	if err != nil {
 		return nil, err

@@ -62,6 +62,11 @@ type TableBytes struct {
 	Table string `json:"table"`
 	Bytes int64  `json:"bytes"`
 	Rows  int64  `json:"rows"`
+	// LiveBytes (PostgreSQL) is the table with its indexes once VACUUM
+	// FULL has rewritten them: the rows and index entries alone, without
+	// the space VACUUM freed (dead row versions, the entries that pointed
+	// at them) that PostgreSQL keeps allocated for later rows.
+	LiveBytes int64 `json:"live_bytes,omitempty"`
 }
 
 // MemoryResult is what Memory measures.
@@ -84,6 +89,10 @@ type MemoryResult struct {
 	// RiverBytesPerDoc is River's rows' share of BytesPerDoc: completed
 	// stage jobs, kept for River's completed-job retention, then deleted.
 	RiverBytesPerDoc float64 `json:"river_bytes_per_document"`
+	// LiveBytesPerDoc (PostgreSQL) is BytesPerDoc without River's rows,
+	// from the tables' LiveBytes. SQLite's figure is live already: a page
+	// a b-tree no longer uses goes to the file's free list, not the table.
+	LiveBytesPerDoc float64 `json:"live_bytes_per_document,omitempty"`
 }
 
 // benchText is a document text of about 230 bytes, unique per i.
@@ -249,8 +258,11 @@ func riverMemory(ctx context.Context, database string, o MemoryOptions) ([]Memor
 	client, err := river.NewClient(driver, &river.Config{
 		Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 16},
 			pipeline.QueueCommit: {MaxWorkers: 16}, pipeline.QueueBatch: {MaxWorkers: 4}},
-		Workers:           workers,
-		FetchPollInterval: time.Second, // stet's default poll interval and cooldown
+		Workers: workers,
+		// What stet runs with: the config's default poll interval (200 ms;
+		// this baseline polled every second before stop 28, while stet
+		// polled at its default) and a 25 ms cooldown.
+		FetchPollInterval: config.DefaultPollInterval.Std(),
 		FetchCooldown:     25 * time.Millisecond,
 	})
 	if err != nil {
@@ -364,13 +376,13 @@ func stetMemory(ctx context.Context, database string, o MemoryOptions, res *Memo
 	if err != nil {
 		return nil, err
 	}
-	// The config's poll interval (1 s), as `stet serve` runs: this is
+	// The config's poll interval (its default, 200 ms), as `stet serve` runs: this is
 	// about what an idle stet costs.
 	a, err := o.Stet.Open(ctx, cfg, OpenOptions{Role: "all"})
 	if err != nil {
 		return nil, err
 	}
-	res.Settings = dbSettings(ctx, a.DB()) + "; River poll interval 1s (stet's default), for stet and the baseline"
+	res.Settings = dbSettings(ctx, a.DB()) + fmt.Sprintf("; River poll interval %s (stet's default), for stet and the baseline", config.DefaultPollInterval.Std())
 	now := time.Now()
 	if err := a.DB().SetPause(ctx, ledger.Pause{Scope: "all", Reason: "bench", PausedBy: "bench", PausedAt: now}, "*"); err != nil {
 		a.Close()
@@ -461,7 +473,7 @@ func stetStorage(ctx context.Context, database string, o MemoryOptions, res *Mem
 	}
 	defer r.stop()
 	db := a.DB()
-	if err := waitCommitted(ctx, db, o.Storage, 10*time.Minute); err != nil {
+	if _, err := waitCommitted(ctx, db, o.Storage, 10*time.Minute); err != nil {
 		return err
 	}
 	time.Sleep(time.Second) // River's completer flushes its last batch
@@ -494,7 +506,7 @@ func stetStorage(ctx context.Context, database string, o MemoryOptions, res *Mem
 	if err != nil {
 		return err
 	}
-	var total int64
+	var total, live int64
 	for _, t := range tables {
 		if t.Table == "bench_raw" {
 			res.BaselineBytes = float64(t.Bytes)/float64(o.Storage) - res.TextBytes
@@ -503,16 +515,22 @@ func stetStorage(ctx context.Context, database string, o MemoryOptions, res *Mem
 		if t.Table == "river_job" {
 			res.RiverRowsRetained = t.Rows
 			res.RiverBytesPerDoc = float64(t.Bytes) / float64(o.Storage)
+		} else {
+			live += t.LiveBytes
 		}
 		total += t.Bytes
 		res.Tables = append(res.Tables, t)
 	}
 	res.BytesPerDoc = float64(total)/float64(o.Storage) - res.TextBytes
+	if live > 0 {
+		res.LiveBytesPerDoc = float64(live)/float64(o.Storage) - res.TextBytes
+	}
 	return nil
 }
 
 // tableBytes measures every table with its indexes: SQLite's dbstat after a
-// checkpoint, PostgreSQL's pg_total_relation_size after a VACUUM.
+// checkpoint, PostgreSQL's pg_total_relation_size after a VACUUM and again
+// after a VACUUM FULL (LiveBytes).
 func tableBytes(ctx context.Context, db *ledger.DB) ([]TableBytes, error) {
 	w := db.Writer()
 	var q string
@@ -553,6 +571,16 @@ func tableBytes(ctx context.Context, db *ledger.DB) ([]TableBytes, error) {
 		}
 		_ = w.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+out[i].Table).Scan(&out[i].Rows)
 	}
+	if db.Dialect() == ledger.Postgres {
+		if _, err := w.ExecContext(ctx, `VACUUM FULL`); err != nil {
+			return nil, err
+		}
+		for i := range out {
+			if err := w.QueryRowContext(ctx, `SELECT pg_total_relation_size(to_regclass($1))`, out[i].Table).Scan(&out[i].LiveBytes); err != nil {
+				return nil, fmt.Errorf("live size of %s: %w", out[i].Table, err)
+			}
+		}
+	}
 	return out, nil
 }
 
@@ -567,6 +595,10 @@ func (r *MemoryResult) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "storage  (%d documents through the pipeline, %.0f bytes of text each)\n", r.Documents, r.TextBytes)
 	fmt.Fprintf(w, "  stet      %8.0f bytes per document besides text; %.0f once River's completed rows (%d) pass their retention\n",
 		r.BytesPerDoc, r.BytesPerDoc-r.RiverBytesPerDoc, r.RiverRowsRetained)
+	if r.LiveBytesPerDoc > 0 {
+		fmt.Fprintf(w, "  stet live %8.0f bytes per document besides text once VACUUM FULL compacts the ledger, River's rows aside (the rest is space VACUUM freed for later rows)\n",
+			r.LiveBytesPerDoc)
+	}
 	fmt.Fprintf(w, "  baseline  %8.0f bytes per document besides text (one table: id primary key, text)\n", r.BaselineBytes)
 	if r.BaselineBytes > 0 {
 		fmt.Fprintf(w, "  ratio     %8.2f\n", r.BytesPerDoc/r.BaselineBytes)
@@ -575,6 +607,10 @@ func (r *MemoryResult) WriteText(w io.Writer) {
 		if t.Bytes == 0 {
 			continue
 		}
-		fmt.Fprintf(w, "    %-22s %10d bytes %8.0f per document  (%d rows)\n", t.Table, t.Bytes, float64(t.Bytes)/float64(r.Documents), t.Rows)
+		live := ""
+		if t.LiveBytes > 0 {
+			live = fmt.Sprintf("; live %.0f", float64(t.LiveBytes)/float64(r.Documents))
+		}
+		fmt.Fprintf(w, "    %-22s %10d bytes %8.0f per document  (%d rows%s)\n", t.Table, t.Bytes, float64(t.Bytes)/float64(r.Documents), t.Rows, live)
 	}
 }

@@ -179,10 +179,11 @@ func providerStet(ctx context.Context, o ProviderOptions) (Figures, error) {
 // stetFigures waits for n jobs and fills f from the fake's stats and the
 // ledger's stage times.
 func stetFigures(ctx context.Context, f Figures, db *ledger.DB, fake *openaifake.Server, o ProviderOptions, start time.Time, n int) (Figures, error) {
-	if err := waitCommitted(ctx, db, n, 30*time.Minute); err != nil {
+	end, err := waitCommitted(ctx, db, n, 30*time.Minute)
+	if err != nil {
 		return f, err
 	}
-	f.Elapsed, f.Documents = time.Since(start), n
+	f.Elapsed, f.Documents = end.Sub(start), n
 	st := fake.Stats()
 	f.Calls, f.Limited = st.Calls, st.Limited
 	f.LimitedRate = float64(st.Limited) / float64(max(st.Calls, 1))

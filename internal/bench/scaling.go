@@ -95,13 +95,14 @@ func scaleOnce(ctx context.Context, dir string, o ScalingOptions, workers int) (
 	defer run.stop()
 	t0 := time.Now()
 	jobs, _, err := deliverAll(ctx, run.client, o.N, o.Concurrency)
+	var end time.Time
 	if err == nil {
-		err = waitCommitted(ctx, run.db, len(jobs), 10*time.Minute)
+		end, err = waitCommitted(ctx, run.db, len(jobs), 10*time.Minute)
 	}
 	if err != nil {
 		return row, "", err
 	}
-	row.Documents, row.Elapsed = len(jobs), time.Since(t0)
+	row.Documents, row.Elapsed = len(jobs), end.Sub(t0)
 	row.Rate = float64(row.Documents) / row.Elapsed.Seconds()
 	return row, run.settings, nil
 }

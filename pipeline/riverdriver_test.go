@@ -1,0 +1,40 @@
+package pipeline_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/internal/stettest"
+	"github.com/stetlabs/stet/ledger"
+)
+
+// On SQLite River runs without its LISTEN/NOTIFY emulation: no insert and
+// no queue pause writes a river_notification row for a listener to read
+// every 50 ms, and work still flows through every stage on River's fetch
+// polls and its producers' own wake-ups.
+func TestSQLiteRiverWritesNoNotifications(t *testing.T) {
+	t.Parallel()
+	e := stettest.New(t, stettest.Options{})
+	if e.DB.Dialect() != ledger.SQLite {
+		t.Skip("River's SQLite driver only")
+	}
+	var jobs []string
+	for i := range 5 {
+		d := e.Deliver(stettest.SourceReports, stettest.MustID(fmt.Sprintf("quiet-%d", i)),
+			stettest.Report{ExternalID: fmt.Sprintf("quiet-%d", i), Revision: 1, Text: "some text"})
+		jobs = append(jobs, d.JobID)
+	}
+	for _, j := range jobs {
+		e.WaitJob(j, stet.JobCommitted)
+	}
+	if n := e.Fake.Calls(); n != len(jobs) {
+		t.Errorf("provider calls = %d, want %d", n, len(jobs))
+	}
+	if n := e.Count("review_records", "authoritative"); n != len(jobs) {
+		t.Errorf("authoritative records = %d, want %d", n, len(jobs))
+	}
+	if n := e.Count("river_notification", ""); n != 0 {
+		t.Errorf("river_notification rows = %d, want 0 (River's listener emulation is off)", n)
+	}
+}
