@@ -1,8 +1,10 @@
 package pipeline_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/internal/stettest"
@@ -19,6 +21,21 @@ func TestSQLiteRiverWritesNoNotifications(t *testing.T) {
 	if e.DB.Dialect() != ledger.SQLite {
 		t.Skip("River's SQLite driver only")
 	}
+	// A pause over all work pauses River's extract queue, and its end
+	// resumes it: River's control events, which the emulation also wrote.
+	ctx := context.Background()
+	if err := e.DB.SetPause(ctx, ledger.Pause{Scope: "all", Reason: "test", PausedBy: "test", PausedAt: time.Now()}, "*"); err != nil {
+		t.Fatal(err)
+	}
+	e.WaitFor("the extract queue paused", func() bool {
+		return e.Count("river_queue", "name = 'extract' AND paused_at IS NOT NULL") == 1
+	})
+	if err := e.DB.ClearPause(ctx, "all", "test", "*", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	e.WaitFor("the extract queue resumed", func() bool {
+		return e.Count("river_queue", "name = 'extract' AND paused_at IS NULL") == 1
+	})
 	var jobs []string
 	for i := range 5 {
 		d := e.Deliver(stettest.SourceReports, stettest.MustID(fmt.Sprintf("quiet-%d", i)),

@@ -376,8 +376,8 @@ func stetMemory(ctx context.Context, database string, o MemoryOptions, res *Memo
 	if err != nil {
 		return nil, err
 	}
-	// The config's poll interval (its default, 200 ms), as `stet serve` runs: this is
-	// about what an idle stet costs.
+	// The config's poll interval (its default, 200 ms), as `stet serve`
+	// runs: this is about what an idle stet costs.
 	a, err := o.Stet.Open(ctx, cfg, OpenOptions{Role: "all"})
 	if err != nil {
 		return nil, err
