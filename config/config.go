@@ -237,9 +237,11 @@ type Workers struct {
 	JobTimeout  Duration `yaml:"job_timeout"`  // default 2m
 	RescueAfter Duration `yaml:"rescue_after"` // default 5m
 	MaxAttempts int      `yaml:"max_attempts"` // transient attempts before manual; default 5
-	// PollInterval is how often an idle worker looks for new stage jobs;
-	// default 200ms. (River's SQLite and database/sql drivers poll; they
-	// have no notifications.)
+	// PollInterval is how often an idle worker looks for new extract jobs;
+	// default 200ms. The commit, batch and deliver queues are polled five
+	// times less often, at most every second (pipeline.SideQueuePoll).
+	// (River's SQLite and database/sql drivers poll; they have no
+	// notifications.)
 	PollInterval Duration `yaml:"poll_interval"`
 	// AssembleEvery is how often the batch assembler looks for batch-mode
 	// jobs to group; default 5s.

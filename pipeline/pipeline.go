@@ -330,14 +330,16 @@ func New(cfg Config) (*Pipeline, error) {
 			river.NewPeriodicJob(river.PeriodicInterval(cfg.SweepInterval),
 				func() (river.JobArgs, *river.InsertOpts) { return SweepArgs{}, nil },
 				&river.PeriodicJobOpts{RunOnStart: true})}
+		side := SideQueuePoll(cfg.PollInterval) // rivercosts.go
 		rc.Queues = map[string]river.QueueConfig{
 			QueueExtract: {MaxWorkers: cfg.Concurrency},
-			QueueCommit:  {MaxWorkers: max(4, cfg.Concurrency)}, // commits are short transactions
-			QueueBatch:   {MaxWorkers: 4},
+			// commits are short transactions
+			QueueCommit: {MaxWorkers: max(4, cfg.Concurrency), FetchPollInterval: side},
+			QueueBatch:  {MaxWorkers: 4, FetchPollInterval: side},
 		}
 		if len(cfg.Destinations) > 0 {
 			// A sweep already sends to every destination in parallel.
-			rc.Queues[QueueDeliver] = river.QueueConfig{MaxWorkers: 2}
+			rc.Queues[QueueDeliver] = river.QueueConfig{MaxWorkers: 2, FetchPollInterval: side}
 			rc.PeriodicJobs = append(rc.PeriodicJobs, river.NewPeriodicJob(river.PeriodicInterval(cfg.DeliverEvery),
 				func() (river.JobArgs, *river.InsertOpts) { return DeliverArgs{}, nil },
 				&river.PeriodicJobOpts{RunOnStart: true}))

@@ -24,3 +24,18 @@ const completedJobRetention = 5 * time.Minute
 // either dialect (docs/benchmarks.md, River's drivers), so the setting is
 // the same for both.
 const fetchCooldown = 25 * time.Millisecond
+
+// SideQueuePoll is how often River polls the queues that carry no
+// document's first pass: commit (a stage result whose inline commit was
+// refused, a resumed job), batch (submission, polling and application of
+// provider batches; the periodic assemble, invariants and sweep jobs;
+// deletions) and deliver. Their work is rare or paced in seconds, yet at the
+// extract queue's interval they were most of an idle process's fetches:
+// with a pause holding every document, two of the three fetches every
+// 200 ms found nothing. Five times the extract interval, at most a second
+// (and never below it): at the 200 ms default a commit job enqueued in a
+// transaction starts within a second. Jobs finishing in this process and
+// inserts outside a transaction still wake a queue at once.
+func SideQueuePoll(extract time.Duration) time.Duration {
+	return max(extract, min(5*extract, time.Second))
+}

@@ -254,15 +254,19 @@ func riverMemory(ctx context.Context, database string, o MemoryOptions) ([]Memor
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &noopWorker{done: &done})
 	// The queues stet runs (extract, commit, batch), so that the baseline
-	// polls as many: the paused one is the no-op jobs'.
+	// polls as many, and as often: the paused one is the no-op jobs'.
+	poll := config.DefaultPollInterval.Std()
+	side := pipeline.SideQueuePoll(poll)
 	client, err := river.NewClient(driver, &river.Config{
 		Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 16},
-			pipeline.QueueCommit: {MaxWorkers: 16}, pipeline.QueueBatch: {MaxWorkers: 4}},
+			pipeline.QueueCommit: {MaxWorkers: 16, FetchPollInterval: side},
+			pipeline.QueueBatch:  {MaxWorkers: 4, FetchPollInterval: side}},
 		Workers: workers,
 		// What stet runs with: the config's default poll interval (200 ms;
 		// this baseline polled every second before stop 28, while stet
-		// polled at its default) and a 25 ms cooldown.
-		FetchPollInterval: config.DefaultPollInterval.Std(),
+		// polled at its default), its side queues' slower poll, and a 25 ms
+		// cooldown.
+		FetchPollInterval: poll,
 		FetchCooldown:     25 * time.Millisecond,
 	})
 	if err != nil {
@@ -382,7 +386,7 @@ func stetMemory(ctx context.Context, database string, o MemoryOptions, res *Memo
 	if err != nil {
 		return nil, err
 	}
-	res.Settings = dbSettings(ctx, a.DB()) + fmt.Sprintf("; River poll interval %s (stet's default), for stet and the baseline", config.DefaultPollInterval.Std())
+	res.Settings = dbSettings(ctx, a.DB()) + fmt.Sprintf("; River poll interval %s (stet's default; %s for the commit and batch queues), for stet and the baseline", config.DefaultPollInterval.Std(), pipeline.SideQueuePoll(config.DefaultPollInterval.Std()))
 	now := time.Now()
 	if err := a.DB().SetPause(ctx, ledger.Pause{Scope: "all", Reason: "bench", PausedBy: "bench", PausedAt: now}, "*"); err != nil {
 		a.Close()
