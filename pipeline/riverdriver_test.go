@@ -9,6 +9,7 @@ import (
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/internal/stettest"
 	"github.com/stetlabs/stet/ledger"
+	"github.com/stetlabs/stet/pipeline"
 )
 
 // On SQLite River runs without its LISTEN/NOTIFY emulation: no insert and
@@ -53,5 +54,20 @@ func TestSQLiteRiverWritesNoNotifications(t *testing.T) {
 	}
 	if n := e.Count("river_notification", ""); n != 0 {
 		t.Errorf("river_notification rows = %d, want 0 (River's listener emulation is off)", n)
+	}
+}
+
+// The side queues' poll as docs/deploy.md states it: five times the extract
+// queue's, at most a second, never more often than extract.
+func TestSideQueuePoll(t *testing.T) {
+	for _, c := range []struct{ extract, want time.Duration }{
+		{50 * time.Millisecond, 250 * time.Millisecond}, // the tests' interval
+		{200 * time.Millisecond, time.Second},           // the config's default
+		{time.Second, time.Second},
+		{2 * time.Second, 2 * time.Second},
+	} {
+		if got := pipeline.SideQueuePoll(c.extract); got != c.want {
+			t.Errorf("SideQueuePoll(%s) = %s, want %s", c.extract, got, c.want)
+		}
 	}
 }
