@@ -27,38 +27,88 @@ func PauseScopes(ctx context.Context, q Querier) ([]string, error) {
 }
 
 // settleQueued is how old a River job must be before MarkQueuedWaiting's
-// walk moves past it: far longer than an intake transaction lasts.
+// settled point moves past it: far longer than an intake transaction lasts.
 const settleQueued = 10 * time.Second
 
+// QueueWalk is where the walk of a paused queue stands, in River job IDs.
+// Every queued job at or below Settled is marked waiting. The jobs above it
+// up to Scanned were marked too, but the walk reads them again once they
+// are settled (see MarkQueuedWaiting). The zero QueueWalk starts at the
+// queue's head.
+type QueueWalk struct {
+	Settled, Scanned int64
+}
+
 // MarkQueuedWaiting moves to waiting the accepted jobs whose River job of
-// kind waits in queue (not running), for River job IDs above after, at
-// most limit of them in ID order; it returns the highest River job ID it
-// looked at (after, if none). It is how a paused River queue, whose jobs no
-// worker claims, still shows its jobs as waiting on the pause, as a claim
-// would have. A job a worker holds is not accepted and is left alone.
+// kind waits in queue (not running), walking River job IDs from w, up to
+// pages pages of limit each, and returns where the walk stands after. It
+// is how a paused River queue, whose jobs no worker claims, still shows its
+// jobs as waiting on the pause, as a claim would have. A job a worker holds
+// is not accepted and is left alone.
 //
 // It reads River's own table (river_job): its ID is the only order that
 // lets a paused queue be walked once, not scanned again every time.
 //
 // On PostgreSQL River's IDs come from a sequence, and two intake
 // transactions can commit out of ID order: a walk can see the later IDs
-// while the earlier ones are not visible yet. So the ID returned stops
-// before the first River job younger than settleQueued (by the database's
-// clock); the next walk reads the young ones again, and by then every
-// transaction that took an ID below them has ended. (SQLite has one
-// writer: its IDs become visible in order.)
-func (db *DB) MarkQueuedWaiting(ctx context.Context, queue, kind string, after int64, limit int, now time.Time) (int64, error) {
-	jobID, settled := `json_extract(args, '$.job_id')`, `1`
-	if db.dialect.name == Postgres {
-		jobID, settled = `args->>'job_id'`, fmt.Sprintf(`created_at < now() - interval '%d milliseconds'`, settleQueued.Milliseconds())
+// while the earlier ones are not visible yet. So the walk marks every job it
+// sees, young or not, and goes on (Scanned), but Settled stops before the
+// first River job younger than settleQueued (by the database's clock).
+// Once those are settled the walk reads them again from Settled, and by
+// then every transaction that took an ID among them has ended. A pause over
+// a burst of new jobs so shows them all waiting at once, and each queued
+// job is read about twice, not once a look until it is settled. (SQLite
+// has one writer: its IDs become visible in order, and every job is
+// settled.)
+func (db *DB) MarkQueuedWaiting(ctx context.Context, queue, kind string, w QueueWalk, limit, pages int, now time.Time) (QueueWalk, error) {
+	w.Scanned = max(w.Scanned, w.Settled)
+	// Read again what was passed while young, as far as it has settled.
+	for ; pages > 0 && w.Settled < w.Scanned; pages-- {
+		settled, scanned, err := db.markQueuedPage(ctx, queue, kind, w.Settled, limit, now)
+		if err != nil {
+			return w, err
+		}
+		if scanned == w.Settled {
+			break // no queued job above Settled left to read again
+		}
+		w.Settled, w.Scanned = settled, max(w.Scanned, scanned)
+		if settled != scanned {
+			break // a job still settling: read again from there on a later look
+		}
 	}
-	rows, err := db.r.QueryContext(ctx, `SELECT id, `+jobID+`, `+settled+` FROM river_job
+	// Then on from the furthest job read.
+	for ; pages > 0; pages-- {
+		from := w.Scanned
+		settled, scanned, err := db.markQueuedPage(ctx, queue, kind, from, limit, now)
+		if err != nil {
+			return w, err
+		}
+		if w.Settled == from {
+			w.Settled = settled
+		}
+		w.Scanned = scanned
+		if scanned == from {
+			break
+		}
+	}
+	return w, nil
+}
+
+// markQueuedPage is one page of MarkQueuedWaiting's walk, from the River
+// job ID after: it returns the highest ID it read (after, if none) and the
+// highest before the first young one (after, if the first is young).
+func (db *DB) markQueuedPage(ctx context.Context, queue, kind string, after int64, limit int, now time.Time) (int64, int64, error) {
+	jobID, old := `json_extract(args, '$.job_id')`, `1`
+	if db.dialect.name == Postgres {
+		jobID, old = `args->>'job_id'`, fmt.Sprintf(`created_at < now() - interval '%d milliseconds'`, settleQueued.Milliseconds())
+	}
+	rows, err := db.r.QueryContext(ctx, `SELECT id, `+jobID+`, `+old+` FROM river_job
 		WHERE id > $1 AND queue = $2 AND kind = $3 AND state IN ('available', 'scheduled', 'retryable')
 		ORDER BY id LIMIT $4`, after, queue, kind, limit)
 	if err != nil {
-		return after, fmt.Errorf("list queued jobs: %w", err)
+		return after, after, fmt.Errorf("list queued jobs: %w", err)
 	}
-	last, young := after, false
+	settledID, scannedID, young := after, after, false
 	var ids []any
 	for rows.Next() {
 		var id int64
@@ -66,11 +116,12 @@ func (db *DB) MarkQueuedWaiting(ctx context.Context, queue, kind string, after i
 		var old bool
 		if err := rows.Scan(&id, &job, &old); err != nil {
 			rows.Close()
-			return after, err
+			return after, after, err
 		}
+		scannedID = id
 		young = young || !old
 		if !young {
-			last = id
+			settledID = id
 		}
 		if job != nil {
 			ids = append(ids, pub(*job))
@@ -78,10 +129,10 @@ func (db *DB) MarkQueuedWaiting(ctx context.Context, queue, kind string, after i
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return after, err
+		return after, after, err
 	}
 	if len(ids) == 0 {
-		return last, nil
+		return settledID, scannedID, nil
 	}
 	marks := make([]string, len(ids))
 	for i := range ids {
@@ -90,7 +141,7 @@ func (db *DB) MarkQueuedWaiting(ctx context.Context, queue, kind string, after i
 	args := append([]any{micros(now)}, ids...)
 	if _, err := db.w.ExecContext(ctx, `UPDATE jobs SET state = 'waiting', updated_at = $1
 		WHERE state = 'accepted' AND public_id IN (`+strings.Join(marks, ", ")+`)`, args...); err != nil {
-		return after, fmt.Errorf("mark waiting: %w", err)
+		return after, after, fmt.Errorf("mark waiting: %w", err)
 	}
-	return last, nil
+	return settledID, scannedID, nil
 }

@@ -30,7 +30,8 @@ import (
 // pauseSyncEvery is how often a worker looks at the pause rows.
 const pauseSyncEvery = time.Second
 
-// markQueuedBatch is how many queued jobs one look marks waiting.
+// markQueuedBatch is how many queued jobs one page of a look (at most 20
+// pages) marks waiting.
 const markQueuedBatch = 1000
 
 // pauseCoversAll reports whether scopes stop every processor a job can be
@@ -61,9 +62,9 @@ func (p *Pipeline) pauseCoversAll(scopes []string) bool {
 
 // pauseSync is the state of the extract queue as this process last set it.
 type pauseSync struct {
-	known  bool  // the queue's state was set at least once
-	paused bool  // the queue is paused
-	marked int64 // the River job ID below which queued jobs are marked waiting
+	known  bool             // the queue's state was set at least once
+	paused bool             // the queue is paused
+	walk   ledger.QueueWalk // how far queued jobs are marked waiting
 }
 
 // syncPause pauses or resumes the extract queue after the pause rows, and
@@ -84,19 +85,15 @@ func (p *Pipeline) syncPause(ctx context.Context, st *pauseSync) error {
 			return err
 		}
 		if err == nil {
-			st.known, st.paused, st.marked = true, covered, 0
+			st.known, st.paused, st.walk = true, covered, ledger.QueueWalk{}
 		}
 	}
 	if covered && st.paused {
-		for range 20 { // a large backlog is marked over several looks
-			last, err := p.db.MarkQueuedWaiting(ctx, QueueExtract, ExtractArgs{}.Kind(), st.marked, markQueuedBatch, p.clock.Now())
-			if err != nil {
-				return err
-			}
-			if last == st.marked {
-				break
-			}
-			st.marked = last
+		// A large backlog is marked over several looks.
+		walk, err := p.db.MarkQueuedWaiting(ctx, QueueExtract, ExtractArgs{}.Kind(), st.walk, markQueuedBatch, 20, p.clock.Now())
+		st.walk = walk // as far as it got, error or not
+		if err != nil {
+			return err
 		}
 	}
 	return nil
