@@ -9,6 +9,20 @@ import (
 	"github.com/stetlabs/stet/ledger"
 )
 
+// insertRiver writes an available River extract job for a ledger job.
+const insertRiver = `INSERT INTO river_job (args, kind, queue, max_attempts, state)
+	VALUES (jsonb_build_object('job_id', $1::text), 'stet_extract', 'extract', 25, 'available') RETURNING id`
+
+// jobState reads a ledger job's state.
+func jobState(t *testing.T, db *ledger.DB, jobID string) stet.JobState {
+	t.Helper()
+	var s string
+	if err := db.Writer().QueryRow(`SELECT state FROM jobs WHERE public_id = $1`, ledger.StoredID(jobID)).Scan(&s); err != nil {
+		t.Fatal(err)
+	}
+	return stet.JobState(s)
+}
+
 // Two intake transactions commit out of River ID order: the walk that marks
 // a paused queue's jobs waiting sees the later River job while the earlier
 // one is not visible yet. The next walk must still mark the earlier one's
@@ -24,8 +38,6 @@ func TestMarkQueuedWaitingSeesLateCommits(t *testing.T) {
 	migrateRiver(t, db)
 	early := accept(t, db, "early", 1, "early text", "d-early")
 	late := accept(t, db, "late", 1, "late text", "d-late")
-	const insertRiver = `INSERT INTO river_job (args, kind, queue, max_attempts, state)
-		VALUES (jsonb_build_object('job_id', $1::text), 'stet_extract', 'extract', 25, 'available') RETURNING id`
 
 	// The early transaction takes its River ID first and commits last.
 	tx, err := db.Writer().BeginTx(ctx, nil)
@@ -43,20 +55,12 @@ func TestMarkQueuedWaitingSeesLateCommits(t *testing.T) {
 	if lateID <= earlyID {
 		t.Fatalf("river IDs %d then %d, want the late one higher", earlyID, lateID)
 	}
-	state := func(jobID string) stet.JobState {
-		t.Helper()
-		var s string
-		if err := db.Writer().QueryRow(`SELECT state FROM jobs WHERE public_id = $1`, ledger.StoredID(jobID)).Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		return stet.JobState(s)
-	}
 
 	walk, err := db.MarkQueuedWaiting(ctx, "extract", "stet_extract", ledger.QueueWalk{}, 100, 20, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := state(late.JobID); s != stet.JobWaiting {
+	if s := jobState(t, db, late.JobID); s != stet.JobWaiting {
 		t.Fatalf("late job after the first walk = %s, want waiting", s)
 	}
 	if walk.Settled >= earlyID {
@@ -68,7 +72,7 @@ func TestMarkQueuedWaitingSeesLateCommits(t *testing.T) {
 	if _, err := db.MarkQueuedWaiting(ctx, "extract", "stet_extract", walk, 100, 20, t0); err != nil {
 		t.Fatal(err)
 	}
-	if s := state(early.JobID); s != stet.JobWaiting {
+	if s := jobState(t, db, early.JobID); s != stet.JobWaiting {
 		t.Errorf("early job after the second walk = %s, want waiting", s)
 	}
 }
@@ -88,8 +92,6 @@ func TestMarkQueuedWaitingWalksPastYoungJobs(t *testing.T) {
 	ctx := context.Background()
 	db := open(t, ledger.Postgres)
 	migrateRiver(t, db)
-	const insertRiver = `INSERT INTO river_job (args, kind, queue, max_attempts, state)
-		VALUES (jsonb_build_object('job_id', $1::text), 'stet_extract', 'extract', 25, 'available') RETURNING id`
 	var jobs []string
 	var first, last int64
 	for i := range 5 {
@@ -118,14 +120,6 @@ func TestMarkQueuedWaitingWalksPastYoungJobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	jobs = append(jobs, after.JobID)
-	state := func(jobID string) stet.JobState {
-		t.Helper()
-		var s string
-		if err := db.Writer().QueryRow(`SELECT state FROM jobs WHERE public_id = $1`, ledger.StoredID(jobID)).Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		return stet.JobState(s)
-	}
 
 	// Pages of two: three pages and more hold the jobs.
 	walk, err := db.MarkQueuedWaiting(ctx, "extract", "stet_extract", ledger.QueueWalk{}, 2, 20, t0)
@@ -133,7 +127,7 @@ func TestMarkQueuedWaitingWalksPastYoungJobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, j := range jobs {
-		if s := state(j); s != stet.JobWaiting {
+		if s := jobState(t, db, j); s != stet.JobWaiting {
 			t.Errorf("job %s after one walk = %s, want waiting", j, s)
 		}
 	}
@@ -151,7 +145,7 @@ func TestMarkQueuedWaitingWalksPastYoungJobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := state(lateJob.JobID); s != stet.JobWaiting {
+	if s := jobState(t, db, lateJob.JobID); s != stet.JobWaiting {
 		t.Errorf("the late job after the walk that settled = %s, want waiting", s)
 	}
 	if walk.Settled <= lateID || walk.Settled != walk.Scanned {

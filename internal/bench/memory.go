@@ -240,6 +240,14 @@ func riverAttempts(ctx context.Context, db *ledger.DB) (int, error) {
 	return n, err
 }
 
+// memoryPolls are the poll intervals of stet's default config, which the
+// memory bench's config keeps: the extract queue's and the side queues'.
+// The River baseline polls the same.
+func memoryPolls() (extract, side time.Duration) {
+	extract = config.DefaultPollInterval.Std()
+	return extract, pipeline.SideQueuePoll(extract)
+}
+
 func riverMemory(ctx context.Context, database string, o MemoryOptions) ([]MemoryPhase, error) {
 	db, err := ledger.Open(ctx, database)
 	if err != nil {
@@ -255,8 +263,7 @@ func riverMemory(ctx context.Context, database string, o MemoryOptions) ([]Memor
 	river.AddWorker(workers, &noopWorker{done: &done})
 	// The queues stet runs (extract, commit, batch), so that the baseline
 	// polls as many, and as often: the paused one is the no-op jobs'.
-	poll := config.DefaultPollInterval.Std()
-	side := pipeline.SideQueuePoll(poll)
+	poll, side := memoryPolls()
 	client, err := river.NewClient(driver, &river.Config{
 		Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 16},
 			pipeline.QueueCommit: {MaxWorkers: 16, FetchPollInterval: side},
@@ -386,7 +393,8 @@ func stetMemory(ctx context.Context, database string, o MemoryOptions, res *Memo
 	if err != nil {
 		return nil, err
 	}
-	res.Settings = dbSettings(ctx, a.DB()) + fmt.Sprintf("; River poll interval %s (stet's default; %s for the commit and batch queues), for stet and the baseline", config.DefaultPollInterval.Std(), pipeline.SideQueuePoll(config.DefaultPollInterval.Std()))
+	poll, side := memoryPolls()
+	res.Settings = dbSettings(ctx, a.DB()) + fmt.Sprintf("; River poll interval %s (stet's default; %s for the commit and batch queues), for stet and the baseline", poll, side)
 	now := time.Now()
 	if err := a.DB().SetPause(ctx, ledger.Pause{Scope: "all", Reason: "bench", PausedBy: "bench", PausedAt: now}, "*"); err != nil {
 		a.Close()
