@@ -2,7 +2,10 @@ package ledger
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -52,7 +55,20 @@ type CheckParams struct {
 	// have all its results applied; default 15m.
 	ApplyGrace time.Duration
 	Limit      int // at most this many violations per invariant
+	// InFlight narrows invariant 1 to jobs still in flight (inFlightStates)
+	// and the jobs of its open alerts: the periodic check between full
+	// ones. A job that reached committed or manual got its record in the
+	// same transaction, so only a defect or an edit outside stet leaves it
+	// without one, and finding that means reading every such job.
+	InFlight bool
 }
+
+// inFlightStates are the job states that wait for a review record;
+// settledStates have one, written with the state. (cancelled needs none.)
+var (
+	inFlightStates = []string{"accepted", "waiting", "extracting", "extracted", "blocked", "batched"}
+	settledStates  = []string{"committed", "manual"}
+)
 
 // CheckInvariants runs invariants 1–8 of DESIGN §6 over every tenant, on
 // the writer pool (the answer decides alerts): for the periodic check, stet
@@ -112,22 +128,59 @@ func (db *DB) checkInvariants(ctx context.Context, p CheckParams, tenant string)
 		}
 		return rows.Err()
 	}
+	// 1: per state, the oldest jobs past the SLA with no record, by
+	// jobs_state (state, created_at): each state reads at most Limit
+	// entries past its cutoff, whatever the ledger's size. The cutoffs: a
+	// sync job's SLA ($1), a batch job's longer one ($3, never later).
+	branch := func(state string) string {
+		return `SELECT * FROM (SELECT j.id, j.created_at FROM jobs j
+			WHERE j.state = '` + state + `' AND j.created_at < $1 AND (j.mode = 'sync' OR j.created_at < $3)` + and("j.tenant_id", 4) + `
+			  AND NOT EXISTS (SELECT 1 FROM review_records r WHERE r.job_id = j.id)
+			ORDER BY j.created_at LIMIT $2) AS s_` + state
+	}
+	inFlight := p.InFlight && tenant == "" // a tenant's check is on demand: always full
+	states := inFlightStates
+	if !inFlight {
+		states = append(slices.Clip(states), settledStates...)
+	}
+	branches := make([]string, len(states))
+	for i, st := range states {
+		branches[i] = branch(st)
+	}
+	sync, batch := micros(p.Now.Add(-p.SLA)), micros(p.Now.Add(-max(p.BatchSLA, p.SLA)))
 	err := scan(1, InvNoRecordAfterSLA, `SELECT j.tenant_id, j.source_id, (SELECT rp.public_id FROM reports rp WHERE rp.id = j.report_id),
 			j.revision, j.public_id, j.state, j.extraction_version, 0
-		FROM jobs j LEFT JOIN review_records r ON r.job_id = j.id
-		WHERE r.id IS NULL AND j.state <> 'cancelled'
-		  AND ((j.mode = 'sync' AND j.created_at < $1) OR j.created_at < $3)`+and("j.tenant_id", 4)+`
-		ORDER BY j.created_at LIMIT $2`, withTenant(micros(p.Now.Add(-p.SLA)), p.Limit, micros(p.Now.Add(-max(p.BatchSLA, p.SLA))))...)
+		FROM (`+strings.Join(branches, " UNION ALL ")+`) c JOIN jobs j ON j.id = c.id
+		ORDER BY c.created_at, j.id LIMIT $2`, withTenant(sync, p.Limit, batch)...)
 	if err != nil {
 		return nil, err
 	}
-	err = scan(2, InvManyAuthoritative, `SELECT g.tenant_id, g.source_id, (SELECT rp.public_id FROM reports rp WHERE rp.id = g.report_id),
+	if inFlight {
+		// The jobs of open alerts, whatever their state: an alert stays
+		// open until its job has a record, not until the job leaves the
+		// states read above.
+		if err := db.recheckOpenNoRecord(ctx, sync, batch, &out); err != nil {
+			return nil, err
+		}
+	}
+	// 2: a report with more than one authoritative record. The unique
+	// index review_records_one_authoritative refuses a second one, so
+	// while it is in place the answer is known without reading every
+	// record; without it (dropped, or left invalid by a failed build) the
+	// records are read.
+	enforced, err := db.authoritativeEnforced(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !enforced {
+		err = scan(2, InvManyAuthoritative, `SELECT g.tenant_id, g.source_id, (SELECT rp.public_id FROM reports rp WHERE rp.id = g.report_id),
 			g.revision, NULL, '', '', g.n
 		FROM (SELECT MIN(tenant_id) AS tenant_id, MIN(source_id) AS source_id, report_id, MAX(revision) AS revision, COUNT(*) AS n
 			FROM review_records WHERE authoritative`+and("tenant_id", 2)+` GROUP BY report_id HAVING COUNT(*) > 1 LIMIT $1) g`,
-		withTenant(p.Limit)...)
-	if err != nil {
-		return nil, err
+			withTenant(p.Limit)...)
+		if err != nil {
+			return nil, err
+		}
 	}
 	err = scan(3, InvHeldPastLease, `SELECT j.tenant_id, j.source_id, (SELECT rp.public_id FROM reports rp WHERE rp.id = j.report_id),
 			j.revision, j.public_id, j.state, j.extraction_version, 0
@@ -246,4 +299,70 @@ func (db *DB) checkDeletions(ctx context.Context, p CheckParams, tenant string, 
 		*out = append(*out, v)
 	}
 	return rows.Err()
+}
+
+// recheckOpenNoRecord adds invariant 1's violations among the jobs of its
+// open alerts (at most the check's limit of them), read one by one by key.
+func (db *DB) recheckOpenNoRecord(ctx context.Context, sync, batch int64, out *[]Violation) error {
+	rows, err := db.w.QueryContext(ctx, `SELECT alert_key FROM alerts WHERE resolved_at IS NULL AND name = $1 ORDER BY first_seen, id`, InvNoRecordAfterSLA)
+	if err != nil {
+		return fmt.Errorf("check %s: open alerts: %w", InvNoRecordAfterSLA, err)
+	}
+	var jobs []string
+	for rows.Next() {
+		var key string
+		if err := rows.Scan(&key); err != nil {
+			rows.Close()
+			return fmt.Errorf("check %s: open alerts: %w", InvNoRecordAfterSLA, err)
+		}
+		// ViolationKey: name|report|job|…
+		if f := strings.Split(key, "|"); len(f) > 2 && f[2] != "" {
+			jobs = append(jobs, f[2])
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("check %s: open alerts: %w", InvNoRecordAfterSLA, err)
+	}
+	seen := map[string]bool{}
+	for _, v := range *out {
+		if v.Invariant == 1 {
+			seen[v.JobID] = true
+		}
+	}
+	for _, id := range jobs {
+		if seen[id] {
+			continue
+		}
+		v := Violation{Invariant: 1, Name: InvNoRecordAfterSLA}
+		err := db.w.QueryRowContext(ctx, `SELECT j.tenant_id, j.source_id, (SELECT rp.public_id FROM reports rp WHERE rp.id = j.report_id),
+				j.revision, j.public_id, j.state, j.extraction_version
+			FROM jobs j WHERE j.public_id = $1 AND j.state <> 'cancelled' AND j.created_at < $2 AND (j.mode = 'sync' OR j.created_at < $3)
+			  AND NOT EXISTS (SELECT 1 FROM review_records r WHERE r.job_id = j.id)`, pub(id), sync, batch).
+			Scan(&v.TenantID, &v.SourceID, reportPub(&v.ReportID), &v.Revision, jobPub(&v.JobID), &v.Stage, &v.ExtractionVersion)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue // resolved, or its job is gone
+		}
+		if err != nil {
+			return fmt.Errorf("check %s: %w", InvNoRecordAfterSLA, err)
+		}
+		seen[v.JobID] = true
+		*out = append(*out, v)
+	}
+	return nil
+}
+
+// authoritativeEnforced reports whether the unique index that allows one
+// authoritative record per report is in place and valid.
+func (db *DB) authoritativeEnforced(ctx context.Context) (bool, error) {
+	q := `SELECT COUNT(*) FROM pragma_index_list('review_records') WHERE name = 'review_records_one_authoritative' AND "unique" = 1`
+	if db.dialect.name == Postgres {
+		q = `SELECT COUNT(*) FROM pg_index i WHERE i.indexrelid = to_regclass('review_records_one_authoritative')
+			AND i.indrelid = to_regclass('review_records') AND i.indisunique AND i.indisvalid`
+	}
+	var n int
+	if err := db.w.QueryRowContext(ctx, q).Scan(&n); err != nil {
+		return false, fmt.Errorf("check %s: read the unique index: %w", InvManyAuthoritative, err)
+	}
+	return n == 1, nil
 }

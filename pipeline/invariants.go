@@ -50,6 +50,10 @@ var invariantNames = []string{ledger.InvNoRecordAfterSLA, ledger.InvManyAuthorit
 // invariantLimit is how many violations of one invariant a check reads.
 const invariantLimit = 100
 
+// fullCheckEvery is how often the periodic check also reads the jobs that
+// reached committed or manual for invariant 1 (see CheckInvariants).
+const fullCheckEvery = time.Hour
+
 // CheckInvariants runs the invariant checks once: it sets
 // stet_invariant_violations{invariant}, and records the violations as
 // alerts in the ledger — in the same transaction, a violation first seen
@@ -58,12 +62,22 @@ const invariantLimit = 100
 // line per alert opened. Alerts carry IDs only: tenant, source, report,
 // revision, job, stage, extraction version, batch — never text, never the
 // external ID.
+//
+// The first check of a process, and one an hour after, is full; the ones
+// between read invariant 1 among jobs still in flight and the jobs of its
+// open alerts (ledger.CheckParams.InFlight), so a check reads about the
+// same rows with a million documents in the ledger as with a hundred.
 func (p *Pipeline) CheckInvariants(ctx context.Context) error {
 	now := p.clock.Now()
+	last := p.lastFullCheck.Load()
+	full := last == 0 || now.Sub(time.Unix(0, last)) >= fullCheckEvery || now.UnixNano() < last
 	vs, err := p.db.CheckInvariants(ctx, ledger.CheckParams{Now: now, SLA: p.cfg.SLA,
-		LeaseGrace: time.Minute, PauseLimit: p.cfg.PauseLimit, Limit: invariantLimit})
+		LeaseGrace: time.Minute, PauseLimit: p.cfg.PauseLimit, Limit: invariantLimit, InFlight: !full})
 	if err != nil {
 		return err
+	}
+	if full {
+		p.lastFullCheck.Store(now.UnixNano())
 	}
 	counts := map[string]int{}
 	for _, v := range vs {

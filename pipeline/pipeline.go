@@ -167,6 +167,9 @@ type Pipeline struct {
 	sender   *outbound.Sender
 	sweeping sync.Mutex // one delivery sweep at a time in this process
 	checking sync.Mutex // one periodic invariant check at a time in this process
+	// lastFullCheck is when this process last ran a full invariant check
+	// (Unix ns; 0: never).
+	lastFullCheck atomic.Int64
 	// destSources are the sources with a destination in this process's
 	// config: Commit writes their records' outbox rows, so their stage
 	// results never take ledger.SaveResultCommit.
