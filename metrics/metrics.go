@@ -6,6 +6,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -30,8 +31,8 @@ type JobCounter interface {
 	JobCounts(ctx context.Context) (map[stet.JobState]int, error)
 }
 
-// New registers stet's metrics. jobs, if non-nil, is read at every scrape
-// for stet_jobs{state}.
+// New registers stet's metrics. jobs, if non-nil, is read for
+// stet_jobs{state} at a scrape (see jobsCollector for how often).
 func New(jobs JobCounter, log *slog.Logger) *Metrics {
 	reg := prometheus.NewRegistry()
 	m := &Metrics{
@@ -59,7 +60,8 @@ func New(jobs JobCounter, log *slog.Logger) *Metrics {
 	reg.MustRegister(m.Intake, m.StageDuration, m.ProviderCalls, m.Alerts, m.Violations, m.Deliveries,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if jobs != nil {
-		reg.MustRegister(&jobsCollector{jobs: jobs, log: log, desc: prometheus.NewDesc("stet_jobs", "Jobs by state (queue depth).", []string{"state"}, nil)})
+		reg.MustRegister(&jobsCollector{jobs: jobs, log: log, now: time.Now,
+			desc: prometheus.NewDesc("stet_jobs", "Jobs by state (queue depth).", []string{"state"}, nil)})
 	}
 	return m
 }
@@ -69,25 +71,50 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
 }
 
+// jobsCollector reads the job counts for a scrape, or gives the last ones
+// again while they are younger than countReuse times the time reading them
+// took (and at most maxCountAge). Counting reads every job, so with a
+// million in the ledger one count takes long enough that a scrape every few
+// seconds would keep the database busy; this way counting costs at most
+// about 1/countReuse of the time however often the scrape comes. A ledger
+// that counts in a millisecond is counted afresh at every scrape more than
+// 200 ms after the last.
 type jobsCollector struct {
 	jobs JobCounter
 	log  *slog.Logger
 	desc *prometheus.Desc
+	now  func() time.Time
+
+	mu     sync.Mutex
+	counts map[stet.JobState]int
+	at     time.Time     // when counts were read
+	took   time.Duration // how long reading them took
 }
+
+const (
+	countReuse  = 200
+	maxCountAge = time.Minute
+)
 
 func (c *jobsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
 func (c *jobsCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	counts, err := c.jobs.JobCounts(ctx)
-	if err != nil {
-		if c.log != nil {
-			c.log.Warn("count jobs for metrics", "err", err)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	start := c.now()
+	if c.counts == nil || start.Sub(c.at) >= min(countReuse*c.took, maxCountAge) || start.Before(c.at) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		counts, err := c.jobs.JobCounts(ctx)
+		cancel()
+		if err != nil {
+			if c.log != nil {
+				c.log.Warn("count jobs for metrics", "err", err)
+			}
+			return
 		}
-		return
+		c.counts, c.at, c.took = counts, start, c.now().Sub(start)
 	}
 	for _, s := range stet.JobStates {
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(counts[s]), string(s))
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(c.counts[s]), string(s))
 	}
 }
