@@ -302,7 +302,9 @@ func (db *DB) checkDeletions(ctx context.Context, p CheckParams, tenant string, 
 }
 
 // recheckOpenNoRecord adds invariant 1's violations among the jobs of its
-// open alerts (at most the check's limit of them), read one by one by key.
+// open alerts, each read by its key. It reads every open alert, not only
+// the check's limit of them: SyncAlerts resolves an open alert the check
+// did not report.
 func (db *DB) recheckOpenNoRecord(ctx context.Context, sync, batch int64, out *[]Violation) error {
 	rows, err := db.w.QueryContext(ctx, `SELECT alert_key FROM alerts WHERE resolved_at IS NULL AND name = $1 ORDER BY first_seen, id`, InvNoRecordAfterSLA)
 	if err != nil {
