@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/internal/stetclient"
 	"github.com/stetlabs/stet/internal/stettest"
 	"github.com/stetlabs/stet/processor/openai/openaifake"
 )
@@ -258,5 +259,41 @@ func TestTraceOfBatchCalls(t *testing.T) {
 				t.Errorf("span %q carries %q in %s", s.Name(), m, where)
 			}
 		}
+	}
+}
+
+// With tracing off a caller's traceparent still reaches the delivery's
+// extract job (a worker that traces continues it); without one, the job
+// carries none.
+func TestTraceparentCarriedWithTracingOff(t *testing.T) {
+	t.Parallel()
+	e := stettest.New(t, stettest.Options{NoWorkers: true})
+	const parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	deliver := func(id, ext, traceparent string) string {
+		t.Helper()
+		raw := []byte(fmt.Sprintf(`{"external_id":%q,"revision":1,"text":"A post."}`, ext))
+		h, err := stetclient.Headers(stettest.Secret, id, e.Clock.Now(), raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if traceparent != "" {
+			h.Set("traceparent", traceparent)
+		}
+		r := e.Post("/v1/sources/"+stettest.SourceReports+"/reports", h, raw)
+		if r.Status != http.StatusAccepted {
+			t.Fatalf("deliver = %d %s, want 202", r.Status, r.Body)
+		}
+		var meta string
+		if err := e.DB.Writer().QueryRow(`SELECT CAST(metadata AS TEXT) FROM river_job WHERE kind = 'stet_extract' AND CAST(args AS TEXT) LIKE '%' || $1 || '%'`,
+			r.JobID).Scan(&meta); err != nil {
+			t.Fatal(err)
+		}
+		return meta
+	}
+	if meta := deliver("msg_tp_1", "report-tp-1", parent); !strings.Contains(meta, "traceparent") || !strings.Contains(meta, "4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7") {
+		t.Errorf("extract job metadata = %s, want the caller's traceparent", meta)
+	}
+	if meta := deliver("msg_tp_2", "report-tp-2", ""); strings.Contains(meta, "traceparent") {
+		t.Errorf("extract job metadata = %s, want no traceparent", meta)
 	}
 }
