@@ -286,6 +286,18 @@ func migrateRiver(t *testing.T, db *ledger.DB) {
 	}
 }
 
+// postgresWithRiver skips the test without PostgreSQL, else opens a
+// migrated ledger with River's tables.
+func postgresWithRiver(t *testing.T) *ledger.DB {
+	t.Helper()
+	if !hasPostgres() {
+		t.Skip("PostgreSQL only: set STET_TEST_DATABASE_URL")
+	}
+	db := open(t, ledger.Postgres)
+	migrateRiver(t, db)
+	return db
+}
+
 // testEnqueue is the River job AcceptGroup writes in these tests.
 func testEnqueue(n int) *ledger.Enqueue {
 	enq := &ledger.Enqueue{Kind: "stet_extract", Queue: "extract", Priority: 2, MaxAttempts: 25, Metadata: make([][]byte, n)}
@@ -432,12 +444,8 @@ func TestAcceptGroupCommitMatchesAccept(t *testing.T) {
 // pool's connections still work.
 func TestAcceptGroupCommitRetryCommitsNothing(t *testing.T) {
 	t.Parallel()
-	if !hasPostgres() {
-		t.Skip("PostgreSQL only: set STET_TEST_DATABASE_URL")
-	}
 	ctx := context.Background()
-	db := open(t, ledger.Postgres)
-	migrateRiver(t, db)
+	db := postgresWithRiver(t)
 	// item would get a new job unless another transaction inserted it
 	// first; fresh, a new report, would be stored if the group committed.
 	item, other, otherJob := raceOtherJob(t, db)

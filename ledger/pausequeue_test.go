@@ -30,12 +30,8 @@ func jobState(t *testing.T, db *ledger.DB, jobID string) stet.JobState {
 // settling (PostgreSQL: IDs come from a sequence).
 func TestMarkQueuedWaitingSeesLateCommits(t *testing.T) {
 	t.Parallel()
-	if !hasPostgres() {
-		t.Skip("PostgreSQL only: set STET_TEST_DATABASE_URL")
-	}
 	ctx := context.Background()
-	db := open(t, ledger.Postgres)
-	migrateRiver(t, db)
+	db := postgresWithRiver(t)
 	early := accept(t, db, "early", 1, "early text", "d-early")
 	late := accept(t, db, "late", 1, "late text", "d-late")
 
@@ -86,12 +82,8 @@ func TestMarkQueuedWaitingSeesLateCommits(t *testing.T) {
 // whose River row commits late among them is marked then.
 func TestMarkQueuedWaitingWalksPastYoungJobs(t *testing.T) {
 	t.Parallel()
-	if !hasPostgres() {
-		t.Skip("PostgreSQL only: set STET_TEST_DATABASE_URL")
-	}
 	ctx := context.Background()
-	db := open(t, ledger.Postgres)
-	migrateRiver(t, db)
+	db := postgresWithRiver(t)
 	var jobs []string
 	var first, last int64
 	for i := range 5 {
