@@ -9,17 +9,40 @@ import (
 // Heartbeat records that worker process id is alive at now and returns how
 // many worker processes have been alive within window (itself included).
 func (db *DB) Heartbeat(ctx context.Context, id string, now time.Time, window time.Duration) (int, error) {
+	live, _, err := db.Pulse(ctx, id, now, window)
+	return live, err
+}
+
+// Pulse is Heartbeat that also counts the other processes silent for
+// longer than window: the ones a liveness sweep (TakeOverDead with the same
+// window) would take over, so that a process sweeps only when there is one.
+// On PostgreSQL it is one statement.
+//
+// A silent process's row stays until TakeOverDead takes back what it held
+// and deletes it: the row is the proof that its leases are dead.
+func (db *DB) Pulse(ctx context.Context, id string, now time.Time, window time.Duration) (live, silent int, err error) {
+	const count = `SELECT 1 + COUNT(*) FILTER (WHERE heartbeat_at > $2), COUNT(*) FILTER (WHERE heartbeat_at < $2)
+		FROM worker_heartbeats WHERE process_id <> $1`
+	cutoff := micros(now.Add(-window))
+	if db.dialect.name == Postgres {
+		// A data-modifying WITH runs once whether or not the query reads
+		// it; the count below sees the table as it was, so self is the 1.
+		err = db.w.QueryRowContext(ctx, `WITH beat AS (
+				INSERT INTO worker_heartbeats (process_id, started_at, heartbeat_at) VALUES ($1, $3, $3)
+				ON CONFLICT (process_id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at)
+			`+count, id, cutoff, micros(now)).Scan(&live, &silent)
+		if err != nil {
+			return 0, 0, fmt.Errorf("heartbeat: %w", err)
+		}
+		return live, silent, nil
+	}
 	if err := db.Beat(ctx, id, now); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	var n int
-	if err := db.w.QueryRowContext(ctx, `SELECT COUNT(*) FROM worker_heartbeats WHERE heartbeat_at > $1`,
-		micros(now.Add(-window))).Scan(&n); err != nil {
-		return 0, fmt.Errorf("count live workers: %w", err)
+	if err := db.w.QueryRowContext(ctx, count, id, cutoff).Scan(&live, &silent); err != nil {
+		return 0, 0, fmt.Errorf("count live workers: %w", err)
 	}
-	// A silent process's row stays until TakeOverDead takes back what it
-	// held and deletes it: the row is the proof that its leases are dead.
-	return max(n, 1), nil
+	return live, silent, nil
 }
 
 // Beat records worker process id as alive at now, without counting the

@@ -334,37 +334,35 @@ func TestInvariants(t *testing.T) {
 }
 
 // Worker heartbeats set each process's share of the processors' limits:
-// live workers count, silent ones stop counting, a stopping one leaves at once.
+// live workers count, silent ones stop counting (and are counted as silent,
+// for the liveness sweep), a stopping one leaves at once.
 func TestHeartbeats(t *testing.T) {
 	t.Parallel()
 	eachDialect(t, func(t *testing.T, db *ledger.DB) {
 		ctx := context.Background()
 		window := 15 * time.Second
-		beat := func(id string, at time.Time) int {
-			n, err := db.Heartbeat(ctx, id, at, window)
+		beat := func(id string, at time.Time, wantLive, wantSilent int) {
+			t.Helper()
+			live, silent, err := db.Pulse(ctx, id, at, window)
 			if err != nil {
 				t.Fatal(err)
 			}
-			return n
+			if live != wantLive || silent != wantSilent {
+				t.Fatalf("%s beating at +%s: live %d, silent %d; want %d, %d", id, at.Sub(t0), live, silent, wantLive, wantSilent)
+			}
+			if n, err := db.Heartbeat(ctx, id, at, window); err != nil || n != wantLive {
+				t.Fatalf("Heartbeat = %d, %v; want %d", n, err, wantLive)
+			}
 		}
-		if n := beat("p1", t0); n != 1 {
-			t.Fatalf("live workers with one process = %d, want 1", n)
-		}
-		if n := beat("p2", t0.Add(time.Second)); n != 2 {
-			t.Fatalf("live workers with two processes = %d, want 2", n)
-		}
-		// p1 falls silent for longer than the window.
-		if n := beat("p2", t0.Add(20*time.Second)); n != 1 {
-			t.Fatalf("live workers after p1 fell silent = %d, want 1", n)
-		}
-		if n := beat("p1", t0.Add(21*time.Second)); n != 2 {
-			t.Fatalf("live workers after p1 came back = %d, want 2", n)
-		}
+		beat("p1", t0, 1, 0)                  // alone
+		beat("p2", t0.Add(time.Second), 2, 0) // two processes
+		// p1 silent for longer than the window; p2's own row was as old,
+		// but a process never counts itself silent.
+		beat("p2", t0.Add(20*time.Second), 1, 1)
+		beat("p1", t0.Add(21*time.Second), 2, 0) // p1 back
 		if err := db.Unregister(ctx, "p1"); err != nil {
 			t.Fatal(err)
 		}
-		if n := beat("p2", t0.Add(22*time.Second)); n != 1 {
-			t.Fatalf("live workers after p1 stopped = %d, want 1", n)
-		}
+		beat("p2", t0.Add(22*time.Second), 1, 0) // p1 stopped
 	})
 }

@@ -385,7 +385,7 @@ func (p *Pipeline) Start(ctx context.Context) error {
 	if !p.cfg.Work {
 		return nil // an api process: River only inserts
 	}
-	if err := p.heartbeat(ctx); err != nil {
+	if _, err := p.heartbeat(ctx); err != nil {
 		return err
 	}
 	p.stopBeat, p.beatDone = make(chan struct{}), make(chan struct{})
@@ -400,7 +400,7 @@ func (p *Pipeline) Start(ctx context.Context) error {
 		}
 	}
 	// Take over at once what workers that died before we started held;
-	// the beat loop does it again on every tick.
+	// the beat loop does it again on every tick that finds a silent one.
 	if _, err := p.takeOverDead(ctx); err != nil {
 		p.log.Warn("liveness sweep failed", "err", err)
 	}
@@ -453,20 +453,22 @@ func (p *Pipeline) River() *river.Client[*sql.Tx] { return p.river }
 const DefaultHeartbeat = 2 * time.Second
 
 // heartbeat records this worker as alive and sets every limiter's share to
-// 1/N of the configured limits, N being the live workers on the database.
-func (p *Pipeline) heartbeat(ctx context.Context) error {
+// 1/N of the configured limits, N being the live workers on the database. It
+// returns how many other workers have been silent for DeadAfter: the ones a
+// liveness sweep takes over.
+func (p *Pipeline) heartbeat(ctx context.Context) (silent int, err error) {
 	if p.cfg.SingleProcess {
 		// The only worker there can be: its share is the whole limit.
-		return p.db.Beat(ctx, p.processID, p.clock.Now())
+		return 0, p.db.Beat(ctx, p.processID, p.clock.Now())
 	}
-	n, err := p.db.Heartbeat(ctx, p.processID, p.clock.Now(), p.cfg.DeadAfter)
+	n, silent, err := p.db.Pulse(ctx, p.processID, p.clock.Now(), p.cfg.DeadAfter)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	for _, l := range p.limiters {
 		l.SetShare(1 / float64(n))
 	}
-	return nil
+	return silent, nil
 }
 
 func (p *Pipeline) beatLoop() {
@@ -481,10 +483,12 @@ func (p *Pipeline) beatLoop() {
 			ctx, cancel := context.WithTimeout(context.Background(), max(p.cfg.Heartbeat, p.cfg.DeadAfter/2))
 			// Alone on the database (SingleProcess), no other worker can
 			// die, and what an earlier process left was taken back at
-			// start: there is no sweep to run.
-			if err := p.heartbeat(ctx); err != nil {
+			// start: there is no sweep to run. Otherwise the sweep's
+			// transaction runs only when the beat saw a silent worker: an
+			// idle fleet's beat is one statement.
+			if silent, err := p.heartbeat(ctx); err != nil {
 				p.log.Warn("worker heartbeat failed; keeping the last share", "err", err)
-			} else if !p.cfg.SingleProcess {
+			} else if silent > 0 {
 				if _, err := p.takeOverDead(ctx); err != nil {
 					p.log.Warn("liveness sweep failed", "err", err)
 				}

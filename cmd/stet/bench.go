@@ -65,6 +65,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.DurationVar(&p.Window, "window", 10*time.Second, "memory: each measuring window")
 	fs.StringVar(&p.PausedProfile, "paused-cpuprofile", "", "memory: write a CPU profile of stet's paused window alone to this file")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	memProfile := fs.String("memprofile", "", "write an allocation profile of the whole run to this file when it ends")
 	fs.BoolVar(&p.Encrypt, "encrypt", false, "intake, pipeline: measure encryption at rest (stet with encryption: against stet without, same run)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return exitUsage
@@ -81,6 +82,13 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return exitFailure
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if *memProfile != "" {
+		defer func() {
+			if err := writeAllocProfile(*memProfile); err != nil {
+				fmt.Fprintln(stderr, "stet bench:", err)
+			}
+		}()
 	}
 	p.Dir = *dir
 	if p.Dir == "" {
@@ -119,6 +127,20 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	res.WriteText(stdout)
 	return exitOK
+}
+
+// writeAllocProfile writes the allocations sampled since the process
+// started (pprof's allocs profile: alloc_space and alloc_objects).
+func writeAllocProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // benchApp is an app as the benchmarks drive it.
