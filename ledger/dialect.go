@@ -147,9 +147,17 @@ func openSQLite(ctx context.Context, path string) (*sql.DB, *sql.DB, error) {
 		return nil, nil, fmt.Errorf("database: open: %w", err)
 	}
 	r := sql.OpenDB(rc)
-	r.SetMaxOpenConns(4)
+	// Keep every read connection open: database/sql keeps two idle by
+	// default, and each connection closed past them was opened again at
+	// the next burst, reading SQLite's schema and parsing its statements
+	// anew (its statement cache goes with it).
+	r.SetMaxOpenConns(sqliteReaders)
+	r.SetMaxIdleConns(sqliteReaders)
 	return w, r, nil
 }
+
+// sqliteReaders is the size of SQLite's read pool.
+const sqliteReaders = 4
 
 // restrictFiles creates the database file 0600 if it is missing and
 // narrows an existing one (and its -wal and -shm) to 0600.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/stetlabs/stet/ledger"
@@ -56,5 +57,38 @@ func TestStatementCacheNestedQuery(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Workers read from SQLite's read pool all at once. A read connection
+// returned to the pool stays open, with its parsed schema and its cached
+// statements: none is closed for being idle past a default limit and
+// opened again at the next burst.
+func TestSQLiteReadersStayOpen(t *testing.T) {
+	t.Parallel()
+	db := open(t, ledger.SQLite)
+	job := accept(t, db, "r", 1, "text", "d").JobID
+	ctx := context.Background()
+	r := db.Reader()
+	for round := 0; round < 20; round++ {
+		var wg sync.WaitGroup
+		errs := make(chan error, 8)
+		for range 8 {
+			wg.Go(func() {
+				if _, err := db.LoadWork(ctx, r, job); err != nil {
+					errs <- err
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+	}
+	st := r.Stats()
+	if st.OpenConnections < 2 || st.MaxIdleClosed != 0 {
+		t.Fatalf("read pool after 20 bursts of 8 reads: %d open, %d closed as idle past the limit; want every one kept (MaxIdleClosed 0)",
+			st.OpenConnections, st.MaxIdleClosed)
 	}
 }
