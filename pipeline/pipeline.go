@@ -338,7 +338,7 @@ func New(cfg Config) (*Pipeline, error) {
 			QueueExtract: {MaxWorkers: cfg.Concurrency},
 			// commits are short transactions
 			QueueCommit: {MaxWorkers: max(4, cfg.Concurrency), FetchPollInterval: side},
-			QueueBatch:  {MaxWorkers: 4, FetchPollInterval: side},
+			QueueBatch:  {MaxWorkers: BatchWorkers, FetchPollInterval: side},
 		}
 		if len(cfg.Destinations) > 0 {
 			// A sweep already sends to every destination in parallel.
@@ -445,6 +445,10 @@ func (p *Pipeline) Stop(ctx context.Context) error {
 
 // River returns the River client, for tests and operator commands.
 func (p *Pipeline) River() *river.Client[*sql.Tx] { return p.river }
+
+// BatchWorkers is how many batch-queue jobs (batch runs, the assembler,
+// the sweeps) a worker process runs at once.
+const BatchWorkers = 4
 
 // DefaultHeartbeat is how often a worker writes its heartbeat
 // (workers.heartbeat); a worker silent for DeadAfter (workers.dead_after,

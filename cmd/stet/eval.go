@@ -13,6 +13,7 @@ import (
 	"github.com/stetlabs/stet/eval"
 	"github.com/stetlabs/stet/internal/app"
 	"github.com/stetlabs/stet/internal/evalfake"
+	"github.com/stetlabs/stet/pipeline"
 )
 
 func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -74,13 +75,18 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		defer stop()
 	}
+	calls := *concurrency
+	if calls <= 0 {
+		calls = cfg.Workers.Concurrency
+	}
+	hc := app.ProcessorClient(calls + pipeline.BatchWorkers)
 	newProc := func(pc *config.Processor) (stet.Processor, error) {
 		if u, ok := fakes[pc.ID]; ok {
 			pc.BaseURL, pc.APIKey, pc.APIVersion = u, "demo-fake", ""
 		} else if pc.APIKeyEnv != "" && pc.Kind != config.KindRules && pc.APIKey == "" {
 			return nil, fmt.Errorf("environment variable %s is not set", pc.APIKeyEnv)
 		}
-		return app.NewProcessor(pc, cfg, nil)
+		return app.NewProcessor(pc, cfg, hc)
 	}
 	keys, err := app.Keyring(cfg)
 	if err != nil {

@@ -96,12 +96,13 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (*App, error) {
 	procs := map[string]stet.Processor{}
 	limits := map[string]admission.Limits{}
 	batch := map[string]pipeline.BatchSettings{}
+	hc := ProcessorClient(cfg.Workers.Concurrency + pipeline.BatchWorkers)
 	for i := range cfg.Processors {
 		pc := &cfg.Processors[i]
 		batch[pc.ID] = pipeline.BatchSettings{MaxItems: pc.Batch.MaxItems, MaxWait: pc.Batch.MaxWait.Std(),
 			PollFirst: pc.Batch.PollFirst.Std(), PollMax: pc.Batch.PollMax.Std(), OnExpired: pc.Batch.OnExpired}
 		limits[pc.ID] = admission.Limits{RPM: pc.Limits.RPM, TPM: pc.Limits.TPM, Concurrency: pc.Limits.Concurrency}
-		p, err := NewProcessor(pc, cfg, nil)
+		p, err := NewProcessor(pc, cfg, hc)
 		if err != nil {
 			a.Close()
 			return nil, err
@@ -189,6 +190,19 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (*App, error) {
 		}
 	}
 	return a, nil
+}
+
+// ProcessorClient is the HTTP client the processors of a process share:
+// http.DefaultTransport's settings, but keeping up to calls idle
+// connections per host, one for every call the stages can have in flight.
+// The default transport keeps two, so with more calls at once every one
+// past two opened a new connection (and, to a provider, a new TLS
+// handshake) and closed it after its answer.
+func ProcessorClient(calls int) *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = max(calls, 2)
+	tr.MaxIdleConns = max(tr.MaxIdleConns, tr.MaxIdleConnsPerHost)
+	return &http.Client{Transport: tr}
 }
 
 // NewProcessor builds a processor from its config, sending through hc (nil:
