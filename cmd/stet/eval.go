@@ -13,7 +13,6 @@ import (
 	"github.com/stetlabs/stet/eval"
 	"github.com/stetlabs/stet/internal/app"
 	"github.com/stetlabs/stet/internal/evalfake"
-	"github.com/stetlabs/stet/pipeline"
 )
 
 func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -79,7 +78,7 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if calls <= 0 {
 		calls = cfg.Workers.Concurrency
 	}
-	hc := app.ProcessorClient(calls + pipeline.BatchWorkers)
+	hc := app.ProcessorClient(calls)
 	newProc := func(pc *config.Processor) (stet.Processor, error) {
 		if u, ok := fakes[pc.ID]; ok {
 			pc.BaseURL, pc.APIKey, pc.APIVersion = u, "demo-fake", ""

@@ -96,7 +96,7 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (*App, error) {
 	procs := map[string]stet.Processor{}
 	limits := map[string]admission.Limits{}
 	batch := map[string]pipeline.BatchSettings{}
-	hc := ProcessorClient(cfg.Workers.Concurrency + pipeline.BatchWorkers)
+	hc := ProcessorClient(cfg.Workers.Concurrency)
 	for i := range cfg.Processors {
 		pc := &cfg.Processors[i]
 		batch[pc.ID] = pipeline.BatchSettings{MaxItems: pc.Batch.MaxItems, MaxWait: pc.Batch.MaxWait.Std(),
@@ -192,15 +192,16 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (*App, error) {
 	return a, nil
 }
 
-// ProcessorClient is the HTTP client the processors of a process share:
-// http.DefaultTransport's settings, but keeping up to calls idle
-// connections per host, one for every call the stages can have in flight.
-// The default transport keeps two, so with more calls at once every one
-// past two opened a new connection (and, to a provider, a new TLS
-// handshake) and closed it after its answer.
-func ProcessorClient(calls int) *http.Client {
+// ProcessorClient is the HTTP client the processors of a process share,
+// for stages running up to concurrency extractions at once:
+// http.DefaultTransport's settings, but keeping an idle connection per host
+// for every call the stages can have in flight (the extractions and the
+// batch workers). The default transport keeps two, so with more calls at
+// once every one past two opened a new connection (and, to a provider, a
+// new TLS handshake) and closed it after its answer.
+func ProcessorClient(concurrency int) *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConnsPerHost = max(calls, 2)
+	tr.MaxIdleConnsPerHost = max(concurrency+pipeline.BatchWorkers, 2)
 	tr.MaxIdleConns = max(tr.MaxIdleConns, tr.MaxIdleConnsPerHost)
 	return &http.Client{Transport: tr}
 }

@@ -14,9 +14,9 @@ import (
 
 // Calls to a provider reuse their connections: 16 calls at once, ten times
 // over, through an adapter's client (processor.Common.Client) built on the
-// shared ProcessorClient, open at most 16 connections. Through the default
-// transport, which keeps two idle per host, they open one for nearly every
-// call past the first round.
+// shared ProcessorClient for 16 extractions, open at most 16 connections.
+// Through the default transport, which keeps two idle per host, they open
+// one for nearly every call past the first round.
 func TestProcessorClientReusesConnections(t *testing.T) {
 	t.Parallel()
 	const calls, rounds = 16, 10
