@@ -516,6 +516,13 @@ func TestBenchRuns(t *testing.T) {
 			if res.Count != tt.count || res.BaselineCount != tt.count || res.Ratio <= 0 {
 				t.Errorf("bench %s = count %d, baseline count %d, ratio %v; want %d, %d, > 0", tt.name, res.Count, res.BaselineCount, res.Ratio, tt.count, tt.count)
 			}
+			// Each phase says what an item cost in CPU; SQLite has no server.
+			if res.CPU == nil || res.CPU.Process <= 0 || res.CPU.Server != 0 || res.BaselineCPU == nil || res.BaselineCPU.Process <= 0 {
+				t.Errorf("bench %s CPU per item = %+v, baseline %+v; want this process's time in both and no server", tt.name, res.CPU, res.BaselineCPU)
+			}
+			if tt.name == "intake" && (res.CeilingCPU == nil || res.CeilingCPU.Process <= 0) {
+				t.Errorf("bench intake ceiling CPU per item = %+v, want this process's time", res.CeilingCPU)
+			}
 		})
 	}
 }

@@ -80,6 +80,11 @@ type Result struct {
 	CeilingCount   int           `json:"ceiling_count,omitempty"`
 	CeilingElapsed time.Duration `json:"ceiling_elapsed_ns,omitempty"`
 	CeilingRate    float64       `json:"ceiling_rate,omitempty"`
+	// CPU, BaselineCPU and CeilingCPU are what an item cost in CPU in each
+	// phase (cpu.go), where measured.
+	CPU         *CPUCost `json:"cpu,omitempty"`
+	BaselineCPU *CPUCost `json:"baseline_cpu,omitempty"`
+	CeilingCPU  *CPUCost `json:"ceiling_cpu,omitempty"`
 }
 
 func (r *Result) finish() {
@@ -104,6 +109,12 @@ func (r *Result) WriteText(w io.Writer) {
 	if r.CeilingCount > 0 {
 		fmt.Fprintf(w, "  ceiling   %10.1f %s  (%s; %d in %s; %.2f of it reached, the baseline is %.2f of it)\n", r.CeilingRate, r.Unit, r.Ceiling,
 			r.CeilingCount, r.CeilingElapsed.Round(time.Millisecond), r.Rate/r.CeilingRate, r.BaselineRate/r.CeilingRate)
+	}
+	if r.CPU != nil {
+		fmt.Fprintf(w, "  CPU per item (this process: stet with its load and fakes; for the baseline, its client)\n")
+		writeCPU(w, subject, r.CPU)
+		writeCPU(w, "baseline", r.BaselineCPU)
+		writeCPU(w, "ceiling", r.CeilingCPU)
 	}
 }
 

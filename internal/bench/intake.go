@@ -57,10 +57,13 @@ func Intake(ctx context.Context, o IntakeOptions) (*Result, error) {
 	}
 	defer b.stop()
 	res.Settings = dbSettings(ctx, b.app.DB()) + fmt.Sprintf("; %d HTTP clients, 20%% duplicates; workers off", o.Concurrency)
+	meter := newCPUMeter(ctx, b.app.DB())
+	from := meter.mark()
 	jobs, elapsed, err := deliverAll(ctx, b.client, o.N, o.Concurrency)
 	if err != nil {
 		return nil, err
 	}
+	res.CPU = meter.cost(from, meter.mark(), o.N)
 	if want := o.N - o.N/5; len(jobs) != want {
 		return nil, fmt.Errorf("accepted %d deliveries, want %d", len(jobs), want)
 	}
@@ -72,6 +75,7 @@ func Intake(ctx context.Context, o IntakeOptions) (*Result, error) {
 	if _, err := db.ExecContext(ctx, `CREATE TABLE bench_raw (id TEXT PRIMARY KEY, body TEXT NOT NULL)`); err != nil {
 		return nil, err
 	}
+	from = meter.mark()
 	start := time.Now()
 	err = parallel(o.N, o.Concurrency, func(int) error {
 		return inTx(ctx, db, func(tx *sql.Tx) error {
@@ -83,15 +87,18 @@ func Intake(ctx context.Context, o IntakeOptions) (*Result, error) {
 		return nil, err
 	}
 	res.BaselineCount, res.BaselineElapsed = o.N, time.Since(start)
+	res.BaselineCPU = meter.cost(from, meter.mark(), o.N)
 
 	// The ceiling: the same signed deliveries from the same clients,
 	// answered by a server that checks each signature and decodes the
 	// body, and writes nothing.
 	res.Ceiling = "the same signed requests, answered after the signature check and JSON decode, no ledger"
 	res.CeilingCount = o.N
+	from = meter.mark()
 	if res.CeilingElapsed, err = httpCeiling(ctx, b.client, o.N, o.Concurrency); err != nil {
 		return nil, err
 	}
+	res.CeilingCPU = meter.cost(from, meter.mark(), o.N)
 	res.finish()
 	return res, nil
 }
@@ -182,6 +189,8 @@ func Pipeline(ctx context.Context, o PipelineOptions) (*Result, error) {
 		return nil, err
 	}
 	res.Settings = dbSettings(ctx, b.app.DB()) + "; instant fake OpenAI over loopback HTTP; 16 extract workers"
+	meter := newCPUMeter(ctx, b.app.DB())
+	from := meter.mark()
 	start := time.Now()
 	jobs, _, err := deliverAll(ctx, b.client, o.N, o.Concurrency)
 	var end time.Time
@@ -189,11 +198,13 @@ func Pipeline(ctx context.Context, o PipelineOptions) (*Result, error) {
 		end, err = waitCommitted(ctx, b.app.DB(), len(jobs), 10*time.Minute)
 	}
 	elapsed := end.Sub(start)
+	to := meter.mark()
 	b.stop()
 	if err != nil {
 		return nil, err
 	}
 	res.Count, res.Elapsed = len(jobs), elapsed
+	res.CPU = meter.cost(from, to, len(jobs))
 
 	riverDB, dropRiver, err := cluster.ScratchSchema(ctx, o.Database)
 	if err != nil {
@@ -203,26 +214,32 @@ func Pipeline(ctx context.Context, o PipelineOptions) (*Result, error) {
 	if riverDB == "" {
 		riverDB = "sqlite://" + filepath.Join(o.Dir, "river", "river.db")
 	}
-	count, elapsed, err := riverNoopOn(ctx, riverDB, len(jobs))
+	count, elapsed, cpu, err := riverNoopOn(ctx, riverDB, len(jobs))
 	if err != nil {
 		return nil, err
 	}
-	res.BaselineCount, res.BaselineElapsed = count, elapsed
+	res.BaselineCount, res.BaselineElapsed, res.BaselineCPU = count, elapsed, cpu
 	res.finish()
 	return res, nil
 }
 
 // riverNoopOn measures River alone on a fresh database with the same
 // settings: n no-op jobs inserted one per transaction (as intake does for
-// each document) and worked by 16 workers, start to last completion.
-func riverNoopOn(ctx context.Context, database string, n int) (int, time.Duration, error) {
+// each document) and worked by 16 workers, start to last completion, and
+// the CPU each job cost.
+func riverNoopOn(ctx context.Context, database string, n int) (int, time.Duration, *CPUCost, error) {
 	db, err := ledger.Open(ctx, database)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, nil, err
 	}
 	defer db.Close()
-	elapsed, err := riverNoop(ctx, pipeline.RiverDriver(db), n)
-	return n, elapsed, err
+	meter := newCPUMeter(ctx, db)
+	var from cpuMark
+	elapsed, err := riverNoop(ctx, pipeline.RiverDriver(db), n, func() { from = meter.mark() })
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	return n, elapsed, meter.cost(from, meter.mark(), n), nil
 }
 
 type noopArgs struct {
@@ -243,8 +260,8 @@ func (w *noopWorker) Work(ctx context.Context, job *river.Job[noopArgs]) error {
 
 // riverNoop migrates River with driver, inserts n no-op jobs one per
 // transaction, works them with 16 workers, and times first insert to last
-// completion.
-func riverNoop[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], n int) (time.Duration, error) {
+// completion. started, if not nil, is called as the timing starts.
+func riverNoop[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], n int, started func()) (time.Duration, error) {
 	m, err := rivermigrate.New(driver, nil)
 	if err != nil {
 		return 0, err
@@ -263,6 +280,9 @@ func riverNoop[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], n i
 	})
 	if err != nil {
 		return 0, err
+	}
+	if started != nil {
+		started()
 	}
 	start := time.Now()
 	if err := client.Start(ctx); err != nil {

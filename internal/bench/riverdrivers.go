@@ -104,12 +104,12 @@ func RiverDrivers(ctx context.Context, o RiverDriversOptions) (*RiverDriversResu
 		return fn(db, pool)
 	}
 	err := on(func(db *ledger.DB, _ *pgxpool.Pool) (err error) {
-		res.Elapsed, err = riverNoop(ctx, riverdatabasesql.New(db.Writer()), o.N)
+		res.Elapsed, err = riverNoop(ctx, riverdatabasesql.New(db.Writer()), o.N, nil)
 		return err
 	})
 	if err == nil {
 		err = on(func(_ *ledger.DB, pool *pgxpool.Pool) (err error) {
-			res.BaselineElapsed, err = riverNoop(ctx, riverpgxv5.New(pool), o.N)
+			res.BaselineElapsed, err = riverNoop(ctx, riverpgxv5.New(pool), o.N, nil)
 			return err
 		})
 	}
