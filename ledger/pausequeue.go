@@ -26,9 +26,9 @@ func PauseScopes(ctx context.Context, q Querier) ([]string, error) {
 	return out, rows.Err()
 }
 
-// settleQueued is how old a River job must be before MarkQueuedWaiting's
+// SettleQueued is how old a River job must be before MarkQueuedWaiting's
 // settled point moves past it: far longer than an intake transaction lasts.
-const settleQueued = 10 * time.Second
+const SettleQueued = 10 * time.Second
 
 // QueueWalk is where the walk of a paused queue stands, in River job IDs.
 // Every queued job at or below Settled is marked waiting. The jobs above it
@@ -53,7 +53,7 @@ type QueueWalk struct {
 // transactions can commit out of ID order: a walk can see the later IDs
 // while the earlier ones are not visible yet. So the walk marks every job it
 // sees, young or not, and goes on (Scanned), but Settled stops before the
-// first River job younger than settleQueued (by the database's clock).
+// first River job younger than SettleQueued (by the database's clock).
 // Once those are settled the walk reads them again from Settled, and by
 // then every transaction that took an ID among them has ended. A pause over
 // a burst of new jobs so shows them all waiting at once, and each queued
@@ -100,7 +100,7 @@ func (db *DB) MarkQueuedWaiting(ctx context.Context, queue, kind string, w Queue
 func (db *DB) markQueuedPage(ctx context.Context, queue, kind string, after int64, limit int, now time.Time) (int64, int64, error) {
 	jobID, old := `json_extract(args, '$.job_id')`, `1`
 	if db.dialect.name == Postgres {
-		jobID, old = `args->>'job_id'`, fmt.Sprintf(`created_at < now() - interval '%d milliseconds'`, settleQueued.Milliseconds())
+		jobID, old = `args->>'job_id'`, fmt.Sprintf(`created_at < now() - interval '%d milliseconds'`, SettleQueued.Milliseconds())
 	}
 	rows, err := db.r.QueryContext(ctx, `SELECT id, `+jobID+`, `+old+` FROM river_job
 		WHERE id > $1 AND queue = $2 AND kind = $3 AND state IN ('available', 'scheduled', 'retryable')
