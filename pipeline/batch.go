@@ -531,6 +531,9 @@ func (p *Pipeline) submitBatch(ctx context.Context, b *ledger.Batch, proc stet.B
 				return ledger.MarkSubmitStarted(ctx, tx, b.ID, b.ProcessorID, fileID, subs, p.clock.Now())
 			})
 			started = err == nil
+			if started {
+				crash.Point(crash.BeforeBatchCreate)
+			}
 			return err
 		},
 	})

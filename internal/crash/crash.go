@@ -17,6 +17,9 @@ const (
 	MidCall       = "mid_call"       // the provider call is under way
 	AfterArtifact = "after_artifact" // the artifact is saved; the commit has not run
 	MidCommit     = "mid_commit"     // inside the commit transaction, before it commits
+	// BeforeBatchCreate: the submission is recorded as in flight; the
+	// provider's creating call is not sent.
+	BeforeBatchCreate = "before_batch_create"
 	// AfterBatchSubmit: the provider's creating call returned; its batch ID
 	// is not yet persisted.
 	AfterBatchSubmit = "after_batch_submit"

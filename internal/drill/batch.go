@@ -3,6 +3,11 @@ package drill
 import (
 	"context"
 	"database/sql"
+	"fmt"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
 
 	"github.com/stetlabs/stet/processor/openai/openaifake"
 )
@@ -34,6 +39,10 @@ type BatchResult struct {
 	// not yet applied. (A batch in unknown waits for an operator; it shows
 	// in LedgerByState.)
 	Unfinished int `json:"unfinished"`
+	// Reconciled counts the drill's operator decisions on batches that
+	// went to unknown (batchOperator): "resubmit" when the provider held
+	// no batch of the submission, "adopt" when it held exactly one.
+	Reconciled map[string]int `json:"operator_reconciles"`
 }
 
 // evaluateBatches fills b from the ledger and the fake's batches.
@@ -87,3 +96,77 @@ func evaluateBatches(ctx context.Context, b *BatchResult, db *sql.DB, fake *open
 // ended: waiting to be submitted or polled, or ended at the provider and not
 // yet applied.
 const unfinishedBatch = `(state IN ('intent', 'submitted', 'in_progress') OR (state IN ('completed', 'failed', 'expired', 'cancelled') AND applied_at IS NULL))`
+
+// batchOperator does for the drill what docs/batches.md asks of an operator
+// when a batch goes to unknown. A worker killed after recording a submission
+// as in flight and before the creating call reached the provider leaves a
+// batch that reconciliation cannot establish: the provider's listing shows
+// none, and stet does not resubmit on that alone. The operator looks at the
+// provider's own records (here, the fake's), then runs stet batch reconcile
+// with --resubmit if the provider holds no batch of that submission, or
+// --adopt with the one it holds. Each batch is decided once.
+type batchOperator struct {
+	binary, config string
+	env            []string
+	fake           *openaifake.Server
+	res            *BatchResult
+	say            func(string, ...any)
+	decided        map[string]bool
+}
+
+// tend decides every batch in unknown not decided yet. A failed reconcile
+// is tried again on the next look.
+func (op *batchOperator) tend(ctx context.Context, db *sql.DB) {
+	rows, err := db.QueryContext(ctx, `SELECT id FROM batches WHERE state = 'unknown' ORDER BY id`)
+	if err != nil {
+		return // the ledger does not answer yet (a restart): the next look
+	}
+	var ids []string
+	for rows.Next() {
+		var id string
+		if rows.Scan(&id) == nil && !op.decided[id] {
+			ids = append(ids, id)
+		}
+	}
+	rows.Close()
+	for _, id := range ids {
+		var held []string
+		for _, pb := range op.fake.Batches() {
+			if pb.Label == id {
+				held = append(held, pb.ID)
+			}
+		}
+		args := []string{"batch", "reconcile", "--config", op.config, "--actor", "drill-operator"}
+		decision := "resubmit"
+		switch len(held) {
+		case 0:
+			args = append(args, "--resubmit", id)
+		case 1:
+			decision = "adopt"
+			args = append(args, "--adopt", held[0], id)
+		default:
+			op.decided[id] = true // created twice: the checks report it
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, time.Minute)
+		cmd := exec.CommandContext(cctx, op.binary, args...)
+		cmd.Env = op.env
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		out, err := cmd.CombinedOutput()
+		cancel()
+		if err != nil {
+			op.say("operator: stet batch reconcile %s --%s failed (%v): %s; trying again", id, decision, err, strings.TrimSpace(string(out)))
+			continue
+		}
+		op.decided[id] = true
+		op.res.Reconciled[decision]++
+		op.say("operator: batch %s was unknown; the provider holds %s, so stet batch reconcile --%s", id, heldBatches(len(held)), decision)
+	}
+}
+
+func heldBatches(n int) string {
+	if n == 0 {
+		return "none of it"
+	}
+	return fmt.Sprintf("%d", n)
+}

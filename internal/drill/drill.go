@@ -77,10 +77,13 @@ type Options struct {
 	// its batch jobs. Zero: the defaults (15 s and 30 s).
 	ResumeBound      time.Duration
 	BatchResumeBound time.Duration
-	// BatchFaults adds a batch-mode source (every third report) and two
+	// BatchFaults adds a batch-mode source (every third report) and three
 	// crash points on every worker: after_batch_submit (the provider
-	// accepted the batch create, its ID is not saved) and mid_apply; the
-	// check counts batches the provider created twice.
+	// accepted the batch create, its ID is not saved), before_batch_create
+	// (the submission is recorded in flight, the create never sent: the
+	// batch goes to unknown, and the drill's operator decides it, see
+	// batchOperator) and mid_apply; the check counts batches the provider
+	// created twice.
 	BatchFaults bool
 	// DrainLimit bounds the wait for every job to be terminal after the
 	// load; zero: 5 minutes.
@@ -363,7 +366,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.BatchFaults {
 		useBatchSource(revs)
 		faults = armFaults(faults, window)
-		res.Batch = &BatchResult{Armed: map[string]int{}, Crashes: map[string]int{}}
+		res.Batch = &BatchResult{Armed: map[string]int{}, Crashes: map[string]int{}, Reconciled: map[string]int{}}
 	}
 	res.Deliveries, res.Revisions = len(plan), len(revs)
 
@@ -401,7 +404,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	say("load done in %.1fs", res.LoadSeconds)
 
 	drainStart := time.Now()
-	if err := drain(ctx, db, cmpDur(o.DrainLimit, drainLimit), say); err != nil {
+	var tend func(context.Context, *sql.DB)
+	if res.Batch != nil {
+		op := &batchOperator{binary: o.Binary, config: cfgPath, env: env, fake: fake.fake, res: res.Batch, say: say, decided: map[string]bool{}}
+		tend = op.tend
+	}
+	if err := drain(ctx, db, cmpDur(o.DrainLimit, drainLimit), tend, say); err != nil {
 		return nil, err
 	}
 	if recv != nil {
@@ -451,11 +459,15 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 // unfinished stage job (an orphan rescued late must be seen to find its work
 // done) and every batch has ended and been applied (a batch whose items are
 // all applied still has its end to write), or drainLimit passes; the checker
-// reports what is left.
-func drain(ctx context.Context, db *sql.DB, limit time.Duration, say func(string, ...any)) error {
+// reports what is left. tend, if not nil, runs at every look (the batch
+// operator).
+func drain(ctx context.Context, db *sql.DB, limit time.Duration, tend func(context.Context, *sql.DB), say func(string, ...any)) error {
 	deadline := time.Now().Add(limit)
 	lastSay := time.Now()
 	for {
+		if tend != nil {
+			tend(ctx, db)
+		}
 		var open, pending, batches int
 		err := db.QueryRowContext(ctx, `SELECT
 			(SELECT COUNT(*) FROM jobs WHERE state NOT IN ('committed', 'manual')),

@@ -1,6 +1,7 @@
 package drill
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"sort"
@@ -173,6 +174,7 @@ func (r *Result) WriteText(w io.Writer, o Options) {
 		row("batches created twice", b.CreatedTwice, ok(b.CreatedTwice))
 		row("provider batches unknown to the ledger", b.Unknown, ok(b.Unknown))
 		row("batches unfinished", b.Unfinished, ok(b.Unfinished))
+		row("operator reconciles", cmp.Or(statusSummary(b.Reconciled), "0"), "unknown batches decided from the provider's records (docs/batches.md), as an operator would")
 	}
 	if d := r.Destination; d != nil {
 		fmt.Fprintln(tw, "destination\t\t")
