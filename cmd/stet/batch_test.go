@@ -186,6 +186,65 @@ func TestBatchCrashMidApply(t *testing.T) {
 	}
 }
 
+// Crash before the create: the binary dies with the submission recorded in
+// flight and nothing sent. The next run's lookup finds no batch, and a
+// lookup that finds none is not proof (a create still in flight, a listing
+// that lags), so the batch goes to unknown and nothing is sent. An
+// operator who finds nothing at the provider resubmits with stet batch
+// reconcile: one batch is created and every report gets its record. The
+// chaos drill's batch variant plays this operator (internal/drill,
+// batchOperator).
+func TestBatchCrashBeforeCreate(t *testing.T) {
+	t.Parallel()
+	f := openaifake.New(openaifake.Options{APIKey: testOpenAIKey})
+	t.Cleanup(f.Close)
+	cfg := writeBatchConfig(t, t.TempDir(), "openai", f.URL(), "gpt-test", 3)
+	file := writeNDJSON(t, cfg.Dir, 3)
+	if code, out, errOut := runBinary(t, cfg.Dir, "import", "--config", cfg.Path, "--source", testSource, file); code != 0 {
+		t.Fatalf("stet import = %d\n%s\n%s", code, out, errOut)
+	}
+	p := startStet(t, cfg, map[string]string{"STET_CRASH_AT": crash.BeforeBatchCreate})
+	if st := p.waitExit(t, 60*time.Second); !killedBySIGKILL(st) {
+		t.Fatalf("serve ended with %v, want SIGKILL at %s", st, crash.BeforeBatchCreate)
+	}
+	db := openLedgerRO(t, cfg.DBPath)
+	if st := f.BatchStats(); st.CreateCalls != 0 {
+		t.Fatalf("creating calls before the crash = %d, want 0", st.CreateCalls)
+	}
+	if n := count(t, db, `SELECT COUNT(*) FROM batches WHERE provider_batch_id IS NULL AND submit_started_at IS NOT NULL`); n != 1 {
+		t.Fatalf("batches in flight without a provider ID = %d, want 1", n)
+	}
+	p2 := startStet(t, cfg, nil)
+	waitFor(t, 60*time.Second, "the batch in unknown", p2, func() bool {
+		return count(t, db, `SELECT COUNT(*) FROM batches WHERE state = 'unknown'`) == 1
+	})
+	var id string
+	if err := db.QueryRow(`SELECT id FROM batches`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	if st := f.BatchStats(); st.CreateCalls != 0 || st.ListCalls == 0 {
+		t.Fatalf("fake stats after the lookup = %+v, want no creating call and a listing", st)
+	}
+	if code, out, errOut := runBinary(t, cfg.Dir, "batch", "reconcile", "--config", cfg.Path, "--actor", "test-operator", "--resubmit", id); code != 0 {
+		t.Fatalf("stet batch reconcile --resubmit = %d\n%s\n%s", code, out, errOut)
+	}
+	waitFor(t, 60*time.Second, "3 records", p2, func() bool {
+		return count(t, db, `SELECT COUNT(*) FROM review_records`) == 3
+	})
+	if st := f.BatchStats(); st.Created != 1 || st.CreateCalls != 1 {
+		t.Errorf("fake stats = %+v, want 1 batch from 1 creating call", st)
+	}
+	for q, want := range map[string]int{
+		`SELECT COUNT(*) FROM batches`:                                             1,
+		`SELECT COUNT(*) FROM artifacts`:                                           3,
+		`SELECT COUNT(*) FROM audit_log WHERE action = 'batch.reconcile.resubmit'`: 1,
+	} {
+		if got := count(t, db, q); got != want {
+			t.Errorf("%s = %d, want %d", q, got, want)
+		}
+	}
+}
+
 // stet batch status: one lookup with bounded retries, its exit codes, and
 // what it refuses.
 func TestBatchStatusCommand(t *testing.T) {

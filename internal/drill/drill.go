@@ -77,13 +77,12 @@ type Options struct {
 	// its batch jobs. Zero: the defaults (15 s and 30 s).
 	ResumeBound      time.Duration
 	BatchResumeBound time.Duration
-	// BatchFaults adds a batch-mode source (every third report) and three
+	// BatchFaults adds a batch-mode source (every third report) and two
 	// crash points on every worker: after_batch_submit (the provider
-	// accepted the batch create, its ID is not saved), before_batch_create
-	// (the submission is recorded in flight, the create never sent: the
-	// batch goes to unknown, and the drill's operator decides it, see
-	// batchOperator) and mid_apply; the check counts batches the provider
-	// created twice.
+	// accepted the batch create, its ID is not saved) and mid_apply; the
+	// check counts batches the provider created twice. A batch that goes to
+	// unknown (a death between recording a submission in flight and sending
+	// the create) is decided by the drill's operator (batchOperator).
 	BatchFaults bool
 	// DrainLimit bounds the wait for every job to be terminal after the
 	// load; zero: 5 minutes.

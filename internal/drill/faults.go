@@ -16,11 +16,8 @@ import (
 	"github.com/stetlabs/stet/processor/openai/openaifake"
 )
 
-// armWait bounds the wait for an armed crash point to be reached. An arm
-// kills every worker, the River leader among them, so the next batch is
-// assembled only once a new leader is elected: a point was reached 8–18 s
-// after its arm in the runs of stop 33.
-const armWait = 40 * time.Second
+// armWait bounds the wait for an armed crash point to be reached.
+const armWait = 20 * time.Second
 
 // injector injects the planned faults at their times. Crash watchers (of
 // processes armed with a crash point) outlive run: Run waits for them after
