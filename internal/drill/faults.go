@@ -16,8 +16,15 @@ import (
 	"github.com/stetlabs/stet/processor/openai/openaifake"
 )
 
-// armWait bounds the wait for an armed crash point to be reached.
-const armWait = 20 * time.Second
+// armWait bounds the wait for an armed crash point to be reached. An arm
+// kills every worker, the River leader among them, and the batch assembler
+// is a periodic job the leader enqueues: the next batch is assembled only
+// once a new leader is elected, after the dead leader's 15 s lease has run
+// out (River's elect interval plus its padding). The point was reached
+// 8–19 s after its arm on an idle machine, and after more than 20 s in a CI
+// run beside other packages' tests. The wait ends at the first crash, so a
+// long bound costs nothing when the point comes early.
+const armWait = 45 * time.Second
 
 // injector injects the planned faults at their times. Crash watchers (of
 // processes armed with a crash point) outlive run: Run waits for them after
