@@ -59,10 +59,11 @@ func newCPUMeter(ctx context.Context, db *ledger.DB) cpuMeter {
 	if err := db.Writer().QueryRowContext(ctx, `SELECT pg_backend_pid(), pg_postmaster_start_time()`).Scan(&backend, &started); err != nil {
 		return cpuMeter{}
 	}
-	parent, ok := procParent(backend)
-	if !ok {
+	bst, ok := procStat(backend)
+	if !ok || bst.ppid <= 0 {
 		return cpuMeter{}
 	}
+	parent := bst.ppid
 	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", parent))
 	if err != nil || !strings.HasPrefix(string(comm), "postgres") {
 		return cpuMeter{}
@@ -159,11 +160,6 @@ func parseProcStat(s string) (procStatFields, bool) {
 	return procStatFields{ppid: int(n(4)), utime: n(14), stime: n(15), cutime: n(16), cstime: n(17), start: n(22)}, true
 }
 
-func procParent(pid int) (int, bool) {
-	st, ok := procStat(pid)
-	return st.ppid, ok && st.ppid > 0
-}
-
 // serverCPU is the CPU time of the postmaster, of its running children and
 // of the children it has reaped (a backend that exited mid-phase).
 func serverCPU(postmaster int) time.Duration {
@@ -202,11 +198,10 @@ func machineTicks() (idle, total uint64) {
 	if len(f) < 6 || f[0] != "cpu" {
 		return 0, 0
 	}
-	for i, s := range f[1:] {
+	// The first eight: guest time (after them) is already counted in user
+	// time.
+	for i, s := range f[1:min(len(f), 9)] {
 		v, _ := strconv.ParseUint(s, 10, 64)
-		if i >= 8 { // guest time is already counted in user time
-			break
-		}
 		total += v
 		if i == 3 || i == 4 { // idle, iowait
 			idle += v

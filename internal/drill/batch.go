@@ -3,7 +3,6 @@ package drill
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -160,13 +159,10 @@ func (op *batchOperator) tend(ctx context.Context, db *sql.DB) {
 		}
 		op.decided[id] = true
 		op.res.Reconciled[decision]++
-		op.say("operator: batch %s was unknown; the provider holds %s, so stet batch reconcile --%s", id, heldBatches(len(held)), decision)
+		holds := "none of it"
+		if len(held) == 1 {
+			holds = "one batch of it"
+		}
+		op.say("operator: batch %s was unknown; the provider holds %s, so stet batch reconcile --%s", id, holds, decision)
 	}
-}
-
-func heldBatches(n int) string {
-	if n == 0 {
-		return "none of it"
-	}
-	return fmt.Sprintf("%d", n)
 }
