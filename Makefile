@@ -1,17 +1,18 @@
-# make check: what CI runs (.ci/run): gofmt check, go vet, tests with -race.
+# make check: what CI runs (.ci/run): gofmt, vet, staticcheck, tidy, promtool,
+# then scripts/test.sh (the README's test command) on SQLite and PostgreSQL.
 .PHONY: check test build quickstart bench
 
 check:
 	./.ci/run
 
 test:
-	go test -race ./...
+	scripts/test.sh
 
 build:
 	go build -o stet ./cmd/stet
 
-quickstart:
-	go run ./cmd/stet quickstart
+quickstart: build
+	./stet quickstart
 
 bench:
 	go run ./cmd/stet bench intake

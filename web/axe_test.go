@@ -15,8 +15,8 @@ import (
 	"github.com/stetlabs/stet/internal/stettest"
 )
 
-// axeSource reads axe-core as .ci/run installs it (npm install --prefix
-// .cache/axe axe-core@4.14.1), or from STET_AXE_JS.
+// axeSource reads axe-core as scripts/test.sh installs it (npm install
+// --prefix .cache/axe axe-core@4.14.1), or from STET_AXE_JS.
 func axeSource(t *testing.T) string {
 	t.Helper()
 	path := os.Getenv("STET_AXE_JS")
@@ -25,7 +25,7 @@ func axeSource(t *testing.T) string {
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("the accessibility test needs axe-core: run `npm install --prefix .cache/axe axe-core@4.14.1` at the repository root (.ci/run does), or set STET_AXE_JS: %v", err)
+		missing(t, "axe-core is not in .cache/axe (or set STET_AXE_JS)")
 	}
 	return string(b)
 }
@@ -67,6 +67,7 @@ func colorScheme(dark bool) chromedp.Action[chromedp.Void] {
 // record and dispatch pages, in light and dark mode, at 1280 and 390 px.
 func TestBrowserAccessibility(t *testing.T) {
 	src := axeSource(t)
+	chromium(t)
 	e := newEnv(t, envOptions{})
 	harass, _, manual := e.seed(t)
 	base := e.Server.URL
