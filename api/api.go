@@ -10,7 +10,6 @@ package api
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -176,6 +175,7 @@ func (s *Server) routes() {
 	s.handle("GET /v1/deletions/{id}", s.auth(stet.RoleReader, s.getDeletion))
 	s.handle("GET /v1/discovery", s.auth(stet.RoleReader, s.discovery))
 	s.handle("GET /v1/invariants", s.authAdmin(stet.RoleOperator, s.invariants))
+	s.handle("GET /v1/audit", s.authAdmin(stet.RoleOperator, s.listAudit))
 	s.handle("GET /v1/dispatch", s.authAdmin(stet.RoleOperator, s.listDispatch))
 	s.handle("POST /v1/dispatch/pause", s.authAdmin(stet.RoleOperator, s.pauseDispatch))
 	s.handle("POST /v1/dispatch/resume", s.authAdmin(stet.RoleOperator, s.resumeDispatch))
@@ -192,10 +192,11 @@ func requestID(r *http.Request) string {
 }
 
 // handle registers h with a request ID (answered as X-Request-Id, never
-// taken from the client), a log line per request that names the route
-// pattern, never the concrete path, and a recovery that turns a panic into
-// a 500 problem logged with the request ID (never the panic's value, which
-// may hold text).
+// taken from the client) that every audit row of the request carries with
+// the route pattern and the remote address (ledger.WithAuditRequest), a log
+// line per request that names the route pattern, never the concrete path,
+// and a recovery that turns a panic into a 500 problem logged with the
+// request ID (never the panic's value, which may hold text).
 func (s *Server) handle(pattern string, h http.HandlerFunc) {
 	s.patterns = append(s.patterns, pattern)
 	s.mux.Handle(pattern, s.traced(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -203,7 +204,9 @@ func (s *Server) handle(pattern string, h http.HandlerFunc) {
 		id := stet.NewID("req", start)
 		w.Header().Set("X-Request-Id", id)
 		trace.SpanFromContext(r.Context()).SetAttributes(attribute.String("stet.request_id", id))
-		r = r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id))
+		ctx := context.WithValue(r.Context(), requestIDKey{}, id)
+		ctx = ledger.WithAuditRequest(ctx, ledger.AuditRequest{Route: pattern, RemoteAddr: r.RemoteAddr, RequestID: id})
+		r = r.WithContext(ctx)
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		defer func() {
 			if v := recover(); v != nil {
@@ -376,29 +379,10 @@ func tenantOf(t *Token) string {
 	return t.Tenant
 }
 
-// auditDenied records a refused request. A failure to record it is logged,
-// not answered: the request is refused either way. The object is the path's
-// ID where the route has one and it is well formed, as "sha256:<hex>" (the
-// caller chose it: it may be another tenant's ID or any text); a source is
-// named only when configured; an external ID is never recorded.
+// auditDenied records a refused request by t (nil: no or an unknown
+// token) through AuditDenied.
 func (s *Server) auditDenied(r *http.Request, t *Token, action string) {
-	objType, objID := "route", ""
-	for _, k := range []struct{ key, typ, prefix string }{{"job_id", "job", "job_"}, {"report_id", "report", "rep_"}, {"id", "review_record", "rec_"}} {
-		if v := r.PathValue(k.key); v != "" {
-			objType = k.typ
-			if wellFormedID(v, k.prefix) {
-				sum := sha256.Sum256([]byte(v))
-				objID = "sha256:" + hex.EncodeToString(sum[:])
-			}
-			break
-		}
-	}
-	if src := r.PathValue("source"); objType == "route" && src != "" && s.sources[src] != nil {
-		objType, objID = "source", src
-	}
-	if err := s.db.Audit(r.Context(), s.auditEntry(r, t, action, objType, objID)); err != nil {
-		s.log.Error("audit denied request", "route", r.Pattern, "request_id", requestID(r), "err", err)
-	}
+	s.AuditDenied(r, tenantOf(t), actorOf(t), action)
 }
 
 // wellFormedID reports whether v looks like a stet ID with prefix.
@@ -415,10 +399,10 @@ func wellFormedID(v, prefix string) bool {
 	return true
 }
 
-// auditEntry fills in who, from where, through which route and request.
+// auditEntry is the row of a served request by t (AuditRow).
 func (s *Server) auditEntry(r *http.Request, t *Token, action, objectType, objectID string) ledger.AuditEntry {
-	return ledger.AuditEntry{Tenant: tenantOf(t), Actor: actorOf(t), Action: action, ObjectType: objectType, ObjectID: objectID,
-		Route: r.Pattern, RemoteAddr: r.RemoteAddr, RequestID: requestID(r), Now: s.clock.Now()}
+	return AuditRow(r, AuditEvent{Tenant: tenantOf(t), Actor: actorOf(t), Action: action, ObjectType: objectType, ObjectID: objectID,
+		Outcome: ledger.AuditOK}, s.clock.Now())
 }
 
 func tokenOf(r *http.Request) *Token {

@@ -177,8 +177,9 @@ func (s *Server) CheckDispatchScope(ctx context.Context, tok *Token, scope, reas
 }
 
 // Violations runs the invariant checks tok may see: an admin every
-// tenant's, a tenant's token its own and the cluster-wide ones (filtered in
-// SQL, so a noisy tenant cannot hide a quiet one's).
+// tenant's, a tenant's token its own — the batches holding its jobs, with
+// its items counted, among them — and the global pauses (filtered in SQL,
+// so a noisy tenant cannot hide a quiet one's).
 func (s *Server) Violations(ctx context.Context, tok *Token) ([]ledger.Violation, error) {
 	p := ledger.CheckParams{Now: s.clock.Now(), SLA: s.cfg.SLA, LeaseGrace: time.Minute, PauseLimit: time.Hour}
 	var vs []ledger.Violation

@@ -46,8 +46,9 @@ func (s *Server) dispatchScope(w http.ResponseWriter, r *http.Request, needReaso
 
 func (s *Server) denyScope(w http.ResponseWriter, r *http.Request, scope, detail string) {
 	tok := tokenOf(r)
-	e := s.auditEntry(r, tok, "denied.forbidden", "dispatch", scope)
-	if err := s.db.Audit(r.Context(), e); err != nil {
+	ev := AuditEvent{Tenant: tenantOf(tok), Actor: actorOf(tok), Action: "denied.forbidden", ObjectType: "dispatch", ObjectID: scope,
+		Outcome: ledger.AuditDenied}
+	if err := s.Audit(r, ev); err != nil {
 		s.log.Error("audit denied request", "route", r.Pattern, "request_id", requestID(r), "err", err)
 	}
 	s.problem(w, r, http.StatusForbidden, "forbidden", detail)
@@ -91,27 +92,35 @@ type pauseView struct {
 	PausedAt time.Time `json:"paused_at"`
 }
 
-// listDispatch shows an admin every pause; a tenant its own and the global
-// ones ("all", "processor:ID") without their reasons or actors, and never
-// another tenant's.
+// VisiblePauses is what tok may see of the pauses in force, the one rule
+// GET /v1/dispatch and the UI's dispatch page share: an admin every pause;
+// a tenant its own, and the global ones ("all", "processor:ID") without
+// their reasons or actors, and never another tenant's.
+func VisiblePauses(tok *Token, all []ledger.Pause) []ledger.Pause {
+	out := []ledger.Pause{}
+	for _, p := range all {
+		if !tok.Admin {
+			if t, ok := strings.CutPrefix(p.Scope, "tenant:"); ok && t != tok.Tenant {
+				continue
+			} else if !ok {
+				p.Reason, p.PausedBy = "", ""
+			}
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// listDispatch answers the pauses tok may see (VisiblePauses).
 func (s *Server) listDispatch(w http.ResponseWriter, r *http.Request) {
 	all, err := s.db.Pauses(r.Context())
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	tok := tokenOf(r)
 	out := []pauseView{}
-	for _, p := range all {
-		v := pauseView{Scope: p.Scope, Reason: p.Reason, PausedBy: p.PausedBy, PausedAt: p.PausedAt}
-		if !tok.Admin {
-			if t, ok := strings.CutPrefix(p.Scope, "tenant:"); ok && t != tok.Tenant {
-				continue
-			} else if !ok {
-				v.Reason, v.PausedBy = "", ""
-			}
-		}
-		out = append(out, v)
+	for _, p := range VisiblePauses(tokenOf(r), all) {
+		out = append(out, pauseView{Scope: p.Scope, Reason: p.Reason, PausedBy: p.PausedBy, PausedAt: p.PausedAt})
 	}
 	if !s.audit(w, r, "dispatch.read", "dispatch", "") {
 		return

@@ -45,7 +45,8 @@ func (s *Server) intake(w http.ResponseWriter, r *http.Request) {
 
 // intakeStatus serves one delivery and returns the status it answered.
 // Order: source, size, signature over the raw bytes, media type, then
-// parsing. Nothing is stored unless every check passes.
+// parsing. Nothing is stored unless every check passes, but a refused
+// signature's audit row (auditDeniedIntake).
 func (s *Server) intakeStatus(w http.ResponseWriter, r *http.Request) int {
 	fail := func(status int, slug, detail string) int {
 		s.problem(w, r, status, slug, detail)
@@ -67,6 +68,7 @@ func (s *Server) intakeStatus(w http.ResponseWriter, r *http.Request) int {
 		return fail(http.StatusBadRequest, "invalid-body", "webhook-id must be at most 256 bytes")
 	}
 	if err := src.Verifier.Verify(r.Header, body); err != nil {
+		s.auditDeniedIntake(r, src, err)
 		return fail(http.StatusUnauthorized, "invalid-signature", err.Error())
 	}
 	// The quota counts only signed deliveries, so nobody without the

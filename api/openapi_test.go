@@ -16,6 +16,7 @@ import (
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/api"
 	"github.com/stetlabs/stet/internal/stettest"
+	"github.com/stetlabs/stet/ledger"
 )
 
 // openapiDoc is the parts of the document the tests read.
@@ -235,6 +236,25 @@ func TestOpenAPIEnumsMatchDomain(t *testing.T) {
 	}
 	if got := enum("FailureClass"); !slices.Equal(got, classes) {
 		t.Errorf("FailureClass enum = %v, want stet.FailureClasses %v", got, classes)
+	}
+	var row struct {
+		Properties struct {
+			Outcome struct {
+				Enum []string `json:"enum"`
+			} `json:"outcome"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal(doc.Components.Schemas["AuditRow"], &row); err != nil {
+		t.Fatal(err)
+	}
+	var outcomes []string
+	for _, o := range ledger.AuditOutcomes {
+		outcomes = append(outcomes, string(o))
+	}
+	sort.Strings(outcomes)
+	sort.Strings(row.Properties.Outcome.Enum)
+	if !slices.Equal(row.Properties.Outcome.Enum, outcomes) {
+		t.Errorf("AuditRow outcome enum = %v, want ledger.AuditOutcomes %v", row.Properties.Outcome.Enum, outcomes)
 	}
 }
 

@@ -45,6 +45,7 @@ func TestRoleTable(t *testing.T) {
 		{"POST", "/v1/review/" + rec + "/decision", map[string]string{"decision": "bogus"}, []int{401, 403, 400, 400, 403}},
 		{"GET", "/v1/invariants", nil, []int{401, 403, 403, 200, 200}},
 		{"GET", "/v1/dispatch", nil, []int{401, 403, 403, 200, 200}},
+		{"GET", "/v1/audit", nil, []int{401, 403, 403, 200, 200}},
 		{"POST", "/v1/dispatch/pause", own, []int{401, 403, 403, 200, 200}},
 		{"POST", "/v1/dispatch/resume", own, []int{401, 403, 403, 200, 404}}, // the operator resumed it first
 		{"POST", "/v1/dispatch/pause", global, []int{401, 403, 403, 403, 200}},

@@ -34,8 +34,10 @@ import (
 // KeySize is the size of a master key and of a data key: AES-256.
 const KeySize = 32
 
-// SealedPrefix starts every sealed value; a value without it is plaintext
-// written before encryption was turned on.
+// SealedPrefix starts every sealed value. It is part of the format (and of
+// the additional data), not a way to tell a sealed value from plaintext:
+// plaintext may begin with it too, so whoever stores a value records
+// whether it is sealed beside it.
 const SealedPrefix = "stet:v1:"
 
 // ErrOpen means a sealed value or a wrapped key does not open: the wrong
@@ -53,6 +55,7 @@ type master struct {
 	id    string
 	aead  cipher.AEAD
 	check string
+	index []byte // the blind-index key derived from this key (blindindex.go)
 }
 
 // Keyring holds the configured master keys. The first seals (wraps new and
@@ -83,7 +86,7 @@ func NewKeyring(keys []MasterKey) (*Keyring, error) {
 		if err != nil {
 			return nil, err
 		}
-		m := &master{id: mk.ID, aead: a, check: checkValue(mk.Key)}
+		m := &master{id: mk.ID, aead: a, check: checkValue(mk.Key), index: deriveIndexKey(mk.Key)}
 		k.keys = append(k.keys, m)
 		k.byID[mk.ID] = m
 	}
@@ -255,10 +258,6 @@ func (d *DataKey) Open(sealed, bind string) ([]byte, error) {
 	}
 	return out, nil
 }
-
-// IsSealed reports whether s is in the sealed format (otherwise it is
-// plaintext written before encryption was on).
-func IsSealed(s string) bool { return strings.HasPrefix(s, SealedPrefix) }
 
 // SealedDataKeyID returns the id of the data key that sealed s.
 func SealedDataKeyID(s string) (string, bool) {

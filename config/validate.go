@@ -47,7 +47,7 @@ func (l *loader) validate(c *Config) {
 	l.validatePolicies(c, ids)
 	l.validateWorkers(&c.Workers)
 	l.validateSecurity(c)
-	l.validateWeb(&c.Web)
+	l.validateWeb(&c.Web, c.TLS != nil)
 	l.validateAlerts(&c.Alerts)
 	l.validateTelemetry(&c.Telemetry)
 	l.validateEncryption(c)
@@ -105,13 +105,8 @@ func (l *loader) validateDatabase(c *Config) {
 		}
 	case strings.HasPrefix(db, "postgres://"), strings.HasPrefix(db, "postgresql://"):
 		// The URL may hold a password: say what is wrong without quoting it.
-		u, err := url.Parse(db)
-		if err != nil || u.Host == "" {
-			l.problem(p, "not a valid postgres:// URL")
-			return
-		}
-		if mode := u.Query().Get("sslmode"); !isLoopback(u.Hostname()) && mode != "verify-full" && mode != "verify-ca" {
-			l.problem(p, "a PostgreSQL server off loopback needs sslmode=verify-full or sslmode=verify-ca in the URL")
+		for _, reason := range postgresURLProblems(db) {
+			l.problem(p, "%s", reason)
 		}
 	default:
 		l.problem(p, "must start with sqlite://, postgres:// or postgresql://")

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Defaults of the review UI (DESIGN §12).
+// Defaults of the review UI (docs/design.md §10a).
 const (
 	DefaultWebIdleTimeout = Duration(15 * time.Minute) // HIPAA automatic logoff
 	DefaultWebSessionMax  = Duration(12 * time.Hour)
@@ -16,7 +16,11 @@ const (
 type Web struct {
 	IdleTimeout Duration `yaml:"idle_timeout"` // a session idle this long ends; default 15m
 	SessionMax  Duration `yaml:"session_max"`  // a session ends this long after login; default 12h
-	OIDC        OIDC     `yaml:"oidc"`         // single sign-on, when present
+	// Secure says browsers reach stet over HTTPS even where this process
+	// serves plain HTTP (TLS ends at a proxy in front): the session cookies
+	// are Secure and every answer carries HSTS. tls: implies it.
+	Secure bool `yaml:"secure"`
+	OIDC   OIDC `yaml:"oidc"` // single sign-on, when present
 }
 
 // Enabled reports whether the config names a provider.
@@ -35,7 +39,15 @@ type OIDC struct {
 	ClientSecret string `yaml:"-"`
 }
 
-func (l *loader) validateWeb(w *Web) {
+// validateWeb checks web: and fills in its defaults; servesTLS (tls: is
+// set) implies web.secure.
+func (l *loader) validateWeb(w *Web, servesTLS bool) {
+	if servesTLS {
+		if l.present("web.secure") && !w.Secure {
+			l.problem("web.secure", "must not be false when tls: is set: this process serves HTTPS itself")
+		}
+		w.Secure = true
+	}
 	duration := func(key string, v *Duration, def Duration) {
 		p := join("web", key)
 		if !l.present(p) {

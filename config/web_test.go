@@ -1,6 +1,7 @@
 package config
 
 import (
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -59,5 +60,39 @@ func TestWebRejects(t *testing.T) {
 				t.Fatalf("problems = %v, want one at %s", ps, tt.wantPath)
 			}
 		})
+	}
+}
+
+// web.secure: off by default, on when set, and implied by tls:, which
+// cannot be combined with an explicit false.
+func TestWebSecure(t *testing.T) {
+	t.Parallel()
+	const tls = "tls: {cert_file: cert.pem, key_file: key.pem}\n"
+	for _, tt := range []struct {
+		name, extra string
+		want        bool
+	}{
+		{"default", "", false},
+		{"set behind a TLS proxy", "web: {secure: true}\n", true},
+		{"implied by tls", tls, true},
+		{"tls and secure", tls + "web: {secure: true}\n", true},
+	} {
+		dir := writeConfig(t, readExample(t)+"\n"+tt.extra)
+		for _, f := range []string{"cert.pem", "key.pem"} {
+			if err := os.WriteFile(filepath.Join(dir, f), []byte("pem"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c, err := Load(filepath.Join(dir, "stet.yaml"), lookup(testEnv()))
+		if err != nil {
+			t.Fatalf("%s: Load = %v", tt.name, err)
+		}
+		if c.Web.Secure != tt.want {
+			t.Errorf("%s: Web.Secure = %v, want %v", tt.name, c.Web.Secure, tt.want)
+		}
+	}
+	ps := problems(t, readExample(t)+"\n"+tls+"web: {secure: false}\n", testEnv(), map[string]string{"cert.pem": "pem", "key.pem": "pem"})
+	if len(ps) != 1 || ps[0].Path != "web.secure" {
+		t.Errorf("tls: with web.secure: false: problems = %v, want one at web.secure", ps)
 	}
 }

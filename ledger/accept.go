@@ -85,8 +85,8 @@ var (
 	// A revision names its policy version by key: the version must be
 	// recorded (RecordPolicy) before a revision is accepted under it.
 	qInsertRevision = `INSERT INTO revisions (report_id, revision, content_sha256, text, metadata,
-			policy_version, profile_id, profile_version, received_at)
-		VALUES ($1, $2, $3, $4, $5, (SELECT id FROM policy_versions WHERE hash = $6), $7, $8, $9)
+			policy_version, profile_id, profile_version, received_at, sealed)
+		VALUES ($1, $2, $3, $4, $5, (SELECT id FROM policy_versions WHERE hash = $6), $7, $8, $9, $10)
 		ON CONFLICT (report_id, revision) DO NOTHING RETURNING id`
 	qRevisionByNumber = `SELECT id, content_sha256 FROM revisions WHERE report_id = $1 AND revision = $2`
 	qInsertJob        = `INSERT INTO jobs (public_id, revision_id, report_id, tenant_id, source_id, revision,
@@ -212,10 +212,11 @@ func (db *DB) Accept(ctx context.Context, tx Querier, p AcceptParams) (res Accep
 	if metadata, err = seal(dk, colRevisionMetadata, binding, metadata); err != nil {
 		return res, false, err
 	}
+	sealed := sealedFlag(dk, colRevisionText, sql.NullString{String: text, Valid: true}) | sealedFlag(dk, colRevisionMetadata, metadata)
 	var revisionKey int64
 	err = tx.QueryRowContext(ctx, qInsertRevision,
 		reportKey, revision, sha(contentSHA), text, metadata,
-		p.PolicyHash, p.ProfileID, p.ProfileVersion, now).Scan(&revisionKey)
+		p.PolicyHash, p.ProfileID, p.ProfileVersion, now, sealed).Scan(&revisionKey)
 	switch {
 	case err == nil:
 	case errors.Is(err, sql.ErrNoRows):

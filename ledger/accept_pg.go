@@ -75,18 +75,18 @@ var (
 	// for each job it creates (a sync job: a batch job waits for assembly),
 	// as River's own multi-row insert would, but in the same statement
 	// instead of a round trip of its own: its args name the ledger job, its
-	// metadata comes from $21 (one per item, '' for none), its kind, queue,
-	// priority and attempts from $22-$25; River's column defaults do the
+	// metadata comes from $22 (one per item, '' for none), its kind, queue,
+	// priority and attempts from $23-$26; River's column defaults do the
 	// rest (state available, scheduled now). No insert notification goes
 	// with it: stet's River client polls (riverdatabasesql has no
 	// listener), so nothing would hear one.
 	qGroupRecordsEnqueue = groupRecords(`,
-		b AS MATERIALIZED (SELECT $21::text[] AS m),
+		b AS MATERIALIZED (SELECT $22::text[] AS m),
 		qm AS (SELECT q.* FROM b, unnest(b.m) WITH ORDINALITY AS q(meta, ord)),
 		iq AS (
 			INSERT INTO river_job (args, kind, max_attempts, metadata, priority, queue)
-			SELECT jsonb_build_object('job_id', n.jname), $22::text, $25::smallint,
-				COALESCE(NULLIF(qm.meta, '')::jsonb, '{}'::jsonb), $24::smallint, $23::text
+			SELECT jsonb_build_object('job_id', n.jname), $23::text, $26::smallint,
+				COALESCE(NULLIF(qm.meta, '')::jsonb, '{}'::jsonb), $25::smallint, $24::text
 			FROM n JOIN ij ON ij.public_id = n.jid JOIN qm ON qm.ord = n.ord
 			WHERE n.mode <> 'batch'
 			ORDER BY n.ord)`)
@@ -113,8 +113,9 @@ func groupRecords(extra string) string {
 			FROM u),
 		ir AS (
 			INSERT INTO revisions (report_id, revision, content_sha256, text, metadata,
-				policy_version, profile_id, profile_version, received_at)
-			SELECT n.rep, n.rev, n.c, n.txt, NULLIF(n.m, ''), n.pver, n.prof, n.pv, n.at
+				policy_version, profile_id, profile_version, received_at, sealed)
+			SELECT n.rep, n.rev, n.c, n.txt, NULLIF(n.m, ''), n.pver, n.prof, n.pv, n.at,
+				CASE WHEN $21::bool THEN 1 + CASE WHEN n.m <> '' THEN 2 ELSE 0 END ELSE 0 END -- sealedText, sealedMetadata
 			FROM n ORDER BY n.ord
 			ON CONFLICT (report_id, revision) DO NOTHING RETURNING id, report_id, revision),
 		rv AS (
@@ -633,6 +634,7 @@ func (db *DB) groupRecordsArgs(items []*groupItem, enq *Enqueue) (string, []any,
 		}),
 		column(items, func(it *groupItem) bool { return it.p.Revisions == stet.RevisionsContent }),
 		column(items, func(it *groupItem) string { return it.jobID }),
+		db.keys != nil, // $21: the texts and metadata are sealed
 	}
 	if enq != nil {
 		query = qGroupRecordsEnqueue

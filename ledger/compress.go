@@ -5,6 +5,7 @@ import (
 	"compress/flate"
 	"database/sql"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -64,12 +65,30 @@ func deflate(b []byte) []byte {
 	return buf.Bytes()
 }
 
-func inflate(b []byte) ([]byte, error) {
+// maxInflated bounds what one packed value inflates to: twice the largest
+// answer a processor client reads (processor.MaxResponseBytes, 32 MiB, and
+// a batch results line no longer), so every raw response stet stored reads
+// back, while a corrupt or forged row (deflate expands up to about 1000
+// to 1) cannot take the memory of the process that reads it.
+const maxInflated = 64 << 20
+
+// errInflatedTooLarge is the error of a packed value that inflates past
+// its bound.
+var errInflatedTooLarge = errors.New("inflate: packed value inflates past the size limit")
+
+func inflate(b []byte) ([]byte, error) { return inflateMax(b, maxInflated) }
+
+// inflateMax inflates b, reading at most limit bytes of output: more is
+// errInflatedTooLarge.
+func inflateMax(b []byte, limit int64) ([]byte, error) {
 	r := flate.NewReaderDict(bytes.NewReader(b), []byte(rawDictV1))
 	defer r.Close()
-	out, err := io.ReadAll(r)
+	out, err := io.ReadAll(io.LimitReader(r, limit+1))
 	if err != nil {
 		return nil, fmt.Errorf("inflate: %w", err)
+	}
+	if int64(len(out)) > limit {
+		return nil, errInflatedTooLarge
 	}
 	return out, nil
 }
@@ -86,7 +105,7 @@ func packRaw(dk *boundary.DataKey, rowID string, raw []byte) (string, error) {
 		return dk.Seal(append([]byte(packedMagic), z...), bind(colArtifactRaw, rowID))
 	}
 	v := packedPrefix + b64.EncodeToString(z)
-	if len(v) >= len(raw) && !strings.HasPrefix(string(raw), packedPrefix) && !boundary.IsSealed(string(raw)) {
+	if len(v) >= len(raw) && !strings.HasPrefix(string(raw), packedPrefix) {
 		return string(raw), nil
 	}
 	return v, nil

@@ -17,8 +17,11 @@ import (
 // key (boundary.DataKey, wrapped in report_keys). Nothing above the ledger
 // sees a ciphertext or a key.
 //
-// A value not in the sealed format is plaintext written before encryption
-// was turned on, and reads as it is; `stet rekey` seals it.
+// Whether a stored value is sealed is recorded beside it, in its row's
+// sealed column (one bit per sealed column, migration 0022), never guessed
+// from its form: a text or note that begins like a sealed value is
+// plaintext. A plaintext value (written before encryption was turned on, or
+// with it off) reads as it is; `stet rekey` seals it.
 
 // The sealed columns, as table.column: the binding of a sealed value to its
 // column (with the row ID) in the additional data.
@@ -30,6 +33,51 @@ const (
 	colClassification   = "review_records.classification"
 	colNote             = "review_records.note"
 )
+
+// The bits of a row's sealed column: which of its sealed columns hold a
+// sealed value.
+const (
+	sealedText           = 1 // revisions.text
+	sealedMetadata       = 2 // revisions.metadata
+	sealedRaw            = 1 // artifacts.raw
+	sealedOutput         = 2 // artifacts.output
+	sealedClassification = 1 // review_records.classification
+	sealedNote           = 2 // review_records.note
+)
+
+// sealedBit is the bit of column col (table.column) in its row's sealed
+// column.
+func sealedBit(col string) int {
+	switch col {
+	case colRevisionText, colArtifactRaw, colClassification:
+		return 1
+	case colRevisionMetadata, colArtifactOutput, colNote:
+		return 2
+	}
+	panic("ledger: " + col + " is not a sealed column")
+}
+
+// sealedFlag is the bit of col if a value was sealed under dk (a non-nil
+// key and a non-NULL value), else 0.
+func sealedFlag(dk *boundary.DataKey, col string, v sql.NullString) int {
+	if dk == nil || !v.Valid {
+		return 0
+	}
+	return sealedBit(col)
+}
+
+// artifactSealed is the sealed column of an artifact written under dk
+// (nil: encryption off) with stored raw response raw ("" when there was
+// none: packRaw leaves it empty, unsealed).
+func artifactSealed(dk *boundary.DataKey, raw string) int {
+	if dk == nil {
+		return 0
+	}
+	if raw == "" {
+		return sealedOutput
+	}
+	return sealedRaw | sealedOutput
+}
 
 // ErrKeyDestroyed means a sealed value belongs to a report whose data key a
 // deletion destroyed: it no longer opens, by design.
@@ -166,13 +214,14 @@ func (db *DB) opener(q Querier) *opener {
 }
 
 // open returns the plaintext of a stored value of column col, bound to rowID,
-// of report reportID: opened if sealed, then decompressed if the column is
-// packed (compress.go). A plaintext value is returned as it is.
-func (o *opener) open(ctx context.Context, reportID, col, rowID string, v sql.NullString) (sql.NullString, error) {
+// of report reportID, given its row's sealed column: opened if sealed, then
+// decompressed if the column is packed (compress.go). A plaintext value is
+// returned as it is.
+func (o *opener) open(ctx context.Context, reportID, col, rowID string, v sql.NullString, flags int) (sql.NullString, error) {
 	if !v.Valid {
 		return v, nil
 	}
-	s, sealed := v.String, boundary.IsSealed(v.String)
+	s, sealed := v.String, flags&sealedBit(col) != 0
 	if sealed {
 		b, err := o.unseal(ctx, reportID, col, rowID, s)
 		if err != nil {
@@ -216,20 +265,21 @@ func (o *opener) unseal(ctx context.Context, reportID, col, rowID, v string) ([]
 	return b, nil
 }
 
-// unsealRecord opens a scanned review record's classification and note.
-func (o *opener) unsealRecord(ctx context.Context, r *stet.ReviewRecord) error {
+// unsealRecord opens a scanned review record's classification and note,
+// given the record's sealed column.
+func (o *opener) unsealRecord(ctx context.Context, r *stet.ReviewRecord, flags int) error {
 	if r == nil {
 		return nil
 	}
 	if len(r.Classification) > 0 {
-		c, err := o.open(ctx, r.ReportID, colClassification, r.ID, sql.NullString{String: string(r.Classification), Valid: true})
+		c, err := o.open(ctx, r.ReportID, colClassification, r.ID, sql.NullString{String: string(r.Classification), Valid: true}, flags)
 		if err != nil {
 			return err
 		}
 		r.Classification = []byte(c.String)
 	}
 	if r.Note != "" {
-		n, err := o.open(ctx, r.ReportID, colNote, r.ID, sql.NullString{String: r.Note, Valid: true})
+		n, err := o.open(ctx, r.ReportID, colNote, r.ID, sql.NullString{String: r.Note, Valid: true}, flags)
 		if err != nil {
 			return err
 		}
@@ -239,12 +289,17 @@ func (o *opener) unsealRecord(ctx context.Context, r *stet.ReviewRecord) error {
 }
 
 // OpenSealed opens one stored value of a sealed column as the ledger
-// would read it, a packed column's value decompressed too: for tests and
-// drills that check a raw copy (it fails with
-// ErrKeyDestroyed once the report's data key is gone). column is
-// table.column, such as "revisions.text".
-func (db *DB) OpenSealed(ctx context.Context, reportID, column, rowID, stored string) (string, error) {
-	v, err := db.opener(db.w).open(ctx, reportID, column, rowID, sql.NullString{String: stored, Valid: true})
+// would read it, given whether it is sealed (its row's sealed column has
+// the column's bit), a packed column's value decompressed too: for tests
+// and drills that check a raw copy (it fails with ErrKeyDestroyed once the
+// report's data key is gone). column is table.column, such as
+// "revisions.text".
+func (db *DB) OpenSealed(ctx context.Context, reportID, column, rowID, stored string, sealed bool) (string, error) {
+	flags := 0
+	if sealed {
+		flags = sealedBit(column)
+	}
+	v, err := db.opener(db.w).open(ctx, reportID, column, rowID, sql.NullString{String: stored, Valid: true}, flags)
 	return v.String, err
 }
 

@@ -90,7 +90,7 @@ func TestEncryptedRowsSealedAndRead(t *testing.T) {
 		var raw string
 		_ = db.Writer().QueryRow(`SELECT text FROM revisions WHERE report_id = (SELECT id FROM reports WHERE public_id = $1)`,
 			ledger.StoredID(res.ReportID)).Scan(&raw)
-		if _, err := db.OpenSealed(ctx, res.ReportID, "revisions.text", "", raw); !errors.Is(err, ledger.ErrKeyDestroyed) {
+		if _, err := db.OpenSealed(ctx, res.ReportID, "revisions.text", "", raw, true); !errors.Is(err, ledger.ErrKeyDestroyed) {
 			t.Errorf("OpenSealed after the shred = %v, want ErrKeyDestroyed", err)
 		}
 	})

@@ -105,8 +105,8 @@ func openSQLite(ctx context.Context, path string) (*sql.DB, *sql.DB, error) {
 		return nil, nil, fmt.Errorf("database: empty sqlite path")
 	}
 	if path != ":memory:" {
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-			return nil, nil, fmt.Errorf("database: create folder: %w", err)
+		if err := restrictFolder(filepath.Dir(path)); err != nil {
+			return nil, nil, err
 		}
 		// The file holds patient text: only its owner may read it. SQLite
 		// gives the -wal and -shm files the database file's mode.
@@ -158,6 +158,35 @@ func openSQLite(ctx context.Context, path string) (*sql.DB, *sql.DB, error) {
 
 // sqliteReaders is the size of SQLite's read pool.
 const sqliteReaders = 4
+
+// restrictFolder creates the database's folder 0700 if it is missing and
+// narrows an existing one to 0700: a folder others may enter lets them
+// open any file SQLite or an operator leaves there less closed than 0600
+// (docs/security.md). A shared folder (the
+// sticky bit, as /tmp) or the filesystem root is not stet's to narrow:
+// the database needs a folder of its own.
+func restrictFolder(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("database: create folder: %w", err)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Errorf("database: folder: %w", err)
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return fmt.Errorf("database: folder: %w", err)
+	}
+	if fi.Mode()&os.ModeSticky != 0 || filepath.Dir(abs) == abs {
+		return fmt.Errorf("database: %s is a shared folder: put the SQLite file in a folder of its own (stet narrows it to mode 0700)", abs)
+	}
+	if fi.Mode().Perm() != 0o700 {
+		if err := os.Chmod(abs, 0o700); err != nil {
+			return fmt.Errorf("database: restrict folder mode: %w", err)
+		}
+	}
+	return nil
+}
 
 // restrictFiles creates the database file 0600 if it is missing and
 // narrows an existing one (and its -wal and -shm) to 0600.

@@ -79,7 +79,8 @@ func (db *DB) CheckInvariants(ctx context.Context, p CheckParams) ([]Violation, 
 
 // CheckTenantInvariants runs the same checks for one tenant: its own
 // violations, filtered in SQL (so another tenant's many cannot crowd them
-// out of the limit), and the cluster-wide ones (batches, global pauses).
+// out of the limit) — for 4 and 5 the batches holding its jobs, counting
+// its items only — and the global pauses.
 // An empty tenant is refused, never read as every tenant.
 func (db *DB) CheckTenantInvariants(ctx context.Context, tenant string, p CheckParams) ([]Violation, error) {
 	if tenant == "" {
@@ -197,6 +198,9 @@ func (db *DB) checkInvariants(ctx context.Context, p CheckParams, tenant string)
 		defer rows.Close()
 		for rows.Next() {
 			v := Violation{Invariant: inv, Name: name, TenantID: "*", Stage: "batch"}
+			if tenant != "" {
+				v.TenantID = tenant
+			}
 			if err := rows.Scan(&v.BatchID, &v.ProcessorID, &v.Count); err != nil {
 				return fmt.Errorf("check %s: %w", name, err)
 			}
@@ -204,17 +208,30 @@ func (db *DB) checkInvariants(ctx context.Context, p CheckParams, tenant string)
 		}
 		return rows.Err()
 	}
+	// A provider batch holds the jobs of any tenant. For one tenant, 4
+	// reports only the batches holding its unapplied items and 5 those
+	// holding any of its items, each counting only its items, so neither
+	// another tenant's batches nor its volume show.
+	ownItems := func(n int, cond string) string {
+		return fmt.Sprintf(`(SELECT COUNT(*) FROM batch_items i JOIN jobs j ON j.id = i.job_id
+			WHERE i.batch_id = batches.id AND j.tenant_id = $%d%s)`, n, cond)
+	}
+	unapplied, total, ownUnapplied, ownAny := `item_count - applied_count`, `item_count`, "", ""
+	if tenant != "" {
+		unapplied, total = ownItems(4, " AND i.applied_at IS NULL"), ownItems(2, "")
+		ownUnapplied, ownAny = " AND "+unapplied+" > 0", " AND "+total+" > 0"
+	}
 	// 4: ended at the provider, results not all applied (after a grace, or
 	// at once when the provider's retention of the results has passed).
-	err = batches(4, InvBatchNotApplied, `SELECT id, processor_id, item_count - applied_count FROM batches
+	err = batches(4, InvBatchNotApplied, `SELECT id, processor_id, `+unapplied+` FROM batches
 		WHERE state IN ('completed', 'failed', 'expired', 'cancelled') AND applied_at IS NULL
-		  AND (ended_at < $1 OR results_expire_at < $2)
-		ORDER BY created_at LIMIT $3`, micros(p.Now.Add(-p.ApplyGrace)), micros(p.Now), p.Limit)
+		  AND (ended_at < $1 OR results_expire_at < $2)`+ownUnapplied+`
+		ORDER BY created_at LIMIT $3`, withTenant(micros(p.Now.Add(-p.ApplyGrace)), micros(p.Now), p.Limit)...)
 	if err != nil {
 		return nil, err
 	}
-	err = batches(5, InvBatchUnknown, `SELECT id, processor_id, item_count FROM batches WHERE state = 'unknown'
-		ORDER BY created_at LIMIT $1`, p.Limit)
+	err = batches(5, InvBatchUnknown, `SELECT id, processor_id, `+total+` FROM batches WHERE state = 'unknown'`+ownAny+`
+		ORDER BY created_at LIMIT $1`, withTenant(p.Limit)...)
 	if err != nil {
 		return nil, err
 	}

@@ -28,6 +28,15 @@ type legacyLedger struct {
 	orphanPolicyHash         string
 }
 
+// Plaintext a sender wrote in the sealed format, before 0022 recorded which
+// values are sealed: the first names a data key that is not its report's,
+// the second belongs to a report that has no data key. 0022 leaves both
+// plaintext.
+const (
+	forgedText2 = "stet:v1:dk0011:AAAAAAAAAAAAAAAA Revision two, in plaintext."
+	forgedText3 = "stet:v1:dk0011:AAAAAAAAAAAAAAAA Batched text."
+)
+
 // writeLegacy fills a ledger at 0018 by hand, with SQL both dialects take.
 func writeLegacy(t *testing.T, db *ledger.DB) legacyLedger {
 	t.Helper()
@@ -107,8 +116,8 @@ func writeLegacy(t *testing.T, db *ledger.DB) legacyLedger {
 			VALUES ('reports', 'legacy-d1', $1, $2, $3, 1, $4)`, []any{stet.SHA256Hex([]byte("body 1")), l.job1, l.report, at}},
 		// revision 2, plaintext, under a policy hash never recorded
 		{`INSERT INTO revisions (id, report_id, revision, content_sha256, text, policy_id, policy_hash, profile_id,
-				profile_version, received_at) VALUES ($1, $2, 2, $3, 'Revision two, in plaintext.', 'standard', $4, 'moderation', 1, $5)`,
-			[]any{revision2, l.report, stet.SHA256Hex([]byte("Revision two, in plaintext.")), l.orphanPolicyHash, at + 1}},
+				profile_version, received_at) VALUES ($1, $2, 2, $3, $4, 'standard', $5, 'moderation', 1, $6)`,
+			[]any{revision2, l.report, stet.SHA256Hex([]byte(forgedText2)), forgedText2, l.orphanPolicyHash, at + 1}},
 		{`INSERT INTO jobs (id, revision_id, report_id, tenant_id, source_id, revision, extraction_version, state, attempt,
 				created_at, updated_at, mode) VALUES ($1, $2, $3, 'demo', 'reports', 2, 'moderation@1', 'accepted', 0, $4, $4, 'sync')`,
 			[]any{l.job2, revision2, l.report, at + 1}},
@@ -116,8 +125,8 @@ func writeLegacy(t *testing.T, db *ledger.DB) legacyLedger {
 		{`INSERT INTO reports (id, tenant_id, source_id, external_id, identity_hash, created_at, updated_at)
 			VALUES ($1, 'demo', 'reports', 'legacy-3', $2, $3, $3)`, []any{l.batched, identity("legacy-3"), at}},
 		{`INSERT INTO revisions (id, report_id, revision, content_sha256, text, policy_id, policy_hash, profile_id,
-				profile_version, received_at) VALUES ($1, $2, 1, $3, 'Batched text.', 'standard', $4, 'moderation', 1, $5)`,
-			[]any{revision3, l.batched, stet.SHA256Hex([]byte("Batched text.")), l.policy.Hash(), at}},
+				profile_version, received_at) VALUES ($1, $2, 1, $3, $4, 'standard', $5, 'moderation', 1, $6)`,
+			[]any{revision3, l.batched, stet.SHA256Hex([]byte(forgedText3)), forgedText3, l.policy.Hash(), at}},
 		{`INSERT INTO jobs (id, revision_id, report_id, tenant_id, source_id, revision, extraction_version, state, attempt,
 				processor_id, created_at, updated_at, mode) VALUES ($1, $2, $3, 'demo', 'reports', 1, 'moderation@1', 'batched', 1, 'p1', $4, $4, 'batch')`,
 			[]any{l.job3, revision3, l.batched, at}},
@@ -219,16 +228,23 @@ func TestMigration0019KeepsRows(t *testing.T) {
 				t.Errorf("LoadWork(legacy committed job) = %v; want its text opened", err)
 			}
 			var legacy, stored string
-			if err := db.Writer().QueryRow(`SELECT legacy_id, raw FROM artifacts WHERE job_id = (SELECT id FROM jobs WHERE public_id = $1)`,
-				ledger.StoredID(l.job1)).Scan(&legacy, &stored); err != nil {
+			var sealed bool
+			if err := db.Writer().QueryRow(`SELECT legacy_id, raw, (sealed & 1) <> 0 FROM artifacts WHERE job_id = (SELECT id FROM jobs WHERE public_id = $1)`,
+				ledger.StoredID(l.job1)).Scan(&legacy, &stored, &sealed); err != nil {
 				t.Fatal(err)
 			}
-			if raw, err := db.OpenSealed(ctx, l.report, "artifacts.raw", ledger.ArtifactID(legacy, l.job1), stored); err != nil || raw != chatRaw {
+			if raw, err := db.OpenSealed(ctx, l.report, "artifacts.raw", ledger.ArtifactID(legacy, l.job1), stored, sealed); err != nil || raw != chatRaw {
 				t.Errorf("OpenSealed(legacy raw) = %.40q, %v; want the response", raw, err)
 			}
 			w2, err := db.LoadWork(ctx, db.Writer(), l.job2)
-			if err != nil || w2.Text.Reveal() != "Revision two, in plaintext." || w2.Job.PolicyHash != l.orphanPolicyHash {
+			if err != nil || w2.Text.Reveal() != forgedText2 || w2.Job.PolicyHash != l.orphanPolicyHash {
 				t.Fatalf("LoadWork(legacy accepted job) = %+v, %v", w2, err)
+			}
+			if w3, err := db.LoadWork(ctx, db.Writer(), l.job3); err != nil || w3.Text.Reveal() != forgedText3 {
+				t.Errorf("LoadWork(legacy batched job) = %v; want its forged text verbatim", err)
+			}
+			if n := count(t, db, `SELECT COUNT(*) FROM revisions WHERE sealed <> 0`); n != 1 {
+				t.Errorf("revisions flagged sealed by 0022 = %d, want 1 (the one sealed under its report's key)", n)
 			}
 			if _, err := ledger.PolicyVersion(ctx, db.Writer(), l.orphanPolicyHash); !errors.Is(err, stet.ErrNotFound) {
 				t.Errorf("PolicyVersion of a hash never recorded = %v, want not found", err)

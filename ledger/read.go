@@ -274,7 +274,7 @@ type ReviewFilter struct {
 const (
 	recordColumns = `rr.public_id, j.public_id, rp.public_id, rr.tenant_id, rr.source_id, rr.revision, rr.kind, rr.state,
 	rr.authoritative, rr.classification, rr.failure_class, rr.decision, rr.decided_by, rr.decided_at, rr.note, rr.created_at,
-	rr.classification_purged_at, rr.note_purged_at`
+	rr.classification_purged_at, rr.note_purged_at, rr.sealed`
 	recordFrom = `review_records rr JOIN jobs j ON j.id = rr.job_id JOIN reports rp ON rp.id = rr.report_id`
 )
 
@@ -283,16 +283,18 @@ const (
 const notDeleted = `rp.deleted_at IS NULL`
 
 // scanRecord scans recordColumns into a record, then any extra columns
-// into extra.
-func scanRecord(row interface{ Scan(...any) error }, extra ...any) (*stet.ReviewRecord, error) {
+// into extra. It returns the record's sealed column too, for
+// opener.unsealRecord.
+func scanRecord(row interface{ Scan(...any) error }, extra ...any) (*stet.ReviewRecord, int, error) {
 	var r stet.ReviewRecord
 	var kind, state string
 	var class, failure, decision, decidedBy, note sql.NullString
 	var decidedAt, created, classPurged, notePurged sql.NullInt64
+	var sealed int
 	if err := row.Scan(append([]any{recordPub(&r.ID), jobPub(&r.JobID), reportPub(&r.ReportID), &r.TenantID, &r.SourceID, &r.Revision,
 		&kind, &state, &r.Authoritative, &class, &failure, &decision, &decidedBy, &decidedAt, &note, &created, &classPurged,
-		&notePurged}, extra...)...); err != nil {
-		return nil, err
+		&notePurged, &sealed}, extra...)...); err != nil {
+		return nil, 0, err
 	}
 	r.ClassificationPurgedAt, r.NotePurgedAt = fromMicros(classPurged), fromMicros(notePurged)
 	r.Kind, r.State = stet.RecordKind(kind), stet.RecordState(state)
@@ -301,7 +303,7 @@ func scanRecord(row interface{ Scan(...any) error }, extra ...any) (*stet.Review
 	}
 	r.FailureClass, r.Decision, r.DecidedBy, r.Note = stet.FailureClass(failure.String), stet.Decision(decision.String), decidedBy.String, note.String
 	r.DecidedAt, r.CreatedAt = fromMicros(decidedAt), fromMicros(created)
-	return &r, nil
+	return &r, sealed, nil
 }
 
 // queryRecords reads the review records a query on the read pool selects
@@ -312,13 +314,15 @@ func (db *DB) queryRecords(ctx context.Context, query string, args ...any) ([]*s
 		return nil, err
 	}
 	var out []*stet.ReviewRecord
+	var sealed []int
 	for rows.Next() {
-		r, err := scanRecord(rows)
+		r, flags, err := scanRecord(rows)
 		if err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("read review record: %w", err)
 		}
 		out = append(out, r)
+		sealed = append(sealed, flags)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -326,8 +330,8 @@ func (db *DB) queryRecords(ctx context.Context, query string, args ...any) ([]*s
 	}
 	// Opened after the rows are closed: the key reads use the same pool.
 	o := db.opener(db.r)
-	for _, r := range out {
-		if err := o.unsealRecord(ctx, r); errors.Is(err, ErrKeyDestroyed) {
+	for i, r := range out {
+		if err := o.unsealRecord(ctx, r, sealed[i]); errors.Is(err, ErrKeyDestroyed) {
 			// A deleted report's record whose rows are not gone yet: its
 			// content is gone already, the list goes on.
 			r.Classification, r.Note = nil, ""
@@ -379,7 +383,7 @@ func (db *DB) ListReview(ctx context.Context, f ReviewFilter) ([]*stet.ReviewRec
 // nothing).
 func (db *DB) GetReview(ctx context.Context, tenant, id string) (*stet.ReviewRecord, error) {
 	var deleted sql.NullInt64
-	r, err := scanRecord(db.r.QueryRowContext(ctx, `SELECT `+recordColumns+`, rp.deleted_at FROM `+recordFrom+`
+	r, sealed, err := scanRecord(db.r.QueryRowContext(ctx, `SELECT `+recordColumns+`, rp.deleted_at FROM `+recordFrom+`
 		WHERE rr.public_id = $1 AND rr.tenant_id = $2`, pub(id), tenant), &deleted)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("review record")
@@ -390,7 +394,7 @@ func (db *DB) GetReview(ctx context.Context, tenant, id string) (*stet.ReviewRec
 	if deleted.Valid {
 		return nil, ErrGone
 	}
-	if err := db.opener(db.r).unsealRecord(ctx, r); err != nil {
+	if err := db.opener(db.r).unsealRecord(ctx, r, sealed); err != nil {
 		return nil, fmt.Errorf("read review record: %w", err)
 	}
 	return r, nil
@@ -443,10 +447,20 @@ func (db *DB) Decide(ctx context.Context, p DecideParams) (*stet.ReviewRecord, e
 		if err != nil {
 			return err
 		}
+		// The sealed bits follow what is written: an override's
+		// classification replaces the old one (sealed or not), a note is
+		// always written.
+		sealed := sealedFlag(dk, colNote, note)
+		keep := sealedClassification
+		if class.Valid {
+			keep = 0
+			sealed |= sealedFlag(dk, colClassification, class)
+		}
 		res, err := tx.ExecContext(ctx, `UPDATE review_records SET state = 'decided', decision = $1,
-				classification = COALESCE($2, classification), note = $3, decided_by = $4, decided_at = $5
+				classification = COALESCE($2, classification), note = $3, decided_by = $4, decided_at = $5,
+				sealed = (sealed & $7) | $8
 			WHERE public_id = $6 AND state = 'pending'`,
-			string(p.Decision), class, note, p.Actor, micros(p.Now), pub(p.RecordID))
+			string(p.Decision), class, note, p.Actor, micros(p.Now), pub(p.RecordID), keep, sealed)
 		if err != nil {
 			return fmt.Errorf("decide: %w", err)
 		}
@@ -468,7 +482,7 @@ func (db *DB) Decide(ctx context.Context, p DecideParams) (*stet.ReviewRecord, e
 
 // GetReviewPrimary reads a review record from the writer pool.
 func (db *DB) GetReviewPrimary(ctx context.Context, tenant, id string) (*stet.ReviewRecord, error) {
-	r, err := scanRecord(db.w.QueryRowContext(ctx, `SELECT `+recordColumns+` FROM `+recordFrom+`
+	r, sealed, err := scanRecord(db.w.QueryRowContext(ctx, `SELECT `+recordColumns+` FROM `+recordFrom+`
 		WHERE rr.public_id = $1 AND rr.tenant_id = $2`, pub(id), tenant))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("review record")
@@ -476,7 +490,7 @@ func (db *DB) GetReviewPrimary(ctx context.Context, tenant, id string) (*stet.Re
 	if err != nil {
 		return nil, err
 	}
-	if err := db.opener(db.w).unsealRecord(ctx, r); err != nil {
+	if err := db.opener(db.w).unsealRecord(ctx, r, sealed); err != nil {
 		return nil, fmt.Errorf("read review record: %w", err)
 	}
 	return r, nil

@@ -60,12 +60,14 @@ var sealSpecs = []sealSpec{
 		}},
 }
 
-// plaintextWhere selects the rows of s with a value not yet sealed, of a
-// report not deleted (a deleted report's data key must never come back).
+// plaintextWhere selects the rows of s with a value not yet sealed (its
+// bit in the row's sealed column clear: the i-th of s.cols has bit 1<<i),
+// of a report not deleted (a deleted report's data key must never come
+// back).
 func (s sealSpec) plaintextWhere() string {
 	var or []string
-	for _, c := range s.cols {
-		or = append(or, fmt.Sprintf("(t.%s IS NOT NULL AND t.%s NOT LIKE '%s%%')", c, c, boundary.SealedPrefix))
+	for i, c := range s.cols {
+		or = append(or, fmt.Sprintf("(t.%s IS NOT NULL AND (t.sealed & %d) = 0)", c, 1<<i))
 	}
 	return "(" + strings.Join(or, " OR ") + ") AND NOT EXISTS (SELECT 1 FROM reports r WHERE r.id = " + s.report + " AND r.deleted_at IS NOT NULL)"
 }
@@ -211,7 +213,7 @@ func (db *DB) sealBatch(ctx context.Context, s sealSpec, after int64, limit int,
 	err := db.InTx(ctx, func(tx *sql.Tx) error {
 		done, last = 0, 0
 		rows, err := tx.QueryContext(ctx, `SELECT `+s.key+`, (SELECT rp.public_id FROM reports rp WHERE rp.id = `+s.report+`), `+s.bind+`,
-				t.`+strings.Join(s.cols, ", t.")+` FROM `+s.table+` t
+				t.sealed, t.`+strings.Join(s.cols, ", t.")+` FROM `+s.table+` t
 			WHERE `+s.key+` > $1 AND `+s.plaintextWhere()+` ORDER BY `+s.key+` LIMIT $2`, after, limit)
 		if err != nil {
 			return fmt.Errorf("read plaintext %s: %w", s.table, err)
@@ -219,6 +221,7 @@ func (db *DB) sealBatch(ctx context.Context, s sealSpec, after int64, limit int,
 		type row struct {
 			key             int64
 			report, binding string
+			sealed          int
 			vals            []sql.NullString
 		}
 		var todo []row
@@ -226,7 +229,7 @@ func (db *DB) sealBatch(ctx context.Context, s sealSpec, after int64, limit int,
 			r := row{vals: make([]sql.NullString, len(s.cols))}
 			var legacy string
 			var stored []byte
-			dest := []any{&r.key, reportPub(&r.report), &legacy, &stored}
+			dest := []any{&r.key, reportPub(&r.report), &legacy, &stored, &r.sealed}
 			for i := range r.vals {
 				dest = append(dest, &r.vals[i])
 			}
@@ -249,11 +252,13 @@ func (db *DB) sealBatch(ctx context.Context, s sealSpec, after int64, limit int,
 			}
 			var set, fence []string
 			var args []any
+			bits := 0
 			for i, c := range s.cols {
 				v := r.vals[i]
-				if !v.Valid || boundary.IsSealed(v.String) {
+				if !v.Valid || r.sealed&(1<<i) != 0 {
 					continue
 				}
+				bits |= 1 << i
 				sv, err := sealStored(dk, s.table+"."+c, r.binding, v)
 				if err != nil {
 					return err
@@ -262,6 +267,10 @@ func (db *DB) sealBatch(ctx context.Context, s sealSpec, after int64, limit int,
 				set = append(set, fmt.Sprintf("%s = $%d", c, len(args)-1))
 				fence = append(fence, fmt.Sprintf("%s = $%d", c, len(args)))
 			}
+			// The values and their bits together, fenced on the values read
+			// and on their bits still clear.
+			set = append(set, fmt.Sprintf("sealed = sealed | %d", bits))
+			fence = append(fence, fmt.Sprintf("(sealed & %d) = 0", bits))
 			args = append(args, r.key)
 			res, err := tx.ExecContext(ctx, `UPDATE `+s.table+` SET `+strings.Join(set, ", ")+
 				fmt.Sprintf(` WHERE %s = $%d AND `, strings.TrimPrefix(s.key, "t."), len(args))+strings.Join(fence, " AND "), args...)

@@ -20,7 +20,7 @@ var (
 	qRecordPolicy = `INSERT INTO policy_versions (hash, policy_id, content, first_seen) VALUES ($1, $2, $3, $4)
 		ON CONFLICT (hash) DO UPDATE SET content = excluded.content WHERE policy_versions.content IS NULL`
 	qPolicyVersion = `SELECT content FROM policy_versions WHERE hash = $1`
-	qLoadWork      = `SELECT ` + jobColumns + `, v.text, v.text_purged_at,
+	qLoadWork      = `SELECT ` + jobColumns + `, v.text, v.sealed, v.text_purged_at,
 			EXISTS (SELECT 1 FROM artifacts a WHERE a.job_id = j.id),
 			(SELECT COUNT(*) FROM attempts t WHERE t.job_id = j.id AND t.failure_class = 'transient'),
 			COALESCE((SELECT t.processor_id FROM attempts t WHERE t.job_id = j.id ORDER BY t.n DESC LIMIT 1), ''),
@@ -50,8 +50,8 @@ var (
 			lease_until = NULL, lease_holder = NULL, failure_class = NULL, processor_id = $2
 		WHERE public_id = $3 AND attempt = $4 AND state = 'extracting' RETURNING id, report_id`
 	// qInsertArtifact takes the job's key: an artifact is its job's.
-	qInsertArtifact = `INSERT INTO artifacts (job_id, attempt_n, raw, output, schema_version, processor_id, model, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`
+	qInsertArtifact = `INSERT INTO artifacts (job_id, attempt_n, raw, output, schema_version, processor_id, model, created_at, sealed)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`
 	qSetJobState = `UPDATE jobs SET state = $1, failure_class = $2, lease_until = NULL, lease_holder = NULL, updated_at = $3
 		WHERE public_id = $4 AND attempt = $5 AND state = 'extracting'`
 	qBlock = `UPDATE jobs SET state = 'blocked', failure_class = $1, lease_until = NULL, lease_holder = NULL, updated_at = $2
@@ -61,7 +61,7 @@ var (
 		FROM jobs j JOIN reports rp ON rp.id = j.report_id WHERE j.public_id = $1`
 	qLockJob        = `UPDATE jobs SET updated_at = $1 WHERE id = $2 AND state = 'extracted'`
 	qRecordOfJob    = `SELECT public_id FROM review_records WHERE job_id = $1`
-	qArtifactOutput = `SELECT COALESCE(legacy_id, ''), output FROM artifacts WHERE job_id = $1`
+	qArtifactOutput = `SELECT COALESCE(legacy_id, ''), output, sealed FROM artifacts WHERE job_id = $1`
 	qMarkCommitted  = `UPDATE jobs SET state = 'committed', committed_at = $1, updated_at = $1 WHERE id = $2`
 	qMarkManual     = `UPDATE jobs SET state = 'manual', failure_class = $1, lease_until = NULL, lease_holder = NULL,
 			committed_at = $2, updated_at = $2
@@ -71,8 +71,8 @@ var (
 	qAuthoritativeRecord = `SELECT id, revision FROM review_records WHERE report_id = $1 AND authoritative`
 	qClearAuthoritative  = `UPDATE review_records SET authoritative = FALSE WHERE id = $1`
 	qInsertRecord        = `INSERT INTO review_records (public_id, job_id, report_id, tenant_id, source_id, revision, kind, state,
-			authoritative, classification, failure_class, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9, $10, $11)`
+			authoritative, classification, failure_class, created_at, sealed)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9, $10, $11, $12)`
 	qUnblock = `UPDATE jobs SET state = 'accepted', updated_at = $1 WHERE public_id = $2 AND state = 'blocked'`
 )
 
@@ -169,9 +169,10 @@ func scanJob(row interface{ Scan(...any) error }, j *stet.Job, extra ...any) (st
 func (db *DB) LoadWork(ctx context.Context, q Querier, jobID string) (*WorkItem, error) {
 	var w WorkItem
 	var text sql.NullString
+	var sealed int
 	var purged sql.NullInt64
 	var lastClass, pauses string
-	binding, err := scanJob(q.QueryRowContext(ctx, qLoadWork, pub(jobID)), &w.Job, &text, &purged, &w.HasArtifact, &w.TransientFails,
+	binding, err := scanJob(q.QueryRowContext(ctx, qLoadWork, pub(jobID)), &w.Job, &text, &sealed, &purged, &w.HasArtifact, &w.TransientFails,
 		&w.LastProcessor, &lastClass, &pauses)
 	w.LastClass = stet.FailureClass(lastClass)
 	if pauses != "" {
@@ -183,7 +184,7 @@ func (db *DB) LoadWork(ctx context.Context, q Querier, jobID string) (*WorkItem,
 	if err != nil {
 		return nil, fmt.Errorf("load job: %w", err)
 	}
-	text, err = db.opener(q).open(ctx, w.Job.ReportID, colRevisionText, binding, text)
+	text, err = db.opener(q).open(ctx, w.Job.ReportID, colRevisionText, binding, text, sealed)
 	switch {
 	case errors.Is(err, ErrKeyDestroyed):
 		// A deleted report's text is gone: its job (cancelled) reads as
@@ -340,7 +341,8 @@ func (db *DB) insertArtifact(ctx context.Context, tx Querier, jobKey, reportKey 
 		return err
 	}
 	_, err = tx.ExecContext(ctx, qInsertArtifact,
-		jobKey, p.AttemptN, raw, output, p.SchemaVersion, p.ProcessorID, nullString(p.Model), micros(p.Now))
+		jobKey, p.AttemptN, raw, output, p.SchemaVersion, p.ProcessorID, nullString(p.Model), micros(p.Now),
+		artifactSealed(dk, raw))
 	if err != nil {
 		return fmt.Errorf("insert artifact: %w", err)
 	}
@@ -464,10 +466,11 @@ func (db *DB) Commit(ctx context.Context, tx Querier, jobID string, now time.Tim
 	}
 	var legacy string
 	var output sql.NullString
-	if err := tx.QueryRowContext(ctx, qArtifactOutput, jobKey).Scan(&legacy, &output); err != nil {
+	var sealed int
+	if err := tx.QueryRowContext(ctx, qArtifactOutput, jobKey).Scan(&legacy, &output, &sealed); err != nil {
 		return "", fmt.Errorf("read artifact: %w", err)
 	}
-	if output, err = db.opener(tx).open(ctx, reportID, colArtifactOutput, ArtifactID(legacy, jobID), output); err != nil {
+	if output, err = db.opener(tx).open(ctx, reportID, colArtifactOutput, ArtifactID(legacy, jobID), output, sealed); err != nil {
 		return "", fmt.Errorf("read artifact: %w", err)
 	}
 	dk, err := db.writeKey(ctx, tx, reportID, now)
@@ -481,7 +484,8 @@ func (db *DB) Commit(ctx context.Context, tx Querier, jobID string, now time.Tim
 	}
 	recordID, err = insertRecord(ctx, tx, recordParams{
 		id: id, jobID: jobID, jobKey: jobKey, reportID: reportID, reportKey: reportKey, tenantID: tenantID, sourceID: sourceID,
-		revision: revision, kind: stet.RecordExtracted, classification: class.String, now: now,
+		revision: revision, kind: stet.RecordExtracted, classification: class.String,
+		sealed: sealedFlag(dk, colClassification, class), now: now,
 	})
 	if err != nil {
 		return "", err
@@ -519,6 +523,7 @@ type recordParams struct {
 	revision           int64
 	kind               stet.RecordKind
 	classification     string
+	sealed             int // the record's sealed column: sealedClassification when classification is sealed
 	failureClass       stet.FailureClass
 	now                time.Time
 }
@@ -554,7 +559,7 @@ func insertRecord(ctx context.Context, tx Querier, p recordParams) (string, erro
 	}
 	_, err = tx.ExecContext(ctx, qInsertRecord,
 		pub(id), p.jobKey, p.reportKey, p.tenantID, p.sourceID, p.revision, string(p.kind), authoritative,
-		nullString(p.classification), nullString(string(p.failureClass)), now)
+		nullString(p.classification), nullString(string(p.failureClass)), now, p.sealed)
 	if err != nil {
 		return "", fmt.Errorf("insert review record: %w", err)
 	}
@@ -646,6 +651,20 @@ func (db *DB) SaveResult(ctx context.Context, tx Querier, p SaveResultParams) (r
 	var outcome string
 	if err := tx.QueryRowContext(ctx, qSaveResult, args...).Scan(&outcome); err != nil {
 		return "", false, fmt.Errorf("save result: %w", err)
+	}
+	if dk != nil && (outcome == "saved" || outcome == "committed" || outcome == "commit_failed") {
+		// stet_save_result writes the values as given; that they are
+		// sealed is recorded here, in the same transaction.
+		if _, err := tx.ExecContext(ctx, `UPDATE artifacts SET sealed = $1 WHERE job_id = (SELECT id FROM jobs WHERE public_id = $2)`,
+			artifactSealed(dk, args[5].(string)), pub(p.JobID)); err != nil {
+			return "", false, fmt.Errorf("save result: %w", err)
+		}
+		if outcome == "committed" && len(p.Output) > 0 {
+			if _, err := tx.ExecContext(ctx, `UPDATE review_records SET sealed = $1 WHERE public_id = $2`,
+				sealedClassification, pub(record)); err != nil {
+				return "", false, fmt.Errorf("save result: %w", err)
+			}
+		}
 	}
 	switch outcome {
 	case "fence_lost":

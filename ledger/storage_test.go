@@ -20,11 +20,12 @@ const chatRaw = `{"id":"chatcmpl-WCCEKWAKHX7AROYRPUXQNAT5DC","object":"chat.comp
 func rawOf(t *testing.T, db *ledger.DB, reportID, jobID string) (plain, stored string) {
 	t.Helper()
 	var legacy string
-	if err := db.Writer().QueryRow(`SELECT COALESCE(legacy_id, ''), raw FROM artifacts WHERE job_id = (SELECT id FROM jobs WHERE public_id = $1)`,
-		ledger.StoredID(jobID)).Scan(&legacy, &stored); err != nil {
+	var sealed bool
+	if err := db.Writer().QueryRow(`SELECT COALESCE(legacy_id, ''), raw, (sealed & 1) <> 0 FROM artifacts WHERE job_id = (SELECT id FROM jobs WHERE public_id = $1)`,
+		ledger.StoredID(jobID)).Scan(&legacy, &stored, &sealed); err != nil {
 		t.Fatal(err)
 	}
-	plain, err := db.OpenSealed(context.Background(), reportID, "artifacts.raw", ledger.ArtifactID(legacy, jobID), stored)
+	plain, err := db.OpenSealed(context.Background(), reportID, "artifacts.raw", ledger.ArtifactID(legacy, jobID), stored, sealed)
 	if err != nil {
 		t.Fatalf("OpenSealed(artifacts.raw of %s) = %v", jobID, err)
 	}

@@ -237,16 +237,17 @@ func (db *DB) JobText(ctx context.Context, tenant, jobID string) (*RevisionText,
 	var text sql.NullString
 	var purged sql.NullInt64
 	var reportID, legacy, content string
-	err := db.r.QueryRowContext(ctx, `SELECT rp.public_id, COALESCE(v.legacy_id, ''), v.content_sha256, v.text, v.text_purged_at
+	var sealed int
+	err := db.r.QueryRowContext(ctx, `SELECT rp.public_id, COALESCE(v.legacy_id, ''), v.content_sha256, v.text, v.text_purged_at, v.sealed
 		FROM jobs j JOIN revisions v ON v.id = j.revision_id JOIN reports rp ON rp.id = j.report_id
-		WHERE j.public_id = $1 AND j.tenant_id = $2`, pub(jobID), tenant).Scan(reportPub(&reportID), &legacy, shaScan{&content}, &text, &purged)
+		WHERE j.public_id = $1 AND j.tenant_id = $2`, pub(jobID), tenant).Scan(reportPub(&reportID), &legacy, shaScan{&content}, &text, &purged, &sealed)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("job")
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read revision text: %w", err)
 	}
-	text, err = db.opener(db.r).open(ctx, reportID, colRevisionText, RevisionBinding(legacy, reportID, content), text)
+	text, err = db.opener(db.r).open(ctx, reportID, colRevisionText, RevisionBinding(legacy, reportID, content), text, sealed)
 	switch {
 	case errors.Is(err, ErrKeyDestroyed):
 		text = sql.NullString{} // a deleted report's: gone
@@ -297,9 +298,12 @@ func (db *DB) ReportHistory(ctx context.Context, tenant, reportID string) ([]His
 }
 
 // TenantBatches lists the batches that hold a job of tenant, newest first:
-// a tenant's operator sees no other tenant's batches.
+// a tenant's operator sees no other tenant's batches. A batch holds any
+// tenant's jobs, so ItemCount and AppliedCount count tenant's items only.
 func (db *DB) TenantBatches(ctx context.Context, tenant string, limit int) ([]*Batch, error) {
-	rows, err := db.r.QueryContext(ctx, `SELECT `+batchColumns+` FROM batches b WHERE EXISTS (
+	own := `(SELECT COUNT(*) FROM batch_items i JOIN jobs j ON j.id = i.job_id WHERE i.batch_id = b.id AND j.tenant_id = $1`
+	cols := strings.Replace(batchColumns, "item_count, applied_count", own+"), "+own+" AND i.applied_at IS NOT NULL)", 1)
+	rows, err := db.r.QueryContext(ctx, `SELECT `+cols+` FROM batches b WHERE EXISTS (
 			SELECT 1 FROM batch_items i JOIN jobs j ON j.id = i.job_id WHERE i.batch_id = b.id AND j.tenant_id = $1)
 		ORDER BY created_at DESC, id DESC LIMIT $2`, tenant, limit)
 	if err != nil {

@@ -172,7 +172,10 @@ func TestEncryptionAtRest(t *testing.T) {
 	// The raw copies, as a backup or a dead tuple would keep them, each
 	// with the binding it was sealed under (ledger.RevisionBinding,
 	// ledger.ArtifactID, the record's public ID).
-	type raw struct{ column, rowID, stored string }
+	type raw struct {
+		column, rowID, stored string
+		sealed                bool // the column's bit in its row's sealed column
+	}
 	var copies []raw
 	read := func(column, query string, binding func(legacy string, key []byte) string) {
 		rows, err := e.DB.Writer().QueryContext(ctx, query, r.ReportID)
@@ -185,7 +188,7 @@ func TestEncryptionAtRest(t *testing.T) {
 			var legacy string
 			var key []byte
 			c.column = column
-			if err := rows.Scan(&legacy, &key, &c.stored); err != nil {
+			if err := rows.Scan(&legacy, &key, &c.stored, &c.sealed); err != nil {
 				t.Fatal(err)
 			}
 			c.rowID = binding(legacy, key)
@@ -201,27 +204,27 @@ func TestEncryptionAtRest(t *testing.T) {
 	artifact := func(legacy string, job []byte) string { return ledger.ArtifactID(legacy, ledger.PublicID("job", job)) }
 	record := func(_ string, rec []byte) string { return ledger.PublicID("rec", rec) }
 	const ofReport = `(SELECT id FROM reports WHERE public_id = stet_ulid($1))`
-	read("revisions.text", `SELECT COALESCE(legacy_id, ''), content_sha256, text FROM revisions WHERE report_id = `+ofReport, revision)
-	read("revisions.metadata", `SELECT COALESCE(legacy_id, ''), content_sha256, metadata FROM revisions WHERE report_id = `+ofReport, revision)
-	read("artifacts.raw", `SELECT COALESCE(a.legacy_id, ''), j.public_id, a.raw FROM artifacts a JOIN jobs j ON j.id = a.job_id
+	read("revisions.text", `SELECT COALESCE(legacy_id, ''), content_sha256, text, (sealed & 1) <> 0 FROM revisions WHERE report_id = `+ofReport, revision)
+	read("revisions.metadata", `SELECT COALESCE(legacy_id, ''), content_sha256, metadata, (sealed & 2) <> 0 FROM revisions WHERE report_id = `+ofReport, revision)
+	read("artifacts.raw", `SELECT COALESCE(a.legacy_id, ''), j.public_id, a.raw, (a.sealed & 1) <> 0 FROM artifacts a JOIN jobs j ON j.id = a.job_id
 		WHERE j.report_id = `+ofReport, artifact)
-	read("artifacts.output", `SELECT COALESCE(a.legacy_id, ''), j.public_id, a.output FROM artifacts a JOIN jobs j ON j.id = a.job_id
+	read("artifacts.output", `SELECT COALESCE(a.legacy_id, ''), j.public_id, a.output, (a.sealed & 2) <> 0 FROM artifacts a JOIN jobs j ON j.id = a.job_id
 		WHERE j.report_id = `+ofReport, artifact)
-	read("review_records.classification", `SELECT '', public_id, classification FROM review_records WHERE report_id = `+ofReport, record)
-	read("review_records.note", `SELECT '', public_id, note FROM review_records WHERE report_id = `+ofReport, record)
+	read("review_records.classification", `SELECT '', public_id, classification, (sealed & 1) <> 0 FROM review_records WHERE report_id = `+ofReport, record)
+	read("review_records.note", `SELECT '', public_id, note, (sealed & 2) <> 0 FROM review_records WHERE report_id = `+ofReport, record)
 	if len(copies) != 6 {
 		t.Fatalf("raw copies = %d, want 6", len(copies))
 	}
 	for _, c := range copies {
-		if !boundary.IsSealed(c.stored) {
-			t.Errorf("%s is not sealed", c.column)
+		if !c.sealed || !strings.HasPrefix(c.stored, boundary.SealedPrefix) {
+			t.Errorf("%s is not sealed (flag %v)", c.column, c.sealed)
 		}
-		if _, err := e.DB.OpenSealed(ctx, r.ReportID, c.column, c.rowID, c.stored); err != nil {
+		if _, err := e.DB.OpenSealed(ctx, r.ReportID, c.column, c.rowID, c.stored, true); err != nil {
 			t.Errorf("OpenSealed(%s) before the deletion = %v", c.column, err)
 		}
 	}
 	// A ciphertext moved to another column does not open.
-	if _, err := e.DB.OpenSealed(ctx, r.ReportID, "revisions.metadata", copies[0].rowID, copies[0].stored); !errors.Is(err, boundary.ErrOpen) {
+	if _, err := e.DB.OpenSealed(ctx, r.ReportID, "revisions.metadata", copies[0].rowID, copies[0].stored, true); !errors.Is(err, boundary.ErrOpen) {
 		t.Errorf("text opened as metadata = %v, want ErrOpen", err)
 	}
 
@@ -237,7 +240,7 @@ func TestEncryptionAtRest(t *testing.T) {
 		t.Errorf("report_keys rows of the report = %d, want 0", n)
 	}
 	for _, c := range copies {
-		if v, err := e.DB.OpenSealed(ctx, r.ReportID, c.column, c.rowID, c.stored); !errors.Is(err, ledger.ErrKeyDestroyed) || v != "" {
+		if v, err := e.DB.OpenSealed(ctx, r.ReportID, c.column, c.rowID, c.stored, true); !errors.Is(err, ledger.ErrKeyDestroyed) || v != "" {
 			t.Errorf("OpenSealed(%s) after the deletion = %q, %v; want ErrKeyDestroyed", c.column, v, err)
 		}
 	}
@@ -259,7 +262,7 @@ func TestEncryptionAtRestBatch(t *testing.T) {
 	if len(rec.Classification) == 0 || !json.Valid(rec.Classification) {
 		t.Fatalf("record classification = %s; want the opened JSON", rec.Classification)
 	}
-	if n := e.Count("artifacts", "output LIKE $1", boundary.SealedPrefix+"%"); n != 1 {
+	if n := e.Count("artifacts", "output LIKE $1 AND (sealed & 2) <> 0", boundary.SealedPrefix+"%"); n != 1 {
 		t.Errorf("sealed artifacts = %d, want 1", n)
 	}
 	if found := canaryColumns(t, e, textCanary); len(found) != 0 {

@@ -44,6 +44,8 @@ type Schema struct {
 
 // Compile compiles doc, a JSON Schema document named name (the name only
 // labels errors). Documents without "$schema" are read as draft 2020-12.
+// Objects are closed: a property the schema does not declare is invalid
+// unless that level of the schema says otherwise (see closeObjects).
 // References may point only inside the document or at the standard
 // metaschemas: nothing is loaded from files or the network.
 func Compile(name string, doc []byte) (*Schema, error) {
@@ -51,6 +53,7 @@ func Compile(name string, doc []byte) (*Schema, error) {
 	if err != nil {
 		return nil, fmt.Errorf("schema %s: not valid JSON: %w", name, err)
 	}
+	parsed = closeObjects(parsed)
 	loc := "stet:///" + url.PathEscape(name) + ".json"
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
@@ -173,6 +176,13 @@ func (w *walker) walk(e *jsonschema.ValidationError) {
 	case *kind.Not:
 		w.add(loc, "must not match the schema in \"not\"")
 	case *kind.FalseSchema:
+		if strings.HasSuffix(e.SchemaURL, "/unevaluatedProperties") && len(loc) > 0 {
+			// A closed composing level (see closeObjects) refused a property
+			// no member declared: say so at the object, as for
+			// additionalProperties, without naming the property.
+			w.add(loc[:len(loc)-1], "has a property the schema does not allow")
+			return
+		}
 		w.add(loc, "is not allowed here")
 	case *kind.Type:
 		w.add(loc, "must be %s (got %s)", strings.Join(k.Want, " or "), k.Got)

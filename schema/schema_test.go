@@ -217,3 +217,65 @@ func TestJSON(t *testing.T) {
 		t.Errorf("JSON() = %s, want the original document", got)
 	}
 }
+
+// TestValidateClosesObjects checks that a property the schema does not
+// declare is a problem unless that level of the schema leaves objects open,
+// and that closing never refuses a property a composed member declares.
+func TestValidateClosesObjects(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, schema, instance string
+		valid                  bool
+	}{
+		{"declared only", `{"type": "object", "properties": {"a": {}}}`, `{"a": 1}`, true},
+		{"undeclared", `{"type": "object", "properties": {"a": {}}}`, `{"a": 1, "b": 2}`, false},
+		{"object without properties", `{"type": "object"}`, `{"b": 2}`, false},
+		{"nested", `{"properties": {"a": {"type": "object", "properties": {"x": {}}}}}`, `{"a": {"x": 1, "y": 2}}`, false},
+		{"array items", `{"type": "array", "items": {"properties": {"x": {}}}}`, `[{"x": 1}, {"y": 2}]`, false},
+		{"explicitly open", `{"properties": {"a": {}}, "additionalProperties": true}`, `{"a": 1, "b": 2}`, true},
+		{"typed additional", `{"additionalProperties": {"type": "integer"}}`, `{"b": 2}`, true},
+		{"pattern properties", `{"properties": {"a": {}}, "patternProperties": {"^x-": {}}}`, `{"a": 1, "x-b": 2}`, true},
+		{"allOf members", `{"allOf": [{"properties": {"a": {}}}, {"properties": {"b": {}}}]}`, `{"a": 1, "b": 2}`, true},
+		{"allOf undeclared", `{"allOf": [{"properties": {"a": {}}}, {"properties": {"b": {}}}]}`, `{"a": 1, "b": 2, "c": 3}`, false},
+		{"ref beside properties", `{"$defs": {"base": {"properties": {"a": {}}}}, "$ref": "#/$defs/base", "properties": {"b": {}}}`, `{"a": 1, "b": 2}`, true},
+		{"ref beside properties undeclared", `{"$defs": {"base": {"properties": {"a": {}}}}, "$ref": "#/$defs/base", "properties": {"b": {}}}`, `{"a": 1, "c": 3}`, false},
+		{"ref as a property", `{"$defs": {"addr": {"properties": {"city": {}}}}, "properties": {"home": {"$ref": "#/$defs/addr"}}}`, `{"home": {"city": "x", "zip": "y"}}`, false},
+		{"anyOf alternative", `{"anyOf": [{"properties": {"a": {}}, "required": ["a"]}, {"properties": {"b": {}}, "required": ["b"]}]}`, `{"a": 1, "c": 3}`, false},
+		{"anyOf declared", `{"anyOf": [{"properties": {"a": {}}, "required": ["a"]}, {"properties": {"b": {}}, "required": ["b"]}]}`, `{"b": 1}`, true},
+		{"if then", `{"properties": {"kind": {}}, "if": {"properties": {"kind": {"const": "x"}}}, "then": {"properties": {"x": {}}}}`, `{"kind": "x", "x": 1}`, true},
+		{"not is a condition", `{"properties": {"a": {}}, "not": {"properties": {"a": {"const": 1}}}}`, `{"a": 2}`, true},
+		{"draft-07 allOf stays open", `{"$schema": "http://json-schema.org/draft-07/schema#", "allOf": [{"properties": {"a": {}}}]}`, `{"a": 1, "b": 2}`, true},
+		{"draft-07 plain level closed", `{"$schema": "http://json-schema.org/draft-07/schema#", "properties": {"a": {}}}`, `{"a": 1, "b": 2}`, false},
+		{"enum values untouched", `{"enum": [{"a": 1, "b": 2}]}`, `{"a": 1, "b": 2}`, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := mustCompile(t, tt.schema)
+			got := s.Validate([]byte(tt.instance))
+			if (got == nil) != tt.valid {
+				t.Fatalf("Validate(%s) = %q, want valid=%v", tt.instance, got, tt.valid)
+			}
+			for _, line := range got {
+				for _, leak := range []string{`"b"`, `"c"`, `"y"`, `"zip"`} {
+					if strings.Contains(line, leak) {
+						t.Errorf("problem %q names the undeclared property %s", line, leak)
+					}
+				}
+			}
+		})
+	}
+	s := mustCompile(t, `{"type": "object", "properties": {"a": {}}}`)
+	want := []string{`/: has a property the schema does not allow; allowed: "a"`}
+	if got := s.Validate([]byte(`{"a": 1, "b": 2}`)); !slices.Equal(got, want) {
+		t.Errorf("Validate = %q, want %q", got, want)
+	}
+	s2 := mustCompile(t, `{"allOf": [{"properties": {"a": {}}}, {"properties": {"b": {}}}]}`)
+	want = []string{"/: has a property the schema does not allow"}
+	if got := s2.Validate([]byte(`{"a": 1, "c": 3}`)); !slices.Equal(got, want) {
+		t.Errorf("Validate(allOf) = %q, want %q", got, want)
+	}
+	if got := string(s.JSON()); strings.Contains(got, "additionalProperties") {
+		t.Errorf("JSON() = %s; want the document as written", got)
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -20,12 +19,19 @@ func (u *UI) view(s *Session, title, nav string, page any) view {
 	return view{Title: title, Nav: nav, S: s, CSRF: s.csrf, Page: page}
 }
 
-// audit records a read of the UI with the session's actor. It fails closed
-// like the API's: a read that cannot be audited is not shown.
-func (u *UI) audit(w http.ResponseWriter, r *http.Request, s *Session, action, objectType, objectID string) bool {
-	err := u.db.Audit(r.Context(), ledger.AuditEntry{Tenant: s.Tenant, Actor: s.Actor, Action: action,
-		ObjectType: objectType, ObjectID: objectID, Detail: "ui", Now: u.clock.Now()})
-	if err != nil {
+// audit records a read of the UI with the session's actor through the
+// API's helper (api.Server.Audit): one row per object ID, or one with no
+// object when none is given. It fails closed like the API's: a read that
+// cannot be audited is not shown.
+func (u *UI) audit(w http.ResponseWriter, r *http.Request, s *Session, action, objectType string, objectIDs ...string) bool {
+	if len(objectIDs) == 0 {
+		objectIDs = []string{""}
+	}
+	events := make([]api.AuditEvent, len(objectIDs))
+	for i, id := range objectIDs {
+		events[i] = api.AuditEvent{Tenant: s.Tenant, Actor: s.Actor, Action: action, ObjectType: objectType, ObjectID: id}
+	}
+	if err := u.api.Audit(r, events...); err != nil {
 		u.fail(w, r, s, &stet.Error{Code: stet.EUnavailable, Message: "the read could not be audited", Cause: err})
 		return false
 	}
@@ -139,7 +145,13 @@ func (u *UI) queue(w http.ResponseWriter, r *http.Request, s *Session) {
 	if f.Before != "" {
 		v.First = "/ui/review?" + keep.Encode()
 	}
-	if !u.audit(w, r, s, "review.list", "review_record", strconv.Itoa(len(recs))+" records") {
+	// Every listed record is one audit row (its ID, never a count), as in
+	// GET /v1/review.
+	ids := make([]string, len(recs))
+	for i, rec := range recs {
+		ids[i] = rec.ID
+	}
+	if !u.audit(w, r, s, "review.list", "review_record", ids...) {
 		return
 	}
 	u.render(w, http.StatusOK, "queue", u.view(s, "Review queue", "review", v))
@@ -288,13 +300,9 @@ func (u *UI) renderDispatch(w http.ResponseWriter, r *http.Request, s *Session, 
 		u.fail(w, r, s, err)
 		return
 	}
-	v := dispatchView{Own: "tenant:" + s.Tenant, Pauses: []ledger.Pause{}}
-	for _, p := range all {
-		if t, ok := strings.CutPrefix(p.Scope, "tenant:"); ok && t != s.Tenant {
-			continue
-		}
-		v.Pauses = append(v.Pauses, p)
-	}
+	// What GET /v1/dispatch shows the same token: never another tenant's
+	// pause, and a global one without its reason and actor.
+	v := dispatchView{Own: "tenant:" + s.Tenant, Pauses: api.VisiblePauses(s.token(), all)}
 	switch done {
 	case "paused":
 		v.Flash = "Dispatch paused."
@@ -303,6 +311,9 @@ func (u *UI) renderDispatch(w http.ResponseWriter, r *http.Request, s *Session, 
 	}
 	if r.Method == http.MethodPost {
 		v.Scope, v.Reason = r.PostForm.Get("scope"), r.PostForm.Get("reason")
+	}
+	if !u.audit(w, r, s, "dispatch.read", "dispatch") {
+		return
 	}
 	pv := u.view(s, "Dispatch", "dispatch", v)
 	pv.Error = problem
@@ -344,16 +355,15 @@ func (u *UI) resume(w http.ResponseWriter, r *http.Request, s *Session) {
 // scopeRefused applies the API's scope rule to the session's tenant and
 // role, and answers a refusal.
 func (u *UI) scopeRefused(w http.ResponseWriter, r *http.Request, s *Session, scope, reason string, needReason bool) bool {
-	tok := &api.Token{Name: s.Actor, Tenant: s.Tenant, Role: s.Role}
-	err := u.api.CheckDispatchScope(r.Context(), tok, scope, reason, needReason, !needReason)
+	err := u.api.CheckDispatchScope(r.Context(), s.token(), scope, reason, needReason, !needReason)
 	var ref *api.Refusal
 	switch {
 	case err == nil:
 		return false
 	case errors.As(err, &ref) && ref.Status == http.StatusForbidden:
-		if aerr := u.db.Audit(r.Context(), ledger.AuditEntry{Tenant: s.Tenant, Actor: s.Actor, Action: "denied.forbidden",
-			ObjectType: "dispatch", ObjectID: scope, Detail: "ui", Now: u.clock.Now()}); aerr != nil {
-			u.log.Warn("audit denied request", "route", r.Pattern, "err", aerr)
+		if aerr := u.api.Audit(r, api.AuditEvent{Tenant: s.Tenant, Actor: s.Actor, Action: "denied.forbidden",
+			ObjectType: "dispatch", ObjectID: scope, Outcome: ledger.AuditDenied}); aerr != nil {
+			u.log.Warn("audit denied request", "route", r.Pattern, "request_id", api.RequestID(r), "err", aerr)
 		}
 		u.renderDispatch(w, r, s, ref.Status, ref.Detail, "")
 	case errors.As(err, &ref):
@@ -370,26 +380,31 @@ func (u *UI) batches(w http.ResponseWriter, r *http.Request, s *Session) {
 		u.fail(w, r, s, err)
 		return
 	}
+	if !u.audit(w, r, s, "batches.read", "batch") {
+		return
+	}
 	u.render(w, http.StatusOK, "batches", u.view(s, "Batches", "batches", bs))
 }
 
 func (u *UI) invariants(w http.ResponseWriter, r *http.Request, s *Session) {
-	vs, err := u.api.Violations(r.Context(), &api.Token{Name: s.Actor, Tenant: s.Tenant, Role: s.Role})
+	vs, err := u.api.Violations(r.Context(), s.token())
 	if err != nil {
 		u.fail(w, r, s, err)
+		return
+	}
+	if !u.audit(w, r, s, "invariants.read", "invariants") {
 		return
 	}
 	u.render(w, http.StatusOK, "invariants", u.view(s, "Invariants", "invariants", vs))
 }
 
 func (u *UI) deletion(w http.ResponseWriter, r *http.Request, s *Session) {
-	if u.cfg.Deletions == nil {
-		u.errorPage(w, r, s, http.StatusNotFound, "Not available", "Deletion records are not available in this build.")
-		return
-	}
 	d, err := u.cfg.Deletions.Deletion(r.Context(), s.Tenant, r.PathValue("id"))
 	if err != nil {
 		u.fail(w, r, s, err)
+		return
+	}
+	if !u.audit(w, r, s, "deletion.read", "deletion", d.ID) {
 		return
 	}
 	u.render(w, http.StatusOK, "deletion", u.view(s, "Deletion "+d.ID, "", d))

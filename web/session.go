@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/api"
 	"github.com/stetlabs/stet/ledger"
 )
 
@@ -26,6 +27,12 @@ type Session struct {
 	Actor  string // the audit actor: token:NAME or oidc:SUBJECT
 	row    *ledger.WebSession
 	csrf   string
+}
+
+// token is the session as the API's rules see a caller: its tenant and
+// role, never an admin (an admin token cannot sign in).
+func (s *Session) token() *api.Token {
+	return &api.Token{Name: s.Actor, Tenant: s.Tenant, Role: s.Role}
 }
 
 // Who is the actor as the header shows it.
@@ -154,12 +161,17 @@ func (u *UI) session(need stet.Role, h func(http.ResponseWriter, *http.Request, 
 
 // deny answers 403 and audits the refusal.
 func (u *UI) deny(w http.ResponseWriter, r *http.Request, s *Session, msg string) {
-	if err := u.db.Audit(r.Context(), ledger.AuditEntry{Tenant: s.Tenant, Actor: s.Actor, Action: "web.denied",
-		ObjectType: "route", ObjectID: r.Pattern, Detail: "ui", Now: u.clock.Now()}); err != nil {
-		u.log.Warn("audit denied request", "route", r.Pattern, "err", err)
+	if err := u.api.Audit(r, api.AuditEvent{Tenant: s.Tenant, Actor: s.Actor, Action: "web.denied",
+		ObjectType: "route", ObjectID: r.Pattern, Outcome: ledger.AuditDenied}); err != nil {
+		u.log.Warn("audit denied request", "route", r.Pattern, "request_id", api.RequestID(r), "err", err)
 	}
 	u.errorPage(w, r, s, http.StatusForbidden, "Forbidden", msg)
 }
+
+// adminRefused is the sign-in page's answer to an admin token.
+const adminRefused = "An admin token acts on the whole cluster and cannot sign in to the review UI, which shows one tenant's records. " +
+	"Use the API (GET /v1/dispatch, /v1/invariants, /v1/audit) or the CLI (stet pause, stet check, stet audit list) with it, " +
+	"or sign in here with a tenant's reader, reviewer or operator token."
 
 type loginView struct {
 	Next  string
@@ -215,7 +227,15 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 	raw := strings.TrimSpace(r.PostForm.Get("token"))
 	tok, ok := u.api.Authenticate(raw)
 	if !ok {
+		u.api.AuditDenied(r, "*", "anonymous", "denied.unauthorized")
 		u.renderLogin(w, r, http.StatusUnauthorized, "That token is not valid.")
+		return
+	}
+	if tok.Admin {
+		// Every page is a tenant's: an admin's session would be 403
+		// throughout. Refused here, with where to go instead.
+		u.api.AuditDenied(r, "*", "admin:"+tok.Name, "denied.forbidden")
+		u.renderLogin(w, r, http.StatusForbidden, adminRefused)
 		return
 	}
 	err = u.startSession(w, r, ledger.WebSession{Tenant: tok.Tenant, Role: tok.Role, Actor: tok.Actor(), TokenHash: hashHex(raw)})

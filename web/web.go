@@ -6,10 +6,13 @@
 // Every page runs behind a server-side session (a ledger row holding hashes
 // only), every form carries the session's CSRF token, and the pages forbid
 // inline script and framing. The UI decides nothing itself: the token check,
-// the review decision and the dispatch scope rule are package api's, and
-// every read of a record's text and every decision is audited with the
-// session's actor. It must never log document text, model output or a
-// secret, and never render either unescaped.
+// the review decision, the dispatch scope rule, what a tenant may see of the
+// pauses, and the audit row of a request are package api's. Every page read,
+// decision, pause and refusal is audited with the session's actor and the
+// request's route, remote address and request ID, as the API audits the
+// same; a page an operator reads shows what the API would show its token.
+// It must never log document text, model output or a secret, and never
+// render either unescaped.
 package web
 
 import (
@@ -50,8 +53,8 @@ type Config struct {
 	Secure bool
 	// OIDC enables single sign-on; nil: token login only.
 	OIDC *OIDCConfig
-	// Deletions reads deletion records for /ui/deletions/{id}; nil until
-	// deletion lands, and the page answers 404.
+	// Deletions reads deletion records for /ui/deletions/{id}; nil reads
+	// the ledger's.
 	Deletions DeletionReader
 }
 
@@ -80,6 +83,22 @@ type DeletionTask struct {
 	DueAt  time.Time
 	DoneAt time.Time
 	Reason string
+}
+
+// ledgerDeletions reads deletions from the ledger: the DeletionReader of a
+// UI configured without one.
+type ledgerDeletions struct{ db *ledger.DB }
+
+func (l ledgerDeletions) Deletion(ctx context.Context, tenant, id string) (*Deletion, error) {
+	d, err := l.db.GetDeletion(ctx, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	out := &Deletion{ID: d.ID, ReportID: d.ReportID, Source: d.SourceID, State: string(d.State), RequestedAt: d.RequestedAt, DoneAt: d.DoneAt}
+	for _, t := range d.Tasks {
+		out.Tasks = append(out.Tasks, DeletionTask{Copy: t.Copy, State: string(t.State), DueAt: t.DueAt, DoneAt: t.DoneAt, Reason: t.Reason})
+	}
+	return out, nil
 }
 
 // UI serves the review UI. It is an http.Handler for the /ui/ tree.
@@ -113,6 +132,9 @@ func New(cfg Config) (*UI, error) {
 	if cfg.SessionMax <= 0 {
 		cfg.SessionMax = 12 * time.Hour
 	}
+	if cfg.Deletions == nil {
+		cfg.Deletions = ledgerDeletions{cfg.DB}
+	}
 	u := &UI{cfg: cfg, db: cfg.DB, api: cfg.API, clock: cfg.Clock, log: cfg.Logger, mux: http.NewServeMux()}
 	if err := u.parse(); err != nil {
 		return nil, err
@@ -124,24 +146,32 @@ func New(cfg Config) (*UI, error) {
 func (u *UI) routes() {
 	assets, _ := fs.Sub(assetFS, "assets")
 	u.mux.Handle("GET /ui/assets/", http.StripPrefix("/ui/assets/", http.FileServerFS(assets)))
-	u.mux.HandleFunc("GET /ui/login", u.loginPage)
-	u.mux.HandleFunc("POST /ui/login", u.login)
-	u.mux.HandleFunc("GET /ui/oidc/start", u.oidcStart)
-	u.mux.HandleFunc("GET /ui/oidc/callback", u.oidcCallback)
-	u.mux.HandleFunc("POST /ui/logout", u.session(stet.RoleReader, u.logout))
-	u.mux.HandleFunc("GET /ui/{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ui/review", http.StatusSeeOther) })
-	u.mux.HandleFunc("GET /ui/review", u.session(stet.RoleReader, u.queue))
-	u.mux.HandleFunc("GET /ui/review/{id}", u.session(stet.RoleReader, u.record))
-	u.mux.HandleFunc("POST /ui/review/{id}/decision", u.session(stet.RoleReviewer, u.decide))
-	u.mux.HandleFunc("GET /ui/dispatch", u.session(stet.RoleOperator, u.dispatch))
-	u.mux.HandleFunc("POST /ui/dispatch/pause", u.session(stet.RoleOperator, u.pause))
-	u.mux.HandleFunc("POST /ui/dispatch/resume", u.session(stet.RoleOperator, u.resume))
-	u.mux.HandleFunc("GET /ui/batches", u.session(stet.RoleOperator, u.batches))
-	u.mux.HandleFunc("GET /ui/invariants", u.session(stet.RoleOperator, u.invariants))
-	u.mux.HandleFunc("GET /ui/deletions/{id}", u.session(stet.RoleOperator, u.deletion))
-	u.mux.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) {
+	u.handle("GET /ui/login", u.loginPage)
+	u.handle("POST /ui/login", u.login)
+	u.handle("GET /ui/oidc/start", u.oidcStart)
+	u.handle("GET /ui/oidc/callback", u.oidcCallback)
+	u.handle("POST /ui/logout", u.session(stet.RoleReader, u.logout))
+	u.handle("GET /ui/{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ui/review", http.StatusSeeOther) })
+	u.handle("GET /ui/review", u.session(stet.RoleReader, u.queue))
+	u.handle("GET /ui/review/{id}", u.session(stet.RoleReader, u.record))
+	u.handle("POST /ui/review/{id}/decision", u.session(stet.RoleReviewer, u.decide))
+	u.handle("GET /ui/dispatch", u.session(stet.RoleOperator, u.dispatch))
+	u.handle("POST /ui/dispatch/pause", u.session(stet.RoleOperator, u.pause))
+	u.handle("POST /ui/dispatch/resume", u.session(stet.RoleOperator, u.resume))
+	u.handle("GET /ui/batches", u.session(stet.RoleOperator, u.batches))
+	u.handle("GET /ui/invariants", u.session(stet.RoleOperator, u.invariants))
+	u.handle("GET /ui/deletions/{id}", u.session(stet.RoleOperator, u.deletion))
+	u.handle("/ui/", func(w http.ResponseWriter, r *http.Request) {
 		u.errorPage(w, r, nil, http.StatusNotFound, "Not found", "There is no such page.")
 	})
+}
+
+// handle registers h under pattern. Every audit row of the request —
+// written here or by the ledger (a decision, a pause, a session) — carries
+// this route pattern (not the API router's "/ui/"), the remote address and
+// the request ID (api.WithAuditRequest).
+func (u *UI) handle(pattern string, h http.HandlerFunc) {
+	u.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) { h(w, api.WithAuditRequest(r)) })
 }
 
 // ServeHTTP implements http.Handler: every answer carries the security
@@ -236,6 +266,11 @@ func (u *UI) errorPage(w http.ResponseWriter, _ *http.Request, s *Session, statu
 func (u *UI) fail(w http.ResponseWriter, r *http.Request, s *Session, err error) {
 	switch stet.ErrorCodeOf(err) {
 	case stet.ENotFound:
+		if s != nil {
+			// Another tenant's object answers 404 like a missing one; both
+			// are audited as denied, as the API does, so probing shows.
+			u.api.AuditDenied(r, s.Tenant, s.Actor, "denied.not_found")
+		}
 		u.errorPage(w, r, s, http.StatusNotFound, "Not found", "There is no such record, or it belongs to another tenant.")
 	case stet.EGone:
 		u.errorPage(w, r, s, http.StatusGone, "Deleted", "This report was deleted; its text, extraction and records are gone.")

@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/stetlabs/stet/ledger"
 )
 
 // Exit codes.
@@ -41,7 +43,7 @@ Commands:
   pause        pause dispatch (--scope all|processor:ID|tenant:ID --reason …); no flags: list pauses
   unpause      resume dispatch for a scope
   manual       turn waiting and blocked jobs of a scope into manual review records (--scope S)
-  audit        audit verify: check the audit log's hash chain; exit 1 at the first broken link
+  audit        audit verify: check the audit log's hash chain (exit 1 at the first broken link); audit list: print its rows
   batch        provider batches: status ID (one lookup, never submits), list, reconcile ID
   delete       delete a report (SOURCE/EXTERNAL_ID or REPORT_ID): tombstone, cancel, one task per copy; prints the tasks
   deletions    list deletions, or show one's tasks (DELETION_ID); --json
@@ -62,6 +64,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "serve", "quickstart", "drill", "bench":
+		// Servers and labs: their rows are their requests' and stet's own.
+	default:
+		// Every audit row a command appends names it as its route.
+		ctx = ledger.WithAuditRequest(ctx, ledger.AuditRequest{Route: "stet " + cmd})
+	}
 	switch cmd {
 	case "serve":
 		return cmdServe(ctx, rest, stdout, stderr)

@@ -21,7 +21,9 @@ func (a *App) Serve(ctx context.Context, ln net.Listener, role string) error {
 		return err
 	}
 	var h http.Handler = a.API
-	if a.Config.TLS != nil {
+	// web.secure: TLS ends here or at a proxy in front; browsers are told
+	// to use HTTPS only either way.
+	if a.Config.TLS != nil || a.Config.Web.Secure {
 		h = hsts(h)
 	}
 	srv := NewHTTPServer(h, a.Log)

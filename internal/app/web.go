@@ -9,7 +9,7 @@ import (
 func mountUI(a *App, clock stet.Clock) error {
 	w := a.Config.Web
 	cfg := web.Config{DB: a.DB, API: a.API, Clock: clock, Logger: a.Log,
-		IdleTimeout: w.IdleTimeout.Std(), SessionMax: w.SessionMax.Std()}
+		IdleTimeout: w.IdleTimeout.Std(), SessionMax: w.SessionMax.Std(), Secure: w.Secure || a.Config.TLS != nil}
 	if o := w.OIDC; o.Enabled() {
 		cfg.OIDC = &web.OIDCConfig{Issuer: o.Issuer, ClientID: o.ClientID, ClientSecret: o.ClientSecret,
 			RedirectURL: o.RedirectURL, TenantClaim: o.TenantClaim, RoleClaim: o.RoleClaim}

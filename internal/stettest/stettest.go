@@ -88,6 +88,8 @@ type Options struct {
 	Batch pipeline.BatchSettings
 	// IntakeLimits are per-tenant intake quotas ("demo", "other").
 	IntakeLimits map[string]api.IntakeLimit
+	// Schema, if set, replaces the quickstart profile's JSON Schema.
+	Schema []byte
 	// MountUI, if set, is called with each API built, before it serves:
 	// the review UI's tests mount the UI there.
 	MountUI func(e *Env, s *api.Server)
@@ -235,7 +237,11 @@ func New(t T, opts Options) *Env {
 			e.procs[id] = opts.WrapProcessor(id, p, e.Fake.URL())
 		}
 	}
-	prof, err := pipeline.NewProfile(QuickstartProfile(t))
+	sp := QuickstartProfile(t)
+	if opts.Schema != nil {
+		sp.Schema = opts.Schema
+	}
+	prof, err := pipeline.NewProfile(sp)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -289,9 +289,12 @@ func AssertCanaryGone(t stettest.T, e *stettest.Env, canary string) {
 	// are bound to its ID (ledger.ArtifactID: its legacy_id, or its job's
 	// public ID) under its report's data key. The rows are read first:
 	// OpenSealed reads the data key on the writer, SQLite's one connection.
-	type sealedRaw struct{ id, reportID, stored string }
+	type sealedRaw struct {
+		id, reportID, stored string
+		sealed               bool
+	}
 	var raws []sealedRaw
-	rows, err := e.DB.Writer().QueryContext(context.Background(), `SELECT a.legacy_id, j.public_id, r.public_id, a.raw
+	rows, err := e.DB.Writer().QueryContext(context.Background(), `SELECT a.legacy_id, j.public_id, r.public_id, a.raw, (a.sealed & 1) <> 0
 		FROM artifacts a JOIN jobs j ON j.id = a.job_id JOIN reports r ON r.id = j.report_id WHERE a.raw IS NOT NULL`)
 	if err != nil {
 		t.Fatal(err)
@@ -300,18 +303,19 @@ func AssertCanaryGone(t stettest.T, e *stettest.Env, canary string) {
 		var legacy sql.NullString
 		var jobKey, reportKey []byte
 		var stored string
-		if err := rows.Scan(&legacy, &jobKey, &reportKey, &stored); err != nil {
+		var sealed bool
+		if err := rows.Scan(&legacy, &jobKey, &reportKey, &stored, &sealed); err != nil {
 			rows.Close()
 			t.Fatal(err)
 		}
-		raws = append(raws, sealedRaw{ledger.ArtifactID(legacy.String, ledger.PublicID("job", jobKey)), ledger.PublicID("rep", reportKey), stored})
+		raws = append(raws, sealedRaw{ledger.ArtifactID(legacy.String, ledger.PublicID("job", jobKey)), ledger.PublicID("rep", reportKey), stored, sealed})
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
 	for _, a := range raws {
-		raw, err := e.DB.OpenSealed(context.Background(), a.reportID, "artifacts.raw", a.id, a.stored)
+		raw, err := e.DB.OpenSealed(context.Background(), a.reportID, "artifacts.raw", a.id, a.stored, a.sealed)
 		switch {
 		case errors.Is(err, ledger.ErrKeyDestroyed):
 		case err != nil:

@@ -1,0 +1,27 @@
+-- Every audit row says how its request ended (outcome: ok or denied); rows
+-- written before keep '' and their hash (ledger/audit.go: the hash of a row
+-- with an outcome covers it). GET /v1/audit and stet audit list read the log
+-- by tenant, by object and from a time, each through its index.
+--
+-- audit_counts holds the count of a rolled-up row (a flood of badly signed
+-- deliveries is one row per source, reason and minute): the row is chained
+-- once, its count only grows, and nothing is ever deleted.
+ALTER TABLE audit_log ADD COLUMN outcome TEXT NOT NULL DEFAULT '';
+CREATE INDEX audit_log_tenant ON audit_log (tenant_id, id);
+CREATE INDEX audit_log_object ON audit_log (object_id, id);
+CREATE INDEX audit_log_at ON audit_log (at);
+CREATE TABLE audit_counts (
+    audit_id   BIGINT PRIMARY KEY REFERENCES audit_log (id),
+    rollup_key TEXT NOT NULL UNIQUE,
+    hits       BIGINT NOT NULL CHECK (hits >= 1)
+);
+CREATE FUNCTION stet_audit_counts_only_grow() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'UPDATE' AND NEW.audit_id = OLD.audit_id AND NEW.rollup_key = OLD.rollup_key AND NEW.hits >= OLD.hits THEN
+        RETURN NEW;
+    END IF;
+    RAISE EXCEPTION 'audit_counts only grow';
+END;
+$$;
+CREATE TRIGGER audit_counts_only_grow BEFORE UPDATE OR DELETE ON audit_counts FOR EACH ROW EXECUTE FUNCTION stet_audit_counts_only_grow();
+CREATE TRIGGER audit_counts_no_truncate BEFORE TRUNCATE ON audit_counts FOR EACH STATEMENT EXECUTE FUNCTION stet_audit_counts_only_grow();
