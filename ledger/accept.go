@@ -56,6 +56,9 @@ type AcceptResult struct {
 	State    stet.JobState
 }
 
+// errReportExists says Accept found the report before inserting it.
+var errReportExists = errors.New("report exists")
+
 // ErrRetryItem means a concurrent writer won a race on a unique constraint
 // inside this item; roll back to the item's savepoint and run it again.
 var ErrRetryItem = errors.New("concurrent intake of the same identity; retry")
@@ -76,11 +79,14 @@ var (
 	qDeliveryByKey = `SELECT d.body_sha256, j.public_id, r.public_id, d.revision, j.state
 		FROM deliveries d JOIN jobs j ON j.id = d.job_id JOIN reports r ON r.id = d.report_id
 		WHERE d.source_id = $1 AND d.delivery_key = $2`
-	qInsertReport = `INSERT INTO reports (public_id, tenant_id, source_id, external_id, identity_hash, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $6)
+	qInsertReport = `INSERT INTO reports (public_id, tenant_id, source_id, external_id, identity_hash, created_at, updated_at,
+			sealed, tombstone_hash)
+		VALUES ($1, $2, $3, $4, $5, $6, $6, $7, $8)
 		ON CONFLICT (tenant_id, source_id, identity_hash) DO NOTHING RETURNING id`
-	qReportByIdentity  = `SELECT id, public_id FROM reports WHERE tenant_id = $1 AND source_id = $2 AND identity_hash = $3`
-	qRevisionByContent = `SELECT revision FROM revisions WHERE report_id = $1 AND content_sha256 = $2 ORDER BY revision LIMIT 1`
+	// Lookups by hash take two forms ($3, $4: see forms), the same value
+	// but while a ledger converts to the blind index.
+	qReportByIdentity  = `SELECT id, public_id FROM reports WHERE tenant_id = $1 AND source_id = $2 AND identity_hash IN ($3, $4)`
+	qRevisionByContent = `SELECT revision FROM revisions WHERE report_id = $1 AND content_sha256 IN ($2, $3) ORDER BY revision LIMIT 1`
 	qNextRevision      = `SELECT COALESCE(MAX(revision), 0) + 1 FROM revisions WHERE report_id = $1`
 	// A revision names its policy version by key: the version must be
 	// recorded (RecordPolicy) before a revision is accepted under it.
@@ -94,8 +100,8 @@ var (
 		VALUES ($1, $2, $3, $4, $5, $6, $7, 'accepted', 0, $8, $8, $9)
 		ON CONFLICT (revision_id, extraction_version) DO NOTHING RETURNING id`
 	qJobByRevision  = `SELECT id, public_id, state FROM jobs WHERE revision_id = $1 AND extraction_version = $2`
-	qInsertDelivery = `INSERT INTO deliveries (source_id, delivery_key, body_sha256, job_id, report_id, revision, received_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7)
+	qInsertDelivery = `INSERT INTO deliveries (source_id, delivery_key, body_sha256, job_id, report_id, revision, received_at, sealed)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 		ON CONFLICT (source_id, delivery_key) DO NOTHING RETURNING revision`
 	qJobState       = `SELECT state FROM jobs WHERE public_id = $1`
 	qLockLiveReport = `UPDATE reports SET updated_at = $1 WHERE id = $2 AND deleted_at IS NULL`
@@ -117,7 +123,7 @@ func (db *DB) Accept(ctx context.Context, tx Querier, p AcceptParams) (res Accep
 	// 0. A deleted identity stays deleted until the replay horizon: nothing
 	// is stored, not even a receipt.
 	identity := IdentityHash(p.Identity, p.ExternalID, p.Text)
-	if gone, err := Tombstoned(ctx, tx, p.TenantID, p.SourceID, identity, p.Now); err != nil {
+	if gone, err := db.tombstoned(ctx, tx, p.TenantID, p.SourceID, identity, p.Now); err != nil {
 		return res, false, err
 	} else if gone {
 		return AcceptResult{Outcome: OutcomeGone}, false, nil
@@ -132,7 +138,7 @@ func (db *DB) Accept(ctx context.Context, tx Querier, p AcceptParams) (res Accep
 		Scan(shaScan{&d.bodySHA}, jobPub(&d.jobID), reportPub(&d.reportID), &d.revision, &d.state)
 	switch {
 	case err == nil:
-		if d.bodySHA != p.BodySHA256 {
+		if !db.matches(hashBody, d.bodySHA, p.BodySHA256) {
 			return AcceptResult{Outcome: OutcomeDeliveryConflict}, false, nil
 		}
 		return AcceptResult{Outcome: OutcomeDuplicate, JobID: d.jobID, ReportID: d.reportID, Revision: d.revision,
@@ -142,27 +148,52 @@ func (db *DB) Accept(ctx context.Context, tx Querier, p AcceptParams) (res Accep
 		return res, false, fmt.Errorf("read delivery: %w", err)
 	}
 
-	// 2. The report: one row per identity.
+	// 2. The report: one row per identity. While the ledger converts to
+	// the blind index, a report stored under its plain hash is looked up
+	// first: the insert's conflict sees only the blind form.
 	reportID := stet.NewID(prefixReport, p.Now)
 	var reportKey int64
-	err = tx.QueryRowContext(ctx, qInsertReport,
-		pub(reportID), p.TenantID, p.SourceID, nullString(p.ExternalID), sha(identity), now).Scan(&reportKey)
+	idStored, idPlain := db.forms(hashIdentity, identity)
+	if idStored != idPlain {
+		err = tx.QueryRowContext(ctx, qReportByIdentity, p.TenantID, p.SourceID, sha(idStored), sha(idPlain)).
+			Scan(&reportKey, reportPub(&reportID))
+		if err == nil {
+			err = errReportExists
+		} else if !errors.Is(err, sql.ErrNoRows) {
+			return res, false, fmt.Errorf("read report: %w", err)
+		}
+	}
+	var tombstone []byte
+	if db.index != nil {
+		tombstone = sha(db.tombstoneOf(p.TenantID, p.SourceID, identity))
+	}
+	var key newKey
+	if !errors.Is(err, errReportExists) {
+		if key, err = db.prepareReportKey(reportID, p.ExternalID); err != nil {
+			return res, false, err
+		}
+		err = tx.QueryRowContext(ctx, qInsertReport,
+			pub(reportID), p.TenantID, p.SourceID, key.externalID, sha(idStored), now,
+			db.blindBit()|key.sealed, blob(tombstone)).Scan(&reportKey)
+	}
 	switch {
 	case err == nil:
 		// A deletion that committed since step 0 freed the identity hash:
 		// run the item again, and step 0 answers gone.
-		if gone, err := Tombstoned(ctx, tx, p.TenantID, p.SourceID, identity, p.Now); err != nil {
+		if gone, err := db.tombstoned(ctx, tx, p.TenantID, p.SourceID, identity, p.Now); err != nil {
 			return res, false, err
 		} else if gone {
 			return res, false, ErrRetryItem
 		}
-		if dk, err = db.newReportKey(ctx, tx, reportKey, reportID, p.Now); err != nil {
+		if dk, err = db.storeReportKey(ctx, tx, reportKey, key, p.Now); err != nil {
 			return res, false, err
 		}
-	case errors.Is(err, sql.ErrNoRows):
-		if err := tx.QueryRowContext(ctx, qReportByIdentity,
-			p.TenantID, p.SourceID, sha(identity)).Scan(&reportKey, reportPub(&reportID)); err != nil {
-			return res, false, fmt.Errorf("read report: %w", err)
+	case errors.Is(err, sql.ErrNoRows), errors.Is(err, errReportExists):
+		if errors.Is(err, sql.ErrNoRows) {
+			if err := tx.QueryRowContext(ctx, qReportByIdentity,
+				p.TenantID, p.SourceID, sha(idStored), sha(idPlain)).Scan(&reportKey, reportPub(&reportID)); err != nil {
+				return res, false, fmt.Errorf("read report: %w", err)
+			}
 		}
 		// Take the report row, as a deletion does: a deletion racing this
 		// delivery either cancels its job or is seen here.
@@ -180,15 +211,15 @@ func (db *DB) Accept(ctx context.Context, tx Querier, p AcceptParams) (res Accep
 		return res, false, fmt.Errorf("insert report: %w", err)
 	}
 
-	// 3. The revision.
-	contentSHA := p.Text.SHA256()
+	// 3. The revision, under its content hash as stored.
+	contentSHA, contentPlain := db.forms(hashContent, p.Text.SHA256())
 	revision := p.Revision
 	if p.Revisions == stet.RevisionsContent {
 		// The same content as any earlier revision is that revision: a late
 		// replay must not become a new revision.
 		var existing int64
 		err := tx.QueryRowContext(ctx, qRevisionByContent,
-			reportKey, sha(contentSHA)).Scan(&existing)
+			reportKey, sha(contentSHA), sha(contentPlain)).Scan(&existing)
 		switch {
 		case err == nil:
 			revision = existing
@@ -212,7 +243,8 @@ func (db *DB) Accept(ctx context.Context, tx Querier, p AcceptParams) (res Accep
 	if metadata, err = seal(dk, colRevisionMetadata, binding, metadata); err != nil {
 		return res, false, err
 	}
-	sealed := sealedFlag(dk, colRevisionText, sql.NullString{String: text, Valid: true}) | sealedFlag(dk, colRevisionMetadata, metadata)
+	sealed := sealedFlag(dk, colRevisionText, sql.NullString{String: text, Valid: true}) | sealedFlag(dk, colRevisionMetadata, metadata) |
+		db.blindBit()
 	var revisionKey int64
 	err = tx.QueryRowContext(ctx, qInsertRevision,
 		reportKey, revision, sha(contentSHA), text, metadata,
@@ -225,7 +257,7 @@ func (db *DB) Accept(ctx context.Context, tx Querier, p AcceptParams) (res Accep
 			reportKey, revision).Scan(&revisionKey, shaScan{&stored}); err != nil {
 			return res, false, fmt.Errorf("read revision: %w", err)
 		}
-		if stored != contentSHA {
+		if stored != contentSHA && stored != contentPlain {
 			if p.Revisions == stet.RevisionsContent {
 				// Another delivery took this number for other content.
 				return res, false, ErrRetryItem
@@ -266,7 +298,7 @@ func (db *DB) Accept(ctx context.Context, tx Querier, p AcceptParams) (res Accep
 	// 5. The receipt, so the same webhook-id answers the same.
 	var got int64
 	err = tx.QueryRowContext(ctx, qInsertDelivery,
-		p.SourceID, p.DeliveryKey, sha(p.BodySHA256), jobKey, reportKey, revision, now).Scan(&got)
+		p.SourceID, p.DeliveryKey, sha(db.blind(hashBody, p.BodySHA256)), jobKey, reportKey, revision, now, db.blindBit()).Scan(&got)
 	switch {
 	case err == nil:
 	case errors.Is(err, sql.ErrNoRows):

@@ -34,7 +34,7 @@ var (
 	// does, unless it was deleted (then no id comes back: gone).
 	qGroupReports = `WITH a AS MATERIALIZED (
 			SELECT $1::text[] AS a1, $2::bigint[] AS a2, $3::text[] AS a3, $4::text[] AS a4, $5::bytea[] AS a5,
-				$6::text[] AS a6, $7::text[] AS a7, $8::bytea[] AS a8),
+				$6::text[] AS a6, $7::text[] AS a7, $8::bytea[] AS a8, $9::int AS blind),
 		u AS (
 			SELECT u.* FROM a, unnest(a.a1, a.a2, a.a3, a.a4, a.a5, a.a6, a.a7, a.a8)
 				WITH ORDINALITY AS u(th, at, s, k, id, t, e, h, ord)),
@@ -49,9 +49,14 @@ var (
 			LEFT JOIN LATERAL (SELECT jb.state, jb.public_id FROM jobs jb WHERE jb.id = d.job_id LIMIT 1) jb ON true
 			LEFT JOIN LATERAL (SELECT rp.public_id FROM reports rp WHERE rp.id = d.report_id LIMIT 1) rp ON true),
 		ins AS (
-			INSERT INTO reports (public_id, tenant_id, source_id, external_id, identity_hash, created_at, updated_at)
-			SELECT u.id, u.t, u.s, NULLIF(u.e, ''), u.h, u.at, u.at
-			FROM u JOIN l ON l.ord = u.ord
+			INSERT INTO reports (public_id, tenant_id, source_id, external_id, identity_hash, created_at, updated_at,
+				sealed, tombstone_hash)
+			SELECT u.id, u.t, u.s, NULLIF(u.e, ''), u.h, u.at, u.at,
+				-- sealedBlind, and sealedExternalID for an external ID sealed;
+				-- with the hashes blind, the tombstone kept (blindindex.go)
+				(a.blind & 4) + CASE WHEN u.e <> '' THEN a.blind & 1 ELSE 0 END,
+				CASE WHEN (a.blind & 4) <> 0 THEN decode(u.th, 'hex') END
+			FROM a, u JOIN l ON l.ord = u.ord
 			WHERE NOT l.gone AND NOT l.found
 			ORDER BY u.ord
 			ON CONFLICT (tenant_id, source_id, identity_hash) DO UPDATE SET updated_at = EXCLUDED.updated_at
@@ -115,7 +120,7 @@ func groupRecords(extra string) string {
 			INSERT INTO revisions (report_id, revision, content_sha256, text, metadata,
 				policy_version, profile_id, profile_version, received_at, sealed)
 			SELECT n.rep, n.rev, n.c, n.txt, NULLIF(n.m, ''), n.pver, n.prof, n.pv, n.at,
-				CASE WHEN $21::bool THEN 1 + CASE WHEN n.m <> '' THEN 2 ELSE 0 END ELSE 0 END -- sealedText, sealedMetadata
+				($21::int & 5) + CASE WHEN ($21::int & 1) <> 0 AND n.m <> '' THEN 2 ELSE 0 END -- sealedText, sealedBlind, sealedMetadata
 			FROM n ORDER BY n.ord
 			ON CONFLICT (report_id, revision) DO NOTHING RETURNING id, report_id, revision),
 		rv AS (
@@ -140,8 +145,8 @@ func groupRecords(extra string) string {
 				WHERE ij.id IS NULL AND j.revision_id = rv.id AND j.extraction_version = n.ev LIMIT 1) j ON true
 			WHERE rv.id IS NOT NULL AND rv.sha = n.c),
 		idl AS (
-			INSERT INTO deliveries (source_id, delivery_key, body_sha256, job_id, report_id, revision, received_at)
-			SELECT n.s, n.k, n.b, jb.id, n.rep, n.rev, n.at
+			INSERT INTO deliveries (source_id, delivery_key, body_sha256, job_id, report_id, revision, received_at, sealed)
+			SELECT n.s, n.k, n.b, jb.id, n.rep, n.rev, n.at, $21::int & 4 -- sealedBlind
 			FROM n JOIN jb ON jb.ord = n.ord
 			WHERE jb.id IS NOT NULL
 			ORDER BY n.ord
@@ -173,10 +178,14 @@ type Enqueue struct {
 type groupItem struct {
 	i        int // index into the group
 	p        *AcceptParams
-	identity string
-	now      int64
-	dk       *boundary.DataKey
-	meta     string // River job metadata (Enqueue), '' for none
+	identity string // the plain identity hash
+	// The hashes as stored (blindindex.go): identity, tombstone, content
+	// and body; the plain ones without a blind-index key.
+	storedIdentity, tomb, body string
+	now                        int64
+	dk                         *boundary.DataKey
+	key                        newKey // the data key made before the report row (prepareReportKey)
+	meta                       string // River job metadata (Enqueue), '' for none
 
 	reportID   string // the report's public ID and key
 	reportKey  int64
@@ -205,6 +214,11 @@ type groupItem struct {
 // caller rolls back and runs the group again, item by item under
 // savepoints with Accept.
 func (db *DB) AcceptGroup(ctx context.Context, tx Querier, ps []AcceptParams, enq *Enqueue) ([]AcceptResult, []bool, error) {
+	if db.index != nil && db.mixed.Load() {
+		// Plain hashes may remain (blindindex.go): Accept looks both
+		// forms up, the set-based statements only one.
+		return nil, nil, errGroupMixed
+	}
 	res := make([]AcceptResult, len(ps))
 	newJob := make([]bool, len(ps))
 	set, later := splitGroup(ps, enq)
@@ -237,6 +251,20 @@ func (db *DB) AcceptGroup(ctx context.Context, tx Querier, ps []AcceptParams, en
 		res[i], newJob[i] = r[k], nj[k]
 	}
 	return res, newJob, nil
+}
+
+// errGroupMixed is AcceptGroup's answer while the ledger converts to the
+// blind index: the caller runs the group item by item with Accept.
+var errGroupMixed = errors.New("the ledger converts to the blind index: accept item by item")
+
+// sealedBits is qGroupRecords' $21: sealedText when the texts are sealed,
+// sealedBlind when the hashes are blind.
+func sealedBits(db *DB) int {
+	bits := db.blindBit()
+	if db.keys != nil {
+		bits |= sealedText
+	}
+	return bits
 }
 
 // splitGroup returns the items of the group's first set and the indexes
@@ -352,11 +380,15 @@ func (db *DB) acceptPipelined(ctx context.Context, c *pgx.Conn, items []*groupIt
 	// ResetSession), so a ROLLBACK that fails costs only the connection.
 	rollback := func() { _, _ = c.Exec(context.WithoutCancel(ctx), "ROLLBACK") }
 	done := make([]bool, len(items))
+	args, err := db.groupReportsArgs(items)
+	if err != nil {
+		return err
+	}
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	b.Queue(qGroupReports, groupReportsArgs(items)...)
+	b.Queue(qGroupReports, args...)
 	br := c.SendBatch(ctx, b)
-	_, err := br.Exec()
+	_, err = br.Exec()
 	if err != nil {
 		err = fmt.Errorf("begin: %w", err)
 	} else {
@@ -455,20 +487,34 @@ type rowReader interface {
 	Scan(dest ...any) error
 }
 
-func groupReportsArgs(items []*groupItem) []any {
+// groupReportsArgs draws each item's report ID, fills in its stored
+// hashes and returns qGroupReports' arguments.
+func (db *DB) groupReportsArgs(items []*groupItem) ([]any, error) {
+	bits := 0
+	if db.keys != nil {
+		bits = sealedExternalID
+	}
 	for _, it := range items {
 		it.reportID = stet.NewID(prefixReport, it.p.Now)
+		var err error
+		if it.key, err = db.prepareReportKey(it.reportID, it.p.ExternalID); err != nil {
+			return nil, err
+		}
+		it.storedIdentity = db.blind(hashIdentity, it.identity)
+		it.tomb = db.tombstoneOf(it.p.TenantID, it.p.SourceID, it.identity)
+		it.body = db.blind(hashBody, it.p.BodySHA256)
 	}
 	return []any{
-		column(items, func(it *groupItem) string { return TombstoneHash(it.p.TenantID, it.p.SourceID, it.identity) }),
+		column(items, func(it *groupItem) string { return it.tomb }),
 		column(items, func(it *groupItem) int64 { return it.now }),
 		column(items, func(it *groupItem) string { return it.p.SourceID }),
 		column(items, func(it *groupItem) string { return it.p.DeliveryKey }),
 		column(items, func(it *groupItem) []byte { return pub(it.reportID) }),
 		column(items, func(it *groupItem) string { return it.p.TenantID }),
-		column(items, func(it *groupItem) string { return it.p.ExternalID }),
-		column(items, func(it *groupItem) []byte { return sha(it.identity) }),
-	}
+		column(items, func(it *groupItem) string { return it.key.externalID.String }),
+		column(items, func(it *groupItem) []byte { return sha(it.storedIdentity) }),
+		db.blindBit() | bits, // $9: sealedBlind, sealedExternalID
+	}, nil
 }
 
 // readGroupReports reads qGroupReports' rows: the outcome of each item the
@@ -494,7 +540,7 @@ func readGroupReports(rows rowReader, items []*groupItem, res []AcceptResult, do
 		case gone:
 			res[it.i] = AcceptResult{Outcome: OutcomeGone}
 			done[k] = true
-		case found && bodySHA != it.p.BodySHA256:
+		case found && bodySHA != it.body:
 			res[it.i] = AcceptResult{Outcome: OutcomeDeliveryConflict}
 			done[k] = true
 		case found && state == "":
@@ -524,7 +570,11 @@ func (db *DB) acceptSet(ctx context.Context, tx Querier, items []*groupItem, res
 	// 0-2. Tombstones and receipts, then the reports, inserted or taken in
 	// lock order.
 	done := make([]bool, len(items))
-	rows, err := tx.QueryContext(ctx, qGroupReports, groupReportsArgs(items)...)
+	args, err := db.groupReportsArgs(items)
+	if err != nil {
+		return err
+	}
+	rows, err := tx.QueryContext(ctx, qGroupReports, args...)
 	if err != nil {
 		return fmt.Errorf("insert report: %w", err)
 	}
@@ -542,7 +592,7 @@ func (db *DB) acceptSet(ctx context.Context, tx Querier, items []*groupItem, res
 		for _, it := range items {
 			var err error
 			if it.newReport {
-				it.dk, err = db.newReportKey(ctx, tx, it.reportKey, it.reportID, it.p.Now)
+				it.dk, err = db.storeReportKey(ctx, tx, it.reportKey, it.key, it.p.Now)
 			} else {
 				it.dk, err = db.writeKey(ctx, tx, it.reportID, it.p.Now)
 			}
@@ -583,7 +633,7 @@ func (db *DB) groupRecordsArgs(items []*groupItem, enq *Enqueue) (string, []any,
 	texts := make([]string, len(items))
 	metas := make([]string, len(items))
 	for k, it := range items {
-		it.contentSHA = it.p.Text.SHA256()
+		it.contentSHA = db.blind(hashContent, it.p.Text.SHA256())
 		it.revision = it.p.Revision
 		if it.p.Revisions == stet.RevisionsContent && it.newReport {
 			it.revision = 1 // a report created here has no revisions yet
@@ -625,16 +675,16 @@ func (db *DB) groupRecordsArgs(items []*groupItem, enq *Enqueue) (string, []any,
 			return string(stet.ModeSync)
 		}),
 		column(items, func(it *groupItem) string { return it.p.DeliveryKey }),
-		column(items, func(it *groupItem) []byte { return sha(it.p.BodySHA256) }),
+		column(items, func(it *groupItem) []byte { return sha(it.body) }),
 		column(items, func(it *groupItem) string {
 			if !it.newReport {
 				return "" // only a report created here needs the recheck
 			}
-			return TombstoneHash(it.p.TenantID, it.p.SourceID, it.identity)
+			return it.tomb
 		}),
 		column(items, func(it *groupItem) bool { return it.p.Revisions == stet.RevisionsContent }),
 		column(items, func(it *groupItem) string { return it.jobID }),
-		db.keys != nil, // $21: the texts and metadata are sealed
+		sealedBits(db), // $21: the texts and metadata are sealed (1), the hashes blind (4)
 	}
 	if enq != nil {
 		query = qGroupRecordsEnqueue

@@ -119,7 +119,7 @@ func TestAcceptGroupMatchesAccept(t *testing.T) {
 					p := group[7].params()
 					_, err := tx.ExecContext(ctx, `INSERT INTO tombstones (identity_hash, tenant_id, source_id, deletion_id, created_at, expires_at)
 						VALUES ($1, $2, $3, 'del_1', 0, $4)`,
-						ledger.TombstoneHash(p.TenantID, p.SourceID, ledger.IdentityHash(p.Identity, p.ExternalID, p.Text)), "demo", "reports", t0.Add(24*3600e9).UnixMicro())
+						db.TombstoneOf(p.TenantID, p.SourceID, ledger.IdentityHash(p.Identity, p.ExternalID, p.Text)), "demo", "reports", t0.Add(24*3600e9).UnixMicro())
 					return err
 				})
 				if err != nil {

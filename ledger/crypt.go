@@ -49,7 +49,7 @@ const (
 // column.
 func sealedBit(col string) int {
 	switch col {
-	case colRevisionText, colArtifactRaw, colClassification:
+	case colRevisionText, colArtifactRaw, colClassification, colExternalID:
 		return 1
 	case colRevisionMetadata, colArtifactOutput, colNote:
 		return 2
@@ -97,22 +97,51 @@ func (db *DB) Encrypted() bool { return db.keys != nil }
 
 func bind(col, rowID string) string { return col + "/" + rowID }
 
-// newReportKey makes, wraps and stores the data key of a report created in
-// this transaction (its key and its public ID). It returns nil when
-// encryption is off.
-func (db *DB) newReportKey(ctx context.Context, q Querier, reportKey int64, reportID string, now time.Time) (*boundary.DataKey, error) {
+// newKey is the data key of a report about to be inserted, made before
+// its row so that the row carries its external ID already sealed: its key
+// (nil with encryption off), the key as report_keys stores it, and the
+// external ID and sealed bits the row is inserted with.
+type newKey struct {
+	dk         *boundary.DataKey
+	w          boundary.WrappedKey
+	externalID sql.NullString
+	sealed     int // sealedExternalID when the external ID is sealed
+}
+
+// prepareReportKey makes the data key of a report about to be inserted
+// and seals its external ID (if any) under it. With encryption off the
+// external ID is stored as it is. A report that turns out to exist
+// discards it.
+func (db *DB) prepareReportKey(reportID, externalID string) (newKey, error) {
 	if db.keys == nil {
-		return nil, nil
+		return newKey{externalID: nullString(externalID)}, nil
 	}
 	dk, w, err := db.keys.NewDataKey(reportID)
 	if err != nil {
-		return nil, err
+		return newKey{}, err
+	}
+	k := newKey{dk: dk, w: w}
+	if externalID != "" {
+		ext, err := sealString(dk, colExternalID, reportID, externalID)
+		if err != nil {
+			return newKey{}, err
+		}
+		k.externalID, k.sealed = sql.NullString{String: ext, Valid: true}, sealedExternalID
+	}
+	return k, nil
+}
+
+// storeReportKey stores the prepared data key of a report inserted in this
+// transaction (its key) and returns the key (nil with encryption off).
+func (db *DB) storeReportKey(ctx context.Context, q Querier, reportKey int64, k newKey, now time.Time) (*boundary.DataKey, error) {
+	if k.dk == nil {
+		return nil, nil
 	}
 	if _, err := q.ExecContext(ctx, `INSERT INTO report_keys (report_id, data_key_id, key_id, wrapped, created_at)
-		VALUES ($1, $2, $3, $4, $5)`, reportKey, w.DataKeyID, w.KeyID, w.Wrapped, micros(now)); err != nil {
+		VALUES ($1, $2, $3, $4, $5)`, reportKey, k.w.DataKeyID, k.w.KeyID, k.w.Wrapped, micros(now)); err != nil {
 		return nil, fmt.Errorf("store data key: %w", err)
 	}
-	return dk, nil
+	return k.dk, nil
 }
 
 // writeKey returns the data key to seal a write of the report: its stored
@@ -331,7 +360,7 @@ func (db *DB) CheckKeys(ctx context.Context, now time.Time) error {
 	}
 	if db.keys == nil {
 		var any bool
-		if err := db.w.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM report_keys)`).Scan(&any); err != nil {
+		if err := db.w.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM report_keys) OR EXISTS (SELECT 1 FROM index_key)`).Scan(&any); err != nil {
 			return fmt.Errorf("read data keys: %w", err)
 		}
 		if any {
@@ -356,12 +385,12 @@ func (db *DB) CheckKeys(ctx context.Context, now time.Time) error {
 			continue
 		}
 		var used bool
-		if err := db.w.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM report_keys WHERE key_id = $1)`, id).Scan(&used); err != nil {
+		if err := db.w.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM report_keys WHERE key_id = $1) OR EXISTS (SELECT 1 FROM index_key WHERE key_id = $1)`, id).Scan(&used); err != nil {
 			return fmt.Errorf("read data keys: %w", err)
 		}
 		if used {
 			return fmt.Errorf("encryption: data keys are wrapped by key %s, which is not configured: add it back (after the sealing key) and run 'stet rekey' before removing it", id)
 		}
 	}
-	return nil
+	return db.loadIndexKey(ctx, now)
 }

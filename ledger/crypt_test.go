@@ -124,17 +124,45 @@ func TestRekeyAndKeyChecks(t *testing.T) {
 			ledger.StoredID(rev2.ReportID)); n != 1 {
 			t.Errorf("sealed revisions of the old report = %d, want 1", n)
 		}
+		// Before the rekey the ledger holds plain hashes beside blind
+		// ones: a redelivery, a new revision and a lookup by external ID
+		// still find the report written before.
+		if again := accept(t, db, "r-old", 1, "plain old text", "d1"); again.Outcome != ledger.OutcomeDuplicate || again.JobID != old.JobID {
+			t.Errorf("redelivery of d1 before the rekey = %+v, want the old job", again)
+		}
+		if rev2.ReportID != old.ReportID {
+			t.Errorf("revision 2 made report %s, want the old report %s", rev2.ReportID, old.ReportID)
+		}
 		pending, err := db.RekeyPending(ctx)
-		if err != nil || pending != 4 { // two revisions, the artifact, the record
-			t.Errorf("RekeyPending = %d, %v; want 4", pending, err)
+		// Sealed: two revisions, the artifact, the record, two external
+		// IDs; made blind: two reports, two revisions, two deliveries.
+		if err != nil || pending != 12 {
+			t.Errorf("RekeyPending = %d, %v; want 12", pending, err)
 		}
 		var seen []int
 		res, err := db.Rekey(ctx, ledger.RekeyParams{Batch: 1, Actor: "test", Progress: func(n int) { seen = append(seen, n) }})
-		if err != nil || res.Sealed != 4 || res.Rewrapped != 0 {
-			t.Fatalf("Rekey = %+v, %v; want 4 sealed", res, err)
+		if err != nil || res.Sealed != 6 || res.Blinded != 6 || res.Rewrapped != 0 {
+			t.Fatalf("Rekey = %+v, %v; want 6 sealed and 6 blinded", res, err)
 		}
-		if len(seen) == 0 || seen[len(seen)-1] != 4 {
-			t.Errorf("progress = %v, want it to end at 4", seen)
+		if len(seen) == 0 || seen[len(seen)-1] != 12 {
+			t.Errorf("progress = %v, want it to end at 12", seen)
+		}
+		for _, q := range []string{
+			`SELECT COUNT(*) FROM reports WHERE (sealed & 5) <> 5`,
+			`SELECT COUNT(*) FROM revisions WHERE (sealed & 4) = 0`,
+			`SELECT COUNT(*) FROM deliveries WHERE (sealed & 4) = 0`,
+			`SELECT COUNT(*) FROM index_key WHERE converted_at IS NULL`,
+		} {
+			if n := count(t, db, q); n != 0 {
+				t.Errorf("%s = %d after Rekey, want 0", q, n)
+			}
+		}
+		if again := accept(t, db, "r-old2", 1, "second plain text", "d2"); again.Outcome != ledger.OutcomeDuplicate {
+			t.Errorf("redelivery of d2 after the rekey = %+v, want a duplicate", again)
+		}
+		if r, err := db.GetReport(ctx, ledger.ReportLookup{Tenant: "demo", SourceID: "reports", ExternalID: "r-old", Now: t0}); err != nil ||
+			r.Report.ID != old.ReportID || r.Report.ExternalID != "r-old" || len(r.Revisions) != 2 {
+			t.Errorf("GetReport by external ID after the rekey = %+v, %v", r, err)
 		}
 		for _, q := range []string{
 			`SELECT COUNT(*) FROM revisions WHERE text NOT LIKE 'stet:v1:%'`,
@@ -155,8 +183,11 @@ func TestRekeyAndKeyChecks(t *testing.T) {
 			t.Fatal(err)
 		}
 		res, err = db.Rekey(ctx, ledger.RekeyParams{Batch: 2, Actor: "test"})
-		if err != nil || res.Rewrapped != 2 || res.Sealed != 0 {
-			t.Fatalf("Rekey to k2 = %+v, %v; want 2 rewrapped", res, err)
+		if err != nil || res.Rewrapped != 3 || res.Sealed != 0 || res.Blinded != 0 {
+			t.Fatalf("Rekey to k2 = %+v, %v; want 3 rewrapped (2 data keys, the blind-index key)", res, err)
+		}
+		if n := count(t, db, `SELECT COUNT(*) FROM index_key WHERE key_id = 'k2'`); n != 1 {
+			t.Errorf("blind-index key under k2 = %d, want 1", n)
 		}
 		if n := count(t, db, `SELECT COUNT(*) FROM report_keys WHERE key_id = 'k2'`); n != 2 {
 			t.Errorf("data keys under k2 = %d, want 2", n)

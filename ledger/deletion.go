@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sort"
@@ -84,8 +85,8 @@ const qJobsOfReport = `SELECT j.id FROM revisions v JOIN jobs j ON j.revision_id
 // dialects, not a whole table.
 const (
 	// qReportToDelete finds an external-ID report by its identity hash ($3).
-	qReportToDelete = `SELECT id, public_id, source_id, identity_hash, deletion_id FROM reports
-		WHERE tenant_id = $1 AND source_id = $2 AND identity_hash = $3`
+	qReportToDelete = `SELECT id, public_id, source_id, identity_hash, deletion_id, tombstone_hash, sealed FROM reports
+		WHERE tenant_id = $1 AND source_id = $2 AND identity_hash IN ($3, $4)`
 	// qCancelReportJobs cancels a report's unfinished jobs ($2 the time).
 	qCancelReportJobs = `UPDATE jobs SET state = 'cancelled', lease_until = NULL, updated_at = $2
 		WHERE id IN (` + qJobsOfReport + `) AND state NOT IN ('committed', 'manual', 'cancelled')`
@@ -120,23 +121,26 @@ const (
 // pending task per copy known now. The caller enqueues the deletion's
 // worker in the same tx. A report already deleted returns its deletion
 // (Created false); an unknown or another tenant's report is ENotFound.
-func RequestDeletion(ctx context.Context, tx Querier, p DeletionRequest) (DeletionRequested, error) {
+func (db *DB) RequestDeletion(ctx context.Context, tx Querier, p DeletionRequest) (DeletionRequested, error) {
 	now := micros(p.Now)
 	var reportID, sourceID, identity string
 	var reportKey int64
 	var deletionID sql.NullString
+	var tombstone []byte
+	var sealed int
 	var err error
 	if p.ReportID != "" {
-		err = tx.QueryRowContext(ctx, `SELECT id, public_id, source_id, identity_hash, deletion_id FROM reports WHERE public_id = $1 AND tenant_id = $2`,
-			pub(p.ReportID), p.Tenant).Scan(&reportKey, reportPub(&reportID), &sourceID, shaScan{&identity}, &deletionID)
+		err = tx.QueryRowContext(ctx, `SELECT id, public_id, source_id, identity_hash, deletion_id, tombstone_hash, sealed FROM reports WHERE public_id = $1 AND tenant_id = $2`,
+			pub(p.ReportID), p.Tenant).Scan(&reportKey, reportPub(&reportID), &sourceID, shaScan{&identity}, &deletionID, &tombstone, &sealed)
 	} else {
 		// By the identity hash of the external ID (the unique key's index).
 		hash := IdentityHash(stet.IdentityExternalID, p.ExternalID, stet.Text{})
-		err = tx.QueryRowContext(ctx, qReportToDelete, p.Tenant, p.SourceID, sha(hash)).
-			Scan(&reportKey, reportPub(&reportID), &sourceID, shaScan{&identity}, &deletionID)
+		stored, plain := db.forms(hashIdentity, hash)
+		err = tx.QueryRowContext(ctx, qReportToDelete, p.Tenant, p.SourceID, sha(stored), sha(plain)).
+			Scan(&reportKey, reportPub(&reportID), &sourceID, shaScan{&identity}, &deletionID, &tombstone, &sealed)
 		if errors.Is(err, sql.ErrNoRows) {
 			// Deleted before? The tombstone knows, by hash.
-			id, terr := tombstoneDeletion(ctx, tx, p.Tenant, p.SourceID, hash, p.Now)
+			id, terr := db.tombstoneDeletion(ctx, tx, p.Tenant, p.SourceID, hash, p.Now)
 			if terr != nil {
 				return DeletionRequested{}, terr
 			}
@@ -164,7 +168,7 @@ func RequestDeletion(ctx context.Context, tx Querier, p DeletionRequest) (Deleti
 	// cancelled here) or finds the report deleted.
 	id := stet.NewID("del", p.Now)
 	res, err := tx.ExecContext(ctx, `UPDATE reports SET deleted_at = $1, deletion_id = $2, external_id = NULL,
-			identity_hash = $3, updated_at = $1
+			identity_hash = $3, tombstone_hash = NULL, updated_at = $1
 		WHERE id = $4 AND deleted_at IS NULL`, now, id, []byte("deleted:"+id), reportKey)
 	if err != nil {
 		return DeletionRequested{}, fmt.Errorf("mark report deleted: %w", err)
@@ -176,11 +180,18 @@ func RequestDeletion(ctx context.Context, tx Querier, p DeletionRequest) (Deleti
 	if err != nil {
 		return DeletionRequested{}, err
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO tombstones (identity_hash, tenant_id, source_id, deletion_id, created_at, expires_at)
-		VALUES ($1, $2, $3, $4, $5, $6)
+	// The tombstone: the blind one intake kept on the report, or, for a
+	// report whose identity hash is still plain, the plain one (stet rekey
+	// converts it).
+	tomb, tombSealed := TombstoneHash(p.Tenant, sourceID, identity), 0
+	if len(tombstone) > 0 && sealed&sealedBlind != 0 {
+		tomb, tombSealed = hex.EncodeToString(tombstone), sealedBlind
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO tombstones (identity_hash, tenant_id, source_id, deletion_id, created_at, expires_at, sealed)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)
 		ON CONFLICT (identity_hash) DO UPDATE SET deletion_id = excluded.deletion_id, created_at = excluded.created_at,
 			expires_at = excluded.expires_at`,
-		TombstoneHash(p.Tenant, sourceID, identity), p.Tenant, sourceID, id, now, micros(p.Now.Add(horizon))); err != nil {
+		tomb, p.Tenant, sourceID, id, now, micros(p.Now.Add(horizon)), tombSealed); err != nil {
 		return DeletionRequested{}, fmt.Errorf("write tombstone: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, qCancelReportJobs, reportKey, now); err != nil {
@@ -332,10 +343,13 @@ func LastSyncCall(ctx context.Context, q Querier, reportID, processorID string) 
 	return m[processorID], err
 }
 
-func tombstoneDeletion(ctx context.Context, q Querier, tenant, source, identity string, now time.Time) (string, error) {
+// tombstoneDeletion returns the deletion of an identity (its plain hash)
+// of a source whose tombstone has not yet expired, or "".
+func (db *DB) tombstoneDeletion(ctx context.Context, q Querier, tenant, source, identity string, now time.Time) (string, error) {
+	stored, plain := db.forms(hashTombstone, TombstoneHash(tenant, source, identity))
 	var id string
-	err := q.QueryRowContext(ctx, `SELECT deletion_id FROM tombstones WHERE identity_hash = $1 AND expires_at > $2`,
-		TombstoneHash(tenant, source, identity), micros(now)).Scan(&id)
+	err := q.QueryRowContext(ctx, `SELECT deletion_id FROM tombstones WHERE identity_hash IN ($1, $2) AND expires_at > $3`,
+		stored, plain, micros(now)).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", nil
 	}
@@ -345,10 +359,10 @@ func tombstoneDeletion(ctx context.Context, q Querier, tenant, source, identity 
 	return id, nil
 }
 
-// Tombstoned reports whether an identity of a source was deleted and its
-// tombstone has not yet expired.
-func Tombstoned(ctx context.Context, q Querier, tenant, source, identityHash string, now time.Time) (bool, error) {
-	id, err := tombstoneDeletion(ctx, q, tenant, source, identityHash, now)
+// tombstoned reports whether an identity (its plain hash) of a source was
+// deleted and its tombstone has not yet expired.
+func (db *DB) tombstoned(ctx context.Context, q Querier, tenant, source, identity string, now time.Time) (bool, error) {
+	id, err := db.tombstoneDeletion(ctx, q, tenant, source, identity, now)
 	return id != "", err
 }
 

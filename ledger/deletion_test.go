@@ -16,7 +16,7 @@ func requestDeletion(t *testing.T, db *ledger.DB, r ledger.DeletionRequest) ledg
 	var out ledger.DeletionRequested
 	err := db.InTx(context.Background(), func(tx *sql.Tx) error {
 		var err error
-		out, err = ledger.RequestDeletion(context.Background(), tx, r)
+		out, err = db.RequestDeletion(context.Background(), tx, r)
 		return err
 	})
 	if err != nil {
@@ -56,7 +56,7 @@ func TestRequestDeletionCancelsAndTombstones(t *testing.T) {
 			t.Errorf("second requests = %+v, %+v; want deletion %s", again, byID, out.DeletionID)
 		}
 		err = db.InTx(ctx, func(tx *sql.Tx) error {
-			_, err := ledger.RequestDeletion(ctx, tx, ledger.DeletionRequest{Tenant: "other", ReportID: res.ReportID, Now: t0})
+			_, err := db.RequestDeletion(ctx, tx, ledger.DeletionRequest{Tenant: "other", ReportID: res.ReportID, Now: t0})
 			return err
 		})
 		if stet.ErrorCodeOf(err) != stet.ENotFound {

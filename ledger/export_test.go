@@ -21,8 +21,8 @@ type Lookup struct {
 // or a report's rows for a deletion; each must search indexes
 // (TestLookupsSearchIndexes).
 var Lookups = map[string]Lookup{
-	"report by external ID": {qReportByExternalID, []any{"t", "s", make([]byte, 32)}},
-	"report to delete":      {qReportToDelete, []any{"t", "s", make([]byte, 32)}},
+	"report by external ID": {qReportByExternalID, []any{"t", "s", make([]byte, 32), make([]byte, 32)}},
+	"report to delete":      {qReportToDelete, []any{"t", "s", make([]byte, 32), make([]byte, 32)}},
 	"cancel report jobs":    {qCancelReportJobs, []any{int64(1), int64(0)}},
 	"provider copies":       {qProviderCopies, []any{int64(1)}},
 	"sync processors":       {qSyncProcessors, []any{int64(1)}},
@@ -47,4 +47,10 @@ func init() {
 	for c, q := range verifyCopy {
 		Lookups["verify "+c] = Lookup{q, []any{int64(1)}}
 	}
+}
+
+// TombstoneOf is the tombstone the ledger stores for an identity (its
+// plain hash): blind with encryption on (blindindex.go).
+func (db *DB) TombstoneOf(tenant, source, identity string) string {
+	return db.tombstoneOf(tenant, source, identity)
 }

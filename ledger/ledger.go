@@ -15,6 +15,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/stetlabs/stet"
@@ -40,6 +41,12 @@ type DB struct {
 	url     string
 	// keys, when set, seal the text columns (crypt.go); nil stores plaintext.
 	keys *boundary.Keyring
+	// index, loaded by CheckKeys with keys, replaces stored hashes with
+	// their blind-index values (blindindex.go); nil stores plain SHA-256.
+	index *boundary.IndexKey
+	// mixed is true while rows written before the index key may still hold
+	// plain hashes: lookups then match both forms.
+	mixed atomic.Bool
 }
 
 // Open opens the ledger at url ("sqlite:///path/stet.db", "sqlite://rel.db",

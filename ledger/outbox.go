@@ -455,20 +455,29 @@ type RecordEventBody struct {
 func (db *DB) RecordForDelivery(ctx context.Context, d Delivery) (RecordEventBody, error) {
 	b := RecordEventBody{ID: d.RecordID, JobID: d.JobID, ReportID: d.ReportID, Source: d.SourceID, Classification: json.RawMessage("null")}
 	var ext, class, failure, decision sql.NullString
-	var sealed int
-	err := db.w.QueryRowContext(ctx, `SELECT r.revision, r.kind, r.authoritative, r.classification, r.failure_class, r.decision, p.external_id, r.sealed
+	var sealed, reportSealed int
+	err := db.w.QueryRowContext(ctx, `SELECT r.revision, r.kind, r.authoritative, r.classification, r.failure_class, r.decision, p.external_id, r.sealed,
+			p.sealed
 		FROM review_records r JOIN reports p ON p.id = r.report_id WHERE r.public_id = $1`, pub(d.RecordID)).
-		Scan(&b.Revision, &b.Kind, &b.Authoritative, &class, &failure, &decision, &ext, &sealed)
+		Scan(&b.Revision, &b.Kind, &b.Authoritative, &class, &failure, &decision, &ext, &sealed, &reportSealed)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return b, nil
 	case err != nil:
 		return b, fmt.Errorf("read record for delivery: %w", err)
 	}
+	o := db.opener(db.w)
+	ext, err = o.open(ctx, d.ReportID, colExternalID, d.ReportID, ext, reportSealed)
+	switch {
+	case errors.Is(err, ErrKeyDestroyed):
+		ext = sql.NullString{}
+	case err != nil:
+		return b, fmt.Errorf("read record for delivery: %w", err)
+	}
 	if ext.Valid {
 		b.ExternalID = &ext.String
 	}
-	class, err = db.opener(db.w).open(ctx, d.ReportID, colClassification, d.RecordID, class, sealed)
+	class, err = o.open(ctx, d.ReportID, colClassification, d.RecordID, class, sealed)
 	switch {
 	case errors.Is(err, ErrKeyDestroyed):
 		// Crypto-shredded: the record's content is gone, its IDs stay.

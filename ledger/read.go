@@ -186,10 +186,10 @@ func (db *DB) GetReportAnyTenant(ctx context.Context, l ReportLookup) (*ReportDe
 // unique (tenant_id, source_id, identity_hash) key's index; for any tenant
 // (operator commands only), a scan of that index.
 const (
-	qReportByExternalID = `SELECT id, public_id, tenant_id, source_id, external_id, identity_hash, created_at, deleted_at FROM reports
-		WHERE tenant_id = $1 AND source_id = $2 AND identity_hash = $3`
-	qReportByIdentityAnyTenant = `SELECT id, public_id, tenant_id, source_id, external_id, identity_hash, created_at, deleted_at FROM reports
-		WHERE source_id = $1 AND identity_hash = $2`
+	qReportByExternalID = `SELECT id, public_id, tenant_id, source_id, external_id, identity_hash, created_at, deleted_at, sealed FROM reports
+		WHERE tenant_id = $1 AND source_id = $2 AND identity_hash IN ($3, $4)`
+	qReportByIdentityAnyTenant = `SELECT id, public_id, tenant_id, source_id, external_id, identity_hash, created_at, deleted_at, sealed FROM reports
+		WHERE source_id = $1 AND identity_hash IN ($2, $3)`
 )
 
 func (db *DB) getReport(ctx context.Context, l ReportLookup) (*ReportDetail, error) {
@@ -198,27 +198,29 @@ func (db *DB) getReport(ctx context.Context, l ReportLookup) (*ReportDetail, err
 	var ext sql.NullString
 	var created, key int64
 	var deleted sql.NullInt64
+	var sealed int
 	var err error
 	if l.ReportID != "" {
-		err = db.r.QueryRowContext(ctx, `SELECT id, public_id, tenant_id, source_id, external_id, identity_hash, created_at, deleted_at FROM reports
-			WHERE public_id = $1 AND ($2 = '*any*' OR tenant_id = $2)`, pub(l.ReportID), l.Tenant).Scan(&key, reportPub(&r.ID), &r.TenantID, &r.SourceID, &ext, shaScan{&r.IdentityHash}, &created, &deleted)
+		err = db.r.QueryRowContext(ctx, `SELECT id, public_id, tenant_id, source_id, external_id, identity_hash, created_at, deleted_at, sealed FROM reports
+			WHERE public_id = $1 AND ($2 = '*any*' OR tenant_id = $2)`, pub(l.ReportID), l.Tenant).Scan(&key, reportPub(&r.ID), &r.TenantID, &r.SourceID, &ext, shaScan{&r.IdentityHash}, &created, &deleted, &sealed)
 	} else {
 		// By the identity hash. The tenant is named in the statement, not
 		// through an OR, so that SQLite searches the index instead of
 		// scanning it.
 		identity := IdentityHash(stet.IdentityExternalID, l.ExternalID, stet.Text{})
+		stored, plain := db.forms(hashIdentity, identity)
 		var row *sql.Row
 		if l.Tenant == anyTenant {
-			row = db.r.QueryRowContext(ctx, qReportByIdentityAnyTenant, l.SourceID, sha(identity))
+			row = db.r.QueryRowContext(ctx, qReportByIdentityAnyTenant, l.SourceID, sha(stored), sha(plain))
 		} else {
-			row = db.r.QueryRowContext(ctx, qReportByExternalID, l.Tenant, l.SourceID, sha(identity))
+			row = db.r.QueryRowContext(ctx, qReportByExternalID, l.Tenant, l.SourceID, sha(stored), sha(plain))
 		}
-		err = row.Scan(&key, reportPub(&r.ID), &r.TenantID, &r.SourceID, &ext, shaScan{&r.IdentityHash}, &created, &deleted)
+		err = row.Scan(&key, reportPub(&r.ID), &r.TenantID, &r.SourceID, &ext, shaScan{&r.IdentityHash}, &created, &deleted, &sealed)
 		if errors.Is(err, sql.ErrNoRows) && l.Tenant != anyTenant {
 			// A deleted report has a new identity hash and no external ID
 			// any more; its tombstone answers, by hash, until the replay
 			// horizon.
-			gone, terr := Tombstoned(ctx, db.r, l.Tenant, l.SourceID, identity, l.Now)
+			gone, terr := db.tombstoned(ctx, db.r, l.Tenant, l.SourceID, identity, l.Now)
 			if terr != nil {
 				return nil, terr
 			}
@@ -235,6 +237,9 @@ func (db *DB) getReport(ctx context.Context, l ReportLookup) (*ReportDetail, err
 	}
 	if deleted.Valid {
 		return nil, ErrGone
+	}
+	if ext, err = db.opener(db.r).open(ctx, r.ID, colExternalID, r.ID, ext, sealed&sealedExternalID); err != nil {
+		return nil, err
 	}
 	r.ExternalID = ext.String
 	r.CreatedAt = time.UnixMicro(created).UTC()

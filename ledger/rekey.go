@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -24,8 +25,9 @@ type RekeyParams struct {
 
 // RekeyResult counts what a rekey did.
 type RekeyResult struct {
-	Rewrapped int // data keys rewrapped by the sealing key
+	Rewrapped int // data keys (and the blind-index key) rewrapped by the sealing key
 	Sealed    int // rows whose plaintext columns were sealed
+	Blinded   int // rows whose plain hash became its blind-index value
 }
 
 // sealSpec is a table with sealed columns, how its rows find their report,
@@ -58,6 +60,8 @@ var sealSpecs = []sealSpec{
 			id, _ := formatPub(prefixRecord, record)
 			return id
 		}},
+	{"reports", []string{"external_id"}, "t.id", "t.id", "'', t.public_id",
+		func(reportID, _ string, _ []byte) string { return reportID }},
 }
 
 // plaintextWhere selects the rows of s with a value not yet sealed (its
@@ -86,6 +90,18 @@ func (db *DB) RekeyPending(ctx context.Context) (int, error) {
 		var n int
 		if err := db.w.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+s.table+` t WHERE `+s.plaintextWhere()).Scan(&n); err != nil {
 			return 0, fmt.Errorf("count plaintext %s: %w", s.table, err)
+		}
+		total += n
+	}
+	var n int
+	if err := db.w.QueryRowContext(ctx, `SELECT COUNT(*) FROM index_key WHERE key_id <> $1`, db.keys.SealingKeyID()).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count the blind-index key: %w", err)
+	}
+	total += n
+	if db.index != nil && db.mixed.Load() {
+		n, err := db.blindPending(ctx)
+		if err != nil {
+			return 0, err
 		}
 		total += n
 	}
@@ -119,7 +135,7 @@ func (db *DB) Rekey(ctx context.Context, p RekeyParams) (RekeyResult, error) {
 	}
 	progress := func() {
 		if p.Progress != nil {
-			p.Progress(res.Rewrapped + res.Sealed)
+			p.Progress(res.Rewrapped + res.Sealed + res.Blinded)
 		}
 	}
 	for after := int64(0); ; {
@@ -133,6 +149,18 @@ func (db *DB) Rekey(ctx context.Context, p RekeyParams) (RekeyResult, error) {
 			break
 		}
 		after = last
+	}
+	n, err := db.rewrapIndexKey(ctx, sealing, p.Now())
+	res.Rewrapped += n
+	if err != nil {
+		return res, err
+	}
+	// The hashes before the plaintext: a revision's text is sealed bound
+	// to its content hash as stored, the blind one.
+	if db.index != nil && db.mixed.Load() {
+		if _, err := db.convertHashes(ctx, p.Batch, p.Now, func(n int) { res.Blinded += n; progress() }); err != nil {
+			return res, err
+		}
 	}
 	for _, s := range sealSpecs {
 		after := int64(0)
@@ -149,7 +177,32 @@ func (db *DB) Rekey(ctx context.Context, p RekeyParams) (RekeyResult, error) {
 			after = last
 		}
 	}
-	return res, audit("encryption.rekey", fmt.Sprintf("rewrapped=%d sealed=%d", res.Rewrapped, res.Sealed))
+	return res, audit("encryption.rekey", fmt.Sprintf("rewrapped=%d sealed=%d blinded=%d", res.Rewrapped, res.Sealed, res.Blinded))
+}
+
+// rewrapIndexKey rewraps the blind-index key under the sealing key when
+// another key wraps it. It returns 1 when it did.
+func (db *DB) rewrapIndexKey(ctx context.Context, sealing string, now time.Time) (int, error) {
+	var w boundary.WrappedKey
+	err := db.w.QueryRowContext(ctx, `SELECT key_id, wrapped FROM index_key WHERE id = 1 AND key_id <> $1`, sealing).Scan(&w.KeyID, &w.Wrapped)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read the blind-index key: %w", err)
+	}
+	w.DataKeyID = "index"
+	nw, err := db.keys.RewrapIndexKey(w)
+	if err != nil {
+		return 0, fmt.Errorf("rewrap the blind-index key: %w", err)
+	}
+	res, err := db.w.ExecContext(ctx, `UPDATE index_key SET key_id = $1, wrapped = $2, rewrapped_at = $3
+		WHERE id = 1 AND key_id = $4 AND wrapped = $5`, nw.KeyID, nw.Wrapped, micros(now), w.KeyID, w.Wrapped)
+	if err != nil {
+		return 0, fmt.Errorf("store the rewrapped blind-index key: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return int(n), nil
 }
 
 // rewrapBatch rewraps up to limit data keys not wrapped by sealing, of

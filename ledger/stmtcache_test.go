@@ -70,12 +70,31 @@ func TestSQLiteReadersStayOpen(t *testing.T) {
 	job := accept(t, db, "r", 1, "text", "d").JobID
 	ctx := context.Background()
 	r := db.Reader()
+	// Each reader holds its connection until all of them have one, so a
+	// burst uses as many connections as it has readers however the
+	// scheduler runs them.
+	readers := r.Stats().MaxOpenConnections
+	if readers <= 0 || readers > 8 {
+		readers = 8
+	}
+	if readers < 2 {
+		t.Fatalf("read pool allows %d connections, want at least 2", readers)
+	}
 	for round := 0; round < 20; round++ {
-		var wg sync.WaitGroup
-		errs := make(chan error, 8)
-		for range 8 {
+		var wg, held sync.WaitGroup
+		errs := make(chan error, readers)
+		held.Add(readers)
+		for range readers {
 			wg.Go(func() {
-				if _, err := db.LoadWork(ctx, r, job); err != nil {
+				c, err := r.Conn(ctx)
+				held.Done()
+				if err != nil {
+					errs <- err
+					return
+				}
+				defer c.Close()
+				held.Wait()
+				if _, err := db.LoadWork(ctx, c, job); err != nil {
 					errs <- err
 				}
 			})

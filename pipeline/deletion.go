@@ -52,7 +52,7 @@ func (w *deleteWorker) Work(ctx context.Context, job *river.Job[DeleteArgs]) err
 	return w.p.runDeletion(ctx, job.Args.DeletionID)
 }
 
-// RequestDeletion records a deletion (ledger.RequestDeletion) and enqueues
+// RequestDeletion records a deletion (ledger.DB.RequestDeletion) and enqueues
 // its worker in the same transaction: the request, the tombstone and the
 // cancellation of the report's unfinished jobs commit together, or not at
 // all.
@@ -65,7 +65,7 @@ func (p *Pipeline) RequestDeletion(ctx context.Context, r ledger.DeletionRequest
 	for try := 0; try < 3; try++ {
 		err = p.db.InTx(ctx, func(tx *sql.Tx) error {
 			var err error
-			out, err = ledger.RequestDeletion(ctx, tx, r)
+			out, err = p.db.RequestDeletion(ctx, tx, r)
 			if err != nil || !out.Created {
 				return err
 			}
@@ -125,8 +125,17 @@ func (p *Pipeline) runDeletion(ctx context.Context, id string) error {
 	if err := p.checkpointAfterLocal(ctx, d.ID); err != nil {
 		return err
 	}
-	state, err := ledger.FinishDeletion(ctx, p.db.Writer(), id, p.clock.Now())
-	if err != nil {
+	// The deletion's end and its audit row commit together: a crash
+	// between them would leave a finished deletion no one can trace.
+	var state stet.DeletionState
+	if err := p.db.InTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		if state, err = ledger.FinishDeletion(ctx, tx, id, p.clock.Now()); err != nil || state == stet.DeletionPending {
+			return err
+		}
+		return ledger.Audit(ctx, tx, ledger.AuditEntry{Tenant: d.TenantID, Actor: "stet", Action: "deletion." + string(state),
+			ObjectType: "deletion", ObjectID: id, Now: p.clock.Now()})
+	}); err != nil {
 		return err
 	}
 	if state == stet.DeletionPending {
@@ -135,10 +144,6 @@ func (p *Pipeline) runDeletion(ctx context.Context, id string) error {
 			return river.JobSnooze(p.cfg.SweepInterval)
 		}
 		return fmt.Errorf("deletion %s: tasks remain pending", id)
-	}
-	if err := ledger.Audit(ctx, p.db.Writer(), ledger.AuditEntry{Tenant: d.TenantID, Actor: "stet", Action: "deletion." + string(state),
-		ObjectType: "deletion", ObjectID: id, Now: p.clock.Now()}); err != nil {
-		return err
 	}
 	log.Info("deletion finished", "state", string(state))
 	return nil

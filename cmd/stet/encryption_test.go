@@ -138,7 +138,7 @@ func TestRekeyAndStartupKeyChecks(t *testing.T) {
 		t.Fatalf("quickstart stored %d plaintext revisions of %d reports", plainRows, reports)
 	}
 
-	type result struct{ Rewrapped, Sealed int }
+	type result struct{ Rewrapped, Sealed, Blinded int }
 	rekey := func(cfg string) result {
 		t.Helper()
 		code, out, stderr := runInProcess(t, "rekey", "--config", cfg, "--json", "--batch", "3")
@@ -150,7 +150,7 @@ func TestRekeyAndStartupKeyChecks(t *testing.T) {
 	}
 	// Encryption turned on: the plaintext rows still read, rekey seals them.
 	cfg := withKeys(t, dir, [2]string{"k1", envKeyK1})
-	if r := rekey(cfg); r.Sealed < plainRows || r.Rewrapped != 0 {
+	if r := rekey(cfg); r.Sealed < plainRows || r.Blinded < reports || r.Rewrapped != 0 {
 		t.Errorf("rekey after turning encryption on = %+v, want >= %d sealed", r, plainRows)
 	}
 	for _, q := range []string{
@@ -169,8 +169,11 @@ func TestRekeyAndStartupKeyChecks(t *testing.T) {
 
 	// Rotation: k2 first, k1 still opens; rekey moves every data key to k2.
 	cfg = withKeys(t, dir, [2]string{"k2", envKeyK2}, [2]string{"k1", envKeyK1})
-	if r := rekey(cfg); r.Rewrapped != reports {
-		t.Errorf("rekey to k2 = %+v, want %d rewrapped", r, reports)
+	if r := rekey(cfg); r.Rewrapped != reports+1 {
+		t.Errorf("rekey to k2 = %+v, want %d rewrapped (every data key and the blind-index key)", r, reports+1)
+	}
+	if n := count(t, db, `SELECT COUNT(*) FROM index_key WHERE key_id <> 'k2'`); n != 0 {
+		t.Errorf("blind-index key not under k2 = %d, want 0", n)
 	}
 	if n := count(t, db, `SELECT COUNT(*) FROM report_keys WHERE key_id <> 'k2'`); n != 0 {
 		t.Errorf("data keys not under k2 = %d, want 0", n)

@@ -127,15 +127,7 @@ func TestForgedSealedPrefixIsPlainText(t *testing.T) {
 			p.kill()
 
 			// Encryption turned on: rekey seals both like any plaintext.
-			f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, err = f.WriteString("encryption:\n  keys:\n    - {id: k1, key_env: " + envKeyK1 + "}\n")
-			f.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
+			turnOnEncryption(t, path)
 			if code, out, stderr := runInProcess(t, "rekey", "--config", path, "--json"); code != exitOK {
 				t.Fatalf("rekey = %d %s %s", code, out, stderr)
 			}
@@ -148,7 +140,35 @@ func TestForgedSealedPrefixIsPlainText(t *testing.T) {
 			if n := count(t, db, `SELECT COUNT(*) FROM review_records WHERE note = '`+note+`'`); n != 0 {
 				t.Errorf("notes still in plaintext after rekey = %d, want 0", n)
 			}
+			// The external ID is sealed and the identity hash made a
+			// blind-index value too.
+			if n := count(t, db, `SELECT COUNT(*) FROM reports WHERE external_id = 'forged-1' OR (sealed & 5) <> 5`); n != 0 {
+				t.Errorf("reports with a plaintext external ID or a plain identity hash after rekey = %d, want 0", n)
+			}
 			check("after rekey", startStet(t, cfg, map[string]string{envKeyK1: testKeyK1}))
 		})
 	}
+}
+
+// appendConfig appends yaml to the config at path.
+func appendConfig(t *testing.T, path, yaml string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.WriteString(yaml)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// turnOnEncryption appends an encryption: section with key k1 (read from
+// envKeyK1) to the config at path.
+func turnOnEncryption(t *testing.T, path string) {
+	t.Helper()
+	appendConfig(t, path, "encryption:\n  keys:\n    - {id: k1, key_env: "+envKeyK1+"}\n")
 }

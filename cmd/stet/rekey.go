@@ -57,13 +57,15 @@ func cmdRekey(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	bar.Stop()
 	if err != nil {
 		fmt.Fprintln(stderr, "stet rekey:", err)
-		fmt.Fprintf(stderr, "stet rekey: stopped after %d data keys and %d rows; run it again to resume\n", res.Rewrapped, res.Sealed)
+		fmt.Fprintf(stderr, "stet rekey: stopped after %d keys, %d rows sealed and %d hashes converted; run it again to resume\n", res.Rewrapped, res.Sealed, res.Blinded)
 		return exitFailure
 	}
 	if *asJSON {
-		_ = json.NewEncoder(stdout).Encode(map[string]any{"rewrapped": res.Rewrapped, "sealed": res.Sealed, "key_id": cfg.Encryption.Keys[0].ID})
+		_ = json.NewEncoder(stdout).Encode(map[string]any{"rewrapped": res.Rewrapped, "sealed": res.Sealed, "blinded": res.Blinded,
+			"key_id": cfg.Encryption.Keys[0].ID})
 		return exitOK
 	}
-	fmt.Fprintf(stdout, "rekey: %d data keys rewrapped under %s, %d plaintext rows sealed\n", res.Rewrapped, cfg.Encryption.Keys[0].ID, res.Sealed)
+	fmt.Fprintf(stdout, "rekey: %d keys rewrapped under %s, %d plaintext rows sealed, %d hashes made blind-index values\n",
+		res.Rewrapped, cfg.Encryption.Keys[0].ID, res.Sealed, res.Blinded)
 	return exitOK
 }

@@ -145,15 +145,7 @@ func TestServeWebSecureBehindTLSProxy(t *testing.T) {
 			dir := t.TempDir()
 			path := writeRulesConfig(t, dir, configParts{})
 			if secure {
-				f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
-				if err != nil {
-					t.Fatal(err)
-				}
-				_, err = f.WriteString("web: {secure: true}\n")
-				f.Close()
-				if err != nil {
-					t.Fatal(err)
-				}
+				appendConfig(t, path, "web: {secure: true}\n")
 			}
 			p := startStet(t, &e2eConfig{Dir: dir, Path: path, DBPath: filepath.Join(dir, "stet-data", "stet.db")}, nil)
 			client := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}

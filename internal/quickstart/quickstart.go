@@ -72,8 +72,8 @@ Where to look:
   the review UI:      %s/ui/review   (sign in with the token %s)
   the review queue:   curl -s -H "Authorization: Bearer %s" %s/v1/review
   one report:         curl -s -H "Authorization: Bearer %s" %s/v1/sources/%s/reports/report-001
-  a job's timeline:   go run ./cmd/stet inspect --config %s %s/report-001
-  invariants:         go run ./cmd/stet check --config %s
+  a job's timeline:   ./stet inspect --config %s %s/report-001
+  invariants:         ./stet check --config %s
   metrics:            curl -s %s/metrics | grep '^stet_'
 `, base, token, token, base, token, base, p.Source, p.ConfigPath, p.Source, p.ConfigPath, base)
 	return reviewed, nil
