@@ -15,5 +15,5 @@ quickstart: build
 	./stet quickstart
 
 bench:
-	go run ./cmd/stet bench intake
-	go run ./cmd/stet bench pipeline
+	go run ./cmd/stetlab bench intake
+	go run ./cmd/stetlab bench pipeline

@@ -8,7 +8,7 @@ import (
 )
 
 // FailureClass is the one thing the pipeline decides retries from. Adapters
-// classify provider errors once, at the boundary. See DESIGN §2.
+// classify provider errors once, at the boundary. See docs/design.md §2.
 type FailureClass string
 
 // Failure classes.

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// JobState is the stage a job has reached. See DESIGN §2.
+// JobState is the stage a job has reached. See docs/design.md §2.
 type JobState string
 
 // Job states.

@@ -72,7 +72,7 @@ func TestRoleAllows(t *testing.T) {
 	}
 }
 
-// Dependencies point inward (STYLE.md): the domain package imports only the
+// Dependencies point inward (docs/design.md §2): the domain package imports only the
 // standard library; processor packages import their SDK and never each
 // other; only cmd/stet imports everything.
 func TestDependencyDirection(t *testing.T) {
@@ -98,12 +98,12 @@ func TestDependencyDirection(t *testing.T) {
 	if len(procs) < 2 {
 		t.Fatalf("processor packages = %v, want at least rules and openai", procs)
 	}
-	// The one shared piece: internal/fakekit, the fakes' common code, which
+	// The one shared piece: lab/fakekit, the fakes' common code, which
 	// itself imports only the standard library.
-	const kit = mod + "/internal/fakekit"
+	const kit = mod + "/lab/fakekit"
 	for _, d := range deps(kit) {
 		if d != kit {
-			t.Errorf("internal/fakekit imports %s; it may import only the standard library", d)
+			t.Errorf("lab/fakekit imports %s; it may import only the standard library", d)
 		}
 	}
 	// processor is what adapters share; processortest is their conformance
@@ -135,31 +135,68 @@ func TestDependencyDirection(t *testing.T) {
 			case isFake:
 				// A fake speaks the wire itself: no SDK, no adapter.
 				if d != kit {
-					t.Errorf("%s imports %s; a fake imports only stet and internal/fakekit", p, d)
+					t.Errorf("%s imports %s; a fake imports only stet and lab/fakekit", p, d)
 				}
 			case strings.HasPrefix(d, mod+"/") && d != shared:
 				t.Errorf("%s imports %s; a processor imports only stet, processor and its SDK", p, d)
 			}
 		}
 	}
-	// Production code never imports a fake: of everything the stet binary
-	// is built from, only the benchmarks and drills may (they run stet
-	// against the fakes on purpose).
-	imports := func(pkg string) []string {
-		out, err := exec.Command("go", "list", "-f", "{{join .Imports \"\\n\"}}", pkg).Output()
-		if err != nil {
-			t.Fatalf("go list -f .Imports %s: %v", pkg, err)
-		}
-		return strings.Fields(string(out))
+	// The product binary links no lab: no package of lab/, no provider
+	// fake, no processortest; and no package of stet's imports testing or
+	// net/http/httptest. The lab is cmd/stetlab.
+	type pkgInfo struct {
+		ImportPath string
+		Imports    []string
+		Standard   bool
 	}
-	mayUseFakes := map[string]bool{mod + "/internal/bench": true, mod + "/internal/drill": true, mod + "/internal/drill/recovery": true, mod + "/internal/stettest": true, mod + "/internal/evalfake": true}
-	for _, p := range deps(mod + "/cmd/stet") {
-		if !strings.HasPrefix(p, mod) || mayUseFakes[p] || isFakePackage(p) {
+	list := func(pattern string, deps bool) []pkgInfo {
+		args := []string{"list", "-json=ImportPath,Imports,Standard"}
+		if deps {
+			args = append(args, "-deps")
+		}
+		out, err := exec.Command("go", append(args, pattern)...).Output()
+		if err != nil {
+			t.Fatalf("go list %s: %v", pattern, err)
+		}
+		var ps []pkgInfo
+		for dec := json.NewDecoder(bytes.NewReader(out)); dec.More(); {
+			var p pkgInfo
+			if err := dec.Decode(&p); err != nil {
+				t.Fatalf("go list %s: %v", pattern, err)
+			}
+			ps = append(ps, p)
+		}
+		return ps
+	}
+	isLab := func(p string) bool {
+		return strings.HasPrefix(p, mod+"/lab/") || isFakePackage(p) || p == mod+"/processor/processortest" || p == mod+"/cmd/stetlab"
+	}
+	for _, p := range list(mod+"/cmd/stet", true) {
+		if isLab(p.ImportPath) {
+			t.Errorf("the stet binary links %s; the lab is cmd/stetlab's", p.ImportPath)
+		}
+		for _, d := range p.Imports {
+			if d != "testing" && d != "net/http/httptest" {
+				continue
+			}
+			// Google's Gemini SDK ships its replay test client in non-test
+			// files (replay_api_client.go); it is the one way in, and
+			// docs/design.md §2 says so.
+			if p.ImportPath != "google.golang.org/genai" {
+				t.Errorf("%s imports %s and the stet binary links it", p.ImportPath, d)
+			}
+		}
+	}
+	// No production package imports testing or a fake: only the lab, the
+	// conformance suites and the fakes themselves may.
+	for _, p := range list("./...", false) {
+		if isLab(p.ImportPath) || strings.HasSuffix(p.ImportPath, "test") {
 			continue
 		}
-		for _, d := range imports(p) {
-			if isFakePackage(d) {
-				t.Errorf("%s imports the fake %s; only internal/bench and internal/drill may", p, d)
+		for _, d := range p.Imports {
+			if d == "testing" || d == "net/http/httptest" || isLab(d) {
+				t.Errorf("%s imports %s; only the lab and the test suites may", p.ImportPath, d)
 			}
 		}
 	}

@@ -1,4 +1,4 @@
-// Package api is stet's HTTP API (DESIGN §7): signed intake, the read,
+// Package api is stet's HTTP API (docs/design.md §7): signed intake, the read,
 // review and operate endpoints, health and metrics. Errors are
 // application/problem+json with a stable type.
 //

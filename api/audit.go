@@ -16,7 +16,7 @@ import (
 // helper builds every row of a request, and the request's route, remote
 // address and request ID travel in its context to the ledger calls that
 // audit their own change (a decision, a pause, a deletion, a UI session).
-// Rows carry IDs only: never text, never an external ID (docs/design.md §8).
+// Rows carry IDs only: never text, never an external ID (docs/design.md §5).
 
 // AuditEvent is what a handler knows of an audit row; the request supplies
 // the rest.

@@ -15,7 +15,7 @@ import (
 
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/api"
-	"github.com/stetlabs/stet/internal/stettest"
+	"github.com/stetlabs/stet/lab/stettest"
 )
 
 // auditRow is one row of GET /v1/audit as a client decodes it.

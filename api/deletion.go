@@ -26,7 +26,7 @@ type DeletionTaskView struct {
 	Reason    *string `json:"reason"`
 }
 
-// DeletionView is GET /v1/deletions/{id} (DESIGN §7).
+// DeletionView is GET /v1/deletions/{id} (docs/design.md §7).
 type DeletionView struct {
 	DeletionID  string             `json:"deletion_id"`
 	ReportID    string             `json:"report_id"`

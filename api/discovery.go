@@ -5,7 +5,7 @@ import (
 	"net/http"
 )
 
-// Discovery is GET /v1/discovery (DESIGN §7): where each source's text may
+// Discovery is GET /v1/discovery (docs/design.md §7): where each source's text may
 // go, under which policy, for how long — without any document data. It is
 // built once from the config (cmd/stet) and filtered by the caller's tenant.
 type Discovery struct {

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet"
-	"github.com/stetlabs/stet/internal/stettest"
+	"github.com/stetlabs/stet/lab/stettest"
 )
 
 // POST /v1/dispatch/pause|resume: an admin pauses a processor or

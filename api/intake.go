@@ -16,7 +16,7 @@ import (
 	"github.com/stetlabs/stet/ledger"
 )
 
-// intakeBody is the delivery body of DESIGN §7.
+// intakeBody is the delivery body of docs/design.md §7.
 type intakeBody struct {
 	ExternalID *string          `json:"external_id"`
 	Revision   json.RawMessage  `json:"revision"`

@@ -20,7 +20,7 @@ import (
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/api"
 	"github.com/stetlabs/stet/internal/stetclient"
-	"github.com/stetlabs/stet/internal/stettest"
+	"github.com/stetlabs/stet/lab/stettest"
 	"github.com/stetlabs/stet/ledger"
 )
 
@@ -138,7 +138,7 @@ func rowCounts(e *stettest.Env) map[string]int {
 }
 
 // intakeAnswer decodes a 200/202 intake body, insisting on exactly the
-// fields of DESIGN §7.
+// fields of docs/design.md §7.
 func intakeAnswer(t testing.TB, what string, r reply) api.IntakeResponse {
 	t.Helper()
 	if mt, _, _ := mime.ParseMediaType(r.header.Get("Content-Type")); mt != "application/json" {
@@ -166,7 +166,7 @@ func intakeAnswer(t testing.TB, what string, r reply) api.IntakeResponse {
 
 var intakeEpoch = time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)
 
-// Every refused delivery of DESIGN §7 answers its problem and stores
+// Every refused delivery of docs/design.md §7 answers its problem and stores
 // nothing: no report, revision, job, receipt or River job.
 func TestIntakeRefusalsStoreNothing(t *testing.T) {
 	t.Parallel()
@@ -341,7 +341,7 @@ func cmpOr(s, def string) string {
 
 func ptr[T any](v T) *T { return &v }
 
-// A 202 answers the DESIGN §7 body, and by the time it is sent the
+// A 202 answers the docs/design.md §7 body, and by the time it is sent the
 // revision, the job and the extract task are committed.
 func TestIntakeAcceptedIsDurable(t *testing.T) {
 	t.Parallel()

@@ -15,7 +15,7 @@ import (
 
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/api"
-	"github.com/stetlabs/stet/internal/stettest"
+	"github.com/stetlabs/stet/lab/stettest"
 	"github.com/stetlabs/stet/ledger"
 )
 
@@ -46,7 +46,7 @@ func routeExcluded(pattern string) string {
 	case "/":
 		return "the not-found fallback: every undocumented path answers a 404 not-found problem"
 	case "/ui/", "GET /{$}":
-		return "the review UI (HTML, sessions and CSRF; docs/design.md §10a), no part of the API contract"
+		return "the review UI (HTML, sessions and CSRF; docs/design.md §12), no part of the API contract"
 	}
 	return ""
 }

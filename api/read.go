@@ -47,7 +47,7 @@ type JobView struct {
 	// TextPurgedAt says the revision's text and metadata were purged
 	// (retention); absent while they are kept.
 	TextPurgedAt string `json:"text_purged_at,omitempty"`
-	// Deliveries are the review record's outbound webhooks (DESIGN §13).
+	// Deliveries are the review record's outbound webhooks (docs/design.md §13).
 	Deliveries []DeliveryView `json:"deliveries"`
 }
 

@@ -14,12 +14,12 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet"
-	"github.com/stetlabs/stet/internal/stettest"
+	"github.com/stetlabs/stet/lab/stettest"
 	"github.com/stetlabs/stet/processor/openai/openaifake"
 )
 
 // The read views as a client decodes them: field names are the contract of
-// DESIGN §7, so they are spelled here rather than borrowed from package api.
+// docs/design.md §7, so they are spelled here rather than borrowed from package api.
 type (
 	jobAttempt struct {
 		N            int    `json:"n"`

@@ -12,7 +12,7 @@ import (
 
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/internal/stetclient"
-	"github.com/stetlabs/stet/internal/stettest"
+	"github.com/stetlabs/stet/lab/stettest"
 	"github.com/stetlabs/stet/processor/openai/openaifake"
 )
 

@@ -1,6 +1,6 @@
 package boundary
 
-// Envelope encryption for text at rest (DESIGN §5, encryption:). Each
+// Envelope encryption for text at rest (docs/design.md §5, encryption:). Each
 // report has its own data key; the data key is stored only wrapped (sealed)
 // by a master key from the environment. Destroying the wrapped data key
 // makes every sealed copy of the report unreadable at once

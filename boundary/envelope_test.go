@@ -154,7 +154,7 @@ func TestNewKeyringRejects(t *testing.T) {
 }
 
 // The cost of the crypto alone, per value and per report: a floor under
-// what `stet bench intake --encrypt` measures end to end.
+// what `stetlab bench intake --encrypt` measures end to end.
 func BenchmarkSeal1KiB(b *testing.B) {
 	k, _ := boundary.NewKeyring([]boundary.MasterKey{{ID: "k1", Key: key(1)}})
 	dk, _, _ := k.NewDataKey("rep_1")

@@ -1,4 +1,4 @@
-// Package config loads and validates stet's YAML configuration (DESIGN §8).
+// Package config loads and validates stet's YAML configuration (docs/design.md §8).
 //
 // Load resolves relative paths against the config file's folder, reads
 // secrets only from the environment variables the file names, compiles every
@@ -29,19 +29,19 @@ type Config struct {
 	Processors []Processor `yaml:"processors"`
 	Policies   []Policy    `yaml:"policies"`
 	Workers    Workers     `yaml:"workers"`
-	// Admins are cluster-wide admin tokens (DESIGN §8): they pause and
+	// Admins are cluster-wide admin tokens (docs/design.md §8): they pause and
 	// resume every scope and see every tenant's pauses and invariants.
 	Admins []Admin `yaml:"admins"`
 	// TLS, when set, serves the API over HTTPS with HSTS.
 	TLS *TLS `yaml:"tls"`
 	// MetricsListen, when set, serves /metrics there instead of on Listen.
 	MetricsListen string `yaml:"metrics_listen"`
-	Web           Web    `yaml:"web"` // the review UI (DESIGN §12)
+	Web           Web    `yaml:"web"` // the review UI (docs/design.md §12)
 	Alerts        Alerts `yaml:"alerts"`
-	// Telemetry, when set, sends OpenTelemetry traces (DESIGN §8).
+	// Telemetry, when set, sends OpenTelemetry traces (docs/design.md §8).
 	Telemetry Telemetry `yaml:"telemetry"`
 	// Encryption, when set, seals text at rest under per-report data keys
-	// (DESIGN §5); nil stores plaintext.
+	// (docs/design.md §5); nil stores plaintext.
 	Encryption *Encryption `yaml:"encryption"`
 }
 
@@ -65,7 +65,7 @@ type IntakeQuota struct {
 	Burst int     `yaml:"burst"`
 }
 
-// Alerts are the alert sinks beyond the log and the gauges (DESIGN §6).
+// Alerts are the alert sinks beyond the log and the gauges (docs/design.md §6).
 type Alerts struct {
 	// Webhook, when its URL is set, receives every alert, signed.
 	Webhook Webhook `yaml:"webhook"`
@@ -79,7 +79,7 @@ type Webhook struct {
 	Secret string `yaml:"-"`
 }
 
-// Destination is one outbound webhook of a source (DESIGN §13).
+// Destination is one outbound webhook of a source (docs/design.md §13).
 type Destination struct {
 	ID        string   `yaml:"id"`
 	URL       string   `yaml:"url"` // https, or http on loopback
@@ -116,7 +116,7 @@ type Source struct {
 	Profile   string            `yaml:"profile"`
 	Policy    string            `yaml:"policy"`
 	Mode      stet.DispatchMode `yaml:"mode"` // default sync
-	// Destinations receive the source's record events (DESIGN §13).
+	// Destinations receive the source's record events (docs/design.md §13).
 	Destinations []Destination `yaml:"destinations"`
 	// Secrets are the whsec_ secrets read from SecretEnv. The variable may
 	// hold several, separated by spaces or commas, for rotation.
@@ -135,7 +135,7 @@ type Profile struct {
 	// Validator is the compiled schema, ready to check outputs.
 	Validator *schema.Schema `yaml:"-"`
 	// Acceptance is the rule `stet eval` holds a processor to on this
-	// profile's labelled data (DESIGN §14); empty: no rule.
+	// profile's labelled data (docs/design.md §14); empty: no rule.
 	Acceptance Acceptance `yaml:"acceptance"`
 }
 
@@ -201,7 +201,7 @@ type Processor struct {
 	APIKey string `yaml:"-"`
 }
 
-// BatchSettings tune a processor's provider batches (DESIGN §4). Zero
+// BatchSettings tune a processor's provider batches (docs/design.md §4). Zero
 // values take the defaults shown.
 type BatchSettings struct {
 	MaxItems  int      `yaml:"max_items"`  // a batch is assembled at this many jobs (1000)

@@ -14,7 +14,7 @@ import (
 // alike, must be loopback, a Unix socket, or reached over TLS that checks
 // the server's certificate (sslmode=verify-full or verify-ca); and no key
 // may be given twice, since pgx reads the last one and a reader of the URL
-// the first (docs/design.md §11). The reasons never quote the URL or a
+// the first (docs/design.md §8). The reasons never quote the URL or a
 // part of it: it may hold a password.
 func postgresURLProblems(db string) []string {
 	var out []string

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Record events a destination may take (DESIGN §13).
+// Record events a destination may take (docs/design.md §13).
 var destinationEvents = []string{"record.committed", "record.decided", "record.deleted"}
 
 // DefaultMaxAge is how long a delivery is retried before it is failed.
@@ -53,7 +53,7 @@ func (l *loader) validateAlerts(a *Alerts) {
 }
 
 // checkWebhookURL requires an absolute https URL; http only on loopback
-// (DESIGN §13). The URL is never quoted: it may carry a token.
+// (docs/design.md §13). The URL is never quoted: it may carry a token.
 func (l *loader) checkWebhookURL(path, u string) {
 	if u == "" {
 		l.problem(path, "required")

@@ -5,7 +5,7 @@ import (
 	"regexp"
 )
 
-// Encryption is encryption at rest (DESIGN §5, §8): the master keys that
+// Encryption is encryption at rest (docs/design.md §5, §8): the master keys that
 // wrap each report's data key. The first key seals; every key opens.
 type Encryption struct {
 	Keys []EncryptionKey `yaml:"keys"`

@@ -487,7 +487,7 @@ func (l *loader) validateWorkers(w *Workers) {
 	}
 }
 
-// Secret strength (DESIGN §15).
+// Secret strength (docs/design.md §15).
 const (
 	MinTokenLength = 32 // characters of a bearer token
 	MinSecretBytes = 24 // bytes of a webhook secret's key

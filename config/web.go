@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Defaults of the review UI (docs/design.md §10a).
+// Defaults of the review UI (docs/design.md §12).
 const (
 	DefaultWebIdleTimeout = Duration(15 * time.Minute) // HIPAA automatic logoff
 	DefaultWebSessionMax  = Duration(12 * time.Hour)

@@ -11,7 +11,7 @@ import (
 	"github.com/stetlabs/stet"
 )
 
-// Alert types of the alert webhook body (DESIGN §6).
+// Alert types of the alert webhook body (docs/design.md §6).
 const (
 	AlertViolated  = "invariant.violated"
 	AlertResolved  = "invariant.resolved"
@@ -31,7 +31,7 @@ type Alert struct {
 	FirstSeen time.Time         `json:"first_seen"`
 }
 
-// AlertBody is the alert webhook's body (DESIGN §6).
+// AlertBody is the alert webhook's body (docs/design.md §6).
 type AlertBody struct {
 	Type      string            `json:"type"`
 	Invariant int               `json:"invariant"`
@@ -229,7 +229,7 @@ func openAlerts(ctx context.Context, q Querier) ([]Alert, error) {
 func (db *DB) OpenAlerts(ctx context.Context) ([]Alert, error) { return openAlerts(ctx, db.w) }
 
 // PauseForFailure pauses dispatch to a processor after a quota or auth
-// failure (DESIGN §2) and opens its processor.paused alert, with the alert
+// failure (docs/design.md §2) and opens its processor.paused alert, with the alert
 // webhook row, in one transaction. It reports whether the alert is new (a
 // processor already paused alerts once).
 func (db *DB) PauseForFailure(ctx context.Context, p Pause, processorID string, class stet.FailureClass) (bool, error) {

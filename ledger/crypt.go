@@ -11,7 +11,7 @@ import (
 	"github.com/stetlabs/stet/boundary"
 )
 
-// Encryption at rest (DESIGN §5). The seam is here: the ledger seals the
+// Encryption at rest (docs/design.md §5). The seam is here: the ledger seals the
 // columns that hold document text or what is derived from it where it
 // writes them, and opens them where it reads them, under the report's data
 // key (boundary.DataKey, wrapped in report_keys). Nothing above the ledger

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// Invariant names, numbered as in DESIGN §6.
+// Invariant names, numbered as in docs/design.md §6.
 const (
 	InvNoRecordAfterSLA  = "no_record_after_sla" // 1
 	InvManyAuthoritative = "many_authoritative"  // 2
@@ -70,7 +70,7 @@ var (
 	settledStates  = []string{"committed", "manual"}
 )
 
-// CheckInvariants runs invariants 1–8 of DESIGN §6 over every tenant, on
+// CheckInvariants runs invariants 1–8 of docs/design.md §6 over every tenant, on
 // the writer pool (the answer decides alerts): for the periodic check, stet
 // check and an admin's GET /v1/invariants.
 func (db *DB) CheckInvariants(ctx context.Context, p CheckParams) ([]Violation, error) {

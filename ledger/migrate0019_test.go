@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet"
-	"github.com/stetlabs/stet/internal/testdb"
+	"github.com/stetlabs/stet/lab/testdb"
 	"github.com/stetlabs/stet/ledger"
 )
 

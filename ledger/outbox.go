@@ -13,7 +13,7 @@ import (
 	"github.com/stetlabs/stet"
 )
 
-// Record events a destination may subscribe to (DESIGN §13).
+// Record events a destination may subscribe to (docs/design.md §13).
 const (
 	EventCommitted = "record.committed" // a review record was written (extracted or manual)
 	EventDecided   = "record.decided"   // a reviewer decided it
@@ -192,7 +192,7 @@ func enqueueDecided(ctx context.Context, tx Querier, recordID string, now time.T
 	return err
 }
 
-// EnqueueRecordDeleted is the deletion workflow's seam (DESIGN §13): call it
+// EnqueueRecordDeleted is the deletion workflow's seam (docs/design.md §13): call it
 // in the transaction that deletes review record recordID, before the record
 // row goes. Every destination that received the record — a row delivered,
 // or attempted at least once, so possibly received — gets a record.deleted

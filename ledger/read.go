@@ -20,7 +20,7 @@ type JobDetail struct {
 	// TextPurgedAt is when the revision's text and metadata were purged
 	// (retention or deletion); zero while they are kept.
 	TextPurgedAt time.Time
-	// Deliveries are the outbox rows of the job's review record (DESIGN §13).
+	// Deliveries are the outbox rows of the job's review record (docs/design.md §13).
 	Deliveries []Delivery
 	// Record is the job's review record, without its content; nil before
 	// there is one.

@@ -530,7 +530,7 @@ type recordParams struct {
 
 // insertRecord writes a review record (its classification already sealed,
 // under p.id, when encryption is on), and its record.committed outbox rows
-// (DESIGN §13), and moves the report's authoritative pointer to it if its
+// (docs/design.md §13), and moves the report's authoritative pointer to it if its
 // revision is the highest committed one. The report row
 // is locked first so two commits for one report serialize; the partial
 // unique index is the backstop.

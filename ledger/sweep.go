@@ -9,7 +9,7 @@ import (
 	"github.com/stetlabs/stet"
 )
 
-// Retention purges (DESIGN §5). Each call purges at most limit rows in one
+// Retention purges (docs/design.md §5). Each call purges at most limit rows in one
 // statement; the sweeper runs each in its own short transaction, so a
 // million rows never make one long transaction. Every purge follows the
 // policy the row's revision recorded (by its hash), not the config in force.

@@ -12,7 +12,7 @@ import (
 	"github.com/stetlabs/stet"
 )
 
-// Reads for the review UI (DESIGN §12). Like every ledger read they are
+// Reads for the review UI (docs/design.md §12). Like every ledger read they are
 // scoped to a tenant, and they never put text in an error.
 
 // QueueFilter selects the review queue, newest revision first.

@@ -10,7 +10,7 @@ import (
 	"github.com/stetlabs/stet"
 )
 
-// WebSession is one review-UI session (DESIGN §12). It holds hashes only:
+// WebSession is one review-UI session (docs/design.md §12). It holds hashes only:
 // the cookie, its CSRF token and the bearer token it was opened with are
 // never stored.
 type WebSession struct {

@@ -51,7 +51,7 @@ func New(jobs JobCounter, log *slog.Logger) *Metrics {
 			Name: "stet_alerts_total", Help: "Alerts raised, by kind.",
 		}, []string{"kind"}),
 		Violations: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "stet_invariant_violations", Help: "Violations found by the last periodic invariant check, by invariant (DESIGN §6).",
+			Name: "stet_invariant_violations", Help: "Violations found by the last periodic invariant check, by invariant (docs/design.md §6).",
 		}, []string{"invariant"}),
 		Deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "stet_deliveries_total", Help: "Outbound webhook POSTs by source, destination and outcome (delivered, retry, gone); source * is the alert webhook.",

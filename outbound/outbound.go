@@ -1,5 +1,5 @@
 // Package outbound POSTs stet's outbound webhooks — record events to a
-// source's destinations (DESIGN §13) and alerts to the alert webhook (§6) —
+// source's destinations (docs/design.md §13) and alerts to the alert webhook (§6) —
 // signed as Standard Webhooks with the intake's signer (api.Sign).
 //
 // A Sender never follows a redirect, reads at most a few KiB of an answer
@@ -129,7 +129,7 @@ func classify(err error) string {
 }
 
 // CheckURL reports whether u may be a webhook target: an absolute http(s)
-// URL, https unless its host is loopback (DESIGN §13). Its error is safe to
+// URL, https unless its host is loopback (docs/design.md §13). Its error is safe to
 // show: it never quotes the URL, which may carry a token.
 func CheckURL(u string) error {
 	p, err := url.Parse(u)

@@ -9,13 +9,13 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet"
-	"github.com/stetlabs/stet/internal/stettest"
+	"github.com/stetlabs/stet/lab/stettest"
 	"github.com/stetlabs/stet/ledger"
 	"github.com/stetlabs/stet/pipeline"
 	"github.com/stetlabs/stet/processor/openai/openaifake"
 )
 
-// The alert webhook (DESIGN §6): a processor paused for quota, an invariant
+// The alert webhook (docs/design.md §6): a processor paused for quota, an invariant
 // first violated, then resolved — each reaches the webhook, verified with
 // the Standard Webhooks reference library, with a webhook-id stable per
 // alert and state (the first POST answered 500 is retried under the same

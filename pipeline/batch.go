@@ -1,6 +1,6 @@
 package pipeline
 
-// Provider batches (DESIGN §4). Batch-mode jobs wait in 'accepted' until the
+// Provider batches (docs/design.md §4). Batch-mode jobs wait in 'accepted' until the
 // assembler groups them per processor into a batch row in state intent with
 // its items (one transaction). One snoozing River job per batch then
 // submits it once, polls it on a durable schedule (batches.next_poll_at and

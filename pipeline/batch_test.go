@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet"
-	"github.com/stetlabs/stet/internal/stettest"
+	"github.com/stetlabs/stet/lab/stettest"
 	"github.com/stetlabs/stet/ledger"
 	"github.com/stetlabs/stet/pipeline"
 	"github.com/stetlabs/stet/processor/openai/openaifake"
@@ -36,7 +36,7 @@ func deliverBatch(t *testing.T, e *stettest.Env, prefix string, n int) []string 
 // wait alone reached 9 s (CI, stop 24).
 func waitCommitted(t *testing.T, e *stettest.Env, n int) {
 	t.Helper()
-	e.WaitForWithin(fmt.Sprintf("%d committed jobs", n), time.Minute, func() bool {
+	e.WaitForWithin(fmt.Sprintf("%d committed jobs", n), 2*time.Minute, func() bool {
 		return e.Count("jobs", "state IN ('committed', 'manual')") >= n
 	})
 }

@@ -16,7 +16,7 @@ import (
 // QueueDeliver runs the delivery sweep.
 const QueueDeliver = "deliver"
 
-// Destination is one outbound webhook: a source's destination (DESIGN §13)
+// Destination is one outbound webhook: a source's destination (docs/design.md §13)
 // or, with SourceID ledger.AlertSource and ID ledger.AlertDestination, the
 // alert webhook (§6).
 type Destination struct {
@@ -169,7 +169,7 @@ func (p *Pipeline) deliverTo(ctx context.Context, d Destination, failures int) {
 }
 
 // deliveryBody is the POST body of an outbox row: an alert's stored
-// IDs-only body, or a record event (DESIGN §13) read from the record now.
+// IDs-only body, or a record event (docs/design.md §13) read from the record now.
 func (p *Pipeline) deliveryBody(ctx context.Context, row ledger.Delivery) ([]byte, error) {
 	if row.SourceID == ledger.AlertSource {
 		return row.Payload, nil
@@ -181,7 +181,7 @@ func (p *Pipeline) deliveryBody(ctx context.Context, row ledger.Delivery) ([]byt
 	return json.Marshal(RecordEvent{Type: row.Event, Record: rec, Sequence: row.Sequence})
 }
 
-// RecordEvent is the body of a record delivery (DESIGN §13).
+// RecordEvent is the body of a record delivery (docs/design.md §13).
 type RecordEvent struct {
 	Type     string                 `json:"type"`
 	Record   ledger.RecordEventBody `json:"record"`

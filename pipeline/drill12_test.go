@@ -14,8 +14,8 @@ import (
 
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/api"
-	"github.com/stetlabs/stet/internal/drill/recovery"
-	"github.com/stetlabs/stet/internal/stettest"
+	"github.com/stetlabs/stet/lab/drill/recovery"
+	"github.com/stetlabs/stet/lab/stettest"
 	"github.com/stetlabs/stet/ledger"
 	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/anthropic"

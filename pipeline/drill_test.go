@@ -12,12 +12,12 @@ import (
 
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/admission"
-	"github.com/stetlabs/stet/internal/drill/recovery"
-	"github.com/stetlabs/stet/internal/stettest"
+	"github.com/stetlabs/stet/lab/drill/recovery"
+	"github.com/stetlabs/stet/lab/stettest"
 	"github.com/stetlabs/stet/processor/openai/openaifake"
 )
 
-// The failure classes of DESIGN §2, each with its provider-call count.
+// The failure classes of docs/design.md §2, each with its provider-call count.
 func TestFailureClasses(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -263,8 +263,8 @@ func TestAdmissionKeepsWithinProviderLimits(t *testing.T) {
 	}
 }
 
-// The recovery drills of DESIGN §10 live in internal/drill/recovery, where
-// `stet drill` runs them too; each test runs one and asserts on its outcome,
+// The recovery drills of docs/design.md §10 live in lab/drill/recovery, where
+// `stetlab drill` runs them too; each test runs one and asserts on its outcome,
 // with the counts written here again so that a drill cannot loosen its own
 // expectation unnoticed.
 func checkDrill(t *testing.T, d recovery.Drill, want recovery.Counts) {

@@ -12,7 +12,7 @@ import (
 	"github.com/stetlabs/stet/ledger"
 )
 
-// InvariantsArgs is the periodic invariant check (DESIGN §6). River enqueues
+// InvariantsArgs is the periodic invariant check (docs/design.md §6). River enqueues
 // periodic jobs from its leader only, so one process checks at a time.
 type InvariantsArgs struct{}
 

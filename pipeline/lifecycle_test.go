@@ -12,8 +12,8 @@ import (
 
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/api"
-	"github.com/stetlabs/stet/internal/drill/recovery"
-	"github.com/stetlabs/stet/internal/stettest"
+	"github.com/stetlabs/stet/lab/drill/recovery"
+	"github.com/stetlabs/stet/lab/stettest"
 	"github.com/stetlabs/stet/ledger"
 	"github.com/stetlabs/stet/processor/openai/openaifake"
 )
@@ -349,7 +349,7 @@ func TestDrill11TextRetention(t *testing.T) {
 	checkDrill(t, recovery.Drill11, recovery.Counts{Reports: 2, Jobs: 2, Records: 2, Calls: 2})
 }
 
-// Drill 12 as `stet drill 12` runs it (the OpenAI fake, one batch): the
+// Drill 12 as `stetlab drill 12` runs it (the OpenAI fake, one batch): the
 // files deleted at the provider, the batch record unresolved, the canary
 // gone. TestDrill12DeleteBatchReport runs it on every batch adapter.
 func TestDrill12AsStetDrillRunsIt(t *testing.T) {
@@ -357,7 +357,7 @@ func TestDrill12AsStetDrillRunsIt(t *testing.T) {
 	checkDrill(t, recovery.Drill12, recovery.Counts{Reports: 1, Jobs: 1, Records: 0, Calls: 0})
 }
 
-// Every drill `stet drill` can run has a test here, so none can rot unseen.
+// Every drill `stetlab drill` can run has a test here, so none can rot unseen.
 func TestEveryRecoveryDrillIsTested(t *testing.T) {
 	src := ""
 	for _, f := range []string{"drill_test.go", "lifecycle_test.go"} {

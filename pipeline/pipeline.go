@@ -130,7 +130,7 @@ type Config struct {
 	// Work says whether this process runs stage workers (role worker|all).
 	Work bool
 	// Destinations are the sources' outbound webhooks and the alert
-	// webhook (DESIGN §6, §13). DeliverEvery is how often the delivery
+	// webhook (docs/design.md §6, §13). DeliverEvery is how often the delivery
 	// sweep runs (default 1s); DeliverTimeout bounds one POST (default
 	// 10s); a destination's backoff after failures starts at
 	// DeliverRetryBase (default 1s) and doubles up to DeliverRetryMax

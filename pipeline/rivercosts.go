@@ -18,9 +18,9 @@ const completedJobRetention = 5 * time.Minute
 // of it and the poll interval). A producer fetches at most its free worker
 // slots once per cooldown, so it caps a queue at workers/cooldown jobs/s
 // per process: 8 extract workers at 25 ms is 320 jobs/s, far above what
-// provider calls of about a second reach. stet bench river-drivers
+// provider calls of about a second reach. stetlab bench river-drivers
 // measures the cap (16 workers: 640-800 jobs/s at 20-25 ms, 1.6-2.3x that
-// at 5 ms); a 5 ms cooldown measured no gain in stet bench pipeline on
+// at 5 ms); a 5 ms cooldown measured no gain in stetlab bench pipeline on
 // either dialect (docs/benchmarks.md, River's drivers), so the setting is
 // the same for both.
 const fetchCooldown = 25 * time.Millisecond

@@ -1,6 +1,6 @@
 package pipeline
 
-// The boundary gate (DESIGN §5): may this job's text go to this processor
+// The boundary gate (docs/design.md §5): may this job's text go to this processor
 // now? The synchronous extract stage, the batch assembler and the batch
 // submission each ask route and act on its answer; none of them decides
 // on its own. What the gate answers is a routeKind:

@@ -68,7 +68,7 @@ const maxSettleGroup = 128
 // connection, in parallel with the others, and the server's WAL flush
 // already lets concurrent commits share an fsync; funnelling the items
 // through committers serializes their round trips instead. Measured with
-// `stet bench pipeline` on durable PostgreSQL (docs/benchmarks.md): 0.41–0.45×
+// `stetlab bench pipeline` on durable PostgreSQL (docs/benchmarks.md): 0.41–0.45×
 // River's no-op rate with a transaction per item, 0.32–0.35× with two
 // committers, 0.18–0.28× with two or sixteen in a second series. SQLite has
 // one writer, which every transaction takes in turn: one committer.

@@ -10,7 +10,7 @@ import (
 	"github.com/stetlabs/stet/ledger"
 )
 
-// SweepArgs is the retention sweeper (DESIGN §5), a periodic job River
+// SweepArgs is the retention sweeper (docs/design.md §5), a periodic job River
 // enqueues from its leader only, every SweepInterval.
 type SweepArgs struct{}
 

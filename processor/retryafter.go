@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// MaxRetryAfter caps every wait a provider asks for (DESIGN §15: sync 1 h).
+// MaxRetryAfter caps every wait a provider asks for (docs/design.md §15: sync 1 h).
 // A provider that answers "Retry-After: <a date a year ahead>" snoozes a job
 // for an hour, not a year; the next attempt asks again.
 const MaxRetryAfter = time.Hour

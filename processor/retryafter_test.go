@@ -26,7 +26,7 @@ func TestRetryAfter(t *testing.T) {
 		{"bad milliseconds fall back", http.Header{"Retry-After-Ms": {"soon"}, "Retry-After": {"7"}}, 7 * time.Second, true},
 		{"HTTP-date", http.Header{"Retry-After": {date(30 * time.Second)}}, 30 * time.Second, true},
 		{"HTTP-date in the past", http.Header{"Retry-After": {date(-time.Minute)}}, 0, true},
-		// DESIGN §15: a date a year ahead must not snooze a job for a year.
+		// docs/design.md §15: a date a year ahead must not snooze a job for a year.
 		{"HTTP-date a year ahead", http.Header{"Retry-After": {date(365 * 24 * time.Hour)}}, MaxRetryAfter, true},
 		{"seconds a week ahead", http.Header{"Retry-After": {"604800"}}, MaxRetryAfter, true},
 		{"huge seconds", http.Header{"Retry-After": {"1e300"}}, MaxRetryAfter, true},

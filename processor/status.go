@@ -7,7 +7,7 @@ import (
 )
 
 // StatusClass is the failure class an HTTP error status means when nothing
-// else in the answer says more (see DESIGN §2): 429 is rate_limited; 401
+// else in the answer says more (see docs/design.md §2): 429 is rate_limited; 401
 // and 403 are auth; 408, 409 and 5xx (the provider's or a proxy's) are
 // transient; other 4xx are unsupported, as the same request fails the same
 // way; anything else is transient. Adapters decide their provider's own

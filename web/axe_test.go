@@ -12,7 +12,7 @@ import (
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 
-	"github.com/stetlabs/stet/internal/stettest"
+	"github.com/stetlabs/stet/lab/stettest"
 )
 
 // axeSource reads axe-core as scripts/test.sh installs it (npm install

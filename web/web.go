@@ -1,4 +1,4 @@
-// Package web is stet's review UI (DESIGN §12): server-rendered pages under
+// Package web is stet's review UI (docs/design.md §12): server-rendered pages under
 // /ui/ for the reviewer working the queue and the operator on call, served
 // by any api process. Templates and assets are embedded; nothing is fetched
 // from elsewhere, so the UI works offline.
@@ -59,7 +59,7 @@ type Config struct {
 }
 
 // DeletionReader reads a tenant's deletion record: the seam for deletion
-// (DESIGN §7 DELETE …/reports). It returns an ENotFound error for an
+// (docs/design.md §7 DELETE …/reports). It returns an ENotFound error for an
 // unknown or foreign ID.
 type DeletionReader interface {
 	Deletion(ctx context.Context, tenant, id string) (*Deletion, error)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet/api"
+	"github.com/stetlabs/stet/internal/cli"
 	"github.com/stetlabs/stet/ledger"
 )
 
@@ -35,12 +36,12 @@ func cmdAudit(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 func cmdAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("audit verify", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cfgPath := configFlag(fs)
+	cfgPath := cli.ConfigFlag(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
-	db, code := openLedger(ctx, *cfgPath, stderr)
+	db, code := cli.OpenLedger(ctx, *cfgPath, stderr)
 	if db == nil {
 		return code
 	}
@@ -73,7 +74,7 @@ func cmdAuditList(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintln(stderr, "Usage: stet audit list [flags]\n\nPrints the audit log of every tenant, oldest first: IDs only, never text.")
 		fs.PrintDefaults()
 	}
-	cfgPath := configFlag(fs)
+	cfgPath := cli.ConfigFlag(fs)
 	object := fs.String("object", "", "only the rows about this object ID (a denied request's sha256: form included)")
 	since := fs.String("since", "", "only the rows at or after this RFC 3339 time")
 	asJSON := fs.Bool("json", false, "print JSON, as GET /v1/audit answers")
@@ -96,7 +97,7 @@ func cmdAuditList(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintln(stderr, "stet audit list:", err)
 		return exitUsage
 	}
-	db, code := openLedger(ctx, *cfgPath, stderr)
+	db, code := cli.OpenLedger(ctx, *cfgPath, stderr)
 	if db == nil {
 		return code
 	}

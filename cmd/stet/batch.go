@@ -12,6 +12,7 @@ import (
 
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/internal/batchlookup"
+	"github.com/stetlabs/stet/internal/cli"
 	"github.com/stetlabs/stet/ledger"
 )
 
@@ -68,7 +69,7 @@ func cmdBatchStatus(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs := flag.NewFlagSet("batch status", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, batchStatusHelp); fs.PrintDefaults() }
-	cfgPath := configFlag(fs)
+	cfgPath := cli.ConfigFlag(fs)
 	asJSON := fs.Bool("json", false, "print the provider's answer as JSON, indented")
 	procID := fs.String("processor", "", "the processor of a provider batch ID the ledger does not know")
 	if err := fs.Parse(args); err != nil {
@@ -82,16 +83,16 @@ func cmdBatchStatus(ctx context.Context, args []string, stdout, stderr io.Writer
 		return exitUsage
 	}
 	id := fs.Arg(0)
-	cfg, ok := loadOperatorConfig(*cfgPath, stderr)
+	cfg, ok := cli.LoadOperatorConfig(*cfgPath, stderr)
 	if !ok {
 		return exitUsage
 	}
 	providerID, processorID := id, *procID
 	if processorID == "" || strings.HasPrefix(id, "bat_") {
-		if !ledgerExists(cfg.Database, stderr) {
+		if !cli.LedgerExists(cfg.Database, stderr) {
 			return exitUnhealthy
 		}
-		db, code := openLedger(ctx, *cfgPath, stderr)
+		db, code := cli.OpenLedger(ctx, *cfgPath, stderr)
 		if db == nil {
 			return code
 		}
@@ -127,7 +128,7 @@ func cmdBatchStatus(ctx context.Context, args []string, stdout, stderr io.Writer
 func cmdBatchList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("batch list", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cfgPath := configFlag(fs)
+	cfgPath := cli.ConfigFlag(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
 	state := fs.String("state", "", "only batches in this state (intent, submitted, in_progress, completed, failed, expired, cancelled, unknown)")
 	limit := fs.Int("limit", 100, "at most this many batches, newest first")
@@ -146,14 +147,14 @@ func cmdBatchList(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 		states = append(states, s)
 	}
-	cfg, ok := loadOperatorConfig(*cfgPath, stderr)
+	cfg, ok := cli.LoadOperatorConfig(*cfgPath, stderr)
 	if !ok {
 		return exitUsage
 	}
-	if !ledgerExists(cfg.Database, stderr) {
+	if !cli.LedgerExists(cfg.Database, stderr) {
 		return exitUnhealthy
 	}
-	db, code := openLedger(ctx, *cfgPath, stderr)
+	db, code := cli.OpenLedger(ctx, *cfgPath, stderr)
 	if db == nil {
 		return code
 	}
@@ -167,7 +168,7 @@ func cmdBatchList(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		if bs == nil {
 			bs = []*ledger.Batch{}
 		}
-		writeJSON(stdout, map[string]any{"batches": bs})
+		cli.WriteJSON(stdout, map[string]any{"batches": bs})
 		return exitOK
 	}
 	ledger.WriteBatches(stdout, bs)
@@ -177,7 +178,7 @@ func cmdBatchList(ctx context.Context, args []string, stdout, stderr io.Writer) 
 func cmdBatchReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("batch reconcile", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cfgPath := configFlag(fs)
+	cfgPath := cli.ConfigFlag(fs)
 	adopt := fs.String("adopt", "", "the provider batch ID that this batch's submission created")
 	resubmit := fs.Bool("resubmit", false, "the submission created nothing at the provider: submit it again")
 	actor := fs.String("actor", "", "who decides (recorded in the audit log); default $USER")
@@ -191,7 +192,7 @@ func cmdBatchReconcile(ctx context.Context, args []string, stdout, stderr io.Wri
 		fmt.Fprintln(stderr, "Usage: stet batch reconcile [flags] BATCH_ID (--adopt PROVIDER_BATCH_ID | --resubmit)")
 		return exitUsage
 	}
-	a, _, code := openOperatorApp(ctx, *cfgPath, "stet batch reconcile", stderr)
+	a, _, code := cli.OpenOperatorApp(ctx, *cfgPath, "stet batch reconcile", stderr)
 	if a == nil {
 		return code
 	}

@@ -192,7 +192,7 @@ func TestBatchCrashMidApply(t *testing.T) {
 // that lags), so the batch goes to unknown and nothing is sent. An
 // operator who finds nothing at the provider resubmits with stet batch
 // reconcile: one batch is created and every report gets its record. The
-// chaos drill's batch variant plays this operator (internal/drill,
+// chaos drill's batch variant plays this operator (lab/drill,
 // batchOperator).
 func TestBatchCrashBeforeCreate(t *testing.T) {
 	t.Parallel()

@@ -7,13 +7,14 @@ import (
 	"io"
 	"time"
 
+	"github.com/stetlabs/stet/internal/cli"
 	"github.com/stetlabs/stet/ledger"
 )
 
 func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cfgPath := configFlag(fs)
+	cfgPath := cli.ConfigFlag(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
 	sla := fs.Duration("sla", time.Hour, "an accepted revision must have a review record within this")
 	grace := fs.Duration("lease-grace", time.Minute, "a job held this long past its lease is a violation")
@@ -21,7 +22,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
-	db, code := openLedger(ctx, *cfgPath, stderr)
+	db, code := cli.OpenLedger(ctx, *cfgPath, stderr)
 	if db == nil {
 		return code
 	}
@@ -35,7 +36,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		if vs == nil {
 			vs = []ledger.Violation{}
 		}
-		writeJSON(stdout, map[string]any{"ok": len(vs) == 0, "violations": vs})
+		cli.WriteJSON(stdout, map[string]any{"ok": len(vs) == 0, "violations": vs})
 	} else {
 		ledger.WriteViolations(stdout, vs)
 	}

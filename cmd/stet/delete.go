@@ -11,6 +11,7 @@ import (
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/api"
 	"github.com/stetlabs/stet/internal/app"
+	"github.com/stetlabs/stet/internal/cli"
 	"github.com/stetlabs/stet/ledger"
 )
 
@@ -23,7 +24,7 @@ func cmdDelete(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintln(stderr, "Usage: stet delete [flags] SOURCE/EXTERNAL_ID | REPORT_ID\n\nDeletes a report: cancels its unfinished jobs, writes a tombstone and one task per copy, and prints the tasks.")
 		fs.PrintDefaults()
 	}
-	cfgPath := configFlag(fs)
+	cfgPath := cli.ConfigFlag(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
@@ -32,7 +33,7 @@ func cmdDelete(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fs.Usage()
 		return exitUsage
 	}
-	a, _, code := openOperatorApp(ctx, *cfgPath, "stet delete", stderr)
+	a, _, code := cli.OpenOperatorApp(ctx, *cfgPath, "stet delete", stderr)
 	if a == nil {
 		return code
 	}
@@ -74,7 +75,7 @@ func cmdDeletions(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintln(stderr, "Usage: stet deletions [flags] [DELETION_ID]\n\nLists deletions, newest first, or shows one deletion's tasks.")
 		fs.PrintDefaults()
 	}
-	cfgPath := configFlag(fs)
+	cfgPath := cli.ConfigFlag(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
@@ -83,7 +84,7 @@ func cmdDeletions(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fs.Usage()
 		return exitUsage
 	}
-	db, code := openLedger(ctx, *cfgPath, stderr)
+	db, code := cli.OpenLedger(ctx, *cfgPath, stderr)
 	if db == nil {
 		return code
 	}
@@ -115,7 +116,7 @@ func cmdDeletions(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		for _, d := range ds {
 			views = append(views, api.NewDeletionView(d))
 		}
-		writeJSON(stdout, map[string]any{"deletions": views})
+		cli.WriteJSON(stdout, map[string]any{"deletions": views})
 		return exitOK
 	}
 	ledger.WriteDeletions(stdout, ds)
@@ -124,7 +125,7 @@ func cmdDeletions(ctx context.Context, args []string, stdout, stderr io.Writer) 
 
 func printDeletion(w io.Writer, d *stet.Deletion, asJSON bool) {
 	if asJSON {
-		writeJSON(w, api.NewDeletionView(d))
+		cli.WriteJSON(w, api.NewDeletionView(d))
 		return
 	}
 	ledger.WriteDeletion(w, d)

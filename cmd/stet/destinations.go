@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/stetlabs/stet/internal/cli"
 	"github.com/stetlabs/stet/ledger"
 )
 
@@ -18,7 +19,7 @@ const destinationsUsage = `usage: stet destinations list [--json]
 func cmdDestinations(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("destinations", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cfgPath := configFlag(fs)
+	cfgPath := cli.ConfigFlag(fs)
 	asJSON := fs.Bool("json", false, "print JSON (list)")
 	if len(args) == 0 {
 		fmt.Fprint(stderr, destinationsUsage)
@@ -28,7 +29,7 @@ func cmdDestinations(ctx context.Context, args []string, stdout, stderr io.Write
 	if err := fs.Parse(args[1:]); err != nil {
 		return exitUsage
 	}
-	db, code := openLedger(ctx, *cfgPath, stderr)
+	db, code := cli.OpenLedger(ctx, *cfgPath, stderr)
 	if db == nil {
 		return code
 	}
@@ -44,7 +45,7 @@ func cmdDestinations(ctx context.Context, args []string, stdout, stderr io.Write
 			if ds == nil {
 				ds = []ledger.DestinationState{}
 			}
-			writeJSON(stdout, ds)
+			cli.WriteJSON(stdout, ds)
 			return exitOK
 		}
 		ledger.WriteDestinations(stdout, ds)

@@ -13,7 +13,7 @@ import (
 	"github.com/stetlabs/stet/processor/openai/openaifake"
 )
 
-// TestDrill6KillAtEachRecoveryPoint is DESIGN §10 drill 6 on the real
+// TestDrill6KillAtEachRecoveryPoint is docs/design.md §10 drill 6 on the real
 // binary: kill -9 at each recovery point, restart, and the job ends with one
 // report, one job, one artifact and one authoritative record, with no
 // provider call after an artifact exists.

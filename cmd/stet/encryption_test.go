@@ -15,6 +15,7 @@ import (
 
 	"github.com/stetlabs/stet/boundary"
 	"github.com/stetlabs/stet/internal/app"
+	"github.com/stetlabs/stet/internal/cli"
 	"github.com/stetlabs/stet/ledger"
 )
 
@@ -60,7 +61,7 @@ func withKeys(t *testing.T, dir string, keys ...[2]string) string {
 // GET /v1/discovery.
 func discoveryEncrypted(t *testing.T, cfgPath string) bool {
 	t.Helper()
-	cfg, ok := loadConfig(cfgPath, os.Stderr)
+	cfg, ok := cli.LoadConfig(cfgPath, os.Stderr)
 	if !ok {
 		t.Fatal("load config")
 	}

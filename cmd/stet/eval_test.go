@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"database/sql"
 	"encoding/json"
 	"os"
@@ -8,6 +10,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/stetlabs/stet/internal/cli"
+	"github.com/stetlabs/stet/lab/evalfake"
 )
 
 // evalWorld is a copy of the quickstart's eval folder (config, fakes) with
@@ -107,7 +113,7 @@ func TestEvalGateAndProductionLedgerUntouched(t *testing.T) {
 		t.Fatalf("production ledger before = %v, want 2 jobs and 2 revisions", before)
 	}
 	out := filepath.Join(t.TempDir(), "out")
-	code, stdout, stderr := runInProcess(t, "eval", "--config", cfg, "--profile", "moderation", "--labels", labels,
+	code, stdout, stderr := runLabEval(t, "--config", cfg, "--profile", "moderation", "--labels", labels,
 		"--processors", "local-rules,fast-mini", "--out", out, "--demo-fakes", filepath.Join(filepath.Dir(cfg), "fakes.yaml"), "--gate", "--pause-on-fail")
 	if code != exitOK {
 		t.Fatalf("eval --gate (a rule both pass) = %d, want 0\nstdout: %s\nstderr: %s", code, stdout, stderr)
@@ -193,6 +199,17 @@ func TestEvalGateAndProductionLedgerUntouched(t *testing.T) {
 		"--processors", "local-rules", "--out", filepath.Join(t.TempDir(), "out3"), "--format", "none"); code != exitOK {
 		t.Errorf("eval without --gate (a failing rule) = %d, want 0: %s", code, stderr)
 	}
+}
+
+// runLabEval runs eval as stetlab does, with the demo's scripted fakes (the
+// product's stet eval has no --demo-fakes).
+func runLabEval(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	code := cli.Eval(ctx, args, &stdout, &stderr, evalfake.StartDemo)
+	return code, stdout.String(), stderr.String()
 }
 
 func TestEvalUsageAndRefusal(t *testing.T) {

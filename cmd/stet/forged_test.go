@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet/internal/stetclient"
-	"github.com/stetlabs/stet/internal/testdb"
+	"github.com/stetlabs/stet/lab/testdb"
 	"github.com/stetlabs/stet/ledger"
 )
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/api"
+	"github.com/stetlabs/stet/internal/cli"
 	"github.com/stetlabs/stet/ledger"
 )
 
@@ -20,7 +21,7 @@ func cmdInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintln(stderr, "Usage: stet inspect [flags] SOURCE/EXTERNAL_ID | JOB_ID | REPORT_ID\n\nShows the stage timeline and attempts. Never prints document text.")
 		fs.PrintDefaults()
 	}
-	cfgPath := configFlag(fs)
+	cfgPath := cli.ConfigFlag(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
@@ -29,7 +30,7 @@ func cmdInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fs.Usage()
 		return exitUsage
 	}
-	db, code := openLedger(ctx, *cfgPath, stderr)
+	db, code := cli.OpenLedger(ctx, *cfgPath, stderr)
 	if db == nil {
 		return code
 	}
@@ -52,7 +53,7 @@ func cmdInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return exitUnhealthy
 	}
 	if *asJSON {
-		writeJSON(stdout, api.NewInspectionView(in))
+		cli.WriteJSON(stdout, api.NewInspectionView(in))
 		return exitOK
 	}
 	in.WriteText(stdout)

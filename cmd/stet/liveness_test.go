@@ -13,7 +13,7 @@ import (
 
 	"github.com/stetlabs/stet/internal/crash"
 	"github.com/stetlabs/stet/internal/stetclient"
-	"github.com/stetlabs/stet/internal/testdb"
+	"github.com/stetlabs/stet/lab/testdb"
 	"github.com/stetlabs/stet/ledger"
 	"github.com/stetlabs/stet/processor/openai/openaifake"
 )

@@ -11,15 +11,16 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/stetlabs/stet/internal/cli"
 	"github.com/stetlabs/stet/ledger"
 )
 
-// Exit codes.
+// Exit codes (internal/cli says what each means).
 const (
-	exitOK        = 0
-	exitFailure   = 1 // the command ran and found a problem (a violation, a failed drill)
-	exitUsage     = 2 // bad flags or an invalid config: nothing was started
-	exitUnhealthy = 3 // stet could not start: the database is unreachable or unmigrated, or the listener failed
+	exitOK        = cli.ExitOK
+	exitFailure   = cli.ExitFailure
+	exitUsage     = cli.ExitUsage
+	exitUnhealthy = cli.ExitUnhealthy
 )
 
 func main() {
@@ -50,12 +51,11 @@ Commands:
   destinations outbound webhooks: list, enable SOURCE DESTINATION (after a 410), retry SOURCE DESTINATION
   rekey        rewrap every data key under the first encryption key and seal plaintext rows; resumable
   import       bulk backfill from an NDJSON file (--source ID, --mode sync|batch); resumable
-  bench        run a benchmark: intake | pipeline | provider-limited | batch | memory | import
-  drill        run the recovery drills (NAME…, in this process) or chaos (many processes, kills, a database restart)
   eval         compare processors on labelled data in a scratch ledger; report.html and report.json
   version      print the version
 
-Run 'stet <command> -h' for a command's flags.
+Run 'stet <command> -h' for a command's flags. Benchmarks, recovery drills and
+the eval demo's fakes are the lab's: go build -o stetlab ./cmd/stetlab.
 `
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -65,7 +65,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	cmd, rest := args[0], args[1:]
 	switch cmd {
-	case "serve", "quickstart", "drill", "bench":
+	case "serve", "quickstart":
 		// Servers and labs: their rows are their requests' and stet's own.
 	default:
 		// Every audit row a command appends names it as its route.
@@ -104,10 +104,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdDeletions(ctx, rest, stdout, stderr)
 	case "rekey":
 		return cmdRekey(ctx, rest, stdout, stderr)
-	case "bench":
-		return cmdBench(ctx, rest, stdout, stderr)
-	case "drill":
-		return cmdDrill(ctx, rest, stdout, stderr)
+	case "bench", "drill":
+		// The lab is a binary of its own: the product links no test tooling.
+		fmt.Fprintf(stderr, "stet: %s is in the lab binary: go build -o stetlab ./cmd/stetlab && ./stetlab %s …\n", cmd, cmd)
+		return exitUsage
 	case "eval":
 		return cmdEval(ctx, rest, stdout, stderr)
 	case "version":

@@ -28,7 +28,7 @@ import (
 
 	"github.com/stetlabs/stet/api"
 	"github.com/stetlabs/stet/internal/stetclient"
-	"github.com/stetlabs/stet/internal/stettest"
+	"github.com/stetlabs/stet/lab/stettest"
 )
 
 // Environment variables the test configs name, and their values. TestMain

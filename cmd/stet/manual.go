@@ -8,13 +8,14 @@ import (
 	"io"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/internal/cli"
 	"github.com/stetlabs/stet/ledger"
 )
 
 func cmdManual(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("manual", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cfgPath := configFlag(fs)
+	cfgPath := cli.ConfigFlag(fs)
 	scope := fs.String("scope", "", "all, processor:ID or tenant:ID (required)")
 	reason := fs.String("reason", "", "why (recorded in the audit log)")
 	asJSON := fs.Bool("json", false, "print JSON")
@@ -25,7 +26,7 @@ func cmdManual(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintln(stderr, "Usage: stet manual --scope all|processor:ID|tenant:ID [--reason R] [--json]")
 		return exitUsage
 	}
-	a, _, code := openOperatorApp(ctx, *cfgPath, "stet manual", stderr)
+	a, _, code := cli.OpenOperatorApp(ctx, *cfgPath, "stet manual", stderr)
 	if a == nil {
 		return code
 	}

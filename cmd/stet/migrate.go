@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/stetlabs/stet/internal/cli"
 	"github.com/stetlabs/stet/ledger"
 	"github.com/stetlabs/stet/pipeline"
 )
@@ -13,11 +14,11 @@ import (
 func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cfgPath := configFlag(fs)
+	cfgPath := cli.ConfigFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
-	cfg, ok := loadOperatorConfig(*cfgPath, stderr)
+	cfg, ok := cli.LoadOperatorConfig(*cfgPath, stderr)
 	if !ok {
 		return exitUsage
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/internal/cli"
 	"github.com/stetlabs/stet/ledger"
 )
 
@@ -20,7 +21,7 @@ func cmdPause(ctx context.Context, args []string, stdout, stderr io.Writer, resu
 	}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cfgPath := configFlag(fs)
+	cfgPath := cli.ConfigFlag(fs)
 	scopeHelp, reasonHelp := "all, processor:ID or tenant:ID (no --scope: list the pauses in force)", "why (required; recorded in the ledger and the audit log)"
 	if resume {
 		scopeHelp, reasonHelp = "all, processor:ID or tenant:ID: the pause to clear", "not used: the audit log records who resumed the scope and when"
@@ -31,7 +32,7 @@ func cmdPause(ctx context.Context, args []string, stdout, stderr io.Writer, resu
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
-	db, code := openLedger(ctx, *cfgPath, stderr)
+	db, code := cli.OpenLedger(ctx, *cfgPath, stderr)
 	if db == nil {
 		return code
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet/internal/app"
+	"github.com/stetlabs/stet/internal/cli"
 	"github.com/stetlabs/stet/internal/quickstart"
 	"github.com/stetlabs/stet/internal/stetclient"
 )
@@ -26,7 +27,7 @@ func cmdQuickstart(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return exitUsage
 	}
 	quickstart.SetDemoSecrets()
-	cfg, ok := loadConfig(filepath.Join(*dir, "stet.yaml"), stderr)
+	cfg, ok := cli.LoadConfig(filepath.Join(*dir, "stet.yaml"), stderr)
 	if !ok {
 		return exitUsage
 	}
@@ -45,7 +46,7 @@ func cmdQuickstart(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return exitUnhealthy
 	}
 	defer logFile.Close()
-	a, err := app.Open(ctx, cfg, app.Options{Role: "all", Logger: newLogger(logFile, "info"), Migrate: true, PollInterval: 200 * time.Millisecond})
+	a, err := app.Open(ctx, cfg, app.Options{Role: "all", Logger: cli.NewLogger(logFile, "info"), Migrate: true, PollInterval: 200 * time.Millisecond})
 	if err != nil {
 		fmt.Fprintln(stderr, "stet quickstart:", err)
 		return exitUnhealthy

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet/internal/backfill"
+	"github.com/stetlabs/stet/internal/cli"
 	"github.com/stetlabs/stet/ledger"
 )
 
@@ -23,7 +24,7 @@ func cmdRekey(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, "Usage: stet rekey [flags]\n\nRewraps every report's data key under the first key of encryption.keys and seals plaintext rows\nwritten before encryption was on, in short batches; resumable. Afterwards the other keys may be removed.")
 		fs.PrintDefaults()
 	}
-	cfgPath := configFlag(fs)
+	cfgPath := cli.ConfigFlag(fs)
 	batch := fs.Int("batch", 200, "rows per transaction")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	if err := fs.Parse(args); err != nil || fs.NArg() != 0 || *batch <= 0 {
@@ -32,7 +33,7 @@ func cmdRekey(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		return exitUsage
 	}
-	cfg, ok := loadOperatorConfig(*cfgPath, stderr)
+	cfg, ok := cli.LoadOperatorConfig(*cfgPath, stderr)
 	if !ok {
 		return exitUsage
 	}
@@ -40,7 +41,7 @@ func cmdRekey(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, "stet rekey: encryption: is not configured, or a variable of encryption.keys is unset")
 		return exitUsage
 	}
-	db, code := openLedger(ctx, *cfgPath, stderr)
+	db, code := cli.OpenLedger(ctx, *cfgPath, stderr)
 	if code != exitOK {
 		return code
 	}

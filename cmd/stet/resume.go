@@ -7,12 +7,13 @@ import (
 	"io"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/internal/cli"
 )
 
 func cmdResume(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("resume", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cfgPath := configFlag(fs)
+	cfgPath := cli.ConfigFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
@@ -20,7 +21,7 @@ func cmdResume(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintln(stderr, "Usage: stet resume [flags] JOB_ID")
 		return exitUsage
 	}
-	a, _, code := openOperatorApp(ctx, *cfgPath, "stet resume", stderr)
+	a, _, code := cli.OpenOperatorApp(ctx, *cfgPath, "stet resume", stderr)
 	if a == nil {
 		return code
 	}

@@ -8,12 +8,13 @@ import (
 	"net"
 
 	"github.com/stetlabs/stet/internal/app"
+	"github.com/stetlabs/stet/internal/cli"
 )
 
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cfgPath := configFlag(fs)
+	cfgPath := cli.ConfigFlag(fs)
 	role := fs.String("role", "all", "what this process runs: api (intake and reads), worker (stage workers and maintenance), or all")
 	listen := fs.String("listen", "", "listen address (overrides the config's listen)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
@@ -27,21 +28,21 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "stet serve: --role must be api, worker or all\n")
 		return exitUsage
 	}
-	cfg, ok := loadConfig(*cfgPath, stderr)
+	cfg, ok := cli.LoadConfig(*cfgPath, stderr)
 	if !ok {
 		return exitUsage
 	}
 	if *listen != "" {
 		cfg.Listen = *listen
 	}
-	log := newLogger(stderr, *logLevel)
+	log := cli.NewLogger(stderr, *logLevel)
 	a, err := app.Open(ctx, cfg, app.Options{Role: *role, Logger: log, Migrate: *migrate})
 	if err != nil {
 		fmt.Fprintln(stderr, "stet serve:", err)
 		return exitUnhealthy
 	}
 	if !*migrate {
-		if err := checkSchema(ctx, a.DB); err != nil {
+		if err := a.DB.CheckSchema(ctx); err != nil {
 			a.Close()
 			fmt.Fprintln(stderr, "stet serve:", err)
 			return exitUnhealthy

@@ -5,7 +5,7 @@ import (
 	"github.com/stetlabs/stet/web"
 )
 
-// mountUI serves the review UI under /ui/ of the API (DESIGN §12).
+// mountUI serves the review UI under /ui/ of the API (docs/design.md §12).
 func mountUI(a *App, clock stet.Clock) error {
 	w := a.Config.Web
 	cfg := web.Config{DB: a.DB, API: a.API, Clock: clock, Logger: a.Log,

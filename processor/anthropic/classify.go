@@ -94,7 +94,7 @@ var quotaCodes = map[string]bool{
 	"linked_organization_billing_unavailable": true, // 402
 }
 
-// errorClass maps an error response to a failure class. See DESIGN §2 and
+// errorClass maps an error response to a failure class. See docs/design.md §2 and
 // issue 4: 429 rate_limit_error is rate_limited unless it says a spend limit
 // or the credit is exhausted; 529 overloaded_error and 500 api_error are
 // transient; 400, 404 and 413 are unsupported; 401 and 403 are auth.

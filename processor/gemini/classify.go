@@ -47,7 +47,7 @@ func (c *Client) classifyError(parent, callCtx context.Context, err error, capt 
 }
 
 // errorClass maps an HTTP error status and the google.rpc status and details
-// of its body to a failure class. See DESIGN §2.
+// of its body to a failure class. See docs/design.md §2.
 //
 // RESOURCE_EXHAUSTED is quota, not rate_limited, when its QuotaFailure (or
 // ErrorInfo metadata) names a per-day quota or a quota whose limit is 0:

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet"
-	"github.com/stetlabs/stet/internal/fakekit"
+	"github.com/stetlabs/stet/lab/fakekit"
 	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/gemini/geminifake"
 	"github.com/stetlabs/stet/processor/processortest"

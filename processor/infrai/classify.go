@@ -14,7 +14,7 @@ import (
 
 // classify maps an HTTP status and Infrai's error code to a failure class.
 // The code decides when it is known; the status decides otherwise. See
-// DESIGN §2 and the table in docs/infrai.md.
+// docs/design.md §2 and the table in docs/infrai.md.
 func (c *Client) classify(status int, code string) stet.FailureClass {
 	// Infrai's codes are UPPER_SNAKE; an OpenAI-shaped error from the
 	// compatible route may carry lower-case ones ("invalid_api_key").

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet"
-	"github.com/stetlabs/stet/internal/fakekit"
+	"github.com/stetlabs/stet/lab/fakekit"
 	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/infrai/infraifake"
 	"github.com/stetlabs/stet/processor/processortest"
@@ -126,7 +126,7 @@ func TestClassification(t *testing.T) {
 		return infraifake.Fault{Kind: infraifake.ErrorCode, Code: code, Status: status}
 	}
 	cases := []processortest.Classification[infraifake.Fault]{
-		// DESIGN §15: every wait is capped at processor.MaxRetryAfter, the
+		// docs/design.md §15: every wait is capped at processor.MaxRetryAfter, the
 		// reset headers too; values over 7 days used to be ignored and an
 		// HTTP-date a year ahead used to be taken as is.
 		{Name: "429 Retry-After 8 days of seconds is capped", Fault: rate(infraifake.Fault{RetryAfter: "691200"}), Class: stet.FailureRateLimited, Status: 429, Code: CodeRateLimitExceeded, RetryAfter: processor.MaxRetryAfter},

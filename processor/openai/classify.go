@@ -52,7 +52,7 @@ func (c *Client) classifyError(parent, callCtx context.Context, err error, capt 
 }
 
 // statusClass maps an HTTP error status and the provider's error code to a
-// failure class. See DESIGN §2.
+// failure class. See docs/design.md §2.
 func statusClass(status int, code string) stet.FailureClass {
 	switch {
 	case status == http.StatusTooManyRequests && code == "insufficient_quota":

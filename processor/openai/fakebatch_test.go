@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/stetlabs/stet"
-	"github.com/stetlabs/stet/internal/fakekit"
+	"github.com/stetlabs/stet/lab/fakekit"
 	"github.com/stetlabs/stet/processor/openai/openaifake"
 )
 

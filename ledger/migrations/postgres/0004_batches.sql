@@ -1,4 +1,4 @@
--- Provider batches (DESIGN §4). A job's dispatch mode is fixed at
+-- Provider batches (docs/design.md §4). A job's dispatch mode is fixed at
 -- acceptance; batch-mode jobs wait in 'accepted' until the assembler puts
 -- them in a batch. A batch row is written in state 'intent' with its items
 -- before anything is sent; its provider ID is unique once known; each item

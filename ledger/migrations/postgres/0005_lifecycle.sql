@@ -1,4 +1,4 @@
--- The data lifecycle (DESIGN §5): retention purges, deletions with one task
+-- The data lifecycle (docs/design.md §5): retention purges, deletions with one task
 -- per copy, and tombstones. A purge nulls a column and stamps *_purged_at;
 -- a deleted report keeps its row (IDs only, no external ID) with deleted_at.
 ALTER TABLE reports ADD COLUMN deleted_at BIGINT;

@@ -1,4 +1,4 @@
--- Encryption at rest (DESIGN §5): one data key per report, stored only
+-- Encryption at rest (docs/design.md §5): one data key per report, stored only
 -- wrapped by a master key (key_id names it). Text, metadata, raw responses,
 -- normalized output, classifications and notes of the report are sealed
 -- under it (boundary/envelope.go). A deletion deletes the row first

@@ -1,4 +1,4 @@
--- Review UI sessions (DESIGN §12). A row holds only hashes: the SHA-256 of
+-- Review UI sessions (docs/design.md §12). A row holds only hashes: the SHA-256 of
 -- the session cookie, of its CSRF token and of the bearer token it was
 -- opened with (or the OIDC subject instead), never a secret itself. A
 -- session ends at idle_until (pushed forward on each request, the

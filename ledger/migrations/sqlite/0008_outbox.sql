@@ -1,4 +1,4 @@
--- Destinations and alerts (DESIGN §6, §13). A committed or decided review
+-- Destinations and alerts (docs/design.md §6, §13). A committed or decided review
 -- record writes one outbox row per subscribed destination in the same
 -- transaction; the delivery sweep POSTs each row until the receiver answers
 -- 2xx (delivered), its max_age passes (failed: invariant 8), or it answers

@@ -7,7 +7,7 @@
 // It imports neither the Anthropic SDK nor processor/anthropic, so the wire
 // it speaks is written down here rather than borrowed from the client it
 // tests. The shared scaffolding (server lifecycle, fault queue, call
-// counting, wire helpers, the default answer) comes from internal/fakekit.
+// counting, wire helpers, the default answer) comes from lab/fakekit.
 // It keeps the user text of every request for CallsContaining: it must
 // never answer real traffic, and production code never imports it
 // (benchmarks and drills excepted).

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stetlabs/stet/internal/fakekit"
+	"github.com/stetlabs/stet/lab/fakekit"
 )
 
 // FaultKind names a scripted fault of the Server.

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/stetlabs/stet/internal/fakekit"
+	"github.com/stetlabs/stet/lab/fakekit"
 )
 
 // The Server's Message Batches routes, with the shapes of the real API (see

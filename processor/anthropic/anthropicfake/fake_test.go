@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stetlabs/stet/internal/fakekit"
+	"github.com/stetlabs/stet/lab/fakekit"
 )
 
 // post sends body to the fake and decodes the answer. header holds extra

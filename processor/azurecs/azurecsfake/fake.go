@@ -6,7 +6,7 @@
 // It does not import the azurecs adapter, so what it speaks is written down
 // here, not borrowed from the code it tests. The shared scaffolding (server
 // lifecycle, fault queue, call counting, wire helpers) comes from
-// internal/fakekit. It keeps the text of every request: it must never
+// lab/fakekit. It keeps the text of every request: it must never
 // answer real traffic or hold real documents.
 package azurecsfake
 
@@ -21,7 +21,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/stetlabs/stet/internal/fakekit"
+	"github.com/stetlabs/stet/lab/fakekit"
 )
 
 // Wire facts the fake shares with the adapter, copied: a fake does not

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stetlabs/stet/internal/fakekit"
+	"github.com/stetlabs/stet/lab/fakekit"
 )
 
 const testKey = "0123456789abcdef0123456789abcdef"

@@ -6,7 +6,7 @@
 // It imports neither the genai SDK nor processor/gemini, so what it speaks
 // is written down here, not borrowed from the code it tests. The shared
 // scaffolding (server lifecycle, fault queue, call counting, wire helpers)
-// comes from internal/fakekit. It keeps the text of every request for
+// comes from lab/fakekit. It keeps the text of every request for
 // CallsContaining: it must never answer real traffic or hold real
 // documents, and production code never imports it (benchmarks and drills
 // excepted).

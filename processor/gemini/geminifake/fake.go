@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stetlabs/stet/internal/fakekit"
+	"github.com/stetlabs/stet/lab/fakekit"
 )
 
 // apiVersion is the Gemini API version the fake serves, the adapter's

@@ -19,7 +19,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/stetlabs/stet/internal/fakekit"
+	"github.com/stetlabs/stet/lab/fakekit"
 )
 
 // Batch fault kinds. BatchItem* script one item's outcome (ScriptBatchItem);

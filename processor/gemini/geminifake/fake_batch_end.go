@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stetlabs/stet/internal/fakekit"
+	"github.com/stetlabs/stet/lab/fakekit"
 )
 
 // endBatch ends b in state (or its scripted end state) and computes the

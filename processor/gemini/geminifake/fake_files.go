@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stetlabs/stet/internal/fakekit"
+	"github.com/stetlabs/stet/lab/fakekit"
 )
 
 // The Files API resumable upload: a start request answered with

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stetlabs/stet/internal/fakekit"
+	"github.com/stetlabs/stet/lab/fakekit"
 )
 
 const testKey = "AIzaTestKey-0000"

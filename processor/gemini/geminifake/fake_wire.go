@@ -10,7 +10,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/stetlabs/stet/internal/fakekit"
+	"github.com/stetlabs/stet/lab/fakekit"
 )
 
 // The GenerateContentResponse object, fields in the API's order. Zero

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet"
-	"github.com/stetlabs/stet/internal/fakekit"
+	"github.com/stetlabs/stet/lab/fakekit"
 )
 
 // The Server's copy of the adapter's wire constants: the fake speaks the

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/stetlabs/stet/internal/fakekit"
+	"github.com/stetlabs/stet/lab/fakekit"
 )
 
 // The Server's batch routes: POST /v1/ai/batch/submit, GET

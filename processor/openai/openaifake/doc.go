@@ -7,7 +7,7 @@
 // It imports neither the OpenAI SDK nor processor/openai, so the wire it
 // speaks is written down here rather than borrowed from the client it
 // tests. The shared scaffolding (fault queue, call counting, latency,
-// buckets, traffic windows) comes from internal/fakekit. It keeps the user
+// buckets, traffic windows) comes from lab/fakekit. It keeps the user
 // text of every request for CallsContaining: it must never answer real
 // traffic, and production code never imports it (benchmarks and drills
 // excepted).

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/stetlabs/stet/internal/fakekit"
+	"github.com/stetlabs/stet/lab/fakekit"
 )
 
 // The Server's Batch API: POST /v1/files (multipart), GET /v1/files/{id},

@@ -9,7 +9,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/stetlabs/stet/internal/fakekit"
+	"github.com/stetlabs/stet/lab/fakekit"
 )
 
 // endBatch answers the batch's items and ends it. fb.mu is held.
