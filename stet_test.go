@@ -207,6 +207,25 @@ func TestDependencyDirection(t *testing.T) {
 			}
 		}
 	}
+	// seal and webhook are leaves: the standard library and stet only. The
+	// ledger seals with seal and never reaches the boundary package;
+	// outbound signs with webhook and never reaches api or the ledger.
+	for _, p := range []string{"seal", "webhook"} {
+		for _, d := range deps(mod + "/" + p) {
+			if d != mod && d != mod+"/"+p {
+				t.Errorf("%s imports %s; it may import only stet and the standard library", p, d)
+			}
+		}
+	}
+	for p, banned := range map[string][]string{"ledger": {"boundary"}, "outbound": {"api", "ledger", "pipeline"}} {
+		for _, d := range deps(mod + "/" + p) {
+			for _, b := range banned {
+				if d == mod+"/"+b {
+					t.Errorf("%s imports %s", p, d)
+				}
+			}
+		}
+	}
 	// Tracing stays out of the ledger (pipeline names its transactions),
 	// and only internal/app builds an exporter or the SDK.
 	for _, p := range []string{"ledger", "boundary", "schema", "config", "metrics"} {

@@ -23,6 +23,7 @@ import (
 	"github.com/stetlabs/stet/ledger"
 	"github.com/stetlabs/stet/metrics"
 	"github.com/stetlabs/stet/schema"
+	"github.com/stetlabs/stet/webhook"
 )
 
 // Acceptor records deliveries durably: the pipeline's group-committing intake.
@@ -36,7 +37,7 @@ type Source struct {
 	Tenant         string
 	Identity       stet.IdentityMode
 	Revisions      stet.RevisionMode
-	Verifier       *Verifier
+	Verifier       *webhook.Verifier
 	PolicyID       string
 	PolicyHash     string
 	ProfileID      string

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet/ledger"
+	"github.com/stetlabs/stet/webhook"
 )
 
 // The audit log as the API and the review UI (package web) write it: one
@@ -116,11 +117,11 @@ func hashedID(v string) string {
 func (s *Server) auditDeniedIntake(r *http.Request, src *Source, verr error) {
 	reason := "bad_signature"
 	switch {
-	case errors.Is(verr, ErrMissingHeaders):
+	case errors.Is(verr, webhook.ErrMissingHeaders):
 		reason = "missing_headers"
-	case errors.Is(verr, ErrBadTimestamp):
+	case errors.Is(verr, webhook.ErrBadTimestamp):
 		reason = "bad_timestamp"
-	case errors.Is(verr, ErrStaleTimestamp):
+	case errors.Is(verr, webhook.ErrStaleTimestamp):
 		reason = "stale_timestamp"
 	}
 	now := s.clock.Now()

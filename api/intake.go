@@ -14,6 +14,7 @@ import (
 
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/ledger"
+	"github.com/stetlabs/stet/webhook"
 )
 
 // intakeBody is the delivery body of docs/design.md §7.
@@ -64,7 +65,7 @@ func (s *Server) intakeStatus(w http.ResponseWriter, r *http.Request) int {
 		}
 		return fail(http.StatusBadRequest, "unreadable-body", "the body could not be read")
 	}
-	if len(r.Header.Get(webhookIDHeader)) > maxWebhookID {
+	if len(r.Header.Get(webhook.IDHeader)) > maxWebhookID {
 		return fail(http.StatusBadRequest, "invalid-body", "webhook-id must be at most 256 bytes")
 	}
 	if err := src.Verifier.Verify(r.Header, body); err != nil {

@@ -92,7 +92,7 @@ func signed(t testing.TB, secret, id string, at time.Time, body []byte) http.Hea
 	t.Helper()
 	h, err := signedErr(secret, id, at, body)
 	if err != nil {
-		t.Fatalf("api.Sign() = %v", err)
+		t.Fatalf("webhook.Sign() = %v", err)
 	}
 	return h
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stetlabs/stet/api"
 	"github.com/stetlabs/stet/lab/stettest"
 	"github.com/stetlabs/stet/ledger"
+	"github.com/stetlabs/stet/webhook"
 )
 
 // A tenant's operator may pause and resume only its own tenant: "all",
@@ -227,7 +228,7 @@ func TestIntakeSeveralSignatureLines(t *testing.T) {
 	e := stettest.New(t, stettest.Options{NoWorkers: true})
 	body := []byte(`{"external_id":"multi-sig","revision":1,"text":"x"}`)
 	now := time.Now()
-	sig, err := api.Sign(stettest.Secret, "msg_multi", now, body)
+	sig, err := webhook.Sign(stettest.Secret, "msg_multi", now, body)
 	if err != nil {
 		t.Fatal(err)
 	}

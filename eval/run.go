@@ -21,6 +21,7 @@ import (
 	"github.com/stetlabs/stet/config"
 	"github.com/stetlabs/stet/ledger"
 	"github.com/stetlabs/stet/pipeline"
+	"github.com/stetlabs/stet/seal"
 )
 
 // Params are the inputs of Run.
@@ -47,7 +48,7 @@ type Params struct {
 	Logger   *slog.Logger
 	// Keyring, when set (encryption: in the config), seals the labelled
 	// texts and outputs in the scratch ledger as stet serve would.
-	Keyring *boundary.Keyring
+	Keyring *seal.Keyring
 }
 
 // Refusal is a processor the eval did not run, and why. No call was made.

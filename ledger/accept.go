@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet"
-	"github.com/stetlabs/stet/boundary"
+	"github.com/stetlabs/stet/seal"
 )
 
 // AcceptParams is one intake delivery, already verified and parsed.
@@ -118,7 +118,7 @@ var (
 // data key, created with the report.
 func (db *DB) Accept(ctx context.Context, tx Querier, p AcceptParams) (res AcceptResult, newJob bool, err error) {
 	now := micros(p.Now)
-	var dk *boundary.DataKey
+	var dk *seal.DataKey
 
 	// 0. A deleted identity stays deleted until the replay horizon: nothing
 	// is stored, not even a receipt.
@@ -240,7 +240,7 @@ func (db *DB) Accept(ctx context.Context, tx Querier, p AcceptParams) (res Accep
 	if err != nil {
 		return res, false, err
 	}
-	if metadata, err = seal(dk, colRevisionMetadata, binding, metadata); err != nil {
+	if metadata, err = sealValue(dk, colRevisionMetadata, binding, metadata); err != nil {
 		return res, false, err
 	}
 	sealed := sealedFlag(dk, colRevisionText, sql.NullString{String: text, Valid: true}) | sealedFlag(dk, colRevisionMetadata, metadata) |

@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/stetlabs/stet"
-	"github.com/stetlabs/stet/boundary"
+	"github.com/stetlabs/stet/seal"
 )
 
 // Set-based intake statements (PostgreSQL): two statements for a whole
@@ -183,7 +183,7 @@ type groupItem struct {
 	// and body; the plain ones without a blind-index key.
 	storedIdentity, tomb, body string
 	now                        int64
-	dk                         *boundary.DataKey
+	dk                         *seal.DataKey
 	key                        newKey // the data key made before the report row (prepareReportKey)
 	meta                       string // River job metadata (Enqueue), '' for none
 
@@ -649,7 +649,7 @@ func (db *DB) groupRecordsArgs(items []*groupItem, enq *Enqueue) (string, []any,
 		if texts[k], err = sealString(it.dk, colRevisionText, binding, it.p.Text.Reveal()); err != nil {
 			return "", nil, err
 		}
-		if metadata, err = seal(it.dk, colRevisionMetadata, binding, metadata); err != nil {
+		if metadata, err = sealValue(it.dk, colRevisionMetadata, binding, metadata); err != nil {
 			return "", nil, err
 		}
 		metas[k] = metadata.String // NULL travels as '' (a stored value is never empty)

@@ -7,14 +7,14 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/stetlabs/stet/boundary"
+	"github.com/stetlabs/stet/seal"
 )
 
 // The blind index. With encryption on, a hash that a guessed value could be
 // confirmed against — a report's identity hash (of its external ID), a
 // revision's content SHA-256, a delivery's body SHA-256, a tombstone — is
 // stored as its blind-index value: the HMAC-SHA256 of the plain hash under
-// the ledger's index key (boundary.IndexKey). Lookups compute the same
+// the ledger's index key (seal.IndexKey). Lookups compute the same
 // value from what they are given. Without encryption the plain hashes are
 // stored, as before.
 //
@@ -89,7 +89,7 @@ func (db *DB) tombstoneOf(tenant, source, identity string) string {
 // start. Called by CheckKeys when encryption is on.
 func (db *DB) loadIndexKey(ctx context.Context, now time.Time) error {
 	for try := 0; try < 2; try++ {
-		var w boundary.WrappedKey
+		var w seal.WrappedKey
 		var converted sql.NullInt64
 		err := db.w.QueryRowContext(ctx, `SELECT key_id, wrapped, converted_at FROM index_key WHERE id = 1`).
 			Scan(&w.KeyID, &w.Wrapped, &converted)

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/stetlabs/stet/boundary"
+	"github.com/stetlabs/stet/seal"
 )
 
 // Compressed columns. The raw provider response (artifacts.raw) is written
@@ -96,7 +96,7 @@ func inflateMax(b []byte, limit int64) ([]byte, error) {
 // packRaw is the stored form of a raw response of artifact rowID: deflated,
 // then sealed under dk (nil: encryption off). A value compression would not
 // shrink is stored as it is, unless it could be mistaken for a packed one.
-func packRaw(dk *boundary.DataKey, rowID string, raw []byte) (string, error) {
+func packRaw(dk *seal.DataKey, rowID string, raw []byte) (string, error) {
 	if len(raw) == 0 {
 		return "", nil
 	}
@@ -137,9 +137,9 @@ func packed(col string) bool { return col == colArtifactRaw }
 // sealStored seals a stored plaintext value of column col for rekey: a
 // packed value is sealed in its binary form, so it does not carry base64
 // twice.
-func sealStored(dk *boundary.DataKey, col, rowID string, v sql.NullString) (sql.NullString, error) {
+func sealStored(dk *seal.DataKey, col, rowID string, v sql.NullString) (sql.NullString, error) {
 	if dk == nil || !v.Valid || !packed(col) || !strings.HasPrefix(v.String, packedPrefix) {
-		return seal(dk, col, rowID, v)
+		return sealValue(dk, col, rowID, v)
 	}
 	z, err := b64.DecodeString(v.String[len(packedPrefix):])
 	if err != nil {

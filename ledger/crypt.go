@@ -8,13 +8,13 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet"
-	"github.com/stetlabs/stet/boundary"
+	"github.com/stetlabs/stet/seal"
 )
 
 // Encryption at rest (docs/design.md §5). The seam is here: the ledger seals the
 // columns that hold document text or what is derived from it where it
 // writes them, and opens them where it reads them, under the report's data
-// key (boundary.DataKey, wrapped in report_keys). Nothing above the ledger
+// key (seal.DataKey, wrapped in report_keys). Nothing above the ledger
 // sees a ciphertext or a key.
 //
 // Whether a stored value is sealed is recorded beside it, in its row's
@@ -59,7 +59,7 @@ func sealedBit(col string) int {
 
 // sealedFlag is the bit of col if a value was sealed under dk (a non-nil
 // key and a non-NULL value), else 0.
-func sealedFlag(dk *boundary.DataKey, col string, v sql.NullString) int {
+func sealedFlag(dk *seal.DataKey, col string, v sql.NullString) int {
 	if dk == nil || !v.Valid {
 		return 0
 	}
@@ -69,7 +69,7 @@ func sealedFlag(dk *boundary.DataKey, col string, v sql.NullString) int {
 // artifactSealed is the sealed column of an artifact written under dk
 // (nil: encryption off) with stored raw response raw ("" when there was
 // none: packRaw leaves it empty, unsealed).
-func artifactSealed(dk *boundary.DataKey, raw string) int {
+func artifactSealed(dk *seal.DataKey, raw string) int {
 	if dk == nil {
 		return 0
 	}
@@ -81,7 +81,7 @@ func artifactSealed(dk *boundary.DataKey, raw string) int {
 
 // ErrKeyDestroyed means a sealed value belongs to a report whose data key a
 // deletion destroyed: it no longer opens, by design.
-var ErrKeyDestroyed = fmt.Errorf("the report's data key is destroyed: %w", boundary.ErrOpen)
+var ErrKeyDestroyed = fmt.Errorf("the report's data key is destroyed: %w", seal.ErrOpen)
 
 // ErrNoKeyring means the ledger holds sealed values but this process has
 // no encryption keys: it refuses instead of showing ciphertext.
@@ -90,7 +90,7 @@ var ErrNoKeyring = errors.New("the ledger holds sealed values but encryption: is
 // UseKeyring turns on encryption at rest for this handle: every write of a
 // sealed column seals from now on. Call it once, after Open, before use;
 // CheckKeys verifies the keys against the ledger.
-func (db *DB) UseKeyring(k *boundary.Keyring) { db.keys = k }
+func (db *DB) UseKeyring(k *seal.Keyring) { db.keys = k }
 
 // Encrypted reports whether this handle seals what it writes.
 func (db *DB) Encrypted() bool { return db.keys != nil }
@@ -102,8 +102,8 @@ func bind(col, rowID string) string { return col + "/" + rowID }
 // (nil with encryption off), the key as report_keys stores it, and the
 // external ID and sealed bits the row is inserted with.
 type newKey struct {
-	dk         *boundary.DataKey
-	w          boundary.WrappedKey
+	dk         *seal.DataKey
+	w          seal.WrappedKey
 	externalID sql.NullString
 	sealed     int // sealedExternalID when the external ID is sealed
 }
@@ -133,7 +133,7 @@ func (db *DB) prepareReportKey(reportID, externalID string) (newKey, error) {
 
 // storeReportKey stores the prepared data key of a report inserted in this
 // transaction (its key) and returns the key (nil with encryption off).
-func (db *DB) storeReportKey(ctx context.Context, q Querier, reportKey int64, k newKey, now time.Time) (*boundary.DataKey, error) {
+func (db *DB) storeReportKey(ctx context.Context, q Querier, reportKey int64, k newKey, now time.Time) (*seal.DataKey, error) {
 	if k.dk == nil {
 		return nil, nil
 	}
@@ -147,7 +147,7 @@ func (db *DB) storeReportKey(ctx context.Context, q Querier, reportKey int64, k 
 // writeKey returns the data key to seal a write of the report: its stored
 // key, or a new one for a report accepted before encryption was on. It
 // returns nil when encryption is off.
-func (db *DB) writeKey(ctx context.Context, q Querier, reportID string, now time.Time) (*boundary.DataKey, error) {
+func (db *DB) writeKey(ctx context.Context, q Querier, reportID string, now time.Time) (*seal.DataKey, error) {
 	if db.keys == nil {
 		return nil, nil
 	}
@@ -179,7 +179,7 @@ func (db *DB) writeKey(ctx context.Context, q Querier, reportID string, now time
 }
 
 // writeKeyOf is writeKey for the report with key reportKey.
-func (db *DB) writeKeyOf(ctx context.Context, q Querier, reportKey int64, now time.Time) (*boundary.DataKey, error) {
+func (db *DB) writeKeyOf(ctx context.Context, q Querier, reportKey int64, now time.Time) (*seal.DataKey, error) {
 	if db.keys == nil {
 		return nil, nil
 	}
@@ -192,8 +192,8 @@ func (db *DB) writeKeyOf(ctx context.Context, q Querier, reportKey int64, now ti
 
 // readKey returns the report's unwrapped data key, or nil if it has none
 // (never had, or destroyed).
-func (db *DB) readKey(ctx context.Context, q Querier, reportID string) (*boundary.DataKey, error) {
-	var w boundary.WrappedKey
+func (db *DB) readKey(ctx context.Context, q Querier, reportID string) (*seal.DataKey, error) {
+	var w seal.WrappedKey
 	err := q.QueryRowContext(ctx, `SELECT data_key_id, key_id, wrapped FROM report_keys WHERE report_id = `+reportKeySQL("$1"), pub(reportID)).
 		Scan(&w.DataKeyID, &w.KeyID, &w.Wrapped)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -212,9 +212,9 @@ func (db *DB) readKey(ctx context.Context, q Querier, reportID string) (*boundar
 	return dk, nil
 }
 
-// seal seals s for column col of row rowID; a nil key (encryption off)
+// sealValue seals s for column col of row rowID; a nil key (encryption off)
 // leaves it plaintext. An invalid (NULL) value stays NULL.
-func seal(dk *boundary.DataKey, col, rowID string, s sql.NullString) (sql.NullString, error) {
+func sealValue(dk *seal.DataKey, col, rowID string, s sql.NullString) (sql.NullString, error) {
 	if dk == nil || !s.Valid {
 		return s, nil
 	}
@@ -225,8 +225,8 @@ func seal(dk *boundary.DataKey, col, rowID string, s sql.NullString) (sql.NullSt
 	return sql.NullString{String: v, Valid: true}, nil
 }
 
-func sealString(dk *boundary.DataKey, col, rowID, s string) (string, error) {
-	v, err := seal(dk, col, rowID, sql.NullString{String: s, Valid: true})
+func sealString(dk *seal.DataKey, col, rowID, s string) (string, error) {
+	v, err := sealValue(dk, col, rowID, sql.NullString{String: s, Valid: true})
 	return v.String, err
 }
 
@@ -235,11 +235,11 @@ func sealString(dk *boundary.DataKey, col, rowID, s string) (string, error) {
 type opener struct {
 	db   *DB
 	q    Querier
-	keys map[string]*boundary.DataKey
+	keys map[string]*seal.DataKey
 }
 
 func (db *DB) opener(q Querier) *opener {
-	return &opener{db: db, q: q, keys: map[string]*boundary.DataKey{}}
+	return &opener{db: db, q: q, keys: map[string]*seal.DataKey{}}
 }
 
 // open returns the plaintext of a stored value of column col, bound to rowID,

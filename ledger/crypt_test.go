@@ -7,21 +7,21 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stetlabs/stet/boundary"
 	"github.com/stetlabs/stet/ledger"
+	"github.com/stetlabs/stet/seal"
 )
 
-func keyring(t *testing.T, keys ...boundary.MasterKey) *boundary.Keyring {
+func keyring(t *testing.T, keys ...seal.MasterKey) *seal.Keyring {
 	t.Helper()
-	k, err := boundary.NewKeyring(keys)
+	k, err := seal.NewKeyring(keys)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return k
 }
 
-func mk(id string, b byte) boundary.MasterKey {
-	return boundary.MasterKey{ID: id, Key: bytes.Repeat([]byte{b}, boundary.KeySize)}
+func mk(id string, b byte) seal.MasterKey {
+	return seal.MasterKey{ID: id, Key: bytes.Repeat([]byte{b}, seal.KeySize)}
 }
 
 // commitOne accepts, extracts and commits one report and returns its job.
@@ -206,7 +206,7 @@ func TestRekeyAndKeyChecks(t *testing.T) {
 
 		for _, tt := range []struct {
 			name string
-			keys *boundary.Keyring
+			keys *seal.Keyring
 			want string
 		}{
 			{"wrong key under a known id", keyring(t, mk("k2", 9)), "wrong key"},

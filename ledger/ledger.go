@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet"
-	"github.com/stetlabs/stet/boundary"
+	"github.com/stetlabs/stet/seal"
 )
 
 // Querier is what the ledger's statements run on: a *sql.DB or a *sql.Tx.
@@ -40,10 +40,10 @@ type DB struct {
 	dialect *dialect
 	url     string
 	// keys, when set, seal the text columns (crypt.go); nil stores plaintext.
-	keys *boundary.Keyring
+	keys *seal.Keyring
 	// index, loaded by CheckKeys with keys, replaces stored hashes with
 	// their blind-index values (blindindex.go); nil stores plain SHA-256.
-	index *boundary.IndexKey
+	index *seal.IndexKey
 	// mixed is true while rows written before the index key may still hold
 	// plain hashes: lookups then match both forms.
 	mixed atomic.Bool
@@ -78,8 +78,26 @@ func (db *DB) Writer() *sql.DB { return db.w }
 // Reader returns the read-only pool, for display reads.
 func (db *DB) Reader() *sql.DB { return db.r }
 
-// Dialect returns the dialect the ledger speaks: SQLite or Postgres.
+// Dialect returns the dialect the ledger speaks: SQLite or Postgres. Only
+// the ledger's own code and tests ask it; callers ask what the database
+// does (OneWriter, AcceptsGroups, SavesCommitted) or name it (System).
 func (db *DB) Dialect() Dialect { return db.dialect.name }
+
+// System names the database for traces and logs: "sqlite" or "postgres".
+func (db *DB) System() string { return string(db.dialect.name) }
+
+// OneWriter reports whether the database takes one writing transaction at
+// a time (SQLite): writers then do best to share transactions (group
+// commit) and to finish River's jobs inside them. Otherwise (PostgreSQL)
+// each transaction commits on a connection of its own, in parallel with
+// the others, a lone statement commits without BEGIN and COMMIT, and River
+// completes many jobs in one statement of its own.
+func (db *DB) OneWriter() bool { return db.dialect.name == SQLite }
+
+// AcceptsGroups reports whether AcceptGroup and AcceptGroupCommit accept a
+// group of deliveries in set-based statements here (PostgreSQL); elsewhere
+// each delivery is accepted with Accept.
+func (db *DB) AcceptsGroups() bool { return db.dialect.name == Postgres }
 
 // Ping checks that the database answers.
 func (db *DB) Ping(ctx context.Context) error { return db.w.PingContext(ctx) }

@@ -445,10 +445,10 @@ func (db *DB) Decide(ctx context.Context, p DecideParams) (*stet.ReviewRecord, e
 		if err != nil {
 			return err
 		}
-		if class, err = seal(dk, colClassification, p.RecordID, class); err != nil {
+		if class, err = sealValue(dk, colClassification, p.RecordID, class); err != nil {
 			return err
 		}
-		note, err := seal(dk, colNote, p.RecordID, nullString(p.Note))
+		note, err := sealValue(dk, colNote, p.RecordID, nullString(p.Note))
 		if err != nil {
 			return err
 		}

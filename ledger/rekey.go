@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stetlabs/stet/boundary"
+	"github.com/stetlabs/stet/seal"
 )
 
 // RekeyParams runs a rekey (stet rekey): every data key not wrapped by the
@@ -183,7 +183,7 @@ func (db *DB) Rekey(ctx context.Context, p RekeyParams) (RekeyResult, error) {
 // rewrapIndexKey rewraps the blind-index key under the sealing key when
 // another key wraps it. It returns 1 when it did.
 func (db *DB) rewrapIndexKey(ctx context.Context, sealing string, now time.Time) (int, error) {
-	var w boundary.WrappedKey
+	var w seal.WrappedKey
 	err := db.w.QueryRowContext(ctx, `SELECT key_id, wrapped FROM index_key WHERE id = 1 AND key_id <> $1`, sealing).Scan(&w.KeyID, &w.Wrapped)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
@@ -221,7 +221,7 @@ func (db *DB) rewrapBatch(ctx context.Context, sealing string, after int64, limi
 		type row struct {
 			key    int64
 			report string
-			w      boundary.WrappedKey
+			w      seal.WrappedKey
 		}
 		var todo []row
 		for rows.Next() {

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/stetlabs/stet"
-	"github.com/stetlabs/stet/boundary"
+	"github.com/stetlabs/stet/seal"
 )
 
 const (
@@ -23,7 +23,7 @@ const (
 // saveResultArgs seals and packs p's values under dk and returns the
 // arguments of stet_save_result and the review record's new ID ("" when p
 // does not commit).
-func saveResultArgs(dk *boundary.DataKey, p SaveResultParams) ([]any, string, error) {
+func saveResultArgs(dk *seal.DataKey, p SaveResultParams) ([]any, string, error) {
 	id := ArtifactID("", p.JobID)
 	raw, err := packRaw(dk, id, p.Raw)
 	if err != nil {
@@ -37,7 +37,7 @@ func saveResultArgs(dk *boundary.DataKey, p SaveResultParams) ([]any, string, er
 	var class sql.NullString
 	if p.Commit {
 		record = stet.NewID(prefixRecord, p.Now)
-		if class, err = seal(dk, colClassification, record, nullString(string(p.Output))); err != nil {
+		if class, err = sealValue(dk, colClassification, record, nullString(string(p.Output))); err != nil {
 			return nil, "", err
 		}
 	}
@@ -56,6 +56,11 @@ func saveResultArgs(dk *boundary.DataKey, p SaveResultParams) ([]any, string, er
 // with SaveResult in a transaction of its own, which tells it which.
 var ErrSaveApart = errors.New("the stage result is saved in a transaction of its own")
 
+// SavesCommitted reports whether SaveResultCommit can save and commit a
+// result in one round trip on this handle (PostgreSQL without encryption);
+// elsewhere it answers ErrSaveApart at once.
+func (db *DB) SavesCommitted() bool { return db.dialect.name == Postgres && db.keys == nil }
+
 // SaveResultCommit is SaveResult with p.Commit in a transaction of its own
 // that it commits, in one round trip to PostgreSQL: BEGIN,
 // stet_save_result_commit and COMMIT, sent as one pgx batch on a
@@ -67,7 +72,7 @@ var ErrSaveApart = errors.New("the stage result is saved in a transaction of its
 // statement of its own before the function); an error wrapping ErrCommit
 // when the COMMIT itself failed.
 func (db *DB) SaveResultCommit(ctx context.Context, p SaveResultParams) (string, error) {
-	if db.dialect.name != Postgres || db.keys != nil || !p.Commit {
+	if !db.SavesCommitted() || !p.Commit {
 		return "", ErrSaveApart
 	}
 	args, record, err := saveResultArgs(nil, p)

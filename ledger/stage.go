@@ -478,7 +478,7 @@ func (db *DB) Commit(ctx context.Context, tx Querier, jobID string, now time.Tim
 		return "", err
 	}
 	id := stet.NewID(prefixRecord, now)
-	class, err := seal(dk, colClassification, id, sql.NullString{String: output.String, Valid: output.String != ""})
+	class, err := sealValue(dk, colClassification, id, sql.NullString{String: output.String, Valid: output.String != ""})
 	if err != nil {
 		return "", err
 	}
@@ -627,18 +627,24 @@ type SaveResultParams struct {
 	Commit   bool          // also commit the review record
 }
 
-// SaveResult is SaveArtifact, FinishAttempt and, with p.Commit, Commit in
-// one round trip to PostgreSQL (the stet_save_result function of migration
-// 0012), in tx. The fence is the same: a stale worker gets
-// stet.ErrLeaseLost (or ErrCancelled) and nothing is written. It returns
-// the review record's ID and settled true when the record part ran: an
-// empty ID then means that part failed and was rolled back alone, and the
-// commit stage is to retry from the artifact. settled false (no commit
-// asked, or the source has destinations, whose outbox rows Commit writes)
-// leaves the record to the caller. PostgreSQL only.
+// SaveResult saves a call's result in tx: the artifact (SaveArtifact, the
+// fence on the attempt token: a stale worker gets stet.ErrLeaseLost, or
+// ErrCancelled, and nothing is written), the attempt's outcome
+// (FinishAttempt) and, with p.Commit where the database can, the review
+// record too. It returns the record's ID and settled true when the record
+// part ran: an empty ID then means that part failed and was rolled back
+// alone, and the commit stage is to retry from the artifact. settled false
+// leaves the record to the caller (Commit in the same tx): no commit was
+// asked, the source has destinations (whose outbox rows Commit writes), or
+// the database saves the parts one by one. On PostgreSQL it is one round
+// trip (stet_save_result); on SQLite the statements of SaveArtifact and
+// FinishAttempt, in the same transaction.
 func (db *DB) SaveResult(ctx context.Context, tx Querier, p SaveResultParams) (recordID string, settled bool, err error) {
 	if db.dialect.name != Postgres {
-		return "", false, fmt.Errorf("save result: %s has no stet_save_result", db.dialect.name)
+		if err := db.SaveArtifact(ctx, tx, p.SaveArtifactParams); err != nil {
+			return "", false, err
+		}
+		return "", false, FinishAttempt(ctx, tx, p.Attempt)
 	}
 	dk, err := db.writeKey(ctx, tx, p.ReportID, p.Now)
 	if err != nil {

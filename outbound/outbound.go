@@ -1,6 +1,6 @@
 // Package outbound POSTs stet's outbound webhooks — record events to a
 // source's destinations (docs/design.md §13) and alerts to the alert webhook (§6) —
-// signed as Standard Webhooks with the intake's signer (api.Sign).
+// signed as Standard Webhooks with the intake's signer (webhook.Sign).
 //
 // A Sender never follows a redirect, reads at most a few KiB of an answer
 // and discards it, gives each POST a short timeout, and never logs: a
@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet"
-	"github.com/stetlabs/stet/api"
 	"github.com/stetlabs/stet/processor"
+	"github.com/stetlabs/stet/webhook"
 )
 
 // DefaultTimeout bounds one POST, answer included.
@@ -90,7 +90,7 @@ func (r Result) Gone() bool { return r.Status == http.StatusGone }
 // Send POSTs m once, signed now.
 func (s *Sender) Send(ctx context.Context, m Message) Result {
 	now := s.clock.Now()
-	sig, err := api.Sign(m.Secret, m.WebhookID, now, m.Body)
+	sig, err := webhook.Sign(m.Secret, m.WebhookID, now, m.Body)
 	if err != nil {
 		return Result{Error: ErrRequest}
 	}

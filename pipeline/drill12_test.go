@@ -3,11 +3,12 @@ package pipeline_test
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +17,7 @@ import (
 	"github.com/stetlabs/stet/api"
 	"github.com/stetlabs/stet/lab/drill/recovery"
 	"github.com/stetlabs/stet/lab/stettest"
-	"github.com/stetlabs/stet/ledger"
+	"github.com/stetlabs/stet/ledger/ledgertest"
 	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/anthropic"
 	"github.com/stetlabs/stet/processor/anthropic/anthropicfake"
@@ -202,29 +203,22 @@ func TestDrill12DeleteBatchReport(t *testing.T) {
 func canaryPlaces(t *testing.T, e *stettest.Env, canary string) []string {
 	t.Helper()
 	ctx := context.Background()
-	db := e.DB.Writer()
-	cols, err := textColumns(ctx, db, e.DB.Dialect())
+	found, cols, err := ledgertest.Holding(ctx, e.DB, canary)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cols) < 20 {
-		t.Fatalf("found %d text columns, want the whole schema", len(cols))
+	if cols < 20 {
+		t.Fatalf("found %d text columns, want the whole schema", cols)
 	}
 	var places []string
-	for _, c := range cols {
-		var n int
-		if err := db.QueryRowContext(ctx, fmt.Sprintf(`SELECT COUNT(*) FROM %q WHERE %s`, c.table, c.match), canary).Scan(&n); err != nil {
-			t.Fatalf("scan %s.%s: %v", c.table, c.column, err)
-		}
-		if n != 0 {
-			places = append(places, fmt.Sprintf("%s.%s (%d rows)", c.table, c.column, n))
-		}
+	for _, col := range slices.Sorted(maps.Keys(found)) {
+		places = append(places, fmt.Sprintf("%s (%d rows)", col, found[col]))
 	}
-	t.Logf("scanned %d text and blob columns", len(cols))
-	if e.DB.Dialect() != ledger.SQLite {
-		return places
+	t.Logf("scanned %d text and blob columns", cols)
+	path, ok := strings.CutPrefix(e.URL, "sqlite://")
+	if !ok {
+		return places // a server's files are not this process's to read
 	}
-	path := strings.TrimPrefix(e.URL, "sqlite://")
 	if i := strings.IndexByte(path, '?'); i >= 0 {
 		path = path[:i]
 	}
@@ -264,52 +258,4 @@ func waitDeletionLong(t *testing.T, e *stettest.Env, id string) api.DeletionView
 		return d.State == "unresolved" || d.State == "done"
 	})
 	return d
-}
-
-type textColumn struct {
-	table, column string
-	match         string // a WHERE clause true for a row whose value holds $1
-}
-
-// textColumns lists every column that can hold text: on SQLite every
-// column (its types are advisory), on PostgreSQL the text, character,
-// JSON and bytea columns of the test's schema.
-func textColumns(ctx context.Context, db *sql.DB, dialect ledger.Dialect) ([]textColumn, error) {
-	var out []textColumn
-	if dialect == ledger.SQLite {
-		rows, err := db.QueryContext(ctx, `SELECT m.name, p.name FROM sqlite_master m, pragma_table_info(m.name) p WHERE m.type = 'table'`)
-		if err != nil {
-			return nil, err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var c textColumn
-			if err := rows.Scan(&c.table, &c.column); err != nil {
-				return nil, err
-			}
-			c.match = fmt.Sprintf(`instr(CAST(%q AS BLOB), CAST($1 AS BLOB)) > 0`, c.column)
-			out = append(out, c)
-		}
-		return out, rows.Err()
-	}
-	rows, err := db.QueryContext(ctx, `SELECT table_name, column_name, data_type FROM information_schema.columns
-		WHERE table_schema = current_schema() AND data_type IN ('text', 'character varying', 'character', 'json', 'jsonb', 'bytea', 'ARRAY')`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var c textColumn
-		var typ string
-		if err := rows.Scan(&c.table, &c.column, &typ); err != nil {
-			return nil, err
-		}
-		if typ == "bytea" {
-			c.match = fmt.Sprintf(`position(convert_to($1, 'UTF8') in %q) > 0`, c.column)
-		} else {
-			c.match = fmt.Sprintf(`strpos(CAST(%q AS TEXT), $1) > 0`, c.column)
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,20 +14,21 @@ import (
 
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/api"
-	"github.com/stetlabs/stet/boundary"
 	"github.com/stetlabs/stet/lab/drill/recovery"
 	"github.com/stetlabs/stet/lab/stettest"
 	"github.com/stetlabs/stet/ledger"
+	"github.com/stetlabs/stet/ledger/ledgertest"
 	"github.com/stetlabs/stet/processor/openai/openaifake"
+	"github.com/stetlabs/stet/seal"
 )
 
-func testKeyring(t *testing.T, ids ...string) *boundary.Keyring {
+func testKeyring(t *testing.T, ids ...string) *seal.Keyring {
 	t.Helper()
-	var keys []boundary.MasterKey
+	var keys []seal.MasterKey
 	for i, id := range ids {
-		keys = append(keys, boundary.MasterKey{ID: id, Key: bytes.Repeat([]byte{byte(i + 1)}, boundary.KeySize)})
+		keys = append(keys, seal.MasterKey{ID: id, Key: bytes.Repeat([]byte{byte(i + 1)}, seal.KeySize)})
 	}
-	k, err := boundary.NewKeyring(keys)
+	k, err := seal.NewKeyring(keys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,48 +40,12 @@ func testKeyring(t *testing.T, ids ...string) *boundary.Keyring {
 func canaryColumns(t *testing.T, e *stettest.Env, marker string) map[string]int {
 	t.Helper()
 	ctx := context.Background()
-	db := e.DB.Writer()
-	type col struct{ table, name, kind string }
-	var cols []col
-	var q string
-	if e.DB.Dialect() == ledger.Postgres {
-		q = `SELECT table_name, column_name, data_type FROM information_schema.columns
-			WHERE table_schema = current_schema() AND data_type IN ('text', 'character varying', 'json', 'jsonb', 'bytea')`
-	} else {
-		q = `SELECT m.name, p.name, p.type FROM sqlite_master m, pragma_table_info(m.name) p WHERE m.type = 'table'`
-	}
-	rows, err := db.QueryContext(ctx, q)
+	found, cols, err := ledgertest.Holding(ctx, e.DB, marker)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for rows.Next() {
-		var c col
-		if err := rows.Scan(&c.table, &c.name, &c.kind); err != nil {
-			t.Fatal(err)
-		}
-		cols = append(cols, c)
-	}
-	rows.Close()
-	if len(cols) < 20 {
-		t.Fatalf("found %d columns to scan; the scan is broken", len(cols))
-	}
-	found := map[string]int{}
-	for _, c := range cols {
-		cond := fmt.Sprintf(`CAST("%s" AS TEXT) LIKE $1`, c.name)
-		if c.kind == "bytea" {
-			cond = fmt.Sprintf(`position(convert_to($1, 'UTF8') in "%s") > 0`, c.name)
-		}
-		arg := "%" + marker + "%"
-		if c.kind == "bytea" {
-			arg = marker
-		}
-		var n int
-		if err := db.QueryRowContext(ctx, fmt.Sprintf(`SELECT COUNT(*) FROM "%s" WHERE %s`, c.table, cond), arg).Scan(&n); err != nil {
-			t.Fatalf("scan %s.%s: %v", c.table, c.name, err)
-		}
-		if n > 0 {
-			found[c.table+"."+c.name] = n
-		}
+	if cols < 20 {
+		t.Fatalf("found %d columns to scan; the scan is broken", cols)
 	}
 	return found
 }
@@ -89,11 +53,11 @@ func canaryColumns(t *testing.T, e *stettest.Env, marker string) map[string]int 
 // fileHolds reports whether the SQLite file or its WAL holds marker.
 func fileHolds(t *testing.T, e *stettest.Env, marker string) []string {
 	t.Helper()
-	if e.DB.Dialect() != ledger.SQLite {
-		return nil
+	path, ok := strings.CutPrefix(e.URL, "sqlite://")
+	if !ok {
+		return nil // a server's files are not this process's to read
 	}
 	var in []string
-	path := strings.TrimPrefix(e.URL, "sqlite://")
 	for _, f := range []string{path, path + "-wal"} {
 		b, err := os.ReadFile(f)
 		if err != nil && !os.IsNotExist(err) {
@@ -216,7 +180,7 @@ func TestEncryptionAtRest(t *testing.T) {
 		t.Fatalf("raw copies = %d, want 6", len(copies))
 	}
 	for _, c := range copies {
-		if !c.sealed || !strings.HasPrefix(c.stored, boundary.SealedPrefix) {
+		if !c.sealed || !strings.HasPrefix(c.stored, seal.SealedPrefix) {
 			t.Errorf("%s is not sealed (flag %v)", c.column, c.sealed)
 		}
 		if _, err := e.DB.OpenSealed(ctx, r.ReportID, c.column, c.rowID, c.stored, true); err != nil {
@@ -224,7 +188,7 @@ func TestEncryptionAtRest(t *testing.T) {
 		}
 	}
 	// A ciphertext moved to another column does not open.
-	if _, err := e.DB.OpenSealed(ctx, r.ReportID, "revisions.metadata", copies[0].rowID, copies[0].stored, true); !errors.Is(err, boundary.ErrOpen) {
+	if _, err := e.DB.OpenSealed(ctx, r.ReportID, "revisions.metadata", copies[0].rowID, copies[0].stored, true); !errors.Is(err, seal.ErrOpen) {
 		t.Errorf("text opened as metadata = %v, want ErrOpen", err)
 	}
 
@@ -262,7 +226,7 @@ func TestEncryptionAtRestBatch(t *testing.T) {
 	if len(rec.Classification) == 0 || !json.Valid(rec.Classification) {
 		t.Fatalf("record classification = %s; want the opened JSON", rec.Classification)
 	}
-	if n := e.Count("artifacts", "output LIKE $1 AND (sealed & 2) <> 0", boundary.SealedPrefix+"%"); n != 1 {
+	if n := e.Count("artifacts", "output LIKE $1 AND (sealed & 2) <> 0", seal.SealedPrefix+"%"); n != 1 {
 		t.Errorf("sealed artifacts = %d, want 1", n)
 	}
 	if found := canaryColumns(t, e, textCanary); len(found) != 0 {

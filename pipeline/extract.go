@@ -154,7 +154,7 @@ func (p *Pipeline) extract(ctx context.Context, job *river.Job[ExtractArgs]) (st
 		token, n, err = p.db.Claim(ctx, q, claim)
 		return err
 	}
-	if p.db.Dialect() == ledger.Postgres {
+	if !p.db.OneWriter() {
 		err = p.inStatement(ctx, "extract.claim", run)
 	} else {
 		err = p.settle(ctx, "extract.claim", j.ReportID, func(ctx context.Context, tx *sql.Tx) error { return run(ctx, tx) })
@@ -334,11 +334,13 @@ func (p *Pipeline) saveArtifact(ctx context.Context, a attempt, ext *stet.Extrac
 			SchemaVersion: a.profile.ExtractionVersion(), ProcessorID: a.processor, Model: ext.Model, Now: p.clock.Now(),
 		}
 	}
-	if p.db.Dialect() == ledger.Postgres && !p.db.Encrypted() && !p.destSources[a.sourceID] && !crash.Armed(crash.MidCommit) {
-		// The common case on PostgreSQL: the whole result (fence, artifact,
-		// attempt, review record) and its COMMIT in one round trip. Any
-		// other outcome comes back as ErrSaveApart with nothing kept, and
-		// the loop below saves it as before and reads which it was.
+	if p.db.SavesCommitted() && !p.destSources[a.sourceID] && !crash.Armed(crash.MidCommit) {
+		// The whole result (fence, artifact, attempt, review record) and
+		// its COMMIT in one round trip, where the ledger can. Any other
+		// outcome comes back as ErrSaveApart with nothing kept, and the
+		// loop below saves it in a transaction and reads which it was. A
+		// source with destinations skips it: its outbox rows are written
+		// by Commit, so it would always come back apart.
 		commitStart := time.Now()
 		err = p.inStatement(wctx, "extract.save_artifact", func(wctx context.Context, _ ledger.Querier) error {
 			var err error
@@ -373,26 +375,17 @@ func (p *Pipeline) saveArtifact(ctx context.Context, a attempt, ext *stet.Extrac
 			// PostgreSQL, when the record commits inside stet_save_result,
 			// it is that whole call: the artifact's part cannot be told apart.
 			commitStart := time.Now()
-			settled := false
-			if p.db.Dialect() == ledger.Postgres {
-				// One round trip for the fence, the artifact, the attempt and,
-				// unless a drill takes the commit stage, the review record.
-				var err error
-				recordID, settled, err = p.db.SaveResult(wctx, tx, ledger.SaveResultParams{
-					SaveArtifactParams: save, ReportID: a.reportID, Attempt: result, Commit: !crash.Armed(crash.MidCommit)})
-				if err != nil {
-					return err
-				}
-			} else {
-				if err := p.db.SaveArtifact(wctx, tx, save); err != nil {
-					return err
-				}
-				if err := ledger.FinishAttempt(wctx, tx, result); err != nil {
-					return err
-				}
+			// The fence, the artifact, the attempt and, unless a drill
+			// takes the commit stage, the review record where the ledger
+			// saves it with them.
+			var settled bool
+			var err error
+			recordID, settled, err = p.db.SaveResult(wctx, tx, ledger.SaveResultParams{
+				SaveArtifactParams: save, ReportID: a.reportID, Attempt: result, Commit: !crash.Armed(crash.MidCommit)})
+			if err != nil {
+				return err
 			}
 			if !settled {
-				var err error
 				commitStart = time.Now()
 				if recordID, err = p.commitInTx(wctx, tx, jobID); err != nil {
 					return err

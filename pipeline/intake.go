@@ -75,10 +75,10 @@ const maxGroup = 256
 // commits together.
 func newIntake(p *Pipeline) *intake {
 	n := 1
-	if p.db.Dialect() == ledger.Postgres {
+	if !p.db.OneWriter() {
 		n = postgresCommitters
 	}
-	in := &intake{p: p, reqs: make(chan *acceptReq, maxGroup), committers: n, holdBack: p.db.Dialect() == ledger.Postgres,
+	in := &intake{p: p, reqs: make(chan *acceptReq, maxGroup), committers: n, holdBack: !p.db.OneWriter(),
 		done: make(chan struct{}), limit: maxGroup}
 	in.run = in.commit
 	return in
@@ -341,7 +341,7 @@ func (in *intake) commitGroup(ctx context.Context, batch []*acceptReq, savepoint
 	}
 	opts := []trace.SpanStartOption{trace.WithNewRoot(), trace.WithLinks(links...), trace.WithAttributes(attrGroupSize.Int(len(batch)))}
 	ordered := lockOrder(batch)
-	set := !savepoints && p.db.Dialect() == ledger.Postgres
+	set := !savepoints && p.db.AcceptsGroups()
 	// groupParams are the group's deliveries for ledger.AcceptGroup and
 	// their extract jobs' River rows (extractEnqueue).
 	var ps []ledger.AcceptParams

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/stetlabs/stet/lab/stettest"
-	"github.com/stetlabs/stet/ledger"
+	"github.com/stetlabs/stet/ledger/ledgertest"
 )
 
 // Intake enqueues exactly one River extract job per new ledger job, with
@@ -50,10 +50,7 @@ func TestIntakeEnqueuesEachNewJobOnce(t *testing.T) {
 		AND max_attempts = 25 AND state = 'available' AND attempt = 0`); n != reports {
 		t.Errorf("River extract jobs as River inserts them = %d, want %d", n, reports)
 	}
-	jobID := `json_extract(r.args, '$.job_id')`
-	if e.DB.Dialect() == ledger.Postgres {
-		jobID = `r.args->>'job_id'`
-	}
+	jobID := ledgertest.JSONText(e.DB, "r.args", "job_id")
 	if n := e.Count("jobs", `(SELECT COUNT(*) FROM river_job r WHERE r.kind = 'stet_extract' AND stet_ulid(`+jobID+`) = jobs.public_id) = 1`); n != reports {
 		t.Errorf("ledger jobs with exactly one River job naming them = %d, want %d", n, reports)
 	}

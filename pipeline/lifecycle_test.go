@@ -15,6 +15,7 @@ import (
 	"github.com/stetlabs/stet/lab/drill/recovery"
 	"github.com/stetlabs/stet/lab/stettest"
 	"github.com/stetlabs/stet/ledger"
+	"github.com/stetlabs/stet/ledger/ledgertest"
 	"github.com/stetlabs/stet/processor/openai/openaifake"
 )
 
@@ -93,21 +94,8 @@ func TestDeletionCompletesAfterDatabaseRecovers(t *testing.T) {
 	r := e.Deliver(stettest.SourceReports, "msg_rec", stettest.Report{ExternalID: "report-rec", Revision: 1, Text: "Cinnamon cures diabetes."})
 	e.WaitJob(r.JobID, stet.JobCommitted)
 	db := e.DB.Writer()
-	stmts := []string{`CREATE TABLE drill_fault (on_ INTEGER)`, `INSERT INTO drill_fault VALUES (1)`,
-		`CREATE TRIGGER drill_fail_delete BEFORE DELETE ON artifacts
-			WHEN (SELECT COUNT(*) FROM drill_fault) > 0 BEGIN SELECT RAISE(ABORT, 'injected database failure'); END`}
-	if e.DB.Dialect() == ledger.Postgres {
-		stmts = append(stmts[:2], `CREATE FUNCTION drill_fail() RETURNS trigger LANGUAGE plpgsql AS $$
-			BEGIN
-				IF (SELECT COUNT(*) FROM drill_fault) > 0 THEN RAISE EXCEPTION 'injected database failure'; END IF;
-				RETURN OLD;
-			END $$`,
-			`CREATE TRIGGER drill_fail_delete BEFORE DELETE ON artifacts FOR EACH ROW EXECUTE FUNCTION drill_fail()`)
-	}
-	for _, q := range stmts {
-		if _, err := db.Exec(q); err != nil {
-			t.Fatal(err)
-		}
+	if err := ledgertest.FailWrites(context.Background(), e.DB, "DELETE", "artifacts", "injected database failure"); err != nil {
+		t.Fatal(err)
 	}
 	var acc api.DeletionAccepted
 	if st, b := e.Do(http.MethodDelete, "/v1/reports/"+r.ReportID, stettest.OperatorToken, nil, &acc); st != http.StatusAccepted {

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/ledger"
@@ -123,65 +122,20 @@ func (p *Pipeline) manualRoute(ctx context.Context, h ledger.HeldJob) (route, er
 	return route{kind: routeManual, processor: id, class: h.FailureClass, reason: reasonOperatorManual, recorded: recorded}, nil
 }
 
-// qHeldByRiver reads the next $3 River extract jobs after River ID $1, in
-// ID order, each with its ledger job when that job is held (waiting or
-// blocked, no review record yet) and of tenant $2 (or any), and the River
-// job pending (a running one is included: a worker about to snooze it;
-// River cancels it when that execution ends). The page of River jobs is
-// chosen first, by the kind index from $1 on (SQLite's river_job_kind is
-// in ID order within a kind; PostgreSQL walks the primary key), and only
-// its rows look up their ledger job by public ID (stet_ulid turns River's
-// text argument into its stored form, on both dialects). A page therefore costs
-// about $3 rows however many are held; asking for held jobs in the same
-// WHERE let PostgreSQL's planner join every held job to every River job
-// after $1 and sort them, for each page. `->>` reads River's args the same
-// way on both dialects.
-const qHeldByRiver = `SELECT rj.id, CASE WHEN j.id IS NULL THEN '' ELSE rj.job_id END, COALESCE(j.tenant_id, ''), COALESCE(j.state, ''),
-		COALESCE(j.attempt, 0), COALESCE(j.failure_class, ''), COALESCE(j.processor_id, ''), COALESCE(j.extraction_version, ''),
-		COALESCE(pv.hash, '')
-	FROM (SELECT id, state, args ->> 'job_id' AS job_id FROM river_job
-			WHERE kind = 'stet_extract' AND id > $1 ORDER BY id LIMIT $3) rj
-		LEFT JOIN jobs j ON j.public_id = stet_ulid(rj.job_id) AND rj.state IN ('available', 'scheduled', 'retryable', 'pending', 'running')
-			AND j.state IN ('waiting', 'blocked') AND ($2 = '*any*' OR j.tenant_id = $2)
-			AND NOT EXISTS (SELECT 1 FROM review_records r WHERE r.job_id = j.id)
-		LEFT JOIN revisions v ON v.id = j.revision_id
-		LEFT JOIN policy_versions pv ON pv.id = v.policy_version
-	ORDER BY rj.id`
-
-// heldByRiver reads one page of qHeldByRiver: the held jobs found, and the
-// last River job read (after, when the page was empty: the end).
+// heldByRiver reads one page of held jobs by their River extract jobs
+// (ledger.HeldByRiver): the held jobs found, and the last River job read
+// (after, when the page was empty: the end).
 func (p *Pipeline) heldByRiver(ctx context.Context, tenant string, after int64) ([]heldJob, int64, error) {
-	rows, err := p.db.Reader().QueryContext(ctx, qHeldByRiver, after, tenant, manualBatch)
+	page, last, err := p.db.HeldByRiver(ctx, tenant, after, manualBatch)
 	if err != nil {
-		return nil, after, fmt.Errorf("list held jobs by river job: %w", err)
+		return nil, after, err
 	}
-	defer rows.Close()
-	var out []heldJob
-	last := after
-	for rows.Next() {
-		var h heldJob
-		var state, class string
-		if err := rows.Scan(&h.riverID, &h.ID, &h.TenantID, &state, &h.Attempt, &class, &h.ProcessorID, &h.ExtractionVersion, &h.PolicyHash); err != nil {
-			return nil, after, fmt.Errorf("list held jobs by river job: %w", err)
-		}
-		last = h.riverID
-		if h.ID == "" {
-			continue // not held, another tenant's, or the River job has ended
-		}
-		h.State, h.FailureClass = stet.JobState(state), stet.FailureClass(class)
-		out = append(out, h)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, after, fmt.Errorf("list held jobs by river job: %w", err)
+	out := make([]heldJob, len(page))
+	for i, h := range page {
+		out[i] = heldJob{HeldJob: h.HeldJob, riverID: h.RiverID}
 	}
 	return out, last, nil
 }
-
-// qPendingExtract finds a ledger job's pending River extract jobs inserted
-// after River job $2 (the first pass saw the ones before), reading River's
-// kind index from $2 on: the few inserted since, not every extract job.
-const qPendingExtract = `SELECT id FROM river_job WHERE kind = 'stet_extract' AND id > $2 AND args ->> 'job_id' = $1
-	AND state IN ('available', 'scheduled', 'retryable', 'pending', 'running')`
 
 // convertHeld converts one batch in one transaction and returns how many
 // jobs it converted: the conversions first (ledger.ManualFromHeldPage, one
@@ -230,51 +184,20 @@ func (p *Pipeline) convertHeld(ctx context.Context, jobs []heldJob, riverSeen in
 	return n, nil
 }
 
-// qCancelWaitingExtract cancels, on PostgreSQL, a batch's River extract
-// jobs that are not running, in one statement, as River's JobCancel does
-// to such a job: cancelled, finalized now, cancel_attempted_at in its
-// metadata. River's statement also notifies, which only a running job's
-// producer acts on. A job that is running (a worker about to snooze it),
-// or that a producer claims meanwhile, is not returned and goes to River's
-// JobCancelTx.
-const qCancelWaitingExtract = `UPDATE river_job SET state = 'cancelled', finalized_at = now(),
-		metadata = jsonb_set(metadata, '{cancel_attempted_at}', $2::jsonb, true)
-	WHERE id = ANY($1) AND state IN ('available', 'scheduled', 'retryable', 'pending') AND finalized_at IS NULL
-	RETURNING id`
-
 // cancelExtracts cancels the River extract jobs of a batch's converted
-// jobs inside tx. On PostgreSQL those found by their River job that are
-// not running are cancelled in one statement (a call per job was most of
-// a batch's round trips); every other goes to cancelExtract.
+// jobs inside tx. Those found by their River job that are not running are
+// cancelled in one statement where the ledger can (a call per job was most
+// of a batch's round trips); every other goes to cancelExtract.
 func (p *Pipeline) cancelExtracts(ctx context.Context, tx *sql.Tx, jobs []heldJob, riverSeen int64) error {
-	done := map[int64]bool{}
 	var ids []int64
 	for _, h := range jobs {
 		if h.riverID != 0 {
 			ids = append(ids, h.riverID)
 		}
 	}
-	if p.db.Dialect() == ledger.Postgres && len(ids) > 0 {
-		at, err := time.Now().UTC().MarshalJSON()
-		if err != nil {
-			return err
-		}
-		rows, err := tx.QueryContext(ctx, qCancelWaitingExtract, ids, string(at))
-		if err != nil {
-			return fmt.Errorf("cancel river jobs: %w", err)
-		}
-		for rows.Next() {
-			var id int64
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return fmt.Errorf("cancel river jobs: %w", err)
-			}
-			done[id] = true
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("cancel river jobs: %w", err)
-		}
+	done, err := p.db.CancelWaitingJobs(ctx, tx, ids)
+	if err != nil {
+		return err
 	}
 	for _, h := range jobs {
 		if h.riverID != 0 && done[h.riverID] {
@@ -296,22 +219,9 @@ func (p *Pipeline) cancelExtract(ctx context.Context, tx *sql.Tx, h heldJob, riv
 		}
 		return nil
 	}
-	var ids []int64
-	rows, err := tx.QueryContext(ctx, qPendingExtract, h.ID, riverSeen)
+	ids, err := p.db.PendingRiverJobs(ctx, tx, h.ID, riverSeen)
 	if err != nil {
-		return fmt.Errorf("find river jobs of %s: %w", h.ID, err)
-	}
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return fmt.Errorf("find river jobs of %s: %w", h.ID, err)
-		}
-		ids = append(ids, id)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("find river jobs of %s: %w", h.ID, err)
+		return err
 	}
 	for _, id := range ids {
 		if _, err := p.river.JobCancelTx(ctx, tx, id); err != nil {

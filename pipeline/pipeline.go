@@ -21,7 +21,6 @@ import (
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver"
-	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"github.com/riverqueue/river/rivermigrate"
 	"github.com/riverqueue/river/rivertype"
@@ -185,36 +184,10 @@ type Pipeline struct {
 	pauseDone chan struct{}
 }
 
-// RiverDriver returns River's driver for the ledger's dialect, on the
-// ledger's own pool, so stage results and River's job rows share each
-// transaction: riversqlite for SQLite, riverdatabasesql (pgx through
-// database/sql) for PostgreSQL.
-func RiverDriver(db *ledger.DB) riverdriver.Driver[*sql.Tx] {
-	switch d := db.Dialect(); d {
-	case ledger.Postgres:
-		return riverdatabasesql.New(db.Writer())
-	case ledger.SQLite:
-		return sqliteDriver{riversqlite.New(db.Writer())}
-	default:
-		// ledger.Open makes no other: a new dialect must be wired here.
-		panic(fmt.Sprintf("pipeline: no River driver for ledger dialect %q", d))
-	}
-}
-
-// sqliteDriver is River's SQLite driver without LISTEN/NOTIFY. SQLite has
-// none: River's driver emulates it with a table, river_notification, that
-// every insert writes to and a listener reads every 50 ms. Those twenty
-// reads a second were the largest part of what an idle stet cost on SQLite
-// (issue 15: CPU while a pause holds the queue). Without them River polls,
-// as it does on PostgreSQL through database/sql: a producer finds new jobs
-// at its fetch poll (the config's poll_interval, 200 ms by default) or
-// when one of its jobs finishes, and a queue pause or resume made in this
-// process reaches its producers at once. A SQLite ledger belongs to one
-// process, so nothing else was listening.
-type sqliteDriver struct{ *riversqlite.Driver }
-
-func (sqliteDriver) SupportsListener() bool     { return false }
-func (sqliteDriver) SupportsListenNotify() bool { return false }
+// RiverDriver returns River's driver on the ledger's own pool, so stage
+// results and River's job rows share each transaction (the ledger says
+// which driver its database takes).
+func RiverDriver(db *ledger.DB) riverdriver.Driver[*sql.Tx] { return db.RiverDriver() }
 
 // Migrate applies River's migrations on db, under the ledger's migration
 // lock.
@@ -565,7 +538,7 @@ func (CommitArgs) InsertOpts() river.InsertOpts {
 // transaction. A River job a crash leaves running is rescued (the liveness
 // sweep, or the restart's resume) and finds its ledger job committed: it
 // does nothing and calls no processor.
-func (p *Pipeline) completeFinal() bool { return p.db.Dialect() != ledger.Postgres }
+func (p *Pipeline) completeFinal() bool { return p.db.OneWriter() }
 
 // completeTx completes a River job inside tx. A job that is no longer
 // running (a stale execution completed or snoozed it) is fine: the ledger,

@@ -86,7 +86,7 @@ func newSettler(p *Pipeline) *settler {
 // start runs the committers.
 func (s *settler) start() {
 	n := 1
-	if s.p.db.Dialect() == ledger.Postgres {
+	if !s.p.db.OneWriter() {
 		n = settlePostgresCommitters
 	}
 	s.n = n
@@ -122,7 +122,7 @@ func (p *Pipeline) settle(ctx context.Context, op, key string, fn func(ctx conte
 		return p.inTx(ctx, op, fn)
 	}
 	ctx, span := p.tracer.Start(ctx, "ledger.tx "+op, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attrLedgerOp.String(op), attrDBSystem.String(string(p.db.Dialect()))))
+		trace.WithAttributes(attrLedgerOp.String(op), attrDBSystem.String(p.db.System())))
 	defer span.End()
 	r := &settleReq{key: key, ctx: context.WithoutCancel(ctx), span: span, fn: fn, done: make(chan struct{})}
 	s.waiting.Add(1)

@@ -54,7 +54,7 @@ const (
 func (p *Pipeline) inTx(ctx context.Context, op string, fn func(ctx context.Context, tx *sql.Tx) error, opts ...trace.SpanStartOption) error {
 	ctx, span := p.tracer.Start(ctx, "ledger.tx "+op, append(opts,
 		trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attrLedgerOp.String(op), attrDBSystem.String(string(p.db.Dialect()))))...)
+		trace.WithAttributes(attrLedgerOp.String(op), attrDBSystem.String(p.db.System())))...)
 	defer span.End()
 	err := p.db.InTx(ctx, func(tx *sql.Tx) error { return fn(ctx, tx) })
 	if err != nil {
@@ -71,7 +71,7 @@ func (p *Pipeline) inTx(ctx context.Context, op string, fn func(ctx context.Cont
 // statement needs no BEGIN and COMMIT, each a round trip of its own.
 func (p *Pipeline) inStatement(ctx context.Context, op string, fn func(ctx context.Context, q ledger.Querier) error, opts ...trace.SpanStartOption) error {
 	ctx, span := p.tracer.Start(ctx, "ledger.tx "+op, append(opts, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attrLedgerOp.String(op), attrDBSystem.String(string(p.db.Dialect()))))...)
+		trace.WithAttributes(attrLedgerOp.String(op), attrDBSystem.String(p.db.System())))...)
 	defer span.End()
 	err := fn(ctx, p.db.Writer())
 	if err != nil {

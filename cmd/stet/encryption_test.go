@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stetlabs/stet/boundary"
 	"github.com/stetlabs/stet/internal/app"
 	"github.com/stetlabs/stet/internal/cli"
 	"github.com/stetlabs/stet/ledger"
+	"github.com/stetlabs/stet/seal"
 )
 
 // The test master keys, in this process's environment (e2eMain).
@@ -189,7 +189,7 @@ func TestRekeyAndStartupKeyChecks(t *testing.T) {
 		t.Fatalf("check with k2 alone = %d %s %s", code, out, stderr)
 	}
 	k2, _ := base64.StdEncoding.DecodeString(testKeyK2)
-	kr, err := boundary.NewKeyring([]boundary.MasterKey{{ID: "k2", Key: k2}})
+	kr, err := seal.NewKeyring([]seal.MasterKey{{ID: "k2", Key: k2}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,8 +14,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/stetlabs/stet/api"
 	"github.com/stetlabs/stet/processor/openai/openaifake"
+	"github.com/stetlabs/stet/webhook"
 )
 
 const fakeUsage = `Usage: stetlab fake openai [flags]
@@ -117,7 +117,7 @@ func cmdPost(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	now := time.Now()
-	sig, err := api.Sign(os.Getenv("STET_SOURCE_SECRET"), *id, now, body)
+	sig, err := webhook.Sign(os.Getenv("STET_SOURCE_SECRET"), *id, now, body)
 	if err != nil {
 		fmt.Fprintln(stderr, "stetlab post:", err)
 		return exitFailure

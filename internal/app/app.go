@@ -31,6 +31,7 @@ import (
 	"github.com/stetlabs/stet/processor/infrai"
 	"github.com/stetlabs/stet/processor/openai"
 	"github.com/stetlabs/stet/processor/rules"
+	"github.com/stetlabs/stet/webhook"
 )
 
 // App is everything one stet process runs, wired from a config.
@@ -287,10 +288,10 @@ func Sources(cfg *config.Config, clock stet.Clock) ([]*api.Source, error) {
 	var sources []*api.Source
 	for i := range cfg.Sources {
 		s := &cfg.Sources[i]
-		var v *api.Verifier
+		var v *webhook.Verifier
 		if len(s.Secrets) > 0 { // an operator command (stet import) loads no secrets and verifies nothing
 			var err error
-			if v, err = api.NewVerifier(s.Secrets, clock); err != nil {
+			if v, err = webhook.NewVerifier(s.Secrets, clock); err != nil {
 				return nil, fmt.Errorf("source %s: %w", s.ID, err)
 			}
 		}

@@ -6,23 +6,23 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/stetlabs/stet/boundary"
 	"github.com/stetlabs/stet/config"
 	"github.com/stetlabs/stet/ledger"
+	"github.com/stetlabs/stet/seal"
 )
 
 // Keyring builds the configured master keys; nil without encryption:, or
 // when a key variable is unset (an operator command loaded without
 // secrets).
-func Keyring(cfg *config.Config) (*boundary.Keyring, error) {
+func Keyring(cfg *config.Config) (*seal.Keyring, error) {
 	if !cfg.Encryption.KeysComplete() {
 		return nil, nil
 	}
-	var keys []boundary.MasterKey
+	var keys []seal.MasterKey
 	for _, k := range cfg.Encryption.Keys {
-		keys = append(keys, boundary.MasterKey{ID: k.ID, Key: k.Key})
+		keys = append(keys, seal.MasterKey{ID: k.ID, Key: k.Key})
 	}
-	return boundary.NewKeyring(keys)
+	return seal.NewKeyring(keys)
 }
 
 // UseEncryption gives the ledger its keys and checks them against the

@@ -35,7 +35,7 @@ func (a *App) Serve(ctx context.Context, ln net.Listener, role string) error {
 		}
 		errc <- srv.Serve(ln)
 	}()
-	a.Log.Info("stet serving", "addr", ln.Addr().String(), "role", role, "database", a.DB.Dialect(), "tls", a.Config.TLS != nil)
+	a.Log.Info("stet serving", "addr", ln.Addr().String(), "role", role, "database", a.DB.System(), "tls", a.Config.TLS != nil)
 	if a.Config.MetricsListen != "" {
 		mln, err := net.Listen("tcp", a.Config.MetricsListen)
 		if err != nil {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet/api"
+	"github.com/stetlabs/stet/webhook"
 )
 
 // Client is a client of one stet base URL. The zero value is not usable;
@@ -93,7 +94,7 @@ func (c *Client) Deliver(ctx context.Context, source, webhookID string, body []b
 // webhookID sent at time at, signed under secret (Standard Webhooks:
 // webhook-id, webhook-timestamp, webhook-signature), with its content type.
 func Headers(secret, webhookID string, at time.Time, body []byte) (http.Header, error) {
-	sig, err := api.Sign(secret, webhookID, at, body)
+	sig, err := webhook.Sign(secret, webhookID, at, body)
 	if err != nil {
 		return nil, err
 	}

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stetlabs/stet/api"
 	"github.com/stetlabs/stet/internal/stetclient"
+	"github.com/stetlabs/stet/webhook"
 )
 
 var secret = "whsec_" + base64.StdEncoding.EncodeToString([]byte("stetclient-test-secret-01234567"))
@@ -22,7 +22,7 @@ var secret = "whsec_" + base64.StdEncoding.EncodeToString([]byte("stetclient-tes
 // path, and decodes the answer; an error answer carries its problem type.
 func TestDeliver(t *testing.T) {
 	t.Parallel()
-	v, err := api.NewVerifier([]string{secret}, nil)
+	v, err := webhook.NewVerifier([]string{secret}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/stetlabs/stet/config"
 	"github.com/stetlabs/stet/internal/stetclient"
 	"github.com/stetlabs/stet/ledger"
+	"github.com/stetlabs/stet/ledger/ledgertest"
 	"github.com/stetlabs/stet/processor/openai/openaifake"
 )
 
@@ -118,23 +119,8 @@ func (r *Result) WriteText(w io.Writer) {
 	}
 }
 
-const sqliteSettings = "SQLite WAL, synchronous=FULL (fsync per commit), busy_timeout 10s, one writer connection"
-
 // dbSettings describes the durability settings a figure was measured under.
-func dbSettings(ctx context.Context, db *ledger.DB) string {
-	if db.Dialect() != ledger.Postgres {
-		return sqliteSettings
-	}
-	show := func(name string) string {
-		var v string
-		if err := db.Writer().QueryRowContext(ctx, "SHOW "+name).Scan(&v); err != nil {
-			return "?"
-		}
-		return v
-	}
-	return fmt.Sprintf("PostgreSQL %s, fsync=%s, synchronous_commit=%s, full_page_writes=%s; pool of %d per process",
-		show("server_version"), show("fsync"), show("synchronous_commit"), show("full_page_writes"), ledger.PostgresMaxConns)
-}
+func dbSettings(ctx context.Context, db *ledger.DB) string { return ledgertest.Settings(ctx, db) }
 
 // The benchmark config's source, and the variables it names.
 const (

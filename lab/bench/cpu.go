@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stetlabs/stet/ledger"
+	"github.com/stetlabs/stet/ledger/ledgertest"
 )
 
 // Where each item's CPU goes. On a machine where the benchmark, its load
@@ -51,12 +52,8 @@ type cpuMark struct {
 // started when the server says it did. Anything else (SQLite, a remote
 // server, no /proc) leaves the server out.
 func newCPUMeter(ctx context.Context, db *ledger.DB) cpuMeter {
-	if db.Dialect() != ledger.Postgres {
-		return cpuMeter{}
-	}
-	var backend int
-	var started time.Time
-	if err := db.Writer().QueryRowContext(ctx, `SELECT pg_backend_pid(), pg_postmaster_start_time()`).Scan(&backend, &started); err != nil {
+	backend, started, ok := ledgertest.ServerBackend(ctx, db)
+	if !ok {
 		return cpuMeter{}
 	}
 	bst, ok := procStat(backend)

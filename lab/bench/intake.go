@@ -22,6 +22,7 @@ import (
 	"github.com/stetlabs/stet/lab/cluster"
 	"github.com/stetlabs/stet/ledger"
 	"github.com/stetlabs/stet/pipeline"
+	"github.com/stetlabs/stet/webhook"
 )
 
 // IntakeOptions are the settings of Intake.
@@ -107,7 +108,7 @@ func Intake(ctx context.Context, o IntakeOptions) (*Result, error) {
 // server that verifies each Standard Webhooks signature with stet's own
 // verifier, decodes the JSON and answers 202; it returns the elapsed time.
 func httpCeiling(ctx context.Context, c *stetclient.Client, n, conc int) (time.Duration, error) {
-	v, err := api.NewVerifier([]string{c.Secret}, nil)
+	v, err := webhook.NewVerifier([]string{c.Secret}, nil)
 	if err != nil {
 		return 0, err
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/stetlabs/stet/internal/stetclient"
 	"github.com/stetlabs/stet/lab/cluster"
 	"github.com/stetlabs/stet/ledger"
+	"github.com/stetlabs/stet/ledger/ledgertest"
 	"github.com/stetlabs/stet/pipeline"
 	"github.com/stetlabs/stet/processor/openai/openaifake"
 )
@@ -231,13 +232,7 @@ func measure(ctx context.Context, window time.Duration, counts func() (claims, p
 // riverAttempts counts River's claims over all jobs: a claim that ran
 // adds one attempt, a claim that snoozed one to the metadata's snoozes.
 func riverAttempts(ctx context.Context, db *ledger.DB) (int, error) {
-	snoozes := `COALESCE(SUM(json_extract(metadata, '$.snoozes')), 0)`
-	if db.Dialect() == ledger.Postgres {
-		snoozes = `COALESCE(SUM((metadata->>'snoozes')::int), 0)`
-	}
-	var n int
-	err := db.Reader().QueryRowContext(ctx, `SELECT COALESCE(SUM(attempt), 0) + `+snoozes+` FROM river_job`).Scan(&n)
-	return n, err
+	return ledgertest.RiverAttempts(ctx, db)
 }
 
 // memoryPolls are the poll intervals of stet's default config, which the
@@ -549,54 +544,13 @@ func stetStorage(ctx context.Context, database string, o MemoryOptions, res *Mem
 // checkpoint, PostgreSQL's pg_total_relation_size after a VACUUM and again
 // after a VACUUM FULL (LiveBytes).
 func tableBytes(ctx context.Context, db *ledger.DB) ([]TableBytes, error) {
-	w := db.Writer()
-	var q string
-	if db.Dialect() == ledger.Postgres {
-		if _, err := w.ExecContext(ctx, `VACUUM`); err != nil {
-			return nil, err
-		}
-		q = `SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class c
-			WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r' ORDER BY 2 DESC`
-	} else {
-		if _, err := w.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
-			return nil, err
-		}
-		// An index counts toward its table.
-		q = `SELECT COALESCE(m.tbl_name, s.name), SUM(s.pgsize) FROM dbstat s LEFT JOIN sqlite_master m ON m.name = s.name
-			GROUP BY 1 ORDER BY 2 DESC`
-	}
-	rows, err := w.QueryContext(ctx, q)
+	ts, err := ledgertest.Tables(ctx, db)
 	if err != nil {
-		return nil, fmt.Errorf("table sizes: %w", err)
-	}
-	var out []TableBytes
-	for rows.Next() {
-		var t TableBytes
-		if err := rows.Scan(&t.Table, &t.Bytes); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		out = append(out, t)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	for i := range out {
-		if strings.ContainsAny(out[i].Table, `"' ;`) {
-			continue
-		}
-		_ = w.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+out[i].Table).Scan(&out[i].Rows)
-	}
-	if db.Dialect() == ledger.Postgres {
-		if _, err := w.ExecContext(ctx, `VACUUM FULL`); err != nil {
-			return nil, err
-		}
-		for i := range out {
-			if err := w.QueryRowContext(ctx, `SELECT pg_total_relation_size(to_regclass($1))`, out[i].Table).Scan(&out[i].LiveBytes); err != nil {
-				return nil, fmt.Errorf("live size of %s: %w", out[i].Table, err)
-			}
-		}
+	out := make([]TableBytes, len(ts))
+	for i, t := range ts {
+		out[i] = TableBytes{Table: t.Name, Bytes: t.Bytes, Rows: t.Rows, LiveBytes: t.LiveBytes}
 	}
 	return out, nil
 }

@@ -25,7 +25,6 @@ import (
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/admission"
 	"github.com/stetlabs/stet/api"
-	"github.com/stetlabs/stet/boundary"
 	"github.com/stetlabs/stet/internal/stetclient"
 	"github.com/stetlabs/stet/lab/testdb"
 	"github.com/stetlabs/stet/ledger"
@@ -36,6 +35,8 @@ import (
 	"github.com/stetlabs/stet/processor/openai/openaifake"
 	"github.com/stetlabs/stet/processor/rules"
 	"github.com/stetlabs/stet/schema"
+	"github.com/stetlabs/stet/seal"
+	"github.com/stetlabs/stet/webhook"
 )
 
 // Sources every Env serves, one per identity/revision combination.
@@ -105,7 +106,7 @@ type Options struct {
 	SweepInterval time.Duration
 	// Keyring, if set, turns on encryption at rest (the ledger seals text
 	// under per-report data keys).
-	Keyring *boundary.Keyring
+	Keyring *seal.Keyring
 	// TracerProvider, if set, traces the pipeline and the API.
 	TracerProvider trace.TracerProvider
 }
@@ -285,7 +286,7 @@ func (e *Env) start(policy *stet.Policy) {
 		t.Fatal(err)
 	}
 	e.Pipeline = p
-	v, err := api.NewVerifier([]string{Secret}, e.Clock)
+	v, err := webhook.NewVerifier([]string{Secret}, e.Clock)
 	if err != nil {
 		t.Fatal(err)
 	}

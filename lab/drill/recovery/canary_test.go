@@ -6,10 +6,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stetlabs/stet/boundary"
 	"github.com/stetlabs/stet/lab/fakekit"
 	"github.com/stetlabs/stet/lab/stettest"
 	"github.com/stetlabs/stet/processor/openai/openaifake"
+	"github.com/stetlabs/stet/seal"
 )
 
 // errorsOf is a T whose Errorf records instead of failing the test.
@@ -33,14 +33,14 @@ func TestAssertCanaryGoneReadsPackedRaw(t *testing.T) {
 // binding the ledger sealed it with (ledger.ArtifactID).
 func TestAssertCanaryGoneReadsSealedRaw(t *testing.T) {
 	t.Parallel()
-	k, err := boundary.NewKeyring([]boundary.MasterKey{{ID: "k1", Key: bytes.Repeat([]byte{1}, boundary.KeySize)}})
+	k, err := seal.NewKeyring([]seal.MasterKey{{ID: "k1", Key: bytes.Repeat([]byte{1}, seal.KeySize)}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	assertCanaryGoneFindsRaw(t, k)
 }
 
-func assertCanaryGoneFindsRaw(t *testing.T, keys *boundary.Keyring) {
+func assertCanaryGoneFindsRaw(t *testing.T, keys *seal.Keyring) {
 	const canary = "CANARY-raw-7f3a"
 	e := stettest.New(t, stettest.Options{Keyring: keys, FakeOptions: openaifake.Options{Respond: func(req openaifake.Request) string {
 		return strings.Replace(fakekit.MinimalInstance(req.Schema), `"ok"`, `"`+canary+`"`, 1)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/lab/stettest"
-	"github.com/stetlabs/stet/ledger"
+	"github.com/stetlabs/stet/ledger/ledgertest"
 	"github.com/stetlabs/stet/pipeline"
 	"github.com/stetlabs/stet/processor/openai/openaifake"
 )
@@ -60,20 +60,8 @@ var Drill2 = Drill{
 		// A real database failure: a trigger aborts every review-record
 		// insert while the fault table has a row.
 		db := e.DB.Writer()
-		trigger := []string{`CREATE TRIGGER drill_fail_record BEFORE INSERT ON review_records
-			WHEN (SELECT COUNT(*) FROM drill_fault) > 0 BEGIN SELECT RAISE(ABORT, 'injected destination failure'); END`}
-		if e.DB.Dialect() == ledger.Postgres {
-			trigger = []string{`CREATE FUNCTION drill_fail() RETURNS trigger LANGUAGE plpgsql AS $$
-			BEGIN
-				IF (SELECT COUNT(*) FROM drill_fault) > 0 THEN RAISE EXCEPTION 'injected destination failure'; END IF;
-				RETURN NEW;
-			END $$`,
-				`CREATE TRIGGER drill_fail_record BEFORE INSERT ON review_records FOR EACH ROW EXECUTE FUNCTION drill_fail()`}
-		}
-		for _, q := range append([]string{`CREATE TABLE drill_fault (on_ INTEGER)`, `INSERT INTO drill_fault VALUES (1)`}, trigger...) {
-			if _, err := db.Exec(q); err != nil {
-				t.Fatal(err)
-			}
+		if err := ledgertest.FailWrites(context.Background(), e.DB, "INSERT", "review_records", "injected destination failure"); err != nil {
+			t.Fatal(err)
 		}
 		r := e.Deliver(stettest.SourceReports, "msg_1", stettest.Report{ExternalID: "report-001", Revision: 1, Text: "Double your dose of warfarin."})
 		e.WaitJob(r.JobID, stet.JobExtracted)

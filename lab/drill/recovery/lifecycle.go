@@ -327,10 +327,10 @@ func AssertCanaryGone(t stettest.T, e *stettest.Env, canary string) {
 	if n := e.Count("river_job", "CAST(args AS TEXT) LIKE $1", "%"+canary+"%"); n != 0 {
 		t.Errorf("river_job args hold the canary")
 	}
-	if e.DB.Dialect() != ledger.SQLite {
-		return
+	path, ok := strings.CutPrefix(e.URL, "sqlite://")
+	if !ok {
+		return // a server's files are not this process's to read
 	}
-	path := strings.TrimPrefix(e.URL, "sqlite://")
 	for _, f := range []string{path, path + "-wal"} {
 		b, err := os.ReadFile(f)
 		if err != nil && !os.IsNotExist(err) {

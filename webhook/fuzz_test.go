@@ -1,4 +1,4 @@
-package api
+package webhook
 
 import (
 	"encoding/base64"
@@ -23,7 +23,7 @@ func FuzzVerifyHeaders(f *testing.F) {
 	f.Fuzz(func(t *testing.T, id, ts, sigs string, body []byte) {
 		v := newTestVerifier(t, vectorSecret, "whsec_"+base64.StdEncoding.EncodeToString([]byte("a second secret of the source")))
 		h := http.Header{}
-		h.Set(webhookIDHeader, id)
+		h.Set(IDHeader, id)
 		h.Set(webhookTimestampHeader, ts)
 		h.Set(webhookSignatureHeader, sigs)
 		if v.Verify(h, body) != nil {
@@ -66,7 +66,7 @@ func FuzzVerifySignature(f *testing.F) {
 		values = append(values[:i], append([]string{sig}, values[i:]...)...)
 		header := func(id, ts string) http.Header {
 			h := http.Header{}
-			h.Set(webhookIDHeader, id)
+			h.Set(IDHeader, id)
 			h.Set(webhookTimestampHeader, ts)
 			h.Set(webhookSignatureHeader, strings.Join(values, " "))
 			return h
@@ -78,7 +78,7 @@ func FuzzVerifySignature(f *testing.F) {
 
 		// Several header lines: the signature on one, the others on the rest.
 		lines := http.Header{}
-		lines.Set(webhookIDHeader, id)
+		lines.Set(IDHeader, id)
 		lines.Set(webhookTimestampHeader, tss)
 		line := int(at>>8) % (len(others) + 1)
 		for _, o := range append(others[:line:line], append([]string{sig}, others[line:]...)...) {

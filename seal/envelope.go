@@ -1,4 +1,8 @@
-package boundary
+// Package seal is envelope encryption at rest: master keys from the
+// config, a data key per report wrapped under them, values sealed under
+// the data key and bound to their row, crypto-shredding by destroying the
+// wrapped data key, and the blind index's key.
+package seal
 
 // Envelope encryption for text at rest (docs/design.md §5, encryption:). Each
 // report has its own data key; the data key is stored only wrapped (sealed)

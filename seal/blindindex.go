@@ -1,4 +1,4 @@
-package boundary
+package seal
 
 import (
 	"crypto/hmac"

@@ -1,4 +1,7 @@
-package api
+// Package webhook is Standard Webhooks (standardwebhooks.com): verifying a
+// source's signed delivery (the api package verifies intake) and signing
+// one (the outbound package signs record events and alerts).
+package webhook
 
 import (
 	"crypto/hmac"
@@ -16,7 +19,7 @@ import (
 
 // Standard Webhooks headers and parameters.
 const (
-	webhookIDHeader        = "webhook-id"
+	IDHeader               = "webhook-id"
 	webhookTimestampHeader = "webhook-timestamp"
 	webhookSignatureHeader = "webhook-signature"
 
@@ -96,7 +99,7 @@ func decodeSecret(secret string) ([]byte, error) {
 // ErrMissingHeaders, ErrBadTimestamp, ErrStaleTimestamp or
 // ErrNoMatchingSignature. Signatures of other versions are ignored.
 func (v *Verifier) Verify(h http.Header, body []byte) error {
-	id := h.Get(webhookIDHeader)
+	id := h.Get(IDHeader)
 	ts := h.Get(webhookTimestampHeader)
 	// Several header lines are all considered, as one space-separated list.
 	sigs := strings.Join(h.Values(webhookSignatureHeader), " ")

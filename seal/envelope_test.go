@@ -1,4 +1,4 @@
-package boundary_test
+package seal_test
 
 import (
 	"bytes"
@@ -7,14 +7,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stetlabs/stet/boundary"
+	"github.com/stetlabs/stet/seal"
 )
 
-func key(b byte) []byte { return bytes.Repeat([]byte{b}, boundary.KeySize) }
+func key(b byte) []byte { return bytes.Repeat([]byte{b}, seal.KeySize) }
 
-func ring(t *testing.T, keys ...boundary.MasterKey) *boundary.Keyring {
+func ring(t *testing.T, keys ...seal.MasterKey) *seal.Keyring {
 	t.Helper()
-	k, err := boundary.NewKeyring(keys)
+	k, err := seal.NewKeyring(keys)
 	if err != nil {
 		t.Fatalf("NewKeyring: %v", err)
 	}
@@ -23,7 +23,7 @@ func ring(t *testing.T, keys ...boundary.MasterKey) *boundary.Keyring {
 
 func TestEnvelopeRoundTrip(t *testing.T) {
 	t.Parallel()
-	k := ring(t, boundary.MasterKey{ID: "k1", Key: key(1)})
+	k := ring(t, seal.MasterKey{ID: "k1", Key: key(1)})
 	dk, w, err := k.NewDataKey("rep_1")
 	if err != nil {
 		t.Fatal(err)
@@ -36,10 +36,10 @@ func TestEnvelopeRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(s, boundary.SealedPrefix) || strings.Contains(s, "CANARY") {
+	if !strings.HasPrefix(s, seal.SealedPrefix) || strings.Contains(s, "CANARY") {
 		t.Fatalf("Seal = %q: not sealed, or the plaintext shows", s)
 	}
-	if id, ok := boundary.SealedDataKeyID(s); !ok || id != dk.ID() {
+	if id, ok := seal.SealedDataKeyID(s); !ok || id != dk.ID() {
 		t.Fatalf("SealedDataKeyID = %q, %v; want %q", id, ok, dk.ID())
 	}
 	// A fresh nonce each time: the same plaintext seals differently.
@@ -60,8 +60,8 @@ func TestEnvelopeRoundTrip(t *testing.T) {
 
 func TestEnvelopeRefuses(t *testing.T) {
 	t.Parallel()
-	k := ring(t, boundary.MasterKey{ID: "k1", Key: key(1)})
-	other := ring(t, boundary.MasterKey{ID: "k1", Key: key(2)})
+	k := ring(t, seal.MasterKey{ID: "k1", Key: key(1)})
+	other := ring(t, seal.MasterKey{ID: "k1", Key: key(2)})
 	dk, w, _ := k.NewDataKey("rep_1")
 	dkB, _, _ := k.NewDataKey("rep_2")
 	s, _ := dk.Seal([]byte("secret"), "artifacts.raw/art_1")
@@ -76,14 +76,14 @@ func TestEnvelopeRefuses(t *testing.T) {
 		open  func() ([]byte, error)
 		wrong error
 	}{
-		{"tampered byte", func() ([]byte, error) { return dk.Open(flip(s), "artifacts.raw/art_1") }, boundary.ErrOpen},
-		{"another row", func() ([]byte, error) { return dk.Open(s, "artifacts.raw/art_2") }, boundary.ErrOpen},
-		{"another column", func() ([]byte, error) { return dk.Open(s, "artifacts.output/art_1") }, boundary.ErrOpen},
-		{"another report's key", func() ([]byte, error) { return dkB.Open(s, "artifacts.raw/art_1") }, boundary.ErrOpen},
-		{"not sealed", func() ([]byte, error) { return dk.Open("secret", "artifacts.raw/art_1") }, boundary.ErrOpen},
-		{"truncated", func() ([]byte, error) { return dk.Open(s[:len(s)-8], "artifacts.raw/art_1") }, boundary.ErrOpen},
-		{"wrong master key", func() ([]byte, error) { _, err := other.Unwrap("rep_1", w); return nil, err }, boundary.ErrOpen},
-		{"key moved to another report", func() ([]byte, error) { _, err := k.Unwrap("rep_2", w); return nil, err }, boundary.ErrOpen},
+		{"tampered byte", func() ([]byte, error) { return dk.Open(flip(s), "artifacts.raw/art_1") }, seal.ErrOpen},
+		{"another row", func() ([]byte, error) { return dk.Open(s, "artifacts.raw/art_2") }, seal.ErrOpen},
+		{"another column", func() ([]byte, error) { return dk.Open(s, "artifacts.output/art_1") }, seal.ErrOpen},
+		{"another report's key", func() ([]byte, error) { return dkB.Open(s, "artifacts.raw/art_1") }, seal.ErrOpen},
+		{"not sealed", func() ([]byte, error) { return dk.Open("secret", "artifacts.raw/art_1") }, seal.ErrOpen},
+		{"truncated", func() ([]byte, error) { return dk.Open(s[:len(s)-8], "artifacts.raw/art_1") }, seal.ErrOpen},
+		{"wrong master key", func() ([]byte, error) { _, err := other.Unwrap("rep_1", w); return nil, err }, seal.ErrOpen},
+		{"key moved to another report", func() ([]byte, error) { _, err := k.Unwrap("rep_2", w); return nil, err }, seal.ErrOpen},
 	}
 	for _, c := range cases {
 		got, err := c.open()
@@ -92,20 +92,20 @@ func TestEnvelopeRefuses(t *testing.T) {
 		}
 	}
 	// A key id the ring does not hold is a clear error, not ErrOpen.
-	missing := ring(t, boundary.MasterKey{ID: "k9", Key: key(1)})
-	if _, err := missing.Unwrap("rep_1", w); err == nil || errors.Is(err, boundary.ErrOpen) || !strings.Contains(err.Error(), "k1") {
+	missing := ring(t, seal.MasterKey{ID: "k9", Key: key(1)})
+	if _, err := missing.Unwrap("rep_1", w); err == nil || errors.Is(err, seal.ErrOpen) || !strings.Contains(err.Error(), "k1") {
 		t.Errorf("Unwrap with key k1 missing = %v; want an error naming k1", err)
 	}
 }
 
 func TestEnvelopeRotation(t *testing.T) {
 	t.Parallel()
-	old := ring(t, boundary.MasterKey{ID: "k1", Key: key(1)})
+	old := ring(t, seal.MasterKey{ID: "k1", Key: key(1)})
 	dk, w, _ := old.NewDataKey("rep_1")
 	s, _ := dk.Seal([]byte("text"), "revisions.text/rev_1")
 
 	// k2 is added in front: it seals, k1 still opens.
-	both := ring(t, boundary.MasterKey{ID: "k2", Key: key(2)}, boundary.MasterKey{ID: "k1", Key: key(1)})
+	both := ring(t, seal.MasterKey{ID: "k2", Key: key(2)}, seal.MasterKey{ID: "k1", Key: key(1)})
 	if both.SealingKeyID() != "k2" {
 		t.Fatalf("SealingKeyID = %q, want k2", both.SealingKeyID())
 	}
@@ -120,7 +120,7 @@ func TestEnvelopeRotation(t *testing.T) {
 		t.Fatalf("Rewrap = %+v from %+v; want k2, the same data key, a new wrapping", w2, w)
 	}
 	// k1 removed: the rewrapped key still opens the old value.
-	onlyNew := ring(t, boundary.MasterKey{ID: "k2", Key: key(2)})
+	onlyNew := ring(t, seal.MasterKey{ID: "k2", Key: key(2)})
 	dk2, err := onlyNew.Unwrap("rep_1", w2)
 	if err != nil {
 		t.Fatal(err)
@@ -135,19 +135,19 @@ func TestEnvelopeRotation(t *testing.T) {
 
 func TestNewKeyringRejects(t *testing.T) {
 	t.Parallel()
-	cases := map[string][]boundary.MasterKey{
+	cases := map[string][]seal.MasterKey{
 		"none":      nil,
 		"short key": {{ID: "k1", Key: key(1)[:16]}},
 		"no id":     {{Key: key(1)}},
 		"duplicate": {{ID: "k1", Key: key(1)}, {ID: "k1", Key: key(2)}},
 	}
 	for name, keys := range cases {
-		if _, err := boundary.NewKeyring(keys); err == nil {
+		if _, err := seal.NewKeyring(keys); err == nil {
 			t.Errorf("NewKeyring(%s) = nil error, want one", name)
 		}
 	}
-	a := ring(t, boundary.MasterKey{ID: "k1", Key: key(1)})
-	b := ring(t, boundary.MasterKey{ID: "k1", Key: key(2)})
+	a := ring(t, seal.MasterKey{ID: "k1", Key: key(1)})
+	b := ring(t, seal.MasterKey{ID: "k1", Key: key(2)})
 	if a.CheckValue("k1") == b.CheckValue("k1") || a.CheckValue("k1") == "" {
 		t.Error("two different keys have the same check value")
 	}
@@ -156,7 +156,7 @@ func TestNewKeyringRejects(t *testing.T) {
 // The cost of the crypto alone, per value and per report: a floor under
 // what `stetlab bench intake --encrypt` measures end to end.
 func BenchmarkSeal1KiB(b *testing.B) {
-	k, _ := boundary.NewKeyring([]boundary.MasterKey{{ID: "k1", Key: key(1)}})
+	k, _ := seal.NewKeyring([]seal.MasterKey{{ID: "k1", Key: key(1)}})
 	dk, _, _ := k.NewDataKey("rep_1")
 	text := bytes.Repeat([]byte("x"), 1024)
 	b.SetBytes(int64(len(text)))
@@ -168,7 +168,7 @@ func BenchmarkSeal1KiB(b *testing.B) {
 }
 
 func BenchmarkUnwrapAndOpen1KiB(b *testing.B) {
-	k, _ := boundary.NewKeyring([]boundary.MasterKey{{ID: "k1", Key: key(1)}})
+	k, _ := seal.NewKeyring([]seal.MasterKey{{ID: "k1", Key: key(1)}})
 	dk, w, _ := k.NewDataKey("rep_1")
 	s, _ := dk.Seal(bytes.Repeat([]byte("x"), 1024), "revisions.text/rev_1")
 	for b.Loop() {
