@@ -38,6 +38,9 @@ func (d Dialect) String() string { return string(d) }
 type dialect struct {
 	name          Dialect
 	migrationsDir string
+	// functionsDir holds the stored functions' current bodies, one file
+	// each ("": the database has none).
+	functionsDir string
 	open          func(ctx context.Context, dsn string) (w, r *sql.DB, err error)
 	isUnique      func(err error) bool
 	// isRetryable reports errors after which the whole transaction may be
@@ -207,6 +210,7 @@ func restrictFiles(path string) error {
 var postgresDialect = &dialect{
 	name:          Postgres,
 	migrationsDir: "migrations/postgres",
+	functionsDir:  "migrations/postgres/functions",
 	open:          openPostgres,
 	isUnique: func(err error) bool {
 		var pe *pgconn.PgError

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
@@ -124,7 +125,64 @@ func (db *DB) migrate(ctx context.Context, upTo int) ([]string, error) {
 		}
 		applied = append(applied, m.name)
 	}
+	if upTo == 0 {
+		if err := db.applyFunctions(ctx); err != nil {
+			return applied, err
+		}
+	}
 	return applied, nil
+}
+
+// applyFunctions brings the stored functions to the bodies of
+// functionsDir, one file per function: the one place each current body is
+// read or changed. A function whose body the server already holds is left
+// alone, so a ledger created by the numbered migrations changes nothing.
+func (db *DB) applyFunctions(ctx context.Context) error {
+	dir := db.dialect.functionsDir
+	if dir == "" {
+		return nil
+	}
+	entries, err := fs.ReadDir(migrationsFS, dir)
+	if err != nil {
+		return fmt.Errorf("read stored functions: %w", err)
+	}
+	for _, e := range entries {
+		file := e.Name()
+		name, ok := strings.CutSuffix(file, ".sql")
+		if !ok {
+			continue
+		}
+		b, err := migrationsFS.ReadFile(path.Join(dir, file))
+		if err != nil {
+			return err
+		}
+		body, ok := functionBody(string(b))
+		if !ok {
+			return fmt.Errorf("stored function %s: no $$-quoted body", file)
+		}
+		var held string
+		err = db.w.QueryRowContext(ctx, `SELECT prosrc FROM pg_proc WHERE proname = $1 AND pronamespace = current_schema()::regnamespace`, name).Scan(&held)
+		if err == nil && held == body {
+			continue
+		}
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("read stored function %s: %w", name, err)
+		}
+		if _, err := db.w.ExecContext(ctx, string(b)); err != nil {
+			return fmt.Errorf("stored function %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// functionBody is the text between a function file's first two $$.
+func functionBody(sql string) (string, bool) {
+	_, rest, ok := strings.Cut(sql, "$$")
+	if !ok {
+		return "", false
+	}
+	body, _, ok := strings.Cut(rest, "$$")
+	return body, ok
 }
 
 // appliedVersions returns the versions stet_migrations records.
