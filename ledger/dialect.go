@@ -41,8 +41,8 @@ type dialect struct {
 	// functionsDir holds the stored functions' current bodies, one file
 	// each ("": the database has none).
 	functionsDir string
-	open          func(ctx context.Context, dsn string) (w, r *sql.DB, err error)
-	isUnique      func(err error) bool
+	open         func(ctx context.Context, dsn string) (w, r *sql.DB, err error)
+	isUnique     func(err error) bool
 	// isRetryable reports errors after which the whole transaction may be
 	// run again: deadlocks and serialization failures between processes.
 	isRetryable func(err error) bool
