@@ -26,13 +26,14 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/governance"
 	"github.com/stetlabs/stet/internal/crash"
 	"github.com/stetlabs/stet/ledger"
 )
 
 // QueueBatch runs batch submission, polling and application, and the
 // assembler.
-const QueueBatch = "batch"
+const QueueBatch = governance.QueueBatch
 
 // BatchSettings tune one processor's batches.
 type BatchSettings struct {

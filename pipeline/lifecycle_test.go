@@ -148,7 +148,7 @@ func TestSweepArtifactsRecordsReceiptsTombstones(t *testing.T) {
 		t.Fatalf("decide = %d %s", st, b)
 	}
 	clock.Advance(90 * time.Minute)
-	n, err := e.Pipeline.Sweep(ctx)
+	n, err := e.Pipeline.Governance().Sweep(ctx)
 	if err != nil || n[ledger.PurgeArtifacts] != 2 || n[ledger.PurgeRecords] != 0 {
 		t.Fatalf("Sweep at 90m = %v, %v; want 2 artifacts, 0 records (only decided records go)", n, err)
 	}
@@ -161,7 +161,7 @@ func TestSweepArtifactsRecordsReceiptsTombstones(t *testing.T) {
 		t.Errorf("artifacts with content = %d, want 0", c)
 	}
 	clock.Advance(time.Hour)
-	if n, err = e.Pipeline.Sweep(ctx); err != nil || n[ledger.PurgeRecords] != 1 {
+	if n, err = e.Pipeline.Governance().Sweep(ctx); err != nil || n[ledger.PurgeRecords] != 1 {
 		t.Fatalf("Sweep at 150m = %v, %v; want 1 record", n, err)
 	}
 	rec = e.Record(r.JobID)
@@ -186,7 +186,7 @@ func TestSweepArtifactsRecordsReceiptsTombstones(t *testing.T) {
 		t.Fatalf("within the horizon = %d, want 410", again.Status)
 	}
 	clock.Advance(25 * time.Hour)
-	if n, err = e.Pipeline.Sweep(ctx); err != nil || n[ledger.PurgeTombstones] != 1 || n[ledger.PurgeReceipts] < 1 || e.Count("deliveries", "") != 0 {
+	if n, err = e.Pipeline.Governance().Sweep(ctx); err != nil || n[ledger.PurgeTombstones] != 1 || n[ledger.PurgeReceipts] < 1 || e.Count("deliveries", "") != 0 {
 		t.Fatalf("Sweep past the horizon = %v, %v; want the tombstone and report-keep's receipt removed", n, err)
 	}
 	// Without its receipt, a replay is judged by identity, revision and content.

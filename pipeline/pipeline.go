@@ -32,6 +32,7 @@ import (
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/admission"
 	"github.com/stetlabs/stet/boundary"
+	"github.com/stetlabs/stet/governance"
 	"github.com/stetlabs/stet/ledger"
 	"github.com/stetlabs/stet/metrics"
 	"github.com/stetlabs/stet/outbound"
@@ -157,6 +158,7 @@ type Pipeline struct {
 	policies map[string]*stet.Policy
 	intake   *intake
 	settler  *settler // the extract stage's group commit (settle.go)
+	gov      *governance.Governance
 
 	mu          sync.Mutex
 	minimizers  map[string]*boundary.Minimizer // by policy hash
@@ -269,8 +271,10 @@ func New(cfg Config) (*Pipeline, error) {
 	river.AddWorker(workers, &batchWorker{p: p})
 	river.AddWorker(workers, &assembleWorker{p: p})
 	river.AddWorker(workers, &invariantsWorker{p: p})
-	river.AddWorker(workers, &deleteWorker{p: p})
-	river.AddWorker(workers, &sweepWorker{p: p})
+	p.gov = governance.New(governance.Config{DB: cfg.DB, Clock: cfg.Clock, Log: cfg.Logger, Processors: cfg.Processors,
+		Encryption: cfg.Encryption, JobTimeout: cfg.JobTimeout, SweepInterval: cfg.SweepInterval,
+		SweepBatch: cfg.SweepBatch, SweepBatches: cfg.SweepBatches, Backoff: p.backoff})
+	p.gov.Register(workers)
 	river.AddWorker(workers, &deliverWorker{p: p})
 	rc := &river.Config{
 		// River's client ID is the heartbeat's process ID: a running River
@@ -302,10 +306,8 @@ func New(cfg Config) (*Pipeline, error) {
 			&river.PeriodicJobOpts{RunOnStart: true}),
 			river.NewPeriodicJob(river.PeriodicInterval(cfg.InvariantsEvery),
 				func() (river.JobArgs, *river.InsertOpts) { return InvariantsArgs{}, nil },
-				&river.PeriodicJobOpts{RunOnStart: true}),
-			river.NewPeriodicJob(river.PeriodicInterval(cfg.SweepInterval),
-				func() (river.JobArgs, *river.InsertOpts) { return SweepArgs{}, nil },
 				&river.PeriodicJobOpts{RunOnStart: true})}
+		rc.PeriodicJobs = append(rc.PeriodicJobs, p.gov.PeriodicJobs()...)
 		side := SideQueuePoll(cfg.PollInterval) // rivercosts.go
 		rc.Queues = map[string]river.QueueConfig{
 			QueueExtract: {MaxWorkers: cfg.Concurrency},
@@ -326,6 +328,7 @@ func New(cfg Config) (*Pipeline, error) {
 		return nil, fmt.Errorf("river client: %w", err)
 	}
 	p.river = client
+	p.gov.Use(client)
 	p.intake = newIntake(p)
 	p.settler = newSettler(p)
 	return p, nil
@@ -418,6 +421,10 @@ func (p *Pipeline) Stop(ctx context.Context) error {
 
 // River returns the River client, for tests and operator commands.
 func (p *Pipeline) River() *river.Client[*sql.Tx] { return p.river }
+
+// Governance returns the data lifecycle's calls (deletion, the retention
+// sweep), whose workers run on this pipeline's River client.
+func (p *Pipeline) Governance() *governance.Governance { return p.gov }
 
 // BatchWorkers is how many batch-queue jobs (batch runs, the assembler,
 // the sweeps) a worker process runs at once.

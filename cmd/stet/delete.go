@@ -47,7 +47,7 @@ func cmdDelete(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintln(stderr, "stet delete:", stet.ErrorMessageOf(err))
 		return exitFailure
 	}
-	out, err := a.Pipeline.RequestDeletion(ctx, req)
+	out, err := a.Pipeline.Governance().RequestDeletion(ctx, req)
 	if err != nil {
 		fmt.Fprintln(stderr, "stet delete:", stet.ErrorMessageOf(err))
 		if stet.ErrorCodeOf(err) == stet.ENotFound {

@@ -130,11 +130,11 @@ var Drill11 = Drill{
 		e.WaitJob(second.JobID, stet.JobCommitted)
 		calls := e.Fake.Calls()
 		ctx := context.Background()
-		if n, err := e.Pipeline.Sweep(ctx); err != nil || n[ledger.PurgeText] != 0 {
+		if n, err := e.Pipeline.Governance().Sweep(ctx); err != nil || n[ledger.PurgeText] != 0 {
 			t.Fatalf("Sweep before 2s = %v, %v; want nothing purged", n, err)
 		}
 		clock.Advance(3 * time.Second)
-		n, err := e.Pipeline.Sweep(ctx)
+		n, err := e.Pipeline.Governance().Sweep(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -169,7 +169,7 @@ var Drill11 = Drill{
 		if got := e.Fake.Calls(); got != calls || calls != 2 {
 			t.Errorf("provider calls = %d, then %d; want 2, unchanged by the purge", calls, got)
 		}
-		if n, err := e.Pipeline.Sweep(ctx); err != nil || n[ledger.PurgeText] != 0 {
+		if n, err := e.Pipeline.Governance().Sweep(ctx); err != nil || n[ledger.PurgeText] != 0 {
 			t.Errorf("second Sweep = %v, %v; want nothing left", n, err)
 		}
 	},

@@ -1,4 +1,4 @@
-package pipeline
+package governance
 
 import (
 	"context"
@@ -39,40 +39,40 @@ func (DeleteArgs) InsertOpts() river.InsertOpts {
 
 type deleteWorker struct {
 	river.WorkerDefaults[DeleteArgs]
-	p *Pipeline
+	g *Governance
 }
 
 // NextRetry retries a failed task (the database down, a provider's 5xx)
 // with the stage backoff, from the injected clock.
 func (w *deleteWorker) NextRetry(job *river.Job[DeleteArgs]) time.Time {
-	return w.p.clock.Now().Add(w.p.backoff(job.Attempt))
+	return w.g.cfg.Clock.Now().Add(w.g.cfg.Backoff(job.Attempt))
 }
 
 func (w *deleteWorker) Work(ctx context.Context, job *river.Job[DeleteArgs]) error {
-	return w.p.runDeletion(ctx, job.Args.DeletionID)
+	return w.g.runDeletion(ctx, job.Args.DeletionID)
 }
 
 // RequestDeletion records a deletion (ledger.DB.RequestDeletion) and enqueues
 // its worker in the same transaction: the request, the tombstone and the
 // cancellation of the report's unfinished jobs commit together, or not at
 // all.
-func (p *Pipeline) RequestDeletion(ctx context.Context, r ledger.DeletionRequest) (ledger.DeletionRequested, error) {
+func (g *Governance) RequestDeletion(ctx context.Context, r ledger.DeletionRequest) (ledger.DeletionRequested, error) {
 	if r.Now.IsZero() {
-		r.Now = p.clock.Now()
+		r.Now = g.cfg.Clock.Now()
 	}
 	var out ledger.DeletionRequested
 	var err error
 	for try := 0; try < 3; try++ {
-		err = p.db.InTx(ctx, func(tx *sql.Tx) error {
+		err = g.cfg.DB.InTx(ctx, func(tx *sql.Tx) error {
 			var err error
-			out, err = p.db.RequestDeletion(ctx, tx, r)
+			out, err = g.cfg.DB.RequestDeletion(ctx, tx, r)
 			if err != nil || !out.Created {
 				return err
 			}
-			_, err = p.river.InsertTx(ctx, tx, DeleteArgs{DeletionID: out.DeletionID}, nil)
+			_, err = g.river.InsertTx(ctx, tx, DeleteArgs{DeletionID: out.DeletionID}, nil)
 			return err
 		})
-		if !errors.Is(err, ledger.ErrRetryItem) && !p.db.IsRetryable(err) {
+		if !errors.Is(err, ledger.ErrRetryItem) && !g.cfg.DB.IsRetryable(err) {
 			break
 		}
 	}
@@ -80,7 +80,7 @@ func (p *Pipeline) RequestDeletion(ctx context.Context, r ledger.DeletionRequest
 		return out, err
 	}
 	if out.Created {
-		p.log.Info("deletion requested", "deletion_id", out.DeletionID, "report_id", out.ReportID, "tenant", r.Tenant)
+		g.cfg.Log.Info("deletion requested", "deletion_id", out.DeletionID, "report_id", out.ReportID, "tenant", r.Tenant)
 	}
 	return out, nil
 }
@@ -89,20 +89,20 @@ func (p *Pipeline) RequestDeletion(ctx context.Context, r ledger.DeletionRequest
 // for a reason that may pass (the database, a provider's 5xx) returns the
 // error: River retries the worker and the task stays pending. A deletion is
 // done only when every task is done.
-func (p *Pipeline) runDeletion(ctx context.Context, id string) error {
-	d, err := p.db.GetDeletion(ctx, ledger.AnyTenant, id)
+func (g *Governance) runDeletion(ctx context.Context, id string) error {
+	d, err := g.cfg.DB.GetDeletion(ctx, ledger.AnyTenant, id)
 	if err != nil {
 		return fmt.Errorf("read deletion %s: %w", id, err)
 	}
 	if d.State != stet.DeletionPending {
 		return nil
 	}
-	log := p.log.With("deletion_id", id, "report_id", d.ReportID, "tenant", d.TenantID, "stage", "delete")
+	log := g.cfg.Log.With("deletion_id", id, "report_id", d.ReportID, "tenant", d.TenantID, "stage", "delete")
 	// Copies made since the request (a batch's output file) get a task.
-	if err := ledger.AddDeletionTasks(ctx, p.db.Writer(), id, d.ReportID, p.clock.Now()); err != nil {
+	if err := ledger.AddDeletionTasks(ctx, g.cfg.DB.Writer(), id, d.ReportID, g.cfg.Clock.Now()); err != nil {
 		return err
 	}
-	if d, err = p.db.GetDeletion(ctx, ledger.AnyTenant, id); err != nil {
+	if d, err = g.cfg.DB.GetDeletion(ctx, ledger.AnyTenant, id); err != nil {
 		return err
 	}
 	wait := false
@@ -111,37 +111,37 @@ func (p *Pipeline) runDeletion(ctx context.Context, id string) error {
 			continue
 		}
 		if slices.Contains(ledger.LocalCopies, t.Copy) {
-			if err := p.deleteLocal(ctx, d, t.Copy); err != nil {
+			if err := g.deleteLocal(ctx, d, t.Copy); err != nil {
 				return fmt.Errorf("deletion %s: %s: %w", id, t.Copy, err)
 			}
 			continue
 		}
-		later, err := p.deleteProviderCopy(ctx, d, t.Copy)
+		later, err := g.deleteProviderCopy(ctx, d, t.Copy)
 		if err != nil {
 			return fmt.Errorf("deletion %s: %s: %w", id, t.Copy, err)
 		}
 		wait = wait || later
 	}
-	if err := p.checkpointAfterLocal(ctx, d.ID); err != nil {
+	if err := g.checkpointAfterLocal(ctx, d.ID); err != nil {
 		return err
 	}
 	// The deletion's end and its audit row commit together: a crash
 	// between them would leave a finished deletion no one can trace.
 	var state stet.DeletionState
-	if err := p.db.InTx(ctx, func(tx *sql.Tx) error {
+	if err := g.cfg.DB.InTx(ctx, func(tx *sql.Tx) error {
 		var err error
-		if state, err = ledger.FinishDeletion(ctx, tx, id, p.clock.Now()); err != nil || state == stet.DeletionPending {
+		if state, err = ledger.FinishDeletion(ctx, tx, id, g.cfg.Clock.Now()); err != nil || state == stet.DeletionPending {
 			return err
 		}
 		return ledger.Audit(ctx, tx, ledger.AuditEntry{Tenant: d.TenantID, Actor: "stet", Action: "deletion." + string(state),
-			ObjectType: "deletion", ObjectID: id, Now: p.clock.Now()})
+			ObjectType: "deletion", ObjectID: id, Now: g.cfg.Clock.Now()})
 	}); err != nil {
 		return err
 	}
 	if state == stet.DeletionPending {
 		if wait {
 			// A provider copy is still in use (its batch is not applied yet).
-			return river.JobSnooze(p.cfg.SweepInterval)
+			return river.JobSnooze(g.cfg.SweepInterval)
 		}
 		return fmt.Errorf("deletion %s: tasks remain pending", id)
 	}
@@ -151,8 +151,8 @@ func (p *Pipeline) runDeletion(ctx context.Context, id string) error {
 
 // checkpointAfterLocal truncates SQLite's WAL once the deletion's local
 // copies are all done, so their bytes leave the -wal file as well.
-func (p *Pipeline) checkpointAfterLocal(ctx context.Context, id string) error {
-	d, err := p.db.GetDeletion(ctx, ledger.AnyTenant, id)
+func (g *Governance) checkpointAfterLocal(ctx context.Context, id string) error {
+	d, err := g.cfg.DB.GetDeletion(ctx, ledger.AnyTenant, id)
 	if err != nil {
 		return err
 	}
@@ -161,7 +161,7 @@ func (p *Pipeline) checkpointAfterLocal(ctx context.Context, id string) error {
 			return nil
 		}
 	}
-	if err := p.db.Checkpoint(ctx); err != nil {
+	if err := g.cfg.DB.Checkpoint(ctx); err != nil {
 		return fmt.Errorf("deletion %s: %w", id, err)
 	}
 	return nil
@@ -169,41 +169,41 @@ func (p *Pipeline) checkpointAfterLocal(ctx context.Context, id string) error {
 
 // deleteLocal deletes one local copy, then verifies with a query that must
 // find nothing; only then is the task done.
-func (p *Pipeline) deleteLocal(ctx context.Context, d *stet.Deletion, copy string) error {
-	now := p.clock.Now()
-	if copy == ledger.CopyEncryptionKey && !p.cfg.Encryption {
-		return ledger.SetTask(ctx, p.db.Writer(), d.ID, copy, stet.DeletionDone, "encryption off", time.Time{}, now)
+func (g *Governance) deleteLocal(ctx context.Context, d *stet.Deletion, copy string) error {
+	now := g.cfg.Clock.Now()
+	if copy == ledger.CopyEncryptionKey && !g.cfg.Encryption {
+		return ledger.SetTask(ctx, g.cfg.DB.Writer(), d.ID, copy, stet.DeletionDone, "encryption off", time.Time{}, now)
 	}
-	if err := p.db.InTx(ctx, func(tx *sql.Tx) error {
+	if err := g.cfg.DB.InTx(ctx, func(tx *sql.Tx) error {
 		return ledger.DeleteLocalCopy(ctx, tx, copy, d.ReportID, now)
 	}); err != nil {
 		return err
 	}
-	left, err := ledger.VerifyLocalCopy(ctx, p.db.Writer(), copy, d.ReportID)
+	left, err := ledger.VerifyLocalCopy(ctx, g.cfg.DB.Writer(), copy, d.ReportID)
 	if err != nil {
 		return err
 	}
 	if left != 0 {
 		return fmt.Errorf("verify: %d rows remain", left)
 	}
-	return ledger.SetTask(ctx, p.db.Writer(), d.ID, copy, stet.DeletionDone, "", time.Time{}, p.clock.Now())
+	return ledger.SetTask(ctx, g.cfg.DB.Writer(), d.ID, copy, stet.DeletionDone, "", time.Time{}, g.cfg.Clock.Now())
 }
 
 // deleteProviderCopy handles one copy a provider holds. It reports later
 // when the copy cannot be deleted yet (its batch's results are not all
 // applied: deleting it would lose other reports' results).
-func (p *Pipeline) deleteProviderCopy(ctx context.Context, d *stet.Deletion, copy string) (later bool, err error) {
-	now := p.clock.Now()
+func (g *Governance) deleteProviderCopy(ctx context.Context, d *stet.Deletion, copy string) (later bool, err error) {
+	now := g.cfg.Clock.Now()
 	unresolved := func(reason string, expires time.Time) (bool, error) {
-		return false, ledger.SetTask(ctx, p.db.Writer(), d.ID, copy, stet.DeletionUnresolved, reason, expires, now)
+		return false, ledger.SetTask(ctx, g.cfg.DB.Writer(), d.ID, copy, stet.DeletionUnresolved, reason, expires, now)
 	}
 	done := func(reason string) (bool, error) {
-		return false, ledger.SetTask(ctx, p.db.Writer(), d.ID, copy, stet.DeletionDone, reason, time.Time{}, now)
+		return false, ledger.SetTask(ctx, g.cfg.DB.Writer(), d.ID, copy, stet.DeletionDone, reason, time.Time{}, now)
 	}
 	switch {
 	case strings.HasPrefix(copy, ledger.PrefixProviderRetention):
 		procID := strings.TrimPrefix(copy, ledger.PrefixProviderRetention)
-		proc := p.cfg.Processors[procID]
+		proc := g.cfg.Processors[procID]
 		if proc == nil {
 			return unresolved("the processor is no longer configured: its retention is unknown", time.Time{})
 		}
@@ -217,7 +217,7 @@ func (p *Pipeline) deleteProviderCopy(ctx context.Context, d *stet.Deletion, cop
 		case none:
 			return done("retention: none")
 		}
-		last, err := ledger.LastSyncCall(ctx, p.db.Writer(), d.ReportID, procID)
+		last, err := ledger.LastSyncCall(ctx, g.cfg.DB.Writer(), d.ReportID, procID)
 		if err != nil {
 			return false, err
 		}
@@ -229,7 +229,7 @@ func (p *Pipeline) deleteProviderCopy(ctx context.Context, d *stet.Deletion, cop
 		if !ok || providerID == "" {
 			return unresolved("the copy's name does not parse", time.Time{})
 		}
-		b, err := ledger.BatchOfCopy(ctx, p.db.Writer(), procID, providerID)
+		b, err := ledger.BatchOfCopy(ctx, g.cfg.DB.Writer(), procID, providerID)
 		if err != nil && !errors.Is(err, stet.ErrNotFound) {
 			return false, err
 		}
@@ -243,7 +243,7 @@ func (p *Pipeline) deleteProviderCopy(ctx context.Context, d *stet.Deletion, cop
 				return true, nil // other reports' results are still in it
 			}
 		}
-		proc := p.cfg.Processors[procID]
+		proc := g.cfg.Processors[procID]
 		if proc == nil {
 			return unresolved("the processor is no longer configured", expires)
 		}
@@ -251,7 +251,7 @@ func (p *Pipeline) deleteProviderCopy(ctx context.Context, d *stet.Deletion, cop
 		if !ok {
 			return unresolved("the "+proc.Info().Kind+" adapter cannot delete provider copies yet; the provider keeps it until its own expiry", expires)
 		}
-		cctx, cancel := context.WithTimeout(ctx, p.cfg.JobTimeout)
+		cctx, cancel := context.WithTimeout(ctx, g.cfg.JobTimeout)
 		if isFile {
 			err = cd.DeleteFile(cctx, providerID)
 		} else {
@@ -271,7 +271,7 @@ func (p *Pipeline) deleteProviderCopy(ctx context.Context, d *stet.Deletion, cop
 	case strings.HasPrefix(copy, ledger.PrefixOutbound):
 		// The record.deleted events were queued with the request; the
 		// delivery worker sends them. Done once every one arrived.
-		state, err := ledger.OutboundDeletedState(ctx, p.db.Writer(), d.ReportID, strings.TrimPrefix(copy, ledger.PrefixOutbound))
+		state, err := ledger.OutboundDeletedState(ctx, g.cfg.DB.Writer(), d.ReportID, strings.TrimPrefix(copy, ledger.PrefixOutbound))
 		switch {
 		case err != nil:
 			return false, err

@@ -1,4 +1,4 @@
-package pipeline
+package governance
 
 import (
 	"context"
@@ -22,11 +22,11 @@ func (SweepArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{Queue: 
 
 type sweepWorker struct {
 	river.WorkerDefaults[SweepArgs]
-	p *Pipeline
+	g *Governance
 }
 
 func (w *sweepWorker) Work(ctx context.Context, _ *river.Job[SweepArgs]) error {
-	_, err := w.p.Sweep(ctx)
+	_, err := w.g.Sweep(ctx)
 	return err
 }
 
@@ -38,26 +38,26 @@ func (w *sweepWorker) Work(ctx context.Context, _ *river.Job[SweepArgs]) error {
 // and each kind stops after SweepBatches batches, so a run's work is
 // bounded and the next run carries on. It also re-enqueues deletions whose
 // worker was lost. It returns the rows purged by kind.
-func (p *Pipeline) Sweep(ctx context.Context) (map[ledger.Purge]int, error) {
-	now := p.clock.Now()
-	pols, err := ledger.RecordedPolicies(ctx, p.db.Writer())
+func (g *Governance) Sweep(ctx context.Context) (map[ledger.Purge]int, error) {
+	now := g.cfg.Clock.Now()
+	pols, err := ledger.RecordedPolicies(ctx, g.cfg.DB.Writer())
 	if err != nil {
 		return nil, err
 	}
 	counts := map[ledger.Purge]int{}
 	run := func(kind ledger.Purge, hash string, keep time.Duration) error {
-		for i := 0; i < p.cfg.SweepBatches; i++ {
+		for i := 0; i < g.cfg.SweepBatches; i++ {
 			var n int
-			err := p.db.InTx(ctx, func(tx *sql.Tx) error {
+			err := g.cfg.DB.InTx(ctx, func(tx *sql.Tx) error {
 				var err error
-				n, err = ledger.PurgeBatch(ctx, tx, kind, hash, now.Add(-keep), now, p.cfg.SweepBatch)
+				n, err = ledger.PurgeBatch(ctx, tx, kind, hash, now.Add(-keep), now, g.cfg.SweepBatch)
 				return err
 			})
 			if err != nil {
 				return err
 			}
 			counts[kind] += n
-			if n < p.cfg.SweepBatch {
+			if n < g.cfg.SweepBatch {
 				return nil
 			}
 		}
@@ -87,18 +87,18 @@ func (p *Pipeline) Sweep(ctx context.Context) (map[ledger.Purge]int, error) {
 	// A deletion untouched for a while lost its worker (discarded after its
 	// retries, or deleted by hand): enqueue it again. A duplicate is
 	// harmless (unique by args, and every task is idempotent).
-	ids, err := ledger.OpenDeletions(ctx, p.db.Writer(), now.Add(-10*p.cfg.SweepInterval), 100)
+	ids, err := ledger.OpenDeletions(ctx, g.cfg.DB.Writer(), now.Add(-10*g.cfg.SweepInterval), 100)
 	if err != nil {
 		return counts, err
 	}
 	for _, id := range ids {
-		if _, err := p.river.Insert(ctx, DeleteArgs{DeletionID: id}, nil); err != nil {
+		if _, err := g.river.Insert(ctx, DeleteArgs{DeletionID: id}, nil); err != nil {
 			return counts, err
 		}
 	}
 	for kind, n := range counts {
 		if n > 0 {
-			p.log.Info("retention sweep", "purge", string(kind), "count", n)
+			g.cfg.Log.Info("retention sweep", "purge", string(kind), "count", n)
 		}
 	}
 	return counts, nil
