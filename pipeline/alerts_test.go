@@ -11,7 +11,7 @@ import (
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/lab/stettest"
 	"github.com/stetlabs/stet/ledger"
-	"github.com/stetlabs/stet/pipeline"
+	"github.com/stetlabs/stet/outbound"
 	"github.com/stetlabs/stet/processor/openai/openaifake"
 )
 
@@ -35,7 +35,7 @@ func TestAlertWebhookIDsOnly(t *testing.T) {
 	srv := httptest.NewServer(rc)
 	t.Cleanup(srv.Close)
 	e := stettest.New(t, stettest.Options{FakeOptions: openaifake.Options{APIKey: "sk-test"},
-		Destinations: []pipeline.Destination{{SourceID: ledger.AlertSource, ID: ledger.AlertDestination, URL: srv.URL,
+		Destinations: []outbound.Destination{{SourceID: ledger.AlertSource, ID: ledger.AlertDestination, URL: srv.URL,
 			Secret: destSecret, MaxAge: time.Hour}}})
 	e.Fake.Enqueue(openaifake.Fault{Kind: openaifake.Quota})
 	d := e.Deliver(stettest.SourceReports, "msg_1", stettest.Report{ExternalID: "ext-" + canary, Revision: 1,

@@ -20,7 +20,7 @@ import (
 	"github.com/stetlabs/stet/internal/stetclient"
 	"github.com/stetlabs/stet/lab/stettest"
 	"github.com/stetlabs/stet/ledger"
-	"github.com/stetlabs/stet/pipeline"
+	"github.com/stetlabs/stet/outbound"
 )
 
 var destSecret = "whsec_" + base64.StdEncoding.EncodeToString([]byte("destination-secret-0123456789abc"))
@@ -38,7 +38,7 @@ type receiver struct {
 
 type post struct {
 	id   string
-	body pipeline.RecordEvent
+	body outbound.RecordEvent
 	raw  string
 }
 
@@ -59,7 +59,7 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusUnauthorized)
 		return
 	}
-	var ev pipeline.RecordEvent
+	var ev outbound.RecordEvent
 	_ = json.Unmarshal(b, &ev)
 	rc.posts = append(rc.posts, post{id: r.Header.Get("webhook-id"), body: ev, raw: string(b)})
 	w.WriteHeader(rc.answer(len(rc.posts)))
@@ -155,7 +155,7 @@ func TestDrill13DestinationDownThen500Then200(t *testing.T) {
 		t.Fatal(err)
 	}
 	serveAt(t, goneAddr, gone)
-	e := stettest.New(t, stettest.Options{Destinations: []pipeline.Destination{
+	e := stettest.New(t, stettest.Options{Destinations: []outbound.Destination{
 		{SourceID: stettest.SourceReports, ID: "mod-tool", URL: "http://" + addr + "/hooks", Secret: destSecret,
 			Events: []string{ledger.EventCommitted, ledger.EventDecided}, MaxAge: time.Hour},
 		{SourceID: stettest.SourceReports, ID: "retired", URL: "http://" + goneAddr + "/hooks", Secret: destSecret,
@@ -240,7 +240,7 @@ func TestDrill13DestinationDownThen500Then200(t *testing.T) {
 		if len(bodies) > 1 {
 			retried++
 		}
-		var first pipeline.RecordEvent
+		var first outbound.RecordEvent
 		_ = json.Unmarshal([]byte(bodies[0]), &first)
 		if first.Type+"" == "" || ledger.WebhookID(first.Record.ID, first.Type) != id {
 			t.Errorf("webhook-id %s carries a %q event of record %s", id, first.Type, first.Record.ID)
@@ -252,7 +252,7 @@ func TestDrill13DestinationDownThen500Then200(t *testing.T) {
 	// Ordering: a receiver that keeps, per report, the event with the
 	// highest sequence ends at report-001's revision 2, whatever order the
 	// retries arrived in.
-	latest := map[string]pipeline.RecordEvent{}
+	latest := map[string]outbound.RecordEvent{}
 	seqs := map[string]map[int64]bool{}
 	for _, p := range posts {
 		r := p.body.Record
@@ -322,7 +322,7 @@ func TestDestinationEncryptedRecord(t *testing.T) {
 	}
 	rc := newReceiver(t, func(int) int { return http.StatusOK })
 	serveAt(t, addr, rc)
-	e := stettest.New(t, stettest.Options{Keyring: testKeyring(t, "k1"), Destinations: []pipeline.Destination{
+	e := stettest.New(t, stettest.Options{Keyring: testKeyring(t, "k1"), Destinations: []outbound.Destination{
 		{SourceID: stettest.SourceReports, ID: "mod-tool", URL: "http://" + addr + "/hooks", Secret: destSecret,
 			Events: []string{ledger.EventCommitted}, MaxAge: time.Hour},
 	}})

@@ -10,7 +10,7 @@ import (
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/lab/stettest"
 	"github.com/stetlabs/stet/ledger"
-	"github.com/stetlabs/stet/pipeline"
+	"github.com/stetlabs/stet/outbound"
 )
 
 // Manual's two passes: a waiting job is found by its pending River extract
@@ -23,7 +23,7 @@ import (
 func TestManualFindsHeldJobsByRiverAndLedger(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := stettest.New(t, stettest.Options{Destinations: []pipeline.Destination{
+	e := stettest.New(t, stettest.Options{Destinations: []outbound.Destination{
 		{SourceID: stettest.SourceReports, ID: "mod-tool", URL: "http://127.0.0.1:1/hooks", Secret: destSecret,
 			Events: []string{ledger.EventCommitted}, MaxAge: time.Hour},
 	}})

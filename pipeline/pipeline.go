@@ -135,7 +135,7 @@ type Config struct {
 	// 10s); a destination's backoff after failures starts at
 	// DeliverRetryBase (default 1s) and doubles up to DeliverRetryMax
 	// (default 10m), unless the receiver asks for a longer Retry-After.
-	Destinations     []Destination
+	Destinations     []outbound.Destination
 	DeliverEvery     time.Duration
 	DeliverTimeout   time.Duration
 	DeliverRetryBase time.Duration
@@ -164,10 +164,8 @@ type Pipeline struct {
 	minimizers  map[string]*boundary.Minimizer // by policy hash
 	oldPolicies map[string]*stet.Policy        // by hash, recorded versions
 
-	dests    map[string]Destination // by "source/destination"
-	sender   *outbound.Sender
-	sweeping sync.Mutex // one delivery sweep at a time in this process
-	checking sync.Mutex // one periodic invariant check at a time in this process
+	deliverer *outbound.Deliverer
+	checking  sync.Mutex // one periodic invariant check at a time in this process
 	// lastFullCheck is when this process last ran a full invariant check
 	// (Unix ns; 0: never).
 	lastFullCheck atomic.Int64
@@ -250,12 +248,13 @@ func New(cfg Config) (*Pipeline, error) {
 	for _, pr := range cfg.Profiles {
 		p.profiles[pr.ExtractionVersion()] = pr
 	}
-	p.dests, p.destSources = map[string]Destination{}, map[string]bool{}
+	p.destSources = map[string]bool{}
 	for _, d := range cfg.Destinations {
-		p.dests[d.SourceID+"/"+d.ID] = d
 		p.destSources[d.SourceID] = true
 	}
-	p.sender = outbound.NewSender(cfg.DeliverTimeout, cfg.Clock)
+	p.deliverer = outbound.NewDeliverer(outbound.DelivererConfig{DB: cfg.DB, Clock: cfg.Clock, Log: cfg.Logger, Metrics: cfg.Metrics,
+		Destinations: cfg.Destinations, Timeout: cfg.DeliverTimeout, RetryBase: cfg.DeliverRetryBase, RetryMax: cfg.DeliverRetryMax,
+		Alert: p.alert})
 	p.limiters = map[string]*admission.Limiter{}
 	for id := range cfg.Processors {
 		p.limiters[id] = admission.New(cfg.Limits[id], cfg.Clock)
@@ -275,7 +274,7 @@ func New(cfg Config) (*Pipeline, error) {
 		Encryption: cfg.Encryption, JobTimeout: cfg.JobTimeout, SweepInterval: cfg.SweepInterval,
 		SweepBatch: cfg.SweepBatch, SweepBatches: cfg.SweepBatches, Backoff: p.backoff})
 	p.gov.Register(workers)
-	river.AddWorker(workers, &deliverWorker{p: p})
+	p.deliverer.Register(workers)
 	rc := &river.Config{
 		// River's client ID is the heartbeat's process ID: a running River
 		// job's attempted_by then names the process working it, and the
@@ -317,10 +316,8 @@ func New(cfg Config) (*Pipeline, error) {
 		}
 		if len(cfg.Destinations) > 0 {
 			// A sweep already sends to every destination in parallel.
-			rc.Queues[QueueDeliver] = river.QueueConfig{MaxWorkers: 2, FetchPollInterval: side}
-			rc.PeriodicJobs = append(rc.PeriodicJobs, river.NewPeriodicJob(river.PeriodicInterval(cfg.DeliverEvery),
-				func() (river.JobArgs, *river.InsertOpts) { return DeliverArgs{}, nil },
-				&river.PeriodicJobOpts{RunOnStart: true}))
+			rc.Queues[outbound.QueueDeliver] = river.QueueConfig{MaxWorkers: 2, FetchPollInterval: side}
+			rc.PeriodicJobs = append(rc.PeriodicJobs, p.deliverer.PeriodicJobs(cfg.DeliverEvery)...)
 		}
 	}
 	client, err := river.NewClient(RiverDriver(cfg.DB), rc)
@@ -354,7 +351,7 @@ func (p *Pipeline) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := p.db.SyncDestinations(ctx, destinationSpecs(p.cfg.Destinations), p.clock.Now()); err != nil {
+	if err := p.db.SyncDestinations(ctx, outbound.DestinationSpecs(p.cfg.Destinations), p.clock.Now()); err != nil {
 		return err
 	}
 	p.intake.start()

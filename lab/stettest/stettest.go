@@ -29,6 +29,7 @@ import (
 	"github.com/stetlabs/stet/lab/testdb"
 	"github.com/stetlabs/stet/ledger"
 	"github.com/stetlabs/stet/metrics"
+	"github.com/stetlabs/stet/outbound"
 	"github.com/stetlabs/stet/pipeline"
 	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/openai"
@@ -83,7 +84,7 @@ type Options struct {
 	Limits admission.Limits
 	// Destinations are outbound webhooks (docs/design.md §13) and the alert
 	// webhook; the sweep runs every 50ms and backs off from 20ms to 200ms.
-	Destinations []pipeline.Destination
+	Destinations []outbound.Destination
 	// Batch tunes the OpenAI fake processor's batches; zero values take
 	// test defaults (max_wait 100ms, poll_first 50ms, poll_max 200ms).
 	Batch pipeline.BatchSettings

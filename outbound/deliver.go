@@ -1,16 +1,18 @@
-package pipeline
+package outbound
 
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"time"
 
 	"github.com/riverqueue/river"
 
+	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/ledger"
-	"github.com/stetlabs/stet/outbound"
+	"github.com/stetlabs/stet/metrics"
 )
 
 // QueueDeliver runs the delivery sweep.
@@ -40,17 +42,67 @@ func (DeliverArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{Queue
 
 type deliverWorker struct {
 	river.WorkerDefaults[DeliverArgs]
-	p *Pipeline
+	d *Deliverer
 }
 
 // Timeout bounds one sweep: a batch of POSTs per destination, each with
 // its own timeout.
 func (w *deliverWorker) Timeout(*river.Job[DeliverArgs]) time.Duration {
-	return time.Duration(deliverBatch+1) * w.p.cfg.DeliverTimeout
+	return time.Duration(deliverBatch+1) * w.d.cfg.Timeout
 }
 
 func (w *deliverWorker) Work(ctx context.Context, _ *river.Job[DeliverArgs]) error {
-	return w.p.Deliver(ctx)
+	return w.d.Deliver(ctx)
+}
+
+// Deliverer sends the outbox: record events to the sources' destinations
+// and the alert webhook's rows, from a periodic River job.
+type Deliverer struct {
+	cfg      DelivererConfig
+	dests    map[string]Destination // by "source/destination"
+	sender   *Sender
+	sweeping sync.Mutex // one delivery sweep at a time in this process
+}
+
+// DelivererConfig is what a Deliverer needs; the pipeline fills it from
+// its own.
+type DelivererConfig struct {
+	DB           *ledger.DB
+	Clock        stet.Clock
+	Log          *slog.Logger
+	Metrics      *metrics.Metrics
+	Destinations []Destination
+	// Timeout bounds one POST; a destination's backoff starts at
+	// RetryBase and doubles up to RetryMax.
+	Timeout, RetryBase, RetryMax time.Duration
+	// Alert raises an alert (a disabled destination): a log line and a
+	// counter, IDs only.
+	Alert func(log *slog.Logger, kind string, args ...any)
+}
+
+// NewDeliverer returns the deliverer of cfg's destinations.
+func NewDeliverer(cfg DelivererConfig) *Deliverer {
+	d := &Deliverer{cfg: cfg, dests: map[string]Destination{}, sender: NewSender(cfg.Timeout, cfg.Clock)}
+	for _, dest := range cfg.Destinations {
+		d.dests[dest.SourceID+"/"+dest.ID] = dest
+	}
+	return d
+}
+
+// Register adds the delivery sweep's worker.
+func (dv *Deliverer) Register(workers *river.Workers) {
+	river.AddWorker(workers, &deliverWorker{d: dv})
+}
+
+// PeriodicJobs is the delivery sweep every interval, when there is a
+// destination to send to.
+func (dv *Deliverer) PeriodicJobs(every time.Duration) []*river.PeriodicJob {
+	if len(dv.dests) == 0 {
+		return nil
+	}
+	return []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(every),
+		func() (river.JobArgs, *river.InsertOpts) { return DeliverArgs{}, nil },
+		&river.PeriodicJobOpts{RunOnStart: true})}
 }
 
 // deliverBatch is how many rows of one destination a sweep sends at most;
@@ -73,34 +125,34 @@ const (
 // A row past its destination's max_age is failed (invariant 8). Sweeps of
 // one process do not overlap; sweeps of several processes lease rows, so a
 // row is sent by one at a time — at least once, never lost.
-func (p *Pipeline) Deliver(ctx context.Context) error {
-	if len(p.dests) == 0 {
+func (dv *Deliverer) Deliver(ctx context.Context) error {
+	if len(dv.dests) == 0 {
 		return nil
 	}
-	if !p.sweeping.TryLock() {
+	if !dv.sweeping.TryLock() {
 		return nil // the previous sweep is still running
 	}
-	defer p.sweeping.Unlock()
-	due, err := p.db.DueDestinations(ctx, p.clock.Now())
+	defer dv.sweeping.Unlock()
+	due, err := dv.cfg.DB.DueDestinations(ctx, dv.cfg.Clock.Now())
 	if err != nil {
 		return err
 	}
 	var wg sync.WaitGroup
 	for _, ds := range due {
-		d, ok := p.dests[ds.SourceID+"/"+ds.DestinationID]
+		d, ok := dv.dests[ds.SourceID+"/"+ds.DestinationID]
 		if !ok {
 			continue // not in this process's config: another process sends it, or it fails at max_age
 		}
-		wg.Go(func() { p.deliverTo(ctx, d, ds.Failures) })
+		wg.Go(func() { dv.deliverTo(ctx, d, ds.Failures) })
 	}
 	wg.Wait()
 	return nil
 }
 
-func (p *Pipeline) deliverTo(ctx context.Context, d Destination, failures int) {
-	log := p.log.With("source", d.SourceID, "destination", d.ID, "stage", "deliver")
-	rows, err := p.db.ClaimDeliveries(ctx, ledger.ClaimDeliveriesParams{SourceID: d.SourceID, DestinationID: d.ID,
-		Now: p.clock.Now(), Lease: 2*p.cfg.DeliverTimeout + 5*time.Second, Limit: deliverBatch})
+func (dv *Deliverer) deliverTo(ctx context.Context, d Destination, failures int) {
+	log := dv.cfg.Log.With("source", d.SourceID, "destination", d.ID, "stage", "deliver")
+	rows, err := dv.cfg.DB.ClaimDeliveries(ctx, ledger.ClaimDeliveriesParams{SourceID: d.SourceID, DestinationID: d.ID,
+		Now: dv.cfg.Clock.Now(), Lease: 2*dv.cfg.Timeout + 5*time.Second, Limit: deliverBatch})
 	if err != nil {
 		log.Warn("claim deliveries failed", "err", err)
 		return
@@ -110,13 +162,13 @@ func (p *Pipeline) deliverTo(ctx context.Context, d Destination, failures int) {
 		if ctx.Err() != nil {
 			return // the leases expire; the next sweep sends them
 		}
-		body, err := p.deliveryBody(ctx, row)
+		body, err := dv.deliveryBody(ctx, row)
 		if err != nil {
 			log.Warn("build delivery body failed", "err", err)
 			return
 		}
-		res := p.sender.Send(ctx, outbound.Message{URL: d.URL, Secret: d.Secret, WebhookID: row.WebhookID, Body: body})
-		now := p.clock.Now()
+		res := dv.sender.Send(ctx, Message{URL: d.URL, Secret: d.Secret, WebhookID: row.WebhookID, Body: body})
+		now := dv.cfg.Clock.Now()
 		fin := ledger.FinishDeliveryParams{Delivery: row, Status: res.Status, Error: res.Error, Now: now}
 		switch {
 		case res.OK():
@@ -136,22 +188,22 @@ func (p *Pipeline) deliverTo(ctx context.Context, d Destination, failures int) {
 			if res.Status != 0 && !res.HasRetryAfter && answered < maxRowFailures {
 				answered++
 				fin.RowOnly = true
-				fin.RetryAt = now.Add(p.deliverBackoff(row.Attempts + 1))
+				fin.RetryAt = now.Add(dv.deliverBackoff(row.Attempts + 1))
 			} else {
-				fin.RetryAt = now.Add(max(p.deliverBackoff(failures+1), res.RetryAfter))
+				fin.RetryAt = now.Add(max(dv.deliverBackoff(failures+1), res.RetryAfter))
 			}
 		}
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		err = p.db.FinishDelivery(wctx, fin)
+		err = dv.cfg.DB.FinishDelivery(wctx, fin)
 		cancel()
-		p.cfg.Metrics.Deliveries.WithLabelValues(d.SourceID, d.ID, string(fin.Outcome)).Inc()
+		dv.cfg.Metrics.Deliveries.WithLabelValues(d.SourceID, d.ID, string(fin.Outcome)).Inc()
 		if err != nil {
 			log.Warn("record delivery failed", "err", err)
 			return
 		}
 		switch fin.Outcome {
 		case ledger.OutcomeDisabled:
-			p.alert(log, "destination_disabled", "status_code", res.Status)
+			dv.cfg.Alert(log, "destination_disabled", "status_code", res.Status)
 			return
 		case ledger.OutcomeRetry:
 			if fin.RowOnly {
@@ -160,7 +212,7 @@ func (p *Pipeline) deliverTo(ctx context.Context, d Destination, failures int) {
 			}
 			log.Warn("delivery failed; backing off", "status_code", res.Status, "error_class", fin.Error,
 				"attempt", row.Attempts+1, "retry_in_ms", fin.RetryAt.Sub(now).Milliseconds(), "left", len(rows)-i-1)
-			if err := p.db.ReleaseDeliveries(context.WithoutCancel(ctx), rows[i+1:]); err != nil {
+			if err := dv.cfg.DB.ReleaseDeliveries(context.WithoutCancel(ctx), rows[i+1:]); err != nil {
 				log.Warn("release deliveries failed", "err", err)
 			}
 			return // the rest wait for the destination's backoff
@@ -170,11 +222,11 @@ func (p *Pipeline) deliverTo(ctx context.Context, d Destination, failures int) {
 
 // deliveryBody is the POST body of an outbox row: an alert's stored
 // IDs-only body, or a record event (docs/design.md §13) read from the record now.
-func (p *Pipeline) deliveryBody(ctx context.Context, row ledger.Delivery) ([]byte, error) {
+func (dv *Deliverer) deliveryBody(ctx context.Context, row ledger.Delivery) ([]byte, error) {
 	if row.SourceID == ledger.AlertSource {
 		return row.Payload, nil
 	}
-	rec, err := p.db.RecordForDelivery(ctx, row)
+	rec, err := dv.cfg.DB.RecordForDelivery(ctx, row)
 	if err != nil {
 		return nil, err
 	}
@@ -191,17 +243,17 @@ type RecordEvent struct {
 // deliverBackoff is the wait after the n-th consecutive failure of a
 // destination: DeliverRetryBase doubling, capped at DeliverRetryMax, with
 // jitter over its upper half.
-func (p *Pipeline) deliverBackoff(n int) time.Duration {
-	d := p.cfg.DeliverRetryBase
-	for i := 1; i < n && d < p.cfg.DeliverRetryMax; i++ {
+func (dv *Deliverer) deliverBackoff(n int) time.Duration {
+	d := dv.cfg.RetryBase
+	for i := 1; i < n && d < dv.cfg.RetryMax; i++ {
 		d *= 2
 	}
-	d = min(d, p.cfg.DeliverRetryMax)
+	d = min(d, dv.cfg.RetryMax)
 	return d/2 + rand.N(d/2+1)
 }
 
-// destinationSpecs are the ledger's view of the configured destinations.
-func destinationSpecs(ds []Destination) []ledger.DestinationSpec {
+// DestinationSpecs are the ledger's view of the configured destinations.
+func DestinationSpecs(ds []Destination) []ledger.DestinationSpec {
 	var out []ledger.DestinationSpec
 	for _, d := range ds {
 		out = append(out, ledger.DestinationSpec{SourceID: d.SourceID, DestinationID: d.ID, Events: d.Events, MaxAge: d.MaxAge})
