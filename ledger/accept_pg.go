@@ -447,8 +447,8 @@ func (db *DB) acceptPipelined(ctx context.Context, c *pgx.Conn, items []*groupIt
 		return err
 	}
 	// Committed: stet_group_retry let every row through, so each outcome
-	// is final (settleGroupRecords finds no retry).
-	if err := settleGroupRecords(items, outs, res, nil); err != nil {
+	// is final (resolveGroupRecords finds no retry).
+	if err := resolveGroupRecords(items, outs, res, nil); err != nil {
 		return fmt.Errorf("after commit: %w", err)
 	}
 	return nil
@@ -624,7 +624,7 @@ func (db *DB) acceptSet(ctx context.Context, tx Querier, items []*groupItem, res
 	if err != nil {
 		return groupRecordsError(err)
 	}
-	return settleGroupRecords(items, outs, res, newJob)
+	return resolveGroupRecords(items, outs, res, newJob)
 }
 
 // groupRecordsArgs fills in each item's revision, job and sealed text and
@@ -728,10 +728,10 @@ func readGroupRecords(rows rowReader, n int) ([]groupOutcome, error) {
 	return outs, nil
 }
 
-// settleGroupRecords turns qGroupRecords' rows into outcomes (newJob may
+// resolveGroupRecords turns qGroupRecords' rows into outcomes (newJob may
 // be nil). Its retries are those stet_group_retry raises in the statement
 // itself; they stay here as the statement's contract, checked in Go.
-func settleGroupRecords(items []*groupItem, outs []groupOutcome, res []AcceptResult, newJob []bool) error {
+func resolveGroupRecords(items []*groupItem, outs []groupOutcome, res []AcceptResult, newJob []bool) error {
 	for k, it := range items {
 		o := outs[k]
 		switch {

@@ -469,7 +469,7 @@ type ApplyItem struct {
 // Apply outcomes.
 const (
 	ApplySkipped    = "skipped"    // applied before: nothing written
-	ApplySucceeded  = "succeeded"  // artifact saved; enqueue the commit stage
+	ApplySucceeded  = "succeeded"  // artifact saved; enqueue the record stage
 	ApplyFailed     = "failed"     // the job went to its route
 	ApplySuperseded = "superseded" // the job no longer carries the item's token
 	ApplyDiscarded  = "discarded"  // the job was cancelled by a deletion: counted, not saved

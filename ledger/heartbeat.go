@@ -7,20 +7,14 @@ import (
 )
 
 // Heartbeat records that worker process id is alive at now and returns how
-// many worker processes have been alive within window (itself included).
-func (db *DB) Heartbeat(ctx context.Context, id string, now time.Time, window time.Duration) (int, error) {
-	live, _, err := db.Pulse(ctx, id, now, window)
-	return live, err
-}
-
-// Pulse is Heartbeat that also counts the other processes silent for
-// longer than window: the ones a liveness sweep (TakeOverDead with the same
+// many worker processes have been alive within window (itself included)
+// and how many others have been silent for longer than window: the ones a liveness sweep (TakeOverDead with the same
 // window) would take over, so that a process sweeps only when there is one.
 // On PostgreSQL it is one statement.
 //
 // A silent process's row stays until TakeOverDead takes back what it held
 // and deletes it: the row is the proof that its leases are dead.
-func (db *DB) Pulse(ctx context.Context, id string, now time.Time, window time.Duration) (live, silent int, err error) {
+func (db *DB) Heartbeat(ctx context.Context, id string, now time.Time, window time.Duration) (live, silent int, err error) {
 	const count = `SELECT 1 + COUNT(*) FILTER (WHERE heartbeat_at > $2), COUNT(*) FILTER (WHERE heartbeat_at < $2)
 		FROM worker_heartbeats WHERE process_id <> $1`
 	cutoff := micros(now.Add(-window))
@@ -36,7 +30,7 @@ func (db *DB) Pulse(ctx context.Context, id string, now time.Time, window time.D
 		}
 		return live, silent, nil
 	}
-	if err := db.Beat(ctx, id, now); err != nil {
+	if err := db.HeartbeatAlone(ctx, id, now); err != nil {
 		return 0, 0, err
 	}
 	if err := db.w.QueryRowContext(ctx, count, id, cutoff).Scan(&live, &silent); err != nil {
@@ -45,9 +39,9 @@ func (db *DB) Pulse(ctx context.Context, id string, now time.Time, window time.D
 	return live, silent, nil
 }
 
-// Beat records worker process id as alive at now, without counting the
-// others: what a process alone on its database writes.
-func (db *DB) Beat(ctx context.Context, id string, now time.Time) error {
+// HeartbeatAlone records worker process id as alive at now, without
+// counting the others: what a process alone on its database writes.
+func (db *DB) HeartbeatAlone(ctx context.Context, id string, now time.Time) error {
 	if _, err := db.w.ExecContext(ctx, `INSERT INTO worker_heartbeats (process_id, started_at, heartbeat_at) VALUES ($1, $2, $2)
 		ON CONFLICT (process_id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at`, id, micros(now)); err != nil {
 		return fmt.Errorf("heartbeat: %w", err)

@@ -87,11 +87,11 @@ func commit(t *testing.T, db *ledger.DB, jobID string) string {
 	var id string
 	err := db.InTx(context.Background(), func(tx *sql.Tx) error {
 		var err error
-		id, err = db.Commit(context.Background(), tx, jobID, t0)
+		id, err = db.WriteRecord(context.Background(), tx, jobID, t0)
 		return err
 	})
 	if err != nil {
-		t.Fatalf("Commit(%s) = %v", jobID, err)
+		t.Fatalf("WriteRecord(%s) = %v", jobID, err)
 	}
 	return id
 }
@@ -188,7 +188,7 @@ func extractAndCommit(t *testing.T, db *ledger.DB, job string) string {
 	return commit(t, db, job)
 }
 
-// Commit is idempotent, and the authoritative pointer only moves forward.
+// WriteRecord is idempotent, and the authoritative pointer only moves forward.
 func TestCommitAndAuthoritativePointer(t *testing.T) {
 	t.Parallel()
 	eachDialect(t, func(t *testing.T, db *ledger.DB) {
@@ -196,7 +196,7 @@ func TestCommitAndAuthoritativePointer(t *testing.T) {
 		j1 := accept(t, db, "r1", 1, "first", "d1").JobID
 		rec2 := extractAndCommit(t, db, j2)
 		if again := commit(t, db, j2); again != rec2 {
-			t.Fatalf("second Commit = %s, want %s", again, rec2)
+			t.Fatalf("second WriteRecord = %s, want %s", again, rec2)
 		}
 		rec1 := extractAndCommit(t, db, j1)
 		var stored []byte
@@ -343,14 +343,14 @@ func TestHeartbeats(t *testing.T) {
 		window := 15 * time.Second
 		beat := func(id string, at time.Time, wantLive, wantSilent int) {
 			t.Helper()
-			live, silent, err := db.Pulse(ctx, id, at, window)
+			live, silent, err := db.Heartbeat(ctx, id, at, window)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if live != wantLive || silent != wantSilent {
 				t.Fatalf("%s beating at +%s: live %d, silent %d; want %d, %d", id, at.Sub(t0), live, silent, wantLive, wantSilent)
 			}
-			if n, err := db.Heartbeat(ctx, id, at, window); err != nil || n != wantLive {
+			if n, _, err := db.Heartbeat(ctx, id, at, window); err != nil || n != wantLive {
 				t.Fatalf("Heartbeat = %d, %v; want %d", n, err, wantLive)
 			}
 		}

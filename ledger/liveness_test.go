@@ -38,7 +38,7 @@ func TestTakeOverDead(t *testing.T) {
 		w := db.Writer()
 		deadAfter := 8 * time.Second
 		beat := func(id string, at time.Time) {
-			if _, err := db.Heartbeat(ctx, id, at, deadAfter); err != nil {
+			if _, _, err := db.Heartbeat(ctx, id, at, deadAfter); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -60,12 +60,6 @@ const AnyTenant = "*any*"
 
 const anyTenant = AnyTenant
 
-// GetJobPrimary reads a job from the writer pool: use it where the answer
-// decides something.
-func (db *DB) GetJobPrimary(ctx context.Context, tenant, jobID string) (*JobDetail, error) {
-	return getJob(ctx, db.w, tenant, jobID)
-}
-
 func getJob(ctx context.Context, q Querier, tenant, jobID string) (*JobDetail, error) {
 	if tenant == anyTenant {
 		return nil, notFound("job")

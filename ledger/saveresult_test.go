@@ -33,13 +33,13 @@ func resultParams(jobID, reportID string, token int64, n int, commit bool) ledge
 func saveResult(t *testing.T, db *ledger.DB, jobID, reportID string, token int64, n int, commit bool) (string, bool, error) {
 	t.Helper()
 	var rec string
-	var settled bool
+	var recorded bool
 	err := db.InTx(context.Background(), func(tx *sql.Tx) error {
 		var err error
-		rec, settled, err = db.SaveResult(context.Background(), tx, resultParams(jobID, reportID, token, n, commit))
+		rec, recorded, err = db.SaveResult(context.Background(), tx, resultParams(jobID, reportID, token, n, commit))
 		return err
 	})
-	return rec, settled, err
+	return rec, recorded, err
 }
 
 // refuseRecords makes every insert into review_records fail until the
@@ -61,7 +61,7 @@ func refuseRecords(t *testing.T, db *ledger.DB) func() {
 }
 
 // SaveResult (PostgreSQL's one round trip for a stage result) writes what
-// SaveArtifact, FinishAttempt and Commit write, behind the same fence.
+// SaveArtifact, FinishAttempt and WriteRecord write, behind the same fence.
 func TestSaveResult(t *testing.T) {
 	t.Parallel()
 	if testdb.Default() != ledger.Postgres {
@@ -84,20 +84,20 @@ func TestSaveResult(t *testing.T) {
 	if c := count(t, db, `SELECT COUNT(*) FROM artifacts`); c != 0 {
 		t.Fatalf("artifacts after a stale save = %d, want 0", c)
 	}
-	rec2, settled, err := saveResult(t, db, a2.JobID, a2.ReportID, tok, n, true)
-	if err != nil || !settled || rec2 == "" {
-		t.Fatalf("SaveResult = %q, %v, %v; want a record", rec2, settled, err)
+	rec2, recorded, err := saveResult(t, db, a2.JobID, a2.ReportID, tok, n, true)
+	if err != nil || !recorded || rec2 == "" {
+		t.Fatalf("SaveResult = %q, %v, %v; want a record", rec2, recorded, err)
 	}
 	if again := commit(t, db, a2.JobID); again != rec2 {
-		t.Errorf("Commit after SaveResult = %s, want %s", again, rec2)
+		t.Errorf("WriteRecord after SaveResult = %s, want %s", again, rec2)
 	}
 	tok1, n1, err := claim(t, db, a1.JobID, 0, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec1, settled, err := saveResult(t, db, a1.JobID, a1.ReportID, tok1, n1, true)
-	if err != nil || !settled || rec1 == "" {
-		t.Fatalf("SaveResult of revision 1 = %q, %v, %v; want a record", rec1, settled, err)
+	rec1, recorded, err := saveResult(t, db, a1.JobID, a1.ReportID, tok1, n1, true)
+	if err != nil || !recorded || rec1 == "" {
+		t.Fatalf("SaveResult of revision 1 = %q, %v, %v; want a record", rec1, recorded, err)
 	}
 	for q, want := range map[string]int{
 		`SELECT COUNT(*) FROM review_records WHERE authoritative AND public_id = stet_ulid('` + rec2 + `')`:                              1,
@@ -113,16 +113,16 @@ func TestSaveResult(t *testing.T) {
 	}
 
 	// A failing record part rolls back alone: the artifact and the attempt
-	// stay, the job is extracted, and the commit stage finishes it.
+	// stay, the job is extracted, and the record stage finishes it.
 	a3 := accept(t, db, "r3", 1, "third", "d3")
 	allow := refuseRecords(t, db)
 	tok3, n3, err := claim(t, db, a3.JobID, 0, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec3, settled, err := saveResult(t, db, a3.JobID, a3.ReportID, tok3, n3, true)
-	if err != nil || !settled || rec3 != "" {
-		t.Fatalf("SaveResult with the record refused = %q, %v, %v; want settled with no record", rec3, settled, err)
+	rec3, recorded, err := saveResult(t, db, a3.JobID, a3.ReportID, tok3, n3, true)
+	if err != nil || !recorded || rec3 != "" {
+		t.Fatalf("SaveResult with the record refused = %q, %v, %v; want recorded with no record", rec3, recorded, err)
 	}
 	allow()
 	if s := count(t, db, `SELECT COUNT(*) FROM jobs WHERE public_id = $1 AND state = 'extracted'`, ledger.StoredID(a3.JobID)); s != 1 {
@@ -132,11 +132,11 @@ func TestSaveResult(t *testing.T) {
 		t.Errorf("artifacts after a refused record = %d, want 1", c)
 	}
 	if rec := commit(t, db, a3.JobID); rec == "" {
-		t.Error("the commit stage found no record to write")
+		t.Error("the record stage found no record to write")
 	}
 
-	// With a destination configured the record is the caller's (Commit
-	// writes its outbox rows); without Commit too.
+	// With a destination configured the record is the caller's (WriteRecord
+	// writes its outbox rows); without WriteRecord too.
 	if err := db.SyncDestinations(ctx, []ledger.DestinationSpec{{SourceID: "reports", DestinationID: "d1",
 		Events: []string{"record.committed"}, MaxAge: time.Hour}}, t0); err != nil {
 		t.Fatal(err)
@@ -147,12 +147,12 @@ func TestSaveResult(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rec, settled, err := saveResult(t, db, a.JobID, a.ReportID, tok, n, c)
-		if err != nil || settled || rec != "" {
-			t.Fatalf("SaveResult (commit %v) with a destination = %q, %v, %v; want unsettled", c, rec, settled, err)
+		rec, recorded, err := saveResult(t, db, a.JobID, a.ReportID, tok, n, c)
+		if err != nil || recorded || rec != "" {
+			t.Fatalf("SaveResult (commit %v) with a destination = %q, %v, %v; want unrecorded", c, rec, recorded, err)
 		}
 		if rec := commit(t, db, a.JobID); rec == "" {
-			t.Fatal("Commit after an unsettled SaveResult wrote no record")
+			t.Fatal("WriteRecord after an unrecorded SaveResult wrote no record")
 		}
 	}
 	if c := count(t, db, `SELECT COUNT(*) FROM outbox WHERE destination_id = 'd1'`); c != 2 {
@@ -252,7 +252,7 @@ func TestSaveResultCommit(t *testing.T) {
 		}
 	}
 	if again := commit(t, db, a.JobID); again != rec {
-		t.Errorf("Commit after SaveResultCommit = %s, want %s", again, rec)
+		t.Errorf("WriteRecord after SaveResultCommit = %s, want %s", again, rec)
 	}
 	if _, err := db.SaveResultCommit(ctx, resultParams(a.JobID, a.ReportID, tok, n, true)); !errors.Is(err, ledger.ErrSaveApart) {
 		t.Errorf("SaveResultCommit of a committed job = %v, want ErrSaveApart", err)
@@ -272,12 +272,12 @@ func TestSaveResultCommit(t *testing.T) {
 	if got := kept(a2.JobID); !slices.Equal(got, []int{0, 0, 0, 1}) {
 		t.Fatalf("after a refused record: artifacts, records, succeeded attempts, extracting jobs = %v, want [0 0 0 1]", got)
 	}
-	if rec, settled, err := saveResult(t, db, a2.JobID, a2.ReportID, tok2, n2, true); err != nil || !settled || rec != "" {
-		t.Fatalf("SaveResult after it = %q, %v, %v; want settled with no record", rec, settled, err)
+	if rec, recorded, err := saveResult(t, db, a2.JobID, a2.ReportID, tok2, n2, true); err != nil || !recorded || rec != "" {
+		t.Fatalf("SaveResult after it = %q, %v, %v; want recorded with no record", rec, recorded, err)
 	}
 	allow()
 
-	// A configured destination: the record is Commit's, so nothing is kept.
+	// A configured destination: the record is WriteRecord's, so nothing is kept.
 	if err := db.SyncDestinations(ctx, []ledger.DestinationSpec{{SourceID: "reports", DestinationID: "d1",
 		Events: []string{"record.committed"}, MaxAge: time.Hour}}, t0); err != nil {
 		t.Fatal(err)

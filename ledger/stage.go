@@ -420,14 +420,15 @@ func Block(ctx context.Context, tx Querier, jobID string, expected int64, class 
 	return nil
 }
 
-// ErrNothingToCommit means the job has no artifact to commit (yet).
+// ErrNothingToCommit means the job has no artifact to write a record
+// from (yet).
 var ErrNothingToCommit = errors.New("job has no artifact to commit")
 
-// Commit writes the review record for an extracted job and marks the job
+// WriteRecord writes the review record for an extracted job and marks the job
 // committed, in tx. It is idempotent: a committed job returns its record.
 // With encryption on, the artifact's output is opened and the record's
 // classification sealed (each value is bound to its own row).
-func (db *DB) Commit(ctx context.Context, tx Querier, jobID string, now time.Time) (recordID string, err error) {
+func (db *DB) WriteRecord(ctx context.Context, tx Querier, jobID string, now time.Time) (recordID string, err error) {
 	var state string
 	var jobKey, reportKey int64
 	var reportID, tenantID, sourceID string
@@ -449,7 +450,7 @@ func (db *DB) Commit(ctx context.Context, tx Querier, jobID string, now time.Tim
 		return recordID, nil
 	case stet.JobExtracted:
 		// Take the job row: of two commits of one job (the extract worker's
-		// and the commit stage's) the second waits here, then finds no
+		// and the record stage's) the second waits here, then finds no
 		// extracted job and returns the first one's record.
 		res, err := tx.ExecContext(ctx, qLockJob, micros(now), jobKey)
 		if err != nil {
@@ -631,15 +632,15 @@ type SaveResultParams struct {
 // fence on the attempt token: a stale worker gets stet.ErrLeaseLost, or
 // ErrCancelled, and nothing is written), the attempt's outcome
 // (FinishAttempt) and, with p.Commit where the database can, the review
-// record too. It returns the record's ID and settled true when the record
+// record too. It returns the record's ID and recorded true when the record
 // part ran: an empty ID then means that part failed and was rolled back
-// alone, and the commit stage is to retry from the artifact. settled false
-// leaves the record to the caller (Commit in the same tx): no commit was
-// asked, the source has destinations (whose outbox rows Commit writes), or
+// alone, and the record stage is to retry from the artifact. recorded false
+// leaves the record to the caller (WriteRecord in the same tx): no commit was
+// asked, the source has destinations (whose outbox rows WriteRecord writes), or
 // the database saves the parts one by one. On PostgreSQL it is one round
 // trip (stet_save_result); on SQLite the statements of SaveArtifact and
 // FinishAttempt, in the same transaction.
-func (db *DB) SaveResult(ctx context.Context, tx Querier, p SaveResultParams) (recordID string, settled bool, err error) {
+func (db *DB) SaveResult(ctx context.Context, tx Querier, p SaveResultParams) (recordID string, recorded bool, err error) {
 	if db.dialect.name != Postgres {
 		if err := db.SaveArtifact(ctx, tx, p.SaveArtifactParams); err != nil {
 			return "", false, err

@@ -22,7 +22,7 @@ var (
 			  AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.revision_id = v.id AND j.state NOT IN ('committed', 'manual', 'cancelled'))
 			LIMIT $4)`
 	// Raw responses and normalized output, once the job is terminal (the
-	// commit stage reads the output).
+	// record stage reads the output).
 	qPurgeArtifacts = `UPDATE artifacts SET raw = NULL, output = NULL, raw_purged_at = COALESCE(raw_purged_at, $1), output_purged_at = $1
 		WHERE job_id IN (SELECT a.job_id FROM artifacts a JOIN jobs j ON j.id = a.job_id JOIN revisions v ON v.id = j.revision_id
 			WHERE v.policy_version = (SELECT id FROM policy_versions WHERE hash = $2) AND a.output_purged_at IS NULL AND a.created_at < $3

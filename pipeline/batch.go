@@ -6,7 +6,7 @@ package pipeline
 // submits it once, polls it on a durable schedule (batches.next_poll_at and
 // River's snooze), fetches its results once and applies each item once (the
 // item's applied_at marker and its artifact in one transaction), after
-// which the commit stage runs as for sync jobs.
+// which the record stage runs as for sync jobs.
 //
 // A submission is recorded as in flight (submit_started_at) immediately
 // before the provider's creating call. If the process dies or the call ends
@@ -752,8 +752,8 @@ func (p *Pipeline) applyBatch(ctx context.Context, b *ledger.Batch, proc stet.Ba
 				}
 				counts[outcome]++
 				if outcome == ledger.ApplySucceeded {
-					// Commit with the artifact; the commit stage only if that fails.
-					recordID, err := p.commitInTx(ctx, tx, it.JobID)
+					// The record with the artifact; the record stage only if that fails.
+					recordID, err := p.recordInTx(ctx, tx, it.JobID)
 					if err != nil {
 						return err
 					}
@@ -826,7 +826,7 @@ func (p *Pipeline) itemOutcome(b *ledger.Batch, it ledger.BatchItem, r stet.Batc
 	if err == nil {
 		a.Artifact = &ledger.SaveArtifactParams{JobID: it.JobID, Token: it.Token, AttemptN: it.AttemptN, Raw: ext.Raw,
 			Output: ext.Output, SchemaVersion: profile.ExtractionVersion(), ProcessorID: b.ProcessorID, Model: ext.Model, Now: now}
-		return a, CommitArgs{JobID: it.JobID}
+		return a, RecordArgs{JobID: it.JobID}
 	}
 	a.Result.Status, a.Result.FailureClass = stet.AttemptFailed, class
 	switch class {

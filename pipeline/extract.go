@@ -82,9 +82,9 @@ func (p *Pipeline) extract(ctx context.Context, job *river.Job[ExtractArgs]) (st
 		}
 	case stet.JobExtracted:
 		// The artifact exists: never call the processor again. Make sure the
-		// commit stage is queued; a second commit job finds the job committed.
+		// record stage is queued; a second record job finds the job committed.
 		return "resumed", p.inTx(ctx, "extract.resume_commit", func(ctx context.Context, tx *sql.Tx) error {
-			if _, err := p.river.InsertTx(ctx, tx, CommitArgs{JobID: jobID}, nil); err != nil {
+			if _, err := p.river.InsertTx(ctx, tx, RecordArgs{JobID: jobID}, nil); err != nil {
 				return err
 			}
 			return completeTx(ctx, tx, job)
@@ -157,7 +157,7 @@ func (p *Pipeline) extract(ctx context.Context, job *river.Job[ExtractArgs]) (st
 	if !p.db.OneWriter() {
 		err = p.inStatement(ctx, "extract.claim", run)
 	} else {
-		err = p.settle(ctx, "extract.claim", j.ReportID, func(ctx context.Context, tx *sql.Tx) error { return run(ctx, tx) })
+		err = p.grouped(ctx, "extract.claim", j.ReportID, func(ctx context.Context, tx *sql.Tx) error { return run(ctx, tx) })
 	}
 	if err != nil {
 		ticket.Done(0, false, 0) // nothing was sent
@@ -299,7 +299,7 @@ func attemptResult(jobID string, n int, ext *stet.Extraction, err error, now tim
 // against.
 type attempt struct {
 	job            *river.Job[ExtractArgs]
-	reportID       string // the job's report: the settler's lock order
+	reportID       string // the job's report: the stageGrouper's lock order
 	sourceID       string
 	token          int64  // the fencing token of the claim; -1 for a job no worker holds
 	processor      string // the processor called
@@ -312,7 +312,7 @@ type attempt struct {
 
 // saveArtifact stores a validated result fenced on the attempt token and,
 // in the same transaction, commits it (the review record) or — when that
-// part fails — enqueues the commit stage, which retries from the artifact.
+// part fails — enqueues the record stage, which retries from the artifact.
 // A failed write is retried here from the result in memory, never by
 // calling again. On PostgreSQL it first tries the whole result and its
 // COMMIT in one round trip (ledger.SaveResultCommit).
@@ -340,7 +340,7 @@ func (p *Pipeline) saveArtifact(ctx context.Context, a attempt, ext *stet.Extrac
 		// outcome comes back as ErrSaveApart with nothing kept, and the
 		// loop below saves it in a transaction and reads which it was. A
 		// source with destinations skips it: its outbox rows are written
-		// by Commit, so it would always come back apart.
+		// by WriteRecord, so it would always come back apart.
 		commitStart := time.Now()
 		err = p.inStatement(wctx, "extract.save_artifact", func(wctx context.Context, _ ledger.Querier) error {
 			var err error
@@ -367,33 +367,33 @@ func (p *Pipeline) saveArtifact(ctx context.Context, a attempt, ext *stet.Extrac
 			case <-wctx.Done():
 			}
 		}
-		// Group-committed with other workers' results (settle.go); it
+		// Group-committed with other workers' results (stagegroup.go); it
 		// returns once the group holding it has committed.
-		err = p.settle(wctx, "extract.save_artifact", a.reportID, func(wctx context.Context, tx *sql.Tx) error {
+		err = p.grouped(wctx, "extract.save_artifact", a.reportID, func(wctx context.Context, tx *sql.Tx) error {
 			save := saveParams()
 			// Elapsed time for the commit metric, on the monotonic clock. On
 			// PostgreSQL, when the record commits inside stet_save_result,
 			// it is that whole call: the artifact's part cannot be told apart.
 			commitStart := time.Now()
 			// The fence, the artifact, the attempt and, unless a drill
-			// takes the commit stage, the review record where the ledger
+			// takes the record stage, the review record where the ledger
 			// saves it with them.
-			var settled bool
+			var recorded bool
 			var err error
-			recordID, settled, err = p.db.SaveResult(wctx, tx, ledger.SaveResultParams{
+			recordID, recorded, err = p.db.SaveResult(wctx, tx, ledger.SaveResultParams{
 				SaveArtifactParams: save, ReportID: a.reportID, Attempt: result, Commit: !crash.Armed(crash.MidCommit)})
 			if err != nil {
 				return err
 			}
-			if !settled {
+			if !recorded {
 				commitStart = time.Now()
-				if recordID, err = p.commitInTx(wctx, tx, jobID); err != nil {
+				if recordID, err = p.recordInTx(wctx, tx, jobID); err != nil {
 					return err
 				}
 			}
 			commitTook = time.Since(commitStart)
 			if recordID == "" {
-				if _, err := p.river.InsertTx(wctx, tx, CommitArgs{JobID: jobID}, nil); err != nil {
+				if _, err := p.river.InsertTx(wctx, tx, RecordArgs{JobID: jobID}, nil); err != nil {
 					return fmt.Errorf("enqueue commit: %w", err)
 				}
 			} else if !p.completeFinal() {
@@ -436,7 +436,7 @@ func (p *Pipeline) saveArtifact(ctx context.Context, a attempt, ext *stet.Extrac
 	}
 	crash.Point(crash.AfterArtifact)
 	if recordID == "" {
-		log.Warn("review record left to the commit stage", "failure_class", string(stet.FailureStore))
+		log.Warn("review record left to the record stage", "failure_class", string(stet.FailureStore))
 		return "extracted", nil
 	}
 	p.cfg.Metrics.StageDuration.WithLabelValues("commit", "committed").Observe(commitTook.Seconds())
@@ -444,28 +444,28 @@ func (p *Pipeline) saveArtifact(ctx context.Context, a attempt, ext *stet.Extrac
 	return "extracted", nil
 }
 
-// commitInTx runs the commit stage inside tx, the transaction that saves
+// recordInTx runs the record stage inside tx, the transaction that saves
 // the artifact, under a savepoint: the review record and the job's
 // committed marker land with the artifact, and no commit job is needed. If
 // the commit fails (a destination write refused), the savepoint is rolled
 // back and it returns "" with no error: the caller enqueues the commit
 // stage in the same transaction, which retries from the artifact. A drill
-// of the commit stage (STET_CRASH_AT=mid_commit) takes that stage always.
-func (p *Pipeline) commitInTx(ctx context.Context, tx *sql.Tx, jobID string) (string, error) {
+// of the record stage (STET_CRASH_AT=mid_commit) takes that stage always.
+func (p *Pipeline) recordInTx(ctx context.Context, tx *sql.Tx, jobID string) (string, error) {
 	if crash.Armed(crash.MidCommit) {
 		return "", nil
 	}
 	var recordID string
 	err := ledger.Savepoint(ctx, tx, "inline_commit", func() error {
 		var err error
-		recordID, err = p.db.Commit(ctx, tx, jobID, p.clock.Now())
+		recordID, err = p.db.WriteRecord(ctx, tx, jobID, p.clock.Now())
 		return err
 	})
 	if errors.Is(err, ledger.ErrSavepoint) {
 		return "", err
 	}
 	if err != nil {
-		return "", nil // rolled back: the commit stage retries from the artifact
+		return "", nil // rolled back: the record stage retries from the artifact
 	}
 	return recordID, nil
 }

@@ -151,7 +151,7 @@ func (in *intake) loop() {
 	// behind them instead of overtaking.
 	var held []*acceptReq
 	heldKeys := newKeys()
-	settle := func(g *group) {
+	finish := func(g *group) {
 		inFlight.remove(g.keys)
 		free++
 		spare = append(spare, g)
@@ -176,7 +176,7 @@ func (in *intake) loop() {
 	}
 	for {
 		if free == 0 {
-			settle(<-finished)
+			finish(<-finished)
 			continue
 		}
 		var g *group
@@ -192,7 +192,7 @@ func (in *intake) loop() {
 			case r := <-in.reqs:
 				offer(g, r)
 			case f := <-finished:
-				settle(f) // which may free what is held
+				finish(f) // which may free what is held
 				retake(g)
 			case <-in.done:
 				close(work)
@@ -307,7 +307,7 @@ func (in *intake) commit(batch []*acceptReq) {
 
 var errItemFailed = errors.New("an item of the group failed")
 
-// groupCommit runs a group transaction (intake's, the settler's) up to four
+// groupCommit runs a group transaction (intake's, the stageGrouper's) up to four
 // times: first without savepoints; after an item failed (errItemFailed),
 // with a savepoint per item, so that item fails alone; and again after a
 // retryable error when retry allows it (two processes' groups touched the

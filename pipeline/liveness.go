@@ -90,8 +90,8 @@ func stageArgs(j *rivertype.JobRow) river.JobArgs {
 		if json.Unmarshal(j.EncodedArgs, &a) == nil {
 			return a
 		}
-	case CommitArgs{}.Kind():
-		var a CommitArgs
+	case RecordArgs{}.Kind():
+		var a RecordArgs
 		if json.Unmarshal(j.EncodedArgs, &a) == nil {
 			return a
 		}

@@ -39,10 +39,12 @@ import (
 	"github.com/stetlabs/stet/schema"
 )
 
-// Queue names.
+// Queue names. The record stage's queue and job kind keep the names they
+// were first stored under ("commit", "stet_commit"): River's rows carry
+// them, and a ledger upgraded in place still holds such jobs.
 const (
 	QueueExtract = "extract"
-	QueueCommit  = "commit"
+	QueueRecord  = "commit"
 )
 
 // Profile is a profile ready to use: schema compiled, prompt parsed.
@@ -157,7 +159,7 @@ type Pipeline struct {
 	profiles map[string]*Profile // by extraction version
 	policies map[string]*stet.Policy
 	intake   *intake
-	settler  *settler // the extract stage's group commit (settle.go)
+	grouper  *stageGrouper // the extract stage's group commit (stagegroup.go)
 	gov      *governance.Governance
 
 	mu          sync.Mutex
@@ -170,7 +172,7 @@ type Pipeline struct {
 	// (Unix ns; 0: never).
 	lastFullCheck atomic.Int64
 	// destSources are the sources with a destination in this process's
-	// config: Commit writes their records' outbox rows, so their stage
+	// config: WriteRecord writes their records' outbox rows, so their stage
 	// results never take ledger.SaveResultCommit.
 	destSources map[string]bool
 
@@ -266,7 +268,7 @@ func New(cfg Config) (*Pipeline, error) {
 
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &extractWorker{p: p})
-	river.AddWorker(workers, &commitWorker{p: p})
+	river.AddWorker(workers, &recordWorker{p: p})
 	river.AddWorker(workers, &batchWorker{p: p})
 	river.AddWorker(workers, &assembleWorker{p: p})
 	river.AddWorker(workers, &invariantsWorker{p: p})
@@ -311,7 +313,7 @@ func New(cfg Config) (*Pipeline, error) {
 		rc.Queues = map[string]river.QueueConfig{
 			QueueExtract: {MaxWorkers: cfg.Concurrency},
 			// commits are short transactions
-			QueueCommit: {MaxWorkers: max(4, cfg.Concurrency), FetchPollInterval: side},
+			QueueRecord: {MaxWorkers: max(4, cfg.Concurrency), FetchPollInterval: side},
 			QueueBatch:  {MaxWorkers: BatchWorkers, FetchPollInterval: side},
 		}
 		if len(cfg.Destinations) > 0 {
@@ -327,7 +329,7 @@ func New(cfg Config) (*Pipeline, error) {
 	p.river = client
 	p.gov.Use(client)
 	p.intake = newIntake(p)
-	p.settler = newSettler(p)
+	p.grouper = newStageGrouper(p)
 	return p, nil
 }
 
@@ -377,9 +379,9 @@ func (p *Pipeline) Start(ctx context.Context) error {
 	if _, err := p.takeOverDead(ctx); err != nil {
 		p.log.Warn("liveness sweep failed", "err", err)
 	}
-	p.settler.start()
+	p.grouper.start()
 	if err := p.river.Start(ctx); err != nil {
-		p.settler.stop()
+		p.grouper.stop()
 		return fmt.Errorf("start river: %w", err)
 	}
 	p.stopPause, p.pauseDone = make(chan struct{}), make(chan struct{})
@@ -405,7 +407,7 @@ func (p *Pipeline) Stop(ctx context.Context) error {
 			cancel()
 		}
 		// No stage runs now: nothing waits for a group.
-		p.settler.stop()
+		p.grouper.stop()
 		if p.stopBeat != nil {
 			close(p.stopBeat)
 			<-p.beatDone
@@ -440,9 +442,9 @@ const DefaultHeartbeat = 2 * time.Second
 func (p *Pipeline) heartbeat(ctx context.Context) (silent int, err error) {
 	if p.cfg.SingleProcess {
 		// The only worker there can be: its share is the whole limit.
-		return 0, p.db.Beat(ctx, p.processID, p.clock.Now())
+		return 0, p.db.HeartbeatAlone(ctx, p.processID, p.clock.Now())
 	}
-	n, silent, err := p.db.Pulse(ctx, p.processID, p.clock.Now(), p.cfg.DeadAfter)
+	n, silent, err := p.db.Heartbeat(ctx, p.processID, p.clock.Now(), p.cfg.DeadAfter)
 	if err != nil {
 		return 0, err
 	}
@@ -510,23 +512,24 @@ const (
 // death: ahead of the backlog in the extract and commit queues.
 func resumedOpts(args river.JobArgs) *river.InsertOpts {
 	switch args.(type) {
-	case ExtractArgs, CommitArgs:
+	case ExtractArgs, RecordArgs:
 		return &river.InsertOpts{Priority: priorityResumed}
 	}
 	return nil
 }
 
-// CommitArgs is the commit stage's job: IDs only.
-type CommitArgs struct {
+// RecordArgs is the record stage's job (it writes the review record from
+// the saved artifact): IDs only.
+type RecordArgs struct {
 	JobID string `json:"job_id"`
 }
 
 // Kind implements river.JobArgs.
-func (CommitArgs) Kind() string { return "stet_commit" }
+func (RecordArgs) Kind() string { return "stet_commit" }
 
 // InsertOpts implements river.JobArgsWithInsertOpts.
-func (CommitArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueCommit, Priority: priorityStage}
+func (RecordArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueRecord, Priority: priorityStage}
 }
 
 // completeFinal reports whether a stage that has just finished its ledger
@@ -570,7 +573,7 @@ func (p *Pipeline) Resume(ctx context.Context, jobID string) (string, error) {
 			return stet.Errorf(stet.EConflict, "job %s is %s: nothing to resume", jobID, w.Job.State)
 		case stet.JobExtracted:
 			stage = "commit"
-			_, err := p.river.InsertTx(ctx, tx, CommitArgs{JobID: jobID}, nil)
+			_, err := p.river.InsertTx(ctx, tx, RecordArgs{JobID: jobID}, nil)
 			return err
 		case stet.JobBlocked:
 			if err := ledger.Unblock(ctx, tx, jobID, p.clock.Now()); err != nil {

@@ -11,7 +11,7 @@ import (
 
 // SIGTERM while a stage is calling the provider: serve stops taking work,
 // lets the running stage finish (its artifact is saved, and committed at
-// once or left to the queued commit stage), and exits 0 with no job held.
+// once or left to the queued record stage), and exits 0 with no job held.
 // The job ends committed with one provider call.
 func TestGracefulShutdownFinishesInFlightStage(t *testing.T) {
 	t.Parallel()

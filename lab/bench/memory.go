@@ -261,7 +261,7 @@ func riverMemory(ctx context.Context, database string, o MemoryOptions) ([]Memor
 	poll, side := memoryPolls()
 	client, err := river.NewClient(driver, &river.Config{
 		Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 16},
-			pipeline.QueueCommit: {MaxWorkers: 16, FetchPollInterval: side},
+			pipeline.QueueRecord: {MaxWorkers: 16, FetchPollInterval: side},
 			pipeline.QueueBatch:  {MaxWorkers: 4, FetchPollInterval: side}},
 		Workers: workers,
 		// What stet runs with: the config's default poll interval (200 ms;

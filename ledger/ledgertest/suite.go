@@ -162,7 +162,7 @@ func (w *world) claim(jobID string, expected int64, now time.Time) (int64, int, 
 
 // save saves a call's result and commits its review record, as the
 // extract stage does, and returns the record's ID ("" when the record
-// part failed and the commit stage is to retry).
+// part failed and the record stage is to retry).
 func (w *world) save(a ledger.AcceptResult, token int64, n int) (string, error) {
 	ctx := context.Background()
 	p := ledger.SaveResultParams{
@@ -179,12 +179,12 @@ func (w *world) save(a ledger.AcceptResult, token int64, n int) (string, error) 
 	}
 	var rec string
 	err := w.db.InTx(ctx, func(tx *sql.Tx) error {
-		var settled bool
+		var recorded bool
 		var err error
-		if rec, settled, err = w.db.SaveResult(ctx, tx, p); err != nil || settled {
+		if rec, recorded, err = w.db.SaveResult(ctx, tx, p); err != nil || recorded {
 			return err
 		}
-		rec, err = w.db.Commit(ctx, tx, a.JobID, t0)
+		rec, err = w.db.WriteRecord(ctx, tx, a.JobID, t0)
 		return err
 	})
 	return rec, err
@@ -414,11 +414,11 @@ func idempotentCommit(t *testing.T, w *world) {
 		var again string
 		err := w.db.InTx(context.Background(), func(tx *sql.Tx) error {
 			var err error
-			again, err = w.db.Commit(context.Background(), tx, a.JobID, t0)
+			again, err = w.db.WriteRecord(context.Background(), tx, a.JobID, t0)
 			return err
 		})
 		if err != nil || again != rec {
-			t.Errorf("Commit again = %q, %v; want %s", again, err, rec)
+			t.Errorf("WriteRecord again = %q, %v; want %s", again, err, rec)
 		}
 	}
 	if got := w.count(`SELECT COUNT(*) FROM review_records`); got != 1 {

@@ -66,7 +66,7 @@ var Drill2 = Drill{
 		r := e.Deliver(stettest.SourceReports, "msg_1", stettest.Report{ExternalID: "report-001", Revision: 1, Text: "Double your dose of warfarin."})
 		e.WaitJob(r.JobID, stet.JobExtracted)
 		e.WaitFor("two failed commits", func() bool {
-			jobs, err := e.Pipeline.River().JobList(context.Background(), river.NewJobListParams().Kinds(pipeline.CommitArgs{}.Kind()).First(10))
+			jobs, err := e.Pipeline.River().JobList(context.Background(), river.NewJobListParams().Kinds(pipeline.RecordArgs{}.Kind()).First(10))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -13,26 +13,26 @@ import (
 	"github.com/stetlabs/stet/ledger"
 )
 
-type commitWorker struct {
-	river.WorkerDefaults[CommitArgs]
+type recordWorker struct {
+	river.WorkerDefaults[RecordArgs]
 	p *Pipeline
 }
 
 // NextRetry retries a failed commit from the saved artifact with backoff.
-func (w *commitWorker) NextRetry(job *river.Job[CommitArgs]) time.Time {
+func (w *recordWorker) NextRetry(job *river.Job[RecordArgs]) time.Time {
 	return w.p.clock.Now().Add(w.p.backoff(job.Attempt))
 }
 
 // Work writes the review record and the job's committed marker in one
 // transaction with the River completion. A failure here retries only this
 // stage, from the artifact: the processor is never called again.
-func (w *commitWorker) Work(ctx context.Context, job *river.Job[CommitArgs]) error {
+func (w *recordWorker) Work(ctx context.Context, job *river.Job[RecordArgs]) error {
 	p := w.p
 	start := time.Now() // elapsed time for the metric: the monotonic clock
 	var recordID string
 	err := p.inTx(ctx, "commit", func(ctx context.Context, tx *sql.Tx) error {
 		var err error
-		recordID, err = p.db.Commit(ctx, tx, job.Args.JobID, p.clock.Now())
+		recordID, err = p.db.WriteRecord(ctx, tx, job.Args.JobID, p.clock.Now())
 		if errors.Is(err, ledger.ErrNothingToCommit) {
 			return nil // the extract stage owns the job; it enqueues a commit when an artifact exists
 		}

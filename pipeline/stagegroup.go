@@ -16,7 +16,7 @@ import (
 	"github.com/stetlabs/stet/ledger"
 )
 
-// settler group-commits the extract stage's ledger writes, as intake does
+// stageGrouper group-commits the extract stage's ledger writes, as intake does
 // for deliveries: a worker hands its claim (the attempt token and the
 // attempt's intent) or its finished result (artifact, attempt, review
 // record, River completion) to a committer, which commits every item
@@ -31,10 +31,10 @@ import (
 // An item never makes a network call: a group holds its transaction only
 // for the ledger writes of the items in it. Groups are for SQLite, whose
 // one writer every transaction takes in turn; on PostgreSQL each item
-// commits in a transaction of its own (settlePostgresCommitters says why).
-type settler struct {
+// commits in a transaction of its own (parallelStageCommitters says why).
+type stageGrouper struct {
 	p    *Pipeline
-	reqs chan *settleReq // unbuffered: a request is either taken by a committer or never sent
+	reqs chan *groupedItem // unbuffered: a request is either taken by a committer or never sent
 	done chan struct{}
 	once sync.Once
 	wg   sync.WaitGroup
@@ -47,7 +47,7 @@ type settler struct {
 	groups  atomic.Int64
 }
 
-type settleReq struct {
+type groupedItem struct {
 	// key orders the group's items (the report ID): every committer takes
 	// report-row locks in the same order, so two groups on PostgreSQL
 	// wait for each other instead of deadlocking.
@@ -59,11 +59,11 @@ type settleReq struct {
 	done chan struct{}
 }
 
-// maxSettleGroup bounds one group; a group holds at most one item per
+// maxStageGroup bounds one group; a group holds at most one item per
 // extract worker, so it is rarely reached.
-const maxSettleGroup = 128
+const maxStageGroup = 128
 
-// settlePostgresCommitters is how many groups commit at once on
+// parallelStageCommitters is how many groups commit at once on
 // PostgreSQL: none. There each stage transaction runs on its own
 // connection, in parallel with the others, and the server's WAL flush
 // already lets concurrent commits share an fsync; funnelling the items
@@ -72,22 +72,22 @@ const maxSettleGroup = 128
 // River's no-op rate with a transaction per item, 0.32–0.35× with two
 // committers, 0.18–0.28× with two or sixteen in a second series. SQLite has
 // one writer, which every transaction takes in turn: one committer.
-const settlePostgresCommitters = 0
+const parallelStageCommitters = 0
 
-// settleTimeout bounds one group commit: a queued item is finished even if
+// stageGroupTimeout bounds one group commit: a queued item is finished even if
 // its worker's stage was cancelled, but never waits forever on a database
 // that vanished without closing its connections.
-const settleTimeout = 30 * time.Second
+const stageGroupTimeout = 30 * time.Second
 
-func newSettler(p *Pipeline) *settler {
-	return &settler{p: p, reqs: make(chan *settleReq), done: make(chan struct{})}
+func newStageGrouper(p *Pipeline) *stageGrouper {
+	return &stageGrouper{p: p, reqs: make(chan *groupedItem), done: make(chan struct{})}
 }
 
 // start runs the committers.
-func (s *settler) start() {
+func (s *stageGrouper) start() {
 	n := 1
 	if !s.p.db.OneWriter() {
-		n = settlePostgresCommitters
+		n = parallelStageCommitters
 	}
 	s.n = n
 	if n == 0 {
@@ -102,13 +102,13 @@ func (s *settler) start() {
 
 // stop ends the committers once the group in progress has committed. Call
 // it after River has stopped: no stage is then waiting for a group.
-func (s *settler) stop() {
+func (s *stageGrouper) stop() {
 	s.once.Do(func() { close(s.done) })
 	s.wg.Wait()
 	s.on.Store(false)
 }
 
-// settle runs fn in the next group transaction, under a span named for op
+// grouped runs fn in the next group transaction, under a span named for op
 // in ctx's trace, and returns fn's error once that transaction has
 // committed, or the group's error if it did not commit. fn must write only
 // the ledger (and River's rows), must be safe to run again (a group is
@@ -116,15 +116,15 @@ func (s *settler) stop() {
 // group, not to ctx. key is the report ID of the job fn writes. Without
 // running committers (stopped, or never started) fn runs in a
 // transaction of its own.
-func (p *Pipeline) settle(ctx context.Context, op, key string, fn func(ctx context.Context, tx *sql.Tx) error) error {
-	s := p.settler
+func (p *Pipeline) grouped(ctx context.Context, op, key string, fn func(ctx context.Context, tx *sql.Tx) error) error {
+	s := p.grouper
 	if !s.on.Load() {
 		return p.inTx(ctx, op, fn)
 	}
 	ctx, span := p.tracer.Start(ctx, "ledger.tx "+op, trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(attrLedgerOp.String(op), attrDBSystem.String(p.db.System())))
 	defer span.End()
-	r := &settleReq{key: key, ctx: context.WithoutCancel(ctx), span: span, fn: fn, done: make(chan struct{})}
+	r := &groupedItem{key: key, ctx: context.WithoutCancel(ctx), span: span, fn: fn, done: make(chan struct{})}
 	s.waiting.Add(1)
 	select {
 	case s.reqs <- r:
@@ -146,9 +146,9 @@ func (p *Pipeline) settle(ctx context.Context, op, key string, fn func(ctx conte
 	return r.err
 }
 
-func (s *settler) loop() {
+func (s *stageGrouper) loop() {
 	defer s.wg.Done()
-	batch := make([]*settleReq, 0, maxSettleGroup)
+	batch := make([]*groupedItem, 0, maxStageGroup)
 	for {
 		batch = batch[:0]
 		select {
@@ -158,7 +158,7 @@ func (s *settler) loop() {
 			return
 		}
 	gather:
-		for len(batch) < maxSettleGroup {
+		for len(batch) < maxStageGroup {
 			select {
 			case r := <-s.reqs:
 				batch = append(batch, r)
@@ -171,8 +171,8 @@ func (s *settler) loop() {
 	}
 }
 
-func (s *settler) commit(batch []*settleReq) {
-	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+func (s *stageGrouper) commit(batch []*groupedItem) {
+	ctx, cancel := context.WithTimeout(context.Background(), stageGroupTimeout)
 	defer cancel()
 	sort.SliceStable(batch, func(i, j int) bool { return batch[i].key < batch[j].key })
 	// One item alone needs no savepoint: its error rolls back the
@@ -189,12 +189,13 @@ func (s *settler) commit(batch []*settleReq) {
 	}
 }
 
-func (s *settler) commitGroup(ctx context.Context, batch []*settleReq, savepoints bool) error {
+func (s *stageGrouper) commitGroup(ctx context.Context, batch []*groupedItem, savepoints bool) error {
 	p := s.p
 	links := make([]trace.Link, 0, len(batch))
 	for _, r := range batch {
 		links = append(links, trace.Link{SpanContext: r.span.SpanContext()})
 	}
+	// The span keeps the name traces have always had.
 	return p.inTx(ctx, "settle.group_commit", func(ctx context.Context, tx *sql.Tx) error {
 		for i, r := range batch {
 			r.err = nil

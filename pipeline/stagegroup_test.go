@@ -32,7 +32,7 @@ func (g *gatedProcessor) Extract(ctx context.Context, p stet.ExtractParams) (*st
 // claimed its job during the call) rolls back alone and is superseded,
 // while the others' artifacts and review records commit in the same
 // transaction.
-func TestSettleGroupFencesOneStaleItem(t *testing.T) {
+func TestStageGroupFencesOneStaleItem(t *testing.T) {
 	t.Parallel()
 	const n = 4 // stettest's extract workers
 	gated := &gatedProcessor{gate: make(chan struct{})}
@@ -62,20 +62,20 @@ func TestSettleGroupFencesOneStaleItem(t *testing.T) {
 
 	// Hold the committers (PostgreSQL has none: there each result commits
 	// on its own, and only the fence is under test).
-	holds := pipeline.SettleCommitters(e.Pipeline)
-	release := pipeline.HoldSettler(e.Pipeline)
+	holds := pipeline.StageGroupCommitters(e.Pipeline)
+	release := pipeline.HoldStageGroups(e.Pipeline)
 	t.Cleanup(release) // before the env closes, should the test fail while holding
 	close(gated.gate)
 	if holds > 0 {
-		e.WaitFor("every result queued for one group", func() bool { return pipeline.SettleWaiting(e.Pipeline) == n })
+		e.WaitFor("every result queued for one group", func() bool { return pipeline.StageGroupWaiting(e.Pipeline) == n })
 	}
-	before := pipeline.SettleGroups(e.Pipeline)
+	before := pipeline.StageGroupsCommitted(e.Pipeline)
 	release()
 	e.WaitFor("the results committed", func() bool {
 		return e.Count("review_records", "") == n-1 && e.Count("attempts", "status = 'superseded'") == 1
 	})
 	if holds > 0 {
-		if got := pipeline.SettleGroups(e.Pipeline) - before; got != holds+1 {
+		if got := pipeline.StageGroupsCommitted(e.Pipeline) - before; got != holds+1 {
 			t.Errorf("groups committed = %d, want %d (the holds, then all %d results in one)", got, holds+1, n)
 		}
 	}
