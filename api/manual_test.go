@@ -3,7 +3,6 @@ package api_test
 import (
 	"net/http"
 	"testing"
-	"time"
 
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/lab/stettest"
@@ -79,9 +78,13 @@ func TestDispatchManual(t *testing.T) {
 	if st, b := e.Do(http.MethodPost, "/v1/dispatch/resume", stettest.AdminToken, map[string]string{"scope": "all"}, nil); st != http.StatusOK {
 		t.Fatalf("resume = %d %s", st, b)
 	}
-	time.Sleep(500 * time.Millisecond) // several pause rechecks (100ms) and polls (50ms)
-	if n := e.Fake.Calls(); n != 0 {
-		t.Errorf("provider calls after the unpause = %d, want 0", n)
+	// A report delivered after the unpause goes through: dispatch runs
+	// again, and by then it has had every chance to call for the
+	// converted jobs too.
+	control := e.Deliver(stettest.SourceReports, "msg_control", stettest.Report{ExternalID: "report-control", Revision: 1, Text: "after the unpause"})
+	e.WaitJob(control.JobID, stet.JobCommitted)
+	if n := e.Fake.Calls(); n != 1 {
+		t.Errorf("provider calls after the unpause = %d, want 1 (the new report's)", n)
 	}
 	for _, id := range jobs {
 		if s := e.JobState(id); s != stet.JobManual {

@@ -90,11 +90,19 @@ func TestManualConvertsWaitingJobs(t *testing.T) {
 	if code, _, stderr := runInProcess(t, "unpause", "--config", cfg.Path, "--scope", "all"); code != exitOK {
 		t.Fatalf("unpause = %d: %s", code, stderr)
 	}
-	time.Sleep(1500 * time.Millisecond) // several poll intervals of the running serve
-	if c := fake.Calls(); c != 0 {
-		t.Errorf("provider calls after the unpause = %d, want 0 (converted jobs never run)", c)
+	// A report delivered after the unpause gets its record: dispatch runs
+	// again, and by then it has had every chance to call for the
+	// converted jobs too.
+	if status, _, err := postReport(p.base, "msg_manual_control", []byte(`{"external_id":"manual-control","revision":1,"text":"after the unpause"}`)); err != nil || status != http.StatusAccepted {
+		t.Fatalf("postReport(control) = %d, %v, want 202", status, err)
 	}
-	if got := count(t, db, `SELECT COUNT(*) FROM jobs WHERE state <> 'manual'`); got != 0 {
-		t.Errorf("jobs not manual after the unpause = %d, want 0", got)
+	waitFor(t, 30*time.Second, "the report delivered after the unpause committed", p, func() bool {
+		return count(t, db, `SELECT COUNT(*) FROM jobs WHERE state = 'committed'`) == 1
+	})
+	if c := fake.Calls(); c != 1 {
+		t.Errorf("provider calls after the unpause = %d, want 1, the new report's (converted jobs never run)", c)
+	}
+	if got := count(t, db, `SELECT COUNT(*) FROM jobs WHERE state = 'manual'`); got != n {
+		t.Errorf("manual jobs after the unpause = %d, want %d", got, n)
 	}
 }
