@@ -94,12 +94,9 @@ func (dv *Deliverer) Register(workers *river.Workers) {
 	river.AddWorker(workers, &deliverWorker{d: dv})
 }
 
-// PeriodicJobs is the delivery sweep every interval, when there is a
-// destination to send to.
+// PeriodicJobs is the delivery sweep every interval (the caller schedules
+// it when there is a destination to send to).
 func (dv *Deliverer) PeriodicJobs(every time.Duration) []*river.PeriodicJob {
-	if len(dv.dests) == 0 {
-		return nil
-	}
 	return []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(every),
 		func() (river.JobArgs, *river.InsertOpts) { return DeliverArgs{}, nil },
 		&river.PeriodicJobOpts{RunOnStart: true})}

@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"github.com/riverqueue/river/rivermigrate"
 	"github.com/riverqueue/river/rivertype"
@@ -186,16 +185,11 @@ type Pipeline struct {
 	pauseDone chan struct{}
 }
 
-// RiverDriver returns River's driver on the ledger's own pool, so stage
-// results and River's job rows share each transaction (the ledger says
-// which driver its database takes).
-func RiverDriver(db *ledger.DB) riverdriver.Driver[*sql.Tx] { return db.RiverDriver() }
-
 // Migrate applies River's migrations on db, under the ledger's migration
 // lock.
 func Migrate(ctx context.Context, db *ledger.DB) error {
 	return db.WithMigrationLock(ctx, func() error {
-		m, err := rivermigrate.New(RiverDriver(db), nil)
+		m, err := rivermigrate.New(db.RiverDriver(), nil)
 		if err != nil {
 			return fmt.Errorf("river migrate: %w", err)
 		}
@@ -322,7 +316,7 @@ func New(cfg Config) (*Pipeline, error) {
 			rc.PeriodicJobs = append(rc.PeriodicJobs, p.deliverer.PeriodicJobs(cfg.DeliverEvery)...)
 		}
 	}
-	client, err := river.NewClient(RiverDriver(cfg.DB), rc)
+	client, err := river.NewClient(cfg.DB.RiverDriver(), rc)
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)
 	}

@@ -7,9 +7,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/stetlabs/stet/internal/cli"
 	"github.com/stetlabs/stet/ledger"
@@ -23,12 +20,7 @@ const (
 	exitUnhealthy = cli.ExitUnhealthy
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
-}
+func main() { cli.Main(run) }
 
 const usage = `stet: crash-safe, exactly-once structured extraction over sensitive documents.
 

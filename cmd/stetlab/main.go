@@ -12,9 +12,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 
 	"github.com/stetlabs/stet/internal/cli"
 	"github.com/stetlabs/stet/lab/evalfake"
@@ -28,12 +26,7 @@ const (
 	exitUnhealthy = cli.ExitUnhealthy
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
-}
+func main() { cli.Main(run) }
 
 const usage = `stetlab: stet's lab — benchmarks, recovery drills, the chaos drill, the eval demo.
 

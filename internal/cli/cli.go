@@ -11,7 +11,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/stetlabs/stet/config"
 	"github.com/stetlabs/stet/internal/app"
@@ -25,6 +27,15 @@ const (
 	ExitUsage     = 2 // bad flags or an invalid config: nothing was started
 	ExitUnhealthy = 3 // stet could not start: the database is unreachable or unmigrated, or the listener failed
 )
+
+// Main runs a command's run with its arguments, stopping it on SIGINT or
+// SIGTERM, and exits with run's code: the main of both binaries.
+func Main(run func(ctx context.Context, args []string, stdout, stderr io.Writer) int) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
 
 // The wiring every operator command shares: open the config's ledger, or
 // the whole app, saying on stderr why not.
@@ -50,6 +61,8 @@ func LoadOperatorConfig(path string, stderr io.Writer) (*config.Config, bool) {
 	return cfg, true
 }
 
+// NewLogger returns a JSON logger to w at level (info when it does not
+// parse).
 func NewLogger(w io.Writer, level string) *slog.Logger {
 	var l slog.Level
 	_ = l.UnmarshalText([]byte(level))

@@ -21,7 +21,6 @@ import (
 	"github.com/stetlabs/stet/internal/stetclient"
 	"github.com/stetlabs/stet/lab/cluster"
 	"github.com/stetlabs/stet/ledger"
-	"github.com/stetlabs/stet/pipeline"
 	"github.com/stetlabs/stet/webhook"
 )
 
@@ -236,7 +235,7 @@ func riverNoopOn(ctx context.Context, database string, n int) (int, time.Duratio
 	defer db.Close()
 	meter := newCPUMeter(ctx, db)
 	var from cpuMark
-	elapsed, err := riverNoop(ctx, pipeline.RiverDriver(db), n, func() { from = meter.mark() })
+	elapsed, err := riverNoop(ctx, db.RiverDriver(), n, func() { from = meter.mark() })
 	if err != nil {
 		return 0, 0, nil, err
 	}

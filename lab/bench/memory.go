@@ -249,7 +249,7 @@ func riverMemory(ctx context.Context, database string, o MemoryOptions) ([]Memor
 		return nil, err
 	}
 	defer db.Close()
-	driver := pipeline.RiverDriver(db)
+	driver := db.RiverDriver()
 	if err := pipeline.Migrate(ctx, db); err != nil {
 		return nil, err
 	}
