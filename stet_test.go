@@ -218,6 +218,25 @@ func TestDependencyDirection(t *testing.T) {
 			}
 		}
 	}
+	// The ledger's drivers know their database and nothing of stet, and
+	// only the ledger opens them: no caller ever asks which it has.
+	for _, p := range []string{"ledger/sqlite", "ledger/postgres"} {
+		for _, d := range deps(mod + "/" + p) {
+			if d != mod+"/"+p && strings.HasPrefix(d, mod) {
+				t.Errorf("%s imports %s; a driver imports only its database's library", p, d)
+			}
+		}
+	}
+	for _, p := range list("./...", false) {
+		if p.ImportPath == mod+"/ledger" || strings.HasPrefix(p.ImportPath, mod+"/ledger/") {
+			continue
+		}
+		for _, d := range p.Imports {
+			if d == mod+"/ledger/sqlite" || d == mod+"/ledger/postgres" {
+				t.Errorf("%s imports the ledger driver %s; only the ledger does", p.ImportPath, d)
+			}
+		}
+	}
 	for p, banned := range map[string][]string{"ledger": {"boundary"}, "outbound": {"api", "pipeline"}, "governance": {"api", "pipeline"}} {
 		for _, d := range deps(mod + "/" + p) {
 			for _, b := range banned {

@@ -56,7 +56,7 @@ type AcceptResult struct {
 	State    stet.JobState
 }
 
-// errReportExists says Accept found the report before inserting it.
+// errReportExists says acceptOne found the report before inserting it.
 var errReportExists = errors.New("report exists")
 
 // ErrRetryItem means a concurrent writer won a race on a unique constraint
@@ -107,16 +107,16 @@ var (
 	qLockLiveReport = `UPDATE reports SET updated_at = $1 WHERE id = $2 AND deleted_at IS NULL`
 )
 
-// Accept records one delivery inside tx: the delivery receipt, the report,
-// the revision and the job. Unique constraints decide every race. newJob is
-// true when the caller must enqueue the extract task in the same tx.
+// acceptOne records one delivery inside tx: the delivery receipt, the
+// report, the revision and the job. Unique constraints decide every race.
+// newJob is true when the extract task is to be enqueued in the same tx.
 //
-// On ErrRetryItem the caller rolls back to a savepoint taken before the call
-// and calls Accept again.
+// On ErrRetryItem the caller rolls back to a savepoint taken before the
+// call and calls acceptOne again.
 //
 // With encryption on, the text and metadata are sealed under the report's
 // data key, created with the report.
-func (db *DB) Accept(ctx context.Context, tx Querier, p AcceptParams) (res AcceptResult, newJob bool, err error) {
+func (db *DB) acceptOne(ctx context.Context, tx Querier, p AcceptParams) (res AcceptResult, newJob bool, err error) {
 	now := micros(p.Now)
 	var dk *seal.DataKey
 

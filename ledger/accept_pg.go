@@ -163,17 +163,6 @@ func groupRecords(extra string) string {
 		ORDER BY f.ord`
 }
 
-// Enqueue asks AcceptGroup to write River's job row for every sync job it
-// creates, in the statement that creates the job (qGroupRecordsEnqueue),
-// as River's InsertManyFastTx would have afterwards: River job args
-// {"job_id": the ledger job}, with the kind, queue, priority and attempts
-// given here. The database must hold River's tables.
-type Enqueue struct {
-	Kind, Queue           string
-	Priority, MaxAttempts int
-	Metadata              [][]byte // each delivery's River job metadata (JSON), as ps; nil for none
-}
-
 // groupItem is one delivery of a set-based group on its way through.
 type groupItem struct {
 	i        int // index into the group
@@ -196,10 +185,10 @@ type groupItem struct {
 	jobID      string
 }
 
-// AcceptGroup records a group of deliveries inside tx on PostgreSQL with
+// acceptSetTx records a group of deliveries inside tx on PostgreSQL with
 // two statements for the whole group (qGroupReports, qGroupRecords; plus
 // one per report for its data key when encryption is on) instead of
-// Accept's statements per delivery, with Accept's outcomes exactly. ps
+// acceptOne's statements per delivery, with its outcomes exactly. ps
 // must be in lock order (by tenant, source and identity hash), as the
 // caller takes report rows in that order; the items that share an
 // identity or webhook-id with an earlier item of the group run as a
@@ -210,12 +199,12 @@ type groupItem struct {
 // With enq, the River jobs of the new sync jobs are written too; without,
 // the caller enqueues them (newJob says which).
 //
-// Any error (ErrRetryItem included) leaves tx unusable for the group: the
-// caller rolls back and runs the group again, item by item under
-// savepoints with Accept.
-func (db *DB) AcceptGroup(ctx context.Context, tx Querier, ps []AcceptParams, enq *Enqueue) ([]AcceptResult, []bool, error) {
+// Any error (ErrRetryItem included) leaves tx unusable for the group:
+// Accept rolls back and runs the group again, item by item under
+// savepoints.
+func (db *DB) acceptSetTx(ctx context.Context, tx Querier, ps []AcceptParams, enq *Enqueue) ([]AcceptResult, []bool, error) {
 	if db.index != nil && db.mixed.Load() {
-		// Plain hashes may remain (blindindex.go): Accept looks both
+		// Plain hashes may remain (blindindex.go): acceptOne looks both
 		// forms up, the set-based statements only one.
 		return nil, nil, errGroupMixed
 	}
@@ -229,7 +218,7 @@ func (db *DB) AcceptGroup(ctx context.Context, tx Querier, ps []AcceptParams, en
 		return res, newJob, nil
 	}
 	// The items that share a key with an earlier one run as a set of their
-	// own after the first, which they then see as Accept would.
+	// own after the first, which they then see as acceptOne would.
 	rest := make([]AcceptParams, len(later))
 	var restEnq *Enqueue
 	if enq != nil {
@@ -243,7 +232,7 @@ func (db *DB) AcceptGroup(ctx context.Context, tx Querier, ps []AcceptParams, en
 			restEnq.Metadata[k] = enq.Metadata[i]
 		}
 	}
-	r, nj, err := db.AcceptGroup(ctx, tx, rest, restEnq)
+	r, nj, err := db.acceptSetTx(ctx, tx, rest, restEnq)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -253,8 +242,8 @@ func (db *DB) AcceptGroup(ctx context.Context, tx Querier, ps []AcceptParams, en
 	return res, newJob, nil
 }
 
-// errGroupMixed is AcceptGroup's answer while the ledger converts to the
-// blind index: the caller runs the group item by item with Accept.
+// errGroupMixed is acceptSetTx's answer while the ledger converts to the
+// blind index: Accept runs the group item by item.
 var errGroupMixed = errors.New("the ledger converts to the blind index: accept item by item")
 
 // sealedBits is qGroupRecords' $21: sealedText when the texts are sealed,
@@ -291,47 +280,42 @@ func splitGroup(ps []AcceptParams, enq *Enqueue) (set []*groupItem, later []int)
 	return set, later
 }
 
-// GroupPipelines reports whether AcceptGroupCommit can record the group
-// ps: on PostgreSQL, with encryption off (a data key is a statement of its
-// own between the two), when no delivery shares an identity or webhook-id
-// with an earlier one (those run as a second set). Otherwise the caller
-// runs AcceptGroup in a transaction of its own.
-func (db *DB) GroupPipelines(ps []AcceptParams) bool {
-	if db.dialect.name != Postgres || db.keys != nil {
+// pipelines reports whether acceptCommitted can record the group ps:
+// on PostgreSQL, with encryption off (a data key is a statement of its
+// own between the two) and enq given, when no delivery shares an identity
+// or webhook-id with an earlier one (those run as a second set).
+func (db *DB) pipelines(ps []AcceptParams, enq *Enqueue) bool {
+	if db.dialect.name != Postgres || db.keys != nil || enq == nil {
 		return false
 	}
 	_, later := splitGroup(ps, nil)
 	return len(later) == 0
 }
 
-// errNotPipelined is AcceptGroupCommit's answer to a group that
-// GroupPipelines refuses. Nothing was sent.
+// errNotPipelined is acceptCommitted's answer to a group that pipelines
+// refuses. Nothing was sent.
 var errNotPipelined = errors.New("the group needs a transaction of its own")
 
 // ErrCommit wraps the failure of a COMMIT: whether the transaction
 // committed is unknown, so the group must not run again as if it had not.
 var ErrCommit = errors.New("commit")
 
-// AcceptGroupCommit records a group as AcceptGroup does with enq, in a
+// acceptCommitted records a group as acceptSetTx does with enq, in a
 // transaction of its own that it commits, in two round trips to
 // PostgreSQL instead of four (BEGIN, two statements, COMMIT): BEGIN with
 // qGroupReports, then qGroupRecordsEnqueue with COMMIT, each pair sent as
 // one pgx batch on a connection of the writer pool. The group must be one
-// GroupPipelines accepts. It returns an error wrapping ErrCommit when the
+// pipelines accepts. It returns an error wrapping ErrCommit when the
 // COMMIT itself failed; any other error after rolling back (or sending
-// nothing), when the caller runs the group again item by item, as after
-// AcceptGroup's.
+// nothing), when Accept runs the group again item by item.
 // A COMMIT rides behind the second statement only because that statement
 // aborts the transaction (stet_group_retry) wherever the group would run
 // again.
-func (db *DB) AcceptGroupCommit(ctx context.Context, ps []AcceptParams, enq *Enqueue) ([]AcceptResult, error) {
-	if db.dialect.name != Postgres || db.keys != nil || enq == nil {
+func (db *DB) acceptCommitted(ctx context.Context, ps []AcceptParams, enq *Enqueue) ([]AcceptResult, error) {
+	if !db.pipelines(ps, enq) {
 		return nil, errNotPipelined
 	}
-	set, later := splitGroup(ps, enq)
-	if len(later) > 0 {
-		return nil, errNotPipelined
-	}
+	set, _ := splitGroup(ps, enq)
 	res := make([]AcceptResult, len(ps))
 	err := db.onPgx(ctx, errNotPipelined, func(c *pgx.Conn) error {
 		return db.acceptPipelined(ctx, c, set, res, enq)
@@ -587,7 +571,7 @@ func (db *DB) acceptSet(ctx context.Context, tx Querier, items []*groupItem, res
 		return fmt.Errorf("insert report: %w", err)
 	}
 	items = keep(items, done)
-	// The data keys (encryption on): one per report, as Accept.
+	// The data keys (encryption on): one per report, as acceptOne.
 	if db.keys != nil {
 		for _, it := range items {
 			var err error

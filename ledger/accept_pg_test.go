@@ -15,7 +15,7 @@ import (
 	"github.com/stetlabs/stet/pipeline"
 )
 
-// groupCase is one delivery of TestAcceptGroupMatchesAccept.
+// groupCase is one delivery of TestAcceptSetTxMatchesAcceptOne.
 type groupCase struct {
 	content  bool   // content identity and content revisions
 	revs     bool   // content revisions with an external ID
@@ -51,7 +51,7 @@ func (c groupCase) params() ledger.AcceptParams {
 // the same rows: duplicates by webhook-id and by content (also within the
 // group), revision conflicts, content revision numbering, tombstones (410),
 // delivery conflicts; with encryption, every text sealed and readable.
-func TestAcceptGroupMatchesAccept(t *testing.T) {
+func TestAcceptSetTxMatchesAcceptOne(t *testing.T) {
 	t.Parallel()
 	if !hasPostgres() {
 		t.Skip("PostgreSQL only: set STET_TEST_DATABASE_URL")
@@ -109,7 +109,7 @@ func TestAcceptGroupMatchesAccept(t *testing.T) {
 				var out []string
 				err := db.InTx(ctx, func(tx *sql.Tx) error {
 					for i, c := range seed {
-						r, _, err := db.Accept(ctx, tx, c.params())
+						r, _, err := db.AcceptOne(ctx, tx, c.params())
 						if err != nil {
 							return err
 						}
@@ -134,12 +134,12 @@ func TestAcceptGroupMatchesAccept(t *testing.T) {
 				err = db.InTx(ctx, func(tx *sql.Tx) error {
 					if set {
 						var err error
-						res, newJob, err = db.AcceptGroup(ctx, tx, ps, nil)
+						res, newJob, err = db.AcceptSetTx(ctx, tx, ps, nil)
 						return err
 					}
 					for i := range ps {
 						var err error
-						if res[i], newJob[i], err = db.Accept(ctx, tx, ps[i]); err != nil {
+						if res[i], newJob[i], err = db.AcceptOne(ctx, tx, ps[i]); err != nil {
 							return err
 						}
 					}
@@ -162,10 +162,10 @@ func TestAcceptGroupMatchesAccept(t *testing.T) {
 			want, wantRows, _, _ := run(false)
 			got, gotRows, db, res := run(true)
 			if strings.Join(got, "\n") != strings.Join(want, "\n") {
-				t.Errorf("AcceptGroup outcomes:\n%s\nwant (Accept one by one):\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+				t.Errorf("AcceptSetTx outcomes:\n%s\nwant (AcceptOne one by one):\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 			}
 			if fmt.Sprint(gotRows) != fmt.Sprint(wantRows) {
-				t.Errorf("rows after AcceptGroup = %v, want %v", gotRows, wantRows)
+				t.Errorf("rows after AcceptSetTx = %v, want %v", gotRows, wantRows)
 			}
 			// The expected outcomes, spelled out for the reader.
 			outcomes := []ledger.Outcome{"duplicate", "duplicate", "revision_conflict", "delivery_conflict", "accepted", "accepted", "duplicate",
@@ -216,7 +216,7 @@ func hasPostgres() bool {
 // it is past the statement's snapshot: the group reports ErrRetryItem
 // (intake then runs it item by item), and the item path answers the
 // duplicate with that job, as one-by-one intake would have.
-func TestAcceptGroupMissFallsBackToItems(t *testing.T) {
+func TestAcceptSetTxMissFallsBackToItems(t *testing.T) {
 	t.Parallel()
 	if !hasPostgres() {
 		t.Skip("PostgreSQL only: set STET_TEST_DATABASE_URL")
@@ -236,7 +236,7 @@ func TestAcceptGroupMissFallsBackToItems(t *testing.T) {
 	}
 	groupErr := make(chan error, 1)
 	go func() {
-		_, _, err := db.AcceptGroup(ctx, tx, []ledger.AcceptParams{item}, nil)
+		_, _, err := db.AcceptSetTx(ctx, tx, []ledger.AcceptParams{item}, nil)
 		groupErr <- err
 	}()
 	// Commit the other job once the group's statement waits on its row.
@@ -247,7 +247,7 @@ func TestAcceptGroupMissFallsBackToItems(t *testing.T) {
 		}
 		select {
 		case err := <-groupErr:
-			t.Fatalf("AcceptGroup returned %v before the other transaction committed", err)
+			t.Fatalf("AcceptSetTx returned %v before the other transaction committed", err)
 		default:
 		}
 		if waiting = wait.String == "Lock"; !waiting {
@@ -258,14 +258,14 @@ func TestAcceptGroupMissFallsBackToItems(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := <-groupErr; !errors.Is(err, ledger.ErrRetryItem) {
-		t.Fatalf("AcceptGroup = %v, want ErrRetryItem", err)
+		t.Fatalf("AcceptSetTx = %v, want ErrRetryItem", err)
 	}
 	tx.Rollback()
 
 	var res ledger.AcceptResult
 	if err := db.InTx(ctx, func(tx *sql.Tx) error {
 		var err error
-		res, _, err = db.Accept(ctx, tx, item)
+		res, _, err = db.AcceptOne(ctx, tx, item)
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -298,7 +298,7 @@ func postgresWithRiver(t *testing.T) *ledger.DB {
 	return db
 }
 
-// testEnqueue is the River job AcceptGroup writes in these tests.
+// testEnqueue is the River job AcceptSetTx writes in these tests.
 func testEnqueue(n int) *ledger.Enqueue {
 	enq := &ledger.Enqueue{Kind: "stet_extract", Queue: "extract", Priority: 2, MaxAttempts: 25, Metadata: make([][]byte, n)}
 	for i := range enq.Metadata {
@@ -307,13 +307,13 @@ func testEnqueue(n int) *ledger.Enqueue {
 	return enq
 }
 
-// AcceptGroupCommit (the group and its River jobs in two round trips, its
+// AcceptCommitted (the group and its River jobs in two round trips, its
 // own transaction) gives every delivery the outcome Accept one by one
 // gives and stores the same rows, plus exactly one River job per new sync
 // job, carrying that delivery's metadata. It takes only the groups
-// GroupPipelines accepts: none with encryption on, none whose deliveries
+// Pipelines accepts: none with encryption on, none whose deliveries
 // share a key.
-func TestAcceptGroupCommitMatchesAccept(t *testing.T) {
+func TestAcceptCommittedMatchesAcceptOne(t *testing.T) {
 	t.Parallel()
 	if !hasPostgres() {
 		t.Skip("PostgreSQL only: set STET_TEST_DATABASE_URL")
@@ -342,7 +342,7 @@ func TestAcceptGroupCommitMatchesAccept(t *testing.T) {
 		migrateRiver(t, db)
 		err := db.InTx(ctx, func(tx *sql.Tx) error {
 			for _, c := range seed {
-				if _, _, err := db.Accept(ctx, tx, c.params()); err != nil {
+				if _, _, err := db.AcceptOne(ctx, tx, c.params()); err != nil {
 					return err
 				}
 			}
@@ -364,18 +364,18 @@ func TestAcceptGroupCommitMatchesAccept(t *testing.T) {
 		}
 		var res []ledger.AcceptResult
 		if pipelined {
-			if !db.GroupPipelines(ps) {
-				t.Fatal("GroupPipelines = false for a group whose deliveries share no key")
+			if !db.Pipelines(ps) {
+				t.Fatal("Pipelines = false for a group whose deliveries share no key")
 			}
-			if res, err = db.AcceptGroupCommit(ctx, ps, testEnqueue(len(ps))); err != nil {
-				t.Fatalf("AcceptGroupCommit: %v", err)
+			if res, err = db.AcceptCommitted(ctx, ps, testEnqueue(len(ps))); err != nil {
+				t.Fatalf("AcceptCommitted: %v", err)
 			}
 		} else {
 			res = make([]ledger.AcceptResult, len(ps))
 			err = db.InTx(ctx, func(tx *sql.Tx) error {
 				for i := range ps {
 					var err error
-					if res[i], _, err = db.Accept(ctx, tx, ps[i]); err != nil {
+					if res[i], _, err = db.AcceptOne(ctx, tx, ps[i]); err != nil {
 						return err
 					}
 				}
@@ -398,10 +398,10 @@ func TestAcceptGroupCommitMatchesAccept(t *testing.T) {
 	want, wantRows := func() ([]string, map[string]int) { o, r, _ := run(false); return o, r }()
 	got, gotRows, db := run(true)
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("AcceptGroupCommit outcomes:\n%s\nwant (Accept one by one):\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		t.Errorf("AcceptCommitted outcomes:\n%s\nwant (AcceptOne one by one):\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	if fmt.Sprint(gotRows) != fmt.Sprint(wantRows) {
-		t.Errorf("rows after AcceptGroupCommit = %v, want %v", gotRows, wantRows)
+		t.Errorf("rows after AcceptCommitted = %v, want %v", gotRows, wantRows)
 	}
 	// New jobs: r2, beta, r3, old's revision 2, meta, batch, r4; all but
 	// the batch job get a River job.
@@ -423,26 +423,26 @@ func TestAcceptGroupCommitMatchesAccept(t *testing.T) {
 	// pipelined.
 	dup := []ledger.AcceptParams{group[2].params(), group[2].params()}
 	dup[1].DeliveryKey = "d99"
-	if db.GroupPipelines(dup) {
-		t.Error("GroupPipelines = true for two deliveries of one revision")
+	if db.Pipelines(dup) {
+		t.Error("Pipelines = true for two deliveries of one revision")
 	}
-	if _, err := db.AcceptGroupCommit(ctx, dup, testEnqueue(2)); err == nil {
-		t.Error("AcceptGroupCommit took a group GroupPipelines refuses")
+	if _, err := db.AcceptCommitted(ctx, dup, testEnqueue(2)); err == nil {
+		t.Error("AcceptCommitted took a group Pipelines refuses")
 	}
 	enc := open(t, ledger.Postgres)
 	enc.UseKeyring(keyring(t, mk("k1", 1)))
-	if enc.GroupPipelines([]ledger.AcceptParams{group[2].params()}) {
-		t.Error("GroupPipelines = true with encryption on")
+	if enc.Pipelines([]ledger.AcceptParams{group[2].params()}) {
+		t.Error("Pipelines = true with encryption on")
 	}
 }
 
 // When the group's second statement finds an item it must leave to the
 // item path (here a job another transaction commits while the statement
 // waits on it), stet_group_retry aborts the transaction, so the COMMIT
-// sent behind the statement commits nothing: AcceptGroupCommit answers
+// sent behind the statement commits nothing: AcceptCommitted answers
 // ErrRetryItem, no receipt or River job of the group is stored, and the
 // pool's connections still work.
-func TestAcceptGroupCommitRetryCommitsNothing(t *testing.T) {
+func TestAcceptCommittedRetryCommitsNothing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := postgresWithRiver(t)
@@ -456,12 +456,12 @@ func TestAcceptGroupCommitRetryCommitsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	group := []ledger.AcceptParams{item, fresh}
-	if !db.GroupPipelines(group) {
-		t.Fatal("GroupPipelines = false")
+	if !db.Pipelines(group) {
+		t.Fatal("Pipelines = false")
 	}
 	groupErr := make(chan error, 1)
 	go func() {
-		_, err := db.AcceptGroupCommit(ctx, group, testEnqueue(len(group)))
+		_, err := db.AcceptCommitted(ctx, group, testEnqueue(len(group)))
 		groupErr <- err
 	}()
 	// Commit the other job once the group's statement waits on its row.
@@ -472,7 +472,7 @@ func TestAcceptGroupCommitRetryCommitsNothing(t *testing.T) {
 		}
 		select {
 		case err := <-groupErr:
-			t.Fatalf("AcceptGroupCommit returned %v before the other transaction committed", err)
+			t.Fatalf("AcceptCommitted returned %v before the other transaction committed", err)
 		default:
 		}
 		if waiting = n > 0; !waiting {
@@ -483,7 +483,7 @@ func TestAcceptGroupCommitRetryCommitsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := <-groupErr; !errors.Is(err, ledger.ErrRetryItem) {
-		t.Fatalf("AcceptGroupCommit = %v, want ErrRetryItem", err)
+		t.Fatalf("AcceptCommitted = %v, want ErrRetryItem", err)
 	}
 	for table, want := range map[string]int{"reports": 1, "revisions": 1, "jobs": 2, "deliveries": 1, "river_job": 0} {
 		if n := count(t, db, `SELECT COUNT(*) FROM `+table); n != want {
@@ -496,7 +496,7 @@ func TestAcceptGroupCommitRetryCommitsNothing(t *testing.T) {
 	if err := db.InTx(ctx, func(tx *sql.Tx) error {
 		for i, p := range group {
 			var err error
-			if res[i], _, err = db.Accept(ctx, tx, p); err != nil {
+			if res[i], _, err = db.AcceptOne(ctx, tx, p); err != nil {
 				return err
 			}
 		}
@@ -518,7 +518,7 @@ func raceOtherJob(t *testing.T, db *ledger.DB) (ledger.AcceptParams, *sql.Tx, st
 	ctx := context.Background()
 	seed := groupCase{ext: "r1", rev: 1, text: "one", delivery: "d1"}
 	if err := db.InTx(ctx, func(tx *sql.Tx) error {
-		_, _, err := db.Accept(ctx, tx, seed.params())
+		_, _, err := db.AcceptOne(ctx, tx, seed.params())
 		return err
 	}); err != nil {
 		t.Fatal(err)

@@ -54,3 +54,20 @@ func init() {
 func (db *DB) TombstoneOf(tenant, source, identity string) string {
 	return db.tombstoneOf(tenant, source, identity)
 }
+
+// The intake paths Accept chooses among, for tests that prove each gives
+// one delivery at a time's outcomes.
+
+func (db *DB) AcceptOne(ctx context.Context, tx Querier, p AcceptParams) (AcceptResult, bool, error) {
+	return db.acceptOne(ctx, tx, p)
+}
+
+func (db *DB) AcceptSetTx(ctx context.Context, tx Querier, ps []AcceptParams, enq *Enqueue) ([]AcceptResult, []bool, error) {
+	return db.acceptSetTx(ctx, tx, ps, enq)
+}
+
+func (db *DB) AcceptCommitted(ctx context.Context, ps []AcceptParams, enq *Enqueue) ([]AcceptResult, error) {
+	return db.acceptCommitted(ctx, ps, enq)
+}
+
+func (db *DB) Pipelines(ps []AcceptParams) bool { return db.pipelines(ps, &Enqueue{}) }

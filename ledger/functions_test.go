@@ -12,7 +12,7 @@ import (
 )
 
 // Each stored function's current body is one file of
-// migrations/postgres/functions: after migrate the server holds exactly
+// ledger/postgres/migrations/functions: after migrate the server holds exactly
 // those bodies, every stet_ function has its file, and a body changed on
 // the server is put back by the next migrate.
 func TestStoredFunctionsFromTheirFiles(t *testing.T) {
@@ -22,7 +22,7 @@ func TestStoredFunctionsFromTheirFiles(t *testing.T) {
 	}
 	db := open(t, ledger.Postgres)
 	ctx := context.Background()
-	files, err := filepath.Glob(filepath.Join("migrations", "postgres", "functions", "*.sql"))
+	files, err := filepath.Glob(filepath.Join("postgres", "migrations", "functions", "*.sql"))
 	if err != nil || len(files) < 5 {
 		t.Fatalf("function files = %v, %v", files, err)
 	}

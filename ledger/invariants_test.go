@@ -147,7 +147,7 @@ func acceptTenantBatch(t *testing.T, db *ledger.DB, tenant, ext string) string {
 	var res ledger.AcceptResult
 	err := db.InTx(ctx, func(tx *sql.Tx) error {
 		var err error
-		res, _, err = db.Accept(ctx, tx, ledger.AcceptParams{
+		res, _, err = db.AcceptOne(ctx, tx, ledger.AcceptParams{
 			TenantID: tenant, SourceID: tenant + "-reports", Identity: stet.IdentityExternalID, Revisions: stet.RevisionsExplicit,
 			ExternalID: ext, Revision: 1, Text: stet.NewText("text of " + ext), DeliveryKey: "d-" + ext, BodySHA256: stet.SHA256Hex([]byte(ext)),
 			PolicyID: "standard", PolicyHash: (&stet.Policy{ID: "standard", Processors: []string{"p1"}}).Hash(),

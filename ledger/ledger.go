@@ -6,7 +6,11 @@
 // read-then-write checks, decide identity: two racing writers always resolve
 // to one row. Stage writes are fenced on the job's attempt token.
 //
-// SQL is shared between the dialects; what differs lives in dialect.go. The
+// Statements are shared between the databases. What each does its own way
+// lives in its driver package (ledger/sqlite, ledger/postgres: opening,
+// errors, migrations, stored functions), picked in dialect.go, and in the
+// PostgreSQL fast paths (accept_pg.go, saveresult_pg.go), which are how
+// this package implements a call there, never a path a caller picks. The
 // ledger never logs, and it never puts document text in an error.
 package ledger
 
@@ -47,6 +51,9 @@ type DB struct {
 	// mixed is true while rows written before the index key may still hold
 	// plain hashes: lookups then match both forms.
 	mixed atomic.Bool
+	// destSources are the sources with a destination, as SyncDestinations
+	// last recorded them (nil before it ran).
+	destSources atomic.Pointer[map[string]bool]
 }
 
 // Open opens the ledger at url ("sqlite:///path/stet.db", "sqlite://rel.db",
@@ -80,7 +87,7 @@ func (db *DB) Reader() *sql.DB { return db.r }
 
 // Dialect returns the dialect the ledger speaks: SQLite or Postgres. Only
 // the ledger's own code and tests ask it; callers ask what the database
-// does (OneWriter, AcceptsGroups, SavesCommitted) or name it (System).
+// does (OneWriter) or name it (System).
 func (db *DB) Dialect() Dialect { return db.dialect.name }
 
 // System names the database for traces and logs: "sqlite" or "postgres".
@@ -93,11 +100,6 @@ func (db *DB) System() string { return string(db.dialect.name) }
 // the others, a lone statement commits without BEGIN and COMMIT, and River
 // completes many jobs in one statement of its own.
 func (db *DB) OneWriter() bool { return db.dialect.name == SQLite }
-
-// AcceptsGroups reports whether AcceptGroup and AcceptGroupCommit accept a
-// group of deliveries in set-based statements here (PostgreSQL); elsewhere
-// each delivery is accepted with Accept.
-func (db *DB) AcceptsGroups() bool { return db.dialect.name == Postgres }
 
 // Ping checks that the database answers.
 func (db *DB) Ping(ctx context.Context) error { return db.w.PingContext(ctx) }

@@ -49,7 +49,7 @@ func accept(t *testing.T, db *ledger.DB, ext string, rev int64, text, delivery s
 	var res ledger.AcceptResult
 	err := db.InTx(ctx, func(tx *sql.Tx) error {
 		var err error
-		res, _, err = db.Accept(ctx, tx, ledger.AcceptParams{
+		res, _, err = db.AcceptOne(ctx, tx, ledger.AcceptParams{
 			TenantID: "demo", SourceID: "reports", Identity: stet.IdentityExternalID, Revisions: stet.RevisionsExplicit,
 			ExternalID: ext, Revision: rev, Text: stet.NewText(text), DeliveryKey: delivery, BodySHA256: stet.SHA256Hex([]byte(delivery + text)),
 			PolicyID: "standard", PolicyHash: (&stet.Policy{ID: "standard", Processors: []string{"p1"}}).Hash(),

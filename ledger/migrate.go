@@ -3,7 +3,6 @@ package ledger
 import (
 	"context"
 	"database/sql"
-	"embed"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -14,9 +13,6 @@ import (
 	"time"
 )
 
-//go:embed migrations
-var migrationsFS embed.FS
-
 type migration struct {
 	version int
 	name    string
@@ -24,7 +20,7 @@ type migration struct {
 }
 
 func (db *DB) migrations() ([]migration, error) {
-	entries, err := fs.ReadDir(migrationsFS, db.dialect.migrationsDir)
+	entries, err := fs.ReadDir(db.dialect.migrations, "migrations")
 	if err != nil {
 		return nil, fmt.Errorf("read migrations: %w", err)
 	}
@@ -38,7 +34,7 @@ func (db *DB) migrations() ([]migration, error) {
 		if err != nil {
 			return nil, fmt.Errorf("migration %s: bad version prefix", name)
 		}
-		b, err := migrationsFS.ReadFile(path.Join(db.dialect.migrationsDir, name))
+		b, err := fs.ReadFile(db.dialect.migrations, path.Join("migrations", name))
 		if err != nil {
 			return nil, err
 		}
@@ -133,16 +129,16 @@ func (db *DB) migrate(ctx context.Context, upTo int) ([]string, error) {
 	return applied, nil
 }
 
-// applyFunctions brings the stored functions to the bodies of
-// functionsDir, one file per function: the one place each current body is
-// read or changed. A function whose body the server already holds is left
+// applyFunctions brings the stored functions to the bodies of the
+// driver's migrations/functions, one file per function: the one place each
+// current body is read or changed. A function whose body the server already holds is left
 // alone, so a ledger created by the numbered migrations changes nothing.
 func (db *DB) applyFunctions(ctx context.Context) error {
-	dir := db.dialect.functionsDir
-	if dir == "" {
-		return nil
+	const dir = "migrations/functions"
+	entries, err := fs.ReadDir(db.dialect.migrations, dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // the database has no stored functions
 	}
-	entries, err := fs.ReadDir(migrationsFS, dir)
 	if err != nil {
 		return fmt.Errorf("read stored functions: %w", err)
 	}
@@ -152,7 +148,7 @@ func (db *DB) applyFunctions(ctx context.Context) error {
 		if !ok {
 			continue
 		}
-		b, err := migrationsFS.ReadFile(path.Join(dir, file))
+		b, err := fs.ReadFile(db.dialect.migrations, path.Join(dir, file))
 		if err != nil {
 			return err
 		}

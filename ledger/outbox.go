@@ -54,6 +54,11 @@ type DestinationSpec struct {
 // its disabled flag and backoff across restarts; one no longer configured is
 // marked so (its pending rows stay, and fail at their max_age).
 func (db *DB) SyncDestinations(ctx context.Context, specs []DestinationSpec, now time.Time) error {
+	sources := map[string]bool{}
+	for _, s := range specs {
+		sources[s.SourceID] = true
+	}
+	defer db.destSources.Store(&sources)
 	return db.InTx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `UPDATE destinations SET configured = FALSE, updated_at = $1`, micros(now)); err != nil {
 			return fmt.Errorf("sync destinations: %w", err)

@@ -14,8 +14,9 @@ import (
 )
 
 // River's tables are reached through River's API, except here and in
-// accept_pg.go, the one place each: AcceptGroupCommit and AcceptGroup
-// insert a group's extract jobs with its deliveries (PostgreSQL);
+// accept_pg.go, the one place each: Accept's set-based statements
+// (acceptSetTx, acceptCommitted) insert a group's extract jobs with its
+// deliveries (PostgreSQL);
 // CancelWaitingJobs cancels waiting extract jobs in one statement
 // (PostgreSQL); HeldByRiver and PendingRiverJobs read extract jobs by
 // their args. The writes write what River's own statements write.

@@ -56,10 +56,16 @@ func saveResultArgs(dk *seal.DataKey, p SaveResultParams) ([]any, string, error)
 // with SaveResult in a transaction of its own, which tells it which.
 var ErrSaveApart = errors.New("the stage result is saved in a transaction of its own")
 
-// SavesCommitted reports whether SaveResultCommit can save and commit a
-// result in one round trip on this handle (PostgreSQL without encryption);
-// elsewhere it answers ErrSaveApart at once.
-func (db *DB) SavesCommitted() bool { return db.dialect.name == Postgres && db.keys == nil }
+// savesCommitted reports whether SaveResultCommit can save and commit p in
+// one round trip on this handle: on PostgreSQL without encryption, when a
+// commit is asked and the source has no destination.
+func (db *DB) savesCommitted(p SaveResultParams) bool {
+	if db.dialect.name != Postgres || db.keys != nil || !p.Commit {
+		return false
+	}
+	dest := db.destSources.Load()
+	return dest == nil || !(*dest)[p.SourceID]
+}
 
 // SaveResultCommit is SaveResult with p.Commit in a transaction of its own
 // that it commits, in one round trip to PostgreSQL: BEGIN,
@@ -67,12 +73,16 @@ func (db *DB) SavesCommitted() bool { return db.dialect.name == Postgres && db.k
 // connection of the writer pool. The COMMIT rides behind the statement
 // only because the statement aborts the transaction (SQLSTATE ST002)
 // unless the artifact, the attempt and the review record were all written.
-// It returns the review record's ID; ErrSaveApart when the caller is to
-// run SaveResult instead (also when encryption is on: a data key is a
-// statement of its own before the function); an error wrapping ErrCommit
-// when the COMMIT itself failed.
+// It returns the review record's ID; an error wrapping ErrCommit when the
+// COMMIT itself failed; ErrSaveApart, with nothing kept, when the caller is
+// to save the result with SaveResult in a transaction instead: at once
+// where the one round trip cannot hold the whole result (SQLite; a data
+// key with encryption on, a statement of its own; no commit asked; a
+// source whose records go to destinations, whose outbox rows WriteRecord
+// writes), and after the round trip when the fence or the record part
+// did not hold. Callers always call it first and never ask which.
 func (db *DB) SaveResultCommit(ctx context.Context, p SaveResultParams) (string, error) {
-	if !db.SavesCommitted() || !p.Commit {
+	if !db.savesCommitted(p) {
 		return "", ErrSaveApart
 	}
 	args, record, err := saveResultArgs(nil, p)

@@ -624,6 +624,7 @@ func ReleaseForShutdown(ctx context.Context, tx Querier, jobID string, token int
 type SaveResultParams struct {
 	SaveArtifactParams
 	ReportID string        // the job's report, for its data key
+	SourceID string        // the job's source: whether its records go to destinations
 	Attempt  AttemptResult // the outcome of the call that produced it
 	Commit   bool          // also commit the review record
 }

@@ -334,23 +334,30 @@ func (p *Pipeline) saveArtifact(ctx context.Context, a attempt, ext *stet.Extrac
 			SchemaVersion: a.profile.ExtractionVersion(), ProcessorID: a.processor, Model: ext.Model, Now: p.clock.Now(),
 		}
 	}
-	if p.db.SavesCommitted() && !p.destSources[a.sourceID] && !crash.Armed(crash.MidCommit) {
+	{
 		// The whole result (fence, artifact, attempt, review record) and
 		// its COMMIT in one round trip, where the ledger can. Any other
-		// outcome comes back as ErrSaveApart with nothing kept, and the
-		// loop below saves it in a transaction and reads which it was. A
-		// source with destinations skips it: its outbox rows are written
-		// by WriteRecord, so it would always come back apart.
+		// outcome comes back as ErrSaveApart with nothing kept (at once
+		// where the ledger cannot), and the loop below saves it in a
+		// transaction and reads which it was.
 		commitStart := time.Now()
-		err = p.inStatement(wctx, "extract.save_artifact", func(wctx context.Context, _ ledger.Querier) error {
+		save := func(wctx context.Context, _ ledger.Querier) error {
 			var err error
 			recordID, err = p.db.SaveResultCommit(wctx, ledger.SaveResultParams{
-				SaveArtifactParams: saveParams(), ReportID: a.reportID, Attempt: result, Commit: true})
+				SaveArtifactParams: saveParams(), ReportID: a.reportID, SourceID: a.sourceID, Attempt: result,
+				Commit: !crash.Armed(crash.MidCommit)})
 			if errors.Is(err, ledger.ErrSaveApart) {
 				return nil // not a failure: recordID is empty, and the loop below saves it
 			}
 			return err
-		})
+		}
+		if p.db.OneWriter() {
+			// Answered at once, sending nothing: the save's span is the
+			// group transaction's below.
+			err = save(wctx, nil)
+		} else {
+			err = p.inStatement(wctx, "extract.save_artifact", save)
+		}
 		commitTook = time.Since(commitStart)
 		saved = err == nil && recordID != ""
 		if err != nil {
@@ -381,7 +388,7 @@ func (p *Pipeline) saveArtifact(ctx context.Context, a attempt, ext *stet.Extrac
 			var recorded bool
 			var err error
 			recordID, recorded, err = p.db.SaveResult(wctx, tx, ledger.SaveResultParams{
-				SaveArtifactParams: save, ReportID: a.reportID, Attempt: result, Commit: !crash.Armed(crash.MidCommit)})
+				SaveArtifactParams: save, ReportID: a.reportID, SourceID: a.sourceID, Attempt: result, Commit: !crash.Armed(crash.MidCommit)})
 			if err != nil {
 				return err
 			}

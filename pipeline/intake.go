@@ -4,28 +4,24 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"maps"
-	"sort"
 	"sync"
 	"time"
 
 	"github.com/riverqueue/river"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/internal/crash"
 	"github.com/stetlabs/stet/ledger"
 )
 
 // intake commits deliveries in groups: whatever is queued when a committer
-// is free goes into its next transaction. On PostgreSQL a group runs
-// set-based (ledger.AcceptGroupCommit: two statements for the whole
-// group, River's extract jobs included, in two round trips), and several
-// groups commit at once; when an item fails, the group runs again
-// item by item, each delivery inside its own savepoint. One fsync then
-// acknowledges many deliveries, which is how intake beats a
-// one-row-per-transaction insert at synchronous=FULL.
+// is free goes into its next transaction, one call of ledger.Accept (on
+// PostgreSQL set-based, River's extract jobs included, in two round trips,
+// with several groups committing at once; item by item under savepoints
+// after an item failed). One fsync then acknowledges many deliveries,
+// which is how intake beats a one-row-per-transaction insert at
+// synchronous=FULL.
 type intake struct {
 	p *Pipeline
 	// reqs is the queue of deliveries; one dispatcher gathers it into
@@ -124,8 +120,8 @@ func (p *Pipeline) Accept(ctx context.Context, params ledger.AcceptParams) (ledg
 //
 // On PostgreSQL a delivery that shares its report or its webhook-id with
 // one in the group, or in a group still committing, waits for a later
-// group: in the same group it would cost a second set of statements
-// (ledger.AcceptGroup) to see the first one's rows, and beside a group
+// group: in the same group it would cost the ledger a second set of
+// statements to see the first one's rows, and beside a group
 // still committing it would wait on that group's row locks and then miss
 // its rows (a statement's snapshot), running item by item. Later it sees
 // them committed, as a plain duplicate or a new revision. SQLite runs a
@@ -284,25 +280,63 @@ func (in *intake) drain() {
 }
 
 func (in *intake) commit(batch []*acceptReq) {
+	p := in.p
 	// A queued delivery is finished even if its caller left, but never
 	// waits forever on a database that vanished without closing its
 	// connections.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	// Optimistically run the group without savepoints: most deliveries are
-	// new or duplicates, neither an error. If any item fails, the group is
-	// rolled back and run again with a savepoint per item, so one bad item
-	// fails alone.
-	err := in.p.groupCommit(true, func(savepoints bool) error { return in.commitGroup(ctx, batch, savepoints) })
+	// The group's span starts its own trace and links each delivery's
+	// request span.
+	links := make([]trace.Link, 0, len(batch))
+	for _, r := range batch {
+		if sc := trace.SpanContextFromContext(contextWithTraceparent(r.traceparent)); sc.IsValid() {
+			links = append(links, trace.Link{SpanContext: sc})
+		}
+	}
+	opts := []trace.SpanStartOption{trace.WithNewRoot(), trace.WithLinks(links...), trace.WithAttributes(attrGroupSize.Int(len(batch)))}
+	ps := make([]ledger.AcceptParams, len(batch))
+	for i, r := range batch {
+		ps[i] = r.params
+	}
+	var res []ledger.AcceptResult
+	var errs []error
+	err := p.inStatement(ctx, "intake.group_commit", func(ctx context.Context, _ ledger.Querier) error {
+		enq := extractEnqueue(len(batch))
+		for i, r := range batch {
+			tp := r.traceparent
+			if tp == "" {
+				tp = traceparentOf(ctx) // the group's, as traceContext gives a job without one
+			}
+			enq.Metadata[i] = traceMetadata(tp)
+		}
+		enq.Insert = p.insertExtracts
+		var err error
+		res, errs, err = p.db.Accept(ctx, ps, enq)
+		return err
+	}, opts...)
 	if err == nil {
 		crash.Point(crash.AfterAccept)
 	}
-	for _, r := range batch {
+	for i, r := range batch {
 		if err != nil {
 			r.err, r.res = err, ledger.AcceptResult{}
+		} else {
+			r.err, r.res = errs[i], res[i]
 		}
 		close(r.done)
 	}
+}
+
+// insertExtracts is intake's Enqueue.Insert: River's extract jobs of new
+// sync jobs, inside the transaction that accepts them.
+func (p *Pipeline) insertExtracts(ctx context.Context, tx *sql.Tx, jobs []ledger.NewExtract) error {
+	params := make([]river.InsertManyParams, len(jobs))
+	for i, j := range jobs {
+		params[i] = river.InsertManyParams{Args: ExtractArgs{JobID: j.JobID}, InsertOpts: &river.InsertOpts{Metadata: j.Metadata}}
+	}
+	_, err := p.river.InsertManyFastTx(ctx, tx, params)
+	return err
 }
 
 var errItemFailed = errors.New("an item of the group failed")
@@ -329,149 +363,9 @@ func (p *Pipeline) groupCommit(retry bool, run func(savepoints bool) error) erro
 	return err
 }
 
-func (in *intake) commitGroup(ctx context.Context, batch []*acceptReq, savepoints bool) error {
-	p := in.p
-	// The group's span starts its own trace and links each delivery's
-	// request span.
-	links := make([]trace.Link, 0, len(batch))
-	for _, r := range batch {
-		if sc := trace.SpanContextFromContext(contextWithTraceparent(r.traceparent)); sc.IsValid() {
-			links = append(links, trace.Link{SpanContext: sc})
-		}
-	}
-	opts := []trace.SpanStartOption{trace.WithNewRoot(), trace.WithLinks(links...), trace.WithAttributes(attrGroupSize.Int(len(batch)))}
-	ordered := lockOrder(batch)
-	set := !savepoints && p.db.AcceptsGroups()
-	// groupParams are the group's deliveries for ledger.AcceptGroup and
-	// their extract jobs' River rows (extractEnqueue).
-	var ps []ledger.AcceptParams
-	if set {
-		ps = make([]ledger.AcceptParams, len(ordered))
-		for i, r := range ordered {
-			ps[i] = r.params
-		}
-	}
-	groupParams := func(ctx context.Context) ([]ledger.AcceptParams, *ledger.Enqueue) {
-		enq := extractEnqueue(len(ordered))
-		for i, r := range ordered {
-			tp := r.traceparent
-			if tp == "" {
-				tp = traceparentOf(ctx) // the group's, as traceContext gives a job without one
-			}
-			enq.Metadata[i] = traceMetadata(tp)
-		}
-		return ps, enq
-	}
-	if set && p.db.GroupPipelines(ps) {
-		// The whole group in two round trips, its own transaction: one
-		// multi-row statement per table, the River rows included.
-		var res []ledger.AcceptResult
-		err := p.inStatement(ctx, "intake.group_commit", func(ctx context.Context, _ ledger.Querier) error {
-			ps, enq := groupParams(ctx)
-			var err error
-			res, err = p.db.AcceptGroupCommit(ctx, ps, enq)
-			return err
-		}, opts...)
-		switch {
-		case err == nil:
-			for i, r := range ordered {
-				r.err, r.res = nil, res[i]
-			}
-			return nil
-		case errors.Is(err, ledger.ErrCommit):
-			return err
-		default:
-			return errItemFailed // rolled back: item by item under savepoints
-		}
-	}
-	return p.inTx(ctx, "intake.group_commit", func(ctx context.Context, tx *sql.Tx) error {
-		var inserts []river.InsertManyParams
-		ordered := ordered
-		if set {
-			// Encryption is on, or deliveries of the group share a key:
-			// the set-based statements in a transaction of their own.
-			ps, enq := groupParams(ctx)
-			res, _, err := p.db.AcceptGroup(ctx, tx, ps, enq)
-			if err != nil {
-				return errItemFailed
-			}
-			for i, r := range ordered {
-				r.err, r.res = nil, res[i]
-			}
-			ordered = nil
-		}
-		for i, r := range ordered {
-			r.err, r.res = nil, ledger.AcceptResult{}
-			sp := fmt.Sprintf("d%d", i)
-			for try := 0; ; try++ {
-				var res ledger.AcceptResult
-				var newJob bool
-				accept := func() error {
-					var err error
-					res, newJob, err = p.db.Accept(ctx, tx, r.params)
-					return err
-				}
-				var err error
-				if savepoints {
-					err = ledger.Savepoint(ctx, tx, sp, accept)
-				} else {
-					err = accept()
-				}
-				if err != nil {
-					if !savepoints {
-						return errItemFailed
-					}
-					if errors.Is(err, ledger.ErrSavepoint) {
-						return err
-					}
-					if errors.Is(err, ledger.ErrRetryItem) && try < 3 {
-						continue
-					}
-					r.err = err
-					break
-				}
-				r.res = res
-				if newJob && r.params.Mode != stet.ModeBatch {
-					inserts = append(inserts, river.InsertManyParams{Args: ExtractArgs{JobID: res.JobID},
-						InsertOpts: &river.InsertOpts{Metadata: traceMetadata(r.traceparent)}})
-				}
-				break
-			}
-		}
-		if len(inserts) > 0 {
-			if _, err := p.river.InsertManyFastTx(ctx, tx, inserts); err != nil {
-				return fmt.Errorf("enqueue extract: %w", err)
-			}
-		}
-		return nil
-	}, opts...)
-}
-
-// lockOrder returns the group sorted by report identity. Every committer
-// then takes report-row locks in the same order, so two groups racing on
-// the same reports (a redelivery committing beside the first delivery) wait
-// for each other instead of deadlocking — on PostgreSQL a deadlock costs a
-// second before it is detected.
-func lockOrder(batch []*acceptReq) []*acceptReq {
-	type keyed struct {
-		key string
-		r   *acceptReq
-	}
-	ks := make([]keyed, len(batch))
-	for i, r := range batch {
-		ks[i] = keyed{r.report, r}
-	}
-	sort.SliceStable(ks, func(i, j int) bool { return ks[i].key < ks[j].key })
-	out := make([]*acceptReq, len(batch))
-	for i, k := range ks {
-		out[i] = k.r
-	}
-	return out
-}
-
 // extractEnqueue describes the River job of an extract stage for
-// ledger.AcceptGroup, which writes it in the statement that creates the
-// ledger job: what InsertManyFastTx would insert for ExtractArgs (its
+// ledger.Accept, which on PostgreSQL writes it in the statement that
+// creates the ledger job (elsewhere insertExtracts inserts it): what InsertManyFastTx would insert for ExtractArgs (its
 // kind, its InsertOpts' queue and priority, the client's attempts), with
 // room for n deliveries' metadata. River's insert middleware does not run
 // for such a row, so the River job has no river.insert_many span; the

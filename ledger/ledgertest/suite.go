@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivermigrate"
 
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/ledger"
@@ -87,8 +89,8 @@ type world struct {
 	t  *testing.T
 	db *ledger.DB
 	v  variant
-	// groups counts the groups AcceptGroup accepted (not item by item).
-	groups atomic.Int64
+	// river inserts and lists River's extract jobs (it works none).
+	river *river.Client[*sql.Tx]
 }
 
 func newWorld(t *testing.T, db *ledger.DB, v variant) *world {
@@ -113,7 +115,18 @@ func newWorld(t *testing.T, db *ledger.DB, v variant) *world {
 			t.Fatal(err)
 		}
 	}
-	return &world{t: t, db: db, v: v}
+	m, err := rivermigrate.New(db.RiverDriver(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		t.Fatal(err)
+	}
+	rc, err := river.NewClient(db.RiverDriver(), &river.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &world{t: t, db: db, v: v, river: rc}
 }
 
 func (w *world) params(ext string, rev int64, text, delivery string) ledger.AcceptParams {
@@ -124,55 +137,72 @@ func (w *world) params(ext string, rev int64, text, delivery string) ledger.Acce
 	}
 }
 
-// accept accepts one delivery in a transaction of its own, again after a
-// concurrent writer won a race on a unique constraint (as intake does).
+// accept accepts one delivery as a group of one.
 func (w *world) accept(p ledger.AcceptParams) (ledger.AcceptResult, error) {
+	res, err := w.acceptGroup([]ledger.AcceptParams{p})
+	if err != nil {
+		return ledger.AcceptResult{}, err
+	}
+	return res[0], nil
+}
+
+// acceptGroup accepts ps as one group with Accept, enqueueing River's
+// extract jobs as intake does. A delivery that lost a race on a unique
+// constraint more times than Accept retries it is delivered again, as its
+// source would after the error.
+func (w *world) acceptGroup(ps []ledger.AcceptParams) ([]ledger.AcceptResult, error) {
 	ctx := context.Background()
 	for try := 0; ; try++ {
-		var res ledger.AcceptResult
-		err := w.db.InTx(ctx, func(tx *sql.Tx) error {
-			var err error
-			res, _, err = w.db.Accept(ctx, tx, p)
-			return err
-		})
-		if errors.Is(err, ledger.ErrRetryItem) && try < 5 {
-			continue
+		res, errs, err := w.db.Accept(ctx, ps, w.enqueue(len(ps)))
+		if err != nil {
+			return nil, err
 		}
-		return res, err
+		again := false
+		for _, e := range errs {
+			if errors.Is(e, ledger.ErrRetryItem) && try < 5 {
+				again = true
+			} else if e != nil {
+				return nil, e
+			}
+		}
+		if !again {
+			return res, nil
+		}
 	}
 }
 
-// acceptGroup accepts ps as one group in set-based statements where the
-// database has them (AcceptGroup, in a transaction of its own), as intake
-// does; where it has none, or the group must go item by item (a retry,
-// plain hashes left to convert), each delivery is accepted on its own.
-func (w *world) acceptGroup(ps []ledger.AcceptParams) ([]ledger.AcceptResult, error) {
-	ctx := context.Background()
-	if w.db.AcceptsGroups() {
-		for try := 0; try < 5; try++ {
-			var res []ledger.AcceptResult
-			err := w.db.InTx(ctx, func(tx *sql.Tx) error {
-				var err error
-				res, _, err = w.db.AcceptGroup(ctx, tx, ps, nil)
-				return err
-			})
-			if err == nil {
-				w.groups.Add(1)
-				return res, nil
+// enqueue is intake's Enqueue for n deliveries: River's extract job of
+// each new sync job, written by the ledger's own statements or, item by
+// item, by River's client.
+func (w *world) enqueue(n int) *ledger.Enqueue {
+	return &ledger.Enqueue{Kind: extractArgs{}.Kind(), Queue: river.QueueDefault, Priority: 1, MaxAttempts: 25,
+		Metadata: make([][]byte, n),
+		Insert: func(ctx context.Context, tx *sql.Tx, jobs []ledger.NewExtract) error {
+			params := make([]river.InsertManyParams, len(jobs))
+			for i, j := range jobs {
+				params[i] = river.InsertManyParams{Args: extractArgs{JobID: j.JobID}}
 			}
-			if !errors.Is(err, ledger.ErrRetryItem) {
-				break // item by item, as intake does after a failed group
-			}
-		}
+			_, err := w.river.InsertManyFastTx(ctx, tx, params)
+			return err
+		}}
+}
+
+// extractArgs are the suite's River extract jobs: {"job_id": …}, as
+// intake's.
+type extractArgs struct {
+	JobID string `json:"job_id"`
+}
+
+func (extractArgs) Kind() string { return "suite_extract" }
+
+// extractJobs counts River's extract jobs, by River's own API.
+func (w *world) extractJobs() int {
+	w.t.Helper()
+	res, err := w.river.JobList(context.Background(), river.NewJobListParams().Kinds(extractArgs{}.Kind()).First(1000))
+	if err != nil {
+		w.t.Fatal(err)
 	}
-	out := make([]ledger.AcceptResult, len(ps))
-	for i, p := range ps {
-		var err error
-		if out[i], err = w.accept(p); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return len(res.Jobs)
 }
 
 func (w *world) mustAccept(ext string, rev int64, text, delivery string) ledger.AcceptResult {
@@ -204,10 +234,10 @@ func (w *world) save(a ledger.AcceptResult, token int64, n int) (string, error) 
 	p := ledger.SaveResultParams{
 		SaveArtifactParams: ledger.SaveArtifactParams{JobID: a.JobID, Token: token, AttemptN: n, Raw: []byte(`{"id":"resp"}`),
 			Output: []byte(`{"category":"none"}`), SchemaVersion: "moderation@1", ProcessorID: "p1", Model: "m1", Now: t0},
-		ReportID: a.ReportID, Commit: true,
+		ReportID: a.ReportID, SourceID: "reports", Commit: true,
 		Attempt: ledger.AttemptResult{JobID: a.JobID, N: n, Status: stet.AttemptSucceeded, Model: "m1", StatusCode: 200, Now: t0},
 	}
-	if !w.v.inTx && w.db.SavesCommitted() && !w.v.destinations {
+	if !w.v.inTx {
 		rec, err := w.db.SaveResultCommit(ctx, p)
 		if !errors.Is(err, ledger.ErrSaveApart) {
 			return rec, err
@@ -300,10 +330,11 @@ func racing(n int, fn func(i int)) {
 }
 
 // Eight deliveries of one identity and revision at once, each under its
-// own webhook-id, half accepted one by one and half as groups (where the
-// database accepts groups), and then a group holding two more: one report,
-// one revision, one job; one accepted, the others duplicates resolving to
-// that job.
+// own webhook-id, half alone and half in a group with a delivery of an
+// identity of its own, and then a group holding two more of the first:
+// one report, one revision, one job and one River extract job for the
+// raced identity; one accepted, the others duplicates resolving to that
+// job.
 func racingIntake(t *testing.T, w *world) {
 	const n = 8
 	res := make([]ledger.AcceptResult, n+2)
@@ -314,9 +345,13 @@ func racingIntake(t *testing.T, w *world) {
 			res[i], errs[i] = w.accept(p)
 			return
 		}
+		side := w.params(fmt.Sprintf("r-side-%d", i), 1, "other text", fmt.Sprintf("s%d", i))
 		var rs []ledger.AcceptResult
-		if rs, errs[i] = w.acceptGroup([]ledger.AcceptParams{p}); errs[i] == nil {
-			res[i] = rs[0]
+		if rs, errs[i] = w.acceptGroup([]ledger.AcceptParams{side, p}); errs[i] == nil {
+			res[i] = rs[1]
+			if rs[0].Outcome != ledger.OutcomeAccepted {
+				errs[i] = fmt.Errorf("its group's other delivery: outcome %s, want accepted", rs[0].Outcome)
+			}
 		}
 	})
 	for i := range n {
@@ -329,9 +364,6 @@ func racingIntake(t *testing.T, w *world) {
 		t.Fatalf("a group of two more: %v", err)
 	}
 	copy(res[n:], both)
-	if w.db.AcceptsGroups() && w.groups.Load() == 0 {
-		t.Errorf("no group was accepted as a group: the set-based path went untested")
-	}
 	accepted := 0
 	for i, r := range res {
 		switch r.Outcome {
@@ -348,10 +380,15 @@ func racingIntake(t *testing.T, w *world) {
 	if accepted != 1 {
 		t.Errorf("accepted = %d, want 1", accepted)
 	}
-	for table, want := range map[string]int{"reports": 1, "revisions": 1, "jobs": 1, "deliveries": n + 2} {
+	// The raced identity's rows and the four side deliveries' own.
+	const sides = n / 2
+	for table, want := range map[string]int{"reports": 1 + sides, "revisions": 1 + sides, "jobs": 1 + sides, "deliveries": n + 2 + sides} {
 		if got := w.count(`SELECT COUNT(*) FROM ` + table); got != want {
 			t.Errorf("%s = %d, want %d", table, got, want)
 		}
+	}
+	if got := w.extractJobs(); got != 1+sides {
+		t.Errorf("River extract jobs = %d, want %d: one per job", got, 1+sides)
 	}
 }
 
