@@ -34,6 +34,7 @@ import (
 	"github.com/stetlabs/stet/governance"
 	"github.com/stetlabs/stet/ledger"
 	"github.com/stetlabs/stet/metrics"
+	"github.com/stetlabs/stet/monitor"
 	"github.com/stetlabs/stet/outbound"
 	"github.com/stetlabs/stet/schema"
 )
@@ -160,20 +161,13 @@ type Pipeline struct {
 	intake   *intake
 	grouper  *stageGrouper // the extract stage's group commit (stagegroup.go)
 	gov      *governance.Governance
+	monitor  *monitor.Monitor
 
 	mu          sync.Mutex
 	minimizers  map[string]*boundary.Minimizer // by policy hash
 	oldPolicies map[string]*stet.Policy        // by hash, recorded versions
 
 	deliverer *outbound.Deliverer
-	checking  sync.Mutex // one periodic invariant check at a time in this process
-	// lastFullCheck is when this process last ran a full invariant check
-	// (Unix ns; 0: never).
-	lastFullCheck atomic.Int64
-	// destSources are the sources with a destination in this process's
-	// config: WriteRecord writes their records' outbox rows, so their stage
-	// results never take ledger.SaveResultCommit.
-	destSources map[string]bool
 
 	limiters  map[string]*admission.Limiter // by processor ID; every processor has one
 	stopping  atomic.Bool                   // Stop was called: a cancelled stage releases its job
@@ -244,10 +238,6 @@ func New(cfg Config) (*Pipeline, error) {
 	for _, pr := range cfg.Profiles {
 		p.profiles[pr.ExtractionVersion()] = pr
 	}
-	p.destSources = map[string]bool{}
-	for _, d := range cfg.Destinations {
-		p.destSources[d.SourceID] = true
-	}
 	p.deliverer = outbound.NewDeliverer(outbound.DelivererConfig{DB: cfg.DB, Clock: cfg.Clock, Log: cfg.Logger, Metrics: cfg.Metrics,
 		Destinations: cfg.Destinations, Timeout: cfg.DeliverTimeout, RetryBase: cfg.DeliverRetryBase, RetryMax: cfg.DeliverRetryMax,
 		Alert: p.alert})
@@ -265,11 +255,13 @@ func New(cfg Config) (*Pipeline, error) {
 	river.AddWorker(workers, &recordWorker{p: p})
 	river.AddWorker(workers, &batchWorker{p: p})
 	river.AddWorker(workers, &assembleWorker{p: p})
-	river.AddWorker(workers, &invariantsWorker{p: p})
 	p.gov = governance.New(governance.Config{DB: cfg.DB, Clock: cfg.Clock, Log: cfg.Logger, Processors: cfg.Processors,
 		Encryption: cfg.Encryption, JobTimeout: cfg.JobTimeout, SweepInterval: cfg.SweepInterval,
 		SweepBatch: cfg.SweepBatch, SweepBatches: cfg.SweepBatches, Backoff: p.backoff})
 	p.gov.Register(workers)
+	p.monitor = monitor.New(monitor.Config{DB: cfg.DB, Metrics: cfg.Metrics, Log: cfg.Logger, Clock: cfg.Clock,
+		Every: cfg.InvariantsEvery, SLA: cfg.SLA, PauseLimit: cfg.PauseLimit})
+	p.monitor.Register(workers)
 	p.deliverer.Register(workers)
 	rc := &river.Config{
 		// River's client ID is the heartbeat's process ID: a running River
@@ -298,10 +290,8 @@ func New(cfg Config) (*Pipeline, error) {
 	if cfg.Work {
 		rc.PeriodicJobs = []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(cfg.AssembleEvery),
 			func() (river.JobArgs, *river.InsertOpts) { return AssembleArgs{}, nil },
-			&river.PeriodicJobOpts{RunOnStart: true}),
-			river.NewPeriodicJob(river.PeriodicInterval(cfg.InvariantsEvery),
-				func() (river.JobArgs, *river.InsertOpts) { return InvariantsArgs{}, nil },
-				&river.PeriodicJobOpts{RunOnStart: true})}
+			&river.PeriodicJobOpts{RunOnStart: true})}
+		rc.PeriodicJobs = append(rc.PeriodicJobs, p.monitor.PeriodicJobs()...)
 		rc.PeriodicJobs = append(rc.PeriodicJobs, p.gov.PeriodicJobs()...)
 		side := SideQueuePoll(cfg.PollInterval) // rivercosts.go
 		rc.Queues = map[string]river.QueueConfig{
@@ -418,6 +408,10 @@ func (p *Pipeline) River() *river.Client[*sql.Tx] { return p.river }
 // Governance returns the data lifecycle's calls (deletion, the retention
 // sweep), whose workers run on this pipeline's River client.
 func (p *Pipeline) Governance() *governance.Governance { return p.gov }
+
+// Monitor returns the invariant monitor that runs on the pipeline's River
+// client.
+func (p *Pipeline) Monitor() *monitor.Monitor { return p.monitor }
 
 // BatchWorkers is how many batch-queue jobs (batch runs, the assembler,
 // the sweeps) a worker process runs at once.

@@ -1,4 +1,4 @@
-package pipeline_test
+package monitor_test
 
 import (
 	"context"
@@ -21,7 +21,7 @@ func TestPeriodicCheckReadsSettledJobsHourly(t *testing.T) {
 	d := e.Deliver(stettest.SourceReports, "msg_inv", stettest.Report{ExternalID: "report-inv", Revision: 1, Text: "Hello."})
 	e.WaitJob(d.JobID, stet.JobCommitted)
 	// The first check of the process is full (its periodic job runs on start).
-	if err := e.Pipeline.CheckInvariants(ctx); err != nil {
+	if err := e.Pipeline.Monitor().Check(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// The record goes behind stet's back, two SLAs after the job's creation.
@@ -36,21 +36,21 @@ func TestPeriodicCheckReadsSettledJobsHourly(t *testing.T) {
 		return e.Count("alerts", "name = $1 AND resolved_at IS NULL", ledger.InvNoRecordAfterSLA)
 	}
 	clock.Advance(10 * time.Minute)
-	if err := e.Pipeline.CheckInvariants(ctx); err != nil {
+	if err := e.Pipeline.Monitor().Check(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if n := open(); n != 0 {
 		t.Fatalf("open no-record alerts 10 minutes after the full check = %d, want 0 (committed jobs are read hourly)", n)
 	}
 	clock.Advance(time.Hour)
-	if err := e.Pipeline.CheckInvariants(ctx); err != nil {
+	if err := e.Pipeline.Monitor().Check(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if n := open(); n != 1 {
 		t.Fatalf("open no-record alerts after the hourly full check = %d, want 1", n)
 	}
 	clock.Advance(time.Minute)
-	if err := e.Pipeline.CheckInvariants(ctx); err != nil {
+	if err := e.Pipeline.Monitor().Check(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if n := open(); n != 1 {
