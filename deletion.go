@@ -45,6 +45,11 @@ type DeletionTask struct {
 	DoneAt    time.Time
 	ExpiresAt time.Time // for copies a provider holds: when its declared retention ends
 	Reason    string    // why a task is unresolved (or done without work); never text
+	// ConfirmedBy and Evidence are an operator's, for a copy stet could
+	// not delete itself and an operator confirmed gone (stet deletions
+	// confirm).
+	ConfirmedBy string
+	Evidence    string
 }
 
 // CopyDeleter deletes the copies a processor's provider holds: batch input,

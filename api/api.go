@@ -174,6 +174,7 @@ func (s *Server) routes() {
 	s.handle("DELETE /v1/sources/{source}/reports/{external_id}", s.auth(stet.RoleOperator, s.deleteReportByExternalID))
 	s.handle("DELETE /v1/reports/{report_id}", s.auth(stet.RoleOperator, s.deleteReportByID))
 	s.handle("GET /v1/deletions/{id}", s.auth(stet.RoleReader, s.getDeletion))
+	s.handle("POST /v1/deletions/{id}/tasks/{copy}/confirm", s.auth(stet.RoleOperator, s.confirmTask))
 	s.handle("GET /v1/discovery", s.auth(stet.RoleReader, s.discovery))
 	s.handle("GET /v1/invariants", s.authAdmin(stet.RoleOperator, s.invariants))
 	s.handle("GET /v1/audit", s.authAdmin(stet.RoleOperator, s.listAudit))

@@ -2,6 +2,8 @@ package api
 
 import (
 	"context"
+	"encoding/json"
+	"io"
 	"net/http"
 	"time"
 
@@ -24,6 +26,10 @@ type DeletionTaskView struct {
 	DoneAt    *string `json:"done_at"`
 	ExpiresAt *string `json:"expires_at"`
 	Reason    *string `json:"reason"`
+	// ConfirmedBy and Evidence are set on a task an operator confirmed
+	// (POST /v1/deletions/{id}/tasks/{copy}/confirm).
+	ConfirmedBy *string `json:"confirmed_by"`
+	Evidence    *string `json:"evidence"`
 }
 
 // DeletionView is GET /v1/deletions/{id} (docs/design.md §7).
@@ -59,7 +65,7 @@ func NewDeletionView(d *stet.Deletion) DeletionView {
 	for _, t := range d.Tasks {
 		v.Tasks = append(v.Tasks, DeletionTaskView{Copy: t.Copy, State: string(t.State),
 			DueAt: tsPtr(t.DueAt), DoneAt: tsPtr(t.DoneAt),
-			ExpiresAt: tsPtr(t.ExpiresAt), Reason: strPtr(t.Reason)})
+			ExpiresAt: tsPtr(t.ExpiresAt), Reason: strPtr(t.Reason), ConfirmedBy: strPtr(t.ConfirmedBy), Evidence: strPtr(t.Evidence)})
 	}
 	return v
 }
@@ -120,6 +126,36 @@ func (s *Server) getDeletion(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !s.audit(w, r, "deletion.read", "deletion", d.ID) {
+		return
+	}
+	writeJSON(w, http.StatusOK, NewDeletionView(d))
+}
+
+type confirmBody struct {
+	Evidence string `json:"evidence"`
+}
+
+// confirmTask records an operator's evidence that a copy stet could not
+// delete itself is gone: the unresolved task becomes done (the ledger
+// audits it in the same transaction). A task still pending or already
+// done is 409.
+func (s *Server) confirmTask(w http.ResponseWriter, r *http.Request) {
+	var in confirmBody
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 16<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		s.problem(w, r, http.StatusBadRequest, "invalid-body", jsonProblem(err))
+		return
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		s.problem(w, r, http.StatusBadRequest, "invalid-body", "the body holds something after its JSON object")
+		return
+	}
+	tok := tokenOf(r)
+	d, err := s.db.ConfirmTask(r.Context(), ledger.ConfirmParams{Tenant: tok.Tenant, DeletionID: r.PathValue("id"),
+		Copy: r.PathValue("copy"), Actor: tok.Actor(), Evidence: in.Evidence, Now: s.clock.Now()})
+	if err != nil {
+		s.fail(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, NewDeletionView(d))

@@ -221,7 +221,10 @@ func (g *Governance) deleteProviderCopy(ctx context.Context, d *stet.Deletion, c
 		if err != nil {
 			return false, err
 		}
-		return unresolved("held by the processor under its declared retention ("+info.Retention+"); it has no delete API for synchronous calls", last.Add(keep))
+		if expires := last.Add(keep); expires.After(now) {
+			return unresolved("held by the processor under its declared retention ("+info.Retention+"); it has no delete API for synchronous calls", expires)
+		}
+		return done(ledger.ReasonExpired) // the retention ended before the deletion
 	case strings.HasPrefix(copy, ledger.PrefixProviderFile), strings.HasPrefix(copy, ledger.PrefixProviderBatch):
 		isFile := strings.HasPrefix(copy, ledger.PrefixProviderFile)
 		rest := strings.TrimPrefix(strings.TrimPrefix(copy, ledger.PrefixProviderFile), ledger.PrefixProviderBatch)

@@ -84,6 +84,19 @@ func (g *Governance) Sweep(ctx context.Context) (map[ledger.Purge]int, error) {
 	if err := run(ledger.PurgeTombstones, "", 0); err != nil {
 		return counts, err
 	}
+	// A provider's copy held under its declared retention is gone once
+	// that retention ends: its task closes itself.
+	var settled []string
+	if err := g.cfg.DB.InTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		settled, err = ledger.CloseExpiredRetention(ctx, tx, now)
+		return err
+	}); err != nil {
+		return counts, err
+	}
+	if len(settled) > 0 {
+		g.cfg.Log.Info("provider copies closed at the end of their declared retention", "deletions", len(settled))
+	}
 	// A deletion untouched for a while lost its worker (discarded after its
 	// retries, or deleted by hand): enqueue it again. A duplicate is
 	// harmless (unique by args, and every task is idempotent).

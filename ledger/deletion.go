@@ -390,7 +390,8 @@ func getDeletion(ctx context.Context, q Querier, tenant, id string) (*stet.Delet
 		return nil, fmt.Errorf("read deletion: %w", err)
 	}
 	d.State, d.RequestedAt, d.DoneAt = stet.DeletionState(state), time.UnixMicro(requested).UTC(), fromMicros(done)
-	rows, err := q.QueryContext(ctx, `SELECT copy, state, due_at, done_at, expires_at, COALESCE(reason, '')
+	rows, err := q.QueryContext(ctx, `SELECT copy, state, due_at, done_at, expires_at, COALESCE(reason, ''),
+			COALESCE(confirmed_by, ''), COALESCE(evidence, '')
 		FROM deletion_tasks WHERE deletion_id = $1`, id)
 	if err != nil {
 		return nil, fmt.Errorf("read deletion tasks: %w", err)
@@ -401,7 +402,7 @@ func getDeletion(ctx context.Context, q Querier, tenant, id string) (*stet.Delet
 		var st string
 		var due int64
 		var doneAt, expires sql.NullInt64
-		if err := rows.Scan(&t.Copy, &st, &due, &doneAt, &expires, &t.Reason); err != nil {
+		if err := rows.Scan(&t.Copy, &st, &due, &doneAt, &expires, &t.Reason, &t.ConfirmedBy, &t.Evidence); err != nil {
 			return nil, fmt.Errorf("read deletion task: %w", err)
 		}
 		t.State, t.DueAt, t.DoneAt, t.ExpiresAt = stet.DeletionState(st), time.UnixMicro(due).UTC(), fromMicros(doneAt), fromMicros(expires)

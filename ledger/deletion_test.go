@@ -122,11 +122,143 @@ func TestInvariantDeletionOverdue(t *testing.T) {
 		if n := check(t0.Add(2 * time.Hour)); n != 0 {
 			t.Errorf("violations with the retention not expired = %d, want 0", n)
 		}
-		if n := check(t0.Add(31 * 24 * time.Hour)); n != 1 {
-			t.Errorf("violations past the retention's expiry = %d, want 1", n)
+		// Past its expiry the provider no longer holds the copy by its
+		// own terms: not overdue, and the sweep closes the task.
+		if n := check(t0.Add(31 * 24 * time.Hour)); n != 0 {
+			t.Errorf("violations past the retention's expiry = %d, want 0 (it closes itself)", n)
 		}
 		if s, err := ledger.FinishDeletion(ctx, db.Writer(), out.DeletionID, t0); err != nil || s != stet.DeletionUnresolved {
 			t.Errorf("FinishDeletion = %s, %v; want unresolved", s, err)
+		}
+	})
+}
+
+// deletionWithUnresolved is a deletion whose local copies are done and
+// whose provider_retention:p1 task is unresolved until expires.
+func deletionWithUnresolved(t *testing.T, db *ledger.DB, ext string, expires time.Time) string {
+	t.Helper()
+	ctx := context.Background()
+	res := accept(t, db, ext, 1, "text", "d-"+ext)
+	if _, _, err := claim(t, db, res.JobID, 0, t0); err != nil { // p1 receives the text
+		t.Fatal(err)
+	}
+	out := requestDeletion(t, db, ledger.DeletionRequest{Tenant: "demo", ReportID: res.ReportID, Actor: "test", Now: t0})
+	for _, c := range ledger.LocalCopies {
+		if err := ledger.SetTask(ctx, db.Writer(), out.DeletionID, c, stet.DeletionDone, "", time.Time{}, t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ledger.SetTask(ctx, db.Writer(), out.DeletionID, "provider_retention:p1", stet.DeletionUnresolved, "retention", expires, t0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ledger.FinishDeletion(ctx, db.Writer(), out.DeletionID, t0); err != nil {
+		t.Fatal(err)
+	}
+	return out.DeletionID
+}
+
+// An operator's evidence closes an unresolved task: done, with who and
+// the evidence, the deletion done, one audit row without the evidence.
+// Blank evidence, another tenant, an unknown copy, a pending task and a
+// task already done are refused, and change nothing.
+func TestConfirmTask(t *testing.T) {
+	t.Parallel()
+	eachDialect(t, func(t *testing.T, db *ledger.DB) {
+		ctx := context.Background()
+		id := deletionWithUnresolved(t, db, "r-conf", time.Time{})
+		confirm := func(tenant, copy, evidence string) (*stet.Deletion, error) {
+			return db.ConfirmTask(ctx, ledger.ConfirmParams{Tenant: tenant, DeletionID: id, Copy: copy, Actor: "token:ops",
+				Evidence: evidence, Now: t0.Add(time.Hour)})
+		}
+		for _, c := range []struct {
+			name, tenant, copy, evidence string
+			want                         stet.ErrorCode
+		}{
+			{"blank evidence", "demo", "provider_retention:p1", "  ", stet.EInvalid},
+			{"a control character", "demo", "provider_retention:p1", "ticket\x00", stet.EInvalid},
+			{"another tenant", "other", "provider_retention:p1", "ticket 1", stet.ENotFound},
+			{"an unknown copy", "demo", "provider_retention:nope", "ticket 1", stet.ENotFound},
+			{"a task already done", "demo", "revision_text", "ticket 1", stet.EConflict},
+		} {
+			if _, err := confirm(c.tenant, c.copy, c.evidence); stet.ErrorCodeOf(err) != c.want {
+				t.Errorf("%s: ConfirmTask = %v, want %s", c.name, err, c.want)
+			}
+		}
+		d, err := confirm("demo", "provider_retention:p1", "provider ticket 4411: deleted on request")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.State != stet.DeletionDone {
+			t.Errorf("deletion = %s, want done", d.State)
+		}
+		var task stet.DeletionTask
+		for _, tk := range d.Tasks {
+			if tk.Copy == "provider_retention:p1" {
+				task = tk
+			}
+		}
+		if task.State != stet.DeletionDone || task.ConfirmedBy != "token:ops" || task.Evidence != "provider ticket 4411: deleted on request" ||
+			task.Reason != ledger.ReasonConfirmed || !task.DoneAt.Equal(t0.Add(time.Hour)) {
+			t.Errorf("task = %+v, want done, confirmed by token:ops with the evidence", task)
+		}
+		if _, err := confirm("demo", "provider_retention:p1", "again"); stet.ErrorCodeOf(err) != stet.EConflict {
+			t.Errorf("confirming it again = %v, want conflict", err)
+		}
+		entries, err := db.AuditEntries(ctx, "demo")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, e := range entries {
+			if e.Action == "deletion.confirm" {
+				n++
+				if e.ObjectID != id || e.Detail != "provider_retention:p1" || e.Actor != "token:ops" {
+					t.Errorf("audit row = %+v", e)
+				}
+			}
+		}
+		if n != 1 {
+			t.Errorf("deletion.confirm audit rows = %d, want 1", n)
+		}
+		pending := requestDeletion(t, db, ledger.DeletionRequest{Tenant: "demo", ReportID: accept(t, db, "r-pend", 1, "text", "d-pend").ReportID,
+			Actor: "test", Now: t0})
+		if _, err := db.ConfirmTask(ctx, ledger.ConfirmParams{Tenant: "demo", DeletionID: pending.DeletionID, Copy: "revision_text",
+			Actor: "token:ops", Evidence: "x", Now: t0}); stet.ErrorCodeOf(err) != stet.EConflict {
+			t.Errorf("confirming a pending task = %v, want conflict", err)
+		}
+	})
+}
+
+// A provider_retention task closes itself once its declared retention has
+// passed, and only then; its deletion is then done.
+func TestCloseExpiredRetention(t *testing.T) {
+	t.Parallel()
+	eachDialect(t, func(t *testing.T, db *ledger.DB) {
+		ctx := context.Background()
+		soon := deletionWithUnresolved(t, db, "r-soon", t0.Add(24*time.Hour))
+		later := deletionWithUnresolved(t, db, "r-later", t0.Add(30*24*time.Hour))
+		closeAt := func(now time.Time) []string {
+			ids, err := ledger.CloseExpiredRetention(ctx, db.Writer(), now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ids
+		}
+		if ids := closeAt(t0.Add(time.Hour)); len(ids) != 0 {
+			t.Errorf("closed before any expiry = %v, want none", ids)
+		}
+		if ids := closeAt(t0.Add(25 * time.Hour)); len(ids) != 1 || ids[0] != soon {
+			t.Errorf("closed a day on = %v, want [%s]", ids, soon)
+		}
+		d, err := db.GetDeletion(ctx, "demo", soon)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.State != stet.DeletionDone || d.Tasks[len(d.Tasks)-1].Reason != ledger.ReasonExpired {
+			t.Errorf("deletion = %s, last task %+v; want done, %s", d.State, d.Tasks[len(d.Tasks)-1], ledger.ReasonExpired)
+		}
+		if d, _ := db.GetDeletion(ctx, "demo", later); d.State != stet.DeletionUnresolved {
+			t.Errorf("the later deletion = %s, want unresolved", d.State)
 		}
 	})
 }

@@ -292,7 +292,9 @@ func (db *DB) checkInvariants(ctx context.Context, p CheckParams, tenant string)
 }
 
 // checkDeletions adds invariant 6's violations, of every tenant when
-// tenant is "", else of that one.
+// tenant is "", else of that one: a task not done past its due time, or
+// past the expiry of the copy it names — except a provider_retention
+// task, which closes itself at its expiry (CloseExpiredRetention).
 func (db *DB) checkDeletions(ctx context.Context, p CheckParams, tenant string, out *[]Violation) error {
 	args := []any{micros(p.Now), p.Limit}
 	own := ""
@@ -302,7 +304,8 @@ func (db *DB) checkDeletions(ctx context.Context, p CheckParams, tenant string, 
 	}
 	rows, err := db.w.QueryContext(ctx, `SELECT d.tenant_id, d.source_id, d.report_id, d.id, t.copy
 		FROM deletion_tasks t JOIN deletions d ON d.id = t.deletion_id
-		WHERE t.state <> 'done' AND ((t.expires_at IS NULL AND t.due_at < $1) OR t.expires_at < $1)`+own+`
+		WHERE t.state <> 'done' AND ((t.expires_at IS NULL AND t.due_at < $1)
+			OR (t.expires_at < $1 AND t.copy NOT LIKE '`+PrefixProviderRetention+`%'))`+own+`
 		ORDER BY t.due_at LIMIT $2`, args...)
 	if err != nil {
 		return fmt.Errorf("check %s: %w", InvDeletionOverdue, err)

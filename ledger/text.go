@@ -277,6 +277,11 @@ func WriteDeletion(w io.Writer, d *stet.Deletion) {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", t.Copy, t.State, timestamp(t.DueAt), dash(timestamp(t.DoneAt)), dash(timestamp(t.ExpiresAt)), dash(t.Reason))
 	}
 	tw.Flush()
+	for _, t := range d.Tasks {
+		if t.ConfirmedBy != "" {
+			fmt.Fprintf(w, "  %s confirmed by %s: %s\n", t.Copy, t.ConfirmedBy, t.Evidence)
+		}
+	}
 }
 
 // WriteBatches prints the ledger's batches, one a row.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -359,5 +360,91 @@ func TestEveryRecoveryDrillIsTested(t *testing.T) {
 		if !strings.Contains(src, "checkDrill(t, recovery.Drill"+d.Name+",") {
 			t.Errorf("recovery.Drill%s has no checkDrill test in pipeline", d.Name)
 		}
+	}
+}
+
+// A copy the processor holds under its declared retention (30 days) leaves
+// each deletion unresolved. An operator's evidence closes one through the
+// API (operators only, own tenant, evidence required, once); the other
+// closes itself when the sweep runs after the retention ended (a manual
+// clock 31 days on). Then invariant 6 reports neither.
+func TestProviderCopiesClose(t *testing.T) {
+	t.Parallel()
+	clock := stet.NewManualClock(time.Now())
+	e := stettest.New(t, stettest.Options{Clock: clock})
+	ctx := context.Background()
+	var ids []string
+	for _, ext := range []string{"report-confirm", "report-expire"} {
+		r := e.Deliver(stettest.SourceReports, "msg_"+ext, stettest.Report{ExternalID: ext, Revision: 1, Text: "Hello."})
+		e.WaitJob(r.JobID, stet.JobCommitted)
+		var acc api.DeletionAccepted
+		if st, b := e.Do(http.MethodDelete, "/v1/reports/"+r.ReportID, stettest.OperatorToken, nil, &acc); st != http.StatusAccepted {
+			t.Fatalf("DELETE = %d %s", st, b)
+		}
+		recovery.WaitDeletion(t, e, acc.DeletionID, "unresolved")
+		ids = append(ids, acc.DeletionID)
+	}
+	copyName := ledger.PrefixProviderRetention + "openai-fake"
+	path := "/v1/deletions/" + ids[0] + "/tasks/" + url.PathEscape(copyName) + "/confirm"
+	evidence := map[string]string{"evidence": "provider ticket 4411: the call's copy is deleted"}
+	for name, c := range map[string]struct {
+		path, token string
+		body        any
+		want        int
+	}{
+		"a reader":            {path, stettest.ReaderToken, evidence, http.StatusForbidden},
+		"another tenant":      {path, stettest.OtherToken, evidence, http.StatusNotFound},
+		"blank evidence":      {path, stettest.OperatorToken, map[string]string{"evidence": " "}, http.StatusBadRequest},
+		"an unknown field":    {path, stettest.OperatorToken, map[string]string{"evidence": "x", "by": "me"}, http.StatusBadRequest},
+		"a local copy, done":  {"/v1/deletions/" + ids[0] + "/tasks/revision_text/confirm", stettest.OperatorToken, evidence, http.StatusConflict},
+		"a copy with a slash": {"/v1/deletions/" + ids[0] + "/tasks/" + url.PathEscape("provider_file:openai-fake/file-1") + "/confirm", stettest.OperatorToken, evidence, http.StatusNotFound},
+		"an unknown deletion": {"/v1/deletions/del_nope/tasks/" + url.PathEscape(copyName) + "/confirm", stettest.OperatorToken, evidence, http.StatusNotFound},
+	} {
+		if st, b := e.Do(http.MethodPost, c.path, c.token, c.body, nil); st != c.want {
+			t.Errorf("%s: POST confirm = %d %s, want %d", name, st, b, c.want)
+		}
+	}
+	var d api.DeletionView
+	if st, b := e.Do(http.MethodPost, path, stettest.OperatorToken, evidence, &d); st != http.StatusOK {
+		t.Fatalf("POST confirm = %d %s, want 200", st, b)
+	}
+	task := d.Tasks[len(d.Tasks)-1]
+	if d.State != "done" || task.Copy != copyName || task.State != "done" || task.Evidence == nil || *task.Evidence != evidence["evidence"] ||
+		task.ConfirmedBy == nil || *task.ConfirmedBy != "token:operator" {
+		t.Errorf("confirmed deletion = %+v, task %+v", d, task)
+	}
+	if st, _ := e.Do(http.MethodPost, path, stettest.OperatorToken, evidence, nil); st != http.StatusConflict {
+		t.Errorf("POST confirm again = %d, want 409", st)
+	}
+	if n := e.Count("audit_log", "action = 'deletion.confirm' AND object_id = $1", ids[0]); n != 1 {
+		t.Errorf("deletion.confirm audit rows = %d, want 1", n)
+	}
+
+	overdue := func() int {
+		vs, err := e.DB.CheckInvariants(ctx, ledger.CheckParams{Now: clock.Now(), SLA: 1000 * time.Hour, LeaseGrace: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, v := range vs {
+			if v.Invariant == 6 {
+				n++
+			}
+		}
+		return n
+	}
+	clock.Advance(31 * 24 * time.Hour)
+	if n := overdue(); n != 0 {
+		t.Errorf("invariant 6 past the retention's end, before the sweep = %d, want 0", n)
+	}
+	if _, err := e.Pipeline.Governance().Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	expired := recovery.WaitDeletion(t, e, ids[1], "done")
+	if task := expired.Tasks[len(expired.Tasks)-1]; task.Reason == nil || *task.Reason != ledger.ReasonExpired || task.Evidence != nil {
+		t.Errorf("expired task = %+v, want done with reason %s", task, ledger.ReasonExpired)
+	}
+	if n := overdue(); n != 0 {
+		t.Errorf("invariant 6 after the sweep = %d, want 0", n)
 	}
 }

@@ -83,6 +83,8 @@ type DeletionTask struct {
 	DueAt  time.Time
 	DoneAt time.Time
 	Reason string
+	// ConfirmedBy and Evidence are an operator's, on a copy confirmed gone.
+	ConfirmedBy, Evidence string
 }
 
 // ledgerDeletions reads deletions from the ledger: the DeletionReader of a
@@ -96,7 +98,8 @@ func (l ledgerDeletions) Deletion(ctx context.Context, tenant, id string) (*Dele
 	}
 	out := &Deletion{ID: d.ID, ReportID: d.ReportID, Source: d.SourceID, State: string(d.State), RequestedAt: d.RequestedAt, DoneAt: d.DoneAt}
 	for _, t := range d.Tasks {
-		out.Tasks = append(out.Tasks, DeletionTask{Copy: t.Copy, State: string(t.State), DueAt: t.DueAt, DoneAt: t.DoneAt, Reason: t.Reason})
+		out.Tasks = append(out.Tasks, DeletionTask{Copy: t.Copy, State: string(t.State), DueAt: t.DueAt, DoneAt: t.DoneAt, Reason: t.Reason,
+			ConfirmedBy: t.ConfirmedBy, Evidence: t.Evidence})
 	}
 	return out, nil
 }

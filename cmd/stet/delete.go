@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/stetlabs/stet"
@@ -67,12 +68,16 @@ func cmdDelete(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	return exitOK
 }
 
-// cmdDeletions lists deletions, or shows one with its tasks.
+// cmdDeletions lists deletions, or shows one with its tasks; "stet
+// deletions confirm" closes a task stet could not do itself.
 func cmdDeletions(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "confirm" {
+		return cmdDeletionsConfirm(ctx, args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("deletions", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: stet deletions [flags] [DELETION_ID]\n\nLists deletions, newest first, or shows one deletion's tasks.")
+		fmt.Fprintln(stderr, "Usage: stet deletions [flags] [DELETION_ID]\n       stet deletions confirm DELETION_ID COPY --evidence TEXT\n\nLists deletions, newest first, or shows one deletion's tasks.")
 		fs.PrintDefaults()
 	}
 	cfgPath := cli.ConfigFlag(fs)
@@ -129,4 +134,48 @@ func printDeletion(w io.Writer, d *stet.Deletion, asJSON bool) {
 		return
 	}
 	ledger.WriteDeletion(w, d)
+}
+
+// cmdDeletionsConfirm records an operator's evidence that a copy stet could
+// not delete itself (a provider's copy without a delete API) is gone: the
+// unresolved task becomes done, with the evidence, audited.
+func cmdDeletionsConfirm(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("deletions confirm", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: stet deletions confirm [flags] DELETION_ID COPY --evidence TEXT\n\n"+
+			"Marks an unresolved task of a deletion done, with your evidence that the copy is gone\n"+
+			"(a provider's ticket or reference, never document text), and prints the deletion.")
+		fs.PrintDefaults()
+	}
+	cfgPath := cli.ConfigFlag(fs)
+	evidence := fs.String("evidence", "", "what shows the copy is gone (required)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := cli.ParseInterspersed(fs, args)
+	if err != nil {
+		return exitUsage
+	}
+	if len(pos) != 2 || strings.TrimSpace(*evidence) == "" {
+		fs.Usage()
+		return exitUsage
+	}
+	db, code := cli.OpenLedger(ctx, *cfgPath, stderr)
+	if db == nil {
+		return code
+	}
+	defer db.Close()
+	d, err := db.ConfirmTask(ctx, ledger.ConfirmParams{Tenant: ledger.AnyTenant, DeletionID: pos[0], Copy: pos[1],
+		Actor: "cli", Evidence: *evidence, Now: time.Now().UTC()})
+	if err != nil {
+		fmt.Fprintln(stderr, "stet deletions confirm:", stet.ErrorMessageOf(err))
+		switch stet.ErrorCodeOf(err) {
+		case stet.ENotFound, stet.EConflict:
+			return exitFailure
+		case stet.EInvalid:
+			return exitUsage
+		}
+		return exitUnhealthy
+	}
+	printDeletion(stdout, d, *asJSON)
+	return exitOK
 }

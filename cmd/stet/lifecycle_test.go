@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/api"
@@ -189,5 +190,66 @@ func TestDiscoveryMatchesConfig(t *testing.T) {
 	}
 	if other := get("tok-other"); len(other["sources"].([]any)) != 0 {
 		t.Errorf("another tenant sees %d sources, want 0", len(other["sources"].([]any)))
+	}
+}
+
+// stet deletions confirm closes an unresolved task with the operator's
+// evidence (flags before or after the arguments), prints it, and refuses
+// a pending task (exit 1), a missing --evidence (exit 2) and an unknown
+// copy (exit 1); stet check is clean afterwards.
+func TestDeletionsConfirmCommand(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	copyTree(t, quickstartDir(), dir, "stet-data")
+	if code, stdout, stderr := runInProcess(t, "quickstart", "--once", "--dir", dir, "--listen", "127.0.0.1:0"); code != exitOK {
+		t.Fatalf("quickstart = %d\n%s\n%s", code, stdout, stderr)
+	}
+	cfg := filepath.Join(dir, "stet.yaml")
+	var d api.DeletionView
+	code, out, stderr := runInProcess(t, "delete", "--config", cfg, "--json", testSource+"/report-001")
+	if code != exitOK || json.Unmarshal([]byte(out), &d) != nil {
+		t.Fatalf("run(delete) = %d\n%s\n%s", code, out, stderr)
+	}
+	const held = ledger.PrefixProviderRetention + "local-rules"
+	if code, _, stderr := runInProcess(t, "deletions", "confirm", "--config", cfg, d.DeletionID, held, "--evidence", "ticket 7"); code != exitFailure || !strings.Contains(stderr, "pending") {
+		t.Errorf("confirm of a pending task = %d %s, want %d naming pending", code, stderr, exitFailure)
+	}
+	// The worker (stet serve) would find the copy held; here the test
+	// leaves it so, and finishes the local copies.
+	ctx := context.Background()
+	db, err := ledger.Open(ctx, "sqlite://"+filepath.Join(dir, "stet-data", "stet.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	for _, c := range ledger.LocalCopies {
+		if err := ledger.SetTask(ctx, db.Writer(), d.DeletionID, c, stet.DeletionDone, "", time.Time{}, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ledger.SetTask(ctx, db.Writer(), d.DeletionID, held, stet.DeletionUnresolved, "retention unknown", time.Time{}, now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ledger.FinishDeletion(ctx, db.Writer(), d.DeletionID, now); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	if code, _, _ := runInProcess(t, "deletions", "confirm", "--config", cfg, d.DeletionID, held); code != exitUsage {
+		t.Errorf("confirm without --evidence = %d, want %d", code, exitUsage)
+	}
+	if code, _, _ := runInProcess(t, "deletions", "confirm", "--config", cfg, d.DeletionID, "provider_retention:nope", "--evidence", "x"); code != exitFailure {
+		t.Errorf("confirm of an unknown copy = %d, want %d", code, exitFailure)
+	}
+	code, out, stderr = runInProcess(t, "deletions", "confirm", "--config", cfg, d.DeletionID, held, "--evidence", "vendor ticket 7: purged")
+	if code != exitOK || !strings.Contains(out, "state done") || !strings.Contains(out, held+" confirmed by cli: vendor ticket 7: purged") {
+		t.Fatalf("run(deletions confirm) = %d\n%s\n%s", code, out, stderr)
+	}
+	rdb := openLedgerRO(t, filepath.Join(dir, "stet-data", "stet.db"))
+	if n := count(t, rdb, `SELECT COUNT(*) FROM audit_log WHERE action = 'deletion.confirm' AND actor = 'cli' AND object_id = $1`, d.DeletionID); n != 1 {
+		t.Errorf("deletion.confirm audit rows = %d, want 1", n)
+	}
+	if code, out, stderr := runInProcess(t, "check", "--config", cfg); code != exitOK {
+		t.Errorf("run(check) = %d\n%s\n%s", code, out, stderr)
 	}
 }

@@ -39,7 +39,7 @@ Commands:
   audit        audit verify: check the audit log's hash chain (exit 1 at the first broken link); audit list: print its rows
   batch        provider batches: status ID (one lookup, never submits), list, reconcile ID
   delete       delete a report (SOURCE/EXTERNAL_ID or REPORT_ID): tombstone, cancel, one task per copy; prints the tasks
-  deletions    list deletions, or show one's tasks (DELETION_ID); --json
+  deletions    list deletions, or show one's tasks (DELETION_ID); --json; confirm DELETION_ID COPY --evidence T closes a copy stet cannot delete
   destinations outbound webhooks: list, enable SOURCE DESTINATION (after a 410), retry SOURCE DESTINATION
   rekey        rewrap every data key under the first encryption key and seal plaintext rows; resumable
   import       bulk backfill from an NDJSON file (--source ID, --mode sync|batch); resumable
