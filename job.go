@@ -63,6 +63,13 @@ type Job struct {
 	ExtractingAt      time.Time // zero if never claimed
 	ExtractedAt       time.Time
 	CommittedAt       time.Time
+	// BlockedProcessor and BlockedReason say, while the job is blocked,
+	// which processor the boundary gate refused and its reason code.
+	BlockedProcessor string
+	BlockedReason    string
+	// RoutedTo is the processor an operator's boundary decision moved the
+	// job to (stet reroute); "" while the recorded policy decides.
+	RoutedTo string
 }
 
 // AttemptStatus is the outcome of one processor call as the ledger saw it.

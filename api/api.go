@@ -91,6 +91,9 @@ type Config struct {
 	// Manual converts waiting and blocked jobs to manual review records for
 	// POST /v1/dispatch/manual (the pipeline); nil answers 503.
 	Manual ManualConverter
+	// Rerouter moves blocked jobs by an operator's boundary decision for
+	// POST /v1/dispatch/reroute (the pipeline); nil answers 503.
+	Rerouter Rerouter
 	// NoMetrics leaves /metrics off this server (404): config
 	// metrics_listen serves it on a listener of its own.
 	NoMetrics bool
@@ -182,6 +185,7 @@ func (s *Server) routes() {
 	s.handle("POST /v1/dispatch/pause", s.authAdmin(stet.RoleOperator, s.pauseDispatch))
 	s.handle("POST /v1/dispatch/resume", s.authAdmin(stet.RoleOperator, s.resumeDispatch))
 	s.handle("POST /v1/dispatch/manual", s.authAdmin(stet.RoleOperator, s.manualDispatch))
+	s.handle("POST /v1/dispatch/reroute", s.authAdmin(stet.RoleOperator, s.rerouteDispatch))
 	s.handle("GET /v1/openapi.json", s.openapi)
 }
 

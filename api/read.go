@@ -49,6 +49,23 @@ type JobView struct {
 	TextPurgedAt string `json:"text_purged_at,omitempty"`
 	// Deliveries are the review record's outbound webhooks (docs/design.md §13).
 	Deliveries []DeliveryView `json:"deliveries"`
+	// BlockedReason is, while the job is blocked, the processor the
+	// boundary gate refused and its reason code ("openai:processor_no_longer_permitted").
+	BlockedReason *string `json:"blocked_reason"`
+	// BoundaryDecisions are operators' decisions moving the job to another
+	// processor (stet reroute), oldest first.
+	BoundaryDecisions []BoundaryDecisionView `json:"boundary_decisions"`
+}
+
+// BoundaryDecisionView is one operator's boundary decision on a job.
+type BoundaryDecisionView struct {
+	Actor      string `json:"actor"`
+	Reason     string `json:"reason"`
+	From       string `json:"from"`
+	To         string `json:"to"`
+	PolicyID   string `json:"policy_id"`
+	PolicyHash string `json:"policy_hash"`
+	At         string `json:"at"`
 }
 
 // DeliveryView is one outbound delivery of a job's record: one event to
@@ -124,6 +141,15 @@ func NewJobView(d *ledger.JobDetail) JobView {
 			dv.NextAttempt = ts(o.NextAttemptAt)
 		}
 		v.Deliveries = append(v.Deliveries, dv)
+	}
+	if j.State == stet.JobBlocked && j.BlockedReason != "" {
+		why := j.BlockedProcessor + ":" + j.BlockedReason
+		v.BlockedReason = &why
+	}
+	v.BoundaryDecisions = []BoundaryDecisionView{}
+	for _, b := range d.Decisions {
+		v.BoundaryDecisions = append(v.BoundaryDecisions, BoundaryDecisionView{Actor: b.Actor, Reason: b.Reason, From: b.From, To: b.To,
+			PolicyID: b.PolicyID, PolicyHash: b.PolicyHash, At: ts(b.At)})
 	}
 	if a := d.Artifact; a != nil {
 		v.Artifact = &ArtifactView{ID: a.ID, Processor: a.Processor, Model: a.Model, SchemaVersion: a.SchemaVersion, AttemptN: a.AttemptN, CreatedAt: ts(a.CreatedAt),

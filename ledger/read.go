@@ -25,6 +25,9 @@ type JobDetail struct {
 	// Record is the job's review record, without its content; nil before
 	// there is one.
 	Record *RecordMeta
+	// Decisions are the operators' boundary decisions on the job, oldest
+	// first (stet reroute).
+	Decisions []BoundaryDecision
 }
 
 // ArtifactMeta describes an artifact without its content.
@@ -126,6 +129,9 @@ func getJobOf(ctx context.Context, q Querier, tenant, jobID string) (*JobDetail,
 		return nil, fmt.Errorf("read artifact: %w", err)
 	}
 	if d.Deliveries, err = JobDeliveries(ctx, q, jobID); err != nil {
+		return nil, err
+	}
+	if d.Decisions, err = boundaryDecisions(ctx, q, jobKey, jobID); err != nil {
 		return nil, err
 	}
 	if d.Record, err = jobRecordMeta(ctx, q, jobID); err != nil {

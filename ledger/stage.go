@@ -54,7 +54,8 @@ var (
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`
 	qSetJobState = `UPDATE jobs SET state = $1, failure_class = $2, lease_until = NULL, lease_holder = NULL, updated_at = $3
 		WHERE public_id = $4 AND attempt = $5 AND state = 'extracting'`
-	qBlock = `UPDATE jobs SET state = 'blocked', failure_class = $1, lease_until = NULL, lease_holder = NULL, updated_at = $2
+	qBlock = `UPDATE jobs SET state = 'blocked', failure_class = $1, lease_until = NULL, lease_holder = NULL, updated_at = $2,
+			blocked_processor = $5, blocked_reason = $6
 		WHERE public_id = $3 AND attempt = $4 AND state IN ('accepted', 'waiting', 'extracting')`
 	// The statements of a commit take keys, but the first.
 	qJobForCommit = `SELECT j.id, j.state, j.report_id, rp.public_id, j.tenant_id, j.source_id, j.revision
@@ -73,7 +74,8 @@ var (
 	qInsertRecord        = `INSERT INTO review_records (public_id, job_id, report_id, tenant_id, source_id, revision, kind, state,
 			authoritative, classification, failure_class, created_at, sealed)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9, $10, $11, $12)`
-	qUnblock = `UPDATE jobs SET state = 'accepted', updated_at = $1 WHERE public_id = $2 AND state = 'blocked'`
+	qUnblock = `UPDATE jobs SET state = 'accepted', blocked_processor = NULL, blocked_reason = NULL, updated_at = $1
+		WHERE public_id = $2 AND state = 'blocked'`
 )
 
 // RecordPolicy stores a policy version's content under its hash, once.
@@ -142,7 +144,8 @@ const jobFrom = `jobs j JOIN revisions v ON v.id = j.revision_id JOIN reports rp
 const jobColumns = `j.public_id, COALESCE(v.legacy_id, ''), v.content_sha256, rp.public_id, j.tenant_id, j.source_id, j.revision, j.extraction_version,
 	v.profile_id, v.profile_version, pv.policy_id, pv.hash, j.state, j.attempt, j.lease_until,
 	j.failure_class, j.created_at, j.updated_at, j.extracting_at, j.extracted_at, j.committed_at,
-	(SELECT r.public_id FROM review_records r WHERE r.job_id = j.id)`
+	(SELECT r.public_id FROM review_records r WHERE r.job_id = j.id),
+	COALESCE(j.blocked_processor, ''), COALESCE(j.blocked_reason, ''), COALESCE(j.routed_to, '')`
 
 // scanJob scans jobColumns into j, then any extra columns into extra. It
 // returns the binding of the revision's sealed values.
@@ -152,7 +155,8 @@ func scanJob(row interface{ Scan(...any) error }, j *stet.Job, extra ...any) (st
 	var state, legacy, content string
 	err := row.Scan(append([]any{jobPub(&j.ID), &legacy, shaScan{&content}, reportPub(&j.ReportID), &j.TenantID, &j.SourceID, &j.Revision, &j.ExtractionVersion,
 		&j.ProfileID, &j.ProfileVersion, &j.PolicyID, &j.PolicyHash, &state, &j.Attempt, &lease,
-		&failure, &created, &updated, &extracting, &extracted, &committed, recordPub(&j.ReviewRecordID)}, extra...)...)
+		&failure, &created, &updated, &extracting, &extracted, &committed, recordPub(&j.ReviewRecordID),
+		&j.BlockedProcessor, &j.BlockedReason, &j.RoutedTo}, extra...)...)
 	if err != nil {
 		return "", err
 	}
@@ -407,10 +411,12 @@ func SetJobState(ctx context.Context, tx Querier, jobID string, token int64, sta
 }
 
 // Block moves a job that was never claimed, or whose claim is ours, to
-// blocked: no processor call is made until an operator acts.
-func Block(ctx context.Context, tx Querier, jobID string, expected int64, class stet.FailureClass, now time.Time) error {
+// blocked: no processor call is made until an operator acts. processor
+// and reason are the processor the gate refused and its reason code, kept
+// while the job is blocked.
+func Block(ctx context.Context, tx Querier, jobID string, expected int64, class stet.FailureClass, processor, reason string, now time.Time) error {
 	res, err := tx.ExecContext(ctx, qBlock,
-		string(class), micros(now), pub(jobID), expected)
+		string(class), micros(now), pub(jobID), expected, nullString(processor), nullString(reason))
 	if err != nil {
 		return fmt.Errorf("block job: %w", err)
 	}

@@ -94,10 +94,16 @@ func (d *JobDetail) WriteText(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	if j.State == stet.JobBlocked {
-		// The ledger keeps the class; the reason code is in the job_blocked alert.
 		fmt.Fprintf(w, "  blocked: class %s (%s); no processor call until an operator acts\n", dash(string(j.FailureClass)), blockedWhy(j.FailureClass))
+		if j.BlockedReason != "" {
+			fmt.Fprintf(w, "  blocked for processor %s: %s (stet reroute moves it to one the policy in force permits)\n", dash(j.BlockedProcessor), j.BlockedReason)
+		}
 	}
 	fmt.Fprintf(w, "  policy %s (%s)\n", j.PolicyID, short(j.PolicyHash))
+	for _, b := range d.Decisions {
+		fmt.Fprintf(w, "  boundary decision %s by %s: %s -> %s under policy %s (%s); reason: %s\n",
+			b.At.Format(time.RFC3339), b.Actor, dash(b.From), b.To, b.PolicyID, short(b.PolicyHash), b.Reason)
+	}
 	if !d.TextPurgedAt.IsZero() {
 		fmt.Fprintf(w, "  text_purged_at %s\n", d.TextPurgedAt.Format(time.RFC3339Nano))
 	}

@@ -279,7 +279,7 @@ func (p *Pipeline) routeUnbatchable(ctx context.Context, toSync []ledger.Pending
 			var err error
 			switch s.route.kind {
 			case routeBlock:
-				err = ledger.Block(ctx, tx, s.job.ID, s.job.Attempt, s.route.class, now)
+				err = ledger.Block(ctx, tx, s.job.ID, s.job.Attempt, s.route.class, s.route.processor, s.route.reason, now)
 				if err == nil {
 					blocked = append(blocked, s)
 				}

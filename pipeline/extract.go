@@ -111,7 +111,7 @@ func (p *Pipeline) extract(ctx context.Context, job *river.Job[ExtractArgs]) (st
 		return "paused", river.JobSnooze(r.wait)
 	case routeBlock:
 		p.alertBlocked(log, r)
-		return "blocked", p.block(ctx, job, j.Attempt, r.class)
+		return "blocked", p.block(ctx, job, j.Attempt, r.class, r.processor, r.reason)
 	case routeManual:
 		return "manual", p.manualAfter(ctx, attempt{job: job, token: -1, result: ledger.AttemptResult{FailureClass: r.class}, log: log})
 	default:
@@ -549,7 +549,8 @@ func (p *Pipeline) failed(ctx context.Context, a attempt, pe *stet.ProcessorErro
 		if err := ledger.FinishAttempt(wctx, p.db.Writer(), result); err != nil {
 			return "error", err
 		}
-		return "blocked", p.block(wctx, job, token, class)
+		// The provider refused the call for a boundary reason.
+		return "blocked", p.block(wctx, job, token, class, processorID, "provider_boundary")
 	case stet.FailureInvalidOutput, stet.FailureRefusal, stet.FailureUnsupported, stet.FailureStore:
 		return "manual", p.manualAfter(wctx, a)
 	default:
@@ -583,9 +584,9 @@ func (p *Pipeline) manualAfter(ctx context.Context, a attempt) error {
 
 // block moves a job to blocked (no call is made) and completes its River job.
 // An operator's resume re-enqueues it.
-func (p *Pipeline) block(ctx context.Context, job *river.Job[ExtractArgs], token int64, class stet.FailureClass) error {
+func (p *Pipeline) block(ctx context.Context, job *river.Job[ExtractArgs], token int64, class stet.FailureClass, processor, reason string) error {
 	return p.inTx(ctx, "extract.block", func(ctx context.Context, tx *sql.Tx) error {
-		if err := ledger.Block(ctx, tx, job.Args.JobID, token, class, p.clock.Now()); err != nil {
+		if err := ledger.Block(ctx, tx, job.Args.JobID, token, class, processor, reason, p.clock.Now()); err != nil {
 			if errors.Is(err, stet.ErrLeaseLost) {
 				return nil
 			}

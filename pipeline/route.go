@@ -6,6 +6,8 @@ package pipeline
 // on its own. What the gate answers is a routeKind:
 //
 //	condition (checked in this order)                route    class
+//	(P is the recorded policy's choice, or the processor an operator's
+//	boundary decision moved the job to, judged by the policy in force)
 //	the policy in force no longer permits P           block    boundary
 //	P is not configured in this process               block    boundary
 //	the recorded policy forbids P (region, …)         block    boundary
@@ -99,6 +101,10 @@ type gateJob struct {
 	Processor     string
 	LastProcessor string
 	LastClass     stet.FailureClass
+	// Routed is the processor an operator's boundary decision moved the
+	// job to (stet reroute): the gate decides for it alone, under the
+	// policy in force, which the decision approved it by.
+	Routed string
 	// Work, when set, is the job as the extract stage read it, with the
 	// dispatch pauses in force then; nil asks the ledger.
 	Work *ledger.WorkItem
@@ -107,7 +113,7 @@ type gateJob struct {
 func gateJobOf(w *ledger.WorkItem) gateJob {
 	return gateJob{ID: w.Job.ID, TenantID: w.Job.TenantID, PolicyHash: w.Job.PolicyHash,
 		ExtractionVersion: w.Job.ExtractionVersion, TextPurged: w.TextPurged,
-		LastProcessor: w.LastProcessor, LastClass: w.LastClass, Work: w}
+		LastProcessor: w.LastProcessor, LastClass: w.LastClass, Routed: w.Job.RoutedTo, Work: w}
 }
 
 // pauseCache remembers dispatch pauses by tenant and processor for the
@@ -124,7 +130,15 @@ func (p *Pipeline) route(ctx context.Context, j gateJob, pauses pauseCache) (rou
 	}
 	current := p.policies[recorded.ID]
 	id := j.Processor
-	if id == "" {
+	switch {
+	case id == "" && j.Routed != "":
+		// An operator's boundary decision: judged by the policy in force
+		// alone (gone since: blocked again), whose minimization applies.
+		id = j.Routed
+		if current != nil {
+			recorded = current
+		}
+	case id == "":
 		id = p.chooseProcessor(recorded, current, j.LastProcessor, j.LastClass)
 	}
 	r := route{processor: id, recorded: recorded}

@@ -36,6 +36,7 @@ Commands:
   pause        pause dispatch (--scope all|processor:ID|tenant:ID --reason …); no flags: list pauses
   unpause      resume dispatch for a scope
   manual       turn waiting and blocked jobs of a scope into manual review records (--scope S)
+  reroute      move blocked jobs to a processor the policy in force permits (--scope S --to P --reason R [--dry-run])
   audit        audit verify: check the audit log's hash chain (exit 1 at the first broken link); audit list: print its rows
   batch        provider batches: status ID (one lookup, never submits), list, reconcile ID
   delete       delete a report (SOURCE/EXTERNAL_ID or REPORT_ID): tombstone, cancel, one task per copy; prints the tasks
@@ -92,6 +93,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdImport(ctx, rest, stdout, stderr)
 	case "delete":
 		return cmdDelete(ctx, rest, stdout, stderr)
+	case "reroute":
+		return cmdReroute(ctx, rest, stdout, stderr)
 	case "deletions":
 		return cmdDeletions(ctx, rest, stdout, stderr)
 	case "rekey":

@@ -179,7 +179,7 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (*App, error) {
 		}
 	}
 	a.API = api.New(api.Config{
-		DB: db, Acceptor: pl, Manual: pl, Deleter: pl.Governance(), Discovery: Discovery(cfg, cfg.Encryption != nil, procs),
+		DB: db, Acceptor: pl, Manual: pl, Rerouter: pl, Deleter: pl.Governance(), Discovery: Discovery(cfg, cfg.Encryption != nil, procs),
 		Sources: sources, Tokens: tokens, Admins: admins, IntakeLimits: quotas, Logger: o.Logger, Metrics: a.Metrics,
 		Clock: o.Clock, BodyLimit: int64(cfg.BodyLimit), HealthOnly: role == "worker", NoMetrics: cfg.MetricsListen != "",
 		TracerProvider: tp,

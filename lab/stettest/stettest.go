@@ -300,7 +300,7 @@ func (e *Env) start(policy *stet.Policy) {
 			PolicyID: policy.ID, PolicyHash: policy.Hash(), ProfileID: "moderation", ProfileVersion: 1, Schema: e.profile.Validator}
 	}
 	e.API = api.New(api.Config{
-		DB: e.DB, Acceptor: p, Manual: p, Deleter: p.Governance(), Logger: log, Metrics: e.Metrics, Clock: e.Clock, BodyLimit: e.opts.BodyLimit,
+		DB: e.DB, Acceptor: p, Manual: p, Rerouter: p, Deleter: p.Governance(), Logger: log, Metrics: e.Metrics, Clock: e.Clock, BodyLimit: e.opts.BodyLimit,
 		Sources: []*api.Source{
 			src(SourceReports, "demo", stet.IdentityExternalID, stet.RevisionsExplicit),
 			src(SourceBlobs, "demo", stet.IdentityContent, stet.RevisionsContent),
