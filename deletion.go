@@ -76,3 +76,9 @@ type CopyDeleter interface {
 // keeps it under its own retention, so the task is unresolved with that
 // reason, never done.
 const CodeNoDeleteAPI = "no_delete_api"
+
+// CodeUndeclaredSubprocessor is the Code of the boundary error an adapter
+// returns when its provider reports that a vendor the processor does not
+// declare among its subprocessors served the call (Infrai's
+// metadata.vendor): the output is discarded and the processor paused.
+const CodeUndeclaredSubprocessor = "undeclared_subprocessor"

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -45,6 +46,16 @@ type Policy struct {
 	RecordsRetention time.Duration `json:"records_retention,omitempty"`
 	ReplayHorizon    time.Duration `json:"replay_horizon"`
 	Regions          []string      `json:"regions,omitempty"`
+	// AllowedSubprocessors, when set, lists who besides a processor's
+	// provider may see text: a processor declaring any other is refused
+	// (and so is an output a provider reports another vendor served).
+	// nil leaves subprocessors unrestricted, and out of the hash.
+	AllowedSubprocessors *[]string `json:"allowed_subprocessors,omitempty"`
+}
+
+// AllowsSubprocessor reports whether name may see text under the policy.
+func (p *Policy) AllowsSubprocessor(name string) bool {
+	return p.AllowedSubprocessors == nil || slices.ContainsFunc(*p.AllowedSubprocessors, func(a string) bool { return strings.EqualFold(a, name) })
 }
 
 // Permits reports whether the policy allows processorID.

@@ -69,6 +69,10 @@ type ProcessorInfo struct {
 	Subprocessors    []string `json:"subprocessors"`
 	Capabilities     []string `json:"capabilities"`
 	SendsTextOffHost bool     `json:"sends_text_off_host"`
+	// Pending names the boundary declarations still unanswered (region,
+	// retention, zero_data_retention, subprocessors, deletion): a
+	// processor with any is never sent text.
+	Pending []string `json:"pending,omitempty"`
 }
 
 // Profile is an extraction profile: what to extract and how to ask.

@@ -61,6 +61,9 @@ type DiscoveryProcessor struct {
 	Retention         string   `json:"retention"`
 	ZeroDataRetention bool     `json:"zero_data_retention"`
 	Subprocessors     []string `json:"subprocessors"`
+	// Pending names the boundary declarations still unanswered: the
+	// processor is never sent text until they are (absent: none).
+	Pending []string `json:"pending,omitempty"`
 }
 
 // DiscoveryDestination is where a source's records are delivered.

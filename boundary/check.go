@@ -20,16 +20,23 @@ import (
 
 // Codes of the boundary errors Check returns, in stet.ProcessorError.Code.
 const (
-	CodeProcessorNotPermitted = "processor_not_permitted"
-	CodeRegionNotPermitted    = "region_not_permitted"
+	CodeProcessorNotPermitted    = "processor_not_permitted"
+	CodeRegionNotPermitted       = "region_not_permitted"
+	CodeSubprocessorNotPermitted = "subprocessor_not_permitted"
+	// CodePendingPrefix starts the code of a processor with an unanswered
+	// declaration: "pending:retention".
+	CodePendingPrefix = "pending:"
 )
 
 // Check returns nil if policy permits the processor described by info: its ID
 // is one of the policy's processors and, when the policy lists regions, its
-// region is one of them (compared case-insensitively). Otherwise it returns a
-// *stet.ProcessorError of class stet.FailureBoundary with Code
-// CodeProcessorNotPermitted or CodeRegionNotPermitted. A nil policy permits
-// nothing. Check never suggests another processor: there is no fallback.
+// region is one of them (compared case-insensitively), every subprocessor it
+// declares is one the policy allows, and none of its boundary declarations
+// is pending. Otherwise it returns a *stet.ProcessorError of class
+// stet.FailureBoundary with Code CodeProcessorNotPermitted,
+// CodeRegionNotPermitted, CodeSubprocessorNotPermitted or "pending:<the
+// first pending declaration>". A nil policy permits nothing. Check never
+// suggests another processor: there is no fallback.
 func Check(policy *stet.Policy, info stet.ProcessorInfo) error {
 	if policy == nil {
 		return &stet.ProcessorError{
@@ -52,6 +59,22 @@ func Check(policy *stet.Policy, info stet.ProcessorInfo) error {
 			Class: stet.FailureBoundary,
 			Code:  CodeRegionNotPermitted,
 			Err:   fmt.Errorf("region %q of processor %q is not permitted by policy %q", info.Region, info.ID, policy.ID),
+		}
+	}
+	for _, sub := range info.Subprocessors {
+		if !policy.AllowsSubprocessor(sub) {
+			return &stet.ProcessorError{
+				Class: stet.FailureBoundary,
+				Code:  CodeSubprocessorNotPermitted,
+				Err:   fmt.Errorf("a subprocessor of processor %q is not allowed by policy %q", info.ID, policy.ID),
+			}
+		}
+	}
+	if len(info.Pending) > 0 {
+		return &stet.ProcessorError{
+			Class: stet.FailureBoundary,
+			Code:  CodePendingPrefix + info.Pending[0],
+			Err:   fmt.Errorf("processor %q has boundary declarations pending (%s)", info.ID, strings.Join(info.Pending, ", ")),
 		}
 	}
 	return nil

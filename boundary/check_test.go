@@ -12,6 +12,9 @@ func TestCheck(t *testing.T) {
 	t.Parallel()
 	policy := &stet.Policy{ID: "standard", Processors: []string{"local-rules", "openai-eu"}}
 	regional := &stet.Policy{ID: "eu-only", Processors: []string{"local-rules", "openai-eu", "openai-us"}, Regions: []string{"local", "EU"}}
+	allowed, empty := []string{"Microsoft"}, []string{}
+	restricted := &stet.Policy{ID: "subs", Processors: []string{"openai-eu"}, AllowedSubprocessors: &allowed}
+	none := &stet.Policy{ID: "no-subs", Processors: []string{"openai-eu"}, AllowedSubprocessors: &empty}
 	tests := []struct {
 		name     string
 		policy   *stet.Policy
@@ -29,6 +32,11 @@ func TestCheck(t *testing.T) {
 		{"region outside", regional, stet.ProcessorInfo{ID: "openai-us", Region: "us"}, CodeRegionNotPermitted},
 		{"region undeclared", regional, stet.ProcessorInfo{ID: "openai-eu"}, CodeRegionNotPermitted},
 		{"id checked before region", regional, stet.ProcessorInfo{ID: "gemini", Region: "eu"}, CodeProcessorNotPermitted},
+		{"subprocessor allowed", restricted, stet.ProcessorInfo{ID: "openai-eu", Region: "eu", Subprocessors: []string{"microsoft"}}, ""},
+		{"subprocessor not allowed", restricted, stet.ProcessorInfo{ID: "openai-eu", Region: "eu", Subprocessors: []string{"Microsoft", "Acme"}}, CodeSubprocessorNotPermitted},
+		{"no list allows any subprocessor", policy, stet.ProcessorInfo{ID: "openai-eu", Region: "eu", Subprocessors: []string{"Acme"}}, ""},
+		{"an empty list allows none", none, stet.ProcessorInfo{ID: "openai-eu", Region: "eu", Subprocessors: []string{"Acme"}}, CodeSubprocessorNotPermitted},
+		{"a pending answer", policy, stet.ProcessorInfo{ID: "openai-eu", Region: "eu", Pending: []string{"retention", "deletion"}}, CodePendingPrefix + "retention"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

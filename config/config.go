@@ -169,17 +169,20 @@ type Limits struct {
 // Processor is one configured processor. Kind-specific keys are validated
 // by kind; keys a kind does not use are an error.
 type Processor struct {
-	ID            string   `yaml:"id"`
-	Kind          string   `yaml:"kind"`     // rules | openai | anthropic | gemini | infrai | azure-content-safety
-	Rules         string   `yaml:"rules"`    // rules: path, resolved to absolute
-	BaseURL       string   `yaml:"base_url"` // http kinds
-	APIKeyEnv     string   `yaml:"api_key_env"`
-	Model         string   `yaml:"model"`
+	ID        string `yaml:"id"`
+	Kind      string `yaml:"kind"`     // rules | openai | anthropic | gemini | infrai | azure-content-safety
+	Rules     string `yaml:"rules"`    // rules: path, resolved to absolute
+	BaseURL   string `yaml:"base_url"` // http kinds
+	APIKeyEnv string `yaml:"api_key_env"`
+	Model     string `yaml:"model"`
+	// The boundary declarations: each may be pending (Pending), and a
+	// processor with a pending answer is never sent text.
 	Region        string   `yaml:"region"`
-	Retention     string   `yaml:"retention"` // "none", "0", or a duration such as 30d
-	ZeroRetention bool     `yaml:"zero_data_retention"`
-	Subprocessors []string `yaml:"subprocessors"`
-	Timeout       Duration `yaml:"timeout"` // one call; default 60s
+	Retention     string   `yaml:"retention"` // "none", "0", a duration such as 30d, or pending
+	ZeroRetention Answer   `yaml:"zero_data_retention"`
+	Subprocessors Names    `yaml:"subprocessors"`
+	Deletion      string   `yaml:"deletion"` // api | retention | none | pending; optional
+	Timeout       Duration `yaml:"timeout"`  // one call; default 60s
 	Limits        Limits   `yaml:"limits"`
 	Price         Price    `yaml:"price"` // for stet eval's cost figures; zero: free
 	// Mapping (azure-content-safety): path of the file that turns category
@@ -229,6 +232,9 @@ type Policy struct {
 	Retention     Retention              `yaml:"retention"`
 	ReplayHorizon Duration               `yaml:"replay_horizon"`
 	Regions       []string               `yaml:"regions"`
+	// AllowedSubprocessors, when given, lists who besides a processor's
+	// provider may see text under this policy.
+	AllowedSubprocessors *[]string `yaml:"allowed_subprocessors"`
 }
 
 // Workers are stage-worker settings.
@@ -310,6 +316,16 @@ func (p *Policy) Domain() *stet.Policy {
 		RecordsRetention:  p.Retention.Records.Std(),
 		ReplayHorizon:     p.ReplayHorizon.Std(),
 		Regions:           slices.Clone(p.Regions),
+		AllowedSubprocessors: func() *[]string {
+			if p.AllowedSubprocessors == nil {
+				return nil
+			}
+			l := slices.Clone(*p.AllowedSubprocessors)
+			if l == nil {
+				l = []string{}
+			}
+			return &l
+		}(),
 	}
 }
 

@@ -60,6 +60,15 @@ func (l *loader) check(path string, n *yaml.Node, t reflect.Type) {
 		l.check(path, n, t.Elem())
 		return
 	}
+	if t == reflect.TypeFor[Names]() { // a list, or the scalar pending
+		switch {
+		case n.Kind == yaml.SequenceNode:
+			l.check(path, n, reflect.TypeFor[[]string]())
+		case n.Kind != yaml.ScalarNode || n.Value != Pending:
+			l.typeProblem(path, n.Line, "must be a list of names or pending")
+		}
+		return
+	}
 	if reflect.PointerTo(t).Implements(unmarshalerType) || isScalar(t.Kind()) {
 		if n.Kind != yaml.ScalarNode {
 			l.typeProblem(path, n.Line, "must be a single value, not a list or mapping")

@@ -244,7 +244,12 @@ func TestLoadRejects(t *testing.T) {
 		{name: "base url", edits: []edit{{"base_url: https://api.openai.com/v1", "base_url: api.openai.com/v1"}}, wantPath: "processors[1].base_url", wantReason: "http:// or https://"},
 		{name: "region missing", edits: []edit{{"    region: us\n", ""}}, wantPath: "processors[1].region", wantReason: "required"},
 		{name: "retention missing", edits: []edit{{"    retention: none\n", ""}}, wantPath: "processors[0].retention", wantReason: "required"},
-		{name: "retention bad", edits: []edit{{"retention: 30d\n", "retention: forever\n"}}, wantPath: "processors[1].retention", wantReason: `"none" or a duration`},
+		{name: "retention bad", edits: []edit{{"retention: 30d\n", "retention: forever\n"}}, wantPath: "processors[1].retention", wantReason: `"none", a duration such as 30d, or pending`},
+		{name: "subprocessor not allowed", edits: []edit{{"processors: [local-rules]", "processors: [local-rules, openai-us]\n    allowed_subprocessors: [Azure]"}, {"retention: 30d\n", "retention: 30d\n    subprocessors: [Azure, Acme Labs]\n"}}, wantPath: "policies[0].allowed_subprocessors", wantReason: `processor "openai-us" declares subprocessor "Acme Labs"`},
+		{name: "zero retention neither answer", edits: []edit{{"retention: 30d\n", "retention: 30d\n    zero_data_retention: maybe\n"}}, wantPath: "processors[1].zero_data_retention", wantReason: "true, false or pending"},
+		{name: "subprocessors not a list", edits: []edit{{"retention: 30d\n", "retention: 30d\n    subprocessors: Azure\n"}}, wantPath: "processors[1].subprocessors", wantReason: "a list of names or pending"},
+		{name: "deletion answer", edits: []edit{{"retention: 30d\n", "retention: 30d\n    deletion: sometimes\n"}}, wantPath: "processors[1].deletion", wantReason: "api | retention | none | pending"},
+		{name: "rules processor pending", edits: []edit{{"    retention: none\n", "    retention: pending\n"}}, wantPath: "processors[0].retention", wantReason: "never pending"},
 		{name: "zero retention contradiction", edits: []edit{{"retention: 30d\n", "retention: 30d\n    zero_data_retention: true\n"}}, wantPath: "processors[1].zero_data_retention", wantReason: "contradicts retention 30d"},
 		{name: "negative limit", edits: []edit{{"rpm: 500", "rpm: -1"}}, wantPath: "processors[1].limits.rpm", wantReason: "must not be negative"},
 		{name: "limits wrong shape", edits: []edit{{"limits: {rpm: 500, tpm: 200000, concurrency: 16}", "limits: 500"}}, wantPath: "processors[1].limits", wantReason: "must be a mapping"},
@@ -482,5 +487,34 @@ func TestLookupsAndDomain(t *testing.T) {
 	prof := c.Profile("moderation").Domain()
 	if prof.ExtractionVersion() != "moderation@1" || !strings.Contains(prof.Prompt, "{{.Text}}") || len(prof.Schema) == 0 {
 		t.Errorf("Profile.Domain() = %+v, want moderation@1 with schema and prompt", prof)
+	}
+}
+
+// Boundary declarations may be pending: the config loads, the processor
+// names its pending answers (and the policy's domain hash keeps its value
+// while allowed_subprocessors is absent).
+func TestLoadPendingAnswers(t *testing.T) {
+	t.Parallel()
+	yaml := readExample(t)
+	plain := writeConfig(t, yaml)
+	before, err := Load(filepath.Join(plain, "stet.yaml"), lookup(testEnv()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	yaml = strings.Replace(yaml, "    region: us\n", "    region: pending\n", 1)
+	yaml = strings.Replace(yaml, "retention: 30d\n", "retention: 30d\n    zero_data_retention: pending\n    subprocessors: pending\n    deletion: api\n", 1)
+	dir := writeConfig(t, yaml)
+	c, err := Load(filepath.Join(dir, "stet.yaml"), lookup(testEnv()))
+	if err != nil {
+		t.Fatalf("Load = %v", err)
+	}
+	if got := c.Processor("openai-us").PendingAnswers(); !slices.Equal(got, []string{"region", "zero_data_retention", "subprocessors"}) {
+		t.Errorf("PendingAnswers = %v, want region, zero_data_retention, subprocessors", got)
+	}
+	if got := c.Processor("local-rules").PendingAnswers(); len(got) != 0 {
+		t.Errorf("local-rules PendingAnswers = %v, want none", got)
+	}
+	if c.Policies[0].Domain().Hash() != before.Policies[0].Domain().Hash() {
+		t.Errorf("the policy's hash changed with its processors' answers")
 	}
 }

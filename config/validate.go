@@ -309,16 +309,23 @@ func (l *loader) validateProcessor(p string, pr *Processor) {
 	}
 
 	if pr.Region == "" {
-		l.problem(join(p, "region"), "required: where this processor handles text (\"local\" for on-host)")
+		l.problem(join(p, "region"), "required: where this processor handles text (\"local\" for on-host), or pending")
 	}
 	rp := join(p, "retention")
 	switch r, err := parseRetention(pr.Retention); {
 	case pr.Retention == "":
-		l.problem(rp, "required: \"none\" or a duration such as 30d")
+		l.problem(rp, "required: \"none\", a duration such as 30d, or pending")
+	case pr.Retention == Pending:
 	case err != nil:
-		l.problem(rp, "must be \"none\" or a duration such as 30d")
-	case pr.ZeroRetention && r > 0:
+		l.problem(rp, "must be \"none\", a duration such as 30d, or pending")
+	case pr.ZeroRetention.Value && r > 0:
 		l.problem(join(p, "zero_data_retention"), "contradicts retention %s", pr.Retention)
+	}
+	if pr.Deletion != "" && !slices.Contains(Deletions, pr.Deletion) {
+		l.problem(join(p, "deletion"), "must be one of %s", strings.Join(Deletions, " | "))
+	}
+	if pr.Kind == KindRules && len(pr.PendingAnswers()) > 0 {
+		l.problem(join(p, pr.PendingAnswers()[0]), "a rules processor runs on this host: its answers are known, never pending")
 	}
 	for _, lim := range []struct {
 		key string
@@ -429,8 +436,15 @@ func (l *loader) validatePolicy(p string, po *Policy, processors map[string]bool
 			l.problem(ip, "processor %q is not defined under processors", id)
 		case slices.Index(po.Processors, id) < i:
 			l.problem(ip, "processor %q is listed twice", id)
-		case len(po.Regions) > 0 && !slices.Contains(po.Regions, c.Processor(id).Region):
+		case len(po.Regions) > 0 && c.Processor(id).Region != Pending && !slices.Contains(po.Regions, c.Processor(id).Region):
 			l.problem(ip, "processor %q handles text in region %q, which this policy's regions do not allow", id, c.Processor(id).Region)
+		case po.AllowedSubprocessors != nil:
+			dom := po.Domain()
+			for _, sub := range c.Processor(id).Subprocessors.List {
+				if !dom.AllowsSubprocessor(sub) {
+					l.problem(join(p, "allowed_subprocessors"), "processor %q declares subprocessor %q, which this list does not allow", id, sub)
+				}
+			}
 		}
 	}
 	for i, class := range po.Minimize {

@@ -210,6 +210,8 @@ func (g *Governance) deleteProviderCopy(ctx context.Context, d *stet.Deletion, c
 		info := proc.Info()
 		keep, none, err := ParseRetention(info.Retention)
 		switch {
+		case info.Retention == "pending":
+			return unresolved("the processor's declared retention is pending: confirm the copy is gone with stet deletions confirm", time.Time{})
 		case info.ZeroRetention:
 			return done("zero data retention")
 		case err != nil:

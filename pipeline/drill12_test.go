@@ -68,7 +68,7 @@ var drill12Cases = []drill12Case{
 	{name: "infrai", open: func(t *testing.T) (stet.Processor, func(string) (int, bool)) {
 		f := infraifake.New(infraifake.Options{APIKey: "ik-test"})
 		t.Cleanup(f.Close)
-		c, err := infrai.New(infrai.Config{Common: processor.Common{ID: "openai-fake", BaseURL: f.URL(), APIKey: "ik-test", Model: "infrai-test", Retention: "30d"}})
+		c, err := infrai.New(infrai.Config{Common: processor.Common{ID: "openai-fake", BaseURL: f.URL(), APIKey: "ik-test", Model: "infrai-test", Retention: "30d", Subprocessors: []string{"openai"}}})
 		if err != nil {
 			t.Fatal(err)
 		}

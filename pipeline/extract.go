@@ -549,8 +549,19 @@ func (p *Pipeline) failed(ctx context.Context, a attempt, pe *stet.ProcessorErro
 		if err := ledger.FinishAttempt(wctx, p.db.Writer(), result); err != nil {
 			return "error", err
 		}
-		// The provider refused the call for a boundary reason.
-		return "blocked", p.block(wctx, job, token, class, processorID, "provider_boundary")
+		reason := "provider_boundary" // the provider refused the call for a boundary reason
+		if pe != nil && pe.Code == stet.CodeUndeclaredSubprocessor {
+			// A vendor the processor never declared served the call: its
+			// output is discarded (never saved), the processor is paused
+			// for every job until an operator has looked, and they are told.
+			reason = pe.Code
+			if _, err := p.db.PauseForFailure(wctx, ledger.Pause{Scope: "processor:" + processorID, Reason: "an undeclared subprocessor served a call (automatic)",
+				PausedBy: "stet", PausedAt: p.clock.Now()}, processorID, class); err != nil {
+				return "error", err
+			}
+			p.alert(p.log.With("job_id", jobID), "processor_paused", "processor", processorID, "failure_class", string(class), "reason", reason)
+		}
+		return "blocked", p.block(wctx, job, token, class, processorID, reason)
 	case stet.FailureInvalidOutput, stet.FailureRefusal, stet.FailureUnsupported, stet.FailureStore:
 		return "manual", p.manualAfter(wctx, a)
 	default:

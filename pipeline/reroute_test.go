@@ -9,6 +9,9 @@ import (
 	"github.com/stetlabs/stet/api"
 	"github.com/stetlabs/stet/lab/stettest"
 	"github.com/stetlabs/stet/ledger"
+	"github.com/stetlabs/stet/processor"
+	"github.com/stetlabs/stet/processor/infrai"
+	"github.com/stetlabs/stet/processor/infrai/infraifake"
 )
 
 // A policy edit drops the processor a job was accepted for: the job is
@@ -97,5 +100,49 @@ func TestRerouteBlockedJob(t *testing.T) {
 	}
 	if st, b := e.Do(http.MethodPost, "/v1/dispatch/reroute", stettest.OperatorToken, body("job:"+d.JobID, "rules", false), nil); st != http.StatusConflict {
 		t.Errorf("a second reroute = %d %s, want 409", st, b)
+	}
+}
+
+// Infrai reports which upstream vendor served a call. A vendor the
+// processor does not declare among its subprocessors: the output is
+// discarded (no artifact, no record), the job is blocked with the reason
+// undeclared_subprocessor, the processor is paused for every job and an
+// alert is opened with IDs only.
+func TestUndeclaredVendorPausesProcessor(t *testing.T) {
+	t.Parallel()
+	f := infraifake.New(infraifake.Options{APIKey: "ik-test", Vendor: "deepseek"})
+	t.Cleanup(f.Close)
+	e := stettest.New(t, stettest.Options{WrapProcessor: func(id string, p stet.Processor, _ string) stet.Processor {
+		if id != "openai-fake" {
+			return p
+		}
+		c, err := infrai.New(infrai.Config{Common: processor.Common{ID: "openai-fake", BaseURL: f.URL(), APIKey: "ik-test", Model: "infrai-test",
+			Region: "us", Retention: "30d", Subprocessors: []string{"openai"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}})
+	d := e.Deliver(stettest.SourceReports, "msg_vendor", stettest.Report{ExternalID: "report-vendor", Revision: 1, Text: "Some report text."})
+	e.WaitJob(d.JobID, stet.JobBlocked)
+	if n := f.Calls(); n != 1 {
+		t.Errorf("Infrai calls = %d, want 1", n)
+	}
+	var job api.JobView
+	if st, b := e.Do(http.MethodGet, "/v1/jobs/"+d.JobID, stettest.OperatorToken, nil, &job); st != http.StatusOK {
+		t.Fatalf("GET job = %d %s", st, b)
+	}
+	if job.Artifact != nil || job.BlockedReason == nil || *job.BlockedReason != "openai-fake:"+stet.CodeUndeclaredSubprocessor ||
+		len(job.Attempts) != 1 || job.Attempts[0].FailureClass != string(stet.FailureBoundary) {
+		t.Errorf("job = artifact %v, reason %v, attempts %+v; want no artifact, blocked for undeclared_subprocessor, one boundary attempt", job.Artifact, job.BlockedReason, job.Attempts)
+	}
+	if n := e.Count("dispatch_pauses", "scope = 'processor:openai-fake'"); n != 1 {
+		t.Errorf("pauses of the processor = %d, want 1", n)
+	}
+	if n := e.Count("alerts", "name = 'processor_paused' AND resolved_at IS NULL"); n != 1 {
+		t.Errorf("open processor_paused alerts = %d, want 1", n)
+	}
+	if n := e.Count("review_records", ""); n != 0 {
+		t.Errorf("review records = %d, want 0", n)
 	}
 }

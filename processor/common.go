@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/stetlabs/stet"
@@ -28,6 +29,9 @@ type Common struct {
 	// ZeroRetention says the provider keeps no copy of the text.
 	ZeroRetention bool
 	Subprocessors []string
+	// Pending names the boundary declarations the config left pending: the
+	// gate never sends such a processor text.
+	Pending []string
 	// Timeout bounds one call, response body included; 0 means the
 	// adapter's DefaultTimeout.
 	Timeout time.Duration
@@ -98,6 +102,7 @@ func (c Common) Info(kind string) stet.ProcessorInfo {
 		ZeroRetention:    c.ZeroRetention,
 		Subprocessors:    append([]string{}, c.Subprocessors...),
 		SendsTextOffHost: true,
+		Pending:          slices.Clone(c.Pending),
 	}
 }
 
@@ -106,5 +111,6 @@ func (c Common) Info(kind string) stet.ProcessorInfo {
 func CopyInfo(info stet.ProcessorInfo) stet.ProcessorInfo {
 	info.Subprocessors = append([]string{}, info.Subprocessors...)
 	info.Capabilities = append([]string{}, info.Capabilities...)
+	info.Pending = slices.Clone(info.Pending)
 	return info
 }

@@ -37,6 +37,11 @@ func writeBatchConfig(t testing.TB, dir, kind, baseURL, model string, maxItems i
 	y = strings.Replace(y, "    kind: openai", "    kind: "+kind, 1)
 	y = strings.Replace(y, "    model: gpt-test", "    model: "+model, 1)
 	y = strings.Replace(y, "    timeout: 30s", fmt.Sprintf("    timeout: 30s\n    batch: {max_items: %d, max_wait: 200ms, poll_first: 100ms, poll_max: 300ms}", maxItems), 1)
+	if kind == "infrai" {
+		// Infrai names the upstream vendor of each answer (the fake's is
+		// openai): an undeclared one discards the output.
+		y = strings.Replace(y, "    timeout: 30s", "    subprocessors: [openai]\n    timeout: 30s", 1)
+	}
 	y = strings.Replace(y, "  rescue_after: 3s", "  rescue_after: 3s\n  assemble_every: 100ms", 1)
 	if err := os.WriteFile(c.Path, []byte(y), 0o600); err != nil {
 		t.Fatal(err)

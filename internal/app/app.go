@@ -214,7 +214,7 @@ func ProcessorClient(concurrency int) *http.Client {
 func NewProcessor(pc *config.Processor, cfg *config.Config, hc *http.Client) (stet.Processor, error) {
 	c := processor.Common{
 		ID: pc.ID, BaseURL: pc.BaseURL, APIKey: pc.APIKey, Model: pc.Model, Region: pc.Region,
-		Retention: pc.Retention, ZeroRetention: pc.ZeroRetention, Subprocessors: pc.Subprocessors,
+		Retention: pc.Retention, ZeroRetention: pc.ZeroRetention.Value, Subprocessors: pc.Subprocessors.List, Pending: pc.PendingAnswers(),
 		Timeout: pc.Timeout.Std(), HTTPClient: hc,
 	}
 	switch pc.Kind {

@@ -48,13 +48,14 @@ func Discovery(cfg *config.Config, encryption bool, procs map[string]stet.Proces
 			if n == 0 {
 				role = "primary"
 			}
-			subs := append([]string{}, p.Subprocessors...)
+			subs := append([]string{}, p.Subprocessors.List...)
 			model := p.Model
 			if built, ok := procs[p.ID]; ok && built.Info().Model != "" {
 				model = built.Info().Model
 			}
 			ds.Processors = append(ds.Processors, api.DiscoveryProcessor{ID: p.ID, Kind: p.Kind, Role: role, Model: model,
-				Region: p.Region, Retention: p.Retention, ZeroDataRetention: p.ZeroRetention, Subprocessors: subs})
+				Region: p.Region, Retention: p.Retention, ZeroDataRetention: p.ZeroRetention.Value, Subprocessors: subs,
+				Pending: p.PendingAnswers()})
 		}
 		d.Sources = append(d.Sources, ds)
 	}

@@ -74,7 +74,7 @@ func (rr *requestRecorder) requests() []sentRequest {
 
 func clientWith(t *testing.T, f *infraifake.Server, hc *http.Client, timeout time.Duration) *Client {
 	t.Helper()
-	c, err := New(Config{Common: processor.Common{ID: testID, BaseURL: f.URL(), APIKey: testKey, Model: testModel, HTTPClient: hc, Timeout: timeout}})
+	c, err := New(Config{Common: processor.Common{ID: testID, BaseURL: f.URL(), APIKey: testKey, Model: testModel, HTTPClient: hc, Timeout: timeout, Subprocessors: []string{"openai"}}})
 	if err != nil {
 		t.Fatalf("New() = %v", err)
 	}
@@ -683,14 +683,14 @@ func TestBatchResultsUnknownBatch(t *testing.T) {
 func TestBatchRoutesFollowChatPath(t *testing.T) {
 	t.Parallel()
 	f := newFake(t, infraifake.Options{ChatPath: "/v1/ai/chat"})
-	c, err := New(Config{Common: processor.Common{ID: testID, BaseURL: f.URL(), APIKey: testKey, Model: testModel}, ChatPath: "/ai/chat"})
+	c, err := New(Config{Common: processor.Common{ID: testID, BaseURL: f.URL(), APIKey: testKey, Model: testModel, Subprocessors: []string{"openai"}}, ChatPath: "/ai/chat"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.SubmitBatch(t.Context(), submitOf(batchItems(1))); err != nil {
 		t.Errorf("SubmitBatch() with chat_path /ai/chat = %v, want success", err)
 	}
-	odd, err := New(Config{Common: processor.Common{ID: testID, BaseURL: f.URL(), APIKey: testKey, Model: testModel}, ChatPath: "/proxy/chat"})
+	odd, err := New(Config{Common: processor.Common{ID: testID, BaseURL: f.URL(), APIKey: testKey, Model: testModel, Subprocessors: []string{"openai"}}, ChatPath: "/proxy/chat"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,7 +50,7 @@ func startConformanceFake(t *testing.T, bare bool) (*infraifake.Server, processo
 	return f, processortest.NewFake(f, faults.Script)
 }
 
-var common = processor.Common{ID: testID, APIKey: testKey, Model: testModel}
+var common = processor.Common{ID: testID, APIKey: testKey, Model: testModel, Subprocessors: []string{"openai"}}
 
 func open(c processor.Common) (*Client, error) { return New(Config{Common: c}) }
 

@@ -40,6 +40,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -290,10 +291,12 @@ type envelope struct {
 	OK    *bool           `json:"ok"`
 	Data  json.RawMessage `json:"data"`
 	Error json.RawMessage `json:"error"`
-	// Metadata also carries cost_usd, latency_ms, vendor and cache_hit;
+	// Metadata also carries cost_usd, latency_ms and cache_hit;
 	// stet.Extraction has no place for them yet (the raw body keeps them).
+	// Vendor is the upstream vendor that served the call.
 	Metadata *struct {
 		RequestID string `json:"request_id"`
+		Vendor    string `json:"vendor"`
 	} `json:"metadata"`
 }
 
@@ -341,6 +344,11 @@ func (c *Client) decode(res *http.Response, raw []byte, latency time.Duration) (
 	if !isJSON {
 		// A captive portal or a proxy page with status 200: not an answer.
 		return nil, fail(stet.FailureTransient, "", errors.New("response body is not JSON"))
+	}
+	if env.Metadata != nil && env.Metadata.Vendor != "" && !c.declares(env.Metadata.Vendor) {
+		// The text reached a vendor the processor does not declare: the
+		// boundary is crossed already; the output is not used.
+		return nil, fail(stet.FailureBoundary, stet.CodeUndeclaredSubprocessor, errors.New("an upstream vendor the processor does not declare served the call"))
 	}
 	answerJSON := raw
 	if enveloped {
@@ -394,6 +402,12 @@ func (c *Client) decode(res *http.Response, raw []byte, latency time.Duration) (
 		OutputTokens: max(ans.Usage.CompletionTokens, ans.Usage.OutputTokens),
 		Latency:      latency,
 	}, nil
+}
+
+// declares reports whether vendor is one of the processor's declared
+// subprocessors (case-insensitively).
+func (c *Client) declares(vendor string) bool {
+	return slices.ContainsFunc(c.info.Subprocessors, func(s string) bool { return strings.EqualFold(s, vendor) })
 }
 
 // readEnvelope decodes raw as the envelope (isJSON false when it is not

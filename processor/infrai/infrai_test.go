@@ -35,7 +35,7 @@ func newFake(t *testing.T, opts infraifake.Options) *infraifake.Server {
 }
 
 // testCommon is the configuration of the adapter's own tests.
-var testCommon = processor.Common{ID: testID, APIKey: testKey, Model: testModel, Region: "western", Retention: "30d"}
+var testCommon = processor.Common{ID: testID, APIKey: testKey, Model: testModel, Region: "western", Retention: "30d", Subprocessors: []string{"openai"}}
 
 // newTestClient returns a Client talking to f with the test key.
 func newTestClient(t *testing.T, f *infraifake.Server, timeout time.Duration) *Client {
@@ -201,6 +201,8 @@ func TestClassificationOffWire(t *testing.T) {
 		{Name: "lower-case OpenAI code", Handler: processortest.Reply(429, nil, `{"error":{"message":"quota","type":"insufficient_quota","code":"insufficient_quota"}}`), Class: stet.FailureQuota, Status: 429, Code: "insufficient_quota"},
 		{Name: "envelope without data", Handler: processortest.Reply(200, http.Header{"X-Request-Id": {"req-header-1"}}, `{"ok":true,"data":null,"error":null,"metadata":{}}`), Class: stet.FailureTransient, Status: 200, RequestID: "req-header-1"},
 		{Name: "200 without choices", Handler: processortest.Reply(200, nil, `{"id":"chatcmpl-x","object":"chat.completion","created":1,"model":"m","choices":[]}`), Class: stet.FailureTransient, Status: 200},
+		{Name: "a vendor the processor does not declare", Handler: processortest.Reply(200, nil, `{"ok":true,"data":{"content":"{}","finish_reason":"stop"},"error":null,"metadata":{"vendor":"deepseek","request_id":"0190b1c2-aaaa-7bbb-8ccc-123456789abc"}}`),
+			Class: stet.FailureBoundary, Status: 200, Code: stet.CodeUndeclaredSubprocessor, RequestID: "0190b1c2-aaaa-7bbb-8ccc-123456789abc"},
 		{Name: "redirect is not followed", Handler: processortest.Reply(307, http.Header{"Location": {"https://elsewhere.example/v1/chat/completions"}}, ``), Class: stet.FailureTransient, Status: 307},
 	})
 }
@@ -217,7 +219,7 @@ func TestNativeChatResult(t *testing.T) {
 		_, _ = io.WriteString(w, body)
 	}))
 	defer srv.Close()
-	c, err := New(Config{Common: processor.Common{ID: "native", BaseURL: srv.URL + "/v1", Model: testModel}, ChatPath: "/ai/chat"})
+	c, err := New(Config{Common: processor.Common{ID: "native", BaseURL: srv.URL + "/v1", Model: testModel, Subprocessors: []string{"DeepSeek"}}, ChatPath: "/ai/chat"})
 	if err != nil {
 		t.Fatal(err)
 	}
