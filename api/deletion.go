@@ -2,8 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
-	"io"
 	"net/http"
 	"time"
 
@@ -141,14 +139,7 @@ type confirmBody struct {
 // done is 409.
 func (s *Server) confirmTask(w http.ResponseWriter, r *http.Request) {
 	var in confirmBody
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 16<<10))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
-		s.problem(w, r, http.StatusBadRequest, "invalid-body", jsonProblem(err))
-		return
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		s.problem(w, r, http.StatusBadRequest, "invalid-body", "the body holds something after its JSON object")
+	if !s.decodeBody(w, r, 16<<10, &in) {
 		return
 	}
 	tok := tokenOf(r)

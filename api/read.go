@@ -335,6 +335,23 @@ func (s *Server) getReview(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, NewRecordView(rec))
 }
 
+// decodeBody decodes r's JSON body, at most limit bytes, into v. An
+// unknown field, malformed JSON or anything after the object is answered
+// here with a 400 problem, and it returns false.
+func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		s.problem(w, r, http.StatusBadRequest, "invalid-body", jsonProblem(err))
+		return false
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		s.problem(w, r, http.StatusBadRequest, "invalid-body", "the body holds something after its JSON object")
+		return false
+	}
+	return true
+}
+
 type decisionBody struct {
 	Decision       stet.Decision   `json:"decision"`
 	Classification json.RawMessage `json:"classification"`
@@ -344,14 +361,7 @@ type decisionBody struct {
 func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 	tok := tokenOf(r)
 	var in decisionBody
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 256<<10))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
-		s.problem(w, r, http.StatusBadRequest, "invalid-body", jsonProblem(err))
-		return
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		s.problem(w, r, http.StatusBadRequest, "invalid-body", "the body holds something after its JSON object")
+	if !s.decodeBody(w, r, 256<<10, &in) {
 		return
 	}
 	out, err := s.Decide(r.Context(), DecisionParams{Tenant: tok.Tenant, Actor: tok.Actor(), RecordID: r.PathValue("id"),

@@ -2,8 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
-	"io"
 	"net/http"
 
 	"github.com/stetlabs/stet/ledger"
@@ -30,14 +28,7 @@ type rerouteBody struct {
 // does not permit, or a job that is not blocked, is 409 with the reason.
 func (s *Server) rerouteDispatch(w http.ResponseWriter, r *http.Request) {
 	var in rerouteBody
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 16<<10))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
-		s.problem(w, r, http.StatusBadRequest, "invalid-body", jsonProblem(err))
-		return
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		s.problem(w, r, http.StatusBadRequest, "invalid-body", "the body holds something after its JSON object")
+	if !s.decodeBody(w, r, 16<<10, &in) {
 		return
 	}
 	if s.cfg.Rerouter == nil {
