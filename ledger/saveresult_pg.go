@@ -10,14 +10,14 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/stetlabs/stet"
+	"github.com/stetlabs/stet/ledger/postgres"
 	"github.com/stetlabs/stet/seal"
 )
 
+// The save statements are the PostgreSQL driver's (ledger/postgres/save.go).
 const (
-	qSaveResult = `SELECT stet_save_result($1, $2, $3, $4, $5, $6, $7, $8, $9, $10,
-		$11, $12, $13, $14, $15, $16, $17, $18, $19)`
-	qSaveResultCommit = `SELECT stet_save_result_commit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10,
-		$11, $12, $13, $14, $15, $16, $17, $18, $19)`
+	qSaveResult       = postgres.SaveResult
+	qSaveResultCommit = postgres.SaveResultCommit
 )
 
 // saveResultArgs seals and packs p's values under dk and returns the
