@@ -99,15 +99,13 @@ var errItemFailed = errors.New("an item of the group failed")
 func (db *DB) acceptSorted(ctx context.Context, ps []AcceptParams, enq *Enqueue) ([]AcceptResult, []error, error) {
 	errs := make([]error, len(ps))
 	savepoints := false
-	if db.pipelines(ps, enq) {
-		res, err := db.acceptCommitted(ctx, ps, enq)
-		switch {
-		case err == nil:
-			return res, errs, nil
-		case errors.Is(err, ErrCommit):
-			return nil, nil, err
-		}
-		savepoints = true // rolled back (or never sent): item by item
+	switch res, err := db.acceptCommitted(ctx, ps, enq); {
+	case err == nil:
+		return res, errs, nil
+	case errors.Is(err, ErrCommit):
+		return nil, nil, err
+	case !errors.Is(err, errNotPipelined):
+		savepoints = true // rolled back: item by item
 	}
 	var res []AcceptResult
 	var err error

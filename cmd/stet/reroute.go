@@ -64,15 +64,8 @@ func cmdReroute(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		verb = "would move to"
 	}
 	for _, j := range out.Jobs {
-		fmt.Fprintf(stdout, "job %s: blocked for %s, %s %s\n", j.JobID, dashIfEmpty(j.From), verb, out.To)
+		fmt.Fprintf(stdout, "job %s: blocked for %s, %s %s\n", j.JobID, dashed(j.From), verb, out.To)
 	}
 	fmt.Fprintf(stdout, "%d job(s) %s %s\n", len(out.Jobs), verb, out.To)
 	return exitOK
-}
-
-func dashIfEmpty(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
