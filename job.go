@@ -70,6 +70,11 @@ type Job struct {
 	// RoutedTo is the processor an operator's boundary decision moved the
 	// job to (stet reroute); "" while the recorded policy decides.
 	RoutedTo string
+	// ParentID and PartID are set on the job of one part of a profile with
+	// parts (docs/design.md §16): the revision's job, which writes the one
+	// review record once every part has settled, and the part's ID.
+	ParentID string
+	PartID   string
 }
 
 // AttemptStatus is the outcome of one processor call as the ledger saw it.
@@ -171,6 +176,18 @@ type ReviewRecord struct {
 	// purged the classification or the note: reads show the stamp instead.
 	ClassificationPurgedAt time.Time
 	NotePurgedAt           time.Time
+	// FailedPart is, for a manual record of a profile with parts, the part
+	// that failed for good; Provenance says, field by field, which part,
+	// processor and model produced the record's classification.
+	FailedPart string
+	Provenance map[string]FieldSource
+}
+
+// FieldSource is where one top-level field of a record came from.
+type FieldSource struct {
+	Part      string `json:"part"`
+	Processor string `json:"processor"`
+	Model     string `json:"model"`
 }
 
 // Role is what a bearer token may do.

@@ -83,16 +83,48 @@ type Profile struct {
 	Schema json.RawMessage
 	// Prompt is a text/template source; .Text is the minimized text.
 	Prompt string
+	// Parts split the schema's top-level fields among processors
+	// (docs/design.md §16); empty: one request asks for the whole schema.
+	Parts []Part
+	// Part names the part this profile is, when it is one part of a
+	// profile with parts: Schema is then that part's sub-schema.
+	Part string
+}
+
+// Part is one part of a profile with parts: some of its schema's
+// top-level fields, extracted by their own processors under the same
+// identity ledger.
+type Part struct {
+	ID     string
+	Fields []string // the top-level properties it extracts, in schema order
+	// Processors are the processors that may extract it, first the
+	// primary; empty: the source's policy's processors.
+	Processors []string
 }
 
 // ExtractionVersion names the profile version a job extracts under
-// ("moderation@1"). A new profile version is a new job for the same revision.
+// ("moderation@1"). A new profile version is a new job for the same
+// revision. A part's job extracts under its profile's version and the
+// part's ID ("discharge@3#meds").
 func (p *Profile) ExtractionVersion() string {
-	return p.ID + "@" + itoa(p.Version)
+	v := p.ID + "@" + itoa(p.Version)
+	if p.Part != "" {
+		v += PartSeparator + p.Part
+	}
+	return v
 }
 
+// PartSeparator joins a profile's extraction version and a part's ID.
+const PartSeparator = "#"
+
 // SchemaName is the name sent to processors that want one.
-func (p *Profile) SchemaName() string { return p.ID + "_v" + itoa(p.Version) }
+func (p *Profile) SchemaName() string {
+	n := p.ID + "_v" + itoa(p.Version)
+	if p.Part != "" {
+		n += "_" + p.Part
+	}
+	return n
+}
 
 func itoa(n int) string {
 	b, _ := json.Marshal(n)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/schema"
+	"go.yaml.in/yaml/v3"
 )
 
 // Config is a loaded, validated configuration.
@@ -137,6 +138,43 @@ type Profile struct {
 	// Acceptance is the rule `stet eval` holds a processor to on this
 	// profile's labelled data (docs/design.md §14); empty: no rule.
 	Acceptance Acceptance `yaml:"acceptance"`
+	// Parts split the schema's top-level fields among processors
+	// (docs/design.md §16); empty: one request asks for the whole schema.
+	Parts []Part `yaml:"parts"`
+}
+
+// Part is one part of a profile with parts.
+type Part struct {
+	ID string `yaml:"id"`
+	// Fields are the schema's top-level properties the part extracts, or
+	// "*": every property no other part names. Resolved at load into
+	// Resolved, in schema order.
+	Fields   Fields   `yaml:"fields"`
+	Resolved []string `yaml:"-"`
+	// Processors extract the part, first the primary; empty: the source's
+	// policy's processors. Each must be permitted by the policy of every
+	// source using the profile.
+	Processors []string `yaml:"processors"`
+}
+
+// Fields is a part's list of fields, or "*" for the rest.
+type Fields struct {
+	List []string
+	Rest bool
+}
+
+// UnmarshalYAML reads a list of field names or "*".
+func (f *Fields) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode && n.Value == "*" {
+		*f = Fields{Rest: true}
+		return nil
+	}
+	var list []string
+	if n.Kind != yaml.SequenceNode || n.Decode(&list) != nil {
+		return &yaml.TypeError{Errors: []string{`must be a list of field names or "*"`}}
+	}
+	*f = Fields{List: list}
+	return nil
 }
 
 // Acceptance is a profile's acceptance rule for `stet eval`: a minimum
@@ -332,10 +370,14 @@ func (p *Policy) Domain() *stet.Policy {
 // Domain returns the profile as the domain type, with the loaded schema and
 // prompt text.
 func (p *Profile) Domain() *stet.Profile {
-	return &stet.Profile{
+	d := &stet.Profile{
 		ID:      p.ID,
 		Version: p.Version,
 		Schema:  slices.Clone(p.SchemaJSON),
 		Prompt:  p.PromptText,
 	}
+	for _, pt := range p.Parts {
+		d.Parts = append(d.Parts, stet.Part{ID: pt.ID, Fields: slices.Clone(pt.Resolved), Processors: slices.Clone(pt.Processors)})
+	}
+	return d
 }

@@ -69,6 +69,15 @@ func (l *loader) check(path string, n *yaml.Node, t reflect.Type) {
 		}
 		return
 	}
+	if t == reflect.TypeFor[Fields]() { // a list, or the scalar "*"
+		switch {
+		case n.Kind == yaml.SequenceNode:
+			l.check(path, n, reflect.TypeFor[[]string]())
+		case n.Kind != yaml.ScalarNode || n.Value != "*":
+			l.typeProblem(path, n.Line, `must be a list of field names or "*"`)
+		}
+		return
+	}
 	if reflect.PointerTo(t).Implements(unmarshalerType) || isScalar(t.Kind()) {
 		if n.Kind != yaml.ScalarNode {
 			l.typeProblem(path, n.Line, "must be a single value, not a list or mapping")

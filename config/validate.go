@@ -42,9 +42,10 @@ func (l *loader) validate(c *Config) {
 
 	l.validateTenants(c)
 	l.validateSources(c, ids)
-	l.validateProfiles(c)
+	l.validateProfiles(c, ids)
 	l.validateProcessors(c)
 	l.validatePolicies(c, ids)
+	l.validatePartPolicies(c)
 	l.validateWorkers(&c.Workers)
 	l.validateSecurity(c)
 	l.validateWeb(&c.Web, c.TLS != nil)
@@ -228,9 +229,104 @@ func (l *loader) validateSource(p string, s *Source, ids sectionIDs) {
 	}
 }
 
-func (l *loader) validateProfiles(c *Config) {
+func (l *loader) validateProfiles(c *Config, ids sectionIDs) {
 	for i := range c.Profiles {
 		l.validateProfile(index("profiles", i), &c.Profiles[i])
+		l.validateParts(index("profiles", i), &c.Profiles[i], ids.processors)
+	}
+}
+
+// validateParts checks a profile's parts (docs/design.md §16) and
+// resolves each part's fields: every top-level property of the schema in
+// exactly one part, "*" taking the rest.
+func (l *loader) validateParts(p string, pr *Profile, processors map[string]bool) {
+	if len(pr.Parts) == 0 {
+		return
+	}
+	pp := join(p, "parts")
+	if len(pr.Parts) == 1 {
+		l.problem(pp, "a profile with parts needs two or more; for one request over the whole schema, leave parts out")
+	}
+	checkIDs(l, pp, pr.Parts, func(pt *Part) string { return pt.ID })
+	var props []string
+	if pr.SchemaJSON != nil {
+		var err error
+		if props, err = schema.Properties(pr.SchemaJSON); err != nil {
+			l.problem(join(p, "schema"), "%v", err)
+			return
+		}
+	}
+	owner := map[string]string{} // field → the part that names it
+	rest := -1
+	for i := range pr.Parts {
+		pt := &pr.Parts[i]
+		fp := join(index(pp, i), "fields")
+		switch {
+		case pt.Fields.Rest && rest >= 0:
+			l.problem(fp, `only one part may take the rest ("*"); %s does too`, index(pp, rest))
+		case pt.Fields.Rest:
+			rest = i
+		case !l.present(fp) || len(pt.Fields.List) == 0:
+			l.problem(fp, `required: a list of the schema's top-level fields, or "*" for the rest`)
+		}
+		for k, f := range pt.Fields.List {
+			switch {
+			case pr.SchemaJSON != nil && !slices.Contains(props, f):
+				l.problem(index(fp, k), "%q is not a top-level property of the profile's schema", f)
+			case owner[f] != "":
+				l.problem(index(fp, k), "%q is already in %s", f, owner[f])
+			default:
+				owner[f] = index(pp, i)
+			}
+		}
+		for k, id := range pt.Processors {
+			if !processors[id] {
+				l.problem(index(join(index(pp, i), "processors"), k), "processor %q is not defined under processors", id)
+			}
+		}
+	}
+	if pr.SchemaJSON == nil {
+		return
+	}
+	var left []string
+	for _, f := range props {
+		if owner[f] == "" {
+			left = append(left, f)
+		}
+	}
+	for i := range pr.Parts {
+		pt := &pr.Parts[i]
+		if pt.Fields.Rest {
+			pt.Resolved = left
+		} else {
+			pt.Resolved = slices.DeleteFunc(slices.Clone(props), func(f string) bool { return !slices.Contains(pt.Fields.List, f) })
+		}
+	}
+	switch {
+	case rest >= 0 && len(left) == 0:
+		l.problem(join(index(pp, rest), "fields"), `"*" takes no field: the other parts name every one`)
+	case rest < 0 && len(left) > 0:
+		l.problem(pp, "fields %s belong to no part: name them, or give one part fields: \"*\"", joinStrings(left, ", "))
+	}
+}
+
+// validatePartPolicies checks that every processor a part names is
+// permitted by the policy of every source using its profile.
+func (l *loader) validatePartPolicies(c *Config) {
+	for i := range c.Profiles {
+		pr := &c.Profiles[i]
+		for j := range pr.Parts {
+			for k, id := range pr.Parts[j].Processors {
+				for _, s := range c.Sources {
+					pol := c.Policy(s.Policy)
+					if s.Profile != pr.ID || pol == nil || slices.Contains(pol.Processors, id) {
+						continue
+					}
+					l.problem(index(join(index(join(index("profiles", i), "parts"), j), "processors"), k),
+						"processor %q is not permitted by policy %q, which source %q uses", id, pol.ID, s.ID)
+				}
+			}
+		}
 	}
 }
 

@@ -544,7 +544,7 @@ func (db *DB) ApplyBatchItem(ctx context.Context, tx Querier, a ApplyItem) (stri
 			}
 		}
 	case a.Route == "manual":
-		if _, err := MarkManual(ctx, tx, a.Item.JobID, a.Item.Token, a.Result.FailureClass, a.Now); err != nil {
+		if _, err := db.MarkManual(ctx, tx, a.Item.JobID, a.Item.Token, a.Result.FailureClass, a.Now); err != nil {
 			if errors.Is(err, stet.ErrLeaseLost) {
 				break
 			}

@@ -136,7 +136,7 @@ func (db *DB) checkInvariants(ctx context.Context, p CheckParams, tenant string)
 	branch := func(state string) string {
 		return `SELECT * FROM (SELECT j.id, j.created_at FROM jobs j
 			WHERE j.state = '` + state + `' AND j.created_at < $1 AND (j.mode = 'sync' OR j.created_at < $3)` + and("j.tenant_id", 4) + `
-			  AND NOT EXISTS (SELECT 1 FROM review_records r WHERE r.job_id = j.id)
+			  AND j.parent_job_id IS NULL AND NOT EXISTS (SELECT 1 FROM review_records r WHERE r.job_id = j.id)
 			ORDER BY j.created_at LIMIT $2) AS s_` + state
 	}
 	inFlight := p.InFlight && tenant == "" // a tenant's check is on demand: always full
@@ -360,7 +360,7 @@ func (db *DB) recheckOpenNoRecord(ctx context.Context, sync, batch int64, out *[
 		err := db.w.QueryRowContext(ctx, `SELECT j.tenant_id, j.source_id, (SELECT rp.public_id FROM reports rp WHERE rp.id = j.report_id),
 				j.revision, j.public_id, j.state, j.extraction_version
 			FROM jobs j WHERE j.public_id = $1 AND j.state <> 'cancelled' AND j.created_at < $2 AND (j.mode = 'sync' OR j.created_at < $3)
-			  AND NOT EXISTS (SELECT 1 FROM review_records r WHERE r.job_id = j.id)`, pub(id), sync, batch).
+			  AND j.parent_job_id IS NULL AND NOT EXISTS (SELECT 1 FROM review_records r WHERE r.job_id = j.id)`, pub(id), sync, batch).
 			Scan(&v.TenantID, &v.SourceID, reportPub(&v.ReportID), &v.Revision, jobPub(&v.JobID), &v.Stage, &v.ExtractionVersion)
 		if errors.Is(err, sql.ErrNoRows) {
 			continue // resolved, or its job is gone

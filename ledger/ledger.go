@@ -54,6 +54,8 @@ type DB struct {
 	// destSources are the sources with a destination, as SyncDestinations
 	// last recorded them (nil before it ran).
 	destSources atomic.Pointer[map[string]bool]
+	// merge merges a profile's parts (SetMergeParts); nil until set.
+	merge atomic.Pointer[MergeParts]
 }
 
 // Open opens the ledger at url ("sqlite:///path/stet.db", "sqlite://rel.db",

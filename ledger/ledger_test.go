@@ -229,7 +229,7 @@ func TestMarkManual(t *testing.T) {
 		var rec string
 		err = db.InTx(context.Background(), func(tx *sql.Tx) error {
 			var err error
-			rec, err = ledger.MarkManual(context.Background(), tx, job, tok+1, stet.FailureRefusal, t0)
+			rec, err = db.MarkManual(context.Background(), tx, job, tok+1, stet.FailureRefusal, t0)
 			return err
 		})
 		if !errors.Is(err, stet.ErrLeaseLost) {
@@ -237,7 +237,7 @@ func TestMarkManual(t *testing.T) {
 		}
 		err = db.InTx(context.Background(), func(tx *sql.Tx) error {
 			var err error
-			rec, err = ledger.MarkManual(context.Background(), tx, job, tok, stet.FailureRefusal, t0)
+			rec, err = db.MarkManual(context.Background(), tx, job, tok, stet.FailureRefusal, t0)
 			return err
 		})
 		if err != nil {

@@ -21,6 +21,8 @@ type HeldJob struct {
 	ProcessorID       string            // the processor of its last claim, if any
 	ExtractionVersion string
 	PolicyHash        string
+	// Part says the job is one part of a profile with parts.
+	Part bool
 }
 
 // qHeldJobs lists held jobs in ID order through jobs_held (migration
@@ -28,7 +30,7 @@ type HeldJob struct {
 // (its planner, without statistics, would pick jobs_state and sort every
 // held job for each page); PostgreSQL's planner chooses it on its own.
 const qHeldJobs = `SELECT j.public_id, j.tenant_id, j.state, j.attempt, COALESCE(j.failure_class, ''), COALESCE(j.processor_id, ''),
-		j.extraction_version, pv.hash
+		j.extraction_version, pv.hash, j.parent_job_id IS NOT NULL
 	FROM jobs j %s JOIN revisions v ON v.id = j.revision_id JOIN policy_versions pv ON pv.id = v.policy_version
 	WHERE j.state IN ('waiting', 'blocked') AND ($1 = '*any*' OR j.tenant_id = $1)
 		AND j.id > COALESCE((SELECT a.id FROM jobs a WHERE a.public_id = $2), 0)
@@ -57,7 +59,7 @@ func (db *DB) HeldJobs(ctx context.Context, tenant, after string, limit int) ([]
 	for rows.Next() {
 		var h HeldJob
 		var state, class string
-		if err := rows.Scan(jobPub(&h.ID), &h.TenantID, &state, &h.Attempt, &class, &h.ProcessorID, &h.ExtractionVersion, &h.PolicyHash); err != nil {
+		if err := rows.Scan(jobPub(&h.ID), &h.TenantID, &state, &h.Attempt, &class, &h.ProcessorID, &h.ExtractionVersion, &h.PolicyHash, &h.Part); err != nil {
 			return nil, fmt.Errorf("list held jobs: %w", err)
 		}
 		h.State, h.FailureClass = stet.JobState(state), stet.FailureClass(class)
@@ -71,21 +73,26 @@ func (db *DB) HeldJobs(ctx context.Context, tenant, after string, limit int) ([]
 
 const qManualFromHeld = `UPDATE jobs SET state = 'manual', lease_until = NULL, committed_at = $1, updated_at = $1
 	WHERE public_id = $2 AND attempt = $3 AND state IN ('waiting', 'blocked')
-	RETURNING id, report_id, tenant_id, source_id, revision, COALESCE(failure_class, '')`
+	RETURNING id, report_id, tenant_id, source_id, revision, COALESCE(failure_class, ''), parent_job_id`
 
 // manualFromHeld turns a waiting or blocked job into a manual review record
 // carrying the job's failure class, fenced on its attempt token. A job that
 // moved since it was read (claimed, resumed, converted) is
-// stet.ErrLeaseLost and is left alone.
-func manualFromHeld(ctx context.Context, tx Querier, jobID string, token int64, now time.Time) (string, error) {
+// stet.ErrLeaseLost and is left alone. A part's job settles its part
+// instead (parts.go).
+func (db *DB) manualFromHeld(ctx context.Context, tx Querier, jobID string, token int64, now time.Time) (string, error) {
 	var p recordParams
 	var class string
-	err := tx.QueryRowContext(ctx, qManualFromHeld, micros(now), pub(jobID), token).Scan(&p.jobKey, &p.reportKey, &p.tenantID, &p.sourceID, &p.revision, &class)
+	var parent sql.NullInt64
+	err := tx.QueryRowContext(ctx, qManualFromHeld, micros(now), pub(jobID), token).Scan(&p.jobKey, &p.reportKey, &p.tenantID, &p.sourceID, &p.revision, &class, &parent)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", stet.ErrLeaseLost
 	}
 	if err != nil {
 		return "", fmt.Errorf("manual from held job: %w", err)
+	}
+	if parent.Valid {
+		return db.settlePart(ctx, tx, parent.Int64, now)
 	}
 	p.jobID, p.kind, p.failureClass, p.now = jobID, stet.RecordManual, stet.FailureClass(class), now
 	return insertRecord(ctx, tx, p)
@@ -96,6 +103,7 @@ func manualFromHeld(ctx context.Context, tx Querier, jobID string, token int64, 
 type HeldRef struct {
 	JobID string
 	Token int64
+	Part  bool // HeldJob.Part
 }
 
 // qManualFromHeldPage is migration 0017's function: a page of conversions
@@ -111,19 +119,35 @@ const qManualFromHeldPage = `SELECT out_job, out_record, out_report, out_tenant,
 // statement costs no round trip, each job is converted in turn.
 func (db *DB) ManualFromHeldPage(ctx context.Context, tx Querier, page []HeldRef, now time.Time) (map[string]string, error) {
 	out := make(map[string]string, len(page))
+	one := func(h HeldRef) error {
+		recordID, err := db.manualFromHeld(ctx, tx, h.JobID, h.Token, now)
+		if errors.Is(err, stet.ErrLeaseLost) {
+			return nil
+		}
+		if err == nil {
+			out[h.JobID] = recordID
+		}
+		return err
+	}
 	if db.dialect.name != Postgres {
 		for _, h := range page {
-			recordID, err := manualFromHeld(ctx, tx, h.JobID, h.Token, now)
-			if errors.Is(err, stet.ErrLeaseLost) {
-				continue
-			}
-			if err != nil {
+			if err := one(h); err != nil {
 				return nil, err
 			}
-			out[h.JobID] = recordID
 		}
 		return out, nil
 	}
+	// Parts settle one by one (their parent's record waits for every
+	// part); the rest go in one statement.
+	var whole []HeldRef
+	for _, h := range page {
+		if !h.Part {
+			whole = append(whole, h)
+		} else if err := one(h); err != nil {
+			return nil, err
+		}
+	}
+	page = whole
 	if len(page) == 0 {
 		return out, nil
 	}

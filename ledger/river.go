@@ -108,7 +108,7 @@ func (db *DB) CancelWaitingJobs(ctx context.Context, tx *sql.Tx, ids []int64) (m
 // way on both dialects.
 const qHeldByRiver = `SELECT rj.id, CASE WHEN j.id IS NULL THEN '' ELSE rj.job_id END, COALESCE(j.tenant_id, ''), COALESCE(j.state, ''),
 		COALESCE(j.attempt, 0), COALESCE(j.failure_class, ''), COALESCE(j.processor_id, ''), COALESCE(j.extraction_version, ''),
-		COALESCE(pv.hash, '')
+		COALESCE(pv.hash, ''), COALESCE(j.parent_job_id IS NOT NULL, FALSE)
 	FROM (SELECT id, state, args ->> 'job_id' AS job_id FROM river_job
 			WHERE kind = 'stet_extract' AND id > $1 ORDER BY id LIMIT $3) rj
 		LEFT JOIN jobs j ON j.public_id = stet_ulid(rj.job_id) AND rj.state IN ('available', 'scheduled', 'retryable', 'pending', 'running')
@@ -139,7 +139,7 @@ func (db *DB) HeldByRiver(ctx context.Context, tenant string, after int64, limit
 	for rows.Next() {
 		var h RiverHeldJob
 		var state, class string
-		if err := rows.Scan(&h.RiverID, &h.ID, &h.TenantID, &state, &h.Attempt, &class, &h.ProcessorID, &h.ExtractionVersion, &h.PolicyHash); err != nil {
+		if err := rows.Scan(&h.RiverID, &h.ID, &h.TenantID, &state, &h.Attempt, &class, &h.ProcessorID, &h.ExtractionVersion, &h.PolicyHash, &h.Part); err != nil {
 			return nil, after, fmt.Errorf("list held jobs by river job: %w", err)
 		}
 		last = h.RiverID

@@ -60,7 +60,7 @@ var ErrSaveApart = errors.New("the stage result is saved in a transaction of its
 // one round trip on this handle: on PostgreSQL without encryption, when a
 // commit is asked and the source has no destination.
 func (db *DB) savesCommitted(p SaveResultParams) bool {
-	if db.dialect.name != Postgres || db.keys != nil || !p.Commit {
+	if db.dialect.name != Postgres || db.keys != nil || !p.Commit || p.Part {
 		return false
 	}
 	dest := db.destSources.Load()

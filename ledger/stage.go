@@ -58,7 +58,7 @@ var (
 			blocked_processor = $5, blocked_reason = $6
 		WHERE public_id = $3 AND attempt = $4 AND state IN ('accepted', 'waiting', 'extracting')`
 	// The statements of a commit take keys, but the first.
-	qJobForCommit = `SELECT j.id, j.state, j.report_id, rp.public_id, j.tenant_id, j.source_id, j.revision
+	qJobForCommit = `SELECT j.id, j.state, j.report_id, rp.public_id, j.tenant_id, j.source_id, j.revision, j.parent_job_id
 		FROM jobs j JOIN reports rp ON rp.id = j.report_id WHERE j.public_id = $1`
 	qLockJob        = `UPDATE jobs SET updated_at = $1 WHERE id = $2 AND state = 'extracted'`
 	qRecordOfJob    = `SELECT public_id FROM review_records WHERE job_id = $1`
@@ -67,7 +67,7 @@ var (
 	qMarkManual     = `UPDATE jobs SET state = 'manual', failure_class = $1, lease_until = NULL, lease_holder = NULL,
 			committed_at = $2, updated_at = $2
 		WHERE public_id = $3 AND ($4 < 0 OR attempt = $4) AND state IN ('accepted', 'extracting', 'waiting', 'blocked', 'batched')
-		RETURNING id, report_id, tenant_id, source_id, revision`
+		RETURNING id, report_id, tenant_id, source_id, revision, parent_job_id`
 	qLockReport          = `UPDATE reports SET updated_at = $1 WHERE id = $2`
 	qAuthoritativeRecord = `SELECT id, revision FROM review_records WHERE report_id = $1 AND authoritative`
 	qClearAuthoritative  = `UPDATE review_records SET authoritative = FALSE WHERE id = $1`
@@ -145,7 +145,8 @@ const jobColumns = `j.public_id, COALESCE(v.legacy_id, ''), v.content_sha256, rp
 	v.profile_id, v.profile_version, pv.policy_id, pv.hash, j.state, j.attempt, j.lease_until,
 	j.failure_class, j.created_at, j.updated_at, j.extracting_at, j.extracted_at, j.committed_at,
 	(SELECT r.public_id FROM review_records r WHERE r.job_id = j.id),
-	COALESCE(j.blocked_processor, ''), COALESCE(j.blocked_reason, ''), COALESCE(j.routed_to, '')`
+	COALESCE(j.blocked_processor, ''), COALESCE(j.blocked_reason, ''), COALESCE(j.routed_to, ''),
+	(SELECT pj.public_id FROM jobs pj WHERE pj.id = j.parent_job_id), COALESCE(j.part_id, '')`
 
 // scanJob scans jobColumns into j, then any extra columns into extra. It
 // returns the binding of the revision's sealed values.
@@ -156,7 +157,7 @@ func scanJob(row interface{ Scan(...any) error }, j *stet.Job, extra ...any) (st
 	err := row.Scan(append([]any{jobPub(&j.ID), &legacy, shaScan{&content}, reportPub(&j.ReportID), &j.TenantID, &j.SourceID, &j.Revision, &j.ExtractionVersion,
 		&j.ProfileID, &j.ProfileVersion, &j.PolicyID, &j.PolicyHash, &state, &j.Attempt, &lease,
 		&failure, &created, &updated, &extracting, &extracted, &committed, recordPub(&j.ReviewRecordID),
-		&j.BlockedProcessor, &j.BlockedReason, &j.RoutedTo}, extra...)...)
+		&j.BlockedProcessor, &j.BlockedReason, &j.RoutedTo, jobPub(&j.ParentID), &j.PartID}, extra...)...)
 	if err != nil {
 		return "", err
 	}
@@ -433,19 +434,26 @@ var ErrNothingToCommit = errors.New("job has no artifact to commit")
 // WriteRecord writes the review record for an extracted job and marks the job
 // committed, in tx. It is idempotent: a committed job returns its record.
 // With encryption on, the artifact's output is opened and the record's
-// classification sealed (each value is bound to its own row).
+// classification sealed (each value is bound to its own row). The job of
+// one part of a profile with parts is marked committed and settles its
+// part (parts.go): it returns PartSettled, or the parent's record when it
+// was the last part.
 func (db *DB) WriteRecord(ctx context.Context, tx Querier, jobID string, now time.Time) (recordID string, err error) {
 	var state string
 	var jobKey, reportKey int64
 	var reportID, tenantID, sourceID string
 	var revision int64
+	var parent sql.NullInt64
 	err = tx.QueryRowContext(ctx, qJobForCommit, pub(jobID)).
-		Scan(&jobKey, &state, &reportKey, reportPub(&reportID), &tenantID, &sourceID, &revision)
+		Scan(&jobKey, &state, &reportKey, reportPub(&reportID), &tenantID, &sourceID, &revision, &parent)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", notFound("job")
 	}
 	if err != nil {
 		return "", fmt.Errorf("read job: %w", err)
+	}
+	if parent.Valid {
+		return db.commitPart(ctx, tx, jobKey, parent.Int64, stet.JobState(state), now)
 	}
 	switch stet.JobState(state) {
 	case stet.JobCommitted, stet.JobManual:
@@ -507,15 +515,22 @@ func (db *DB) WriteRecord(ctx context.Context, tx Querier, jobID string, now tim
 // MarkManual ends extraction for good: the job becomes manual and a manual
 // review record carrying the failure class reaches a person. It is fenced on
 // token; pass token -1 for a job no worker holds (an exhausted retry).
-func MarkManual(ctx context.Context, tx Querier, jobID string, token int64, class stet.FailureClass, now time.Time) (string, error) {
+// The job of one part of a profile with parts gets no record of its own:
+// it settles its part, and the parent's record names it as the part that
+// failed (PartSettled, or the parent's record when it was the last part).
+func (db *DB) MarkManual(ctx context.Context, tx Querier, jobID string, token int64, class stet.FailureClass, now time.Time) (string, error) {
 	p := recordParams{jobID: jobID, kind: stet.RecordManual, failureClass: class, now: now}
+	var parent sql.NullInt64
 	err := tx.QueryRowContext(ctx, qMarkManual,
-		string(class), micros(now), pub(jobID), token).Scan(&p.jobKey, &p.reportKey, &p.tenantID, &p.sourceID, &p.revision)
+		string(class), micros(now), pub(jobID), token).Scan(&p.jobKey, &p.reportKey, &p.tenantID, &p.sourceID, &p.revision, &parent)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", stet.ErrLeaseLost
 	}
 	if err != nil {
 		return "", fmt.Errorf("mark manual: %w", err)
+	}
+	if parent.Valid {
+		return db.settlePart(ctx, tx, parent.Int64, now)
 	}
 	return insertRecord(ctx, tx, p)
 }
@@ -633,6 +648,9 @@ type SaveResultParams struct {
 	SourceID string        // the job's source: whether its records go to destinations
 	Attempt  AttemptResult // the outcome of the call that produced it
 	Commit   bool          // also commit the review record
+	// Part says the job is one part of a profile with parts: the record
+	// part is then always left to WriteRecord, which settles the part.
+	Part bool
 }
 
 // SaveResult saves a call's result in tx: the artifact (SaveArtifact, the
@@ -648,6 +666,9 @@ type SaveResultParams struct {
 // trip (stet_save_result); on SQLite the statements of SaveArtifact and
 // FinishAttempt, in the same transaction.
 func (db *DB) SaveResult(ctx context.Context, tx Querier, p SaveResultParams) (recordID string, recorded bool, err error) {
+	if p.Part {
+		p.Commit = false // a part's commit settles the part (WriteRecord), never a record of its own
+	}
 	if db.dialect.name != Postgres {
 		if err := db.SaveArtifact(ctx, tx, p.SaveArtifactParams); err != nil {
 			return "", false, err

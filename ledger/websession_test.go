@@ -90,7 +90,7 @@ func TestQueueReads(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := db.InTx(ctx, func(tx *sql.Tx) error {
-			_, err := ledger.MarkManual(ctx, tx, manualJob, tok, stet.FailureRefusal, t0)
+			_, err := db.MarkManual(ctx, tx, manualJob, tok, stet.FailureRefusal, t0)
 			return err
 		}); err != nil {
 			t.Fatal(err)

@@ -284,7 +284,7 @@ func (p *Pipeline) routeUnbatchable(ctx context.Context, toSync []ledger.Pending
 					blocked = append(blocked, s)
 				}
 			case routeManual:
-				_, err = ledger.MarkManual(ctx, tx, s.job.ID, s.job.Attempt, s.route.class, now)
+				_, err = p.db.MarkManual(ctx, tx, s.job.ID, s.job.Attempt, s.route.class, now)
 			default:
 				err = errUnknownRoute(s.job.ID, s.route)
 			}

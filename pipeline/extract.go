@@ -579,7 +579,7 @@ func (p *Pipeline) manualAfter(ctx context.Context, a attempt) error {
 		if err := ledger.FinishAttempt(ctx, tx, a.result); err != nil {
 			return err
 		}
-		if _, err := ledger.MarkManual(ctx, tx, a.job.Args.JobID, a.token, a.result.FailureClass, p.clock.Now()); err != nil {
+		if _, err := p.db.MarkManual(ctx, tx, a.job.Args.JobID, a.token, a.result.FailureClass, p.clock.Now()); err != nil {
 			return err
 		}
 		return completeTx(ctx, tx, a.job)

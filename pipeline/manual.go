@@ -149,7 +149,7 @@ func (p *Pipeline) convertHeld(ctx context.Context, jobs []heldJob, riverSeen in
 	}
 	page := make([]ledger.HeldRef, len(jobs))
 	for i, h := range jobs {
-		page[i] = ledger.HeldRef{JobID: h.ID, Token: h.Attempt}
+		page[i] = ledger.HeldRef{JobID: h.ID, Token: h.Attempt, Part: h.Part}
 	}
 	n := 0
 	err := p.inTx(ctx, "manual.convert", func(ctx context.Context, tx *sql.Tx) error {
