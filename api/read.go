@@ -55,6 +55,19 @@ type JobView struct {
 	// BoundaryDecisions are operators' decisions moving the job to another
 	// processor (stet reroute), oldest first.
 	BoundaryDecisions []BoundaryDecisionView `json:"boundary_decisions"`
+	// Parts are, for a job of a profile with parts (docs/design.md §16),
+	// each part's job: its processor, state and attempts. Absent for
+	// other jobs.
+	Parts []PartView `json:"parts,omitempty"`
+}
+
+// PartView is one part of a job of a profile with parts.
+type PartView struct {
+	ID        string        `json:"id"`
+	JobID     string        `json:"job_id"`
+	Processor string        `json:"processor"`
+	State     string        `json:"state"`
+	Attempts  []AttemptView `json:"attempts"`
 }
 
 // BoundaryDecisionView is one operator's boundary decision on a job.
@@ -118,7 +131,6 @@ func NewJobView(d *ledger.JobDetail) JobView {
 	v := JobView{
 		JobID: j.ID, ReportID: j.ReportID, Source: j.SourceID, Revision: j.Revision, ExtractionVersion: j.ExtractionVersion,
 		State: string(j.State), FailureClass: string(j.FailureClass), PolicyID: j.PolicyID, PolicyHash: j.PolicyHash,
-		Attempts:     []AttemptView{},
 		Stages:       StageTimes{AcceptedAt: ts(j.CreatedAt), ExtractingAt: ts(j.ExtractingAt), ExtractedAt: ts(j.ExtractedAt), CommittedAt: ts(j.CommittedAt)},
 		TextPurgedAt: ts(d.TextPurgedAt),
 	}
@@ -126,12 +138,10 @@ func NewJobView(d *ledger.JobDetail) JobView {
 		id := j.ReviewRecordID
 		v.ReviewRecordID = &id
 	}
-	for _, a := range d.Attempts {
-		v.Attempts = append(v.Attempts, AttemptView{
-			N: a.N, Processor: a.Processor, Model: a.Model, Status: string(a.Status), StatusCode: a.StatusCode,
-			FailureClass: string(a.FailureClass), RequestID: a.RequestID, InputTokens: a.InputTokens, OutputTokens: a.OutputTokens,
-			LatencyMS: a.LatencyMS, InputSHA256: a.InputSHA256, BatchID: a.BatchID, StartedAt: ts(a.StartedAt),
-		})
+	v.Attempts = attemptViews(d.Attempts)
+	for _, p := range d.Parts {
+		v.Parts = append(v.Parts, PartView{ID: p.PartID, JobID: p.JobID, Processor: p.Processor, State: string(p.State),
+			Attempts: attemptViews(p.Attempts)})
 	}
 	v.Deliveries = []DeliveryView{}
 	for _, o := range d.Deliveries {
@@ -156,6 +166,19 @@ func NewJobView(d *ledger.JobDetail) JobView {
 			RawPurgedAt: ts(a.RawPurgedAt), OutputPurgedAt: ts(a.OutputPurgedAt)}
 	}
 	return v
+}
+
+// attemptViews shapes attempts, oldest first; never null.
+func attemptViews(as []stet.Attempt) []AttemptView {
+	out := make([]AttemptView, 0, len(as))
+	for _, a := range as {
+		out = append(out, AttemptView{
+			N: a.N, Processor: a.Processor, Model: a.Model, Status: string(a.Status), StatusCode: a.StatusCode,
+			FailureClass: string(a.FailureClass), RequestID: a.RequestID, InputTokens: a.InputTokens, OutputTokens: a.OutputTokens,
+			LatencyMS: a.LatencyMS, InputSHA256: a.InputSHA256, BatchID: a.BatchID, StartedAt: ts(a.StartedAt),
+		})
+	}
+	return out
 }
 
 func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
@@ -251,6 +274,12 @@ type RecordView struct {
 	// classification then reads null.
 	ClassificationPurgedAt string `json:"classification_purged_at,omitempty"`
 	NotePurgedAt           string `json:"note_purged_at,omitempty"`
+	// Provenance says, for a record of a profile with parts
+	// (docs/design.md §16), which part, processor and model produced each
+	// top-level field; FailedPart names the part that failed for good
+	// (a manual record). Both absent for other records.
+	Provenance map[string]stet.FieldSource `json:"provenance,omitempty"`
+	FailedPart string                      `json:"failed_part,omitempty"`
 }
 
 // NewRecordView shapes a review record.
@@ -258,7 +287,8 @@ func NewRecordView(r *stet.ReviewRecord) RecordView {
 	v := RecordView{ID: r.ID, JobID: r.JobID, ReportID: r.ReportID, Source: r.SourceID, Revision: r.Revision,
 		Kind: string(r.Kind), State: string(r.State), Authoritative: r.Authoritative, Classification: r.Classification,
 		DecidedBy: r.DecidedBy, DecidedAt: ts(r.DecidedAt), Note: r.Note, CreatedAt: ts(r.CreatedAt),
-		ClassificationPurgedAt: ts(r.ClassificationPurgedAt), NotePurgedAt: ts(r.NotePurgedAt)}
+		ClassificationPurgedAt: ts(r.ClassificationPurgedAt), NotePurgedAt: ts(r.NotePurgedAt),
+		Provenance: r.Provenance, FailedPart: r.FailedPart}
 	if len(v.Classification) == 0 {
 		v.Classification = json.RawMessage("null")
 	}

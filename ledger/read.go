@@ -28,6 +28,9 @@ type JobDetail struct {
 	// Decisions are the operators' boundary decisions on the job, oldest
 	// first (stet reroute).
 	Decisions []BoundaryDecision
+	// Parts are its parts' jobs, for a job of a profile with parts
+	// (docs/design.md §16).
+	Parts []PartDetail
 }
 
 // ArtifactMeta describes an artifact without its content.
@@ -86,30 +89,8 @@ func getJobOf(ctx context.Context, q Querier, tenant, jobID string) (*JobDetail,
 		return nil, ErrGone
 	}
 	d.TextPurgedAt = fromMicros(textPurged)
-	rows, err := q.QueryContext(ctx, `SELECT n, token, processor_id, model, request_id, status_code, status, failure_class,
-			input_tokens, output_tokens, latency_ms, input_sha256, started_at, batch_id
-		FROM attempts WHERE job_id = $1 ORDER BY n`, jobKey)
-	if err != nil {
-		return nil, fmt.Errorf("read attempts: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		a := stet.Attempt{JobID: jobID}
-		var model, requestID, failure, batchID sql.NullString
-		var inputSHA string
-		var status string
-		var code, inTok, outTok, latency, started sql.NullInt64
-		if err := rows.Scan(&a.N, &a.Token, &a.Processor, &model, &requestID, &code, &status, &failure,
-			&inTok, &outTok, &latency, shaScan{&inputSHA}, &started, &batchID); err != nil {
-			return nil, fmt.Errorf("read attempt: %w", err)
-		}
-		a.Model, a.RequestID, a.FailureClass, a.InputSHA256 = model.String, requestID.String, stet.FailureClass(failure.String), inputSHA
-		a.Status = stet.AttemptStatus(status)
-		a.StatusCode, a.InputTokens, a.OutputTokens, a.LatencyMS = int(code.Int64), int(inTok.Int64), int(outTok.Int64), latency.Int64
-		a.StartedAt, a.BatchID = fromMicros(started), batchID.String
-		d.Attempts = append(d.Attempts, a)
-	}
-	if err := rows.Err(); err != nil {
+	var err error
+	if d.Attempts, err = readAttempts(ctx, q, jobKey, jobID); err != nil {
 		return nil, err
 	}
 	var m ArtifactMeta
@@ -137,7 +118,81 @@ func getJobOf(ctx context.Context, q Querier, tenant, jobID string) (*JobDetail,
 	if d.Record, err = jobRecordMeta(ctx, q, jobID); err != nil {
 		return nil, err
 	}
+	if d.Parts, err = readParts(ctx, q, jobKey); err != nil {
+		return nil, err
+	}
 	return &d, nil
+}
+
+// PartDetail is one part's job under a job of a profile with parts.
+type PartDetail struct {
+	JobID     string
+	PartID    string
+	State     stet.JobState
+	Processor string // of its artifact, or of its last attempt; "" before one
+	Attempts  []stet.Attempt
+}
+
+// readParts reads the part jobs under the job jobKey, in config order.
+func readParts(ctx context.Context, q Querier, jobKey int64) ([]PartDetail, error) {
+	rows, err := q.QueryContext(ctx, `SELECT j.id, j.public_id, COALESCE(j.part_id, ''), j.state, COALESCE(a.processor_id, j.processor_id, '')
+		FROM jobs j LEFT JOIN artifacts a ON a.job_id = j.id WHERE j.parent_job_id = $1 ORDER BY j.id`, jobKey)
+	if err != nil {
+		return nil, fmt.Errorf("read parts: %w", err)
+	}
+	var keys []int64
+	var out []PartDetail
+	for rows.Next() {
+		var p PartDetail
+		var key int64
+		var state string
+		if err := rows.Scan(&key, jobPub(&p.JobID), &p.PartID, &state, &p.Processor); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read parts: %w", err)
+		}
+		p.State = stet.JobState(state)
+		keys, out = append(keys, key), append(out, p)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read parts: %w", err)
+	}
+	for i := range out {
+		if out[i].Attempts, err = readAttempts(ctx, q, keys[i], out[i].JobID); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// readAttempts reads the attempts of the job jobKey (public ID jobID),
+// oldest first.
+func readAttempts(ctx context.Context, q Querier, jobKey int64, jobID string) ([]stet.Attempt, error) {
+	rows, err := q.QueryContext(ctx, `SELECT n, token, processor_id, model, request_id, status_code, status, failure_class,
+			input_tokens, output_tokens, latency_ms, input_sha256, started_at, batch_id
+		FROM attempts WHERE job_id = $1 ORDER BY n`, jobKey)
+	if err != nil {
+		return nil, fmt.Errorf("read attempts: %w", err)
+	}
+	defer rows.Close()
+	var out []stet.Attempt
+	for rows.Next() {
+		a := stet.Attempt{JobID: jobID}
+		var model, requestID, failure, batchID sql.NullString
+		var inputSHA string
+		var status string
+		var code, inTok, outTok, latency, started sql.NullInt64
+		if err := rows.Scan(&a.N, &a.Token, &a.Processor, &model, &requestID, &code, &status, &failure,
+			&inTok, &outTok, &latency, shaScan{&inputSHA}, &started, &batchID); err != nil {
+			return nil, fmt.Errorf("read attempt: %w", err)
+		}
+		a.Model, a.RequestID, a.FailureClass, a.InputSHA256 = model.String, requestID.String, stet.FailureClass(failure.String), inputSHA
+		a.Status = stet.AttemptStatus(status)
+		a.StatusCode, a.InputTokens, a.OutputTokens, a.LatencyMS = int(code.Int64), int(inTok.Int64), int(outTok.Int64), latency.Int64
+		a.StartedAt, a.BatchID = fromMicros(started), batchID.String
+		out = append(out, a)
+	}
+	return out, rows.Err()
 }
 
 // ReportDetail is a report and its revisions.
@@ -245,7 +300,7 @@ func (db *DB) getReport(ctx context.Context, l ReportLookup) (*ReportDetail, err
 	r.CreatedAt = time.UnixMicro(created).UTC()
 	rows, err := db.r.QueryContext(ctx, `SELECT v.revision, j.public_id, j.state, rr.public_id, COALESCE(rr.authoritative, FALSE), v.received_at, v.text_purged_at
 		FROM revisions v JOIN jobs j ON j.revision_id = v.id LEFT JOIN review_records rr ON rr.job_id = j.id
-		WHERE v.report_id = $1 ORDER BY v.revision, j.created_at`, key)
+		WHERE v.report_id = $1 AND j.parent_job_id IS NULL ORDER BY v.revision, j.created_at`, key)
 	if err != nil {
 		return nil, fmt.Errorf("read revisions: %w", err)
 	}
@@ -279,7 +334,7 @@ type ReviewFilter struct {
 const (
 	recordColumns = `rr.public_id, j.public_id, rp.public_id, rr.tenant_id, rr.source_id, rr.revision, rr.kind, rr.state,
 	rr.authoritative, rr.classification, rr.failure_class, rr.decision, rr.decided_by, rr.decided_at, rr.note, rr.created_at,
-	rr.classification_purged_at, rr.note_purged_at, rr.sealed`
+	rr.classification_purged_at, rr.note_purged_at, rr.sealed, rr.failed_part, rr.provenance`
 	recordFrom = `review_records rr JOIN jobs j ON j.id = rr.job_id JOIN reports rp ON rp.id = rr.report_id`
 )
 
@@ -296,10 +351,17 @@ func scanRecord(row interface{ Scan(...any) error }, extra ...any) (*stet.Review
 	var class, failure, decision, decidedBy, note sql.NullString
 	var decidedAt, created, classPurged, notePurged sql.NullInt64
 	var sealed int
+	var failedPart, provenance sql.NullString
 	if err := row.Scan(append([]any{recordPub(&r.ID), jobPub(&r.JobID), reportPub(&r.ReportID), &r.TenantID, &r.SourceID, &r.Revision,
 		&kind, &state, &r.Authoritative, &class, &failure, &decision, &decidedBy, &decidedAt, &note, &created, &classPurged,
-		&notePurged, &sealed}, extra...)...); err != nil {
+		&notePurged, &sealed, &failedPart, &provenance}, extra...)...); err != nil {
 		return nil, 0, err
+	}
+	r.FailedPart = failedPart.String
+	if provenance.Valid {
+		if err := json.Unmarshal([]byte(provenance.String), &r.Provenance); err != nil {
+			return nil, 0, fmt.Errorf("read record provenance: %w", err)
+		}
 	}
 	r.ClassificationPurgedAt, r.NotePurgedAt = fromMicros(classPurged), fromMicros(notePurged)
 	r.Kind, r.State = stet.RecordKind(kind), stet.RecordState(state)

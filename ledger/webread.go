@@ -275,7 +275,7 @@ func (db *DB) ReportHistory(ctx context.Context, tenant, reportID string) ([]His
 	rows, err := db.r.QueryContext(ctx, `SELECT v.revision, j.public_id, j.state, rr.public_id, rr.state, rr.decision, COALESCE(rr.authoritative, FALSE),
 			v.received_at, v.text_purged_at
 		FROM revisions v JOIN jobs j ON j.revision_id = v.id LEFT JOIN review_records rr ON rr.job_id = j.id
-		WHERE v.report_id = `+reportKeySQL("$1")+` AND j.tenant_id = $2 ORDER BY v.revision DESC, j.created_at DESC`, pub(reportID), tenant)
+		WHERE v.report_id = `+reportKeySQL("$1")+` AND j.tenant_id = $2 AND j.parent_job_id IS NULL ORDER BY v.revision DESC, j.created_at DESC`, pub(reportID), tenant)
 	if err != nil {
 		return nil, fmt.Errorf("read report history: %w", err)
 	}

@@ -155,6 +155,22 @@ func (p *Pipeline) Assemble(ctx context.Context, flush bool) (int, error) {
 	if err != nil || len(pending) == 0 {
 		return 0, err
 	}
+	// Jobs of profiles with parts are batched part by part: fan them out,
+	// then read again.
+	var parents []ledger.PendingJob
+	for _, j := range pending {
+		if pr := p.profiles[j.ExtractionVersion]; pr != nil && len(pr.Parts) > 0 {
+			parents = append(parents, j)
+		}
+	}
+	if len(parents) > 0 {
+		if err := p.fanOutBatch(ctx, parents); err != nil {
+			return 0, err
+		}
+		if pending, err = ledger.PendingBatchJobs(ctx, p.db.Writer(), assembleLimit); err != nil {
+			return 0, err
+		}
+	}
 	now := p.clock.Now()
 	groups := map[string][]ledger.PendingJob{}
 	var order []string
@@ -162,6 +178,9 @@ func (p *Pipeline) Assemble(ctx context.Context, flush bool) (int, error) {
 	var stopped []stoppedJob
 	pauses := pauseCache{} // for this sweep
 	for _, j := range pending {
+		if pr := p.profiles[j.ExtractionVersion]; pr != nil && len(pr.Parts) > 0 {
+			continue // read after the fan-out above: the next sweep fans it out
+		}
 		r, err := p.route(ctx, gateJob{ID: j.ID, TenantID: j.TenantID, PolicyHash: j.PolicyHash,
 			ExtractionVersion: j.ExtractionVersion, TextPurged: j.TextPurged}, pauses)
 		if err != nil {

@@ -72,6 +72,15 @@ func (p *Pipeline) extract(ctx context.Context, job *river.Job[ExtractArgs]) (st
 	log = log.With("report_id", j.ReportID, "revision", j.Revision, "tenant", j.TenantID, "source", j.SourceID)
 	now := p.clock.Now()
 
+	if profile := p.profiles[j.ExtractionVersion]; profile != nil && len(profile.Parts) > 0 {
+		// A profile with parts: its job never goes to a processor; its
+		// parts' jobs do.
+		if j.State != stet.JobAccepted && j.State != stet.JobWaiting {
+			return "noop", nil // fanned out (its parts hold it), or settled
+		}
+		return p.fanOut(ctx, job, j, profile)
+	}
+
 	switch j.State {
 	case stet.JobAccepted, stet.JobWaiting:
 	case stet.JobExtracting:
@@ -345,7 +354,7 @@ func (p *Pipeline) saveArtifact(ctx context.Context, a attempt, ext *stet.Extrac
 			var err error
 			recordID, err = p.db.SaveResultCommit(wctx, ledger.SaveResultParams{
 				SaveArtifactParams: saveParams(), ReportID: a.reportID, SourceID: a.sourceID, Attempt: result,
-				Commit: !crash.Armed(crash.MidCommit)})
+				Commit: !crash.Armed(crash.MidCommit), Part: a.profile.Part != ""})
 			if errors.Is(err, ledger.ErrSaveApart) {
 				return nil // not a failure: recordID is empty, and the loop below saves it
 			}
@@ -388,7 +397,8 @@ func (p *Pipeline) saveArtifact(ctx context.Context, a attempt, ext *stet.Extrac
 			var recorded bool
 			var err error
 			recordID, recorded, err = p.db.SaveResult(wctx, tx, ledger.SaveResultParams{
-				SaveArtifactParams: save, ReportID: a.reportID, SourceID: a.sourceID, Attempt: result, Commit: !crash.Armed(crash.MidCommit)})
+				SaveArtifactParams: save, ReportID: a.reportID, SourceID: a.sourceID, Attempt: result, Commit: !crash.Armed(crash.MidCommit),
+				Part: a.profile.Part != ""})
 			if err != nil {
 				return err
 			}
@@ -444,6 +454,10 @@ func (p *Pipeline) saveArtifact(ctx context.Context, a attempt, ext *stet.Extrac
 	crash.Point(crash.AfterArtifact)
 	if recordID == "" {
 		log.Warn("review record left to the record stage", "failure_class", string(stet.FailureStore))
+		return "extracted", nil
+	}
+	if recordID == ledger.PartSettled {
+		log.Info("part saved; the record waits for the job's other parts")
 		return "extracted", nil
 	}
 	p.cfg.Metrics.StageDuration.WithLabelValues("commit", "committed").Observe(commitTook.Seconds())
@@ -523,7 +537,7 @@ func (p *Pipeline) failed(ctx context.Context, a attempt, pe *stet.ProcessorErro
 		if err := setState(stet.JobWaiting); err != nil {
 			return "error", err
 		}
-		if p.hasFallback(a.policyHash, processorID) {
+		if p.hasFallback(a.policyHash, a.profile, processorID) {
 			// An approved fallback takes the next attempt now; the limited
 			// processor's wait does not hold the job.
 			return "rate_limited", river.JobSnooze(0)

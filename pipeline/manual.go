@@ -118,7 +118,7 @@ func (p *Pipeline) manualRoute(ctx context.Context, h ledger.HeldJob) (route, er
 	if err != nil {
 		return route{}, err
 	}
-	id := p.chooseProcessor(recorded, p.policies[recorded.ID], h.ProcessorID, h.FailureClass)
+	id := p.chooseProcessor(p.candidates(recorded, p.profiles[h.ExtractionVersion]), recorded, p.policies[recorded.ID], h.ProcessorID, h.FailureClass)
 	return route{kind: routeManual, processor: id, class: h.FailureClass, reason: reasonOperatorManual, recorded: recorded}, nil
 }
 

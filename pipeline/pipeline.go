@@ -55,10 +55,44 @@ type Profile struct {
 	// dataTags are the tags the prompt wraps the document in ("post"):
 	// prepare neutralises them in the text (prompt.go).
 	dataTags []string
+	// Parts are the profiles of its parts, in config order (a profile
+	// with parts, docs/design.md §16): each asks for its fields'
+	// sub-schema. A part's profile has none.
+	Parts []*Profile
+	// Processors, for a part's profile, are the processors its part may
+	// go to, first the primary; empty: the source's policy's.
+	Processors []string
+	// fields are the top-level fields the profile asks for, in schema
+	// order: a part's own, or (with parts) the whole schema's.
+	fields []string
 }
 
-// NewProfile compiles a profile's schema and prompt.
+// NewProfile compiles a profile's schema and prompt, and those of its
+// parts.
 func NewProfile(p stet.Profile) (*Profile, error) {
+	pr, err := compileProfile(p)
+	if err != nil {
+		return nil, err
+	}
+	if pr.fields, err = schema.Properties(p.Schema); err != nil {
+		return nil, fmt.Errorf("profile %s: %w", p.ID, err)
+	}
+	for _, part := range p.Parts {
+		sub, err := schema.Sub(p.Schema, part.Fields)
+		if err != nil {
+			return nil, fmt.Errorf("profile %s: part %s: %w", p.ID, part.ID, err)
+		}
+		pp, err := compileProfile(stet.Profile{ID: p.ID, Version: p.Version, Schema: sub, Prompt: p.Prompt, Part: part.ID})
+		if err != nil {
+			return nil, err
+		}
+		pp.Processors, pp.fields = part.Processors, part.Fields
+		pr.Parts = append(pr.Parts, pp)
+	}
+	return pr, nil
+}
+
+func compileProfile(p stet.Profile) (*Profile, error) {
 	v, err := schema.Compile(p.SchemaName(), p.Schema)
 	if err != nil {
 		return nil, fmt.Errorf("profile %s: %w", p.ID, err)
@@ -237,7 +271,11 @@ func New(cfg Config) (*Pipeline, error) {
 	}
 	for _, pr := range cfg.Profiles {
 		p.profiles[pr.ExtractionVersion()] = pr
+		for _, part := range pr.Parts {
+			p.profiles[part.ExtractionVersion()] = part
+		}
 	}
+	cfg.DB.SetMergeParts(p.mergeParts)
 	p.deliverer = outbound.NewDeliverer(outbound.DelivererConfig{DB: cfg.DB, Clock: cfg.Clock, Log: cfg.Logger, Metrics: cfg.Metrics,
 		Destinations: cfg.Destinations, Timeout: cfg.DeliverTimeout, RetryBase: cfg.DeliverRetryBase, RetryMax: cfg.DeliverRetryMax,
 		Alert: p.alert})

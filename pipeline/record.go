@@ -51,7 +51,7 @@ func (w *recordWorker) Work(ctx context.Context, job *river.Job[RecordArgs]) err
 		p.log.Warn("commit failed; retrying from the artifact", "job_id", job.Args.JobID, "stage", "commit",
 			"failure_class", "store", "attempt", job.Attempt)
 		err = fmt.Errorf("commit job %s: %w", job.Args.JobID, err)
-	} else if recordID != "" {
+	} else if recordID != "" && recordID != ledger.PartSettled {
 		p.log.Info("review record committed", "job_id", job.Args.JobID, "review_record_id", recordID, "stage", "commit")
 	}
 	p.cfg.Metrics.StageDuration.WithLabelValues("commit", outcome).Observe(time.Since(start).Seconds())

@@ -129,6 +129,7 @@ func (p *Pipeline) route(ctx context.Context, j gateJob, pauses pauseCache) (rou
 		return route{}, err
 	}
 	current := p.policies[recorded.ID]
+	profile := p.profiles[j.ExtractionVersion]
 	id := j.Processor
 	switch {
 	case id == "" && j.Routed != "":
@@ -139,14 +140,13 @@ func (p *Pipeline) route(ctx context.Context, j gateJob, pauses pauseCache) (rou
 			recorded = current
 		}
 	case id == "":
-		id = p.chooseProcessor(recorded, current, j.LastProcessor, j.LastClass)
+		id = p.chooseProcessor(p.candidates(recorded, profile), recorded, current, j.LastProcessor, j.LastClass)
 	}
 	r := route{processor: id, recorded: recorded}
 	if reason := p.forbidden(recorded, current, id); reason != "" {
 		r.kind, r.class, r.reason = routeBlock, stet.FailureBoundary, reason
 		return r, nil
 	}
-	profile := p.profiles[j.ExtractionVersion]
 	if profile == nil {
 		// A missing profile is a configuration error (a profile version
 		// dropped from the config while jobs for it were pending), and an
@@ -244,20 +244,30 @@ func (p *Pipeline) alertBlocked(log *slog.Logger, r route) {
 	p.alert(log, "job_blocked", "processor", r.processor, "failure_class", string(r.class), "reason", r.reason)
 }
 
-// chooseProcessor picks the processor for this attempt: the recorded
-// policy's primary, or — only after a transient or rate-limited failure — the
-// next of its approved fallbacks that the gate would let through, wrapping
-// back to the primary. Never a processor outside the recorded policy. If the
-// primary itself is forbidden the primary is returned, and the gate blocks
-// the job: it is never re-routed.
-func (p *Pipeline) chooseProcessor(recorded, current *stet.Policy, lastProcessor string, lastClass stet.FailureClass) string {
-	primary := recorded.Processors[0]
+// candidates are the processors a job of profile may go to under the
+// recorded policy, first the primary: a part's own processors (each
+// permitted by the policy, checked at config load), or the policy's.
+func (p *Pipeline) candidates(recorded *stet.Policy, profile *Profile) []string {
+	if profile != nil && len(profile.Processors) > 0 {
+		return profile.Processors
+	}
+	return recorded.Processors
+}
+
+// chooseProcessor picks the processor for this attempt among candidates:
+// the primary, or — only after a transient or rate-limited failure — the
+// next of them that the gate would let through, wrapping back to the
+// primary. Never a processor outside the recorded policy. If the primary
+// itself is forbidden the primary is returned, and the gate blocks the
+// job: it is never re-routed.
+func (p *Pipeline) chooseProcessor(candidates []string, recorded, current *stet.Policy, lastProcessor string, lastClass stet.FailureClass) string {
+	primary := candidates[0]
 	if p.forbidden(recorded, current, primary) != "" || (lastClass != stet.FailureTransient && lastClass != stet.FailureRateLimited) {
 		return primary
 	}
-	last := slices.Index(recorded.Processors, lastProcessor)
-	for i := 1; i < len(recorded.Processors); i++ {
-		id := recorded.Processors[(last+i)%len(recorded.Processors)]
+	last := slices.Index(candidates, lastProcessor)
+	for i := 1; i < len(candidates); i++ {
+		id := candidates[(last+i)%len(candidates)]
 		if p.forbidden(recorded, current, id) == "" {
 			return id
 		}
@@ -266,8 +276,9 @@ func (p *Pipeline) chooseProcessor(recorded, current *stet.Policy, lastProcessor
 }
 
 // hasFallback reports whether a transient or rate-limited failure of
-// processorID can go to another approved processor at once.
-func (p *Pipeline) hasFallback(policyHash, processorID string) bool {
+// processorID, for a job of profile, can go to another approved processor
+// at once.
+func (p *Pipeline) hasFallback(policyHash string, profile *Profile, processorID string) bool {
 	p.mu.Lock()
 	recorded := p.oldPolicies[policyHash]
 	p.mu.Unlock()
@@ -275,7 +286,7 @@ func (p *Pipeline) hasFallback(policyHash, processorID string) bool {
 		return false
 	}
 	current := p.policies[recorded.ID]
-	for _, id := range recorded.Processors {
+	for _, id := range p.candidates(recorded, profile) {
 		if id != processorID && p.forbidden(recorded, current, id) == "" {
 			return true
 		}
