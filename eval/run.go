@@ -141,7 +141,24 @@ func Run(ctx context.Context, p Params) (*Report, error) {
 	if err := os.MkdirAll(p.Out, 0o700); err != nil {
 		return nil, err
 	}
-	if err := checkManifest(p, pol, permitted); err != nil {
+	// A profile with parts runs as in production: the parts that name
+	// their processors keep them in every run, and the asked processor
+	// takes the parts that go to the policy's processors.
+	var partProcs []string
+	for _, part := range profile.Parts {
+		for _, id := range part.Processors {
+			if !slices.Contains(partProcs, id) {
+				partProcs = append(partProcs, id)
+			}
+		}
+	}
+	manifested := slices.Clone(permitted)
+	for _, id := range partProcs {
+		if !slices.Contains(manifested, id) {
+			manifested = append(manifested, id)
+		}
+	}
+	if err := checkManifest(p, pol, manifested); err != nil {
 		return nil, err
 	}
 
@@ -167,8 +184,31 @@ func Run(ctx context.Context, p Params) (*Report, error) {
 		sp := *pol
 		sp.ID = pol.ID + "@" + id
 		sp.Processors = []string{id}
+		for _, pid := range partProcs {
+			if pid != id {
+				sp.Processors = append(sp.Processors, pid)
+			}
+		}
 		policies = append(policies, &sp)
 		runs = append(runs, &run{id: id, policy: &sp, jobs: make([]string, len(p.Items))})
+	}
+	for _, id := range partProcs {
+		if procs[id] != nil {
+			continue
+		}
+		pc := p.Config.Processor(id)
+		if pc == nil {
+			return nil, fmt.Errorf("part processor %s is not configured", id)
+		}
+		proc, err := p.New(pc)
+		if err != nil {
+			return nil, fmt.Errorf("processor %s: %w", id, err)
+		}
+		if proc == nil {
+			return nil, fmt.Errorf("processor %s: kind %s is not available in this build", id, pc.Kind)
+		}
+		procs[id] = proc
+		limits[id] = admission.Limits{RPM: pc.Limits.RPM, TPM: pc.Limits.TPM, Concurrency: pc.Limits.Concurrency}
 	}
 
 	db, err := ledger.Open(ctx, "sqlite://"+filepath.ToSlash(filepath.Join(p.Out, "ledger.db")))
@@ -308,7 +348,7 @@ func wait(ctx context.Context, db *ledger.DB, total int, p Params) error {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		counts, err := db.JobCounts(ctx)
+		counts, err := db.RevisionJobCounts(ctx)
 		if err != nil && ctx.Err() == nil {
 			return err
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,7 @@ import (
 	"github.com/stetlabs/stet/processor"
 	"github.com/stetlabs/stet/processor/openai"
 	"github.com/stetlabs/stet/processor/openai/openaifake"
+	"github.com/stetlabs/stet/schema"
 )
 
 // testConfig writes a config over the quickstart's moderation profile:
@@ -84,18 +86,32 @@ func q(s string) json.RawMessage { b, _ := json.Marshal(s); return b }
 // the minimized text it is sent; block makes calls after the first n wait
 // until their context ends.
 type oracle struct {
+	id      string // default "oracle"
 	items   []Item
 	calls   atomic.Int64
 	blockAt int64 // 0: never
 	sawRaw  atomic.Bool
+	mu      sync.Mutex
+	schemas [][]string // the top-level properties of each request's schema
 }
 
 func (o *oracle) Info() stet.ProcessorInfo {
-	return stet.ProcessorInfo{ID: "oracle", Kind: "rules", Region: "local", Retention: "none"}
+	return stet.ProcessorInfo{ID: cmpOr(o.id, "oracle"), Kind: "rules", Region: "local", Retention: "none"}
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
 }
 
 func (o *oracle) Extract(ctx context.Context, p stet.ExtractParams) (*stet.Extraction, error) {
 	n := o.calls.Add(1)
+	props, _ := schema.Properties(p.Schema)
+	o.mu.Lock()
+	o.schemas = append(o.schemas, props)
+	o.mu.Unlock()
 	if o.blockAt > 0 && n > o.blockAt {
 		<-ctx.Done()
 		return nil, &stet.ProcessorError{Class: stet.FailureTransient, Code: "cancelled", Err: ctx.Err()}
@@ -112,6 +128,11 @@ func (o *oracle) Extract(ctx context.Context, p stet.ExtractParams) (*stet.Extra
 			}
 			if i%7 == 3 {
 				out["category"] = q("misinformation")
+			}
+			for k := range out {
+				if !slices.Contains(props, k) {
+					delete(out, k) // answer the schema asked for, as a strict model does
+				}
 			}
 			b, _ := json.Marshal(out)
 			return &stet.Extraction{Output: b, Raw: b, Model: "oracle-1", InputTokens: 100, OutputTokens: 20}, nil

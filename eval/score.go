@@ -316,12 +316,9 @@ func scoreProcessor(pr *ProcessorReport, p ScoreParams, fields []FieldInfo, outs
 	pr.Latency.CallP50, pr.Latency.CallP95 = quantiles(pr.Latency.Calls)
 	pr.Latency.RecordP50, pr.Latency.RecordP95 = quantiles(pr.Latency.Records)
 
-	if pc := p.Config.Processor(pr.ID); pc != nil && (pc.Price.InputPerMTok > 0 || pc.Price.OutputPerMTok > 0) {
-		pr.Cost = Cost{Priced: true, InputPerMTok: pc.Price.InputPerMTok, OutputPerMTok: pc.Price.OutputPerMTok,
-			Total: float64(pr.Tokens.Input)/1e6*pc.Price.InputPerMTok + float64(pr.Tokens.Output)/1e6*pc.Price.OutputPerMTok}
-		if n > 0 {
-			pr.Cost.Per1000Docs = pr.Cost.Total / float64(n) * 1000
-		}
+	pr.Cost = cost(p.Config, pr.ID, outs)
+	if n > 0 {
+		pr.Cost.Per1000Docs = pr.Cost.Total / float64(n) * 1000
 	}
 
 	// Per split and per tag.
@@ -532,4 +529,39 @@ func scoredFields(schemaJSON []byte, items []Item) ([]FieldInfo, error) {
 		out = append(out, f)
 	}
 	return out, nil
+}
+
+// cost prices the tokens of outs, each processor's at its own price (a
+// profile with parts calls the parts' processors too; an outcome without
+// Tokens spent them all on processor id). It is priced when some
+// processor has a price and every processor called has one or is the
+// offline rules processor, which is free.
+func cost(cfg *config.Config, id string, outs []Outcome) Cost {
+	var c Cost
+	if pc := cfg.Processor(id); pc != nil {
+		c.InputPerMTok, c.OutputPerMTok = pc.Price.InputPerMTok, pc.Price.OutputPerMTok
+	}
+	priced, unpriced := false, false
+	for _, o := range outs {
+		tokens := o.Tokens
+		if len(tokens) == 0 {
+			tokens = map[string][2]int{id: {o.InputTokens, o.OutputTokens}}
+		}
+		for pid, t := range tokens {
+			pc := cfg.Processor(pid)
+			switch {
+			case pc != nil && pc.Kind == "rules":
+			case pc == nil || (pc.Price.InputPerMTok == 0 && pc.Price.OutputPerMTok == 0):
+				unpriced = true
+			default:
+				priced = true
+				c.Total += float64(t[0])/1e6*pc.Price.InputPerMTok + float64(t[1])/1e6*pc.Price.OutputPerMTok
+			}
+		}
+	}
+	c.Priced = priced && !unpriced
+	if !c.Priced {
+		c.Total = 0
+	}
+	return c
 }

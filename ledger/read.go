@@ -563,9 +563,22 @@ func (db *DB) GetReviewPrimary(ctx context.Context, tenant, id string) (*stet.Re
 	return r, nil
 }
 
+// RevisionJobCounts counts the revisions' jobs by state, leaving out the
+// jobs of parts (docs/design.md §16): a job whose part is blocked counts
+// as blocked, since it waits on that part.
+func (db *DB) RevisionJobCounts(ctx context.Context) (map[stet.JobState]int, error) {
+	return db.countJobs(ctx, `SELECT CASE WHEN j.state = 'extracting' AND EXISTS (SELECT 1 FROM jobs c
+			WHERE c.parent_job_id = j.id AND c.state = 'blocked') THEN 'blocked' ELSE j.state END AS st, COUNT(*)
+		FROM jobs j WHERE j.parent_job_id IS NULL GROUP BY st`)
+}
+
 // JobCounts counts jobs by state.
 func (db *DB) JobCounts(ctx context.Context) (map[stet.JobState]int, error) {
-	rows, err := db.r.QueryContext(ctx, `SELECT state, COUNT(*) FROM jobs GROUP BY state`)
+	return db.countJobs(ctx, `SELECT state, COUNT(*) FROM jobs GROUP BY state`)
+}
+
+func (db *DB) countJobs(ctx context.Context, query string) (map[stet.JobState]int, error) {
+	rows, err := db.r.QueryContext(ctx, query)
 	if err != nil {
 		return nil, fmt.Errorf("count jobs: %w", err)
 	}

@@ -216,3 +216,66 @@ func getJSON(t *testing.T, url string, out any) {
 		t.Fatalf("GET %s: %v", url, err)
 	}
 }
+
+// A profile with parts in batch mode: each part goes into its own
+// processor's provider batch (no synchronous call), each batch line asks
+// for its part's fields only, and every report gets one merged record
+// with provenance.
+func TestPartsInBatchMode(t *testing.T) {
+	t.Parallel()
+	var seenA, seenB schemaFields
+	fakeA := openaifake.New(openaifake.Options{APIKey: testOpenAIKey, Respond: seenA.respond})
+	t.Cleanup(fakeA.Close)
+	fakeB := openaifake.New(openaifake.Options{APIKey: testOpenAIKey, Respond: seenB.respond})
+	t.Cleanup(fakeB.Close)
+	cfg := writeConfig(t, t.TempDir(), fakeA.URL())
+	partsConfig(t, cfg, ledger.SQLite, fakeB.URL())
+	b, err := os.ReadFile(cfg.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y := strings.Replace(string(b), "    mode: sync", "    mode: batch", 1)
+	y = strings.ReplaceAll(y, "    timeout: 30s\n", "    timeout: 30s\n    batch: {max_items: 10, max_wait: 200ms, poll_first: 100ms, poll_max: 300ms}\n")
+	y = strings.Replace(y, "  rescue_after: 3s", "  rescue_after: 3s\n  assemble_every: 100ms", 1)
+	if err := os.WriteFile(cfg.Path, []byte(y), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startStet(t, cfg, nil)
+	for i := 1; i <= 3; i++ {
+		status, _, err := postReport(p.base, fmt.Sprintf("msg_batch_parts_%d", i), sample(t, fmt.Sprintf("report-00%d.json", i)))
+		if err != nil || status != http.StatusAccepted {
+			t.Fatalf("postReport %d = %d, %v, want 202", i, status, err)
+		}
+	}
+	db := openLedgerRO(t, cfg.DBPath)
+	waitFor(t, 60*time.Second, "three merged records", p, func() bool {
+		return count(t, db, `SELECT COUNT(*) FROM review_records WHERE kind = 'extracted'`) == 3
+	})
+	if a, b := fakeA.Calls(), fakeB.Calls(); a != 0 || b != 0 {
+		t.Errorf("synchronous calls = %d and %d, want 0 and 0", a, b)
+	}
+	if a, b := fakeA.BatchStats().Created, fakeB.BatchStats().Created; a < 1 || b < 1 {
+		t.Errorf("batches created = %d and %d, want at least one each", a, b)
+	}
+	if n := count(t, db, `SELECT COUNT(*) FROM batch_items`); n != 6 {
+		t.Errorf("batch items = %d, want 6 (3 reports × 2 parts)", n)
+	}
+	for name, s := range map[string]*schemaFields{"notes": &seenA, "triage": &seenB} {
+		want := map[string][]string{"notes": {"labels", "rationale"}, "triage": {"category", "severity", "action"}}[name]
+		got := s.all()
+		if len(got) != 3 {
+			t.Errorf("%s part's batch lines = %d, want 3", name, len(got))
+		}
+		for _, g := range got {
+			if !slices.Equal(g, want) {
+				t.Errorf("%s part's batch line asked for %v, want %v", name, g, want)
+			}
+		}
+	}
+	if n := count(t, db, `SELECT COUNT(*) FROM review_records WHERE provenance IS NOT NULL`); n != 3 {
+		t.Errorf("records with provenance = %d, want 3", n)
+	}
+	if n := count(t, db, `SELECT COUNT(*) FROM jobs WHERE parent_job_id IS NOT NULL AND mode = 'batch' AND state = 'committed'`); n != 6 {
+		t.Errorf("committed batch-mode part jobs = %d, want 6", n)
+	}
+}
