@@ -202,6 +202,7 @@ func writeConfig(dir, dbURL, fakeURL, destURL string, batch bool) (string, error
 		batchProc = ", batch: {max_items: 20, max_wait: 300ms, poll_first: 200ms, poll_max: 500ms}"
 		assemble = ", assemble_every: 200ms"
 	}
+	mixSources, mixProfiles, mixProcessors, mixPolicies := mixYAML(fakeURL)
 	cfg := fmt.Sprintf(`# Written by stetlab drill chaos.
 database: %q
 listen: 127.0.0.1:0
@@ -210,19 +211,20 @@ tenants:
     tokens:
       - {name: ops, role: operator, token_env: %s}
 sources:
-  - {id: %s, tenant: drill, secret_env: %s, identity: external_id, revisions: explicit, profile: moderation, policy: drill, mode: sync%s}%s
+  - {id: %s, tenant: drill, secret_env: %s, identity: external_id, revisions: explicit, profile: moderation, policy: drill, mode: sync%s}%s%s
 profiles:
-  - {id: moderation, version: 1, schema: profiles/moderation.schema.json, prompt: profiles/moderation.prompt.tmpl}
+  - {id: moderation, version: 1, schema: profiles/moderation.schema.json, prompt: profiles/moderation.prompt.tmpl}%s
 processors:
-  - {id: openai-fake, kind: openai, base_url: %q, api_key_env: %s, model: gpt-drill, region: us, retention: 30d, timeout: 10s%s}
+  - {id: openai-fake, kind: openai, base_url: %q, api_key_env: %s, model: gpt-drill, region: us, retention: 30d, timeout: 10s%s}%s
 policies:
   - id: drill
     processors: [openai-fake]
     minimize: [email, phone, ssn, mrn, url, ip, date]
     retention: {text: 30d, artifacts: 365d}
-    replay_horizon: 90d
+    replay_horizon: 90d%s
 workers: {concurrency: 4, job_timeout: 10s, rescue_after: 15s%s}
-`, dbURL, envToken, source, envSecret, destinationsYAML(destURL), batchSrc, fakeURL, envKey, batchProc, assemble)
+`, dbURL, envToken, source, envSecret, destinationsYAML(destURL), batchSrc, mixSources, mixProfiles, fakeURL, envKey, batchProc,
+		mixProcessors, mixPolicies, assemble)
 	path := filepath.Join(dir, "stet.yaml")
 	return path, os.WriteFile(path, []byte(cfg), 0o600)
 }
@@ -367,6 +369,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		faults = armFaults(faults, window)
 		res.Batch = &BatchResult{Armed: map[string]int{}, Crashes: map[string]int{}, Reconciled: map[string]int{}}
 	}
+	useMixSources(revs)
+	res.Mix = &MixResult{}
 	res.Deliveries, res.Revisions = len(plan), len(revs)
 
 	runCtx, failRun := context.WithCancelCause(ctx)
@@ -383,6 +387,14 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	watchDone := make(chan struct{})
 	go func() { defer close(watchDone); tracker.watch(watchCtx) }()
 	defer func() { stopWatch(); <-watchDone }()
+
+	// The operator moves the reroute source's blocked jobs while the
+	// faults go on, and during the drain.
+	rr := &rerouter{binary: o.Binary, config: cfgPath, env: env, say: say, res: res.Mix}
+	rrCtx, stopReroute := context.WithCancel(ctx)
+	rrDone := make(chan struct{})
+	go func() { defer close(rrDone); rr.run(rrCtx) }()
+	defer func() { stopReroute(); <-rrDone }()
 
 	inj := &injector{procs: procs, pg: pg, sender: sender, tracker: tracker, res: res, say: say, t0: t0}
 	faultErr := inj.run(runCtx, faults)
@@ -403,10 +415,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	say("load done in %.1fs", res.LoadSeconds)
 
 	drainStart := time.Now()
-	var tend func(context.Context, *sql.DB)
+	stopReroute()
+	<-rrDone
+	tend := func(ctx context.Context, _ *sql.DB) { rr.tend(ctx) }
 	if res.Batch != nil {
 		op := &batchOperator{binary: o.Binary, config: cfgPath, env: env, fake: fake.fake, res: res.Batch, say: say, decided: map[string]bool{}}
-		tend = op.tend
+		tend = func(ctx context.Context, db *sql.DB) { rr.tend(ctx); op.tend(ctx, db) }
 	}
 	if err := drain(ctx, db, cmpDur(o.DrainLimit, drainLimit), tend, say); err != nil {
 		return nil, err
@@ -439,6 +453,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, fmt.Errorf("read the ledger: %w", err)
 	}
 	evaluate(res, plan, snap, fake.calls())
+	if err := evaluateMix(ctx, res.Mix, db, plan, fake.calls()); err != nil {
+		return nil, fmt.Errorf("read the parts and reroute sources: %w", err)
+	}
 	if res.Batch != nil {
 		if err := evaluateBatches(ctx, res.Batch, db, fake.fake); err != nil {
 			return nil, fmt.Errorf("read the batches: %w", err)

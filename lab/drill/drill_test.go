@@ -78,6 +78,10 @@ func TestChaosDrillSmall(t *testing.T) {
 		t.Errorf("drill chaos: %d revisions planned, %d acknowledged, %d committed + %d manual; want all equal",
 			res.Revisions, res.AcknowledgedRevisions, res.Committed, res.Manual)
 	}
+	if m := res.Mix; m == nil || m.PartsRevisions == 0 || m.PartsRecords != m.PartsRevisions || m.WithProvenance != m.PartsRecords ||
+		m.RerouteRevisions == 0 || m.Rerouted < m.RerouteRevisions || m.Decisions != m.Rerouted || m.PendingCalls != 0 {
+		t.Errorf("drill chaos mix = %+v, want every two-part revision with one record with provenance, every reroute revision moved once with its decision, 0 pending calls", m)
+	}
 	if !strings.Contains(progress.String(), "seed 42") {
 		t.Errorf("drill chaos progress does not print the seed:\n%s", progress.String())
 	}

@@ -21,6 +21,9 @@ type revKey struct {
 type snapJob struct {
 	ID, ReportID, ExternalID, ExtractionVersion, State, FailureClass string
 	Revision                                                         int64
+	// Part is the part's ID for the job of one part of a profile with
+	// parts; "" for a revision's own job.
+	Part string
 }
 
 type snapRecord struct {
@@ -73,10 +76,12 @@ func loadSnapshot(ctx context.Context, db *sql.DB) (*snapshot, error) {
 	}
 	// Rows refer to each other by integer keys; the checker names jobs and
 	// reports by the public IDs the API answered with.
-	err := scan(`SELECT j.public_id, r.public_id, COALESCE(r.external_id, ''), j.extraction_version, j.state, COALESCE(j.failure_class, ''), j.revision
+	err := scan(`SELECT j.public_id, r.public_id, COALESCE(r.external_id, ''), j.extraction_version, j.state, COALESCE(j.failure_class, ''), j.revision,
+			COALESCE(j.part_id, '')
 		FROM jobs j JOIN reports r ON r.id = j.report_id`, func(rows *sql.Rows) error {
 		var j snapJob
-		err := rows.Scan(publicID{"job", &j.ID}, publicID{"rep", &j.ReportID}, &j.ExternalID, &j.ExtractionVersion, &j.State, &j.FailureClass, &j.Revision)
+		err := rows.Scan(publicID{"job", &j.ID}, publicID{"rep", &j.ReportID}, &j.ExternalID, &j.ExtractionVersion, &j.State, &j.FailureClass, &j.Revision,
+			&j.Part)
 		s.Jobs = append(s.Jobs, j)
 		return err
 	})
@@ -189,15 +194,24 @@ func evaluate(res *Result, plan []*delivery, snap *snapshot, calls []fakeCall) {
 	jobByID := map[string]snapJob{}
 	res.ManualByClass = map[string]int{}
 	res.Jobs, res.Committed, res.Manual, res.NotTerminal, res.Phantom = len(snap.Jobs), 0, 0, 0, 0
+	// A revision's jobs (jobsByKey) leave out its parts' jobs
+	// (partsByKey): they have no record of their own.
+	partsByKey := map[revKey][]snapJob{}
 	for _, j := range snap.Jobs {
 		k := revKey{j.ExternalID, j.Revision}
-		jobsByKey[k] = append(jobsByKey[k], j)
+		if j.Part != "" {
+			partsByKey[k] = append(partsByKey[k], j)
+		} else {
+			jobsByKey[k] = append(jobsByKey[k], j)
+		}
 		jobsByVersion[fmt.Sprintf("%s\x00%d\x00%s", j.ExternalID, j.Revision, j.ExtractionVersion)]++
 		jobByID[j.ID] = j
-		switch j.State {
-		case "committed":
+		switch {
+		case j.Part != "" && (j.State == "committed" || j.State == "manual"):
+			// a part's job: counted with its revision's (MixResult.PartJobs)
+		case j.State == "committed":
 			res.Committed++
-		case "manual":
+		case j.State == "manual":
 			res.Manual++
 		default:
 			res.NotTerminal++
@@ -326,7 +340,19 @@ func evaluate(res *Result, plan []*delivery, snap *snapshot, calls []fakeCall) {
 			example("unmapped calls", "a whole request (%d bytes, %s, answered %s) without a document marker", c.Bytes, c.Path, status)
 			continue
 		}
-		for _, j := range jobsByKey[keyOf(c.Doc, int64(c.Rev))] {
+		// A part's request is compared with its part's job, any other with
+		// the revision's job.
+		k := keyOf(c.Doc, int64(c.Rev))
+		jobs := jobsByKey[k]
+		if part := callPart(c.SchemaName); part != "" {
+			jobs = nil
+			for _, j := range partsByKey[k] {
+				if j.Part == part {
+					jobs = append(jobs, j)
+				}
+			}
+		}
+		for _, j := range jobs {
 			if t, ok := firstArtifact[j.ID]; ok && c.At.UnixMicro() > t {
 				res.ExtraCalls++
 				example("extra calls", "job %s called %dµs after its artifact was saved", j.ID, c.At.UnixMicro()-t)
@@ -378,6 +404,13 @@ func (r *Result) judge() {
 	check(r.NotTerminal, "jobs not terminal after the drain")
 	check(r.PendingStageJobs, "stage jobs River still holds after the drain")
 	check(r.AttemptsStarted, "attempts left started after the drain (each must be finished or abandoned)")
+	if m := r.Mix; m != nil {
+		check(m.PartsRevisions-m.PartsRecords, "acknowledged revisions of the parts source without their one record")
+		check(m.PartsRecords-m.WithProvenance, "records of the parts source without provenance for every field")
+		check(m.PartJobsWrong, "revision jobs of the parts profile without exactly two part jobs")
+		check(m.PendingCalls, "provider calls to the processor whose declaration is pending")
+		check(m.UndecidedReroutes, "jobs of the reroute source extracted without a boundary decision")
+	}
 	if d := r.Destination; d != nil {
 		check(d.Lost, "record events lost on the way to the destination")
 		check(d.NotDelivered, "outbox rows not delivered")

@@ -3,6 +3,7 @@ package drill
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -172,6 +173,10 @@ type fakeCall struct {
 	Bytes      int
 	Path       string
 	Batch      bool // a Batch API route (files, batches)
+	// Model and SchemaName are the request's model and JSON Schema name
+	// (a part's request names its part: callPart).
+	Model      string
+	SchemaName string
 }
 
 // provider serves an openai.Fake on a loopback listener the stet processes
@@ -210,6 +215,19 @@ func (f *provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if m := markerRe.FindSubmatch(body); m != nil && !call.Batch {
 		call.Doc, _ = strconv.Atoi(string(m[1]))
 		call.Rev, _ = strconv.Atoi(string(m[2]))
+	}
+	if !call.Batch && !call.Incomplete {
+		var req struct {
+			Model          string `json:"model"`
+			ResponseFormat struct {
+				JSONSchema struct {
+					Name string `json:"name"`
+				} `json:"json_schema"`
+			} `json:"response_format"`
+		}
+		if json.Unmarshal(body, &req) == nil {
+			call.Model, call.SchemaName = req.Model, req.ResponseFormat.JSONSchema.Name
+		}
 	}
 	sw := &statusWriter{ResponseWriter: w}
 	defer func() {

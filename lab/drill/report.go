@@ -84,6 +84,9 @@ type Result struct {
 	// Batch is the batch-fault variant's outcome; nil without it.
 	Batch *BatchResult `json:"batch,omitempty"`
 
+	// Mix is the outcome of the parts and reroute sources.
+	Mix *MixResult `json:"mix,omitempty"`
+
 	// Destination is the destination variant's outcome; nil without it.
 	Destination *DestinationResult `json:"destination,omitempty"`
 
@@ -150,7 +153,8 @@ func (r *Result) WriteText(w io.Writer, o Options) {
 	row("attempts left started", r.AttemptsStarted, ok(r.AttemptsStarted))
 	fmt.Fprintln(tw, "ledger\t\t")
 	row("acknowledged revisions", r.AcknowledgedRevisions, "")
-	row("jobs", r.Jobs, fmt.Sprintf("committed %d, manual %d %s", r.Committed, r.Manual, statusSummary(r.ManualByClass)))
+	row("jobs", r.Jobs, strings.TrimSpace(fmt.Sprintf("revisions' jobs: committed %d, manual %d %s", r.Committed, r.Manual, statusSummary(r.ManualByClass)))+
+		"; the rest are part jobs")
 	row("not terminal", r.NotTerminal, ok(r.NotTerminal))
 	row("stage jobs pending", r.PendingStageJobs, fmt.Sprintf("%s (discarded by River: %d)", ok(r.PendingStageJobs), r.DiscardedStageJobs))
 	fmt.Fprintln(tw, "checks\t\t")
@@ -175,6 +179,16 @@ func (r *Result) WriteText(w io.Writer, o Options) {
 		row("provider batches unknown to the ledger", b.Unknown, ok(b.Unknown))
 		row("batches unfinished", b.Unfinished, ok(b.Unfinished))
 		row("operator reconciles", cmp.Or(statusSummary(b.Reconciled), "0"), "unknown batches decided from the provider's records (docs/batches.md), as an operator would")
+	}
+	if m := r.Mix; m != nil {
+		fmt.Fprintln(tw, "parts and reroute\t\t")
+		row("two-part revisions", m.PartsRevisions, fmt.Sprintf("records %d, with provenance %d, part jobs %d %s",
+			m.PartsRecords, m.WithProvenance, m.PartJobs, okIf(m.PartsRecords == m.PartsRevisions && m.WithProvenance == m.PartsRecords)))
+		row("revision jobs without two parts", m.PartJobsWrong, ok(m.PartJobsWrong))
+		row("reroute revisions", m.RerouteRevisions, fmt.Sprintf("blocked (pending retention), moved by the operator: %d jobs in %d stet reroute runs (%d failed), %d decisions recorded",
+			m.Rerouted, m.RerouteRuns, m.RerouteFailed, m.Decisions))
+		row("calls to the pending processor", m.PendingCalls, ok(m.PendingCalls))
+		row("extracted without a decision", m.UndecidedReroutes, ok(m.UndecidedReroutes))
 	}
 	if d := r.Destination; d != nil {
 		fmt.Fprintln(tw, "destination\t\t")
