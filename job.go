@@ -181,6 +181,25 @@ type ReviewRecord struct {
 	// processor and model produced the record's classification.
 	FailedPart string
 	Provenance map[string]FieldSource
+	// Superseded says a newer revision of the report exists: the record is
+	// no longer what the source holds (docs/design.md §18).
+	Superseded bool
+	// Decisions are every decision on the record, oldest first; filled by
+	// the reads of one record, not by lists. Reopens counts how often an
+	// operator put it back to pending.
+	Decisions []RecordDecision
+	Reopens   int
+}
+
+// RecordDecision is one decision on a review record, as it was made.
+type RecordDecision struct {
+	Decision Decision
+	// Classification is what the decision decided: an override's own, or
+	// the record's classification then. Nil once retention purged it.
+	Classification json.RawMessage
+	Note           string
+	Actor          string
+	At             time.Time
 }
 
 // FieldSource is where one top-level field of a record came from.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/stetlabs/stet"
@@ -280,6 +281,21 @@ type RecordView struct {
 	// (a manual record). Both absent for other records.
 	Provenance map[string]stet.FieldSource `json:"provenance,omitempty"`
 	FailedPart string                      `json:"failed_part,omitempty"`
+	// Superseded says a newer revision of the report exists
+	// (docs/design.md §18).
+	Superseded bool `json:"superseded"`
+	// Decisions are every decision on the record, oldest first: in the
+	// answers about one record, absent from lists.
+	Decisions []DecisionView `json:"decisions,omitzero"`
+}
+
+// DecisionView is one decision on a review record.
+type DecisionView struct {
+	Decision       string          `json:"decision"`
+	Classification json.RawMessage `json:"classification"`
+	Note           string          `json:"note,omitempty"`
+	Actor          string          `json:"actor"`
+	At             string          `json:"at"`
 }
 
 // NewRecordView shapes a review record.
@@ -288,7 +304,17 @@ func NewRecordView(r *stet.ReviewRecord) RecordView {
 		Kind: string(r.Kind), State: string(r.State), Authoritative: r.Authoritative, Classification: r.Classification,
 		DecidedBy: r.DecidedBy, DecidedAt: ts(r.DecidedAt), Note: r.Note, CreatedAt: ts(r.CreatedAt),
 		ClassificationPurgedAt: ts(r.ClassificationPurgedAt), NotePurgedAt: ts(r.NotePurgedAt),
-		Provenance: r.Provenance, FailedPart: r.FailedPart}
+		Provenance: r.Provenance, FailedPart: r.FailedPart, Superseded: r.Superseded}
+	if r.Decisions != nil {
+		v.Decisions = make([]DecisionView, 0, len(r.Decisions))
+		for _, d := range r.Decisions {
+			dv := DecisionView{Decision: string(d.Decision), Classification: d.Classification, Note: d.Note, Actor: d.Actor, At: ts(d.At)}
+			if len(dv.Classification) == 0 {
+				dv.Classification = json.RawMessage("null")
+			}
+			v.Decisions = append(v.Decisions, dv)
+		}
+	}
 	if len(v.Classification) == 0 {
 		v.Classification = json.RawMessage("null")
 	}
@@ -321,6 +347,14 @@ func (s *Server) listReview(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		f.Limit = n
+	}
+	switch q.Get("superseded") {
+	case "", "false":
+	case "true":
+		f.Superseded = true
+	default:
+		s.problem(w, r, http.StatusBadRequest, "invalid-query", "superseded must be true or false")
+		return
 	}
 	recs, next, err := s.db.ListReview(r.Context(), f)
 	if err != nil {
@@ -401,6 +435,31 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, ref.Status, ref.Slug, ref.Detail)
 		return
 	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, NewRecordView(out))
+}
+
+type reopenBody struct {
+	Reason string `json:"reason"`
+}
+
+// reopen puts a decided record back to pending (docs/design.md §18).
+func (s *Server) reopen(w http.ResponseWriter, r *http.Request) {
+	tok := tokenOf(r)
+	var in reopenBody
+	if !s.decodeBody(w, r, 8<<10, &in) {
+		return
+	}
+	if strings.TrimSpace(in.Reason) == "" || len(in.Reason) > 1024 {
+		s.problem(w, r, http.StatusBadRequest, "invalid-body", "reason is required, at most 1024 bytes")
+		return
+	}
+	req := AuditRequestOf(r)
+	out, err := s.db.Reopen(r.Context(), ledger.ReopenParams{Tenant: tok.Tenant, RecordID: r.PathValue("id"), Actor: tok.Actor(),
+		Reason: in.Reason, Now: s.clock.Now(), Route: req.Route, RemoteAddr: req.RemoteAddr, RequestID: req.RequestID})
 	if err != nil {
 		s.fail(w, r, err)
 		return

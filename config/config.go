@@ -85,7 +85,7 @@ type Destination struct {
 	ID        string   `yaml:"id"`
 	URL       string   `yaml:"url"` // https, or http on loopback
 	SecretEnv string   `yaml:"secret_env"`
-	Events    []string `yaml:"events"`  // default [record.committed, record.decided]
+	Events    []string `yaml:"events"`  // default [record.committed, record.decided, record.reopened]
 	MaxAge    Duration `yaml:"max_age"` // default 24h: then the delivery is failed
 	// Secret is the whsec_ secret read from SecretEnv.
 	Secret string `yaml:"-"`

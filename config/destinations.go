@@ -9,7 +9,7 @@ import (
 )
 
 // Record events a destination may take (docs/design.md §13).
-var destinationEvents = []string{"record.committed", "record.decided", "record.deleted"}
+var destinationEvents = []string{"record.committed", "record.decided", "record.reopened", "record.deleted"}
 
 // DefaultMaxAge is how long a delivery is retried before it is failed.
 const DefaultMaxAge = Duration(24 * time.Hour)
@@ -26,7 +26,7 @@ func (l *loader) validateDestinations(p string, s *Source) {
 		l.checkWebhookURL(join(ip, "url"), d.URL)
 		d.Secret = l.webhookSecret(join(ip, "secret_env"), d.SecretEnv)
 		if !l.present(join(ip, "events")) {
-			d.Events = []string{"record.committed", "record.decided"}
+			d.Events = []string{"record.committed", "record.decided", "record.reopened"}
 		} else if len(d.Events) == 0 {
 			l.problem(join(ip, "events"), "must name at least one of %s", strings.Join(destinationEvents, " | "))
 		}

@@ -583,7 +583,8 @@ var deleteCopy = map[string]string{
 var verifyCopy = map[string]string{
 	CopyRevisionText:  `SELECT COUNT(*) FROM revisions WHERE report_id = $1 AND (text IS NOT NULL OR metadata IS NOT NULL OR content_sha256 IS NOT NULL)`,
 	CopyArtifacts:     `SELECT COUNT(*) FROM artifacts WHERE job_id IN (` + qJobsOfReport + `)`,
-	CopyReviewRecords: `SELECT COUNT(*) FROM review_records WHERE job_id IN (` + qJobsOfReport + `)`,
+	CopyReviewRecords: `SELECT (SELECT COUNT(*) FROM review_records WHERE job_id IN (` + qJobsOfReport + `))
+		+ (SELECT COUNT(*) FROM decisions WHERE report_id = $1)`,
 	CopyAttempts: `SELECT COUNT(*) FROM attempts WHERE job_id IN (` + qJobsOfReport + `)
 		AND (request_id IS NOT NULL OR model IS NOT NULL OR input_sha256 IS NOT NULL)`,
 	CopyDeliveries: `SELECT COUNT(*) FROM deliveries WHERE report_id = $1`,
@@ -602,6 +603,12 @@ func DeleteLocalCopy(ctx context.Context, tx Querier, copy, reportID string, now
 	key, err := reportKeyByID(ctx, tx, reportID)
 	if err != nil {
 		return err
+	}
+	if copy == CopyReviewRecords {
+		// The records' decisions first: they refer to the records.
+		if _, err := tx.ExecContext(ctx, `DELETE FROM decisions WHERE report_id = $1`, key); err != nil {
+			return fmt.Errorf("delete %s: %w", copy, err)
+		}
 	}
 	if strings.Contains(q, "$2") {
 		_, err = tx.ExecContext(ctx, q, key, micros(now))

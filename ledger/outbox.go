@@ -18,10 +18,11 @@ const (
 	EventCommitted = "record.committed" // a review record was written (extracted or manual)
 	EventDecided   = "record.decided"   // a reviewer decided it
 	EventDeleted   = "record.deleted"   // the deletion workflow removed it
+	EventReopened  = "record.reopened"  // an operator put a decided record back to pending
 )
 
 // RecordEvents is the closed list of record events.
-var RecordEvents = []string{EventCommitted, EventDecided, EventDeleted}
+var RecordEvents = []string{EventCommitted, EventDecided, EventReopened, EventDeleted}
 
 // DeliveryState is an outbox row's state. The list is closed.
 type DeliveryState string
@@ -117,6 +118,18 @@ type recordEvent struct {
 	// only limits the event to these destinations (record.deleted); nil
 	// means every destination subscribed to the event.
 	only []string
+	// nth counts the event's occurrences on the record (its second
+	// decision after a reopen, say); above 1 it is part of the webhook-id.
+	nth int
+}
+
+// webhookID is the event's webhook-id: WebhookID, and its occurrence
+// from the second on.
+func (e recordEvent) webhookID() string {
+	if e.nth > 1 {
+		return fmt.Sprintf("%s_%d", WebhookID(e.recordID, e.event), e.nth)
+	}
+	return WebhookID(e.recordID, e.event)
 }
 
 // WebhookID is the Standard Webhooks message id of a record event: stable
@@ -174,7 +187,7 @@ func enqueueRecordEventTo(ctx context.Context, tx Querier, e recordEvent, dests 
 				report_id, sequence, state, next_attempt_at, expires_at, created_at, updated_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $12, $12)
 			ON CONFLICT (source_id, destination_id, webhook_id) DO NOTHING`,
-			stet.NewID("out", e.now), e.sourceID, d.id, WebhookID(e.recordID, e.event), e.event, e.tenantID, e.recordID, e.jobID,
+			stet.NewID("out", e.now), e.sourceID, d.id, e.webhookID(), e.event, e.tenantID, e.recordID, e.jobID,
 			e.reportID, seq, string(state), ts, micros(e.now.Add(d.maxAge)))
 		if err != nil {
 			return nil, fmt.Errorf("write outbox: %w", err)
@@ -184,9 +197,11 @@ func enqueueRecordEventTo(ctx context.Context, tx Querier, e recordEvent, dests 
 	return out, nil
 }
 
-// enqueueDecided writes the record.decided outbox rows of a decided record.
-func enqueueDecided(ctx context.Context, tx Querier, recordID string, now time.Time) error {
-	e := recordEvent{event: EventDecided, recordID: recordID, now: now}
+// enqueueDecided writes the record.decided outbox rows of the nth
+// decision of a record (event is EventDecided), or those of its nth
+// reopen (EventReopened).
+func enqueueDecided(ctx context.Context, tx Querier, recordID, event string, nth int, now time.Time) error {
+	e := recordEvent{event: event, recordID: recordID, now: now, nth: nth}
 	err := tx.QueryRowContext(ctx, `SELECT j.public_id, rp.public_id, r.tenant_id, r.source_id
 		FROM review_records r JOIN jobs j ON j.id = r.job_id JOIN reports rp ON rp.id = r.report_id WHERE r.public_id = $1`, pub(recordID)).
 		Scan(jobPub(&e.jobID), reportPub(&e.reportID), &e.tenantID, &e.sourceID)

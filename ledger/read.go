@@ -327,6 +327,9 @@ type ReviewFilter struct {
 	Source string
 	After  string // cursor: the last record ID of the previous page
 	Limit  int
+	// Superseded keeps, in a list of pending records, those a newer
+	// revision superseded (left out otherwise).
+	Superseded bool
 }
 
 // recordColumns are a review record's columns, read FROM recordFrom: a
@@ -334,13 +337,17 @@ type ReviewFilter struct {
 const (
 	recordColumns = `rr.public_id, j.public_id, rp.public_id, rr.tenant_id, rr.source_id, rr.revision, rr.kind, rr.state,
 	rr.authoritative, rr.classification, rr.failure_class, rr.decision, rr.decided_by, rr.decided_at, rr.note, rr.created_at,
-	rr.classification_purged_at, rr.note_purged_at, rr.sealed, rr.failed_part, rr.provenance`
+	rr.classification_purged_at, rr.note_purged_at, rr.sealed, rr.failed_part, rr.provenance, rr.reopens,
+	EXISTS (SELECT 1 FROM revisions nv WHERE nv.report_id = rr.report_id AND nv.revision > rr.revision)`
 	recordFrom = `review_records rr JOIN jobs j ON j.id = rr.job_id JOIN reports rp ON rp.id = rr.report_id`
 )
 
 // notDeleted keeps out the records of deleted reports (their rows go with
 // the deletion's review_records task; until then they answer 410).
 const notDeleted = `rp.deleted_at IS NULL`
+
+// notSuperseded keeps out the records whose report has a newer revision.
+const notSuperseded = `NOT EXISTS (SELECT 1 FROM revisions nv WHERE nv.report_id = rr.report_id AND nv.revision > rr.revision)`
 
 // scanRecord scans recordColumns into a record, then any extra columns
 // into extra. It returns the record's sealed column too, for
@@ -354,7 +361,7 @@ func scanRecord(row interface{ Scan(...any) error }, extra ...any) (*stet.Review
 	var failedPart, provenance sql.NullString
 	if err := row.Scan(append([]any{recordPub(&r.ID), jobPub(&r.JobID), reportPub(&r.ReportID), &r.TenantID, &r.SourceID, &r.Revision,
 		&kind, &state, &r.Authoritative, &class, &failure, &decision, &decidedBy, &decidedAt, &note, &created, &classPurged,
-		&notePurged, &sealed, &failedPart, &provenance}, extra...)...); err != nil {
+		&notePurged, &sealed, &failedPart, &provenance, &r.Reopens, &r.Superseded}, extra...)...); err != nil {
 		return nil, 0, err
 	}
 	r.FailedPart = failedPart.String
@@ -426,6 +433,10 @@ func (db *DB) ListReview(ctx context.Context, f ReviewFilter) ([]*stet.ReviewRec
 		args = append(args, f.Source)
 		where = append(where, fmt.Sprintf("rr.source_id = $%d", len(args)))
 	}
+	if f.State == stet.RecordPending && !f.Superseded {
+		// The pending queue leaves out what a newer revision superseded.
+		where = append(where, notSuperseded)
+	}
 	if f.After != "" {
 		// The cursor is the last record's public ID; records are listed by
 		// key, which grows with time.
@@ -463,6 +474,9 @@ func (db *DB) GetReview(ctx context.Context, tenant, id string) (*stet.ReviewRec
 	}
 	if err := db.opener(db.r).unsealRecord(ctx, r, sealed); err != nil {
 		return nil, fmt.Errorf("read review record: %w", err)
+	}
+	if r.Decisions, err = db.readDecisions(ctx, db.r, r); err != nil {
+		return nil, err
 	}
 	return r, nil
 }
@@ -535,7 +549,18 @@ func (db *DB) Decide(ctx context.Context, p DecideParams) (*stet.ReviewRecord, e
 			// A concurrent decision won between the read and the update.
 			return stet.Errorf(stet.EConflict, "review record %s is already decided", p.RecordID)
 		}
-		if err := enqueueDecided(ctx, tx, p.RecordID, p.Now); err != nil {
+		// The decision as a row of its own: the record's decided values,
+		// copied as stored (sealed ones stay bound to the record).
+		if _, err := tx.ExecContext(ctx, `INSERT INTO decisions (record_id, report_id, decision, classification, note, actor, decided_at, sealed)
+			SELECT id, report_id, decision, classification, note, decided_by, decided_at, sealed & 3 FROM review_records WHERE public_id = $1`,
+			pub(p.RecordID)); err != nil {
+			return fmt.Errorf("record decision: %w", err)
+		}
+		var nth int
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM decisions WHERE record_id = `+recordKeySQL("$1"), pub(p.RecordID)).Scan(&nth); err != nil {
+			return fmt.Errorf("count decisions: %w", err)
+		}
+		if err := enqueueDecided(ctx, tx, p.RecordID, EventDecided, nth, p.Now); err != nil {
 			return err
 		}
 		return Audit(ctx, tx, AuditEntry{Tenant: p.Tenant, Actor: p.Actor, Action: "review.decide." + string(p.Decision),
@@ -559,6 +584,9 @@ func (db *DB) GetReviewPrimary(ctx context.Context, tenant, id string) (*stet.Re
 	}
 	if err := db.opener(db.w).unsealRecord(ctx, r, sealed); err != nil {
 		return nil, fmt.Errorf("read review record: %w", err)
+	}
+	if r.Decisions, err = db.readDecisions(ctx, db.w, r); err != nil {
+		return nil, err
 	}
 	return r, nil
 }

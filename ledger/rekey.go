@@ -60,8 +60,23 @@ var sealSpecs = []sealSpec{
 			id, _ := formatPub(prefixRecord, record)
 			return id
 		}},
+	{"decisions", []string{"classification", "note"}, "t.id", "t.report_id", "'', (SELECT r.public_id FROM review_records r WHERE r.id = t.record_id)",
+		func(_, _ string, record []byte) string {
+			id, _ := formatPub(prefixRecord, record)
+			return id
+		}},
 	{"reports", []string{"external_id"}, "t.id", "t.id", "'', t.public_id",
 		func(reportID, _ string, _ []byte) string { return reportID }},
+}
+
+// column is the sealed column c of s as its values are bound (crypt.go):
+// a decision's classification and note are bound as its record's are, so
+// that one binding reads them all.
+func (s sealSpec) column(c string) string {
+	if s.table == "decisions" {
+		return "review_records." + c
+	}
+	return s.table + "." + c
 }
 
 // plaintextWhere selects the rows of s with a value not yet sealed (its
@@ -312,7 +327,7 @@ func (db *DB) sealBatch(ctx context.Context, s sealSpec, after int64, limit int,
 					continue
 				}
 				bits |= 1 << i
-				sv, err := sealStored(dk, s.table+"."+c, r.binding, v)
+				sv, err := sealStored(dk, s.column(c), r.binding, v)
 				if err != nil {
 					return err
 				}

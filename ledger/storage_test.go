@@ -174,7 +174,8 @@ func TestLookupsSearchIndexes(t *testing.T) {
 		for name, l := range ledger.Lookups {
 			plan := explainPlan(t, ctx, conn, pg, name, l.Query, l.Args, pgPlanNode.scans)
 			for _, step := range plan {
-				if strings.HasPrefix(step, "SCAN ") || strings.HasPrefix(step, "whole ") {
+				// SCAN CONSTANT ROW is a SELECT of subqueries, not a table.
+				if (strings.HasPrefix(step, "SCAN ") && step != "SCAN CONSTANT ROW") || strings.HasPrefix(step, "whole ") {
 					t.Errorf("%s scans: %s", name, strings.Join(plan, "; "))
 					break
 				}

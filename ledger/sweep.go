@@ -34,6 +34,10 @@ var (
 		WHERE id IN (SELECT r.id FROM review_records r JOIN jobs j ON j.id = r.job_id JOIN revisions v ON v.id = j.revision_id
 			WHERE v.policy_version = (SELECT id FROM policy_versions WHERE hash = $2) AND r.classification_purged_at IS NULL AND r.state = 'decided' AND r.created_at < $3
 			LIMIT $4)`
+	// The decisions' classifications and notes of records whose own were
+	// purged.
+	qPurgeDecisions = `UPDATE decisions SET classification = NULL, note = NULL, sealed = 0, purged_at = $1
+		WHERE purged_at IS NULL AND record_id IN (SELECT r.id FROM review_records r WHERE r.classification_purged_at IS NOT NULL)`
 	// Delivery receipts past the replay horizon: a later replay is judged by
 	// identity, revision and content.
 	qDeleteReceipts = `DELETE FROM deliveries WHERE (source_id, delivery_key) IN (
@@ -94,6 +98,10 @@ func PurgeBatch(ctx context.Context, q Querier, kind Purge, policyHash string, c
 		res, err = q.ExecContext(ctx, qPurgeArtifacts, micros(now), policyHash, micros(cut), limit)
 	case PurgeRecords:
 		res, err = q.ExecContext(ctx, qPurgeRecords, micros(now), policyHash, micros(cut), limit)
+		if err == nil {
+			// The decisions of the records purged, with them.
+			_, err = q.ExecContext(ctx, qPurgeDecisions, micros(now))
+		}
 	case PurgeReceipts:
 		res, err = q.ExecContext(ctx, qDeleteReceipts, policyHash, micros(cut), limit)
 	case PurgeTombstones:

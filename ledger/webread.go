@@ -25,6 +25,9 @@ type QueueFilter struct {
 	FailureClass stet.FailureClass
 	Before       string // cursor: the last record ID of the previous page
 	Limit        int
+	// Superseded keeps, in the pending queue, the records a newer
+	// revision superseded (left out otherwise).
+	Superseded bool
 }
 
 // categoryExpr is the SQL for a record's classification.category (the
@@ -65,6 +68,9 @@ func (db *DB) ListQueue(ctx context.Context, f QueueFilter) ([]*stet.ReviewRecor
 	}
 	if f.FailureClass != "" {
 		add("rr.failure_class = $%d", string(f.FailureClass))
+	}
+	if f.State == stet.RecordPending && !f.Superseded {
+		where = append(where, notSuperseded)
 	}
 	var out []*stet.ReviewRecord
 	var err error

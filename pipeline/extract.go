@@ -756,7 +756,7 @@ func (p *Pipeline) prepare(recorded *stet.Policy, profile *Profile, proc stet.Pr
 	}
 	params := stet.ExtractParams{
 		JobID: jobID, Prompt: stet.NewText(prompt.String()), Input: input,
-		SchemaName: profile.SchemaName(), Schema: profile.Schema,
+		SchemaName: profile.SchemaName(), Schema: profile.wire,
 	}
 	sent := params.Prompt
 	if info := proc.Info(); !info.SendsTextOffHost || !slices.Contains(info.Capabilities, "json_schema") {

@@ -11,6 +11,7 @@ package pipeline
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -65,6 +66,12 @@ type Profile struct {
 	// fields are the top-level fields the profile asks for, in schema
 	// order: a part's own, or (with parts) the whole schema's.
 	fields []string
+	// wire is the schema a processor is sent: the profile's without the
+	// rules relating its fields to each other (if/then, allOf,
+	// dependentRequired, …), which strict structured-output modes refuse.
+	// The output is validated against the whole schema all the same, and
+	// a repair quotes the validator's messages.
+	wire json.RawMessage
 }
 
 // NewProfile compiles a profile's schema and prompt, and those of its
@@ -77,6 +84,11 @@ func NewProfile(p stet.Profile) (*Profile, error) {
 	if pr.fields, err = schema.Properties(p.Schema); err != nil {
 		return nil, fmt.Errorf("profile %s: %w", p.ID, err)
 	}
+	if len(pr.fields) > 0 {
+		if pr.wire, err = schema.Sub(p.Schema, pr.fields); err != nil {
+			return nil, fmt.Errorf("profile %s: %w", p.ID, err)
+		}
+	}
 	for _, part := range p.Parts {
 		sub, err := schema.Sub(p.Schema, part.Fields)
 		if err != nil {
@@ -86,7 +98,7 @@ func NewProfile(p stet.Profile) (*Profile, error) {
 		if err != nil {
 			return nil, err
 		}
-		pp.Processors, pp.fields = part.Processors, part.Fields
+		pp.Processors, pp.fields, pp.wire = part.Processors, part.Fields, sub
 		pr.Parts = append(pr.Parts, pp)
 	}
 	return pr, nil
@@ -101,7 +113,7 @@ func compileProfile(p stet.Profile) (*Profile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("profile %s: prompt: %w", p.ID, err)
 	}
-	return &Profile{Profile: p, Validator: v, Template: t, dataTags: dataTags(t)}, nil
+	return &Profile{Profile: p, Validator: v, Template: t, dataTags: dataTags(t), wire: p.Schema}, nil
 }
 
 // Config wires a pipeline.
