@@ -581,8 +581,8 @@ var deleteCopy = map[string]string{
 // verifyCopy holds, for each local copy but the encryption key, the
 // statement that counts what is left of a report's copy ($1 the report's key).
 var verifyCopy = map[string]string{
-	CopyRevisionText:  `SELECT COUNT(*) FROM revisions WHERE report_id = $1 AND (text IS NOT NULL OR metadata IS NOT NULL OR content_sha256 IS NOT NULL)`,
-	CopyArtifacts:     `SELECT COUNT(*) FROM artifacts WHERE job_id IN (` + qJobsOfReport + `)`,
+	CopyRevisionText: `SELECT COUNT(*) FROM revisions WHERE report_id = $1 AND (text IS NOT NULL OR metadata IS NOT NULL OR content_sha256 IS NOT NULL)`,
+	CopyArtifacts:    `SELECT COUNT(*) FROM artifacts WHERE job_id IN (` + qJobsOfReport + `)`,
 	CopyReviewRecords: `SELECT (SELECT COUNT(*) FROM review_records WHERE job_id IN (` + qJobsOfReport + `))
 		+ (SELECT COUNT(*) FROM decisions WHERE report_id = $1)`,
 	CopyAttempts: `SELECT COUNT(*) FROM attempts WHERE job_id IN (` + qJobsOfReport + `)
