@@ -30,6 +30,7 @@ Commands:
   quickstart   run the quickstart: stet on SQLite with the rules processor, sample reports posted
   serve        run the API and stage workers (--role api|worker|all)
   migrate      apply the ledger's and River's migrations
+  send         sign a report with its source's secret and post it to a running stet; prints the answer
   inspect      show a job's or report's stage timeline and attempts (no text)
   resume       re-enqueue a job from its last durable stage
   check        check the ledger's invariants; exit 1 if any is violated
@@ -99,6 +100,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdDeletions(ctx, rest, stdout, stderr)
 	case "rekey":
 		return cmdRekey(ctx, rest, stdout, stderr)
+	case "send":
+		return cmdSend(ctx, rest, stdout, stderr)
 	case "bench", "drill":
 		// The lab is a binary of its own: the product links no test tooling.
 		fmt.Fprintf(stderr, "stet: %s is in the lab binary: go build -o stetlab ./cmd/stetlab && ./stetlab %s …\n", cmd, cmd)

@@ -70,7 +70,7 @@ func cmdQuickstart(ctx context.Context, args []string, stdout, stderr io.Writer)
 	token := os.Getenv(cfg.Tenants[0].Tokens[0].TokenEnv)
 	client := &stetclient.Client{Base: base, Secret: src.Secrets[0], Token: token}
 	ok, err = quickstart.Run(ctx, quickstart.Params{Client: client, Source: src.ID, Samples: filepath.Join(*dir, "samples"),
-		ConfigPath: filepath.Join(*dir, "stet.yaml"), Stdout: stdout, Stderr: stderr})
+		ConfigPath: filepath.Join(*dir, "stet.yaml"), SecretEnv: src.SecretEnv, Stdout: stdout, Stderr: stderr})
 	if err != nil {
 		fmt.Fprintln(stderr, "stet quickstart:", err)
 		return exitFailure

@@ -5,12 +5,15 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stetlabs/stet/processor"
 
@@ -31,6 +34,8 @@ import (
 //	sqlite DB SQL       run one statement on the SQLite ledger DB
 //	openai-fake FILE    start an OpenAI fake with one batch in flight;
 //	                    replace @FAKE_URL@ in FILE by its URL, set $BATCH_ID
+//	freeport VAR        set $VAR to a free loopback port
+//	waitready URL       wait up to 30s for URL/readyz to answer 200
 func TestScripts(t *testing.T) {
 	t.Parallel()
 	testscript.Run(t, testscript.Params{
@@ -45,6 +50,8 @@ func TestScripts(t *testing.T) {
 			"exits":       scriptExits,
 			"openai-fake": scriptOpenAIFake,
 			"sqlite":      scriptSQLite,
+			"freeport":    scriptFreePort,
+			"waitready":   scriptWaitReady,
 		},
 	})
 }
@@ -100,4 +107,33 @@ func scriptSQLite(ts *testscript.TestScript, neg bool, args []string) {
 	defer db.Close()
 	_, err = db.Exec(args[1])
 	ts.Check(err)
+}
+
+func scriptFreePort(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 1 || neg {
+		ts.Fatalf("usage: freeport VAR")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ts.Check(err)
+	port := ln.Addr().(*net.TCPAddr).Port
+	ts.Check(ln.Close())
+	ts.Setenv(args[0], strconv.Itoa(port))
+}
+
+func scriptWaitReady(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 1 || neg {
+		ts.Fatalf("usage: waitready URL")
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(args[0] + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	ts.Fatalf("%s/readyz did not answer 200 within 30s", args[0])
 }

@@ -47,8 +47,11 @@ type Params struct {
 	Source     string             // the source the samples are delivered to
 	Samples    string             // the folder of *.json samples
 	ConfigPath string             // the config's path as the reader typed it, for the hints
-	Stdout     io.Writer
-	Stderr     io.Writer
+	// SecretEnv names the variable holding the source's webhook secret
+	// (the secret itself is the Client's), for the stet send hint.
+	SecretEnv string
+	Stdout    io.Writer
+	Stderr    io.Writer
 }
 
 // Run delivers the samples, waits up to ReviewWait for their review
@@ -75,7 +78,12 @@ Where to look:
   a job's timeline:   ./stet inspect --config %s %s/report-001
   invariants:         ./stet check --config %s
   metrics:            curl -s %s/metrics | grep '^stet_'
-`, base, token, token, base, token, base, p.Source, p.ConfigPath, p.Source, p.ConfigPath, base)
+
+Send a report of your own, signed with the source's webhook secret (Standard Webhooks):
+  export %s='%s'
+  ./stet send --config %s --source %s --url %s %s
+`, base, token, token, base, token, base, p.Source, p.ConfigPath, p.Source, p.ConfigPath, base,
+		p.SecretEnv, p.Client.Secret, p.ConfigPath, p.Source, base, filepath.Join(p.Samples, "report-001.json"))
 	return reviewed, nil
 }
 
