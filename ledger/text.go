@@ -120,15 +120,11 @@ func (d *JobDetail) WriteText(w io.Writer) {
 		fmt.Fprintf(tw, "  %s\t%s\n", st.name, at)
 	}
 	tw.Flush()
-	if len(d.Attempts) > 0 {
-		fmt.Fprintln(w)
-		tw = newTable(w)
-		fmt.Fprintln(tw, "  n\ttoken\tprocessor\tstatus\tclass\thttp\trequest id\ttokens in/out\tlatency\tinput sha256\tbatch")
-		for _, a := range d.Attempts {
-			fmt.Fprintf(tw, "  %d\t%d\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%dms\t%s\t%s\n", a.N, a.Token, a.Processor, a.Status,
-				dash(string(a.FailureClass)), dash(itoa(a.StatusCode)), dash(a.RequestID), a.InputTokens, a.OutputTokens, a.LatencyMS, short(a.InputSHA256), dash(a.BatchID))
-		}
-		tw.Flush()
+	writeAttempts(w, "  ", d.Attempts)
+	// A profile with parts: each part's job, with its own attempts.
+	for _, p := range d.Parts {
+		fmt.Fprintf(w, "\n  part %s  job %s  processor %s  state %s\n", p.PartID, p.JobID, dash(p.Processor), p.State)
+		writeAttempts(w, "    ", p.Attempts)
 	}
 	if a := d.Artifact; a != nil {
 		fmt.Fprintf(w, "\n  artifact %s  from attempt %d  processor %s  model %s  schema %s\n", a.ID, a.AttemptN, a.Processor, dash(a.Model), a.SchemaVersion)
@@ -150,6 +146,21 @@ func (d *JobDetail) WriteText(w io.Writer) {
 	}
 	writeDeliveries(w, d.Deliveries)
 	fmt.Fprintln(w)
+}
+
+// writeAttempts prints an attempts table, each line indented by indent.
+func writeAttempts(w io.Writer, indent string, as []stet.Attempt) {
+	if len(as) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	tw := newTable(w)
+	fmt.Fprintln(tw, indent+"n\ttoken\tprocessor\tstatus\tclass\thttp\trequest id\ttokens in/out\tlatency\tinput sha256\tbatch")
+	for _, a := range as {
+		fmt.Fprintf(tw, indent+"%d\t%d\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%dms\t%s\t%s\n", a.N, a.Token, a.Processor, a.Status,
+			dash(string(a.FailureClass)), dash(itoa(a.StatusCode)), dash(a.RequestID), a.InputTokens, a.OutputTokens, a.LatencyMS, short(a.InputSHA256), dash(a.BatchID))
+	}
+	tw.Flush()
 }
 
 // endStage labels the time a job's review record was written: "manual"

@@ -168,6 +168,12 @@ func TestPartsOnTheRealBinary(t *testing.T) {
 				}
 			}
 
+			code, out, stderr := runInProcess(t, "inspect", "--config", cfg.Path, in.JobID)
+			if code != exitOK || !strings.Contains(out, "  part triage  job "+job.Parts[0].JobID+"  processor fake-b  state committed") ||
+				!strings.Contains(out, "  part notes  job "+job.Parts[1].JobID+"  processor openai-fake  state committed") {
+				t.Errorf("stet inspect = %d\n%s\n%s\nwant both parts with their processors", code, out, stderr)
+			}
+
 			// The triage part refused for good: the record is manual and
 			// names it; the notes part's fields are kept for the reviewer.
 			fakeB.Enqueue(openaifake.Fault{Kind: openaifake.Refusal})
