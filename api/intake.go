@@ -123,7 +123,9 @@ func jsonProblem(err error) string {
 	var te *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &se):
-		return "malformed JSON at byte " + strconv.FormatInt(se.Offset, 10)
+		// Offset counts the bytes read, the offending one included: it is
+		// that byte's position counting from 1.
+		return "malformed JSON at byte " + strconv.FormatInt(se.Offset, 10) + " (counting from 1)"
 	case errors.As(err, &te):
 		return "field " + te.Field + " has the wrong type"
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
@@ -188,6 +190,12 @@ func (src *Source) ParseBody(body []byte) (ledger.AcceptParams, *BodyError) {
 		return ledger.AcceptParams{}, &BodyError{Status: http.StatusBadRequest, Slug: "invalid-body", Detail: "the body is not valid UTF-8"}
 	}
 	var p ledger.AcceptParams
+	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) > 0 && t[0] != '{' {
+		// Not JSON at all, or JSON that is not an object: say so, rather
+		// than name a byte inside what was never meant as JSON.
+		return p, &BodyError{Status: http.StatusBadRequest, Slug: "invalid-body",
+			Detail: "the body is not a JSON object: it must start with { (byte " + strconv.Itoa(len(body)-len(t)+1) + " is not {)"}
+	}
 	var in intakeBody
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()

@@ -62,9 +62,25 @@ func TestBrowserReviewFlow(t *testing.T) {
 	if n := count(t, ctx, "#in-category option"); n != 8 { // "— choose —" and the 7 categories
 		t.Fatalf("category options = %d, want 8", n)
 	}
+	// Category spam without the spam label breaks the schema's conditional
+	// rules: the override is refused and the message sits beside labels.
 	do(t, ctx,
 		chromedp.SetValue(chromedp.CSS("#in-category"), "spam"),
 		chromedp.SendKeys(chromedp.CSS("#note"), "reposted ad, not an insult"),
+		chromedp.Click(chromedp.CSS(`button[data-key="o"]`)),
+		chromedp.WaitVisible(chromedp.CSS("p.fielderr#e-labels")),
+	)
+	if got := text(t, ctx, "p.fielderr#e-labels"); !strings.Contains(got, "contain") {
+		t.Fatalf("message beside labels = %q, want the validator's", got)
+	}
+	if n := count(t, ctx, `fieldset[aria-describedby~="e-labels"]`); n != 1 {
+		t.Fatalf("labels fieldset described by its message = %d, want 1", n)
+	}
+	if e.apiRecord(t, harass).State != "pending" {
+		t.Fatal("a refused override decided the record")
+	}
+	do(t, ctx,
+		chromedp.Click(chromedp.CSS(`input[name="f.labels"][value="spam"]`)),
 		chromedp.Click(chromedp.CSS(`button[data-key="o"]`)),
 		chromedp.WaitVisible(chromedp.CSS("p.flash")),
 	)

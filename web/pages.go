@@ -167,9 +167,16 @@ type recordView struct {
 	History      []ledger.HistoryEntry
 	CanDecide    bool
 	Decided      bool // just decided: the flash
+	Reopened     bool // just reopened: the flash
 	Problem      string
 	Note         string
 	SchemaKnown  bool
+	// FieldProblems are a refused override's validator messages by the
+	// top-level field they are about, shown beside it.
+	FieldProblems map[string][]string
+	// CanReopen: an operator on a decided record; Reason is the form's.
+	CanReopen bool
+	Reason    string
 }
 
 // loadRecord reads everything the record page shows. Another tenant's
@@ -204,7 +211,56 @@ func (u *UI) loadRecord(r *http.Request, s *Session, id string) (*recordView, er
 	}
 	v.Fields = withValues(fields, rec.Classification)
 	v.CanDecide = s.Role.Allows(stet.RoleReviewer) && rec.State == stet.RecordPending && v.SchemaKnown
+	v.CanReopen = s.Role.Allows(stet.RoleOperator) && rec.State == stet.RecordDecided
 	return v, nil
+}
+
+// fieldProblems sorts a classification's validator messages
+// ("/labels: …") by the top-level field they are about.
+func fieldProblems(problems []string) map[string][]string {
+	out := map[string][]string{}
+	for _, p := range problems {
+		loc, msg, ok := strings.Cut(p, ": ")
+		if !ok || !strings.HasPrefix(loc, "/") {
+			continue
+		}
+		field, _, _ := strings.Cut(loc[1:], "/")
+		if field != "" {
+			out[field] = append(out[field], msg)
+		}
+	}
+	return out
+}
+
+func (u *UI) reopen(w http.ResponseWriter, r *http.Request, s *Session) {
+	id := r.PathValue("id")
+	reason := strings.TrimSpace(r.PostForm.Get("reason"))
+	if reason == "" || len(reason) > 1024 {
+		v, err := u.loadRecord(r, s, id)
+		if err != nil {
+			u.fail(w, r, s, err)
+			return
+		}
+		u.redisplay(w, r, s, v, http.StatusBadRequest, "a reopen needs a reason (at most 1024 bytes).")
+		return
+	}
+	req := api.AuditRequestOf(r)
+	_, err := u.db.Reopen(r.Context(), ledger.ReopenParams{Tenant: s.Tenant, RecordID: id, Actor: s.Actor, Reason: reason,
+		Now: u.clock.Now(), Route: req.Route, RemoteAddr: req.RemoteAddr, RequestID: req.RequestID})
+	if stet.ErrorCodeOf(err) == stet.EConflict {
+		v, lerr := u.loadRecord(r, s, id)
+		if lerr != nil {
+			u.fail(w, r, s, lerr)
+			return
+		}
+		u.redisplay(w, r, s, v, http.StatusConflict, "This record is not decided any more; the page shows it as it is.")
+		return
+	}
+	if err != nil {
+		u.fail(w, r, s, err)
+		return
+	}
+	http.Redirect(w, r, "/ui/review/"+url.PathEscape(id)+"?reopened=1", http.StatusSeeOther)
 }
 
 func (u *UI) record(w http.ResponseWriter, r *http.Request, s *Session) {
@@ -214,6 +270,7 @@ func (u *UI) record(w http.ResponseWriter, r *http.Request, s *Session) {
 		return
 	}
 	v.Decided = r.URL.Query().Get("decided") == "1"
+	v.Reopened = r.URL.Query().Get("reopened") == "1"
 	if !u.audit(w, r, s, "review.read", "review_record", v.Rec.ID) {
 		return
 	}
@@ -245,6 +302,11 @@ func (u *UI) decide(w http.ResponseWriter, r *http.Request, s *Session) {
 	_, err = u.api.Decide(r.Context(), p)
 	var ref *api.Refusal
 	if errors.As(err, &ref) {
+		if ref.Slug == "invalid-classification" {
+			if src := u.api.Source(v.Rec.SourceID); src != nil && src.Schema != nil {
+				v.FieldProblems = fieldProblems(src.Schema.Validate(p.Classification))
+			}
+		}
 		u.redisplay(w, r, s, v, ref.Status, ref.Detail)
 		return
 	}
@@ -263,9 +325,10 @@ func (u *UI) decide(w http.ResponseWriter, r *http.Request, s *Session) {
 // values.
 func (u *UI) redisplay(w http.ResponseWriter, r *http.Request, s *Session, v *recordView, status int, problem string) {
 	if fresh, err := u.loadRecord(r, s, v.Rec.ID); err == nil {
+		fresh.FieldProblems = v.FieldProblems
 		v = fresh
 	}
-	v.Problem, v.Note = problem, r.PostForm.Get("note")
+	v.Problem, v.Note, v.Reason = problem, r.PostForm.Get("note"), r.PostForm.Get("reason")
 	for i := range v.Fields {
 		f := &v.Fields[i]
 		if vals, ok := r.PostForm[f.Input()]; ok && v.CanDecide {

@@ -6,9 +6,11 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/api"
@@ -178,6 +180,29 @@ type loginView struct {
 	Login string // the login form's CSRF token
 	OIDC  bool
 	Why   string
+	// Idle and Max say when a session ends, in words ("15 minutes").
+	Idle, Max string
+}
+
+// spell writes a duration as a person reads it: "15 minutes", "12 hours",
+// "1 hour 30 minutes".
+func spell(d time.Duration) string {
+	unit := func(n int, one string) string {
+		if n == 1 {
+			return "1 " + one
+		}
+		return fmt.Sprintf("%d %ss", n, one)
+	}
+	h, m := int(d/time.Hour), int(d%time.Hour/time.Minute)
+	switch {
+	case h > 0 && m > 0:
+		return unit(h, "hour") + " " + unit(m, "minute")
+	case h > 0:
+		return unit(h, "hour")
+	case m > 0:
+		return unit(m, "minute")
+	}
+	return unit(int(d/time.Second), "second")
 }
 
 // safeNext keeps a post-login destination inside the UI.
@@ -210,7 +235,8 @@ func (u *UI) renderLogin(w http.ResponseWriter, r *http.Request, status int, err
 		next = r.PostForm.Get("next")
 	}
 	u.render(w, status, "login", view{Title: "Sign in", Error: errMsg,
-		Page: loginView{Next: safeNext(next), Login: tok, OIDC: u.cfg.OIDC != nil, Why: why}})
+		Page: loginView{Next: safeNext(next), Login: tok, OIDC: u.cfg.OIDC != nil, Why: why,
+			Idle: spell(u.cfg.IdleTimeout), Max: spell(u.cfg.SessionMax)}})
 }
 
 func (u *UI) login(w http.ResponseWriter, r *http.Request) {

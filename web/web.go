@@ -158,6 +158,7 @@ func (u *UI) routes() {
 	u.handle("GET /ui/review", u.session(stet.RoleReader, u.queue))
 	u.handle("GET /ui/review/{id}", u.session(stet.RoleReader, u.record))
 	u.handle("POST /ui/review/{id}/decision", u.session(stet.RoleReviewer, u.decide))
+	u.handle("POST /ui/review/{id}/reopen", u.session(stet.RoleOperator, u.reopen))
 	u.handle("GET /ui/dispatch", u.session(stet.RoleOperator, u.dispatch))
 	u.handle("POST /ui/dispatch/pause", u.session(stet.RoleOperator, u.pause))
 	u.handle("POST /ui/dispatch/resume", u.session(stet.RoleOperator, u.resume))
