@@ -7,8 +7,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/stetlabs/stet/ledger"
 	"github.com/stetlabs/stet/lab/stettest"
+	"github.com/stetlabs/stet/ledger"
 )
 
 // An operator's day at 390 px: the queue shows every record's revision
