@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/stetlabs/stet/api"
 	"github.com/stetlabs/stet/internal/crash"
+	"github.com/stetlabs/stet/lab/stettest"
 	"github.com/stetlabs/stet/lab/testdb"
 	"github.com/stetlabs/stet/ledger"
 	"github.com/stetlabs/stet/processor/openai/openaifake"
@@ -283,5 +285,36 @@ func TestPartsInBatchMode(t *testing.T) {
 	}
 	if n := count(t, db, `SELECT COUNT(*) FROM jobs WHERE parent_job_id IS NOT NULL AND mode = 'batch' AND state = 'committed'`); n != 6 {
 		t.Errorf("committed batch-mode part jobs = %d, want 6", n)
+	}
+}
+
+// The parts example runs offline as the quickstart does: every sample gets
+// one record merged from two parts' jobs, with provenance naming each
+// field's rules processor, and stet check is clean.
+func TestPartsExample(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	examples := filepath.Join(stettest.RepoRoot(), "examples")
+	copyTree(t, filepath.Join(examples, "quickstart"), filepath.Join(root, "quickstart"), "stet-data")
+	copyTree(t, filepath.Join(examples, "parts"), filepath.Join(root, "parts"), "stet-data", "samples")
+	if err := os.Symlink("../quickstart/samples", filepath.Join(root, "parts", "samples")); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, "parts")
+	code, out, stderr := runInProcess(t, "quickstart", "--once", "--dir", dir, "--listen", "127.0.0.1:0")
+	if code != exitOK || !strings.Contains(out, "review queue (10 records)") {
+		t.Fatalf("quickstart --dir examples/parts = %d\n%s\n%s", code, out, stderr)
+	}
+	db := openLedgerRO(t, filepath.Join(dir, "stet-data", "stet.db"))
+	if n := count(t, db, `SELECT COUNT(*) FROM review_records WHERE kind = 'extracted'
+		AND provenance LIKE '%"category":{"part":"triage","processor":"local-rules-triage"%'
+		AND provenance LIKE '%"labels":{"part":"notes","processor":"local-rules-notes"%'`); n != 10 {
+		t.Errorf("extracted records with both parts' provenance = %d, want 10", n)
+	}
+	if n := count(t, db, `SELECT COUNT(*) FROM jobs WHERE parent_job_id IS NOT NULL AND state = 'committed'`); n != 20 {
+		t.Errorf("committed part jobs = %d, want 20", n)
+	}
+	if code, out, stderr := runInProcess(t, "check", "--config", filepath.Join(dir, "stet.yaml")); code != exitOK {
+		t.Errorf("stet check = %d\n%s\n%s", code, out, stderr)
 	}
 }
