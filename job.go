@@ -109,6 +109,10 @@ type Attempt struct {
 	InputSHA256  string // SHA-256 of the minimized input that was sent
 	BatchID      string // the provider batch the call went in; empty for a synchronous call
 	StartedAt    time.Time
+	// CostUSD is the attempt's tokens at its processor's price in force
+	// when it started (less the batch discount); nil when the processor
+	// has no price.
+	CostUSD *float64
 }
 
 // Artifact is the authoritative, validated result of a job's extraction.

@@ -175,6 +175,7 @@ func (s *Server) routes() {
 	s.handle("GET /v1/review/{id}", s.auth(stet.RoleReader, s.getReview))
 	s.handle("POST /v1/review/{id}/decision", s.auth(stet.RoleReviewer, s.decide))
 	s.handle("POST /v1/review/{id}/reopen", s.auth(stet.RoleOperator, s.reopen))
+	s.handle("GET /v1/costs", s.auth(stet.RoleOperator, s.costs))
 	s.handle("DELETE /v1/sources/{source}/reports/{external_id}", s.auth(stet.RoleOperator, s.deleteReportByExternalID))
 	s.handle("DELETE /v1/reports/{report_id}", s.auth(stet.RoleOperator, s.deleteReportByID))
 	s.handle("GET /v1/deletions/{id}", s.auth(stet.RoleReader, s.getDeletion))

@@ -134,10 +134,18 @@ func (s *Server) Decide(ctx context.Context, p DecisionParams) (*stet.ReviewReco
 			return nil, refuse(http.StatusBadRequest, "invalid-classification", "classification does not match the profile schema: "+joinProblems(problems))
 		}
 	}
-	return s.db.Decide(ctx, ledger.DecideParams{
+	out, err := s.db.Decide(ctx, ledger.DecideParams{
 		Tenant: p.Tenant, RecordID: rec.ID, Decision: p.Decision, Classification: json.RawMessage(class),
 		Note: p.Note, Actor: p.Actor, Now: s.clock.Now(),
 	})
+	if err == nil && len(out.Decisions) == 1 {
+		// The record's first decision: the time from the revision's
+		// acceptance (a failed read only loses the observation).
+		if d, jerr := s.db.GetJob(ctx, p.Tenant, out.JobID); jerr == nil {
+			s.cfg.Metrics.TimeToDecision.WithLabelValues(out.SourceID).Observe(s.clock.Now().Sub(d.Job.CreatedAt).Seconds())
+		}
+	}
+	return out, err
 }
 
 // CheckDispatchScope checks a pause or resume by tok: scope is all,

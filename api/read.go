@@ -28,6 +28,9 @@ type AttemptView struct {
 	InputSHA256  string `json:"input_sha256,omitempty"`
 	BatchID      string `json:"batch_id,omitempty"` // the provider batch the call went in
 	StartedAt    string `json:"started_at"`
+	// CostUSD is the call's tokens at its processor's price in force then
+	// (docs/design.md §18); null when the processor has no price.
+	CostUSD *float64 `json:"cost_usd"`
 }
 
 // JobView is GET /v1/jobs/{job_id}.
@@ -176,7 +179,7 @@ func attemptViews(as []stet.Attempt) []AttemptView {
 		out = append(out, AttemptView{
 			N: a.N, Processor: a.Processor, Model: a.Model, Status: string(a.Status), StatusCode: a.StatusCode,
 			FailureClass: string(a.FailureClass), RequestID: a.RequestID, InputTokens: a.InputTokens, OutputTokens: a.OutputTokens,
-			LatencyMS: a.LatencyMS, InputSHA256: a.InputSHA256, BatchID: a.BatchID, StartedAt: ts(a.StartedAt),
+			LatencyMS: a.LatencyMS, InputSHA256: a.InputSHA256, BatchID: a.BatchID, StartedAt: ts(a.StartedAt), CostUSD: a.CostUSD,
 		})
 	}
 	return out

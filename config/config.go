@@ -190,11 +190,21 @@ type FieldAcceptance struct {
 	MinAccuracy float64 `yaml:"min_accuracy"` // 0..1, required
 }
 
-// Price is what a provider charges per million tokens, for `stet eval`'s
-// cost figures.
+// Price is what a provider charges per million tokens: every attempt's
+// cost_usd, the cost metrics, GET /v1/costs, budgets and `stet eval`'s
+// cost figures. BatchDiscount is the share off for a provider batch's
+// items (0.5: half price).
 type Price struct {
 	InputPerMTok  float64 `yaml:"input_per_mtok"`
 	OutputPerMTok float64 `yaml:"output_per_mtok"`
+	BatchDiscount float64 `yaml:"batch_discount"`
+}
+
+// Budget caps what a processor may spend (docs/design.md §18): at
+// PerDayUSD in a UTC day, dispatch to it pauses until the next day or an
+// operator's resume.
+type Budget struct {
+	PerDayUSD float64 `yaml:"per_day_usd"`
 }
 
 // Limits are a processor's provider limits.
@@ -222,7 +232,8 @@ type Processor struct {
 	Deletion      string   `yaml:"deletion"` // api | retention | none | pending; optional
 	Timeout       Duration `yaml:"timeout"`  // one call; default 60s
 	Limits        Limits   `yaml:"limits"`
-	Price         Price    `yaml:"price"` // for stet eval's cost figures; zero: free
+	Price         Price    `yaml:"price"`  // zero: free
+	Budget        Budget   `yaml:"budget"` // zero: no cap
 	// Mapping (azure-content-safety): path of the file that turns category
 	// severities into a record of the profile's schema; resolved at load.
 	Mapping string `yaml:"mapping"`

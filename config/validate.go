@@ -437,6 +437,15 @@ func (l *loader) validateProcessor(p string, pr *Processor) {
 	if pr.Price.OutputPerMTok < 0 {
 		l.problem(join(join(p, "price"), "output_per_mtok"), "must not be negative")
 	}
+	if pr.Price.BatchDiscount < 0 || pr.Price.BatchDiscount >= 1 {
+		l.problem(join(join(p, "price"), "batch_discount"), "must be from 0 up to (not including) 1: the share off for batch items")
+	}
+	if pr.Budget.PerDayUSD < 0 {
+		l.problem(join(join(p, "budget"), "per_day_usd"), "must not be negative")
+	}
+	if pr.Budget.PerDayUSD > 0 && pr.Price.InputPerMTok == 0 && pr.Price.OutputPerMTok == 0 && pr.Kind != KindRules {
+		l.problem(join(p, "budget"), "needs price: the budget is counted from each call's tokens at the processor's price")
+	}
 	l.validateBatch(join(p, "batch"), &pr.Batch, kind)
 	tp := join(p, "timeout")
 	if !l.present(tp) {

@@ -16,6 +16,9 @@ const (
 	AlertViolated  = "invariant.violated"
 	AlertResolved  = "invariant.resolved"
 	AlertPaused    = "processor.paused"
+	// AlertBudget: a processor's day's budget is spent and its dispatch
+	// paused until the next UTC day (docs/design.md §18).
+	AlertBudget = "processor.budget_exhausted"
 	alertKindCheck = "invariant" // alerts the invariant check opens and resolves
 )
 
@@ -88,8 +91,11 @@ func openAlert(ctx context.Context, tx Querier, a Alert, now time.Time) (bool, e
 		return false, nil
 	}
 	suffix := "violated"
-	if a.Type == AlertPaused {
+	switch a.Type {
+	case AlertPaused:
 		suffix = "paused"
+	case AlertBudget:
+		suffix = "budget"
 	}
 	return true, enqueueAlert(ctx, tx, a, a.Type, suffix, now)
 }
@@ -177,7 +183,7 @@ func (db *DB) SyncAlerts(ctx context.Context, vs []Violation, limit int, now tim
 					return err
 				}
 				resolved = append(resolved, a)
-			case AlertPaused:
+			case AlertPaused, AlertBudget:
 				var n int
 				if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM dispatch_pauses WHERE scope = $1`, a.IDs["scope"]).Scan(&n); err != nil {
 					return fmt.Errorf("read pause: %w", err)
@@ -245,6 +251,70 @@ func (db *DB) PauseForFailure(ctx context.Context, p Pause, processorID string, 
 		return err
 	})
 	return isNew, err
+}
+
+// BudgetPauser is who a budget pause names as its author.
+const BudgetPauser = "stet-budget"
+
+// PauseForBudget pauses dispatch to a processor whose day's budget is
+// spent and opens its processor.budget_exhausted alert (IDs only), in one
+// transaction. It reports whether the alert is new.
+func (db *DB) PauseForBudget(ctx context.Context, processorID string, perDay float64, now time.Time) (bool, error) {
+	p := Pause{Scope: "processor:" + processorID, PausedBy: BudgetPauser, PausedAt: now,
+		Reason: fmt.Sprintf("budget_exhausted: the day's budget of %.2f USD is spent (automatic; lifts at the next UTC day, or resume it)", perDay)}
+	var isNew bool
+	err := db.InTx(ctx, func(tx *sql.Tx) error {
+		if err := setPause(ctx, tx, p, "*"); err != nil {
+			return err
+		}
+		day := now.UTC().Format(time.DateOnly)
+		var err error
+		isNew, err = openAlert(ctx, tx, Alert{ID: stet.NewID("alr", now), Key: AlertBudget + "|" + p.Scope + "|" + day, Type: AlertBudget,
+			Name: "budget_exhausted", IDs: map[string]string{"processor": processorID, "scope": p.Scope, "day": day},
+			FirstSeen: now}, now)
+		return err
+	})
+	return isNew, err
+}
+
+// LiftBudgetPauses resumes the processors a budget paused before
+// dayStart (the start of the current UTC day). It returns the scopes
+// resumed.
+func (db *DB) LiftBudgetPauses(ctx context.Context, dayStart time.Time) ([]string, error) {
+	var n int
+	if err := db.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM dispatch_pauses WHERE paused_by = $1 AND paused_at < $2`,
+		BudgetPauser, micros(dayStart)).Scan(&n); err != nil || n == 0 {
+		return nil, err // most looks find none: no write transaction
+	}
+	var scopes []string
+	err := db.InTx(ctx, func(tx *sql.Tx) error {
+		scopes = scopes[:0]
+		rows, err := tx.QueryContext(ctx, `DELETE FROM dispatch_pauses WHERE paused_by = $1 AND paused_at < $2 RETURNING scope`,
+			BudgetPauser, micros(dayStart))
+		if err != nil {
+			return fmt.Errorf("lift budget pauses: %w", err)
+		}
+		for rows.Next() {
+			var sc string
+			if err := rows.Scan(&sc); err != nil {
+				rows.Close()
+				return err
+			}
+			scopes = append(scopes, sc)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, sc := range scopes {
+			if err := Audit(ctx, tx, AuditEntry{Tenant: "*", Actor: BudgetPauser, Action: "dispatch.resume", ObjectType: "dispatch",
+				ObjectID: sc, Now: dayStart}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return scopes, err
 }
 
 // alertsUnchanged reports whether vs are exactly the open invariant alerts

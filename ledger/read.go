@@ -168,9 +168,9 @@ func readParts(ctx context.Context, q Querier, jobKey int64) ([]PartDetail, erro
 // readAttempts reads the attempts of the job jobKey (public ID jobID),
 // oldest first.
 func readAttempts(ctx context.Context, q Querier, jobKey int64, jobID string) ([]stet.Attempt, error) {
-	rows, err := q.QueryContext(ctx, `SELECT n, token, processor_id, model, request_id, status_code, status, failure_class,
-			input_tokens, output_tokens, latency_ms, input_sha256, started_at, batch_id
-		FROM attempts WHERE job_id = $1 ORDER BY n`, jobKey)
+	rows, err := q.QueryContext(ctx, `SELECT a.n, a.token, a.processor_id, a.model, a.request_id, a.status_code, a.status, a.failure_class,
+			a.input_tokens, a.output_tokens, a.latency_ms, a.input_sha256, a.started_at, a.batch_id, `+attemptCost+`
+		FROM attempts a WHERE a.job_id = $1 ORDER BY a.n`, jobKey)
 	if err != nil {
 		return nil, fmt.Errorf("read attempts: %w", err)
 	}
@@ -182,9 +182,13 @@ func readAttempts(ctx context.Context, q Querier, jobKey int64, jobID string) ([
 		var inputSHA string
 		var status string
 		var code, inTok, outTok, latency, started sql.NullInt64
+		var cost sql.NullFloat64
 		if err := rows.Scan(&a.N, &a.Token, &a.Processor, &model, &requestID, &code, &status, &failure,
-			&inTok, &outTok, &latency, shaScan{&inputSHA}, &started, &batchID); err != nil {
+			&inTok, &outTok, &latency, shaScan{&inputSHA}, &started, &batchID, &cost); err != nil {
 			return nil, fmt.Errorf("read attempt: %w", err)
+		}
+		if cost.Valid {
+			a.CostUSD = &cost.Float64
 		}
 		a.Model, a.RequestID, a.FailureClass, a.InputSHA256 = model.String, requestID.String, stet.FailureClass(failure.String), inputSHA
 		a.Status = stet.AttemptStatus(status)

@@ -24,6 +24,10 @@ type Metrics struct {
 	Alerts        *prometheus.CounterVec   // stet_alerts_total{kind}
 	Violations    *prometheus.GaugeVec     // stet_invariant_violations{invariant}
 	Deliveries    *prometheus.CounterVec   // stet_deliveries_total{source,destination,outcome}
+	// Cost, time to record and time to decision (docs/design.md §18).
+	CostUSD        *prometheus.CounterVec   // stet_cost_usd_total{processor}
+	TimeToRecord   *prometheus.HistogramVec // stet_time_to_record_seconds{source}
+	TimeToDecision *prometheus.HistogramVec // stet_time_to_decision_seconds{source}
 }
 
 // JobCounter counts jobs by state, for the queue-depth gauge.
@@ -56,8 +60,20 @@ func New(jobs JobCounter, log *slog.Logger) *Metrics {
 		Deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "stet_deliveries_total", Help: "Outbound webhook POSTs by source, destination and outcome (delivered, retry, gone); source * is the alert webhook.",
 		}, []string{"source", "destination", "outcome"}),
+		CostUSD: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stet_cost_usd_total", Help: "What processor calls cost, in USD, from their token counts at processors[].price (batch items less the batch discount).",
+		}, []string{"processor"}),
+		TimeToRecord: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "stet_time_to_record_seconds", Help: "From a revision's acceptance to its review record (extracted or manual), by source.",
+			Buckets: prometheus.ExponentialBuckets(0.05, 4, 10),
+		}, []string{"source"}),
+		TimeToDecision: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "stet_time_to_decision_seconds", Help: "From a revision's acceptance to its record's first decision, by source.",
+			Buckets: prometheus.ExponentialBuckets(60, 3, 10),
+		}, []string{"source"}),
 	}
 	reg.MustRegister(m.Intake, m.StageDuration, m.ProviderCalls, m.Alerts, m.Violations, m.Deliveries,
+		m.CostUSD, m.TimeToRecord, m.TimeToDecision,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if jobs != nil {
 		reg.MustRegister(&jobsCollector{jobs: jobs, log: log, now: time.Now,

@@ -97,6 +97,11 @@ type assembleWorker struct {
 }
 
 func (w *assembleWorker) Work(ctx context.Context, job *river.Job[AssembleArgs]) error {
+	if len(w.p.cfg.Budgets) > 0 {
+		// The leader's periodic look also ends the budget pauses of
+		// earlier days.
+		w.p.liftBudgetPauses(ctx)
+	}
 	_, err := w.p.Assemble(ctx, false)
 	return err
 }
@@ -827,6 +832,7 @@ func (p *Pipeline) itemOutcome(b *ledger.Batch, it ledger.BatchItem, r stet.Batc
 	if ext != nil {
 		a.Result.Model, a.Result.RequestID, a.Result.StatusCode = ext.Model, ext.RequestID, ext.StatusCode
 		a.Result.InputTokens, a.Result.OutputTokens = ext.InputTokens, ext.OutputTokens
+		p.countCost(b.ProcessorID, ext.InputTokens, ext.OutputTokens, true)
 	}
 	profile := p.profiles[it.ExtractionVersion]
 	if err == nil && ext != nil && profile != nil {

@@ -122,7 +122,8 @@ func (p *Pipeline) extract(ctx context.Context, job *river.Job[ExtractArgs]) (st
 		p.alertBlocked(log, r)
 		return "blocked", p.block(ctx, job, j.Attempt, r.class, r.processor, r.reason)
 	case routeManual:
-		return "manual", p.manualAfter(ctx, attempt{job: job, token: -1, result: ledger.AttemptResult{FailureClass: r.class}, log: log})
+		return "manual", p.manualAfter(ctx, attempt{job: job, token: -1, result: ledger.AttemptResult{FailureClass: r.class}, log: log,
+			sourceID: j.SourceID, accepted: j.CreatedAt, profile: r.profile})
 	default:
 		return "error", errUnknownRoute(jobID, r)
 	}
@@ -136,6 +137,19 @@ func (p *Pipeline) extract(ctx context.Context, job *river.Job[ExtractArgs]) (st
 	// Admission toward the provider's limits, before the claim: a request
 	// that must wait spends no attempt and holds no lease; the job snoozes.
 	est := admission.EstimateTokens(sent.Reveal(), estimatedOutputTokens)
+	// The day's budget first: at the cap the processor pauses itself and
+	// the job waits like any paused job, spending nothing.
+	release, within, err := p.reserveBudget(ctx, log, processorID, est)
+	if err != nil {
+		return "error", err
+	}
+	if !within {
+		if err := p.markWaiting(ctx, j, now); err != nil {
+			return "error", err
+		}
+		return "paused", river.JobSnooze(p.cfg.PausedRecheck)
+	}
+	defer release()
 	r = p.admitRoute(ctx, r, est)
 	now = p.clock.Now()
 	switch r.kind {
@@ -196,6 +210,9 @@ func (p *Pipeline) extract(ctx context.Context, job *river.Job[ExtractArgs]) (st
 		ext, callErr := proc.Extract(callCtx, params)
 		cancel()
 		ticket.Done(usedTokens(ext, callErr), stet.ClassOf(callErr) == stet.FailureRateLimited, stet.RetryAfterOf(callErr))
+		if ext != nil {
+			p.countCost(processorID, ext.InputTokens, ext.OutputTokens, false)
+		}
 		if callErr == nil {
 			if problems := profile.Validator.Validate(ext.Output); len(problems) > 0 {
 				callErr = &stet.ProcessorError{Class: stet.FailureInvalidOutput, StatusCode: ext.StatusCode, RequestID: ext.RequestID,
@@ -215,7 +232,7 @@ func (p *Pipeline) extract(ctx context.Context, job *river.Job[ExtractArgs]) (st
 		}
 
 		a := attempt{job: job, reportID: j.ReportID, sourceID: j.SourceID, token: token, processor: processorID, policyHash: j.PolicyHash,
-			transientFails: work.TransientFails, profile: profile, result: result, log: log}
+			transientFails: work.TransientFails, profile: profile, result: result, log: log, accepted: j.CreatedAt}
 		if callErr == nil {
 			return p.saveArtifact(ctx, a, ext)
 		}
@@ -317,6 +334,14 @@ type attempt struct {
 	profile        *Profile
 	result         ledger.AttemptResult // what the call returned, to record
 	log            *slog.Logger
+	accepted       time.Time // the job's acceptance, for stet_time_to_record_seconds
+}
+
+// observeRecord records a review record's time from acceptance.
+func (p *Pipeline) observeRecord(sourceID string, accepted time.Time) {
+	if !accepted.IsZero() {
+		p.cfg.Metrics.TimeToRecord.WithLabelValues(sourceID).Observe(p.clock.Now().Sub(accepted).Seconds())
+	}
 }
 
 // saveArtifact stores a validated result fenced on the attempt token and,
@@ -461,6 +486,7 @@ func (p *Pipeline) saveArtifact(ctx context.Context, a attempt, ext *stet.Extrac
 		return "extracted", nil
 	}
 	p.cfg.Metrics.StageDuration.WithLabelValues("commit", "committed").Observe(commitTook.Seconds())
+	p.observeRecord(a.sourceID, a.accepted)
 	p.log.Info("review record committed", "job_id", jobID, "review_record_id", recordID, "stage", "commit")
 	return "extracted", nil
 }
@@ -603,6 +629,9 @@ func (p *Pipeline) manualAfter(ctx context.Context, a attempt) error {
 	}
 	if err == nil {
 		a.log.Warn("extraction failed for good; manual review record written", "failure_class", string(a.result.FailureClass))
+		if a.profile == nil || a.profile.Part == "" {
+			p.observeRecord(a.sourceID, a.accepted)
+		}
 	}
 	return err
 }

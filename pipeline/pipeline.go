@@ -137,6 +137,10 @@ type Config struct {
 	PauseLimit      time.Duration
 	Profiles        []*Profile
 	Policies        []*stet.Policy // the policies in force now
+	// Prices are the processors' prices (absent: no price); Budgets their
+	// day budgets in USD (absent or zero: no cap). docs/design.md §18.
+	Prices  map[string]ledger.Price
+	Budgets map[string]float64
 	Logger          *slog.Logger
 	Metrics         *metrics.Metrics
 	Clock           stet.Clock
@@ -216,6 +220,7 @@ type Pipeline struct {
 	deliverer *outbound.Deliverer
 
 	limiters  map[string]*admission.Limiter // by processor ID; every processor has one
+	budget    budgets                       // day spend and calls in flight (budget.go)
 	stopping  atomic.Bool                   // Stop was called: a cancelled stage releases its job
 	processID string                        // this process's worker heartbeat
 	stopBeat  chan struct{}
@@ -388,6 +393,9 @@ func (p *Pipeline) Start(ctx context.Context) error {
 		}
 	}
 	if err := p.db.SyncDestinations(ctx, outbound.DestinationSpecs(p.cfg.Destinations), p.clock.Now()); err != nil {
+		return err
+	}
+	if err := p.db.RecordPrices(ctx, p.cfg.Prices, p.clock.Now()); err != nil {
 		return err
 	}
 	p.intake.start()

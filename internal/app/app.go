@@ -97,9 +97,15 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (*App, error) {
 	procs := map[string]stet.Processor{}
 	limits := map[string]admission.Limits{}
 	batch := map[string]pipeline.BatchSettings{}
+	prices := map[string]ledger.Price{}
+	budgets := map[string]float64{}
 	hc := ProcessorClient(cfg.Workers.Concurrency)
 	for i := range cfg.Processors {
 		pc := &cfg.Processors[i]
+		prices[pc.ID] = ledger.Price{InputPerMTok: pc.Price.InputPerMTok, OutputPerMTok: pc.Price.OutputPerMTok, BatchDiscount: pc.Price.BatchDiscount}
+		if pc.Budget.PerDayUSD > 0 {
+			budgets[pc.ID] = pc.Budget.PerDayUSD
+		}
 		batch[pc.ID] = pipeline.BatchSettings{MaxItems: pc.Batch.MaxItems, MaxWait: pc.Batch.MaxWait.Std(),
 			PollFirst: pc.Batch.PollFirst.Std(), PollMax: pc.Batch.PollMax.Std(), OnExpired: pc.Batch.OnExpired}
 		limits[pc.ID] = admission.Limits{RPM: pc.Limits.RPM, TPM: pc.Limits.TPM, Concurrency: pc.Limits.Concurrency}
@@ -136,6 +142,7 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (*App, error) {
 	role := cmp.Or(o.Role, "all")
 	pl, err := pipeline.New(pipeline.Config{
 		DB: db, Processors: procs, Limits: limits, Batch: batch, AssembleEvery: cfg.Workers.AssembleEvery.Std(), Profiles: profiles, Policies: policies,
+		Prices: prices, Budgets: budgets,
 		Logger: o.Logger, Metrics: a.Metrics, Clock: o.Clock,
 		Concurrency: cfg.Workers.Concurrency, JobTimeout: cfg.Workers.JobTimeout.Std(),
 		RescueAfter: cfg.Workers.RescueAfter.Std(), MaxAttempts: cfg.Workers.MaxAttempts,
