@@ -13,12 +13,12 @@ import (
 
 // Alert types of the alert webhook body (docs/design.md §6).
 const (
-	AlertViolated  = "invariant.violated"
-	AlertResolved  = "invariant.resolved"
-	AlertPaused    = "processor.paused"
+	AlertViolated = "invariant.violated"
+	AlertResolved = "invariant.resolved"
+	AlertPaused   = "processor.paused"
 	// AlertBudget: a processor's day's budget is spent and its dispatch
 	// paused until the next UTC day (docs/design.md §18).
-	AlertBudget = "processor.budget_exhausted"
+	AlertBudget    = "processor.budget_exhausted"
 	alertKindCheck = "invariant" // alerts the invariant check opens and resolves
 )
 

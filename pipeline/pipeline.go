@@ -141,9 +141,9 @@ type Config struct {
 	// day budgets in USD (absent or zero: no cap). docs/design.md §18.
 	Prices  map[string]ledger.Price
 	Budgets map[string]float64
-	Logger          *slog.Logger
-	Metrics         *metrics.Metrics
-	Clock           stet.Clock
+	Logger  *slog.Logger
+	Metrics *metrics.Metrics
+	Clock   stet.Clock
 	// TracerProvider makes the pipeline's spans (stage jobs, processor
 	// calls, ledger transactions); nil traces nothing.
 	TracerProvider trace.TracerProvider
