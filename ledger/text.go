@@ -140,7 +140,13 @@ func (d *JobDetail) WriteText(w io.Writer) {
 		if r.FailureClass != "" {
 			fmt.Fprintf(w, "  class %s", r.FailureClass)
 		}
+		if !j.CommittedAt.IsZero() {
+			fmt.Fprintf(w, "  time to record %s", j.CommittedAt.Sub(j.CreatedAt).Round(time.Millisecond))
+		}
 		fmt.Fprintln(w)
+		if total, ok := d.Cost(); ok {
+			fmt.Fprintf(w, "  cost $%.6f over %d calls\n", total, d.Calls())
+		}
 	} else if j.ReviewRecordID != "" {
 		fmt.Fprintf(w, "  review record %s\n", j.ReviewRecordID)
 	}
@@ -155,12 +161,21 @@ func writeAttempts(w io.Writer, indent string, as []stet.Attempt) {
 	}
 	fmt.Fprintln(w)
 	tw := newTable(w)
-	fmt.Fprintln(tw, indent+"n\ttoken\tprocessor\tstatus\tclass\thttp\trequest id\ttokens in/out\tlatency\tinput sha256\tbatch")
+	fmt.Fprintln(tw, indent+"n\ttoken\tprocessor\tstatus\tclass\thttp\trequest id\ttokens in/out\tcost\tlatency\tinput sha256\tbatch")
 	for _, a := range as {
-		fmt.Fprintf(tw, indent+"%d\t%d\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%dms\t%s\t%s\n", a.N, a.Token, a.Processor, a.Status,
-			dash(string(a.FailureClass)), dash(itoa(a.StatusCode)), dash(a.RequestID), a.InputTokens, a.OutputTokens, a.LatencyMS, short(a.InputSHA256), dash(a.BatchID))
+		fmt.Fprintf(tw, indent+"%d\t%d\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%dms\t%s\t%s\n", a.N, a.Token, a.Processor, a.Status,
+			dash(string(a.FailureClass)), dash(itoa(a.StatusCode)), dash(a.RequestID), a.InputTokens, a.OutputTokens, usd(a.CostUSD),
+			a.LatencyMS, short(a.InputSHA256), dash(a.BatchID))
 	}
 	tw.Flush()
+}
+
+// usd prints a cost in dollars, or "-" without a price.
+func usd(c *float64) string {
+	if c == nil {
+		return "-"
+	}
+	return fmt.Sprintf("$%.6f", *c)
 }
 
 // endStage labels the time a job's review record was written: "manual"
@@ -358,4 +373,33 @@ func timestamp(t time.Time) string {
 		return ""
 	}
 	return t.Format(time.RFC3339)
+}
+
+// Calls counts the job's processor calls, its parts' included.
+func (d *JobDetail) Calls() int {
+	n := len(d.Attempts)
+	for _, p := range d.Parts {
+		n += len(p.Attempts)
+	}
+	return n
+}
+
+// Cost adds up what the job's calls cost, its parts' included; ok is
+// false when a call's processor had no price.
+func (d *JobDetail) Cost() (float64, bool) {
+	total, ok := 0.0, true
+	add := func(as []stet.Attempt) {
+		for _, a := range as {
+			if a.CostUSD == nil {
+				ok = false
+				continue
+			}
+			total += *a.CostUSD
+		}
+	}
+	add(d.Attempts)
+	for _, p := range d.Parts {
+		add(p.Attempts)
+	}
+	return total, ok && d.Calls() > 0
 }

@@ -47,6 +47,9 @@ func TestBrowserReopenBadgesProvenance(t *testing.T) {
 	}
 
 	do(t, ctx, chromedp.Navigate(base+"/ui/review/"+calm), chromedp.WaitVisible(chromedp.CSS("form#reopen")))
+	if got := text(t, ctx, ".pagehead p.meta"); !strings.Contains(got, "after acceptance") {
+		t.Errorf("record meta = %q, want the time to record", got)
+	}
 	if got := text(t, ctx, "dd .prov"); !strings.Contains(got, "from clinical-specialist (spec-1) · part triage") {
 		t.Errorf("provenance beside category = %q", got)
 	}

@@ -3,6 +3,7 @@ package web
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -177,6 +178,9 @@ type recordView struct {
 	// CanReopen: an operator on a decided record; Reason is the form's.
 	CanReopen bool
 	Reason    string
+	// Cost is what the job's calls cost ("" without a price), and
+	// TimeToRecord the time from acceptance to the record.
+	Cost, TimeToRecord string
 }
 
 // loadRecord reads everything the record page shows. Another tenant's
@@ -212,6 +216,12 @@ func (u *UI) loadRecord(r *http.Request, s *Session, id string) (*recordView, er
 	v.Fields = withValues(fields, rec.Classification)
 	v.CanDecide = s.Role.Allows(stet.RoleReviewer) && rec.State == stet.RecordPending && v.SchemaKnown
 	v.CanReopen = s.Role.Allows(stet.RoleOperator) && rec.State == stet.RecordDecided
+	if c, ok := v.Job.Cost(); ok {
+		v.Cost = fmt.Sprintf("$%.6f over %d calls", c, v.Job.Calls())
+	}
+	if j := v.Job.Job; !j.CommittedAt.IsZero() {
+		v.TimeToRecord = j.CommittedAt.Sub(j.CreatedAt).Round(time.Millisecond).String()
+	}
 	return v, nil
 }
 

@@ -19,6 +19,7 @@ import (
 	"context"
 	"embed"
 	"errors"
+	"fmt"
 	"html/template"
 	"io/fs"
 	"log/slog"
@@ -214,6 +215,13 @@ func (u *UI) parse() error {
 				return "—"
 			}
 			return t.UTC().Format("2006-01-02 15:04:05Z")
+		},
+		// usd prints a call's cost, or "—" when its processor has no price.
+		"usd": func(c *float64) string {
+			if c == nil {
+				return "—"
+			}
+			return fmt.Sprintf("$%.6f", *c)
 		},
 		"short": func(id string) string {
 			if i := strings.IndexByte(id, '_'); i >= 0 && len(id) > i+9 {

@@ -79,6 +79,10 @@ func TestCostsAddUp(t *testing.T) {
 					want += c
 				}
 			}
+			if code, out, _ := runInProcess(t, "inspect", "--config", cfg.Path, testSource+"/report-001"); code != exitOK ||
+				!strings.Contains(out, "  cost $0.0") || !strings.Contains(out, "time to record ") {
+				t.Errorf("stet inspect = %d\n%s\nwant the job's cost and time to record", code, out)
+			}
 			var costs api.CostsView
 			getJSON(t, p.base+"/v1/costs", &costs)
 			if len(costs.Rows) != 1 || costs.Rows[0].Key != "openai-fake" || costs.Rows[0].Calls != 3 || math.Abs(costs.TotalUSD-want) > 1e-12 ||
