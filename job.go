@@ -186,7 +186,7 @@ type ReviewRecord struct {
 	FailedPart string
 	Provenance map[string]FieldSource
 	// Superseded says a newer revision of the report exists: the record is
-	// no longer what the source holds (docs/design.md §18).
+	// no longer what the source holds (docs/design.md §17).
 	Superseded bool
 	// Decisions are every decision on the record, oldest first; filled by
 	// the reads of one record, not by lists. Reopens counts how often an

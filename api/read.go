@@ -285,7 +285,7 @@ type RecordView struct {
 	Provenance map[string]stet.FieldSource `json:"provenance,omitempty"`
 	FailedPart string                      `json:"failed_part,omitempty"`
 	// Superseded says a newer revision of the report exists
-	// (docs/design.md §18).
+	// (docs/design.md §17).
 	Superseded bool `json:"superseded"`
 	// Decisions are every decision on the record, oldest first: in the
 	// answers about one record, absent from lists.
@@ -449,7 +449,7 @@ type reopenBody struct {
 	Reason string `json:"reason"`
 }
 
-// reopen puts a decided record back to pending (docs/design.md §18).
+// reopen puts a decided record back to pending (docs/design.md §17).
 func (s *Server) reopen(w http.ResponseWriter, r *http.Request) {
 	tok := tokenOf(r)
 	var in reopenBody

@@ -1,6 +1,6 @@
 package ledger
 
-// Decisions as rows, and reopening a decided record (docs/design.md §18).
+// Decisions as rows, and reopening a decided record (docs/design.md §17).
 // Decide (read.go) writes a decision's row beside the record's own
 // decision columns, which hold the latest; Reopen puts a decided record
 // back to pending and keeps every row.

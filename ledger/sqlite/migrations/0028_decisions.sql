@@ -1,4 +1,4 @@
--- Decisions are rows (docs/design.md §18): every decision on a review
+-- Decisions are rows (docs/design.md §17): every decision on a review
 -- record is kept, oldest first, with the classification it decided (an
 -- override's own; otherwise the record's then), the reviewer's note, who
 -- and when. The record's own decision columns hold the latest; a reopened
