@@ -264,6 +264,9 @@ func latencyChart(r *Report) (string, error) {
 		}
 	}
 	p.NominalX(names...)
+	// Room beside the outer boxes, so that their two-line labels are not
+	// cut at the canvas's edges.
+	p.X.Min, p.X.Max = -0.75, float64(len(names))-0.25
 	p.Y.Min = 1
 	return render(p, 17*vg.Centimeter, 8*vg.Centimeter)
 }
@@ -271,8 +274,10 @@ func latencyChart(r *Report) (string, error) {
 // costChart: cost per 1,000 documents.
 func costChart(r *Report) (string, error) {
 	procs := ran(r)
-	p := newPlot("Cost per 1,000 documents (USD, from processors[].price)")
-	p.Y.Label.Text = "USD"
+	// A title short enough for the chart's width: where the figure comes
+	// from goes on the axis.
+	p := newPlot("Cost per 1,000 documents")
+	p.Y.Label.Text = "USD (processors[].price)"
 	var names []string
 	for i, pr := range procs {
 		b, err := plotter.NewBarChart(plotter.Values{pr.Cost.Per1000Docs}, vg.Points(40))
@@ -294,6 +299,7 @@ func costChart(r *Report) (string, error) {
 		names = append(names, pr.ID)
 	}
 	p.NominalX(names...)
+	p.X.Min, p.X.Max = -0.75, float64(len(names))-0.25
 	p.Y.Min = 0
 	if p.Y.Max <= 0 {
 		p.Y.Max = 1
