@@ -30,6 +30,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/stetlabs/stet/processor/openai/openaifake"
+	"github.com/stetlabs/stet/schema"
 )
 
 // Behaviour scripts one fake.
@@ -95,10 +96,14 @@ type Doc struct {
 
 // Fake is one running stand-in.
 type Fake struct {
-	b        Behaviour
-	docs     []Doc
-	enums    map[string][]string // enum values of string fields
-	items    map[string][]string // enum values of array fields' items
+	b     Behaviour
+	docs  []Doc
+	enums map[string][]string // enum values of string fields
+	items map[string][]string // enum values of array fields' items
+	// valid checks a scripted answer against the whole schema: a model's
+	// wrong answer is still consistent in itself (the schema's conditional
+	// rules hold), so a draw that breaks them is drawn again.
+	valid    *schema.Schema
 	p50, p95 time.Duration
 
 	main, refuser *openaifake.Server
@@ -106,9 +111,9 @@ type Fake struct {
 	refuseMu      sync.Mutex
 }
 
-// Start starts a fake answering for docs under schema (the profile's JSON
+// Start starts a fake answering for docs under doc (the profile's JSON
 // Schema). Close it when done.
-func Start(b Behaviour, schema []byte, docs []Doc) (*Fake, error) {
+func Start(b Behaviour, doc []byte, docs []Doc) (*Fake, error) {
 	f := &Fake{b: b, docs: docs, enums: map[string][]string{}, items: map[string][]string{}}
 	var s struct {
 		Properties map[string]struct {
@@ -118,7 +123,7 @@ func Start(b Behaviour, schema []byte, docs []Doc) (*Fake, error) {
 			} `json:"items"`
 		} `json:"properties"`
 	}
-	if err := json.Unmarshal(schema, &s); err != nil {
+	if err := json.Unmarshal(doc, &s); err != nil {
 		return nil, fmt.Errorf("evalfake: schema: %w", err)
 	}
 	for k, p := range s.Properties {
@@ -128,6 +133,10 @@ func Start(b Behaviour, schema []byte, docs []Doc) (*Fake, error) {
 		if p.Items != nil && len(p.Items.Enum) > 0 {
 			f.items[k] = p.Items.Enum
 		}
+	}
+	var err error
+	if f.valid, err = schema.Compile("evalfake", doc); err != nil {
+		return nil, fmt.Errorf("evalfake: schema: %w", err)
 	}
 	f.p50, _ = time.ParseDuration(b.LatencyP50)
 	f.p95, _ = time.ParseDuration(b.LatencyP95)
@@ -225,14 +234,31 @@ func (f *Fake) respond(req openaifake.Request) string {
 	} else {
 		rng := f.rng(doc, 3)
 		exp := f.docs[doc].Expected
-		for _, k := range slices.Sorted(maps.Keys(exp)) { // draws in a fixed order
-			v := exp[k]
-			var x any
-			_ = json.Unmarshal(v, &x)
-			if rng.Float64() < f.b.FieldErrorRate[k] {
-				x = f.wrong(rng, k, x)
+		// Up to eight draws of the field errors for one consistent with the
+		// whole schema; the labels as they are when none is.
+		for try := 0; ; try++ {
+			out = map[string]any{}
+			for _, k := range slices.Sorted(maps.Keys(exp)) { // draws in a fixed order
+				var x any
+				_ = json.Unmarshal(exp[k], &x)
+				if try < 8 && rng.Float64() < f.b.FieldErrorRate[k] {
+					x = f.wrong(rng, k, x)
+				}
+				out[k] = x
 			}
-			out[k] = x
+			if _, ok := out["rationale"]; !ok {
+				out["rationale"] = "Scripted answer of a demo fake."
+			}
+			b, _ := json.Marshal(out)
+			if try >= 8 || len(f.valid.Validate(b)) == 0 {
+				break
+			}
+			// A model that gets the category wrong writes the rest to
+			// match it, as the moderation schema's rules ask.
+			cohere(out)
+			if b, _ = json.Marshal(out); len(f.valid.Validate(b)) == 0 {
+				break
+			}
 		}
 	}
 	if _, ok := out["rationale"]; !ok {
@@ -258,6 +284,27 @@ func (f *Fake) respond(req openaifake.Request) string {
 	}
 	b, _ := json.Marshal(out)
 	return string(b)
+}
+
+// cohere makes a moderation answer consistent with its category: none
+// has no severity, allows, and has no labels; any other category has a
+// severity and is among the labels.
+func cohere(out map[string]any) {
+	cat, ok := out["category"].(string)
+	if !ok {
+		return
+	}
+	labels, _ := out["labels"].([]any)
+	if cat == "none" {
+		out["severity"], out["action"], out["labels"] = "none", "allow", []any{}
+		return
+	}
+	if out["severity"] == "none" {
+		out["severity"] = "medium"
+	}
+	if !slices.Contains(labels, any(cat)) {
+		out["labels"] = append([]any{cat}, labels...)
+	}
 }
 
 // wrong is a plausible wrong value of field k.

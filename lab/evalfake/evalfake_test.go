@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-func schema(t *testing.T) []byte {
+func schemaDoc(t *testing.T) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "..", "examples", "quickstart", "profiles", "moderation.schema.json"))
 	if err != nil {
@@ -34,7 +34,7 @@ func ask(t *testing.T, f *Fake, turns ...string) (content, refusal string) {
 		msgs = append(msgs, map[string]string{"role": role, "content": s})
 	}
 	body, _ := json.Marshal(map[string]any{"model": "m", "messages": msgs,
-		"response_format": map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "moderation", "strict": true, "schema": json.RawMessage(schema(t))}}})
+		"response_format": map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "moderation", "strict": true, "schema": json.RawMessage(schemaDoc(t))}}})
 	resp, err := http.Post(f.URL()+"/chat/completions", "application/json", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +108,7 @@ func TestFakeScriptsItsImperfections(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			f, err := Start(tt.b, schema(t), []Doc{doc})
+			f, err := Start(tt.b, schemaDoc(t), []Doc{doc})
 			if err != nil {
 				t.Fatal(err)
 			}
