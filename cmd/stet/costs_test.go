@@ -6,7 +6,6 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -22,28 +21,13 @@ import (
 // the ledger to count in (nil on SQLite: open it once stet made it).
 func withPrice(t *testing.T, cfg *e2eConfig, dialect ledger.Dialect, price, budget string) *sql.DB {
 	t.Helper()
-	b, err := os.ReadFile(cfg.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	extra := "    price: " + price + "\n"
 	if budget != "" {
 		extra += "    budget: " + budget + "\n"
 	}
-	y := strings.Replace(string(b), "    timeout: 30s\n", "    timeout: 30s\n"+extra, 1)
-	var db *sql.DB
-	if dialect == ledger.Postgres {
-		url := testdb.URL(t, ledger.Postgres)
-		y = strings.Replace(y, fmt.Sprintf("database: %q", "sqlite://"+cfg.DBPath), fmt.Sprintf("database: %q", url), 1)
-		if db, err = sql.Open("pgx", url); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-	}
-	if err := os.WriteFile(cfg.Path, []byte(y), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return db
+	return rewriteConfig(t, cfg, dialect, func(y string) string {
+		return strings.Replace(y, "    timeout: 30s\n", "    timeout: 30s\n"+extra, 1)
+	})
 }
 
 // Costs on the real binary, on each dialect: every attempt's cost_usd is

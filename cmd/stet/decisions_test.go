@@ -2,14 +2,12 @@ package main
 
 import (
 	"bytes"
-	"database/sql"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -17,7 +15,6 @@ import (
 
 	"github.com/stetlabs/stet/api"
 	"github.com/stetlabs/stet/lab/testdb"
-	"github.com/stetlabs/stet/ledger"
 	"github.com/stetlabs/stet/processor/openai/openaifake"
 )
 
@@ -92,23 +89,9 @@ func TestDecisionsReopenAndSuperseded(t *testing.T) {
 			dest := httptest.NewServer(recv)
 			t.Cleanup(dest.Close)
 			cfg := writeConfig(t, t.TempDir(), fake.URL())
-			b, err := os.ReadFile(cfg.Path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			y := strings.Replace(string(b), "    mode: sync\n", fmt.Sprintf("    mode: sync\n    destinations: [{id: recv, url: %q, secret_env: STET_E2E_DEST_SECRET, max_age: 1h}]\n", dest.URL), 1)
-			var db *sql.DB
-			if dialect == ledger.Postgres {
-				url := testdb.URL(t, ledger.Postgres)
-				y = strings.Replace(y, fmt.Sprintf("database: %q", "sqlite://"+cfg.DBPath), fmt.Sprintf("database: %q", url), 1)
-				if db, err = sql.Open("pgx", url); err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { db.Close() })
-			}
-			if err := os.WriteFile(cfg.Path, []byte(y), 0o600); err != nil {
-				t.Fatal(err)
-			}
+			db := rewriteConfig(t, cfg, dialect, func(y string) string {
+				return strings.Replace(y, "    mode: sync\n", fmt.Sprintf("    mode: sync\n    destinations: [{id: recv, url: %q, secret_env: STET_E2E_DEST_SECRET, max_age: 1h}]\n", dest.URL), 1)
+			})
 			secret := "whsec_" + base64.StdEncoding.EncodeToString([]byte("decisions-test-destination-key!!"))
 			p := startStet(t, cfg, map[string]string{"STET_E2E_DEST_SECRET": secret})
 			if db == nil {

@@ -29,6 +29,8 @@ import (
 	"github.com/stetlabs/stet/api"
 	"github.com/stetlabs/stet/internal/stetclient"
 	"github.com/stetlabs/stet/lab/stettest"
+	"github.com/stetlabs/stet/lab/testdb"
+	"github.com/stetlabs/stet/ledger"
 )
 
 // Environment variables the test configs name, and their values. TestMain
@@ -447,4 +449,30 @@ func runInProcess(t *testing.T, args ...string) (int, string, string) {
 	var stdout, stderr bytes.Buffer
 	code := run(ctx, args, &stdout, &stderr)
 	return code, stdout.String(), stderr.String()
+}
+
+// rewriteConfig applies edit to cfg's YAML and, for PostgreSQL, points it
+// at a fresh schema (the test is skipped without STET_TEST_DATABASE_URL).
+// It returns a connection to that schema; nil on SQLite, whose file stet
+// creates (openLedgerRO once it has).
+func rewriteConfig(t *testing.T, cfg *e2eConfig, dialect ledger.Dialect, edit func(y string) string) *sql.DB {
+	t.Helper()
+	b, err := os.ReadFile(cfg.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y := edit(string(b))
+	var db *sql.DB
+	if dialect == ledger.Postgres {
+		url := testdb.URL(t, ledger.Postgres)
+		y = strings.Replace(y, fmt.Sprintf("database: %q", "sqlite://"+cfg.DBPath), fmt.Sprintf("database: %q", url), 1)
+		if db, err = sql.Open("pgx", url); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+	}
+	if err := os.WriteFile(cfg.Path, []byte(y), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return db
 }

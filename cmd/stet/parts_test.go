@@ -50,37 +50,22 @@ func (s *schemaFields) all() [][]string {
 // the second not yet called. On PostgreSQL it uses a fresh schema.
 func partsConfig(t *testing.T, cfg *e2eConfig, dialect ledger.Dialect, fakeB string) *sql.DB {
 	t.Helper()
-	b, err := os.ReadFile(cfg.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	y := string(b)
-	for _, r := range []struct{ old, new string }{
-		{"\nprocessors:\n", "\n    parts:\n      - {id: triage, fields: [category, severity, action], processors: [fake-b]}\n" +
-			"      - {id: notes, fields: \"*\"}\nprocessors:\n"},
-		{"\npolicies:\n", fmt.Sprintf("\n  - id: fake-b\n    kind: openai\n    base_url: %q\n    api_key_env: %s\n    model: gpt-b\n"+
-			"    region: us\n    retention: 30d\n    timeout: 30s\npolicies:\n", fakeB, envOpenAIKey)},
-		{"    processors: [openai-fake]\n", "    processors: [openai-fake, fake-b]\n"},
-		{"  concurrency: 2\n", "  concurrency: 1\n"},
-	} {
-		if !strings.Contains(y, r.old) {
-			t.Fatalf("config lacks %q", r.old)
+	return rewriteConfig(t, cfg, dialect, func(y string) string {
+		for _, r := range []struct{ old, new string }{
+			{"\nprocessors:\n", "\n    parts:\n      - {id: triage, fields: [category, severity, action], processors: [fake-b]}\n" +
+				"      - {id: notes, fields: \"*\"}\nprocessors:\n"},
+			{"\npolicies:\n", fmt.Sprintf("\n  - id: fake-b\n    kind: openai\n    base_url: %q\n    api_key_env: %s\n    model: gpt-b\n"+
+				"    region: us\n    retention: 30d\n    timeout: 30s\npolicies:\n", fakeB, envOpenAIKey)},
+			{"    processors: [openai-fake]\n", "    processors: [openai-fake, fake-b]\n"},
+			{"  concurrency: 2\n", "  concurrency: 1\n"},
+		} {
+			if !strings.Contains(y, r.old) {
+				t.Fatalf("config lacks %q", r.old)
+			}
+			y = strings.Replace(y, r.old, r.new, 1)
 		}
-		y = strings.Replace(y, r.old, r.new, 1)
-	}
-	var db *sql.DB
-	if dialect == ledger.Postgres {
-		url := testdb.URL(t, ledger.Postgres)
-		y = strings.Replace(y, fmt.Sprintf("database: %q", "sqlite://"+cfg.DBPath), fmt.Sprintf("database: %q", url), 1)
-		if db, err = sql.Open("pgx", url); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-	}
-	if err := os.WriteFile(cfg.Path, []byte(y), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return db
+		return y
+	})
 }
 
 // A profile with two parts on the real binary, on each dialect: each
