@@ -227,7 +227,7 @@ func (f *Fake) respond(req openaifake.Request) string {
 	if len(req.Messages) > 0 {
 		doc = f.find(req.Messages[0].Content)
 	}
-	out := map[string]any{}
+	var out map[string]any
 	if doc < 0 {
 		// A document it was not told about: the safe default.
 		out = map[string]any{"category": "none", "severity": "none", "action": "allow", "labels": []string{}}
