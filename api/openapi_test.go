@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/api"
@@ -297,6 +298,57 @@ func TestOpenAPICheckResponseCatches(t *testing.T) {
 		got := stettest.CheckResponse(tt.method, tt.path, tt.status, tt.header, []byte(tt.body))
 		if (len(got) == 0) != tt.ok {
 			t.Errorf("%s: CheckResponse = %v, want ok %v", tt.name, got, tt.ok)
+		}
+	}
+}
+
+// The views of a job of a profile with parts and of its record, shaped by
+// the code that answers them, conform to the document; a part in a state
+// the domain lacks, or a provenance entry without its processor, does not.
+func TestOpenAPIPartsViews(t *testing.T) {
+	t.Parallel()
+	js := http.Header{"Content-Type": {"application/json"}}
+	at := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	attempt := func(n int, processor string) stet.Attempt {
+		return stet.Attempt{N: n, Processor: processor, Model: "m-1", Status: stet.AttemptSucceeded, StatusCode: 200, StartedAt: at}
+	}
+	job := api.NewJobView(&ledger.JobDetail{
+		Job: stet.Job{ID: "job_1", ReportID: "rep_1", SourceID: "reports", Revision: 1, ExtractionVersion: "moderation@1",
+			State: stet.JobManual, FailureClass: stet.FailureRefusal, ReviewRecordID: "rec_1", CreatedAt: at, CommittedAt: at},
+		Parts: []ledger.PartDetail{
+			{JobID: "job_2", PartID: "triage", State: stet.JobManual, Processor: "fake-b", Attempts: []stet.Attempt{attempt(1, "fake-b")}},
+			{JobID: "job_3", PartID: "notes", State: stet.JobCommitted, Processor: "openai-fake", Attempts: []stet.Attempt{attempt(1, "openai-fake")}},
+		},
+	})
+	rec := api.NewRecordView(&stet.ReviewRecord{ID: "rec_1", JobID: "job_1", ReportID: "rep_1", SourceID: "reports", Revision: 1,
+		Kind: stet.RecordManual, State: stet.RecordPending, FailureClass: stet.FailureRefusal, CreatedAt: at,
+		Classification: json.RawMessage(`{"rationale":"kept"}`), FailedPart: "triage",
+		Provenance: map[string]stet.FieldSource{"rationale": {Part: "notes", Processor: "openai-fake", Model: "m-1"}}})
+	jobBody, err := json.Marshal(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recBody, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(jobBody), `"parts":[{"id":"triage"`) || !strings.Contains(string(recBody), `"failed_part":"triage"`) {
+		t.Fatalf("views lack their parts fields:\n%s\n%s", jobBody, recBody)
+	}
+	tests := []struct {
+		name, path, body string
+		ok               bool
+	}{
+		{"a job with parts", "/v1/jobs/job_1", string(jobBody), true},
+		{"a record with provenance and a failed part", "/v1/review/rec_1", string(recBody), true},
+		{"a part in an unknown state", "/v1/jobs/job_1", strings.Replace(string(jobBody), `"state":"committed"`, `"state":"merged"`, 1), false},
+		{"a part without its attempts", "/v1/jobs/job_1", strings.Replace(string(jobBody), `"state":"manual","attempts":`, `"state":"manual","tries":`, 1), false},
+		{"provenance without its processor", "/v1/review/rec_1", strings.Replace(string(recBody), `"processor":"openai-fake",`, ``, 1), false},
+	}
+	for _, tt := range tests {
+		got := stettest.CheckResponse(http.MethodGet, tt.path, http.StatusOK, js, []byte(tt.body))
+		if (len(got) == 0) != tt.ok {
+			t.Errorf("%s: CheckResponse = %v, want ok %v\n%s", tt.name, got, tt.ok, tt.body)
 		}
 	}
 }

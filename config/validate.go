@@ -273,6 +273,8 @@ func (l *loader) validateParts(p string, pr *Profile, processors map[string]bool
 			switch {
 			case pr.SchemaJSON != nil && !slices.Contains(props, f):
 				l.problem(index(fp, k), "%q is not a top-level property of the profile's schema", f)
+			case owner[f] == index(pp, i):
+				l.problem(index(fp, k), "%q is listed twice", f)
 			case owner[f] != "":
 				l.problem(index(fp, k), "%q is already in %s", f, owner[f])
 			default:
@@ -280,8 +282,12 @@ func (l *loader) validateParts(p string, pr *Profile, processors map[string]bool
 			}
 		}
 		for k, id := range pt.Processors {
-			if !processors[id] {
-				l.problem(index(join(index(pp, i), "processors"), k), "processor %q is not defined under processors", id)
+			kp := index(join(index(pp, i), "processors"), k)
+			switch {
+			case !processors[id]:
+				l.problem(kp, "processor %q is not defined under processors", id)
+			case slices.Index(pt.Processors, id) < k:
+				l.problem(kp, "processor %q is listed twice", id)
 			}
 		}
 	}

@@ -161,6 +161,11 @@ func readParts(ctx context.Context, q Querier, jobKey int64) ([]PartDetail, erro
 		if out[i].Attempts, err = readAttempts(ctx, q, keys[i], out[i].JobID); err != nil {
 			return nil, err
 		}
+		// A part that failed for good has no artifact, and may have lost
+		// its processor: its last attempt names the one that refused.
+		if n := len(out[i].Attempts); out[i].Processor == "" && n > 0 {
+			out[i].Processor = out[i].Attempts[n-1].Processor
+		}
 	}
 	return out, nil
 }

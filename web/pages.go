@@ -183,6 +183,14 @@ type recordView struct {
 	Cost, TimeToRecord string
 }
 
+// attemptTable is one job's processor calls on the record page: the
+// record's job's own, or one part's (docs/design.md §16). Label names the
+// table for a screen reader, and tells the part tables apart.
+type attemptTable struct {
+	Label    string
+	Attempts []stet.Attempt
+}
+
 // loadRecord reads everything the record page shows. Another tenant's
 // record is not found.
 func (u *UI) loadRecord(r *http.Request, s *Session, id string) (*recordView, error) {

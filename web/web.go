@@ -229,7 +229,8 @@ func (u *UI) parse() error {
 			}
 			return id
 		},
-		"allows": func(s *Session, role string) bool { return s != nil && s.Role.Allows(stet.Role(role)) },
+		"allows":       func(s *Session, role string) bool { return s != nil && s.Role.Allows(stet.Role(role)) },
+		"attemptTable": func(label string, as []stet.Attempt) attemptTable { return attemptTable{Label: label, Attempts: as} },
 	}
 	u.pages = map[string]*template.Template{}
 	names, err := fs.Glob(templateFS, "templates/*.html")
