@@ -56,6 +56,10 @@ type Extraction struct {
 	InputTokens  int
 	OutputTokens int
 	Latency      time.Duration
+	// CostUSD is what the provider reports the call cost, when it does
+	// (Infrai's metadata.cost_usd); it then stands for the call's cost in
+	// place of its tokens at processors[].price.
+	CostUSD *float64
 }
 
 // ProcessorInfo declares a processor's identity and data boundary.

@@ -16,13 +16,14 @@ type Price struct {
 	InputPerMTok, OutputPerMTok, BatchDiscount float64
 }
 
-// attemptCost is the SQL for the cost in USD of the attempt aliased a: its
-// tokens at the price of its processor in force when it started, less the
-// batch discount for a batch item; NULL without a price.
-const attemptCost = `(SELECT (COALESCE(a.input_tokens, 0) * pp.input_per_mtok + COALESCE(a.output_tokens, 0) * pp.output_per_mtok) / 1000000.0
+// attemptCost is the SQL for the cost in USD of the attempt aliased a: what
+// its provider reported it cost, else its tokens at the price of its
+// processor in force when it started, less the batch discount for a batch
+// item; NULL with neither.
+const attemptCost = `COALESCE(a.reported_cost_usd, (SELECT (COALESCE(a.input_tokens, 0) * pp.input_per_mtok + COALESCE(a.output_tokens, 0) * pp.output_per_mtok) / 1000000.0
 		* (CASE WHEN a.batch_id IS NULL THEN 1 ELSE 1 - pp.batch_discount END)
 	FROM processor_prices pp WHERE pp.processor_id = a.processor_id AND pp.from_at <= a.started_at
-	ORDER BY pp.from_at DESC LIMIT 1)`
+	ORDER BY pp.from_at DESC LIMIT 1))`
 
 // RecordPrices records each processor's price where it differs from the
 // one in force (a processor without a row and a zero price needs none).

@@ -148,6 +148,13 @@ func nullMicros(t time.Time) sql.NullInt64 {
 
 func nullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
 
+func nullFloat(f *float64) sql.NullFloat64 {
+	if f == nil {
+		return sql.NullFloat64{}
+	}
+	return sql.NullFloat64{Float64: *f, Valid: true}
+}
+
 func notFound(what string) error {
 	return &stet.Error{Code: stet.ENotFound, Message: what + " not found", Cause: stet.ErrNotFound}
 }

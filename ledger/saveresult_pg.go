@@ -82,7 +82,9 @@ func (db *DB) savesCommitted(p SaveResultParams) bool {
 // writes), and after the round trip when the fence or the record part
 // did not hold. Callers always call it first and never ask which.
 func (db *DB) SaveResultCommit(ctx context.Context, p SaveResultParams) (string, error) {
-	if !db.savesCommitted(p) {
+	if !db.savesCommitted(p) || p.Attempt.ReportedCostUSD != nil {
+		// A provider's own cost figure is written beside the function's
+		// statements (SaveResult), which this one round trip has no room for.
 		return "", ErrSaveApart
 	}
 	args, record, err := saveResultArgs(nil, p)

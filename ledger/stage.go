@@ -44,7 +44,7 @@ var (
 		VALUES ($1, (SELECT COALESCE(MAX(n), 0) + 1 FROM attempts WHERE job_id = $1), $2, $3, 'started', $4, $5)
 		RETURNING n`
 	qFinishAttempt = `UPDATE attempts SET status = $1, failure_class = $2, model = $3, request_id = $4,
-			status_code = $5, input_tokens = $6, output_tokens = $7, latency_ms = $8, finished_at = $9
+			status_code = $5, input_tokens = $6, output_tokens = $7, latency_ms = $8, finished_at = $9, reported_cost_usd = $12
 		WHERE job_id = ` + jobKeySQL("$10") + ` AND n = $11`
 	qFenceExtracted = `UPDATE jobs SET state = 'extracted', extracted_at = $1, updated_at = $1,
 			lease_until = NULL, lease_holder = NULL, failure_class = NULL, processor_id = $2
@@ -286,6 +286,10 @@ type AttemptResult struct {
 	OutputTokens int
 	Latency      time.Duration
 	Now          time.Time
+	// ReportedCostUSD is the provider's own figure for the call, when it
+	// gives one: the attempt's cost_usd is then this, not its tokens at
+	// the price.
+	ReportedCostUSD *float64
 }
 
 // FinishAttempt records the outcome of a call.
@@ -293,7 +297,7 @@ func FinishAttempt(ctx context.Context, q Querier, r AttemptResult) error {
 	_, err := q.ExecContext(ctx, qFinishAttempt,
 		string(r.Status), nullString(string(r.FailureClass)), nullString(r.Model), nullString(r.RequestID),
 		sql.NullInt64{Int64: int64(r.StatusCode), Valid: r.StatusCode != 0}, r.InputTokens, r.OutputTokens,
-		r.Latency.Milliseconds(), micros(r.Now), pub(r.JobID), r.N)
+		r.Latency.Milliseconds(), micros(r.Now), pub(r.JobID), r.N, nullFloat(r.ReportedCostUSD))
 	if err != nil {
 		return fmt.Errorf("finish attempt: %w", err)
 	}
@@ -699,6 +703,14 @@ func (db *DB) SaveResult(ctx context.Context, tx Querier, p SaveResultParams) (r
 				sealedClassification, pub(record)); err != nil {
 				return "", false, fmt.Errorf("save result: %w", err)
 			}
+		}
+	}
+	if c := p.Attempt.ReportedCostUSD; c != nil && (outcome == "saved" || outcome == "committed" || outcome == "commit_failed") {
+		// stet_save_result has no parameter for a provider's own figure:
+		// it is recorded here, in the same transaction.
+		if _, err := tx.ExecContext(ctx, `UPDATE attempts SET reported_cost_usd = $1 WHERE job_id = `+jobKeySQL("$2")+` AND n = $3`,
+			*c, pub(p.JobID), p.Attempt.N); err != nil {
+			return "", false, fmt.Errorf("save result: %w", err)
 		}
 	}
 	switch outcome {

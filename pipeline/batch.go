@@ -831,8 +831,8 @@ func (p *Pipeline) itemOutcome(b *ledger.Batch, it ledger.BatchItem, r stet.Batc
 	ext := r.Extraction
 	if ext != nil {
 		a.Result.Model, a.Result.RequestID, a.Result.StatusCode = ext.Model, ext.RequestID, ext.StatusCode
-		a.Result.InputTokens, a.Result.OutputTokens = ext.InputTokens, ext.OutputTokens
-		p.countCost(b.ProcessorID, ext.InputTokens, ext.OutputTokens, true)
+		a.Result.InputTokens, a.Result.OutputTokens, a.Result.ReportedCostUSD = ext.InputTokens, ext.OutputTokens, ext.CostUSD
+		p.countCost(b.ProcessorID, ext, true)
 	}
 	profile := p.profiles[it.ExtractionVersion]
 	if err == nil && ext != nil && profile != nil {

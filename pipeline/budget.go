@@ -1,7 +1,8 @@
 package pipeline
 
-// Cost and budgets (docs/design.md §18). Every finished call adds its
-// tokens at its processor's price to stet_cost_usd_total; a processor with
+// Cost and budgets (docs/design.md §18). Every finished call adds what its
+// provider reported it cost, else its tokens at its processor's price, to
+// stet_cost_usd_total; a processor with
 // a day's budget is admitted only while what was spent today (every
 // process's attempts, read from the ledger at most every few seconds, plus
 // this process's calls since) and the estimated cost of this process's
@@ -15,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/ledger"
 )
 
@@ -46,9 +48,12 @@ func (p *Pipeline) cost(processorID string, in, out int, batch bool) (float64, b
 }
 
 // countCost records a finished call's cost in the metric and the day's
-// spend.
-func (p *Pipeline) countCost(processorID string, in, out int, batch bool) {
-	c, ok := p.cost(processorID, in, out, batch)
+// spend: what the provider reported, else its tokens at the price.
+func (p *Pipeline) countCost(processorID string, ext *stet.Extraction, batch bool) {
+	c, ok := p.cost(processorID, ext.InputTokens, ext.OutputTokens, batch)
+	if ext.CostUSD != nil {
+		c, ok = *ext.CostUSD, true
+	}
 	if !ok {
 		return
 	}

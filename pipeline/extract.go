@@ -211,7 +211,7 @@ func (p *Pipeline) extract(ctx context.Context, job *river.Job[ExtractArgs]) (st
 		cancel()
 		ticket.Done(usedTokens(ext, callErr), stet.ClassOf(callErr) == stet.FailureRateLimited, stet.RetryAfterOf(callErr))
 		if ext != nil {
-			p.countCost(processorID, ext.InputTokens, ext.OutputTokens, false)
+			p.countCost(processorID, ext, false)
 		}
 		if callErr == nil {
 			if problems := profile.Validator.Validate(ext.Output); len(problems) > 0 {
@@ -304,6 +304,7 @@ func attemptResult(jobID string, n int, ext *stet.Extraction, err error, now tim
 	if ext != nil {
 		r.Model, r.RequestID, r.StatusCode = ext.Model, ext.RequestID, ext.StatusCode
 		r.InputTokens, r.OutputTokens, r.Latency = ext.InputTokens, ext.OutputTokens, ext.Latency
+		r.ReportedCostUSD = ext.CostUSD
 	}
 	if err != nil {
 		r.Status = stet.AttemptFailed

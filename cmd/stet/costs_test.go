@@ -13,6 +13,7 @@ import (
 	"github.com/stetlabs/stet/api"
 	"github.com/stetlabs/stet/lab/testdb"
 	"github.com/stetlabs/stet/ledger"
+	"github.com/stetlabs/stet/processor/infrai/infraifake"
 	"github.com/stetlabs/stet/processor/openai/openaifake"
 )
 
@@ -163,5 +164,59 @@ func TestBudgetCapPauses(t *testing.T) {
 				t.Errorf("provider calls after the pause = %d, want %d", n, calls)
 			}
 		})
+	}
+}
+
+// A provider that reports what a call cost (Infrai's metadata.cost_usd)
+// is believed over the configured price, on each dialect, for a sync call
+// and for a batch item: the attempt's cost_usd is the fake's report, not
+// its tokens at the price, and GET /v1/costs adds up the reports.
+func TestReportedCostWins(t *testing.T) {
+	t.Parallel()
+	for _, dialect := range testdb.Dialects() {
+		for _, mode := range []string{"sync", "batch"} {
+			t.Run(string(dialect)+"/"+mode, func(t *testing.T) {
+				t.Parallel()
+				fake := infraifake.New(infraifake.Options{APIKey: testOpenAIKey})
+				t.Cleanup(fake.Close)
+				cfg := writeBatchConfig(t, t.TempDir(), "infrai", fake.URL(), "gpt-4.1-mini", 1)
+				rewriteConfig(t, cfg, ledger.SQLite, func(y string) string {
+					if mode == "sync" {
+						y = strings.Replace(y, "    mode: batch", "    mode: sync", 1)
+					}
+					return y
+				})
+				withPrice(t, cfg, dialect, "{input_per_mtok: 2.5, output_per_mtok: 10}", "")
+				p := startStet(t, cfg, nil)
+				status, in, err := postReport(p.base, "msg_reported_"+mode, sample(t, "report-001.json"))
+				if err != nil || status != http.StatusAccepted {
+					t.Fatalf("postReport = %d, %v", status, err)
+				}
+				var job api.JobView
+				waitFor(t, 60*time.Second, "the record", p, func() bool {
+					getJSON(t, p.base+"/v1/jobs/"+in.JobID, &job)
+					return job.ReviewRecordID != nil
+				})
+				if len(job.Attempts) != 1 {
+					t.Fatalf("attempts = %d, want 1", len(job.Attempts))
+				}
+				a := job.Attempts[0]
+				// The fake reports a dollar per million tokens, half that
+				// in a batch; the configured price would say otherwise.
+				reported := float64(a.InputTokens+a.OutputTokens) / 1e6
+				if mode == "batch" {
+					reported /= 2
+				}
+				priced := (float64(a.InputTokens)*2.5 + float64(a.OutputTokens)*10) / 1e6
+				if a.InputTokens == 0 || a.CostUSD == nil || math.Abs(*a.CostUSD-reported) > 1e-12 || math.Abs(reported-priced) < 1e-9 {
+					t.Errorf("attempt: %d/%d tokens, cost_usd %v, want the reported %g (the price says %g)", a.InputTokens, a.OutputTokens, a.CostUSD, reported, priced)
+				}
+				var costs api.CostsView
+				getJSON(t, p.base+"/v1/costs", &costs)
+				if len(costs.Rows) != 1 || costs.Rows[0].Calls != 1 || math.Abs(costs.TotalUSD-reported) > 1e-12 {
+					t.Errorf("GET /v1/costs = %+v, want 1 call, %g USD", costs, reported)
+				}
+			})
+		}
 	}
 }

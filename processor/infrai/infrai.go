@@ -39,6 +39,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -291,12 +292,13 @@ type envelope struct {
 	OK    *bool           `json:"ok"`
 	Data  json.RawMessage `json:"data"`
 	Error json.RawMessage `json:"error"`
-	// Metadata also carries cost_usd, latency_ms and cache_hit;
-	// stet.Extraction has no place for them yet (the raw body keeps them).
-	// Vendor is the upstream vendor that served the call.
+	// Metadata also carries latency_ms and cache_hit (the raw body keeps
+	// them). Vendor is the upstream vendor that served the call; CostUSD
+	// what Infrai charged for it.
 	Metadata *struct {
-		RequestID string `json:"request_id"`
-		Vendor    string `json:"vendor"`
+		RequestID string   `json:"request_id"`
+		Vendor    string   `json:"vendor"`
+		CostUSD   *float64 `json:"cost_usd"`
 	} `json:"metadata"`
 }
 
@@ -401,7 +403,20 @@ func (c *Client) decode(res *http.Response, raw []byte, latency time.Duration) (
 		InputTokens:  max(ans.Usage.PromptTokens, ans.Usage.InputTokens),
 		OutputTokens: max(ans.Usage.CompletionTokens, ans.Usage.OutputTokens),
 		Latency:      latency,
+		CostUSD:      reportedCost(env),
 	}, nil
+}
+
+// reportedCost is the call's cost as Infrai's metadata.cost_usd reports
+// it; nil when absent, or not a finite amount of at least zero.
+func reportedCost(env envelope) *float64 {
+	if env.Metadata == nil || env.Metadata.CostUSD == nil {
+		return nil
+	}
+	if c := *env.Metadata.CostUSD; c >= 0 && !math.IsInf(c, 0) {
+		return &c
+	}
+	return nil
 }
 
 // declares reports whether vendor is one of the processor's declared
