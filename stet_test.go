@@ -116,13 +116,27 @@ func TestDependencyDirection(t *testing.T) {
 	// YAML decoder.
 	const yamlcheck, yamlDecoder = mod + "/processor/yamlcheck", "go.yaml.in/yaml/v3"
 	mayUseYAMLCheck := map[string]bool{mod + "/processor/rules": true, mod + "/processor/azurecs": true}
+	// processor/transcribe is the transcribers' seam, as processor is the
+	// processors': it imports only stet; transcribetest is their suite;
+	// processor/transcribe/<t> an offline transcriber, and a provider's
+	// adapter may implement a transcriber beside its processor.
+	const tseam, tsuite = mod + "/processor/transcribe", mod + "/processor/transcribe/transcribetest"
 	for _, p := range procs {
 		isFake := isFakePackage(p)
+		isTranscriber := strings.HasPrefix(p, tseam+"/") && p != tsuite
 		for _, d := range deps(p) {
 			switch {
 			case d == p || d == mod:
-			case p == shared:
+			case p == shared || p == tseam:
 				t.Errorf("%s imports %s; it may import only stet and the standard library", p, d)
+			case p == tsuite:
+				if d != tseam {
+					t.Errorf("%s imports %s; the suite imports only stet and processor/transcribe", p, d)
+				}
+			case isTranscriber:
+				if strings.HasPrefix(d, mod+"/") && d != shared && d != tseam {
+					t.Errorf("%s imports %s; a transcriber imports only stet, processor, processor/transcribe and its SDK", p, d)
+				}
 			case p == yamlcheck:
 				if d != yamlDecoder {
 					t.Errorf("%s imports %s; it may import only stet, the standard library and the YAML decoder", p, d)
@@ -137,8 +151,8 @@ func TestDependencyDirection(t *testing.T) {
 				if d != kit {
 					t.Errorf("%s imports %s; a fake imports only stet and lab/fakekit", p, d)
 				}
-			case strings.HasPrefix(d, mod+"/") && d != shared:
-				t.Errorf("%s imports %s; a processor imports only stet, processor and its SDK", p, d)
+			case strings.HasPrefix(d, mod+"/") && d != shared && d != tseam:
+				t.Errorf("%s imports %s; a processor imports only stet, processor, processor/transcribe and its SDK", p, d)
 			}
 		}
 	}
@@ -170,7 +184,7 @@ func TestDependencyDirection(t *testing.T) {
 		return ps
 	}
 	isLab := func(p string) bool {
-		return strings.HasPrefix(p, mod+"/lab/") || isFakePackage(p) || p == mod+"/processor/processortest" || p == mod+"/cmd/stetlab"
+		return strings.HasPrefix(p, mod+"/lab/") || isFakePackage(p) || p == mod+"/processor/processortest" || p == mod+"/processor/transcribe/transcribetest" || p == mod+"/cmd/stetlab"
 	}
 	for _, p := range list(mod+"/cmd/stet", true) {
 		if isLab(p.ImportPath) {

@@ -14,11 +14,15 @@
 #   - axe-core 4.14.1, the accessibility checker those tests inject, installed
 #     with npm into .cache/axe (ignored by git). STET_AXE_JS may name another
 #     copy of axe.min.js instead.
+#   - PocketSphinx and its US English model (Debian's pocketsphinx and
+#     pocketsphinx-en-us), the offline transcriber that audio reports use by
+#     default; installed with apt-get when this runs as root.
 #
 # Both checks are idempotent: the second run installs nothing and starts the
-# tests at once. The script sets STET_BROWSER_TESTS=require, so a browser test
-# that cannot find its dependencies fails instead of skipping (a plain
-# `go test ./...` skips them with a line naming this script).
+# tests at once. The script sets STET_BROWSER_TESTS=require, so a browser or
+# transcriber test that cannot find its dependencies fails instead of
+# skipping (a plain `go test ./...` skips them with a line naming this script
+# or the package to install).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export GOTOOLCHAIN=${GOTOOLCHAIN:-local}
@@ -56,6 +60,28 @@ if ! have_chromium; then
   fi
 fi
 
+pocketsphinx_cmd="apt-get install -y --no-install-recommends pocketsphinx pocketsphinx-en-us"
+have_pocketsphinx() {
+  # Where Debian's packages put the recognizer and its model, which is where
+  # the offline transcriber looks by default.
+  { command -v pocketsphinx_continuous >/dev/null 2>&1 || [ -x /usr/bin/pocketsphinx_continuous ]; } &&
+    [ -d /usr/share/pocketsphinx/model/en-us ]
+}
+if ! have_pocketsphinx; then
+  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+    say "the offline transcriber's tests need PocketSphinx and its US English model. Run this as root, then run scripts/test.sh again:"
+    echo "  $pocketsphinx_cmd" >&2
+    exit 1
+  fi
+  say "installing Debian's pocketsphinx and pocketsphinx-en-us for the transcriber tests: $pocketsphinx_cmd"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends pocketsphinx pocketsphinx-en-us >/dev/null
+  if ! have_pocketsphinx; then
+    say "apt-get installed pocketsphinx but pocketsphinx_continuous or its en-us model is missing"
+    exit 1
+  fi
+fi
+
 axe_js=.cache/axe/node_modules/axe-core/axe.min.js
 if [ -z "${STET_AXE_JS:-}" ] && [ ! -f "$axe_js" ]; then
   if ! command -v npm >/dev/null 2>&1; then
@@ -71,7 +97,7 @@ if [ -z "${STET_AXE_JS:-}" ] && [ ! -f "$axe_js" ]; then
 fi
 
 if [ "${1:-}" = "--setup-only" ]; then
-  say "set-up complete: Chromium and axe-core are in place"
+  say "set-up complete: Chromium, axe-core and PocketSphinx are in place"
   exit 0
 fi
 

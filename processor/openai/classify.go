@@ -17,6 +17,13 @@ import (
 // classifyError turns an error from the SDK call into a *stet.ProcessorError.
 // parent is the caller's context; callCtx is parent plus the call timeout.
 func (c *Client) classifyError(parent, callCtx context.Context, err error, capt *capture) *stet.ProcessorError {
+	return classify(parent, callCtx, err, capt, c.now())
+}
+
+// classify is classifyError for any call on the OpenAI wire, chat or
+// transcription: one provider, the same error object and headers. now reads
+// Retry-After HTTP-dates.
+func classify(parent, callCtx context.Context, err error, capt *capture, now time.Time) *stet.ProcessorError {
 	pe := capt.Fail(stet.FailureTransient, "", err)
 	var apiErr *sdk.Error
 	switch {
@@ -32,13 +39,13 @@ func (c *Client) classifyError(parent, callCtx context.Context, err error, capt 
 			capt.Header = apiErr.Response.Header
 		}
 		pe.Class = statusClass(pe.StatusCode, pe.Code)
-		pe.RetryAfter = c.retryAfter(pe.Class, capt.Header)
+		pe.RetryAfter = retryAfter(pe.Class, capt.Header, now)
 	case capt.Status >= 400 && capt.Raw != nil:
 		// An error body the SDK could not decode: {"error":"…"} from
 		// Ollama, an HTML page from a proxy. The status still decides.
 		pe.Code = errorCode(capt.Raw)
 		pe.Class = statusClass(capt.Status, pe.Code)
-		pe.RetryAfter = c.retryAfter(pe.Class, capt.Header)
+		pe.RetryAfter = retryAfter(pe.Class, capt.Header, now)
 	default:
 		// Shutdown, the caller giving up or the call timeout (the provider
 		// may have answered, so the call counts) is kept in the error.
@@ -72,8 +79,8 @@ func statusClass(status int, code string) stet.FailureClass {
 // then Retry-After. Rate limits also fall back to OpenAI's
 // x-ratelimit-reset-* headers; other classes use only the explicit
 // headers. Every wait is capped at processor.MaxRetryAfter.
-func (c *Client) retryAfter(class stet.FailureClass, h http.Header) time.Duration {
-	if d, ok := processor.RetryAfter(h, c.now()); ok {
+func retryAfter(class stet.FailureClass, h http.Header, now time.Time) time.Duration {
+	if d, ok := processor.RetryAfter(h, now); ok {
 		return d
 	}
 	if class != stet.FailureRateLimited || h == nil {

@@ -78,14 +78,30 @@ func New(cfg Config) (*Client, error) {
 		return nil, err
 	}
 	timeout := cfg.TimeoutOr(DefaultTimeout)
-	hc := cfg.Client(processor.MaxResponseBytes)
+	opts := requestOptions(cfg, base)
 
-	// The chat service is built from these options alone rather than through
-	// sdk.NewClient, which would also read OPENAI_* variables from the
-	// environment (base URL, admin key, organization, extra headers). Where
-	// text goes is decided by stet's config and nothing else.
+	info := cfg.Info(Kind)
+	info.Capabilities = []string{"sync", "batch", "json_schema"}
+	if cfg.AzureAPIVersion != "" {
+		info.Capabilities = []string{"sync", "json_schema"}
+	}
+	return &Client{
+		info:    info,
+		onAzure: cfg.AzureAPIVersion != "",
+		model:   cfg.Model,
+		timeout: timeout,
+		chat:    sdk.NewChatCompletionService(opts...),
+		now:     time.Now,
+	}, nil
+}
+
+// requestOptions are the SDK options every service of this package is built
+// from, and the only ones: sdk.NewClient would also read OPENAI_* variables
+// from the environment (base URL, admin key, organization, extra headers).
+// Where text and audio go is decided by stet's config and nothing else.
+func requestOptions(cfg Config, base string) []option.RequestOption {
 	opts := []option.RequestOption{
-		option.WithHTTPClient(hc),
+		option.WithHTTPClient(cfg.Client(processor.MaxResponseBytes)),
 		option.WithMaxRetries(0),
 	}
 	switch {
@@ -102,20 +118,7 @@ func New(cfg Config) (*Client, error) {
 			opts = append(opts, option.WithAPIKey(cfg.APIKey))
 		}
 	}
-
-	info := cfg.Info(Kind)
-	info.Capabilities = []string{"sync", "batch", "json_schema"}
-	if cfg.AzureAPIVersion != "" {
-		info.Capabilities = []string{"sync", "json_schema"}
-	}
-	return &Client{
-		info:    info,
-		onAzure: cfg.AzureAPIVersion != "",
-		model:   cfg.Model,
-		timeout: timeout,
-		chat:    sdk.NewChatCompletionService(opts...),
-		now:     time.Now,
-	}, nil
+	return opts
 }
 
 // Info declares the processor's identity and data boundary.

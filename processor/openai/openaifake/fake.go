@@ -145,6 +145,8 @@ type Server struct {
 	toks *fakekit.Bucket // TPM; in debt when completions overran
 
 	batch *fakeBatches // the Batch API routes, under their own lock
+
+	audio transcriptions // the transcription route (transcriptions.go)
 }
 
 // Stats counts what a Server received and answered. Calls is as Calls();
@@ -190,6 +192,10 @@ func (f *Server) serve(rw http.ResponseWriter, r *http.Request) {
 		// Files and Batches keep their own counters: Calls and Stats stay
 		// the sync path's.
 		f.serveBatch(rw, r)
+		return
+	}
+	if isTranscriptionPath(r.URL.Path) {
+		f.serveTranscription(rw, r)
 		return
 	}
 	w := &fakekit.StatusWriter{ResponseWriter: rw}
