@@ -51,6 +51,15 @@ type Policy struct {
 	// (and so is an output a provider reports another vendor served).
 	// nil leaves subprocessors unrestricted, and out of the hash.
 	AllowedSubprocessors *[]string `json:"allowed_subprocessors,omitempty"`
+	// Transcribers are the IDs of the transcribers that may hear audio
+	// reports under the policy (docs/design.md §19), the first primary.
+	// AudioAllowed says audio, which cannot be minimized, may leave at all;
+	// AudioRetention keeps it after its transcript is saved (zero: purged
+	// at once). All three are omitted from the hash when unset, so a
+	// text-only policy keeps its recorded hash.
+	Transcribers   []string      `json:"transcribers,omitempty"`
+	AudioAllowed   bool          `json:"audio_allowed,omitempty"`
+	AudioRetention time.Duration `json:"audio_retention,omitempty"`
 }
 
 // AllowsSubprocessor reports whether name may see text under the policy.

@@ -15,14 +15,18 @@ type Discovery struct {
 
 // DiscoverySource is one source in the discovery document.
 type DiscoverySource struct {
-	Tenant       string                 `json:"-"`
-	ID           string                 `json:"id"`
-	Mode         string                 `json:"mode"`
-	Identity     string                 `json:"identity"`
-	Revisions    string                 `json:"revisions"`
-	Profile      DiscoveryProfile       `json:"profile"`
-	Policy       DiscoveryPolicy        `json:"policy"`
-	Processors   []DiscoveryProcessor   `json:"processors"`
+	Tenant     string               `json:"-"`
+	ID         string               `json:"id"`
+	Mode       string               `json:"mode"`
+	Identity   string               `json:"identity"`
+	Revisions  string               `json:"revisions"`
+	Profile    DiscoveryProfile     `json:"profile"`
+	Policy     DiscoveryPolicy      `json:"policy"`
+	Processors []DiscoveryProcessor `json:"processors"`
+	// Transcribers are those the source's audio may reach (docs/design.md
+	// §19), with the same declarations; empty unless the policy says
+	// audio: allow.
+	Transcribers []DiscoveryProcessor   `json:"transcribers"`
 	Destinations []DiscoveryDestination `json:"destinations"`
 }
 
@@ -41,6 +45,7 @@ type DiscoveryPolicy struct {
 	Regions       []string           `json:"regions"`
 	Retention     DiscoveryRetention `json:"retention"`
 	ReplayHorizon string             `json:"replay_horizon"`
+	Audio         string             `json:"audio"` // allow | deny: whether audio may leave for a transcriber
 }
 
 // DiscoveryRetention is how long stet keeps each kind of data ("kept":
@@ -49,9 +54,13 @@ type DiscoveryRetention struct {
 	Text      string `json:"text"`
 	Artifacts string `json:"artifacts"`
 	Records   string `json:"records"`
+	// Audio is how long audio is kept once transcribed ("0s": purged at
+	// once).
+	Audio string `json:"audio"`
 }
 
-// DiscoveryProcessor is a processor a source's text may reach.
+// DiscoveryProcessor is a processor a source's text may reach, or a
+// transcriber its audio may.
 type DiscoveryProcessor struct {
 	ID                string   `json:"id"`
 	Kind              string   `json:"kind"`

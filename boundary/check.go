@@ -23,6 +23,8 @@ const (
 	CodeProcessorNotPermitted    = "processor_not_permitted"
 	CodeRegionNotPermitted       = "region_not_permitted"
 	CodeSubprocessorNotPermitted = "subprocessor_not_permitted"
+	// CodeAudioNotPermitted: the policy does not say audio: allow.
+	CodeAudioNotPermitted = "audio_not_permitted"
 	// CodePendingPrefix starts the code of a processor with an unanswered
 	// declaration: "pending:retention".
 	CodePendingPrefix = "pending:"
@@ -52,6 +54,36 @@ func Check(policy *stet.Policy, info stet.ProcessorInfo) error {
 			Err:   fmt.Errorf("processor %q is not permitted by policy %q", info.ID, policy.ID),
 		}
 	}
+	return checkDeclarations(policy, info)
+}
+
+// CheckTranscriber is Check for a transcriber (docs/design.md §19): the
+// policy must say audio may leave (audio cannot be minimized) and list the
+// transcriber under its transcribers; then its region, subprocessors and
+// pending declarations are judged as a processor's are. A refusal is a
+// *stet.ProcessorError of class stet.FailureBoundary with Code
+// CodeAudioNotPermitted, CodeProcessorNotPermitted or one of Check's.
+func CheckTranscriber(policy *stet.Policy, info stet.ProcessorInfo) error {
+	switch {
+	case policy == nil || !policy.AudioAllowed:
+		return &stet.ProcessorError{
+			Class: stet.FailureBoundary,
+			Code:  CodeAudioNotPermitted,
+			Err:   fmt.Errorf("the policy does not allow audio to leave for transcriber %q", info.ID),
+		}
+	case !slices.Contains(policy.Transcribers, info.ID):
+		return &stet.ProcessorError{
+			Class: stet.FailureBoundary,
+			Code:  CodeProcessorNotPermitted,
+			Err:   fmt.Errorf("transcriber %q is not permitted by policy %q", info.ID, policy.ID),
+		}
+	}
+	return checkDeclarations(policy, info)
+}
+
+// checkDeclarations is what Check and CheckTranscriber judge alike once the
+// policy lists the ID: region, subprocessors, pending answers.
+func checkDeclarations(policy *stet.Policy, info stet.ProcessorInfo) error {
 	if len(policy.Regions) > 0 && !slices.ContainsFunc(policy.Regions, func(r string) bool {
 		return info.Region != "" && strings.EqualFold(r, info.Region)
 	}) {

@@ -61,3 +61,44 @@ func TestCheck(t *testing.T) {
 		})
 	}
 }
+
+// A transcriber hears audio only under a policy that says audio: allow and
+// lists it; its region, subprocessors and pending answers are judged as a
+// processor's; a processor ID is never a transcriber's permission, nor the
+// other way round.
+func TestCheckTranscriber(t *testing.T) {
+	t.Parallel()
+	allowed := []string{"Microsoft"}
+	audio := &stet.Policy{ID: "audio", Processors: []string{"local-rules"}, Transcribers: []string{"local-audio", "openai-audio"},
+		AudioAllowed: true, Regions: []string{"local", "eu"}, AllowedSubprocessors: &allowed}
+	listedNotAllowed := &stet.Policy{ID: "no-audio", Processors: []string{"local-rules"}, Transcribers: []string{"local-audio"}}
+	tests := []struct {
+		name     string
+		policy   *stet.Policy
+		info     stet.ProcessorInfo
+		wantCode string
+	}{
+		{"primary", audio, stet.ProcessorInfo{ID: "local-audio", Region: "local"}, ""},
+		{"fallback in an allowed region", audio, stet.ProcessorInfo{ID: "openai-audio", Region: "EU", Subprocessors: []string{"microsoft"}}, ""},
+		{"audio not allowed", listedNotAllowed, stet.ProcessorInfo{ID: "local-audio", Region: "local"}, CodeAudioNotPermitted},
+		{"nil policy", nil, stet.ProcessorInfo{ID: "local-audio", Region: "local"}, CodeAudioNotPermitted},
+		{"not listed", audio, stet.ProcessorInfo{ID: "other-audio", Region: "local"}, CodeProcessorNotPermitted},
+		{"a processor is not a transcriber", audio, stet.ProcessorInfo{ID: "local-rules", Region: "local"}, CodeProcessorNotPermitted},
+		{"region outside", audio, stet.ProcessorInfo{ID: "openai-audio", Region: "us"}, CodeRegionNotPermitted},
+		{"subprocessor not allowed", audio, stet.ProcessorInfo{ID: "openai-audio", Region: "eu", Subprocessors: []string{"Acme"}}, CodeSubprocessorNotPermitted},
+		{"a pending answer", audio, stet.ProcessorInfo{ID: "openai-audio", Region: "eu", Pending: []string{"retention"}}, CodePendingPrefix + "retention"},
+	}
+	for _, tt := range tests {
+		err := CheckTranscriber(tt.policy, tt.info)
+		var pe *stet.ProcessorError
+		switch {
+		case tt.wantCode == "" && err != nil:
+			t.Errorf("%s: CheckTranscriber = %v, want nil", tt.name, err)
+		case tt.wantCode != "" && (!errors.As(err, &pe) || pe.Class != stet.FailureBoundary || pe.Code != tt.wantCode):
+			t.Errorf("%s: CheckTranscriber = %v, want boundary %s", tt.name, err, tt.wantCode)
+		}
+	}
+	if err := Check(audio, stet.ProcessorInfo{ID: "local-audio", Region: "local"}); err == nil {
+		t.Errorf("Check of a transcriber ID = nil, want refused: a transcriber never receives text")
+	}
+}

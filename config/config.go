@@ -28,8 +28,12 @@ type Config struct {
 	Sources    []Source    `yaml:"sources"`
 	Profiles   []Profile   `yaml:"profiles"`
 	Processors []Processor `yaml:"processors"`
-	Policies   []Policy    `yaml:"policies"`
-	Workers    Workers     `yaml:"workers"`
+	// Transcribers turn audio reports into text (docs/design.md §19): kind
+	// pocketsphinx (offline) or openai-transcribe, with a processor's
+	// declaration keys.
+	Transcribers []Processor `yaml:"transcribers"`
+	Policies     []Policy    `yaml:"policies"`
+	Workers      Workers     `yaml:"workers"`
 	// Admins are cluster-wide admin tokens (docs/design.md §8): they pause and
 	// resume every scope and see every tenant's pauses and invariants.
 	Admins []Admin `yaml:"admins"`
@@ -270,6 +274,7 @@ type Retention struct {
 	Text      Duration `yaml:"text"`
 	Artifacts Duration `yaml:"artifacts"`
 	Records   Duration `yaml:"records"` // decided records' classification and note; 0 (default) keeps them
+	Audio     Duration `yaml:"audio"`   // audio after its transcript is saved; 0 (default) purges it at once
 }
 
 // Policy is one approved data-handling policy.
@@ -284,6 +289,11 @@ type Policy struct {
 	// AllowedSubprocessors, when given, lists who besides a processor's
 	// provider may see text under this policy.
 	AllowedSubprocessors *[]string `yaml:"allowed_subprocessors"`
+	// Transcribers may hear this policy's audio reports, the first
+	// primary; Audio must be "allow" for any audio to leave, since audio
+	// cannot be minimized.
+	Transcribers []string `yaml:"transcribers"`
+	Audio        string   `yaml:"audio"` // allow | deny (default)
 }
 
 // Workers are stage-worker settings.
@@ -338,6 +348,17 @@ func (c *Config) Processor(id string) *Processor {
 	return find(c.Processors, id, func(p *Processor) string { return p.ID })
 }
 
+// Transcriber returns the transcriber with the given id, or nil.
+func (c *Config) Transcriber(id string) *Processor {
+	return find(c.Transcribers, id, func(p *Processor) string { return p.ID })
+}
+
+// A policy's word for letting audio leave for its transcribers, or not.
+const (
+	AudioAllow = "allow"
+	AudioDeny  = "deny"
+)
+
 // Policy returns the policy with the given id, or nil.
 func (c *Config) Policy(id string) *Policy {
 	return find(c.Policies, id, func(p *Policy) string { return p.ID })
@@ -365,6 +386,9 @@ func (p *Policy) Domain() *stet.Policy {
 		RecordsRetention:  p.Retention.Records.Std(),
 		ReplayHorizon:     p.ReplayHorizon.Std(),
 		Regions:           slices.Clone(p.Regions),
+		Transcribers:      slices.Clone(p.Transcribers),
+		AudioAllowed:      p.Audio == AudioAllow,
+		AudioRetention:    p.Retention.Audio.Std(),
 		AllowedSubprocessors: func() *[]string {
 			if p.AllowedSubprocessors == nil {
 				return nil

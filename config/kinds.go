@@ -16,9 +16,19 @@ const (
 	KindAzureContentSafety = "azure-content-safety"
 )
 
+// Transcriber kinds (docs/design.md §19): configured under transcribers,
+// with the same declaration keys as a processor.
+const (
+	KindPocketsphinx     = "pocketsphinx"
+	KindOpenAITranscribe = "openai-transcribe"
+)
+
 // ProcessorKinds lists every processor kind, in the order of the kinds
-// table.
-var ProcessorKinds = kindNames()
+// table; TranscriberKinds every transcriber kind.
+var (
+	ProcessorKinds   = kindNames(false)
+	TranscriberKinds = kindNames(true)
+)
 
 // kindSpec is what one processor kind takes and needs. Validation consults
 // it instead of asking "which kind is this?"; wiring a new kind is a row
@@ -42,6 +52,9 @@ type kindSpec struct {
 	needsModel   bool
 	needsBaseURL bool
 	needsAPIKey  bool
+	// transcriber: the kind turns audio into text and is configured under
+	// transcribers, never under processors.
+	transcriber bool
 }
 
 // kinds is the kinds table. Its order is the order kinds are listed in
@@ -89,20 +102,37 @@ var kinds = []kindSpec{
 		needsBaseURL: true,
 		needsAPIKey:  true,
 	},
+	{
+		// Offline: Debian's recognizer and model on this host.
+		name:        KindPocketsphinx,
+		transcriber: true,
+	},
+	{
+		// model defaults to gpt-4o-mini-transcribe; api_version selects
+		// Azure OpenAI as for kind openai.
+		name:        KindOpenAITranscribe,
+		keys:        []string{"base_url", "api_key_env", "model", "api_version"},
+		notes:       map[string]string{"api_version": "Azure OpenAI"},
+		needsAPIKey: true,
+		transcriber: true,
+	},
 }
 
-func kindNames() []string {
-	names := make([]string, len(kinds))
-	for i, k := range kinds {
-		names[i] = k.name
+func kindNames(transcriber bool) []string {
+	var names []string
+	for _, k := range kinds {
+		if k.transcriber == transcriber {
+			names = append(names, k.name)
+		}
 	}
 	return names
 }
 
-// lookupKind returns the row of the kinds table for name, or nil.
-func lookupKind(name string) *kindSpec {
+// lookupKind returns the row of the kinds table for name among the
+// processor kinds (transcriber false) or the transcriber kinds, or nil.
+func lookupKind(name string, transcriber bool) *kindSpec {
 	for i := range kinds {
-		if kinds[i].name == name {
+		if kinds[i].name == name && kinds[i].transcriber == transcriber {
 			return &kinds[i]
 		}
 	}
@@ -149,8 +179,14 @@ func scoped(key string) scopedKey {
 // every other kind takes it, else the kinds that do ("used only by kinds
 // openai (Azure OpenAI) and azure-content-safety").
 func notTaken(kind, key string) string {
+	transcriber := lookupKind(kind, true) != nil
 	var users []string
+	family := 0
 	for _, k := range kinds {
+		if k.transcriber != transcriber {
+			continue
+		}
+		family++
 		if !k.takes(key) {
 			continue
 		}
@@ -160,7 +196,7 @@ func notTaken(kind, key string) string {
 		}
 		users = append(users, name)
 	}
-	if len(users) == len(kinds)-1 {
+	if len(users) == family-1 {
 		return "not used by kind " + kind
 	}
 	return "used only by " + kindList(users)

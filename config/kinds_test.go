@@ -16,19 +16,22 @@ func TestKindsTable(t *testing.T) {
 		keys                                  []string
 		file                                  string
 		batch, needsModel, needsURL, needsKey bool
+		transcriber                           bool
 	}{
-		{KindRules, []string{"rules"}, "rules", false, false, false, false},
-		{KindOpenAI, []string{"base_url", "api_key_env", "model", "api_version"}, "", true, true, false, true},
-		{KindAnthropic, []string{"base_url", "api_key_env", "model", "tool_use", "max_tokens"}, "", true, true, false, true},
-		{KindGemini, []string{"base_url", "api_key_env", "model"}, "", true, true, false, true},
-		{KindInfrai, []string{"base_url", "api_key_env", "model"}, "", true, false, false, true},
-		{KindAzureContentSafety, []string{"base_url", "api_key_env", "model", "mapping", "api_version"}, "mapping", false, false, true, true},
+		{KindRules, []string{"rules"}, "rules", false, false, false, false, false},
+		{KindOpenAI, []string{"base_url", "api_key_env", "model", "api_version"}, "", true, true, false, true, false},
+		{KindAnthropic, []string{"base_url", "api_key_env", "model", "tool_use", "max_tokens"}, "", true, true, false, true, false},
+		{KindGemini, []string{"base_url", "api_key_env", "model"}, "", true, true, false, true, false},
+		{KindInfrai, []string{"base_url", "api_key_env", "model"}, "", true, false, false, true, false},
+		{KindAzureContentSafety, []string{"base_url", "api_key_env", "model", "mapping", "api_version"}, "mapping", false, false, true, true, false},
+		{KindPocketsphinx, nil, "", false, false, false, false, true},
+		{KindOpenAITranscribe, []string{"base_url", "api_key_env", "model", "api_version"}, "", false, false, false, true, true},
 	}
 	if got := len(kinds); got != len(tests) {
 		t.Errorf("len(kinds) = %d, want %d", got, len(tests))
 	}
 	for _, tt := range tests {
-		k := lookupKind(tt.kind)
+		k := lookupKind(tt.kind, tt.transcriber)
 		if k == nil {
 			t.Errorf("lookupKind(%q) = nil, want a row", tt.kind)
 			continue
@@ -39,11 +42,14 @@ func TestKindsTable(t *testing.T) {
 			t.Errorf("lookupKind(%q) = %v, want %v", tt.kind, got, want)
 		}
 	}
-	if lookupKind("llama") != nil || lookupKind("") != nil {
+	if lookupKind("llama", false) != nil || lookupKind("", false) != nil || lookupKind(KindPocketsphinx, false) != nil {
 		t.Errorf("lookupKind of an unknown kind returned a row")
 	}
 	if !slices.Equal(ProcessorKinds, []string{"rules", "openai", "anthropic", "gemini", "infrai", "azure-content-safety"}) {
 		t.Errorf("ProcessorKinds = %q", ProcessorKinds)
+	}
+	if !slices.Equal(TranscriberKinds, []string{"pocketsphinx", "openai-transcribe"}) {
+		t.Errorf("TranscriberKinds = %q", TranscriberKinds)
 	}
 }
 
@@ -133,15 +139,21 @@ func TestLoadKindKeys(t *testing.T) {
 				for sk, sv := range set {
 					body += "    " + sk + ": " + sv + "\n"
 				}
+				section := "processors"
 				yaml := strings.Replace(readExample(t), "processors:\n", "processors:\n  - id: probe\n"+body, 1)
+				if k.transcriber {
+					// A transcriber is declared under transcribers.
+					section = "transcribers"
+					yaml = readExample(t) + "transcribers:\n  - id: probe\n" + body
+				}
 				dir := writeConfig(t, yaml)
 				_, err := Load(dir+"/stet.yaml", lookup(testEnv()))
 				takes := k.takes(key) || (key == "batch" && k.batch)
 				if takes && err != nil {
 					t.Errorf("Load with kind %s and %s = %v, want no error", k.name, key, err)
 				}
-				if !takes && (err == nil || !strings.Contains(err.Error(), "processors[0]."+key+": ")) {
-					t.Errorf("Load with kind %s and %s = %v, want a problem at processors[0].%s", k.name, key, err, key)
+				if !takes && (err == nil || !strings.Contains(err.Error(), section+"[0]."+key+": ")) {
+					t.Errorf("Load with kind %s and %s = %v, want a problem at %s[0].%s", k.name, key, err, section, key)
 				}
 			})
 		}

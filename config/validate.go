@@ -33,10 +33,18 @@ func (l *loader) validate(c *Config) {
 	}
 
 	ids := sectionIDs{
-		tenants:    checkIDs(l, "tenants", c.Tenants, func(t *Tenant) string { return t.ID }),
-		profiles:   checkIDs(l, "profiles", c.Profiles, func(p *Profile) string { return p.ID }),
-		processors: checkIDs(l, "processors", c.Processors, func(p *Processor) string { return p.ID }),
-		policies:   checkIDs(l, "policies", c.Policies, func(p *Policy) string { return p.ID }),
+		tenants:      checkIDs(l, "tenants", c.Tenants, func(t *Tenant) string { return t.ID }),
+		profiles:     checkIDs(l, "profiles", c.Profiles, func(p *Profile) string { return p.ID }),
+		processors:   checkIDs(l, "processors", c.Processors, func(p *Processor) string { return p.ID }),
+		policies:     checkIDs(l, "policies", c.Policies, func(p *Policy) string { return p.ID }),
+		transcribers: checkIDs(l, "transcribers", c.Transcribers, func(p *Processor) string { return p.ID }),
+	}
+	for i := range c.Transcribers {
+		// Attempts name the processor or transcriber that ran: one
+		// namespace.
+		if id := c.Transcribers[i].ID; ids.processors[id] {
+			l.problem(join(index("transcribers", i), "id"), "%q is already a processor's id", id)
+		}
 	}
 	checkIDs(l, "sources", c.Sources, func(s *Source) string { return s.ID })
 
@@ -44,6 +52,9 @@ func (l *loader) validate(c *Config) {
 	l.validateSources(c, ids)
 	l.validateProfiles(c, ids)
 	l.validateProcessors(c)
+	for i := range c.Transcribers {
+		l.validateProcessor(index("transcribers", i), &c.Transcribers[i], true)
+	}
 	l.validatePolicies(c, ids)
 	l.validatePartPolicies(c)
 	l.validateWorkers(&c.Workers)
@@ -57,7 +68,7 @@ func (l *loader) validate(c *Config) {
 // sectionIDs are the well-formed, unique ids of each section that others
 // refer to.
 type sectionIDs struct {
-	tenants, profiles, processors, policies map[string]bool
+	tenants, profiles, processors, policies, transcribers map[string]bool
 }
 
 // checkIDs checks that every item of a list has a well-formed id unique in
@@ -394,18 +405,26 @@ func (l *loader) validateAcceptance(p string, pr *Profile) {
 
 func (l *loader) validateProcessors(c *Config) {
 	for i := range c.Processors {
-		l.validateProcessor(index("processors", i), &c.Processors[i])
+		l.validateProcessor(index("processors", i), &c.Processors[i], false)
 	}
 }
 
-func (l *loader) validateProcessor(p string, pr *Processor) {
+func (l *loader) validateProcessor(p string, pr *Processor, transcriber bool) {
 	kp := join(p, "kind")
-	kind := lookupKind(pr.Kind)
+	kind := lookupKind(pr.Kind, transcriber)
+	names := ProcessorKinds
+	if transcriber {
+		names = TranscriberKinds
+	}
 	switch {
 	case pr.Kind == "":
-		l.problem(kp, "required (%s)", strings.Join(ProcessorKinds, " | "))
+		l.problem(kp, "required (%s)", strings.Join(names, " | "))
+	case kind == nil && lookupKind(pr.Kind, !transcriber) != nil && transcriber:
+		l.problem(kp, "%s is a processor kind: processors go under processors", pr.Kind)
+	case kind == nil && lookupKind(pr.Kind, !transcriber) != nil:
+		l.problem(kp, "%s is a transcriber kind: transcribers go under transcribers", pr.Kind)
 	case kind == nil:
-		l.problem(kp, "must be one of %s", strings.Join(ProcessorKinds, " | "))
+		l.problem(kp, "must be one of %s", strings.Join(names, " | "))
 	default:
 		l.validateKindKeys(p, pr, kind)
 	}
@@ -426,8 +445,8 @@ func (l *loader) validateProcessor(p string, pr *Processor) {
 	if pr.Deletion != "" && !slices.Contains(Deletions, pr.Deletion) {
 		l.problem(join(p, "deletion"), "must be one of %s", strings.Join(Deletions, " | "))
 	}
-	if pr.Kind == KindRules && len(pr.PendingAnswers()) > 0 {
-		l.problem(join(p, pr.PendingAnswers()[0]), "a rules processor runs on this host: its answers are known, never pending")
+	if (pr.Kind == KindRules || pr.Kind == KindPocketsphinx) && len(pr.PendingAnswers()) > 0 {
+		l.problem(join(p, pr.PendingAnswers()[0]), "a %s %s runs on this host: its answers are known, never pending", pr.Kind, map[bool]string{false: "processor", true: "transcriber"}[transcriber])
 	}
 	for _, lim := range []struct {
 		key string
@@ -532,6 +551,51 @@ func parseRetention(s string) (time.Duration, error) {
 func (l *loader) validatePolicies(c *Config, ids sectionIDs) {
 	for i := range c.Policies {
 		l.validatePolicy(index("policies", i), &c.Policies[i], ids.processors, c)
+		l.validatePolicyAudio(index("policies", i), &c.Policies[i], ids.transcribers, c)
+	}
+}
+
+// validatePolicyAudio checks what a policy says of audio (docs/design.md
+// §19): its transcribers exist, are listed once and are judged against its
+// regions and subprocessors as its processors are; audio is allow or deny,
+// and allow needs a transcriber.
+func (l *loader) validatePolicyAudio(p string, po *Policy, transcribers map[string]bool, c *Config) {
+	ap := join(p, "audio")
+	switch po.Audio {
+	case "":
+		po.Audio = AudioDeny
+	case AudioAllow, AudioDeny:
+	default:
+		l.problem(ap, "must be allow or deny")
+	}
+	tp := join(p, "transcribers")
+	if po.Audio == AudioAllow && len(po.Transcribers) == 0 {
+		l.problem(tp, "required with audio: allow: at least one transcriber")
+	}
+	if po.Audio != AudioAllow && len(po.Transcribers) > 0 {
+		l.problem(ap, "must be allow for transcribers to hear audio: audio cannot be minimized, so the policy says so in words")
+	}
+	dom := po.Domain()
+	for i, id := range po.Transcribers {
+		ip := index(tp, i)
+		tr := c.Transcriber(id)
+		switch {
+		case !transcribers[id]:
+			l.problem(ip, "transcriber %q is not defined under transcribers", id)
+		case slices.Index(po.Transcribers, id) < i:
+			l.problem(ip, "transcriber %q is listed twice", id)
+		case len(po.Regions) > 0 && tr.Region != Pending && !slices.Contains(po.Regions, tr.Region):
+			l.problem(ip, "transcriber %q handles audio in region %q, which this policy's regions do not allow", id, tr.Region)
+		default:
+			for _, sub := range tr.Subprocessors.List {
+				if !dom.AllowsSubprocessor(sub) {
+					l.problem(join(p, "allowed_subprocessors"), "transcriber %q declares subprocessor %q, which this list does not allow", id, sub)
+				}
+			}
+		}
+	}
+	if rp := join(join(p, "retention"), "audio"); l.present(rp) && po.Retention.Audio < 0 {
+		l.problem(rp, "must not be negative")
 	}
 }
 

@@ -30,9 +30,11 @@ func Discovery(cfg *config.Config, encryption bool, procs map[string]stet.Proces
 			Tenant: s.Tenant, ID: s.ID, Mode: string(s.Mode), Identity: string(s.Identity), Revisions: string(s.Revisions),
 			Profile: api.DiscoveryProfile{ID: prof.ID, Version: prof.Version, Schema: prof.SchemaJSON},
 			Policy: api.DiscoveryPolicy{ID: pol.ID, Hash: pol.Hash(), Minimize: []string{}, Regions: []string{},
-				Retention:     api.DiscoveryRetention{Text: kept(pc.Retention.Text), Artifacts: kept(pc.Retention.Artifacts), Records: kept(pc.Retention.Records)},
-				ReplayHorizon: pc.ReplayHorizon.String()},
+				Retention: api.DiscoveryRetention{Text: kept(pc.Retention.Text), Artifacts: kept(pc.Retention.Artifacts), Records: kept(pc.Retention.Records),
+					Audio: pc.Retention.Audio.String()},
+				ReplayHorizon: pc.ReplayHorizon.String(), Audio: pc.Audio},
 			Processors:   []api.DiscoveryProcessor{},
+			Transcribers: []api.DiscoveryProcessor{},
 			Destinations: []api.DiscoveryDestination{}, // destinations are a later issue
 		}
 		for _, c := range pol.Minimize {
@@ -44,20 +46,32 @@ func Discovery(cfg *config.Config, encryption bool, procs map[string]stet.Proces
 			if p == nil {
 				continue
 			}
-			role := "fallback"
-			if n == 0 {
-				role = "primary"
-			}
-			subs := append([]string{}, p.Subprocessors.List...)
 			model := p.Model
 			if built, ok := procs[p.ID]; ok && built.Info().Model != "" {
 				model = built.Info().Model
 			}
-			ds.Processors = append(ds.Processors, api.DiscoveryProcessor{ID: p.ID, Kind: p.Kind, Role: role, Model: model,
-				Region: p.Region, Retention: p.Retention, ZeroDataRetention: p.ZeroRetention.Value, Subprocessors: subs,
-				Pending: p.PendingAnswers()})
+			ds.Processors = append(ds.Processors, discoveryProcessor(p, n, model))
+		}
+		if pol.AudioAllowed {
+			for n, id := range pol.Transcribers {
+				if t := cfg.Transcriber(id); t != nil {
+					ds.Transcribers = append(ds.Transcribers, discoveryProcessor(t, n, t.Model))
+				}
+			}
 		}
 		d.Sources = append(d.Sources, ds)
 	}
 	return d
+}
+
+// discoveryProcessor is the entry of processor or transcriber p, the nth
+// its policy lists (the first is primary, the rest fallbacks).
+func discoveryProcessor(p *config.Processor, n int, model string) api.DiscoveryProcessor {
+	role := "fallback"
+	if n == 0 {
+		role = "primary"
+	}
+	return api.DiscoveryProcessor{ID: p.ID, Kind: p.Kind, Role: role, Model: model,
+		Region: p.Region, Retention: p.Retention, ZeroDataRetention: p.ZeroRetention.Value,
+		Subprocessors: append([]string{}, p.Subprocessors.List...), Pending: p.PendingAnswers()}
 }
