@@ -43,6 +43,10 @@ type Source struct {
 	ProfileID      string
 	ProfileVersion int
 	Mode           stet.DispatchMode // sync | batch
+	// Audio says the source takes audio reports (docs/design.md §19),
+	// whose bodies may be up to AudioBodyLimit bytes.
+	Audio          bool
+	AudioBodyLimit int64
 	// Schema validates a reviewer's override classification.
 	Schema *schema.Schema
 }

@@ -20,6 +20,7 @@ type DiscoverySource struct {
 	Mode       string               `json:"mode"`
 	Identity   string               `json:"identity"`
 	Revisions  string               `json:"revisions"`
+	Media      []string             `json:"media"` // text, and audio for a source that takes it
 	Profile    DiscoveryProfile     `json:"profile"`
 	Policy     DiscoveryPolicy      `json:"policy"`
 	Processors []DiscoveryProcessor `json:"processors"`

@@ -2,18 +2,21 @@ package api
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"io"
 	"math"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/stetlabs/stet"
 	"github.com/stetlabs/stet/ledger"
+	"github.com/stetlabs/stet/processor/transcribe"
 	"github.com/stetlabs/stet/webhook"
 )
 
@@ -22,7 +25,14 @@ type intakeBody struct {
 	ExternalID *string          `json:"external_id"`
 	Revision   json.RawMessage  `json:"revision"`
 	Text       *string          `json:"text"`
+	Audio      *intakeAudio     `json:"audio"`
 	Metadata   *json.RawMessage `json:"metadata"`
+}
+
+// intakeAudio is an audio report's clip (docs/design.md §19).
+type intakeAudio struct {
+	ContentType string `json:"content_type"`
+	Data        string `json:"data"` // base64
 }
 
 // IntakeResponse is the answer to an accepted or duplicate delivery.
@@ -57,11 +67,15 @@ func (s *Server) intakeStatus(w http.ResponseWriter, r *http.Request) int {
 	if src == nil {
 		return fail(http.StatusNotFound, "unknown-source", "no such source")
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.BodyLimit))
+	limit := s.cfg.BodyLimit
+	if src.Audio {
+		limit = max(limit, src.AudioBodyLimit)
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return fail(http.StatusRequestEntityTooLarge, "body-too-large", "the body is larger than "+strconv.FormatInt(s.cfg.BodyLimit, 10)+" bytes")
+			return fail(http.StatusRequestEntityTooLarge, "body-too-large", "the body is larger than "+strconv.FormatInt(limit, 10)+" bytes")
 		}
 		return fail(http.StatusBadRequest, "unreadable-body", "the body could not be read")
 	}
@@ -81,12 +95,16 @@ func (s *Server) intakeStatus(w http.ResponseWriter, r *http.Request) int {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-			return fail(http.StatusUnprocessableEntity, "unsupported-media", "only application/json text reports are supported; audio and other media are not")
+			return fail(http.StatusUnprocessableEntity, "unsupported-media", "only application/json bodies are supported; audio comes base64 in the audio field of a source that takes it")
 		}
 	}
 	p, perr := src.ParseBody(body)
 	if perr != nil {
 		return fail(perr.Status, perr.Slug, perr.Detail)
+	}
+	if p.Audio == nil && int64(len(body)) > s.cfg.BodyLimit {
+		// A text report on a source that takes audio: the text limit.
+		return fail(http.StatusRequestEntityTooLarge, "body-too-large", "the body is larger than "+strconv.FormatInt(s.cfg.BodyLimit, 10)+" bytes")
 	}
 	p.DeliveryKey, p.Now = r.Header.Get("webhook-id"), s.clock.Now()
 
@@ -210,16 +228,28 @@ func (src *Source) ParseBody(body []byte) (ledger.AcceptParams, *BodyError) {
 		BodySHA256: stet.SHA256Hex(body), Mode: src.Mode,
 		PolicyID: src.PolicyID, PolicyHash: src.PolicyHash, ProfileID: src.ProfileID, ProfileVersion: src.ProfileVersion,
 	}
-	if in.Text == nil {
+	switch {
+	case in.Audio != nil && !src.Audio:
+		return p, &BodyError{Status: http.StatusUnprocessableEntity, Slug: "unsupported-media", Detail: "this source takes text reports only"}
+	case in.Audio != nil && in.Text != nil:
+		return p, &BodyError{Status: http.StatusBadRequest, Slug: "invalid-body", Detail: "give text or audio, not both"}
+	case in.Audio != nil:
+		a, berr := parseAudio(in.Audio)
+		if berr != nil {
+			return p, berr
+		}
+		p.Audio = a
+	case in.Text == nil && src.Audio:
+		return p, &BodyError{Status: http.StatusBadRequest, Slug: "invalid-body", Detail: "text or audio is required"}
+	case in.Text == nil:
 		return p, &BodyError{Status: http.StatusBadRequest, Slug: "invalid-body", Detail: "text is required"}
-	}
-	if strings.TrimSpace(*in.Text) == "" {
+	case strings.TrimSpace(*in.Text) == "":
 		return p, &BodyError{Status: http.StatusBadRequest, Slug: "invalid-body", Detail: "text is empty"}
-	}
-	if loneSurrogates(*in.Text, body) {
+	case loneSurrogates(*in.Text, body):
 		return p, &BodyError{Status: http.StatusBadRequest, Slug: "invalid-body", Detail: "text holds an escaped lone surrogate, which is not valid UTF-8"}
+	default:
+		p.Text = stet.NewText(*in.Text)
 	}
-	p.Text = stet.NewText(*in.Text)
 	switch src.Identity {
 	case stet.IdentityExternalID:
 		if in.ExternalID == nil || *in.ExternalID == "" {
@@ -261,4 +291,22 @@ func (src *Source) ParseBody(body []byte) (ledger.AcceptParams, *BodyError) {
 	}
 
 	return p, nil
+}
+
+// parseAudio checks an audio report's clip: an accepted media type and
+// non-empty base64 data.
+func parseAudio(in *intakeAudio) (*ledger.Audio, *BodyError) {
+	mt, _, err := mime.ParseMediaType(in.ContentType)
+	if err != nil || !slices.Contains(transcribe.ContentTypes, mt) {
+		return nil, &BodyError{Status: http.StatusUnprocessableEntity, Slug: "unsupported-media",
+			Detail: "audio.content_type must be one of " + strings.Join(transcribe.ContentTypes, ", ")}
+	}
+	data, err := base64.StdEncoding.DecodeString(in.Data)
+	if err != nil {
+		return nil, &BodyError{Status: http.StatusBadRequest, Slug: "invalid-body", Detail: "audio.data is not standard base64"}
+	}
+	if len(data) == 0 {
+		return nil, &BodyError{Status: http.StatusBadRequest, Slug: "invalid-body", Detail: "audio.data is empty"}
+	}
+	return &ledger.Audio{ContentType: mt, Data: data}, nil
 }

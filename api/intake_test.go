@@ -690,3 +690,61 @@ func TestIntakeDatabaseLost(t *testing.T) {
 		}
 	}
 }
+
+// Audio at intake (docs/design.md §19): a source that takes audio accepts
+// an audio report, stores its clip beside the revision under the audio's
+// hash, answers a redelivery as a duplicate and other audio for the same
+// revision as a conflict; every refusal stores nothing.
+func TestIntakeAudio(t *testing.T) {
+	t.Parallel()
+	clock := stet.NewManualClock(intakeEpoch)
+	e := stettest.New(t, stettest.Options{Clock: clock, NoWorkers: true, BodyLimit: 1024})
+	audio := func(id, contentType string, data []byte) string {
+		b, _ := json.Marshal(map[string]any{"external_id": id, "revision": 1,
+			"audio": map[string]string{"content_type": contentType, "data": base64.StdEncoding.EncodeToString(data)}})
+		return string(b)
+	}
+	clip := bytes.Repeat([]byte("RIFF-not-really-a-wav "), 100) // 2,200 bytes: over body_limit, under the audio limit
+	deliver := func(source, id, body string) reply {
+		return send(t, e, http.MethodPost, intakePath(source), signed(t, stettest.Secret, id, clock.Now(), []byte(body)), []byte(body))
+	}
+	first := intakeAnswer(t, "audio report", deliver(stettest.SourceVoice, "msg_voice_1", audio("v-1", "audio/wav; codecs=1", clip)))
+	if r := deliver(stettest.SourceVoice, "msg_voice_1", audio("v-1", "audio/wav; codecs=1", clip)); r.status != http.StatusOK {
+		t.Errorf("same webhook-id again = %d %s, want 200", r.status, r.body)
+	}
+	again := intakeAnswer(t, "same audio, new webhook-id", deliver(stettest.SourceVoice, "msg_voice_2", audio("v-1", "audio/wav", clip)))
+	if !again.Duplicate || again.JobID != first.JobID {
+		t.Errorf("same audio, new webhook-id = %+v, want a duplicate of %s", again, first.JobID)
+	}
+	checkProblem(t, "other audio, same revision", deliver(stettest.SourceVoice, "msg_voice_3", audio("v-1", "audio/wav", clip[1:])),
+		http.StatusConflict, "revision-conflict")
+	if n := e.Count("revision_audio", ""); n != 1 {
+		t.Errorf("stored clips = %d, want 1", n)
+	}
+	if n := e.Count("revisions", "audio_sha256 = '"+stet.SHA256Hex(clip)+"' AND transcript_sha256 IS NULL"); n != 1 {
+		t.Errorf("revisions under the clip's hash awaiting a transcript = %d, want 1", n)
+	}
+
+	before := rowCounts(e)
+	big := bytes.Repeat([]byte{'x'}, stettest.VoiceBodyLimit)
+	for _, tc := range []struct {
+		name, source, body string
+		status             int
+		slug               string
+	}{
+		{"audio to a source that takes text only", stettest.SourceReports, audio("v-2", "audio/wav", clip[:100]), http.StatusUnprocessableEntity, "unsupported-media"},
+		{"an audio type not accepted", stettest.SourceVoice, audio("v-2", "audio/flac", clip), http.StatusUnprocessableEntity, "unsupported-media"},
+		{"audio data not base64", stettest.SourceVoice, `{"external_id":"v-2","revision":1,"audio":{"content_type":"audio/wav","data":"@@@"}}`, http.StatusBadRequest, "invalid-body"},
+		{"empty audio data", stettest.SourceVoice, audio("v-2", "audio/wav", nil), http.StatusBadRequest, "invalid-body"},
+		{"text and audio", stettest.SourceVoice, `{"external_id":"v-2","revision":1,"text":"hi","audio":{"content_type":"audio/wav","data":"AAAA"}}`, http.StatusBadRequest, "invalid-body"},
+		{"neither text nor audio", stettest.SourceVoice, `{"external_id":"v-2","revision":1}`, http.StatusBadRequest, "invalid-body"},
+		{"audio over the audio body limit", stettest.SourceVoice, audio("v-2", "audio/wav", big), http.StatusRequestEntityTooLarge, "body-too-large"},
+		{"text over body_limit on a source that takes audio", stettest.SourceVoice,
+			`{"external_id":"v-2","revision":1,"text":"` + strings.Repeat("a", 2000) + `"}`, http.StatusRequestEntityTooLarge, "body-too-large"},
+	} {
+		checkProblem(t, tc.name, deliver(tc.source, "msg_"+strings.ReplaceAll(tc.name, " ", "_"), tc.body), tc.status, tc.slug)
+	}
+	if after := rowCounts(e); !maps.Equal(before, after) {
+		t.Errorf("rows after the refusals = %v, want %v: nothing stored", after, before)
+	}
+}

@@ -63,6 +63,30 @@ type JobView struct {
 	// each part's job: its processor, state and attempts. Absent for
 	// other jobs.
 	Parts []PartView `json:"parts,omitempty"`
+	AudioFields
+}
+
+// AudioFields describe a revision delivered as audio (docs/design.md §19):
+// the SHA-256 of its audio and, once transcribed, of its transcript, and
+// the transcriber and model that made it. Absent for a text revision.
+type AudioFields struct {
+	AudioSHA256      string           `json:"audio_sha256,omitempty"`
+	TranscriptSHA256 string           `json:"transcript_sha256,omitempty"`
+	Transcriber      *TranscriberView `json:"transcriber,omitempty"`
+}
+
+// TranscriberView names who transcribed an audio revision.
+type TranscriberView struct {
+	Processor string `json:"processor"`
+	Model     string `json:"model"`
+}
+
+func audioFields(a ledger.AudioInfo) AudioFields {
+	f := AudioFields{AudioSHA256: a.AudioSHA256, TranscriptSHA256: a.TranscriptSHA256}
+	if a.Transcriber != "" {
+		f.Transcriber = &TranscriberView{Processor: a.Transcriber, Model: a.Model}
+	}
+	return f
 }
 
 // PartView is one part of a job of a profile with parts.
@@ -137,6 +161,7 @@ func NewJobView(d *ledger.JobDetail) JobView {
 		State: string(j.State), FailureClass: string(j.FailureClass), PolicyID: j.PolicyID, PolicyHash: j.PolicyHash,
 		Stages:       StageTimes{AcceptedAt: ts(j.CreatedAt), ExtractingAt: ts(j.ExtractingAt), ExtractedAt: ts(j.ExtractedAt), CommittedAt: ts(j.CommittedAt)},
 		TextPurgedAt: ts(d.TextPurgedAt),
+		AudioFields:  audioFields(d.Audio),
 	}
 	if j.ReviewRecordID != "" {
 		id := j.ReviewRecordID
@@ -215,6 +240,7 @@ type RevisionView struct {
 	Authoritative  bool    `json:"authoritative"`
 	ReceivedAt     string  `json:"received_at"`
 	TextPurgedAt   string  `json:"text_purged_at,omitempty"`
+	AudioFields
 }
 
 // NewReportView shapes a report for the API and the CLI.
@@ -226,7 +252,7 @@ func NewReportView(d *ledger.ReportDetail) ReportView {
 	}
 	for _, rv := range d.Revisions {
 		x := RevisionView{Revision: rv.Revision, JobID: rv.JobID, State: string(rv.State), Authoritative: rv.Authoritative, ReceivedAt: ts(rv.ReceivedAt),
-			TextPurgedAt: ts(rv.TextPurgedAt)}
+			TextPurgedAt: ts(rv.TextPurgedAt), AudioFields: audioFields(rv.Audio)}
 		if rv.ReviewRecordID != "" {
 			id := rv.ReviewRecordID
 			x.ReviewRecordID = &id

@@ -121,6 +121,12 @@ type Source struct {
 	Profile   string            `yaml:"profile"`
 	Policy    string            `yaml:"policy"`
 	Mode      stet.DispatchMode `yaml:"mode"` // default sync
+	// Media the source delivers: text (the default) and, under a policy
+	// that says audio: allow, audio (docs/design.md §19).
+	Media []string `yaml:"media"`
+	// AudioBodyLimit bounds the body of a source that takes audio;
+	// default 25 MiB.
+	AudioBodyLimit ByteSize `yaml:"audio_body_limit"`
 	// Destinations receive the source's record events (docs/design.md §13).
 	Destinations []Destination `yaml:"destinations"`
 	// Secrets are the whsec_ secrets read from SecretEnv. The variable may
@@ -353,8 +359,14 @@ func (c *Config) Transcriber(id string) *Processor {
 	return find(c.Transcribers, id, func(p *Processor) string { return p.ID })
 }
 
-// A policy's word for letting audio leave for its transcribers, or not.
+// AcceptsAudio reports whether the source takes audio reports.
+func (s *Source) AcceptsAudio() bool { return slices.Contains(s.Media, MediaAudio) }
+
+// The media a source may deliver, and a policy's word for letting audio
+// leave for its transcribers, or not.
 const (
+	MediaText  = "text"
+	MediaAudio = "audio"
 	AudioAllow = "allow"
 	AudioDeny  = "deny"
 )

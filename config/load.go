@@ -16,6 +16,7 @@ import (
 const (
 	DefaultListen            = "127.0.0.1:8080"
 	DefaultBodyLimit         = ByteSize(1 << 20)
+	DefaultAudioBodyLimit    = ByteSize(25 << 20)
 	DefaultTimeout           = Duration(60 * time.Second)
 	DefaultTextRetention     = Duration(30 * 24 * time.Hour)
 	DefaultArtifactRetention = Duration(365 * 24 * time.Hour)

@@ -57,6 +57,7 @@ func (l *loader) validate(c *Config) {
 	}
 	l.validatePolicies(c, ids)
 	l.validatePartPolicies(c)
+	l.validateAudioSources(c)
 	l.validateWorkers(&c.Workers)
 	l.validateSecurity(c)
 	l.validateWeb(&c.Web, c.TLS != nil)
@@ -206,6 +207,23 @@ func (l *loader) validateSource(p string, s *Source, ids sectionIDs) {
 		s.Revisions = stet.RevisionsExplicit
 	} else if !slices.Contains(stet.RevisionModes, s.Revisions) {
 		l.problem(join(p, "revisions"), "must be one of %s", joinStrings(stet.RevisionModes, " | "))
+	}
+	if len(s.Media) == 0 {
+		s.Media = []string{MediaText}
+	}
+	for i, m := range s.Media {
+		mp := index(join(p, "media"), i)
+		switch {
+		case m != MediaText && m != MediaAudio:
+			l.problem(mp, "must be text or audio")
+		case slices.Index(s.Media, m) < i:
+			l.problem(mp, "%s is listed twice", m)
+		}
+	}
+	if !l.present(join(p, "audio_body_limit")) {
+		s.AudioBodyLimit = DefaultAudioBodyLimit
+	} else if s.AudioBodyLimit <= 0 {
+		l.problem(join(p, "audio_body_limit"), "must be greater than 0")
 	}
 	if s.Mode == "" {
 		s.Mode = stet.ModeSync
@@ -552,6 +570,25 @@ func (l *loader) validatePolicies(c *Config, ids sectionIDs) {
 	for i := range c.Policies {
 		l.validatePolicy(index("policies", i), &c.Policies[i], ids.processors, c)
 		l.validatePolicyAudio(index("policies", i), &c.Policies[i], ids.transcribers, c)
+	}
+}
+
+// validateAudioSources checks that a source taking audio runs under a
+// policy that lets audio leave for a transcriber, and in sync mode: the
+// transcribe step has no batch path.
+func (l *loader) validateAudioSources(c *Config) {
+	for i := range c.Sources {
+		s := &c.Sources[i]
+		if !s.AcceptsAudio() {
+			continue
+		}
+		p := index("sources", i)
+		if po := c.Policy(s.Policy); po != nil && po.Audio != AudioAllow {
+			l.problem(join(p, "media"), "audio needs a policy that says audio: allow and lists transcribers; policy %q does not", s.Policy)
+		}
+		if s.Mode == stet.ModeBatch {
+			l.problem(join(p, "mode"), "must be sync for a source taking audio: transcription has no batch path")
+		}
 	}
 }
 

@@ -203,11 +203,14 @@ func (g *Governance) deleteProviderCopy(ctx context.Context, d *stet.Deletion, c
 	switch {
 	case strings.HasPrefix(copy, ledger.PrefixProviderRetention):
 		procID := strings.TrimPrefix(copy, ledger.PrefixProviderRetention)
-		proc := g.cfg.Processors[procID]
-		if proc == nil {
+		var info stet.ProcessorInfo
+		if proc := g.cfg.Processors[procID]; proc != nil {
+			info = proc.Info()
+		} else if t, ok := g.cfg.Transcribers[procID]; ok {
+			info = t // a transcriber heard the report's audio
+		} else {
 			return unresolved("the processor is no longer configured: its retention is unknown", time.Time{})
 		}
-		info := proc.Info()
 		keep, none, err := ParseRetention(info.Retention)
 		switch {
 		case info.Retention == "pending":

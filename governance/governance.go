@@ -27,8 +27,11 @@ type Config struct {
 	Clock      stet.Clock
 	Log        *slog.Logger
 	Processors map[string]stet.Processor // by ID: their copies are deleted through stet.CopyDeleter
-	Encryption bool                      // the ledger seals text under per-report data keys
-	JobTimeout time.Duration             // bounds one provider delete call
+	// Transcribers declare, by ID, the boundary of those that heard audio
+	// reports: their retention closes provider_retention tasks.
+	Transcribers map[string]stet.ProcessorInfo
+	Encryption   bool          // the ledger seals text under per-report data keys
+	JobTimeout   time.Duration // bounds one provider delete call
 	// SweepInterval is how often the leader's sweep runs; SweepBatch rows
 	// are purged per transaction, at most SweepBatches transactions per
 	// kind and run.

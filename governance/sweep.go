@@ -34,7 +34,7 @@ func (w *sweepWorker) Work(ctx context.Context, _ *river.Job[SweepArgs]) error {
 // version, it purges text and metadata, artifacts' raw and normalized
 // output, decided records' classification and note (when the policy sets
 // records retention), and delivery receipts past the replay horizon; then
-// expired tombstones. Each batch of SweepBatch rows is its own transaction,
+// expired tombstones and transcribed audio past its retention. Each batch of SweepBatch rows is its own transaction,
 // and each kind stops after SweepBatches batches, so a run's work is
 // bounded and the next run carries on. It also re-enqueues deletions whose
 // worker was lost. It returns the rows purged by kind.
@@ -81,8 +81,10 @@ func (g *Governance) Sweep(ctx context.Context) (map[ledger.Purge]int, error) {
 			}
 		}
 	}
-	if err := run(ledger.PurgeTombstones, "", 0); err != nil {
-		return counts, err
+	for _, kind := range []ledger.Purge{ledger.PurgeTombstones, ledger.PurgeAudio} {
+		if err := run(kind, "", 0); err != nil {
+			return counts, err
+		}
 	}
 	// A provider's copy held under its declared retention is gone once
 	// that retention ends: its task closes itself.

@@ -14,13 +14,16 @@ import (
 
 // AcceptParams is one intake delivery, already verified and parsed.
 type AcceptParams struct {
-	TenantID    string
-	SourceID    string
-	Identity    stet.IdentityMode
-	Revisions   stet.RevisionMode
-	ExternalID  string // empty for content identity
-	Revision    int64  // the source's revision; 0 when stet numbers them
-	Text        stet.Text
+	TenantID   string
+	SourceID   string
+	Identity   stet.IdentityMode
+	Revisions  stet.RevisionMode
+	ExternalID string // empty for content identity
+	Revision   int64  // the source's revision; 0 when stet numbers them
+	Text       stet.Text
+	// Audio, when set, is the report's clip (docs/design.md §19): Text is
+	// then empty until its transcript is saved.
+	Audio       *Audio
 	Metadata    json.RawMessage
 	DeliveryKey string // webhook-id
 	BodySHA256  string // SHA-256 of the raw delivery body
@@ -122,7 +125,7 @@ func (db *DB) acceptOne(ctx context.Context, tx Querier, p AcceptParams) (res Ac
 
 	// 0. A deleted identity stays deleted until the replay horizon: nothing
 	// is stored, not even a receipt.
-	identity := IdentityHash(p.Identity, p.ExternalID, p.Text)
+	identity := p.identity()
 	if gone, err := db.tombstoned(ctx, tx, p.TenantID, p.SourceID, identity, p.Now); err != nil {
 		return res, false, err
 	} else if gone {
@@ -212,7 +215,7 @@ func (db *DB) acceptOne(ctx context.Context, tx Querier, p AcceptParams) (res Ac
 	}
 
 	// 3. The revision, under its content hash as stored.
-	contentSHA, contentPlain := db.forms(hashContent, p.Text.SHA256())
+	contentSHA, contentPlain := db.forms(hashContent, p.contentSHA256())
 	revision := p.Revision
 	if p.Revisions == stet.RevisionsContent {
 		// The same content as any earlier revision is that revision: a late
@@ -251,6 +254,11 @@ func (db *DB) acceptOne(ctx context.Context, tx Querier, p AcceptParams) (res Ac
 		p.PolicyHash, p.ProfileID, p.ProfileVersion, now, sealed).Scan(&revisionKey)
 	switch {
 	case err == nil:
+		if p.Audio != nil {
+			if err := insertAudio(ctx, tx, dk, revisionKey, binding, p.Audio); err != nil {
+				return res, false, err
+			}
+		}
 	case errors.Is(err, sql.ErrNoRows):
 		var stored string
 		if err := tx.QueryRowContext(ctx, qRevisionByNumber,

@@ -172,7 +172,8 @@ var ErrCommit = errors.New("commit")
 // aborts the transaction (stet_group_retry) wherever the group would run
 // again.
 func (db *DB) acceptCommitted(ctx context.Context, ps []AcceptParams, enq *Enqueue) ([]AcceptResult, error) {
-	if !db.pipelines(ps, enq) {
+	if !db.pipelines(ps, enq) || hasAudio(ps) {
+		// Audio is written item by item, beside its revision.
 		return nil, errNotPipelined
 	}
 	set, _ := splitGroup(ps, enq)

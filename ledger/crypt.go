@@ -49,7 +49,7 @@ const (
 // column.
 func sealedBit(col string) int {
 	switch col {
-	case colRevisionText, colArtifactRaw, colClassification, colExternalID:
+	case colRevisionText, colArtifactRaw, colClassification, colExternalID, colRevisionAudio:
 		return 1
 	case colRevisionMetadata, colArtifactOutput, colNote:
 		return 2

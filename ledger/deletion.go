@@ -566,9 +566,10 @@ func ReportKeyExists(ctx context.Context, q Querier, reportID string) (bool, err
 // statement that deletes a report's copy ($1 the report's key, $2 the time).
 var deleteCopy = map[string]string{
 	// The row stays (IDs, revision number, received_at); the text, the
-	// metadata and the content hash (which could confirm a guessed text) go.
-	CopyRevisionText: `UPDATE revisions SET text = NULL, metadata = NULL, content_sha256 = NULL,
-		text_purged_at = COALESCE(text_purged_at, $2) WHERE report_id = $1`,
+	// metadata and the content hashes (which could confirm a guessed text
+	// or recording) go, and so does any audio (DeleteLocalCopy).
+	CopyRevisionText: `UPDATE revisions SET text = NULL, metadata = NULL, content_sha256 = NULL, audio_sha256 = NULL,
+		transcript_sha256 = NULL, text_purged_at = COALESCE(text_purged_at, $2) WHERE report_id = $1`,
 	CopyArtifacts:     `DELETE FROM artifacts WHERE job_id IN (` + qJobsOfReport + `)`,
 	CopyReviewRecords: `DELETE FROM review_records WHERE job_id IN (` + qJobsOfReport + `)`,
 	// The rows stay so calls remain counted; what identifies the request at
@@ -581,8 +582,10 @@ var deleteCopy = map[string]string{
 // verifyCopy holds, for each local copy but the encryption key, the
 // statement that counts what is left of a report's copy ($1 the report's key).
 var verifyCopy = map[string]string{
-	CopyRevisionText: `SELECT COUNT(*) FROM revisions WHERE report_id = $1 AND (text IS NOT NULL OR metadata IS NOT NULL OR content_sha256 IS NOT NULL)`,
-	CopyArtifacts:    `SELECT COUNT(*) FROM artifacts WHERE job_id IN (` + qJobsOfReport + `)`,
+	CopyRevisionText: `SELECT (SELECT COUNT(*) FROM revisions WHERE report_id = $1 AND (text IS NOT NULL OR metadata IS NOT NULL
+			OR content_sha256 IS NOT NULL OR audio_sha256 IS NOT NULL OR transcript_sha256 IS NOT NULL))
+		+ (SELECT COUNT(*) FROM revision_audio WHERE revision_id IN (SELECT id FROM revisions WHERE report_id = $1))`,
+	CopyArtifacts: `SELECT COUNT(*) FROM artifacts WHERE job_id IN (` + qJobsOfReport + `)`,
 	CopyReviewRecords: `SELECT (SELECT COUNT(*) FROM review_records WHERE job_id IN (` + qJobsOfReport + `))
 		+ (SELECT COUNT(*) FROM decisions WHERE report_id = $1)`,
 	CopyAttempts: `SELECT COUNT(*) FROM attempts WHERE job_id IN (` + qJobsOfReport + `)
@@ -603,6 +606,12 @@ func DeleteLocalCopy(ctx context.Context, tx Querier, copy, reportID string, now
 	key, err := reportKeyByID(ctx, tx, reportID)
 	if err != nil {
 		return err
+	}
+	if copy == CopyRevisionText {
+		// The audio of the report's revisions, kept until transcribed.
+		if _, err := tx.ExecContext(ctx, `DELETE FROM revision_audio WHERE revision_id IN (SELECT id FROM revisions WHERE report_id = $1)`, key); err != nil {
+			return fmt.Errorf("delete %s: %w", copy, err)
+		}
 	}
 	if copy == CopyReviewRecords {
 		// The records' decisions first: they refer to the records.

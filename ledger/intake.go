@@ -85,7 +85,7 @@ func lockOrder(ps []AcceptParams) []int {
 	order := make([]int, len(ps))
 	for i := range ps {
 		p := &ps[i]
-		keys[i] = p.TenantID + "\x00" + p.SourceID + "\x00" + IdentityHash(p.Identity, p.ExternalID, p.Text)
+		keys[i] = p.TenantID + "\x00" + p.SourceID + "\x00" + p.identity()
 		order[i] = i
 	}
 	sort.SliceStable(order, func(a, b int) bool { return keys[order[a]] < keys[order[b]] })
@@ -134,7 +134,7 @@ func (db *DB) acceptTx(ctx context.Context, ps []AcceptParams, enq *Enqueue, err
 	res := make([]AcceptResult, len(ps))
 	clear(errs)
 	err := db.InTx(ctx, func(tx *sql.Tx) error {
-		if !savepoints && db.dialect.name == Postgres {
+		if !savepoints && db.dialect.name == Postgres && !hasAudio(ps) {
 			r, _, err := db.acceptSetTx(ctx, tx, ps, enq)
 			if err != nil {
 				return errItemFailed

@@ -31,6 +31,27 @@ type JobDetail struct {
 	// Parts are its parts' jobs, for a job of a profile with parts
 	// (docs/design.md §16).
 	Parts []PartDetail
+	// Audio describes the revision's audio and transcript, for an audio
+	// report (docs/design.md §19).
+	Audio AudioInfo
+}
+
+// AudioInfo is what a revision delivered as audio records: hashes and who
+// transcribed it, never the audio or the transcript. Empty for a text
+// revision.
+type AudioInfo struct {
+	AudioSHA256      string
+	TranscriptSHA256 string // "" until transcribed
+	Transcriber      string
+	Model            string
+}
+
+// audioColumns reads an AudioInfo from the revision aliased v.
+const audioColumns = `COALESCE(v.audio_sha256, ''), COALESCE(v.transcript_sha256, ''), COALESCE(v.transcriber_id, ''), COALESCE(v.transcriber_model, '')`
+
+// audioDest are the scan destinations of audioColumns.
+func (a *AudioInfo) dest() []any {
+	return []any{&a.AudioSHA256, &a.TranscriptSHA256, &a.Transcriber, &a.Model}
 }
 
 // ArtifactMeta describes an artifact without its content.
@@ -78,9 +99,9 @@ func getJobOf(ctx context.Context, q Querier, tenant, jobID string) (*JobDetail,
 	var d JobDetail
 	var textPurged, deleted sql.NullInt64
 	var jobKey int64
-	row := q.QueryRowContext(ctx, `SELECT `+jobColumns+`, v.text_purged_at, rp.deleted_at, j.id FROM `+jobFrom+`
+	row := q.QueryRowContext(ctx, `SELECT `+jobColumns+`, v.text_purged_at, rp.deleted_at, j.id, `+audioColumns+` FROM `+jobFrom+`
 		WHERE j.public_id = $1 AND ($2 = '*any*' OR j.tenant_id = $2)`, pub(jobID), tenant)
-	if _, err := scanJob(row, &d.Job, &textPurged, &deleted, &jobKey); errors.Is(err, sql.ErrNoRows) {
+	if _, err := scanJob(row, &d.Job, append([]any{&textPurged, &deleted, &jobKey}, d.Audio.dest()...)...); errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("job")
 	} else if err != nil {
 		return nil, fmt.Errorf("read job: %w", err)
@@ -219,6 +240,7 @@ type RevisionSummary struct {
 	Authoritative  bool
 	ReceivedAt     time.Time
 	TextPurgedAt   time.Time
+	Audio          AudioInfo
 }
 
 // ReportLookup finds a report by ID, or by source and external ID.
@@ -307,7 +329,8 @@ func (db *DB) getReport(ctx context.Context, l ReportLookup) (*ReportDetail, err
 	}
 	r.ExternalID = ext.String
 	r.CreatedAt = time.UnixMicro(created).UTC()
-	rows, err := db.r.QueryContext(ctx, `SELECT v.revision, j.public_id, j.state, rr.public_id, COALESCE(rr.authoritative, FALSE), v.received_at, v.text_purged_at
+	rows, err := db.r.QueryContext(ctx, `SELECT v.revision, j.public_id, j.state, rr.public_id, COALESCE(rr.authoritative, FALSE), v.received_at, v.text_purged_at,
+			`+audioColumns+`
 		FROM revisions v JOIN jobs j ON j.revision_id = v.id LEFT JOIN review_records rr ON rr.job_id = j.id
 		WHERE v.report_id = $1 AND j.parent_job_id IS NULL ORDER BY v.revision, j.created_at`, key)
 	if err != nil {
@@ -319,7 +342,8 @@ func (db *DB) getReport(ctx context.Context, l ReportLookup) (*ReportDetail, err
 		var state string
 		var received int64
 		var purged sql.NullInt64
-		if err := rows.Scan(&s.Revision, jobPub(&s.JobID), &state, recordPub(&s.ReviewRecordID), &s.Authoritative, &received, &purged); err != nil {
+		if err := rows.Scan(append([]any{&s.Revision, jobPub(&s.JobID), &state, recordPub(&s.ReviewRecordID), &s.Authoritative, &received, &purged},
+			s.Audio.dest()...)...); err != nil {
 			return nil, fmt.Errorf("read revision: %w", err)
 		}
 		s.TextPurgedAt = fromMicros(purged)

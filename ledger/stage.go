@@ -26,7 +26,8 @@ var (
 			COALESCE((SELECT t.processor_id FROM attempts t WHERE t.job_id = j.id ORDER BY t.n DESC LIMIT 1), ''),
 			COALESCE((SELECT t.failure_class FROM attempts t WHERE t.job_id = j.id ORDER BY t.n DESC LIMIT 1), ''),
 			COALESCE((SELECT string_agg(d.scope, '` + "\n" + `') FROM dispatch_pauses d
-				WHERE d.scope = 'all' OR d.scope = 'tenant:' || j.tenant_id OR d.scope LIKE 'processor:%'), '')
+				WHERE d.scope = 'all' OR d.scope = 'tenant:' || j.tenant_id OR d.scope LIKE 'processor:%'), ''),
+			(v.audio_sha256 IS NOT NULL AND v.transcript_sha256 IS NULL)
 		FROM ` + jobFrom + ` WHERE j.public_id = $1`
 	qClaim = `UPDATE jobs SET attempt = attempt + 1, state = 'extracting', lease_until = $1, lease_holder = $5,
 			extracting_at = COALESCE(extracting_at, $2), updated_at = $2
@@ -124,6 +125,10 @@ type WorkItem struct {
 	// processor's (the processor is chosen later). Paused answers from
 	// them.
 	Pauses []string
+	// AwaitsTranscript: the revision came as audio and has no transcript
+	// yet (docs/design.md §19); its text is empty until the transcribe
+	// step saves one.
+	AwaitsTranscript bool
 }
 
 // Paused reports whether one of w.Pauses covers dispatch of the job to
@@ -178,7 +183,7 @@ func (db *DB) LoadWork(ctx context.Context, q Querier, jobID string) (*WorkItem,
 	var purged sql.NullInt64
 	var lastClass, pauses string
 	binding, err := scanJob(q.QueryRowContext(ctx, qLoadWork, pub(jobID)), &w.Job, &text, &sealed, &purged, &w.HasArtifact, &w.TransientFails,
-		&w.LastProcessor, &lastClass, &pauses)
+		&w.LastProcessor, &lastClass, &pauses, &w.AwaitsTranscript)
 	w.LastClass = stet.FailureClass(lastClass)
 	if pauses != "" {
 		w.Pauses = strings.Split(pauses, "\n") // ValidScope refuses a newline

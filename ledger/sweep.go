@@ -79,14 +79,21 @@ const (
 	PurgeRecords    Purge = "records"
 	PurgeReceipts   Purge = "receipts"
 	PurgeTombstones Purge = "tombstones"
+	// PurgeAudio deletes transcribed audio whose retention.audio ended
+	// (docs/design.md §19); audio with none is purged with its transcript.
+	PurgeAudio Purge = "audio"
 )
 
 // Purges lists every purge.
-var Purges = []Purge{PurgeText, PurgeArtifacts, PurgeRecords, PurgeReceipts, PurgeTombstones}
+var Purges = []Purge{PurgeText, PurgeArtifacts, PurgeRecords, PurgeReceipts, PurgeTombstones, PurgeAudio}
+
+// qPurgeAudio deletes audio past its purge time ($1 now, $2 limit).
+const qPurgeAudio = `DELETE FROM revision_audio WHERE revision_id IN
+	(SELECT revision_id FROM revision_audio WHERE purge_after IS NOT NULL AND purge_after <= $1 LIMIT $2)`
 
 // PurgeBatch runs one bounded purge of kind for the rows recorded under
-// policyHash that are older than cut (tombstones: expired by now; the hash
-// and cut are unused). It returns how many rows it purged; fewer than limit
+// policyHash that are older than cut (tombstones and audio: expired by now;
+// the hash and cut are unused). It returns how many rows it purged; fewer than limit
 // means nothing is left for now.
 func PurgeBatch(ctx context.Context, q Querier, kind Purge, policyHash string, cut, now time.Time, limit int) (int, error) {
 	var res interface{ RowsAffected() (int64, error) }
@@ -106,6 +113,8 @@ func PurgeBatch(ctx context.Context, q Querier, kind Purge, policyHash string, c
 		res, err = q.ExecContext(ctx, qDeleteReceipts, policyHash, micros(cut), limit)
 	case PurgeTombstones:
 		res, err = q.ExecContext(ctx, qDeleteTombstones, micros(now), limit)
+	case PurgeAudio:
+		res, err = q.ExecContext(ctx, qPurgeAudio, micros(now), limit)
 	default:
 		return 0, fmt.Errorf("purge: unknown kind %q", kind)
 	}

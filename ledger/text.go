@@ -100,6 +100,13 @@ func (d *JobDetail) WriteText(w io.Writer) {
 		}
 	}
 	fmt.Fprintf(w, "  policy %s (%s)\n", j.PolicyID, short(j.PolicyHash))
+	if a := d.Audio; a.AudioSHA256 != "" {
+		if a.Transcriber == "" {
+			fmt.Fprintf(w, "  audio %s: not transcribed yet\n", short(a.AudioSHA256))
+		} else {
+			fmt.Fprintf(w, "  audio %s transcribed by %s (%s): transcript %s\n", short(a.AudioSHA256), a.Transcriber, dash(a.Model), short(a.TranscriptSHA256))
+		}
+	}
 	for _, b := range d.Decisions {
 		fmt.Fprintf(w, "  boundary decision %s by %s: %s -> %s under policy %s (%s); reason: %s\n",
 			b.At.Format(time.RFC3339), b.Actor, dash(b.From), b.To, b.PolicyID, short(b.PolicyHash), b.Reason)

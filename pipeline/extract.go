@@ -72,6 +72,17 @@ func (p *Pipeline) extract(ctx context.Context, job *river.Job[ExtractArgs]) (st
 	log = log.With("report_id", j.ReportID, "revision", j.Revision, "tenant", j.TenantID, "source", j.SourceID)
 	now := p.clock.Now()
 
+	if work.AwaitsTranscript {
+		// An audio report: its transcript first (transcribe.go), once per
+		// revision, before any part or processor sees text.
+		switch {
+		case j.State == stet.JobAccepted || j.State == stet.JobWaiting:
+			return p.transcribeStep(ctx, job, work, log)
+		case j.State == stet.JobExtracting && (j.LeaseUntil.IsZero() || !j.LeaseUntil.After(now)):
+			return p.transcribeStep(ctx, job, work, log)
+		}
+	}
+
 	if profile := p.profiles[j.ExtractionVersion]; profile != nil && len(profile.Parts) > 0 {
 		// A profile with parts: its job never goes to a processor; its
 		// parts' jobs do.
@@ -336,6 +347,7 @@ type attempt struct {
 	result         ledger.AttemptResult // what the call returned, to record
 	log            *slog.Logger
 	accepted       time.Time // the job's acceptance, for stet_time_to_record_seconds
+	transcribe     bool      // the call was the transcribe step's (transcribe.go)
 }
 
 // observeRecord records a review record's time from acceptance.
@@ -564,7 +576,7 @@ func (p *Pipeline) failed(ctx context.Context, a attempt, pe *stet.ProcessorErro
 		if err := setState(stet.JobWaiting); err != nil {
 			return "error", err
 		}
-		if p.hasFallback(a.policyHash, a.profile, processorID) {
+		if !a.transcribe && p.hasFallback(a.policyHash, a.profile, processorID) {
 			// An approved fallback takes the next attempt now; the limited
 			// processor's wait does not hold the job.
 			return "rate_limited", river.JobSnooze(0)

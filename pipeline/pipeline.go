@@ -37,6 +37,7 @@ import (
 	"github.com/stetlabs/stet/metrics"
 	"github.com/stetlabs/stet/monitor"
 	"github.com/stetlabs/stet/outbound"
+	"github.com/stetlabs/stet/processor/transcribe"
 	"github.com/stetlabs/stet/schema"
 )
 
@@ -120,6 +121,9 @@ func compileProfile(p stet.Profile) (*Profile, error) {
 type Config struct {
 	DB         *ledger.DB
 	Processors map[string]stet.Processor // by processor ID
+	// Transcribers turn audio reports into text (docs/design.md §19), by
+	// transcriber ID; their limits are in Limits too.
+	Transcribers map[string]transcribe.Transcriber
 	// Limits are each processor's configured provider limits (absent or
 	// zero: unlimited). Processes sharing a database split them by worker
 	// heartbeats.
@@ -300,6 +304,9 @@ func New(cfg Config) (*Pipeline, error) {
 	for id := range cfg.Processors {
 		p.limiters[id] = admission.New(cfg.Limits[id], cfg.Clock)
 	}
+	for id := range cfg.Transcribers {
+		p.limiters[id] = admission.New(cfg.Limits[id], cfg.Clock)
+	}
 	p.processID = stet.NewID("proc", cfg.Clock.Now())
 	for _, pol := range cfg.Policies {
 		p.policies[pol.ID] = pol
@@ -310,7 +317,11 @@ func New(cfg Config) (*Pipeline, error) {
 	river.AddWorker(workers, &recordWorker{p: p})
 	river.AddWorker(workers, &batchWorker{p: p})
 	river.AddWorker(workers, &assembleWorker{p: p})
-	p.gov = governance.New(governance.Config{DB: cfg.DB, Clock: cfg.Clock, Log: cfg.Logger, Processors: cfg.Processors,
+	transcribers := map[string]stet.ProcessorInfo{}
+	for id, t := range cfg.Transcribers {
+		transcribers[id] = t.Info()
+	}
+	p.gov = governance.New(governance.Config{DB: cfg.DB, Clock: cfg.Clock, Log: cfg.Logger, Processors: cfg.Processors, Transcribers: transcribers,
 		Encryption: cfg.Encryption, JobTimeout: cfg.JobTimeout, SweepInterval: cfg.SweepInterval,
 		SweepBatch: cfg.SweepBatch, SweepBatches: cfg.SweepBatches, Backoff: p.backoff})
 	p.gov.Register(workers)

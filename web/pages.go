@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -181,6 +182,9 @@ type recordView struct {
 	// Cost is what the job's calls cost ("" without a price), and
 	// TimeToRecord the time from acceptance to the record.
 	Cost, TimeToRecord string
+	// AudioHeld: the record's revision came as audio and its audio is
+	// still retained, so the page plays it (docs/design.md §19).
+	AudioHeld bool
 }
 
 // attemptTable is one job's processor calls on the record page: the
@@ -226,6 +230,13 @@ func (u *UI) loadRecord(r *http.Request, s *Session, id string) (*recordView, er
 	v.CanReopen = s.Role.Allows(stet.RoleOperator) && rec.State == stet.RecordDecided
 	if c, ok := v.Job.Cost(); ok {
 		v.Cost = fmt.Sprintf("$%.6f over %d calls", c, v.Job.Calls())
+	}
+	if v.Job.Audio.AudioSHA256 != "" {
+		held, err := u.db.AudioHeld(ctx, rec.JobID)
+		if err != nil {
+			return nil, err
+		}
+		v.AudioHeld = held
 	}
 	if j := v.Job.Job; !j.CommittedAt.IsZero() {
 		v.TimeToRecord = j.CommittedAt.Sub(j.CreatedAt).Round(time.Millisecond).String()
@@ -293,6 +304,33 @@ func (u *UI) record(w http.ResponseWriter, r *http.Request, s *Session) {
 		return
 	}
 	u.render(w, http.StatusOK, "record", u.view(s, "Record "+v.Rec.ID, "review", v))
+}
+
+// recordAudio serves the audio of a record's revision while it is
+// retained, to the page's player; reading it is audited as reading the
+// record is.
+func (u *UI) recordAudio(w http.ResponseWriter, r *http.Request, s *Session) {
+	rec, err := u.db.GetReview(r.Context(), s.Tenant, r.PathValue("id"))
+	if err != nil {
+		u.fail(w, r, s, err)
+		return
+	}
+	a, err := u.db.LoadAudio(r.Context(), u.db.Reader(), rec.JobID)
+	if errors.Is(err, ledger.ErrAudioGone) {
+		u.fail(w, r, s, stet.ErrNotFound)
+		return
+	}
+	if err != nil {
+		u.fail(w, r, s, err)
+		return
+	}
+	if !u.audit(w, r, s, "review.audio", "review_record", rec.ID) {
+		return
+	}
+	w.Header().Set("Content-Type", a.ContentType)
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Length", strconv.Itoa(len(a.Data)))
+	_, _ = w.Write(a.Data)
 }
 
 func (u *UI) decide(w http.ResponseWriter, r *http.Request, s *Session) {

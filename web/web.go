@@ -158,6 +158,7 @@ func (u *UI) routes() {
 	u.handle("GET /ui/{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ui/review", http.StatusSeeOther) })
 	u.handle("GET /ui/review", u.session(stet.RoleReader, u.queue))
 	u.handle("GET /ui/review/{id}", u.session(stet.RoleReader, u.record))
+	u.handle("GET /ui/review/{id}/audio", u.session(stet.RoleReader, u.recordAudio))
 	u.handle("POST /ui/review/{id}/decision", u.session(stet.RoleReviewer, u.decide))
 	u.handle("POST /ui/review/{id}/reopen", u.session(stet.RoleOperator, u.reopen))
 	u.handle("GET /ui/dispatch", u.session(stet.RoleOperator, u.dispatch))

@@ -116,7 +116,7 @@ func TestDiscoveryMatchesConfig(t *testing.T) {
 	if got.Policy.Hash != srcs[0].PolicyHash || got.Policy.Hash != pol.Domain().Hash() {
 		t.Errorf("policy hash = %s, want the recorded %s", got.Policy.Hash, srcs[0].PolicyHash)
 	}
-	if got.Policy.Retention != (api.DiscoveryRetention{Text: "30d", Artifacts: "365d", Records: "kept"}) || got.Policy.ReplayHorizon != "90d" {
+	if got.Policy.Retention != (api.DiscoveryRetention{Text: "30d", Artifacts: "365d", Records: "kept", Audio: "0s"}) || got.Policy.ReplayHorizon != "90d" || got.Policy.Audio != "deny" {
 		t.Errorf("retention = %+v, horizon %s", got.Policy.Retention, got.Policy.ReplayHorizon)
 	}
 	if len(got.Processors) != len(pol.Processors) || got.Processors[0].ID != "local-rules" || got.Processors[0].Role != "primary" ||
@@ -170,11 +170,11 @@ func TestDiscoveryMatchesConfig(t *testing.T) {
 	}
 	src := m["sources"].([]any)[0].(map[string]any)
 	wantKeys := map[string][]string{
-		"source":    {"destinations", "id", "identity", "mode", "policy", "processors", "profile", "revisions"},
-		"policy":    {"hash", "id", "minimize", "regions", "replay_horizon", "retention"},
+		"source":    {"destinations", "id", "identity", "media", "mode", "policy", "processors", "profile", "revisions", "transcribers"},
+		"policy":    {"audio", "hash", "id", "minimize", "regions", "replay_horizon", "retention"},
 		"processor": {"id", "kind", "model", "region", "retention", "role", "subprocessors", "zero_data_retention"},
 		"profile":   {"id", "schema", "version"},
-		"retention": {"artifacts", "records", "text"},
+		"retention": {"artifacts", "audio", "records", "text"},
 	}
 	for name, obj := range map[string]map[string]any{"source": src, "policy": src["policy"].(map[string]any),
 		"processor": src["processors"].([]any)[0].(map[string]any), "profile": src["profile"].(map[string]any),

@@ -31,6 +31,8 @@ import (
 	"github.com/stetlabs/stet/processor/infrai"
 	"github.com/stetlabs/stet/processor/openai"
 	"github.com/stetlabs/stet/processor/rules"
+	"github.com/stetlabs/stet/processor/transcribe"
+	"github.com/stetlabs/stet/processor/transcribe/pocketsphinx"
 	"github.com/stetlabs/stet/webhook"
 )
 
@@ -120,6 +122,17 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (*App, error) {
 		}
 		procs[pc.ID] = p
 	}
+	transcribers := map[string]transcribe.Transcriber{}
+	for i := range cfg.Transcribers {
+		tc := &cfg.Transcribers[i]
+		limits[tc.ID] = admission.Limits{RPM: tc.Limits.RPM, TPM: tc.Limits.TPM, Concurrency: tc.Limits.Concurrency}
+		t, err := NewTranscriber(tc, hc)
+		if err != nil {
+			a.Close()
+			return nil, err
+		}
+		transcribers[tc.ID] = t
+	}
 	var profiles []*pipeline.Profile
 	for i := range cfg.Profiles {
 		p, err := pipeline.NewProfile(*cfg.Profiles[i].Domain())
@@ -141,7 +154,7 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (*App, error) {
 	a.stopTracing = stopTracing
 	role := cmp.Or(o.Role, "all")
 	pl, err := pipeline.New(pipeline.Config{
-		DB: db, Processors: procs, Limits: limits, Batch: batch, AssembleEvery: cfg.Workers.AssembleEvery.Std(), Profiles: profiles, Policies: policies,
+		DB: db, Processors: procs, Transcribers: transcribers, Limits: limits, Batch: batch, AssembleEvery: cfg.Workers.AssembleEvery.Std(), Profiles: profiles, Policies: policies,
 		Prices: prices, Budgets: budgets,
 		Logger: o.Logger, Metrics: a.Metrics, Clock: o.Clock,
 		Concurrency: cfg.Workers.Concurrency, JobTimeout: cfg.Workers.JobTimeout.Std(),
@@ -245,6 +258,25 @@ func NewProcessor(pc *config.Processor, cfg *config.Config, hc *http.Client) (st
 	}
 }
 
+// NewTranscriber builds a transcriber from its config (docs/design.md
+// §19), sending through hc (nil: its own client). A pocketsphinx
+// transcriber whose recognizer or model is missing is an error naming the
+// command that installs them.
+func NewTranscriber(tc *config.Processor, hc *http.Client) (transcribe.Transcriber, error) {
+	switch tc.Kind {
+	case config.KindPocketsphinx:
+		return pocketsphinx.New(pocketsphinx.Config{ID: tc.ID, Timeout: tc.Timeout.Std()})
+	case config.KindOpenAITranscribe:
+		c := processor.Common{
+			ID: tc.ID, BaseURL: tc.BaseURL, APIKey: tc.APIKey, Model: tc.Model, Region: tc.Region,
+			Retention: tc.Retention, ZeroRetention: tc.ZeroRetention.Value, Subprocessors: tc.Subprocessors.List, Pending: tc.PendingAnswers(),
+			Timeout: tc.Timeout.Std(), HTTPClient: hc,
+		}
+		return openai.NewTranscriber(openai.TranscriberConfig{Config: openai.Config{Common: c, AzureAPIVersion: tc.APIVersion}})
+	}
+	return nil, fmt.Errorf("transcriber %s: kind %q is not in this build", tc.ID, tc.Kind)
+}
+
 // Migrate applies the ledger's and River's migrations.
 func Migrate(ctx context.Context, db *ledger.DB) error {
 	if _, err := db.Migrate(ctx); err != nil {
@@ -306,6 +338,7 @@ func Sources(cfg *config.Config, clock stet.Clock) ([]*api.Source, error) {
 		pol := cfg.Policy(s.Policy).Domain()
 		sources = append(sources, &api.Source{
 			ID: s.ID, Tenant: s.Tenant, Identity: s.Identity, Revisions: s.Revisions, Verifier: v, Mode: s.Mode,
+			Audio: s.AcceptsAudio(), AudioBodyLimit: int64(s.AudioBodyLimit),
 			PolicyID: pol.ID, PolicyHash: pol.Hash(), ProfileID: prof.ID, ProfileVersion: prof.Version, Schema: prof.Validator,
 		})
 	}

@@ -28,6 +28,7 @@ func Discovery(cfg *config.Config, encryption bool, procs map[string]stet.Proces
 		pol := pc.Domain()
 		ds := api.DiscoverySource{
 			Tenant: s.Tenant, ID: s.ID, Mode: string(s.Mode), Identity: string(s.Identity), Revisions: string(s.Revisions),
+			Media:   append([]string{}, s.Media...),
 			Profile: api.DiscoveryProfile{ID: prof.ID, Version: prof.Version, Schema: prof.SchemaJSON},
 			Policy: api.DiscoveryPolicy{ID: pol.ID, Hash: pol.Hash(), Minimize: []string{}, Regions: []string{},
 				Retention: api.DiscoveryRetention{Text: kept(pc.Retention.Text), Artifacts: kept(pc.Retention.Artifacts), Records: kept(pc.Retention.Records),

@@ -25,6 +25,9 @@ const (
 	AfterBatchSubmit = "after_batch_submit"
 	// MidApply: one chunk of a batch's items is applied; the rest are not.
 	MidApply = "mid_apply"
+	// AfterTranscript: an audio report's transcript is saved; its
+	// extraction has not started.
+	AfterTranscript = "after_transcript"
 )
 
 var at = os.Getenv("STET_CRASH_AT")

@@ -45,7 +45,7 @@ const ReviewWait = 60 * time.Second
 type Params struct {
 	Client     *stetclient.Client // signed with the source's secret, holding an operator token
 	Source     string             // the source the samples are delivered to
-	Samples    string             // the folder of *.json samples
+	Samples    string             // the folder of *.json samples (and *.wav voice notes)
 	ConfigPath string             // the config's path as the reader typed it, for the hints
 	// SecretEnv names the variable holding the source's webhook secret
 	// (the secret itself is the Client's), for the stet send hint.
@@ -70,20 +70,29 @@ func Run(ctx context.Context, p Params) (reviewed bool, err error) {
 		return reviewed, err
 	}
 	base, token := p.Client.Base, p.Client.Token
+	// The hints name the first sample: report-001, or a voice note's.
+	first, send := "report-001", filepath.Join(p.Samples, "report-001.json")
+	if _, err := os.Stat(send); err != nil {
+		if notes, _ := filepath.Glob(filepath.Join(p.Samples, "*.wav")); len(notes) > 0 {
+			first = strings.TrimSuffix(filepath.Base(notes[0]), ".wav")
+		}
+		// stet send takes a JSON report: the quickstart's, beside this folder.
+		send = filepath.Join(filepath.Dir(filepath.Dir(p.Samples)), "quickstart", "samples", "report-001.json")
+	}
 	fmt.Fprintf(p.Stdout, `
 Where to look:
   the review UI:      %s/ui/review   (sign in with the token %s)
   the review queue:   curl -s -H "Authorization: Bearer %s" %s/v1/review
-  one report:         curl -s -H "Authorization: Bearer %s" %s/v1/sources/%s/reports/report-001
-  a job's timeline:   ./stet inspect --config %s %s/report-001
+  one report:         curl -s -H "Authorization: Bearer %s" %s/v1/sources/%s/reports/%s
+  a job's timeline:   ./stet inspect --config %s %s/%s
   invariants:         ./stet check --config %s
   metrics:            curl -s %s/metrics | grep '^stet_'
 
 Send a report of your own, signed with the source's webhook secret (Standard Webhooks):
   export %s='%s'
   ./stet send --config %s --source %s --url %s %s
-`, base, token, token, base, token, base, p.Source, p.ConfigPath, p.Source, p.ConfigPath, base,
-		p.SecretEnv, p.Client.Secret, p.ConfigPath, p.Source, base, filepath.Join(p.Samples, "report-001.json"))
+`, base, token, token, base, token, base, p.Source, first, p.ConfigPath, p.Source, first, p.ConfigPath, base,
+		p.SecretEnv, p.Client.Secret, p.ConfigPath, p.Source, base, send)
 	return reviewed, nil
 }
 
@@ -91,7 +100,12 @@ Send a report of your own, signed with the source's webhook secret (Standard Web
 // with the same webhook-id and once with a new one. It returns the job IDs.
 func postSamples(ctx context.Context, stdout io.Writer, client *stetclient.Client, source, dir string) (map[string]bool, error) {
 	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
-	if err != nil || len(files) == 0 {
+	if err != nil {
+		return nil, fmt.Errorf("no samples in %s", dir)
+	}
+	notes, _ := filepath.Glob(filepath.Join(dir, "*.wav"))
+	files = append(files, notes...)
+	if len(files) == 0 {
 		return nil, fmt.Errorf("no samples in %s", dir)
 	}
 	sort.Strings(files)
@@ -100,7 +114,7 @@ func postSamples(ctx context.Context, stdout io.Writer, client *stetclient.Clien
 	}
 	var ds []delivery
 	for _, f := range files {
-		ds = append(ds, delivery{f, "msg_qs_" + strings.TrimSuffix(filepath.Base(f), ".json"), ""})
+		ds = append(ds, delivery{f, "msg_qs_" + strings.TrimSuffix(filepath.Base(f), filepath.Ext(f)), ""})
 	}
 	ds = append(ds,
 		delivery{files[0], ds[0].webhookID, "same webhook-id again"},
@@ -110,7 +124,7 @@ func postSamples(ctx context.Context, stdout io.Writer, client *stetclient.Clien
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "sample\twebhook-id\tstatus\tjob\tduplicate\tnote")
 	for _, d := range ds {
-		body, err := os.ReadFile(d.file)
+		body, err := sampleBody(d.file)
 		if err != nil {
 			return nil, err
 		}
@@ -126,6 +140,21 @@ func postSamples(ctx context.Context, stdout io.Writer, client *stetclient.Clien
 	tw.Flush()
 	fmt.Fprintf(stdout, "\n%d deliveries, %d distinct jobs\n\n", len(ds), len(jobs))
 	return jobs, nil
+}
+
+// sampleBody is the delivery body of a sample: a .json file as it is, a
+// .wav voice note as an audio report (docs/design.md §19) whose external ID
+// is the file's name without its extension.
+func sampleBody(file string) ([]byte, error) {
+	b, err := os.ReadFile(file)
+	if err != nil || filepath.Ext(file) != ".wav" {
+		return b, err
+	}
+	return json.Marshal(map[string]any{
+		"external_id": strings.TrimSuffix(filepath.Base(file), ".wav"),
+		"revision":    1,
+		"audio":       map[string]string{"content_type": "audio/wav", "data": base64.StdEncoding.EncodeToString(b)},
+	})
 }
 
 // waitReviewed waits until every job has a review record.

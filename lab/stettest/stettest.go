@@ -47,7 +47,13 @@ const (
 	SourceNotes   = "notes"   // identity external_id, revisions content
 	SourceOther   = "other-tenant-reports"
 	SourceBatch   = "batch-reports" // like reports, dispatched through provider batches
+	// SourceVoice is like reports, and also takes audio reports, bodies up
+	// to VoiceBodyLimit.
+	SourceVoice = "voice-notes"
 )
+
+// VoiceBodyLimit is SourceVoice's audio_body_limit.
+const VoiceBodyLimit = 16 << 10
 
 // Secret is every source's webhook secret.
 var Secret = "whsec_" + base64.StdEncoding.EncodeToString([]byte("stettest-secret-0123456789abcdef"))
@@ -307,6 +313,11 @@ func (e *Env) start(policy *stet.Policy) {
 			src(SourceNotes, "demo", stet.IdentityExternalID, stet.RevisionsContent),
 			src(SourceOther, "other", stet.IdentityExternalID, stet.RevisionsExplicit),
 			src(SourceBatch, "demo", stet.IdentityExternalID, stet.RevisionsExplicit),
+			func() *api.Source {
+				s := src(SourceVoice, "demo", stet.IdentityExternalID, stet.RevisionsExplicit)
+				s.Audio, s.AudioBodyLimit = true, VoiceBodyLimit
+				return s
+			}(),
 		},
 		Tokens: []api.Token{
 			{Name: "reader", Tenant: "demo", Role: stet.RoleReader, Value: ReaderToken},

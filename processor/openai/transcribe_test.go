@@ -23,7 +23,7 @@ const transcribeCanary = "CANARY-7f3a Jane Roe 555-0100"
 
 func transcribeNote(t *testing.T) transcribe.Audio {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "..", "examples", "quickstart", "audio", "note-001.wav"))
+	data, err := os.ReadFile(filepath.Join("..", "..", "examples", "audio", "samples", "note-001.wav"))
 	if err != nil {
 		t.Fatalf("read sample: %v", err)
 	}
@@ -181,8 +181,10 @@ func TestTranscribeClassification(t *testing.T) {
 		{"429 retry-after-ms", openaifake.Fault{Kind: openaifake.RateLimit, RetryAfterMS: 1500, RetryAfter: "9"}, 0, stet.FailureRateLimited, 429, "rate_limit_exceeded", 1500 * time.Millisecond},
 		{"disconnect", openaifake.Fault{Kind: openaifake.Disconnect}, 0, stet.FailureTransient, 0, "", 0},
 		{"truncated answer", openaifake.Fault{Kind: openaifake.TruncatedJSON}, 0, stet.FailureTransient, 200, "", 0},
-		{"timeout", openaifake.Fault{Kind: openaifake.Delay, Delay: time.Hour}, 50 * time.Millisecond, stet.FailureTransient, 0, "", 0},
-		{"timeout after headers", openaifake.Fault{Kind: openaifake.TimeoutAfterAnswer}, 50 * time.Millisecond, stet.FailureTransient, 200, "", 0},
+		// Timeouts long enough for the upload to reach the fake under a
+		// loaded -race run: the fake counts a call once it has the form.
+		{"timeout", openaifake.Fault{Kind: openaifake.Delay, Delay: time.Hour}, time.Second, stet.FailureTransient, 0, "", 0},
+		{"timeout after headers", openaifake.Fault{Kind: openaifake.TimeoutAfterAnswer}, time.Second, stet.FailureTransient, 200, "", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

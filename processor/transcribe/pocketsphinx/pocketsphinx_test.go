@@ -14,12 +14,12 @@ import (
 	"github.com/stetlabs/stet/processor/transcribe/transcribetest"
 )
 
-// samples are the quickstart's voice notes (examples/quickstart/audio).
+// samples are the quickstart's voice notes (examples/audio/samples).
 var samples = []string{"note-001.wav", "note-002.wav", "note-003.wav"}
 
 func sample(t testing.TB, name string) transcribe.Audio {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "..", "..", "examples", "quickstart", "audio", name))
+	data, err := os.ReadFile(filepath.Join("..", "..", "..", "examples", "audio", "samples", name))
 	if err != nil {
 		t.Fatalf("read sample: %v", err)
 	}
