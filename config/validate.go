@@ -596,6 +596,31 @@ func (l *loader) validateAudioSources(c *Config) {
 // §19): its transcribers exist, are listed once and are judged against its
 // regions and subprocessors as its processors are; audio is allow or deny,
 // and allow needs a transcriber.
+// validateMembers checks the IDs a policy lists under key (its processors
+// or its transcribers, each a noun that handles what): each is defined,
+// listed once, in the policy's regions when it lists any, and declares only
+// subprocessors the policy allows.
+func (l *loader) validateMembers(p, key string, po *Policy, ids []string, defined map[string]bool, lookup func(string) *Processor, noun, what string) {
+	dom := po.Domain()
+	for i, id := range ids {
+		ip := index(join(p, key), i)
+		switch {
+		case !defined[id]:
+			l.problem(ip, "%s %q is not defined under %ss", noun, id, noun)
+		case slices.Index(ids, id) < i:
+			l.problem(ip, "%s %q is listed twice", noun, id)
+		case len(po.Regions) > 0 && lookup(id).Region != Pending && !slices.Contains(po.Regions, lookup(id).Region):
+			l.problem(ip, "%s %q handles %s in region %q, which this policy's regions do not allow", noun, id, what, lookup(id).Region)
+		default:
+			for _, sub := range lookup(id).Subprocessors.List {
+				if !dom.AllowsSubprocessor(sub) {
+					l.problem(join(p, "allowed_subprocessors"), "%s %q declares subprocessor %q, which this list does not allow", noun, id, sub)
+				}
+			}
+		}
+	}
+}
+
 func (l *loader) validatePolicyAudio(p string, po *Policy, transcribers map[string]bool, c *Config) {
 	ap := join(p, "audio")
 	switch po.Audio {
@@ -612,25 +637,7 @@ func (l *loader) validatePolicyAudio(p string, po *Policy, transcribers map[stri
 	if po.Audio != AudioAllow && len(po.Transcribers) > 0 {
 		l.problem(ap, "must be allow for transcribers to hear audio: audio cannot be minimized, so the policy says so in words")
 	}
-	dom := po.Domain()
-	for i, id := range po.Transcribers {
-		ip := index(tp, i)
-		tr := c.Transcriber(id)
-		switch {
-		case !transcribers[id]:
-			l.problem(ip, "transcriber %q is not defined under transcribers", id)
-		case slices.Index(po.Transcribers, id) < i:
-			l.problem(ip, "transcriber %q is listed twice", id)
-		case len(po.Regions) > 0 && tr.Region != Pending && !slices.Contains(po.Regions, tr.Region):
-			l.problem(ip, "transcriber %q handles audio in region %q, which this policy's regions do not allow", id, tr.Region)
-		default:
-			for _, sub := range tr.Subprocessors.List {
-				if !dom.AllowsSubprocessor(sub) {
-					l.problem(join(p, "allowed_subprocessors"), "transcriber %q declares subprocessor %q, which this list does not allow", id, sub)
-				}
-			}
-		}
-	}
+	l.validateMembers(p, "transcribers", po, po.Transcribers, transcribers, c.Transcriber, "transcriber", "audio")
 	if rp := join(join(p, "retention"), "audio"); l.present(rp) && po.Retention.Audio < 0 {
 		l.problem(rp, "must not be negative")
 	}
@@ -641,24 +648,7 @@ func (l *loader) validatePolicy(p string, po *Policy, processors map[string]bool
 	if len(po.Processors) == 0 {
 		l.problem(pp, "required: at least one processor")
 	}
-	for i, id := range po.Processors {
-		ip := index(pp, i)
-		switch {
-		case !processors[id]:
-			l.problem(ip, "processor %q is not defined under processors", id)
-		case slices.Index(po.Processors, id) < i:
-			l.problem(ip, "processor %q is listed twice", id)
-		case len(po.Regions) > 0 && c.Processor(id).Region != Pending && !slices.Contains(po.Regions, c.Processor(id).Region):
-			l.problem(ip, "processor %q handles text in region %q, which this policy's regions do not allow", id, c.Processor(id).Region)
-		case po.AllowedSubprocessors != nil:
-			dom := po.Domain()
-			for _, sub := range c.Processor(id).Subprocessors.List {
-				if !dom.AllowsSubprocessor(sub) {
-					l.problem(join(p, "allowed_subprocessors"), "processor %q declares subprocessor %q, which this list does not allow", id, sub)
-				}
-			}
-		}
-	}
+	l.validateMembers(p, "processors", po, po.Processors, processors, c.Processor, "processor", "text")
 	for i, class := range po.Minimize {
 		ip := index(join(p, "minimize"), i)
 		switch {

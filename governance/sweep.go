@@ -34,9 +34,10 @@ func (w *sweepWorker) Work(ctx context.Context, _ *river.Job[SweepArgs]) error {
 // version, it purges text and metadata, artifacts' raw and normalized
 // output, decided records' classification and note (when the policy sets
 // records retention), and delivery receipts past the replay horizon; then
-// expired tombstones and transcribed audio past its retention. Each batch of SweepBatch rows is its own transaction,
-// and each kind stops after SweepBatches batches, so a run's work is
-// bounded and the next run carries on. It also re-enqueues deletions whose
+// expired tombstones and transcribed audio past its retention. Each batch
+// of SweepBatch rows is its own transaction, and each kind stops after
+// SweepBatches batches, so a run's work is bounded and the next run
+// carries on. It also re-enqueues deletions whose
 // worker was lost. It returns the rows purged by kind.
 func (g *Governance) Sweep(ctx context.Context) (map[ledger.Purge]int, error) {
 	now := g.cfg.Clock.Now()

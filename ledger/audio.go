@@ -174,15 +174,7 @@ func (db *DB) SaveTranscript(ctx context.Context, tx Querier, t Transcript) erro
 		micros(t.Now.Add(t.KeepAudio)), revisionKey); err != nil {
 		return fmt.Errorf("keep audio: %w", err)
 	}
-	res, err := tx.ExecContext(ctx, `UPDATE jobs SET state = 'accepted', lease_until = NULL, lease_holder = NULL, updated_at = $1
-		WHERE public_id = $2 AND attempt = $3 AND state = 'extracting'`, now, pub(t.JobID), t.Token)
-	if err != nil {
-		return fmt.Errorf("release job: %w", err)
-	}
-	if k, _ := res.RowsAffected(); k != 1 {
-		return stet.ErrLeaseLost
-	}
-	return nil
+	return releaseJob(ctx, tx, t.JobID, t.Token, t.Now)
 }
 
 // AudioHeld reports whether the audio of the job's revision is still

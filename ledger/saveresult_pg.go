@@ -82,26 +82,32 @@ func (db *DB) savesCommitted(p SaveResultParams) bool {
 // writes), and after the round trip when the fence or the record part
 // did not hold. Callers always call it first and never ask which.
 func (db *DB) SaveResultCommit(ctx context.Context, p SaveResultParams) (string, error) {
-	if !db.savesCommitted(p) || p.Attempt.ReportedCostUSD != nil {
-		// A provider's own cost figure is written beside the function's
-		// statements (SaveResult), which this one round trip has no room for.
+	if !db.savesCommitted(p) {
 		return "", ErrSaveApart
 	}
 	args, record, err := saveResultArgs(nil, p)
 	if err != nil {
 		return "", err
 	}
-	err = db.onPgx(ctx, ErrSaveApart, func(c *pgx.Conn) error { return saveCommitted(ctx, c, args) })
+	err = db.onPgx(ctx, ErrSaveApart, func(c *pgx.Conn) error { return saveCommitted(ctx, c, args, p.JobID, p.Attempt) })
 	if err != nil {
 		return "", err
 	}
 	return record, nil
 }
 
-func saveCommitted(ctx context.Context, c *pgx.Conn, args []any) error {
+// qSetReportedCost records a provider's own cost figure on attempt $3 of
+// job $2: stet_save_result has no parameter for it, so it rides in the
+// same transaction, after the function.
+var qSetReportedCost = `UPDATE attempts SET reported_cost_usd = $1 WHERE job_id = ` + jobKeySQL("$2") + ` AND n = $3`
+
+func saveCommitted(ctx context.Context, c *pgx.Conn, args []any, jobID string, r AttemptResult) error {
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	b.Queue(qSaveResultCommit, args...)
+	if r.ReportedCostUSD != nil {
+		b.Queue(qSetReportedCost, *r.ReportedCostUSD, pub(jobID), r.N)
+	}
 	b.Queue("COMMIT")
 	br := c.SendBatch(ctx, b)
 	_, err := br.Exec()
@@ -116,6 +122,11 @@ func saveCommitted(ctx context.Context, c *pgx.Conn, args []any) error {
 			} else {
 				err = fmt.Errorf("save result: %w", err)
 			}
+		}
+	}
+	if err == nil && r.ReportedCostUSD != nil {
+		if _, err = br.Exec(); err != nil {
+			err = fmt.Errorf("save result: reported cost: %w", err)
 		}
 	}
 	if err != nil {

@@ -638,6 +638,12 @@ func ReleaseForShutdown(ctx context.Context, tx Querier, jobID string, token int
 		WHERE job_id = `+jobKeySQL("$2")+` AND n = $3 AND status = 'started'`, micros(now), pub(jobID), n); err != nil {
 		return fmt.Errorf("abandon attempt: %w", err)
 	}
+	return releaseJob(ctx, tx, jobID, token, now)
+}
+
+// releaseJob returns a job held with token to accepted with no lease, for
+// the next stage run; stet.ErrLeaseLost if a newer attempt holds it.
+func releaseJob(ctx context.Context, tx Querier, jobID string, token int64, now time.Time) error {
 	res, err := tx.ExecContext(ctx, `UPDATE jobs SET state = 'accepted', lease_until = NULL, lease_holder = NULL, updated_at = $1
 		WHERE public_id = $2 AND attempt = $3 AND state = 'extracting'`, micros(now), pub(jobID), token)
 	if err != nil {
@@ -713,8 +719,7 @@ func (db *DB) SaveResult(ctx context.Context, tx Querier, p SaveResultParams) (r
 	if c := p.Attempt.ReportedCostUSD; c != nil && (outcome == "saved" || outcome == "committed" || outcome == "commit_failed") {
 		// stet_save_result has no parameter for a provider's own figure:
 		// it is recorded here, in the same transaction.
-		if _, err := tx.ExecContext(ctx, `UPDATE attempts SET reported_cost_usd = $1 WHERE job_id = `+jobKeySQL("$2")+` AND n = $3`,
-			*c, pub(p.JobID), p.Attempt.N); err != nil {
+		if _, err := tx.ExecContext(ctx, qSetReportedCost, *c, pub(p.JobID), p.Attempt.N); err != nil {
 			return "", false, fmt.Errorf("save result: %w", err)
 		}
 	}

@@ -50,9 +50,12 @@ func (p *Pipeline) cost(processorID string, in, out int, batch bool) (float64, b
 // countCost records a finished call's cost in the metric and the day's
 // spend: what the provider reported, else its tokens at the price.
 func (p *Pipeline) countCost(processorID string, ext *stet.Extraction, batch bool) {
-	c, ok := p.cost(processorID, ext.InputTokens, ext.OutputTokens, batch)
+	var c float64
+	var ok bool
 	if ext.CostUSD != nil {
 		c, ok = *ext.CostUSD, true
+	} else {
+		c, ok = p.cost(processorID, ext.InputTokens, ext.OutputTokens, batch)
 	}
 	if !ok {
 		return

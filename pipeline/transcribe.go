@@ -103,20 +103,25 @@ func (p *Pipeline) transcribeStep(ctx context.Context, job *river.Job[ExtractArg
 		}
 		return "paused", river.JobSnooze(p.cfg.PausedRecheck)
 	}
-	audio, err := p.db.LoadAudio(ctx, p.db.Reader(), jobID)
-	if errors.Is(err, ledger.ErrAudioGone) {
-		// A deletion took it; the deletion cancels the job.
-		return "noop", nil
-	}
-	if err != nil {
-		return "error", err
-	}
 	ticket, wait := p.admitWithin(ctx, id, 0, p.inlineAdmitWait())
 	if ticket == nil {
 		if err := p.markWaiting(ctx, j, now); err != nil {
 			return "error", err
 		}
 		return "throttled", river.JobSnooze(wait)
+	}
+	// The clip (up to audio_body_limit) is read once admitted: a job that
+	// waits reads none.
+	audio, err := p.db.LoadAudio(ctx, p.db.Reader(), jobID)
+	if err != nil {
+		ticket.Done(0, false, 0) // nothing was sent
+	}
+	if errors.Is(err, ledger.ErrAudioGone) {
+		// A deletion took it; the deletion cancels the job.
+		return "noop", nil
+	}
+	if err != nil {
+		return "error", err
 	}
 	clip := transcribe.Audio{ContentType: audio.ContentType, Data: audio.Data}
 	var token int64
